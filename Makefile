@@ -1,0 +1,80 @@
+# nucleus — build with `make`, test with `make test`.
+# Release objects go to build/rel, sanitized test objects to build/san (ASan + UBSan).
+CC      ?= cc
+CSTD    := -std=c11 -D_GNU_SOURCE
+WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter
+INC     := -Iinclude -Isrc
+REL_CFLAGS := $(CSTD) $(WARN) $(INC) -O2 -g -fno-math-errno
+SAN_CFLAGS := $(CSTD) $(WARN) $(INC) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+LDLIBS  := -lm -lpthread -lpcre2-8
+
+# Kernels for one instruction set live in files named *_avx2.c / *_avx512.c and are
+# compiled with that set enabled; everything else targets baseline x86-64 (or the host arch),
+# and the dispatcher picks at run time from cpuid.
+ARCH := $(shell uname -m)
+ifeq ($(ARCH),x86_64)
+AVX2_FLAGS   := -mavx2 -mfma -mf16c
+AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mavx512dq -mfma -mf16c
+else
+AVX2_FLAGS   :=
+AVX512_FLAGS :=
+endif
+
+LIB_SRC  := $(shell find src -name '*.c' | sort)
+CLI_SRC  := $(shell find cli -name '*.c' | sort)
+UNIT_SRC := $(shell find tests/unit -name 'test_*.c' | sort)
+
+REL_LIB_OBJ := $(LIB_SRC:%.c=build/rel/%.o)
+SAN_LIB_OBJ := $(LIB_SRC:%.c=build/san/%.o)
+REL_CLI_OBJ := $(CLI_SRC:%.c=build/rel/%.o)
+SAN_CLI_OBJ := $(CLI_SRC:%.c=build/san/%.o)
+UNIT_BIN    := $(UNIT_SRC:tests/unit/%.c=build/san/tests/%)
+
+.PHONY: all test unit clean fuzz deps
+all: build/nucleus
+
+deps:
+	bash scripts/install-deps.sh
+
+isa_flags = $(if $(findstring _avx512,$1),$(AVX512_FLAGS),$(if $(findstring _avx2,$1),$(AVX2_FLAGS),))
+
+build/rel/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(REL_CFLAGS) $(call isa_flags,$<) -MMD -MP -c $< -o $@
+build/san/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(SAN_CFLAGS) $(call isa_flags,$<) -MMD -MP -c $< -o $@
+
+build/rel/libnucleus.a: $(REL_LIB_OBJ)
+	@rm -f $@; ar rcs $@ $^
+build/san/libnucleus.a: $(SAN_LIB_OBJ)
+	@rm -f $@; ar rcs $@ $^
+
+build/nucleus: $(REL_CLI_OBJ) build/rel/libnucleus.a
+	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS)
+build/san/nucleus: $(SAN_CLI_OBJ) build/san/libnucleus.a
+	$(CC) $(SAN_CFLAGS) -o $@ $^ $(LDLIBS)
+
+build/san/tests/%: tests/unit/%.c build/san/libnucleus.a
+	@mkdir -p $(dir $@)
+	$(CC) $(SAN_CFLAGS) $(call isa_flags,$<) -Itests -o $@ $< build/san/libnucleus.a $(LDLIBS)
+
+unit: $(UNIT_BIN)
+
+# Fuzz harnesses need clang's libFuzzer.
+FUZZ_SRC := $(shell find tests/fuzz -name 'fuzz_*.c' | sort)
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
+# A harness links only the parsers it exercises (the format layer and the shared helpers).
+FUZZ_LIB_SRC := src/common.c $(shell find src/format -name '*.c' | sort)
+build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRC)
+	@mkdir -p $(dir $@)
+	clang $(CSTD) $(INC) -O1 -g -fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_LIB_SRC) $(LDLIBS)
+fuzz: $(FUZZ_BIN)
+
+test: build/nucleus build/san/nucleus unit fuzz
+	bash tests/run.sh
+
+clean:
+	rm -rf build
+
+-include $(shell find build -name '*.d' 2>/dev/null)

@@ -1,0 +1,110 @@
+/* Kernel throughput, one thread: matvec in GB/s of weights read (decode is bandwidth bound) for a
+ * matrix that fits in cache and one that does not, and matmul in GFLOP/s for a tile of tokens
+ * (prefill is compute bound). Every type, every instruction set the machine has.
+ *
+ * Build (from the repository root):
+ *   cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -o build/kernels_bench bench/kernels_bench.c \
+ *      build/rel/libnucleus.a -lm -lpthread
+ * Run: build/kernels_bench [seconds per measurement, default 0.3] */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/kernels.h"
+#include "tensor/quant.h"
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Random bytes with every half-float scale field set to a small normal value (random bytes
+ * there could be inf or nan, which some CPUs handle slowly). */
+static uint8_t *make_weights(uint32_t type, int rows, int cols, size_t *row_bytes) {
+    size_t rb = quant_row_bytes(type, cols), n = rb * (size_t)rows;
+    uint8_t *w = malloc(n);
+    for (size_t i = 0; i < n; i++) w[i] = (uint8_t)rand();
+    float *f = malloc(sizeof(float) * (size_t)cols);
+    for (int r = 0; r < rows; r++) {
+        uint8_t *row = w + rb * (size_t)r;
+        if (type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_BF16) {
+            for (int i = 0; i < cols; i++) f[i] = (float)rand() / RAND_MAX - 0.5f;
+            quant_quantize_row(type, f, row, cols);
+            continue;
+        }
+        size_t bs = quant_row_bytes(type, type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K ? 256 : 32);
+        size_t off = type == GGML_TYPE_Q6_K ? 208 : 0;
+        int per = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K ? 256 : 32;
+        for (int b = 0; b < cols / per; b++) {
+            uint8_t *s = row + bs * (size_t)b + off;
+            s[0] = 0x00;
+            s[1] = 0x20; /* 0.0078125 */
+            if (type == GGML_TYPE_Q4_K) s[2] = 0x00, s[3] = 0x1C;
+        }
+    }
+    free(f);
+    *row_bytes = rb;
+    return w;
+}
+
+/* Repeats matvec over the whole matrix for about `secs`; returns GB/s of weights. */
+static double bench_matvec(uint32_t type, const uint8_t *w, size_t rb, int rows, int cols, const float *x,
+                           float *y, double secs) {
+    kernels_matvec(type, w, rb, cols, x, y, 0, rows); /* warm up */
+    int reps = 0;
+    double t0 = now(), t;
+    do {
+        kernels_matvec(type, w, rb, cols, x, y, 0, rows);
+        reps++;
+    } while ((t = now() - t0) < secs);
+    return (double)rb * rows * reps / t / 1e9;
+}
+
+static double bench_matmul(uint32_t type, const uint8_t *w, size_t rb, int rows, int cols, const float *X,
+                           int T, float *Y, double secs) {
+    kernels_matmul(type, w, rb, cols, X, T, Y, rows, 0, rows);
+    int reps = 0;
+    double t0 = now(), t;
+    do {
+        kernels_matmul(type, w, rb, cols, X, T, Y, rows, 0, rows);
+        reps++;
+    } while ((t = now() - t0) < secs);
+    return 2.0 * rows * cols * T * reps / t / 1e9;
+}
+
+int main(int argc, char **argv) {
+    double secs = argc > 1 ? atof(argv[1]) : 0.3;
+    static const struct { uint32_t type; const char *name; } types[] = {
+        {GGML_TYPE_F32, "F32"}, {GGML_TYPE_F16, "F16"}, {GGML_TYPE_BF16, "BF16"}, {GGML_TYPE_Q8_0, "Q8_0"},
+        {GGML_TYPE_Q4_0, "Q4_0"}, {GGML_TYPE_Q4_K, "Q4_K"}, {GGML_TYPE_Q6_K, "Q6_K"},
+    };
+    static const char *const isas[] = {"scalar", "avx2", "avx512"};
+    /* cache: 128 rows (150 KB to 1 MB); memory: 256 MB of weights, far beyond any cache */
+    const int cols = 2048, small_rows = 128, T = 32;
+    const size_t big_bytes = (size_t)256 << 20;
+    float *X = malloc(sizeof(float) * (size_t)cols * T), *Y = malloc(sizeof(float) * (big_bytes / 64 + 1024 * T));
+    for (int i = 0; i < cols * T; i++) X[i] = (float)rand() / RAND_MAX - 0.5f;
+    printf("%-6s %-7s %14s %14s %16s\n", "type", "isa", "matvec-cache", "matvec-memory", "matmul T=32");
+    printf("%-6s %-7s %14s %14s %16s\n", "", "", "GB/s", "GB/s", "GFLOP/s");
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        uint32_t type = types[ti].type;
+        size_t rb = quant_row_bytes(type, cols);
+        int big_rows = (int)(big_bytes / rb);
+        uint8_t *w = make_weights(type, big_rows, cols, &rb);
+        for (int isa = KERNELS_SCALAR; isa <= KERNELS_AVX512; isa++) {
+            if (kernels_force((kernels_isa)isa) != isa) continue;
+            double cache = bench_matvec(type, w, rb, small_rows, cols, X, Y, secs);
+            double mem = bench_matvec(type, w, rb, big_rows, cols, X, Y, secs);
+            double mm = bench_matmul(type, w, rb, isa ? 1024 : 128, cols, X, T, Y, secs);
+            printf("%-6s %-7s %14.1f %14.1f %16.1f\n", types[ti].name, isas[isa], cache, mem, mm);
+            fflush(stdout);
+        }
+        free(w);
+    }
+    free(X);
+    free(Y);
+    return 0;
+}

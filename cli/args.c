@@ -1,0 +1,135 @@
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+bool cli_int(const char *flag, const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end) {
+        fprintf(stderr, "error: %s: expected an integer, got '%s'\n", flag, s);
+        return false;
+    }
+    if (v < lo || v > hi) {
+        fprintf(stderr, "error: %s: %ld is outside the allowed range %ld..%ld\n", flag, v, lo, hi);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool cli_float(const char *flag, const char *s, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v)) {
+        fprintf(stderr, "error: %s: expected a number, got '%s'\n", flag, s);
+        return false;
+    }
+    if (v < lo || v > hi) {
+        fprintf(stderr, "error: %s: %g is outside the allowed range [%g, %g]\n", flag, v, lo, hi);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool cli_u64(const char *flag, const char *s, uint64_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || *s == '-') {
+        fprintf(stderr, "error: %s: expected a non-negative integer, got '%s'\n", flag, s);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool cli_ids(const char *flag, const char *s, int32_t **ids, int *n) {
+    size_t cap = 16;
+    int count = 0;
+    int32_t *out = malloc(cap * sizeof *out);
+    if (!out) return false;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (errno || end == p || v < 0 || v > INT32_MAX || (*end && *end != ',')) {
+            fprintf(stderr, "error: %s: expected comma-separated token ids, bad item at '%s'\n", flag, p);
+            free(out);
+            return false;
+        }
+        if ((size_t)count == cap) {
+            int32_t *grown = realloc(out, 2 * cap * sizeof *out);
+            if (!grown) { free(out); return false; }
+            out = grown;
+            cap *= 2;
+        }
+        out[count++] = (int32_t)v;
+        p = *end ? end + 1 : end;
+    }
+    if (count == 0) {
+        fprintf(stderr, "error: %s: no token ids given\n", flag);
+        free(out);
+        return false;
+    }
+    *ids = out;
+    *n = count;
+    return true;
+}
+
+const char *cli_value(int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "error: %s needs a value\n", argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+const char *cli_default_model(void) {
+    static char path[4096 + 64];
+    const char *env = getenv("NUCLEUS_MODEL");
+    if (env && *env) return env;
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0; /* .../repo/build */
+            snprintf(path, sizeof path, "%s/../../shared/models/stories260K/stories260K.gguf", exe);
+            if (access(path, R_OK) == 0) return path;
+        }
+    }
+    return "../shared/models/stories260K/stories260K.gguf";
+}
+
+static int oom(nc_err *err) {
+    snprintf(err->msg, sizeof err->msg, "out of memory");
+    return -1;
+}
+
+int cli_tokenize(const nc_model *m, const char *text, bool add_special, int32_t **ids, nc_err *err) {
+    size_t len = strlen(text);
+    int cap = (int)(len + 8 < INT_MAX / 2 ? len + 8 : INT_MAX / 2);
+    int32_t *out = malloc((size_t)cap * sizeof *out);
+    if (!out) return oom(err);
+    int n = nc_tokenize(m, text, len, add_special, false, out, cap, err);
+    if (n > cap) { /* cannot happen for SentencePiece/BPE (at most one token per byte + specials) */
+        free(out);
+        out = malloc((size_t)n * sizeof *out);
+        if (!out) return oom(err);
+        n = nc_tokenize(m, text, len, add_special, false, out, n, err);
+    }
+    if (n < 0) { free(out); return -1; }
+    *ids = out;
+    return n;
+}

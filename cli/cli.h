@@ -1,0 +1,31 @@
+/* Shared pieces of the nucleus command line: option parsing helpers and the subcommands. */
+#ifndef NC_CLI_H
+#define NC_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "nucleus.h"
+
+/* Option values: parse or print "error: FLAG: ..." and return false. */
+bool cli_int(const char *flag, const char *s, long lo, long hi, long *out);
+bool cli_float(const char *flag, const char *s, double lo, double hi, double *out);
+bool cli_u64(const char *flag, const char *s, uint64_t *out);
+/* "1,2,3" -> ids (malloc'd); false with a message on a bad list. */
+bool cli_ids(const char *flag, const char *s, int32_t **ids, int *n);
+/* The value after a flag, or NULL with a message when argv ends. */
+const char *cli_value(int argc, char **argv, int *i);
+
+/* The model used when -m is not given: $NUCLEUS_MODEL, else the shared stories260K model
+ * found relative to the executable (build/nucleus -> ../shared/models/...). */
+const char *cli_default_model(void);
+
+/* Tokenize a whole text into a malloc'd array. */
+int cli_tokenize(const nc_model *m, const char *text, bool add_special, int32_t **ids, nc_err *err);
+
+int cmd_run(int argc, char **argv);
+int cmd_score(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+
+#endif

@@ -1,0 +1,25 @@
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+int cmd_inspect(int argc, char **argv) {
+    const char *path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) {
+            if (!(path = cli_value(argc, argv, &i))) return 2;
+        } else if (argv[i][0] != '-' && !path) {
+            path = argv[i];
+        } else {
+            fprintf(stderr, "error: inspect: unknown option '%s'\nusage: nucleus inspect [-m FILE]\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!path) path = cli_default_model();
+    nc_err err;
+    if (nc_inspect(path, stdout, &err)) {
+        fprintf(stderr, "error: %s\n", err.msg);
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,38 @@
+/* nucleus: the command-line front end. Each subcommand lives in its own file. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: nucleus COMMAND [options]\n"
+            "\n"
+            "commands:\n"
+            "  run       generate text:  nucleus run [-m MODEL] -p PROMPT [-n N] [--temp T] [--seed S] [-t THREADS] [-c CTX]\n"
+            "  score     log-probabilities as JSON:  nucleus score [-m MODEL] --ids 1,2,3 [--all] [--top K] [--greedy N]\n"
+            "  tokenize  print token ids:  nucleus tokenize [-m MODEL] (-p TEXT | -f FILE) [--no-bos] [--special] [--json]\n"
+            "  inspect   print a GGUF file's metadata and tensors:  nucleus inspect [-m FILE]\n"
+            "\n"
+            "Without -m, the model is %s.\n",
+            cli_default_model());
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "score")) return cmd_score(argc - 1, argv + 1);
+    if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
+    fprintf(stderr, "error: unknown command '%s'\n\n", cmd);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what building and testing nucleus needs on Debian 12. Idempotent; runs as root
+# without prompts (uses sudo when not root). Skips apt entirely when everything is present.
+set -eu
+PKGS=(build-essential clang libclang-rt-14-dev python3 python3-numpy libpcre2-dev libcjson-dev libmicrohttpd-dev)
+missing=()
+for p in "${PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
+echo "installing: ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

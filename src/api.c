@@ -1,0 +1,179 @@
+/* The public API (include/nucleus.h): thin wrappers that tie the layers together. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "format/gguf.h"
+#include "format/gguf_dump.h"
+#include "forward/forward.h"
+#include "kernels/kernels.h"
+#include "model/model.h"
+#include "vocab/vocab.h"
+
+struct nc_model {
+    model *m;
+    vocab *v;
+};
+
+struct nc_context {
+    nc_model *model;
+    fwd_state fwd;
+    int32_t n_threads;
+};
+
+struct nc_vocab_file {
+    gguf_file *f;
+    vocab *v;
+};
+
+struct nc_detok {
+    vocab_stream stream;
+};
+
+int nc_model_load(nc_model **out, const char *path, nc_err *err) {
+    *out = NULL;
+    gguf_file *f;
+    if (gguf_open(&f, path, err)) return -1;
+    nc_model *nm = calloc(1, sizeof *nm);
+    if (!nm) { gguf_close(f); return nc_fail(err, "out of memory"); }
+    if (model_bind(&nm->m, f, err)) { gguf_close(f); free(nm); return -1; }
+    if (vocab_load(&nm->v, f, err)) { model_free(nm->m); free(nm); return -1; }
+    if (vocab_n_tokens(nm->v) < nm->m->hp.n_vocab) {
+        nc_fail(err, "%s: the vocabulary has %d tokens but token_embd.weight has %d rows", path, vocab_n_tokens(nm->v),
+                nm->m->hp.n_vocab);
+        nc_model_free(nm);
+        return -1;
+    }
+    *out = nm;
+    return 0;
+}
+
+void nc_model_free(nc_model *m) {
+    if (!m) return;
+    vocab_free(m->v);
+    model_free(m->m);
+    free(m);
+}
+
+void nc_model_get_info(const nc_model *nm, nc_model_info *info) {
+    const model *m = nm->m;
+    const model_hparams *hp = &m->hp;
+    *info = (nc_model_info){
+        .arch = model_arch_name(hp->arch), .name = m->name, .n_vocab = hp->n_vocab, .n_embd = hp->n_embd,
+        .n_layer = hp->n_layer, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim,
+        .n_ff = hp->n_ff, .n_rot = hp->n_rot, .n_ctx_train = hp->n_ctx_train, .rope_freq_base = hp->rope_freq_base,
+        .norm_eps = hp->norm_eps, .rope_neox = hp->rope_neox, .n_params = m->n_params,
+        .weight_bytes = m->weight_bytes, .file_bytes = gguf_file_size(m->file)};
+}
+
+int nc_inspect(const char *path, FILE *out, nc_err *err) {
+    gguf_file *f;
+    if (gguf_open(&f, path, err)) return -1;
+    int r = gguf_dump(f, out);
+    gguf_close(f);
+    if (r) return nc_fail(err, "could not write the dump");
+    return 0;
+}
+
+const char *nc_kernels_name(void) {
+    kernels_init();
+    return kernels_name();
+}
+
+/* ---- tokenizer ---- */
+
+int32_t nc_token_bos(const nc_model *m) { return vocab_bos(m->v); }
+int32_t nc_token_eos(const nc_model *m) { return vocab_eos(m->v); }
+bool nc_token_is_eog(const nc_model *m, int32_t id) { return vocab_is_eog(m->v, id); }
+bool nc_vocab_adds_bos(const nc_model *m) { return vocab_add_bos(m->v); }
+
+int nc_tokenize(const nc_model *m, const char *text, size_t len, bool add_special, bool parse_special, int32_t *out,
+                int cap, nc_err *err) {
+    return vocab_tokenize(m->v, text, len, add_special, parse_special, out, cap, err);
+}
+
+int nc_vocab_file_load(nc_vocab_file **out, const char *path, nc_err *err) {
+    *out = NULL;
+    nc_vocab_file *vf = calloc(1, sizeof *vf);
+    if (!vf) return nc_fail(err, "out of memory");
+    if (gguf_open(&vf->f, path, err)) { free(vf); return -1; }
+    if (vocab_load(&vf->v, vf->f, err)) { gguf_close(vf->f); free(vf); return -1; }
+    *out = vf;
+    return 0;
+}
+
+void nc_vocab_file_free(nc_vocab_file *vf) {
+    if (!vf) return;
+    vocab_free(vf->v);
+    gguf_close(vf->f);
+    free(vf);
+}
+
+int nc_vocab_file_tokenize(const nc_vocab_file *vf, const char *text, size_t len, bool add_special, bool parse_special,
+                           int32_t *out, int cap, nc_err *err) {
+    return vocab_tokenize(vf->v, text, len, add_special, parse_special, out, cap, err);
+}
+
+nc_detok *nc_detok_new(const nc_model *m) {
+    nc_detok *d = calloc(1, sizeof *d);
+    if (d) vocab_stream_init(&d->stream, m->v);
+    return d;
+}
+void nc_detok_free(nc_detok *d) { free(d); }
+int nc_detok_push(nc_detok *d, int32_t token, char *out, int cap) { return vocab_stream_push(&d->stream, token, out, cap); }
+int nc_detok_flush(nc_detok *d, char *out, int cap) { return vocab_stream_flush(&d->stream, out, cap); }
+
+/* ---- inference ---- */
+
+int nc_context_new(nc_context **out, nc_model *m, const nc_context_params *p, nc_err *err) {
+    *out = NULL;
+    nc_context_params d = p ? *p : (nc_context_params){0};
+    if (d.n_ctx < 0 || d.n_seq_max < 0 || d.n_threads < 0 || d.n_batch < 0)
+        return nc_fail(err, "context parameters must not be negative (n_ctx %d, n_seq_max %d, n_threads %d, n_batch %d)",
+                       d.n_ctx, d.n_seq_max, d.n_threads, d.n_batch);
+    if (d.n_ctx == 0) d.n_ctx = m->m->hp.n_ctx_train < 4096 ? m->m->hp.n_ctx_train : 4096;
+    if (d.n_seq_max == 0) d.n_seq_max = 1;
+    if (d.n_threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        d.n_threads = n > 0 ? (int32_t)n : 1;
+    }
+    if (d.n_threads > 512) return nc_fail(err, "n_threads %d is above the limit of 512", d.n_threads);
+    if (d.n_batch == 0) d.n_batch = 512;
+    nc_context *c = calloc(1, sizeof *c);
+    if (!c) return nc_fail(err, "out of memory");
+    c->model = m;
+    c->n_threads = d.n_threads;
+    if (fwd_init(&c->fwd, m->m, d.n_ctx, d.n_seq_max, d.n_threads, d.n_batch, err)) {
+        free(c);
+        return -1;
+    }
+    *out = c;
+    return 0;
+}
+
+void nc_context_free(nc_context *c) {
+    if (!c) return;
+    fwd_free(&c->fwd);
+    free(c);
+}
+
+int32_t nc_context_n_ctx(const nc_context *c) { return c->fwd.kv.n_ctx; }
+int32_t nc_context_n_threads(const nc_context *c) { return c->n_threads; }
+
+int nc_forward(nc_context *c, const nc_batch_entry *batch, int n, nc_err *err) {
+    return fwd_run(&c->fwd, batch, n, err);
+}
+
+const float *nc_logits(const nc_context *c, int i) { return fwd_logits(&c->fwd, i); }
+
+int32_t nc_kv_seq_len(const nc_context *c, int32_t seq) {
+    return seq >= 0 && seq < c->fwd.kv.n_seq ? c->fwd.kv.len[seq] : 0;
+}
+void nc_kv_seq_clear(nc_context *c, int32_t seq) { kv_seq_truncate(&c->fwd.kv, seq, 0); }
+void nc_kv_seq_truncate(nc_context *c, int32_t seq, int32_t n_keep) { kv_seq_truncate(&c->fwd.kv, seq, n_keep); }
+int nc_kv_seq_copy(nc_context *c, int32_t src, int32_t dst, nc_err *err) { return kv_seq_copy(&c->fwd.kv, src, dst, err); }
+uint64_t nc_kv_bytes_per_token(const nc_context *c) { return kv_bytes_per_token(&c->fwd.kv); }
+uint64_t nc_kv_bytes_total(const nc_context *c) {
+    return kv_bytes_per_token(&c->fwd.kv) * (uint64_t)c->fwd.kv.n_ctx * (uint64_t)c->fwd.kv.n_seq;
+}

@@ -1,0 +1,22 @@
+/* Helpers shared by every layer: error values, checked arithmetic, small allocation wrappers. */
+#ifndef NC_COMMON_H
+#define NC_COMMON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nucleus.h" /* nc_err */
+
+/* Format a message into err (if not NULL) and return -1, so callers can write
+ * `return nc_fail(err, "tensor '%s' at offset %llu: ...", ...);`. */
+int nc_fail(nc_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Prefix an existing message: "context: old message". Returns -1. */
+int nc_fail_prefix(nc_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Overflow-checked size arithmetic: return false when the result does not fit. */
+static inline bool nc_mul_u64(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_mul_overflow(a, b, out); }
+static inline bool nc_add_u64(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_add_overflow(a, b, out); }
+
+#endif

@@ -1,0 +1,102 @@
+/* Run-time choice of the kernel set: cpuid says what the CPU has, xgetbv whether the OS saves
+ * the wider registers, NUCLEUS_ISA may cap the choice. The AVX-512 set needs F, BW, VL, DQ and
+ * VNNI (its file is compiled with all of them); AMX is never used. */
+#include "kernels/kernels.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels_impl.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+/* -1 until kernels_init() has run; then the kernels_isa in force. */
+static _Atomic int active_isa = -1;
+
+#if defined(__x86_64__)
+static uint64_t read_xcr0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+static kernels_isa detect_isa(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return KERNELS_SCALAR;
+    bool osxsave = c & (1u << 27), avx = c & (1u << 28), fma = c & (1u << 12), f16c = c & (1u << 29);
+    if (!osxsave || !avx || !fma || !f16c) return KERNELS_SCALAR;
+    uint64_t xcr0 = read_xcr0();
+    if ((xcr0 & 0x6) != 0x6) return KERNELS_SCALAR; /* SSE and AVX state */
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return KERNELS_SCALAR;
+    if (!(b & (1u << 5))) return KERNELS_SCALAR; /* AVX2 */
+    bool f = b & (1u << 16), dq = b & (1u << 17), bw = b & (1u << 30), vl = b & (1u << 31);
+    bool vnni = c & (1u << 11);
+    bool zmm_state = (xcr0 & 0xE0) == 0xE0; /* opmask, upper ZMM0-15, ZMM16-31 */
+    return f && dq && bw && vl && vnni && zmm_state ? KERNELS_AVX512 : KERNELS_AVX2;
+}
+#else
+static kernels_isa detect_isa(void) { return KERNELS_SCALAR; }
+#endif
+
+static kernels_isa env_cap(void) {
+    const char *s = getenv("NUCLEUS_ISA");
+    if (!s) return KERNELS_AVX512;
+    if (!strcmp(s, "scalar")) return KERNELS_SCALAR;
+    if (!strcmp(s, "avx2")) return KERNELS_AVX2;
+    return KERNELS_AVX512;
+}
+
+static kernels_isa cap(kernels_isa want) {
+    kernels_isa have = detect_isa();
+    return want < have ? want : have;
+}
+
+void kernels_init(void) {
+    /* Detection is pure, so racing first calls store the same value. */
+    if (atomic_load_explicit(&active_isa, memory_order_acquire) < 0)
+        atomic_store_explicit(&active_isa, (int)cap(env_cap()), memory_order_release);
+}
+
+kernels_isa kernels_active(void) {
+    kernels_init();
+    return (kernels_isa)atomic_load_explicit(&active_isa, memory_order_acquire);
+}
+
+const char *kernels_name(void) {
+    static const char *const names[] = {"scalar", "avx2", "avx512"};
+    return names[kernels_active()];
+}
+
+kernels_isa kernels_force(kernels_isa isa) {
+    kernels_isa got = cap(isa);
+    atomic_store_explicit(&active_isa, (int)got, memory_order_release);
+    return got;
+}
+
+static const kernels_ops *ops(void) {
+    switch (kernels_active()) {
+#if defined(__x86_64__)
+    case KERNELS_AVX512: return &kernels_avx512_ops;
+    case KERNELS_AVX2: return &kernels_avx2_ops;
+#endif
+    default: return &kernels_scalar_ops;
+    }
+}
+
+void kernels_matvec(uint32_t type, const void *W, size_t row_bytes, int cols, const float *x,
+                    float *y, int r0, int r1) {
+    ops()->matvec(type, W, row_bytes, cols, x, y, r0, r1);
+}
+
+void kernels_matmul(uint32_t type, const void *W, size_t row_bytes, int cols, const float *X, int T,
+                    float *Y, int ldy, int r0, int r1) {
+    ops()->matmul(type, W, row_bytes, cols, X, T, Y, ldy, r0, r1);
+}
+
+float kernels_dot_f32(const float *a, const float *b, int n) { return ops()->dot_f32(a, b, n); }
+
+void kernels_axpy_f32(float *y, float a, const float *x, int n) { ops()->axpy_f32(y, a, x, n); }

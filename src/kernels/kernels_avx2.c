@@ -1,0 +1,295 @@
+/* AVX2 + FMA + F16C kernels (8 f32 lanes). Same scheme as the AVX-512 set: integers of a block
+ * (or sub-block) are multiplied with x and summed per lane, then scaled into one of NACC
+ * accumulators per token; blocks b go to accumulator b % NACC (sub-blocks j of K-quants to
+ * j % NACC). Only 16 vector registers: two accumulators per token keep a tile of four tokens in
+ * registers. Per-token order is independent of the tile (see kernels_impl.h). */
+#if defined(__x86_64__) && defined(__AVX2__)
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/kernels_impl.h"
+#include "tensor/quant.h"
+
+#define KT 4   /* tokens per matmul tile */
+#define NACC 2 /* accumulators per token */
+
+static inline __m256 bcast_fp16(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return _mm256_cvtph_ps(_mm_set1_epi16((short)h));
+}
+
+static inline float hsum(__m256 v) {
+    __m128 b = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    b = _mm_add_ps(b, _mm_movehl_ps(b, b));
+    b = _mm_add_ss(b, _mm_movehdup_ps(b));
+    return _mm_cvtss_f32(b);
+}
+
+/* 8 int8 values (the low 8 bytes of v) as floats. */
+static inline __m256 i8_to_f32(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
+
+KERNELS_INLINE void zero_acc(__m256 acc[KT][NACC], int nt) {
+    for (int t = 0; t < nt; t++)
+        for (int k = 0; k < NACC; k++) acc[t][k] = _mm256_setzero_ps();
+}
+
+KERNELS_INLINE void reduce_acc(__m256 acc[KT][NACC], int nt, float *out) {
+    for (int t = 0; t < nt; t++) out[t] = hsum(_mm256_add_ps(acc[t][0], acc[t][1]));
+}
+
+/* ---- F32, F16, BF16: 8 weights per step ---- */
+
+KERNELS_INLINE __m256 load_w(uint32_t type, const uint8_t *w, int i) {
+    if (type == GGML_TYPE_F32) return _mm256_loadu_ps((const float *)w + i);
+    __m128i h = _mm_loadu_si128((const __m128i *)(w + 2 * (size_t)i));
+    if (type == GGML_TYPE_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)); /* bf16 */
+}
+
+KERNELS_INLINE void float_step(__m256 acc[KT][NACC], int k, __m256 wv, const float *X, int cols,
+                               int i, int nt) {
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++)
+        acc[t][k] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(X + (size_t)t * cols + i), acc[t][k]);
+}
+
+/* Step u of 8 weights goes to accumulator u % NACC; a last partial step (zero padded) to 0. */
+KERNELS_INLINE void float_rows(uint32_t type, const uint8_t *w, int cols, const float *X, int nt,
+                               float *out) {
+    __m256 acc[KT][NACC];
+    zero_acc(acc, nt);
+    int nu = cols / 8, u = 0;
+    for (; u + NACC <= nu; u += NACC) {
+#pragma GCC unroll 2
+        for (int k = 0; k < NACC; k++) float_step(acc, k, load_w(type, w, 8 * (u + k)), X, cols, 8 * (u + k), nt);
+    }
+    if (u < nu) float_step(acc, 0, load_w(type, w, 8 * u), X, cols, 8 * u, nt);
+    int rest = cols % 8, i = 8 * nu;
+    if (rest) {
+        size_t esize = type == GGML_TYPE_F32 ? 4 : 2;
+        uint8_t wb[32] = {0};
+        memcpy(wb, w + esize * (size_t)i, esize * (size_t)rest);
+        __m256 wv = load_w(type, wb, 0);
+        for (int t = 0; t < nt; t++) {
+            float xb[8] = {0};
+            memcpy(xb, X + (size_t)t * cols + i, sizeof(float) * (size_t)rest);
+            acc[t][0] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xb), acc[t][0]);
+        }
+    }
+    reduce_acc(acc, nt, out);
+}
+
+KERNELS_INLINE void f32_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
+    float_rows(GGML_TYPE_F32, w, cols, X, nt, out);
+}
+KERNELS_INLINE void f16_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
+    float_rows(GGML_TYPE_F16, w, cols, X, nt, out);
+}
+KERNELS_INLINE void bf16_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
+    float_rows(GGML_TYPE_BF16, w, cols, X, nt, out);
+}
+
+/* ---- Q8_0 and Q4_0: blocks of 32 ---- */
+
+typedef struct { __m256 q[4], d; } dec32; /* weights 8i..8i+7 as integers; the scale */
+
+KERNELS_INLINE dec32 decode32(uint32_t type, const uint8_t *blk) {
+    dec32 r;
+    r.d = bcast_fp16(blk);
+    if (type == GGML_TYPE_Q8_0) {
+        for (int i = 0; i < 4; i++) r.q[i] = i8_to_f32(_mm_loadl_epi64((const __m128i *)(blk + 2 + 8 * i)));
+    } else { /* Q4_0: low nibbles are weights 0-15, high nibbles 16-31, both offset by 8 */
+        const __m128i low4 = _mm_set1_epi8(0xF), eight = _mm_set1_epi8(8);
+        __m128i v = _mm_loadu_si128((const __m128i *)(blk + 2));
+        __m128i lo = _mm_sub_epi8(_mm_and_si128(v, low4), eight);
+        __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), low4), eight);
+        r.q[0] = i8_to_f32(lo);
+        r.q[1] = i8_to_f32(_mm_srli_si128(lo, 8));
+        r.q[2] = i8_to_f32(hi);
+        r.q[3] = i8_to_f32(_mm_srli_si128(hi, 8));
+    }
+    return r;
+}
+
+KERNELS_INLINE void blk32_step(__m256 acc[KT][NACC], int k, const uint8_t *blk, uint32_t type,
+                               const float *X, int cols, int i, int nt) {
+    dec32 q = decode32(type, blk);
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+        const float *x = X + (size_t)t * cols + i;
+        __m256 p = _mm256_mul_ps(q.q[0], _mm256_loadu_ps(x));
+        p = _mm256_fmadd_ps(q.q[1], _mm256_loadu_ps(x + 8), p);
+        p = _mm256_fmadd_ps(q.q[2], _mm256_loadu_ps(x + 16), p);
+        p = _mm256_fmadd_ps(q.q[3], _mm256_loadu_ps(x + 24), p);
+        acc[t][k] = _mm256_fmadd_ps(p, q.d, acc[t][k]);
+    }
+}
+
+KERNELS_INLINE void blk32_rows(uint32_t type, const uint8_t *w, int cols, const float *X, int nt,
+                               float *out) {
+    size_t bytes = type == GGML_TYPE_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0);
+    __m256 acc[KT][NACC];
+    zero_acc(acc, nt);
+    int nb = cols / 32, b = 0;
+    for (; b + NACC <= nb; b += NACC) {
+#pragma GCC unroll 2
+        for (int k = 0; k < NACC; k++) blk32_step(acc, k, w + (b + k) * bytes, type, X, cols, 32 * (b + k), nt);
+    }
+    if (b < nb) blk32_step(acc, 0, w + b * bytes, type, X, cols, 32 * b, nt);
+    reduce_acc(acc, nt, out);
+}
+
+KERNELS_INLINE void q8_0_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
+    blk32_rows(GGML_TYPE_Q8_0, w, cols, X, nt, out);
+}
+KERNELS_INLINE void q4_0_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
+    blk32_rows(GGML_TYPE_Q4_0, w, cols, X, nt, out);
+}
+
+/* ---- Q4_K: blocks of 256, 8 sub-blocks of 32 ---- */
+
+/* d*sc[j] and dmin*m[j] for the 8 sub-blocks (exact products). */
+static inline void q4_K_scales(const uint8_t *blk, float dsc[8], float dm[8]) {
+    uint8_t sc[8], m[8];
+    quant_q4_K_scales(blk + 4, sc, m);
+    __m256 scf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sc)));
+    __m256 mf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)m)));
+    _mm256_storeu_ps(dsc, _mm256_mul_ps(bcast_fp16(blk), scf));
+    _mm256_storeu_ps(dm, _mm256_mul_ps(bcast_fp16(blk + 2), mf));
+}
+
+/* 32 bytes of 4-bit values (0..15) as four vectors of 8 floats, in byte order. */
+static inline void u4x32_to_f32(__m256i v, __m256 q[4]) {
+    __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
+    q[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo));
+    q[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)));
+    q[2] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi));
+    q[3] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)));
+}
+
+/* acc += dsc * sum(q*x) - dm * sum(x) over one sub-block of 32 (per lane). */
+KERNELS_INLINE __m256 q4_K_sub(const __m256 q[4], const float *dsc, const float *dm, const float *x,
+                               __m256 acc) {
+    __m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8);
+    __m256 x2 = _mm256_loadu_ps(x + 16), x3 = _mm256_loadu_ps(x + 24);
+    __m256 p = _mm256_mul_ps(q[0], x0);
+    p = _mm256_fmadd_ps(q[1], x1, p);
+    p = _mm256_fmadd_ps(q[2], x2, p);
+    p = _mm256_fmadd_ps(q[3], x3, p);
+    __m256 s = _mm256_add_ps(_mm256_add_ps(x0, x1), _mm256_add_ps(x2, x3));
+    acc = _mm256_fmadd_ps(p, _mm256_broadcast_ss(dsc), acc);
+    return _mm256_fnmadd_ps(s, _mm256_broadcast_ss(dm), acc);
+}
+
+KERNELS_INLINE void q4_K_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
+    __m256 acc[KT][NACC];
+    zero_acc(acc, nt);
+    const __m256i low4 = _mm256_set1_epi8(0xF);
+    for (int b = 0; b < cols / QK_K; b++, w += sizeof(block_q4_K)) {
+        float dsc[8], dm[8];
+        q4_K_scales(w, dsc, dm);
+        const uint8_t *qs = w + 4 + K_SCALE_SIZE;
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) { /* sub-block j: nibble j % 2 of bytes 32 * (j / 2) .. +31 */
+            __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * (j / 2)));
+            if (j % 2) v = _mm256_srli_epi16(v, 4);
+            __m256 q[4];
+            u4x32_to_f32(_mm256_and_si256(v, low4), q);
+#pragma GCC unroll 8
+            for (int t = 0; t < nt; t++)
+                acc[t][j % NACC] =
+                    q4_K_sub(q, &dsc[j], &dm[j], X + (size_t)t * cols + QK_K * b + 32 * j, acc[t][j % NACC]);
+        }
+    }
+    reduce_acc(acc, nt, out);
+}
+
+/* ---- Q6_K: blocks of 256, 16 sub-blocks of 16 ---- */
+
+/* One half block: the four runs of 32 values (weights 0-31, 32-63, 64-95, 96-127), as int8. */
+static inline void q6_K_half(const uint8_t *ql, const uint8_t *qh, __m256i g[4]) {
+    const __m256i low4 = _mm256_set1_epi8(0xF), bits45 = _mm256_set1_epi8(0x30), off = _mm256_set1_epi8(32);
+    __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+    __m256i h = _mm256_loadu_si256((const __m256i *)qh);
+    /* 16-bit shifts move bits across bytes; the masks keep only each byte's own bits. */
+    g[0] = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(h, 4), bits45));
+    g[1] = _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(_mm256_slli_epi16(h, 2), bits45));
+    g[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(h, bits45));
+    g[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                           _mm256_and_si256(_mm256_srli_epi16(h, 2), bits45));
+    for (int i = 0; i < 4; i++) g[i] = _mm256_sub_epi8(g[i], off);
+}
+
+/* acc += dsc * sum(q*x) over one sub-block of 16 (per lane). */
+KERNELS_INLINE __m256 q6_K_sub(__m256 q0, __m256 q1, const float *dsc, const float *x, __m256 acc) {
+    __m256 p = _mm256_fmadd_ps(q1, _mm256_loadu_ps(x + 8), _mm256_mul_ps(q0, _mm256_loadu_ps(x)));
+    return _mm256_fmadd_ps(p, _mm256_broadcast_ss(dsc), acc);
+}
+
+KERNELS_INLINE void q6_K_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
+    __m256 acc[KT][NACC];
+    zero_acc(acc, nt);
+    for (int b = 0; b < cols / QK_K; b++, w += sizeof(block_q6_K)) {
+        float dsc[16];
+        __m256 d = bcast_fp16(w + offsetof(block_q6_K, d));
+        __m128i sc = _mm_loadu_si128((const __m128i *)(w + offsetof(block_q6_K, scales)));
+        _mm256_storeu_ps(dsc, _mm256_mul_ps(d, i8_to_f32(sc)));
+        _mm256_storeu_ps(dsc + 8, _mm256_mul_ps(d, i8_to_f32(_mm_srli_si128(sc, 8))));
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m256i g[4];
+            q6_K_half(w + 64 * h, w + offsetof(block_q6_K, qh) + 32 * h, g);
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) { /* run i holds sub-blocks j and j + 1 */
+                __m128i lo = _mm256_castsi256_si128(g[i]), hi = _mm256_extracti128_si256(g[i], 1);
+                __m256 q0 = i8_to_f32(lo), q1 = i8_to_f32(_mm_srli_si128(lo, 8));
+                __m256 q2 = i8_to_f32(hi), q3 = i8_to_f32(_mm_srli_si128(hi, 8));
+                int j = 8 * h + 2 * i;
+#pragma GCC unroll 8
+                for (int t = 0; t < nt; t++) {
+                    const float *x = X + (size_t)t * cols + QK_K * b + 16 * j;
+                    acc[t][j % NACC] = q6_K_sub(q0, q1, &dsc[j], x, acc[t][j % NACC]);
+                    acc[t][(j + 1) % NACC] = q6_K_sub(q2, q3, &dsc[j + 1], x + 16, acc[t][(j + 1) % NACC]);
+                }
+            }
+        }
+    }
+    reduce_acc(acc, nt, out);
+}
+
+KERNELS_DEFINE_DRIVERS(f32, KT)
+KERNELS_DEFINE_DRIVERS(f16, KT)
+KERNELS_DEFINE_DRIVERS(bf16, KT)
+KERNELS_DEFINE_DRIVERS(q8_0, KT)
+KERNELS_DEFINE_DRIVERS(q4_0, KT)
+KERNELS_DEFINE_DRIVERS(q4_K, KT)
+KERNELS_DEFINE_DRIVERS(q6_K, KT)
+KERNELS_DEFINE_DISPATCH()
+
+static float dot_f32(const float *a, const float *b, int n) {
+    __m256 acc[KT][NACC];
+    zero_acc(acc, 1);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        acc[0][0] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc[0][0]);
+        acc[0][1] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc[0][1]);
+    }
+    float r;
+    reduce_acc(acc, 1, &r);
+    for (; i < n; i++) r += a[i] * b[i];
+    return r;
+}
+
+static void axpy_f32(float *y, float a, const float *x, int n) {
+    __m256 av = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
+const kernels_ops kernels_avx2_ops = {matvec, matmul, dot_f32, axpy_f32};
+
+#endif

@@ -1,0 +1,152 @@
+/* Portable kernels: the fallback on CPUs without AVX2 and on other architectures.
+ * Each type decodes one block of weights into small integers held as floats, reuses it for all
+ * tokens of the tile, sums q*x per block (or sub-block) and only then applies the block's scale.
+ * Per-token order is independent of the tile size (see kernels_impl.h). */
+#include <string.h>
+
+#include "kernels/kernels_impl.h"
+#include "tensor/quant.h"
+
+#define KT 4 /* tokens per matmul tile */
+
+static uint16_t load_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+static float load_fp16(const uint8_t *p) { return quant_fp16_to_f32(load_u16(p)); }
+
+/* Sum of w[i] * x[i], in index order. */
+static float dot_seq(const float *w, const float *x, int n) {
+    float s = 0.0f;
+    for (int i = 0; i < n; i++) s += w[i] * x[i];
+    return s;
+}
+
+static float load_w(uint32_t type, const uint8_t *w, int i) {
+    switch (type) {
+    case GGML_TYPE_F16: return quant_fp16_to_f32(load_u16(w + 2 * (size_t)i));
+    case GGML_TYPE_BF16: return quant_bf16_to_f32(load_u16(w + 2 * (size_t)i));
+    default: {
+        float f;
+        memcpy(&f, w + 4 * (size_t)i, sizeof f);
+        return f;
+    }
+    }
+}
+
+/* F32, F16, BF16: partial sums over runs of 32 elements, added in order. */
+KERNELS_INLINE void float_rows(uint32_t type, const uint8_t *w, int cols, const float *X, int nt,
+                               float *out) {
+    float acc[KT] = {0};
+    for (int i0 = 0; i0 < cols; i0 += 32) {
+        int n = cols - i0 < 32 ? cols - i0 : 32;
+        float wf[32];
+        for (int i = 0; i < n; i++) wf[i] = load_w(type, w, i0 + i);
+        for (int t = 0; t < nt; t++) acc[t] += dot_seq(wf, X + (size_t)t * cols + i0, n);
+    }
+    for (int t = 0; t < nt; t++) out[t] = acc[t];
+}
+
+KERNELS_INLINE void f32_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
+    float_rows(GGML_TYPE_F32, w, cols, X, nt, out);
+}
+KERNELS_INLINE void f16_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
+    float_rows(GGML_TYPE_F16, w, cols, X, nt, out);
+}
+KERNELS_INLINE void bf16_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
+    float_rows(GGML_TYPE_BF16, w, cols, X, nt, out);
+}
+
+/* Q8_0 and Q4_0: per block of 32, acc += d * sum(q * x). */
+KERNELS_INLINE void blk32_rows(uint32_t type, const uint8_t *w, int cols, const float *X, int nt,
+                               float *out) {
+    size_t bytes = type == GGML_TYPE_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0);
+    float acc[KT] = {0};
+    for (int b = 0; b < cols / 32; b++, w += bytes) {
+        float q[32], d = load_fp16(w);
+        if (type == GGML_TYPE_Q8_0) {
+            for (int j = 0; j < 32; j++) q[j] = (float)(int8_t)w[2 + j];
+        } else {
+            for (int j = 0; j < 16; j++) {
+                q[j] = (float)((w[2 + j] & 0xF) - 8);
+                q[j + 16] = (float)((w[2 + j] >> 4) - 8);
+            }
+        }
+        for (int t = 0; t < nt; t++) acc[t] += d * dot_seq(q, X + (size_t)t * cols + 32 * b, 32);
+    }
+    for (int t = 0; t < nt; t++) out[t] = acc[t];
+}
+
+KERNELS_INLINE void q8_0_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
+    blk32_rows(GGML_TYPE_Q8_0, w, cols, X, nt, out);
+}
+KERNELS_INLINE void q4_0_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
+    blk32_rows(GGML_TYPE_Q4_0, w, cols, X, nt, out);
+}
+
+/* Q4_K: per sub-block j of 32, acc += d*sc_j * sum(q*x) - dmin*m_j * sum(x). */
+KERNELS_INLINE void q4_K_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
+    float acc[KT] = {0};
+    for (int b = 0; b < cols / QK_K; b++, w += sizeof(block_q4_K)) {
+        float d = load_fp16(w), dmin = load_fp16(w + 2);
+        const uint8_t *qs = w + 4 + K_SCALE_SIZE;
+        uint8_t sc[8], m[8];
+        quant_q4_K_scales(w + 4, sc, m);
+        for (int j = 0; j < 8; j++) {
+            float q[32], dsc = d * (float)sc[j], dm = dmin * (float)m[j];
+            for (int l = 0; l < 32; l++) q[l] = (float)((qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0xF);
+            for (int t = 0; t < nt; t++) {
+                const float *x = X + (size_t)t * cols + QK_K * b + 32 * j;
+                float sx = 0.0f;
+                for (int l = 0; l < 32; l++) sx += x[l];
+                acc[t] += dsc * dot_seq(q, x, 32);
+                acc[t] -= dm * sx;
+            }
+        }
+    }
+    for (int t = 0; t < nt; t++) out[t] = acc[t];
+}
+
+/* Q6_K: per sub-block j of 16, acc += d*sc_j * sum(q*x). */
+KERNELS_INLINE void q6_K_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
+    float acc[KT] = {0};
+    for (int b = 0; b < cols / QK_K; b++, w += sizeof(block_q6_K)) {
+        const int8_t *scales = (const int8_t *)(w + offsetof(block_q6_K, scales));
+        float d = load_fp16(w + offsetof(block_q6_K, d));
+        for (int h = 0; h < 2; h++) {
+            int8_t qi[128];
+            float q[128];
+            quant_q6_K_unpack(w + 64 * h, w + offsetof(block_q6_K, qh) + 32 * h, qi);
+            for (int l = 0; l < 128; l++) q[l] = (float)qi[l];
+            for (int j = 0; j < 8; j++) {
+                float dsc = d * (float)scales[8 * h + j];
+                for (int t = 0; t < nt; t++)
+                    acc[t] += dsc * dot_seq(q + 16 * j, X + (size_t)t * cols + QK_K * b + 128 * h + 16 * j, 16);
+            }
+        }
+    }
+    for (int t = 0; t < nt; t++) out[t] = acc[t];
+}
+
+KERNELS_DEFINE_DRIVERS(f32, KT)
+KERNELS_DEFINE_DRIVERS(f16, KT)
+KERNELS_DEFINE_DRIVERS(bf16, KT)
+KERNELS_DEFINE_DRIVERS(q8_0, KT)
+KERNELS_DEFINE_DRIVERS(q4_0, KT)
+KERNELS_DEFINE_DRIVERS(q4_K, KT)
+KERNELS_DEFINE_DRIVERS(q6_K, KT)
+KERNELS_DEFINE_DISPATCH()
+
+/* Four interleaved partial sums: shorter dependency chains and smaller rounding error. */
+static float dot_f32(const float *a, const float *b, int n) {
+    float s[4] = {0};
+    int i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int k = 0; k < 4; k++) s[k] += a[i + k] * b[i + k];
+    for (; i < n; i++) s[0] += a[i] * b[i];
+    return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+static void axpy_f32(float *y, float a, const float *x, int n) {
+    for (int i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+const kernels_ops kernels_scalar_ops = {matvec, matmul, dot_f32, axpy_f32};

@@ -1,0 +1,97 @@
+/* The vocabulary of a model: token texts, types and scores from GGUF metadata, tokenisation
+ * and detokenisation. Kinds: SentencePiece ("llama"); byte-level BPE ("gpt2") comes later.
+ *
+ * Behaviour follows llama.cpp (src/llama-vocab.cpp), which produced the test vectors:
+ * - Special tokens are split out of the text first (longest text first). User-defined tokens
+ *   are always split out; control and unknown tokens only with parse_special.
+ * - SentencePiece: spaces become U+2581; a U+2581 is prepended (tokenizer.ggml.add_space_prefix)
+ *   at the start of the text and after every special token; then adjacent symbols are merged by
+ *   score; leftover symbols become <0xNN> byte tokens.
+ * - Detokenisation drops the one leading space of the first piece (add_space_prefix).
+ * Nothing here prints; failures return -1 with err set. */
+#ifndef NC_VOCAB_H
+#define NC_VOCAB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+#include "format/gguf.h"
+
+typedef enum vocab_kind {
+    VOCAB_SPM, /* SentencePiece, tokenizer.ggml.model "llama" */
+} vocab_kind;
+
+/* tokenizer.ggml.token_type values (0 is "undefined", rendered like an unused token). */
+typedef enum vocab_token_type {
+    VOCAB_TT_UNDEFINED = 0,
+    VOCAB_TT_NORMAL = 1,
+    VOCAB_TT_UNKNOWN = 2,
+    VOCAB_TT_CONTROL = 3,
+    VOCAB_TT_USER_DEFINED = 4,
+    VOCAB_TT_UNUSED = 5,
+    VOCAB_TT_BYTE = 6,
+} vocab_token_type;
+
+typedef struct vocab vocab;
+
+/* Reads the tokenizer.ggml.* metadata. Everything is copied: f may be closed afterwards.
+ * Malformed metadata (array length mismatches, ids out of range, bad token types, duplicate
+ * texts, byte tokens not spelled <0xNN>) is an error naming the key. */
+int vocab_load(vocab **out, const gguf_file *f, nc_err *err);
+void vocab_free(vocab *v);
+
+vocab_kind vocab_get_kind(const vocab *v);
+int32_t vocab_n_tokens(const vocab *v);
+int32_t vocab_bos(const vocab *v); /* -1 if none */
+int32_t vocab_eos(const vocab *v); /* -1 if none */
+bool vocab_add_bos(const vocab *v);
+bool vocab_add_eos(const vocab *v);
+/* End of generation: EOS, EOT, EOM, and tokens whose text is <|eot_id|>, <|im_end|>, <|end|>,
+ * <|endoftext|>, </s>, <end_of_turn> or <|eom_id|> (such tokens are treated as control tokens). */
+bool vocab_is_eog(const vocab *v, int32_t id);
+/* The type after load-time fixes (see vocab_is_eog), or -1 for an id out of range. */
+int vocab_token_type_of(const vocab *v, int32_t id);
+/* The stored text (e.g. "▁the", "<0x0A>"), or NULL for an id out of range. */
+const char *vocab_token_text(const vocab *v, int32_t id, size_t *len);
+
+/* Tokenize text[0..len). Returns the number of tokens, writing at most cap of them to out; when
+ * the result is > cap, call again with a larger buffer. Returns -1 with err set on failure. */
+int vocab_tokenize(const vocab *v, const char *text, size_t len, bool add_special, bool parse_special,
+                   int32_t *out, int cap, nc_err *err);
+
+/* The bytes of one token: U+2581 becomes a space, <0xNN> that byte; control and unknown tokens
+ * are empty unless special. Returns the length, writing nothing when it is > cap; -1 for an id
+ * out of range. */
+int vocab_token_piece(const vocab *v, int32_t id, bool special, char *buf, int cap);
+
+/* The bytes of a whole sequence, as llama.cpp's llama_detokenize(remove_special = false,
+ * unparse_special = special): with add_space_prefix, the first piece loses one leading space.
+ * No UTF-8 repair (see vocab_stream). Returns the length; when it is > cap only a prefix was
+ * written. -1 for an id out of range. */
+int vocab_detokenize(const vocab *v, const int32_t *ids, int n, bool special, char *out, int cap);
+
+/* Streaming detokeniser: text comes out only once it ends on a complete UTF-8 character;
+ * invalid sequences become U+FFFD (one per maximal ill-formed subpart) as soon as they can no
+ * longer complete. The fields are private. */
+typedef struct vocab_stream {
+    const vocab *v;
+    bool special;     /* render control and unknown tokens as their text */
+    bool strip_space; /* drop one leading space from the next piece */
+    uint8_t held[4];  /* the bytes of a character still incomplete */
+    uint8_t n_held, need;
+} vocab_stream;
+
+/* Starts a stream for a continuation: every space is kept and control tokens are hidden. */
+void vocab_stream_init(vocab_stream *s, const vocab *v);
+void vocab_stream_set_special(vocab_stream *s, bool special);
+/* The ids start a sequence: drop the first piece's leading space as vocab_detokenize does. */
+void vocab_stream_set_from_start(vocab_stream *s, bool from_start);
+/* Bytes written to out. When the text does not fit, returns the size needed (> cap), writes
+ * nothing and keeps the token: call again with a larger buffer. -1 for an id out of range. */
+int vocab_stream_push(vocab_stream *s, int32_t id, char *out, int cap);
+/* Ends the stream: an incomplete character becomes U+FFFD. Same return convention. */
+int vocab_stream_flush(vocab_stream *s, char *out, int cap);
+
+#endif

@@ -1,0 +1,131 @@
+#!/usr/bin/python3
+"""Check nucleus against shared/golden/*.jsonl (format in shared/golden/README.md).
+
+For every record: (1) the prompt tokenizes to prompt_ids (where the tokenizer is supported);
+(2) teacher forcing prompt_ids + ids[:-1]: every listed log-probability within the tolerance
+(0.02 for F32/F16 models, 0.05 for quantised ones); (3) free greedy decoding reproduces ids up
+to the first step whose reference top-2 gap is below twice the tolerance. Prints a table of the
+largest deviations next to llama.cpp's, and the closing line "golden: N passed, N failed".
+"""
+import argparse, glob, json, os, subprocess, sys
+
+SPM_MODELS = ("stories260K", "tinystories-656k-q8_0", "synth-tinyllama-1.1b-q4_0-l2")
+
+
+def tolerance(name):
+    return 0.02 if ("stories260K" in name or "-f16-" in name or "-f32-" in name) else 0.05
+
+
+def run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError("%s failed (%d): %s" % (" ".join(cmd[:3]), r.returncode, r.stderr.strip()[-500:]))
+    return r.stdout
+
+
+def model_path(rec, args):
+    if "file" in rec:
+        return os.path.join(args.shared, rec["file"])
+    name = "golden-" + "-".join(a.strip("-") for a in rec["synth_gguf_args"])
+    out = os.path.join(args.models, name + ".gguf")
+    if not os.path.exists(out):
+        os.makedirs(args.models, exist_ok=True)
+        run(["/usr/bin/python3", os.path.join(args.shared, "tools/synth-gguf")] + rec["synth_gguf_args"] + ["-o", out])
+    return out
+
+
+def max_dev(rec):
+    """llama.cpp's own largest deviation from the exact reference, over the steps where its path
+    and step list line up with the reference's (its list is shifted after a token that ends inside
+    a UTF-8 character, and its path may part from the exact one)."""
+    lc = rec["llama_cpp"]
+    if len(lc.get("top_logprobs", [])) != len(rec["ids"]): return 0.0
+    worst = 0.0
+    n = 0
+    while n < len(rec["ids"]) and lc["ids"][n] == rec["ids"][n]: n += 1
+    for ref, oth in zip(rec["top_logprobs"][:n + 1], lc["top_logprobs"][:n + 1]):
+        o = dict((t, lp) for t, lp in oth)
+        for t, lp in ref:
+            if t in o: worst = max(worst, abs(o[t] - lp))
+    return worst
+
+
+def check_record(rec, where, model, tol, args, check):
+    """Tokenization, teacher forcing and greedy decoding of one record; returns (our largest
+    deviation, llama.cpp's, whether greedy matched)."""
+    worst = llama_worst = 0.0
+    name = where.split(":")[0]
+    if name in SPM_MODELS:
+        got = json.loads(run([args.nucleus, "tokenize", "-m", model, "-p", rec["prompt"], "--json"]))
+        check(got == rec["prompt_ids"], "%s tokenize %r: %s != %s" % (where, rec["prompt"], got, rec["prompt_ids"]))
+    ids = rec["prompt_ids"] + rec["ids"][:-1]
+    out = json.loads(run([args.nucleus, "score", "-m", model, "--ids", ",".join(map(str, ids)), "--all",
+                          "--top", "50", "-t", args.threads]))
+    n_prompt = len(rec["prompt_ids"])
+    for k, ref_step in enumerate(rec["top_logprobs"]):
+        ours = dict((t, lp) for t, lp in out["top_logprobs"][n_prompt - 1 + k])
+        for tok, ref_lp in ref_step:
+            dev = abs(ours[tok] - ref_lp) if tok in ours else float("inf")
+            worst = max(worst, dev)
+            check(dev <= tol, "%s step %d token %d: %s vs reference %.6f (tol %.2f)" %
+                  (where, k, tok, ours.get(tok), ref_lp, tol))
+    g = json.loads(run([args.nucleus, "score", "-m", model, "--ids", ",".join(map(str, rec["prompt_ids"])),
+                        "--greedy", str(len(rec["ids"])), "-t", args.threads]))
+    n_cmp = len(rec["ids"])
+    for k, step in enumerate(rec["top_logprobs"]):
+        if len(step) > 1 and step[0][1] - step[1][1] < 2 * tol:
+            n_cmp = k  # a near-tie: past it either path is right
+            break
+    same = g["ids"][:n_cmp] == rec["ids"][:n_cmp]
+    check(same, "%s greedy: %s != %s (first %d steps)" % (where, g["ids"][:n_cmp], rec["ids"][:n_cmp], n_cmp))
+    if "llama_cpp" in rec:
+        llama_worst = max_dev(rec)
+    return worst, llama_worst, same
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nucleus", required=True); ap.add_argument("--shared", required=True)
+    ap.add_argument("--models", required=True); ap.add_argument("--threads", default="2")
+    ap.add_argument("--only", default="")
+    args = ap.parse_args()
+    passed = failed = 0
+    table = []
+
+    def check(ok, what):
+        nonlocal passed, failed
+        if ok: passed += 1
+        else:
+            failed += 1
+            print("FAIL", what)
+
+    for path in sorted(glob.glob(os.path.join(args.shared, "golden", "*.jsonl"))):
+        name = os.path.basename(path)[:-6]
+        if args.only and args.only not in name: continue
+        tol = tolerance(name)
+        worst = llama_worst = 0.0
+        greedy_ok = greedy_total = 0
+        for line_no, line in enumerate(open(path, encoding="utf-8"), 1):
+            rec = json.loads(line)
+            where = "%s:%d" % (name, line_no)
+            try:
+                model = model_path(rec, args)
+                w, lw, same = check_record(rec, where, model, tol, args, check)
+            except RuntimeError as e:
+                check(False, "%s: %s" % (where, e))
+                continue
+            worst, llama_worst = max(worst, w), max(llama_worst, lw)
+            greedy_total += 1
+            greedy_ok += same
+        table.append((name, tol, worst, llama_worst, greedy_ok, greedy_total))
+
+    print("\n| model | tolerance | nucleus max deviation | llama.cpp max deviation | greedy matches |")
+    print("|---|---|---|---|---|")
+    for name, tol, worst, lw, gok, gt in table:
+        print("| %s | %.2f | %.4f | %.4f | %d/%d |" % (name, tol, worst, lw, gok, gt))
+    print("golden: %d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs every test suite and prints one closing line "N passed, N failed" summing them all.
+# Each suite (a unit-test binary or an e2e script) ends its output with its own
+# "<name>: N passed, N failed" line; a suite that exits non-zero without such a line counts as
+# one failure.
+set -u
+cd "$(dirname "$0")/.."
+export NUCLEUS_ROOT=$PWD
+export SHARED=${SHARED:-$(cd .. && pwd)/shared}
+total_pass=0 total_fail=0 failed_suites=()
+
+run_suite() { # name, command...
+    local name=$1; shift
+    local log; log=$(mktemp)
+    local start=$SECONDS
+    "$@" >"$log" 2>&1
+    local rc=$?
+    local line; line=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+    local p=0 f=0
+    if [[ $line =~ ([0-9]+)\ passed,\ ([0-9]+)\ failed ]]; then p=${BASH_REMATCH[1]}; f=${BASH_REMATCH[2]}; fi
+    if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+    total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
+    printf '%-28s %5d passed %3d failed  (%ds)\n' "$name" "$p" "$f" $((SECONDS - start))
+    if [ "$f" -ne 0 ]; then
+        failed_suites+=("$name")
+        sed 's/^/    | /' "$log" | tail -n 60
+    fi
+    rm -f "$log"
+}
+
+for t in build/san/tests/test_*; do
+    [ -x "$t" ] && run_suite "$(basename "$t")" "$t"
+done
+for s in tests/e2e/*.sh; do
+    [ -f "$s" ] && run_suite "$(basename "$s" .sh)" bash "$s"
+done
+
+if [ ${#failed_suites[@]} -ne 0 ]; then echo "failing suites: ${failed_suites[*]}"; fi
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]

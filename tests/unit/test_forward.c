@@ -1,0 +1,127 @@
+/* The batched forward pass through the public API on the real stories260K model: the batch is
+ * the unit of work, so prefill, decode, mixed sequences and thread counts must all agree. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "nucleus.h"
+#include "test.h"
+
+static char model_path[4096];
+
+static nc_context *new_ctx(nc_model *m, int n_seq, int threads, int n_batch) {
+    nc_err err;
+    nc_context *c;
+    nc_context_params p = {.n_ctx = 64, .n_seq_max = n_seq, .n_threads = threads, .n_batch = n_batch};
+    if (nc_context_new(&c, m, &p, &err)) {
+        fprintf(stderr, "context: %s\n", err.msg);
+        return NULL;
+    }
+    return c;
+}
+
+static float max_diff(const float *a, const float *b, int n) {
+    float d = 0;
+    for (int i = 0; i < n; i++) d = fabsf(a[i] - b[i]) > d ? fabsf(a[i] - b[i]) : d;
+    return d;
+}
+
+int main(void) {
+    const char *shared = getenv("SHARED");
+    snprintf(model_path, sizeof model_path, "%s/models/stories260K/stories260K.gguf", shared ? shared : "../shared");
+    nc_err err;
+    nc_model *m;
+    if (nc_model_load(&m, model_path, &err)) {
+        fprintf(stderr, "load: %s\n", err.msg);
+        CHECK(0);
+        return test_summary("forward");
+    }
+    nc_model_info info;
+    nc_model_get_info(m, &info);
+    CHECK(strcmp(info.arch, "llama") == 0);
+    CHECK(info.n_vocab == 512 && info.n_layer == 5 && info.n_embd == 64 && info.n_head == 8 && info.n_head_kv == 4);
+    int V = info.n_vocab;
+    const int32_t a[] = {1, 403, 407, 261, 378, 306, 397, 288};
+    const int32_t b[] = {1, 306, 336, 372, 348};
+    enum { NA = 8, NB = 5 };
+
+    /* reference: prefill of `a` with logits everywhere, 1 thread */
+    nc_context *c1 = new_ctx(m, 1, 1, 512);
+    nc_batch_entry batch[NA + NB];
+    for (int i = 0; i < NA; i++) batch[i] = (nc_batch_entry){a[i], i, 0, true};
+    CHECK(nc_forward(c1, batch, NA, &err) == 0);
+    float *ref = malloc(sizeof(float) * NA * V);
+    for (int i = 0; i < NA; i++) memcpy(ref + i * V, nc_logits(c1, i), sizeof(float) * V);
+    CHECK(nc_kv_seq_len(c1, 0) == NA);
+
+    /* token by token gives the same logits (same reduction order in matvec and matmul) */
+    nc_kv_seq_clear(c1, 0);
+    float worst = 0;
+    for (int i = 0; i < NA; i++) {
+        nc_batch_entry e = {a[i], i, 0, true};
+        CHECK(nc_forward(c1, &e, 1, &err) == 0);
+        worst = fmaxf(worst, max_diff(nc_logits(c1, 0), ref + i * V, V));
+    }
+    CHECK_MSG(worst < 1e-5f, "decode vs prefill differ by %g", worst);
+
+    /* 2 threads and micro-batches of 3 tokens */
+    nc_context *c2 = new_ctx(m, 2, 2, 3);
+    CHECK(nc_forward(c2, batch, NA, &err) == 0);
+    worst = 0;
+    for (int i = 0; i < NA; i++) worst = fmaxf(worst, max_diff(nc_logits(c2, i), ref + i * V, V));
+    CHECK_MSG(worst == 0, "2 threads / micro-batches differ by %g", worst);
+
+    /* two sequences in one batch, interleaved, equal running them apart */
+    nc_kv_seq_clear(c2, 0);
+    int n = 0, ia = 0, ib = 0;
+    while (ia < NA || ib < NB) {
+        if (ia < NA) { batch[n++] = (nc_batch_entry){a[ia], ia, 0, ia == NA - 1}; ia++; }
+        if (ib < NB) { batch[n++] = (nc_batch_entry){b[ib], ib, 1, ib == NB - 1}; ib++; }
+    }
+    CHECK(nc_forward(c2, batch, n, &err) == 0);
+    int last_a = -1, last_b = -1;
+    for (int i = 0; i < n; i++) {
+        if (batch[i].seq == 0 && batch[i].logits) last_a = i;
+        if (batch[i].seq == 1 && batch[i].logits) last_b = i;
+    }
+    CHECK(max_diff(nc_logits(c2, last_a), ref + (NA - 1) * V, V) == 0);
+    CHECK(nc_logits(c2, 0) == NULL); /* no logits were asked for entry 0 */
+    float *lb = malloc(sizeof(float) * V);
+    memcpy(lb, nc_logits(c2, last_b), sizeof(float) * V);
+    nc_context *c3 = new_ctx(m, 1, 1, 512);
+    for (int i = 0; i < NB; i++) batch[i] = (nc_batch_entry){b[i], i, 0, i == NB - 1};
+    CHECK(nc_forward(c3, batch, NB, &err) == 0);
+    CHECK(max_diff(nc_logits(c3, NB - 1), lb, V) == 0);
+
+    /* copying a sequence's cache: continuing either copy gives the same logits */
+    CHECK(nc_kv_seq_copy(c2, 1, 0, &err) == 0);
+    nc_batch_entry two[2] = {{400, NB, 0, true}, {400, NB, 1, true}};
+    CHECK(nc_forward(c2, two, 2, &err) == 0);
+    CHECK(max_diff(nc_logits(c2, 0), nc_logits(c2, 1), V) == 0);
+
+    /* bad batches are refused and leave the cache as it was */
+    nc_batch_entry bad[2] = {{5, NB + 1, 0, true}, {V, NB + 2, 0, true}};
+    CHECK(nc_forward(c2, bad, 2, &err) == -1 && strstr(err.msg, "outside the vocabulary") != NULL);
+    CHECK(nc_kv_seq_len(c2, 0) == NB + 1);
+    nc_batch_entry stale = {5, 0, 0, true};
+    CHECK(nc_forward(c2, &stale, 1, &err) == -1 && strstr(err.msg, "position") != NULL);
+    nc_batch_entry wrong_seq = {5, 0, 7, true};
+    CHECK(nc_forward(c2, &wrong_seq, 1, &err) == -1 && strstr(err.msg, "sequence") != NULL);
+    CHECK(nc_forward(c2, batch, 0, &err) == -1);
+
+    /* the context fills up with a clear error */
+    nc_context *small;
+    nc_context_params sp = {.n_ctx = 4, .n_threads = 1};
+    CHECK(nc_context_new(&small, m, &sp, &err) == 0);
+    for (int i = 0; i < 5; i++) batch[i] = (nc_batch_entry){a[i], i, 0, false};
+    CHECK(nc_forward(small, batch, 5, &err) == -1 && strstr(err.msg, "full") != NULL);
+    CHECK(nc_kv_seq_len(small, 0) == 0);
+    nc_context_free(small);
+
+    free(lb);
+    free(ref);
+    nc_context_free(c1);
+    nc_context_free(c2);
+    nc_context_free(c3);
+    nc_model_free(m);
+    return test_summary("forward");
+}

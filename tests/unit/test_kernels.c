@@ -1,0 +1,302 @@
+/* Kernels: for every type and every instruction set this machine has, matvec and matmul against a
+ * float64 dot product of the dequantised rows; bit-exact agreement between matvec and matmul and
+ * across row splits and token counts; the sets against each other; a real model row. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "tensor/quant.h"
+#include "test.h"
+
+#define ROWS 7
+#define MAXT 9
+
+static const char *const isa_names[] = {"scalar", "avx2", "avx512"};
+
+static float frand(void) { return (float)rand() / (float)RAND_MAX * 2.0f - 1.0f; }
+
+static void put16(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+/* A half-float scale in [lo, hi) with random sign when asked. */
+static uint16_t rand_scale(float lo, float hi, int signed_) {
+    float s = lo + (hi - lo) * (frand() + 1.0f) / 2.0f;
+    if (signed_ && rand() % 2) s = -s;
+    return quant_f32_to_fp16(s);
+}
+
+/* Random weights of a type: random quant bytes with sane half-float scales. */
+static void fill_weights(uint32_t type, uint8_t *w, int rows, int cols) {
+    size_t rb = quant_row_bytes(type, cols), n = rb * (size_t)rows;
+    for (size_t i = 0; i < n; i++) w[i] = (uint8_t)rand();
+    for (int r = 0; r < rows; r++) {
+        uint8_t *row = w + rb * (size_t)r;
+        switch (type) {
+        case GGML_TYPE_F32:
+            for (int i = 0; i < cols; i++) {
+                float f = frand();
+                memcpy(row + 4 * i, &f, 4);
+            }
+            break;
+        case GGML_TYPE_F16:
+            for (int i = 0; i < cols; i++) put16(row + 2 * i, quant_f32_to_fp16(frand()));
+            break;
+        case GGML_TYPE_BF16:
+            for (int i = 0; i < cols; i++) put16(row + 2 * i, quant_f32_to_bf16(frand()));
+            break;
+        case GGML_TYPE_Q8_0:
+        case GGML_TYPE_Q4_0: {
+            size_t bs = type == GGML_TYPE_Q8_0 ? 34 : 18;
+            for (int b = 0; b < cols / 32; b++) put16(row + bs * b, rand_scale(0.001f, 0.1f, 1));
+            break;
+        }
+        case GGML_TYPE_Q4_K:
+            for (int b = 0; b < cols / 256; b++) {
+                put16(row + 144 * b, rand_scale(0.001f, 0.01f, 0));
+                put16(row + 144 * b + 2, rand_scale(0.001f, 0.01f, 0));
+            }
+            break;
+        case GGML_TYPE_Q6_K:
+            for (int b = 0; b < cols / 256; b++) put16(row + 210 * b + 208, rand_scale(0.0005f, 0.005f, 1));
+            break;
+        }
+    }
+}
+
+typedef struct {
+    uint32_t type;
+    const char *name;
+    int cols[6];
+} type_case;
+
+static const type_case cases[] = {
+    {GGML_TYPE_F32, "F32", {1, 5, 16, 37, 64, 300}},
+    {GGML_TYPE_F16, "F16", {3, 8, 17, 40, 128, 333}},
+    {GGML_TYPE_BF16, "BF16", {2, 15, 16, 47, 96, 250}},
+    {GGML_TYPE_Q8_0, "Q8_0", {32, 64, 96, 160, 288, 1024}},
+    {GGML_TYPE_Q4_0, "Q4_0", {32, 64, 96, 160, 288, 1024}},
+    {GGML_TYPE_Q4_K, "Q4_K", {256, 512, 768, 1280, 2304, 256}},
+    {GGML_TYPE_Q6_K, "Q6_K", {256, 512, 768, 1280, 2304, 256}},
+};
+
+typedef struct {
+    uint32_t type;
+    int cols;
+    size_t rb;
+    const uint8_t *w;   /* ROWS rows, deliberately misaligned */
+    const float *X;     /* MAXT tokens, misaligned */
+    double ref[MAXT][ROWS], mag[MAXT][ROWS]; /* exact dot and sum |w*x| */
+} problem;
+
+static void reference(problem *p) {
+    float *deq = malloc(sizeof(float) * (size_t)p->cols);
+    for (int r = 0; r < ROWS; r++) {
+        quant_dequantize_row(p->type, p->w + p->rb * r, deq, p->cols);
+        for (int t = 0; t < MAXT; t++) {
+            double s = 0, m = 0;
+            for (int i = 0; i < p->cols; i++) {
+                double v = (double)deq[i] * p->X[(size_t)t * p->cols + i];
+                s += v;
+                m += fabs(v);
+            }
+            p->ref[t][r] = s;
+            p->mag[t][r] = m;
+        }
+    }
+    free(deq);
+}
+
+static int near_ref(const problem *p, int t, int r, float got) {
+    return fabs((double)got - p->ref[t][r]) <= 1e-4 * p->mag[t][r] + 1e-6;
+}
+
+static int same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+/* matvec over all rows and over sub-ranges: close to the reference, bit-identical across splits.
+ * Leaves the full-range result for token t in mv[t]. */
+static void check_matvec(const problem *p, const char *what, float mv[MAXT][ROWS]) {
+    int bad_ref = 0, bad_split = 0;
+    for (int t = 0; t < MAXT; t++) {
+        const float *x = p->X + (size_t)t * p->cols;
+        kernels_matvec(p->type, p->w, p->rb, p->cols, x, mv[t], 0, ROWS);
+        for (int r = 0; r < ROWS; r++) bad_ref += !near_ref(p, t, r, mv[t][r]);
+        static const int splits[][2] = {{1, 4}, {3, ROWS}, {6, ROWS}, {0, 1}, {2, 3}};
+        for (size_t s = 0; s < sizeof splits / sizeof splits[0]; s++) {
+            int r0 = splits[s][0], r1 = splits[s][1];
+            float y[ROWS + 1];
+            y[r1 - r0] = 12345.0f; /* must stay untouched */
+            kernels_matvec(p->type, p->w, p->rb, p->cols, x, y, r0, r1);
+            for (int r = r0; r < r1; r++) bad_split += !same_bits(y[r - r0], mv[t][r]);
+            bad_split += y[r1 - r0] != 12345.0f;
+        }
+    }
+    CHECK_MSG(bad_ref == 0, "%s matvec: %d results off the reference", what, bad_ref);
+    CHECK_MSG(bad_split == 0, "%s matvec: %d results change with r0/r1", what, bad_split);
+}
+
+/* matmul for T = 1..MAXT and several row ranges: each result bit-identical to matvec, and
+ * outside [r0, r1) (and beyond ROWS, in the ldy padding) nothing written. */
+static void check_matmul(const problem *p, const char *what, float mv[MAXT][ROWS]) {
+    int ldy = ROWS + 3, bad = 0, spill = 0;
+    float Y[MAXT * (ROWS + 3)];
+    static const int ranges[][2] = {{0, ROWS}, {0, 3}, {3, ROWS}, {5, 6}};
+    for (int T = 1; T <= MAXT; T++) {
+        for (size_t g = 0; g < sizeof ranges / sizeof ranges[0]; g++) {
+            int r0 = ranges[g][0], r1 = ranges[g][1];
+            for (int i = 0; i < MAXT * ldy; i++) Y[i] = -777.0f;
+            kernels_matmul(p->type, p->w, p->rb, p->cols, p->X, T, Y, ldy, r0, r1);
+            for (int t = 0; t < MAXT; t++)
+                for (int r = 0; r < ldy; r++) {
+                    float y = Y[t * ldy + r];
+                    if (t < T && r >= r0 && r < r1) bad += !same_bits(y, mv[t][r]);
+                    else spill += y != -777.0f;
+                }
+        }
+    }
+    CHECK_MSG(bad == 0, "%s matmul: %d results differ from matvec", what, bad);
+    CHECK_MSG(spill == 0, "%s matmul: %d writes outside the range", what, spill);
+}
+
+static int available(kernels_isa isa) { return kernels_force(isa) == isa; }
+
+static void test_type(const type_case *tc) {
+    for (int ci = 0; ci < 6; ci++) {
+        int cols = tc->cols[ci];
+        problem p = {.type = tc->type, .cols = cols, .rb = quant_row_bytes(tc->type, cols)};
+        uint8_t *wbuf = malloc(p.rb * ROWS + 1);
+        float *xbuf = malloc(sizeof(float) * ((size_t)MAXT * cols + 1));
+        fill_weights(tc->type, wbuf + 1, ROWS, cols);
+        for (size_t i = 0; i < (size_t)MAXT * cols; i++) xbuf[1 + i] = frand();
+        p.w = wbuf + 1;
+        p.X = xbuf + 1;
+        reference(&p);
+        float first[MAXT][ROWS];
+        int have_first = 0;
+        for (int isa = KERNELS_SCALAR; isa <= KERNELS_AVX512; isa++) {
+            if (!available((kernels_isa)isa)) continue;
+            char what[64];
+            snprintf(what, sizeof what, "%s %s cols=%d", isa_names[isa], tc->name, cols);
+            float mv[MAXT][ROWS];
+            check_matvec(&p, what, mv);
+            check_matmul(&p, what, mv);
+            if (!have_first) {
+                memcpy(first, mv, sizeof mv);
+                have_first = 1;
+                continue;
+            }
+            int bad = 0; /* the sets agree with the scalar set within twice the tolerance */
+            for (int t = 0; t < MAXT; t++)
+                for (int r = 0; r < ROWS; r++)
+                    bad += fabs((double)mv[t][r] - first[t][r]) > 2e-4 * p.mag[t][r] + 2e-6;
+            CHECK_MSG(bad == 0, "%s: %d results differ from the scalar set", what, bad);
+        }
+        free(wbuf);
+        free(xbuf);
+    }
+}
+
+/* Hand-made rows: exact results every set must reproduce (all products and sums exact). */
+static void test_exact_rows(void) {
+    uint8_t q8[2 * 34];
+    put16(q8, 0x3800);  /* 0.5 */
+    put16(q8 + 34, 0xC000); /* -2 */
+    for (int j = 0; j < 32; j++) {
+        q8[2 + j] = (uint8_t)(int8_t)(j - 16);
+        q8[36 + j] = (uint8_t)(int8_t)(j % 2 ? 3 : -1);
+    }
+    float x[64];
+    for (int i = 0; i < 64; i++) x[i] = i < 32 ? 1.0f : 0.25f;
+    /* block 0: 0.5 * sum(j - 16) = 0.5 * (-16) = -8; block 1: -2 * 0.25 * (16*3 - 16) = -16 */
+    uint8_t q4[18];
+    put16(q4, 0x3C00);
+    for (int j = 0; j < 16; j++) q4[2 + j] = (uint8_t)(9 | 7 << 4); /* +1 for 0-15, -1 for 16-31 */
+    float x4[32]; /* 2i for weights i < 16, i - 16 after: sum = sum(2i) - sum(i) = 120 */
+    for (int i = 0; i < 32; i++) x4[i] = i < 16 ? 2.0f * (float)i : (float)(i - 16);
+    for (int isa = KERNELS_SCALAR; isa <= KERNELS_AVX512; isa++) {
+        if (!available((kernels_isa)isa)) continue;
+        float y = 0;
+        kernels_matvec(GGML_TYPE_Q8_0, q8, 68, 64, x, &y, 0, 1);
+        CHECK_MSG(y == -24.0f, "%s Q8_0: %g", isa_names[isa], (double)y);
+        kernels_matvec(GGML_TYPE_Q4_0, q4, 18, 32, x4, &y, 0, 1);
+        CHECK_MSG(y == 120.0f, "%s Q4_0: %g", isa_names[isa], (double)y);
+    }
+}
+
+/* token_embd.weight of TinyStories-656K-Q8_0.gguf (2048 rows of 128, Q8_0, at byte 51360) times
+ * output_norm.weight (128 f32 at byte 50848); float64 dots computed with python. */
+static void test_real_rows(void) {
+    const char *shared = getenv("SHARED") ? getenv("SHARED") : "../shared";
+    char path[512];
+    snprintf(path, sizeof path, "%s/models/tinystories-656k/TinyStories-656K-Q8_0.gguf", shared);
+    FILE *f = fopen(path, "rb");
+    CHECK_MSG(f != NULL, "cannot open %s", path);
+    if (!f) return;
+    static uint8_t emb[2048 * 136];
+    float norm[128];
+    int ok = fseek(f, 50848, SEEK_SET) == 0 && fread(norm, 4, 128, f) == 128 &&
+             fseek(f, 51360, SEEK_SET) == 0 && fread(emb, 136, 2048, f) == 2048;
+    fclose(f);
+    CHECK(ok);
+    if (!ok) return;
+    for (int isa = KERNELS_SCALAR; isa <= KERNELS_AVX512; isa++) {
+        if (!available((kernels_isa)isa)) continue;
+        float y[2048];
+        kernels_matvec(GGML_TYPE_Q8_0, emb, 136, 128, norm, y, 0, 2048);
+        CHECK_NEAR(y[7], 1.7331596426665783, 1e-5);
+        CHECK_NEAR(y[2047], -0.27190492302179337, 1e-5);
+    }
+}
+
+static void test_f32_helpers(void) {
+    static const int lens[] = {0, 1, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 100, 1000};
+    for (int isa = KERNELS_SCALAR; isa <= KERNELS_AVX512; isa++) {
+        if (!available((kernels_isa)isa)) continue;
+        int bad_dot = 0, bad_axpy = 0;
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            int n = lens[li];
+            float a[1001], b[1001], y[1001], y0[1001];
+            for (int i = 0; i < 1001; i++) {
+                a[i] = frand();
+                b[i] = frand();
+                y[i] = y0[i] = frand();
+            }
+            double s = 0, m = 0;
+            for (int i = 0; i < n; i++) {
+                s += (double)a[1 + i] * b[i];
+                m += fabs((double)a[1 + i] * b[i]);
+            }
+            float got = kernels_dot_f32(a + 1, b, n); /* misaligned on purpose */
+            bad_dot += fabs(got - s) > 1e-5 * m + 1e-7;
+            kernels_axpy_f32(y + 1, 0.375f, a, n);
+            for (int i = 0; i < n; i++)
+                bad_axpy += fabs(y[1 + i] - ((double)y0[1 + i] + 0.375 * a[i])) > 1e-6 * (fabs(y0[1 + i]) + 1);
+            bad_axpy += !same_bits(y[0], y0[0]) || (n < 1000 && !same_bits(y[n + 1], y0[n + 1]));
+        }
+        CHECK_MSG(bad_dot == 0, "%s dot_f32: %d lengths off", isa_names[isa], bad_dot);
+        CHECK_MSG(bad_axpy == 0, "%s axpy_f32: %d values off", isa_names[isa], bad_axpy);
+    }
+}
+
+static void test_dispatch(void) {
+    kernels_init();
+    kernels_isa best = kernels_force(KERNELS_AVX512);
+    CHECK(kernels_active() == best);
+    CHECK(strcmp(kernels_name(), isa_names[best]) == 0);
+    CHECK(kernels_force(KERNELS_SCALAR) == KERNELS_SCALAR);
+    CHECK(strcmp(kernels_name(), "scalar") == 0);
+    printf("kernel sets available up to %s\n", isa_names[best]);
+}
+
+int main(void) {
+    srand(12345);
+    test_dispatch();
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_type(&cases[i]);
+    test_exact_rows();
+    test_real_rows();
+    test_f32_helpers();
+    return test_summary("test_kernels");
+}

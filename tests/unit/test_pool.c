@@ -1,0 +1,63 @@
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "test.h"
+#include "threads/pool.h"
+
+typedef struct sum_job { const int *data; int n; long long partial[8]; atomic_int calls; } sum_job;
+
+static void sum_worker(void *arg, int ith, int nth) {
+    sum_job *j = arg;
+    int b, e;
+    pool_split(j->n, ith, nth, &b, &e);
+    long long s = 0;
+    for (int i = b; i < e; i++) s += j->data[i];
+    j->partial[ith] = s;
+    atomic_fetch_add(&j->calls, 1);
+}
+
+int main(void) {
+    /* pool_split covers [0, n) exactly, in order, sizes differing by at most one */
+    for (int n = 0; n < 50; n++)
+        for (int nth = 1; nth <= 7; nth++) {
+            int expect = 0, ok = 1;
+            for (int i = 0; i < nth; i++) {
+                int b, e;
+                pool_split(n, i, nth, &b, &e);
+                ok &= b == expect && e >= b && (e - b) <= n / nth + 1 && (e - b) >= n / nth;
+                expect = e;
+            }
+            CHECK_MSG(ok && expect == n, "n=%d nth=%d", n, nth);
+        }
+    int data[1000];
+    long long want = 0;
+    for (int i = 0; i < 1000; i++) { data[i] = i * 7 - 300; want += data[i]; }
+    for (int nt = 1; nt <= 4; nt++) {
+        pool *p = pool_create(nt);
+        CHECK(p != NULL);
+        CHECK(pool_size(p) == nt);
+        /* many short jobs in a row: each must see every thread exactly once */
+        int all_ok = 1;
+        for (int rep = 0; rep < 2000; rep++) {
+            sum_job j = {.data = data, .n = 1000};
+            atomic_init(&j.calls, 0);
+            pool_run(p, sum_worker, &j);
+            long long got = 0;
+            for (int i = 0; i < nt; i++) got += j.partial[i];
+            all_ok &= got == want && atomic_load(&j.calls) == nt;
+        }
+        CHECK_MSG(all_ok, "threads=%d", nt);
+        pool_free(p);
+    }
+    /* a pool that sat idle long enough for its workers to sleep still runs jobs */
+    pool *p = pool_create(2);
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    sum_job j = {.data = data, .n = 1000};
+    atomic_init(&j.calls, 0);
+    pool_run(p, sum_worker, &j);
+    CHECK(j.partial[0] + j.partial[1] == want);
+    pool_free(p);
+    return test_summary("pool");
+}
