@@ -27,5 +27,6 @@ int cmd_run(int argc, char **argv);
 int cmd_score(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 #endif

@@ -13,6 +13,7 @@ static void usage(FILE *out) {
             "  score     log-probabilities as JSON:  nucleus score [-m MODEL] --ids 1,2,3 [--all] [--top K] [--greedy N]\n"
             "  tokenize  print token ids:  nucleus tokenize [-m MODEL] (-p TEXT | -f FILE) [--no-bos] [--special] [--json]\n"
             "  inspect   print a GGUF file's metadata and tensors:  nucleus inspect [-m FILE]\n"
+            "  bench     prefill and decode speed:  nucleus bench [-m MODEL] [-p 128] [-n 64] [-t THREADS] [-r 5] [--json]\n"
             "\n"
             "Without -m, the model is %s.\n",
             cli_default_model());
@@ -32,6 +33,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "score")) return cmd_score(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     fprintf(stderr, "error: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return 2;

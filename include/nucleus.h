@@ -37,6 +37,7 @@ typedef struct nc_model_info {
     bool rope_neox;            /* rotates the two halves of a head (qwen2) rather than pairs */
     uint64_t n_params;         /* weights in all tensors */
     uint64_t weight_bytes;     /* bytes of tensor data */
+    uint64_t decode_bytes;     /* weight bytes one decode step reads (layers and output matrix) */
     uint64_t file_bytes;
 } nc_model_info;
 void nc_model_get_info(const nc_model *m, nc_model_info *info);
@@ -47,6 +48,10 @@ int nc_inspect(const char *path, FILE *out, nc_err *err);
 
 /* The kernel set chosen for this CPU ("avx512", "avx2", "scalar"). */
 const char *nc_kernels_name(void);
+
+/* This machine's memory read bandwidth with n_threads threads (bytes/s, best of a few passes
+ * over a 1 GiB buffer): the ceiling of decoding is bandwidth / decode_bytes tokens/s. */
+double nc_measure_read_bandwidth(int n_threads);
 
 /* ---- Tokenizer ------------------------------------------------------------------------- */
 

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench/membw.h"
 #include "common.h"
 #include "format/gguf.h"
 #include "format/gguf_dump.h"
@@ -56,6 +57,18 @@ void nc_model_free(nc_model *m) {
     free(m);
 }
 
+static uint64_t matrix_bytes(const model_weight *w) { return (uint64_t)w->rows * w->row_bytes; }
+
+static uint64_t decode_bytes(const model *m) {
+    uint64_t n = matrix_bytes(&m->output);
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const model_layer *L = &m->layers[il];
+        n += matrix_bytes(&L->wq) + matrix_bytes(&L->wk) + matrix_bytes(&L->wv) + matrix_bytes(&L->wo) +
+             matrix_bytes(&L->ffn_gate) + matrix_bytes(&L->ffn_up) + matrix_bytes(&L->ffn_down);
+    }
+    return n;
+}
+
 void nc_model_get_info(const nc_model *nm, nc_model_info *info) {
     const model *m = nm->m;
     const model_hparams *hp = &m->hp;
@@ -64,7 +77,15 @@ void nc_model_get_info(const nc_model *nm, nc_model_info *info) {
         .n_layer = hp->n_layer, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim,
         .n_ff = hp->n_ff, .n_rot = hp->n_rot, .n_ctx_train = hp->n_ctx_train, .rope_freq_base = hp->rope_freq_base,
         .norm_eps = hp->norm_eps, .rope_neox = hp->rope_neox, .n_params = m->n_params,
-        .weight_bytes = m->weight_bytes, .file_bytes = gguf_file_size(m->file)};
+        .weight_bytes = m->weight_bytes, .decode_bytes = decode_bytes(m), .file_bytes = gguf_file_size(m->file)};
+}
+
+double nc_measure_read_bandwidth(int n_threads) {
+    pool *p = pool_create(n_threads > 0 ? n_threads : 1);
+    if (!p) return 0;
+    double bw = membw_read(p, (size_t)1 << 30, 5);
+    pool_free(p);
+    return bw;
 }
 
 int nc_inspect(const char *path, FILE *out, nc_err *err) {

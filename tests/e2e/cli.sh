@@ -101,6 +101,17 @@ expect_eq "tokenize a vocab-only file" "$($BIN tokenize -m "$SHARED/vocab/llama-
 out=$($BIN inspect -m "$STORIES" 2>&1)
 grep -q "general.architecture" <<<"$out" && grep -q "blk.0.attn_q.weight" <<<"$out" && ok || bad "inspect output: $(head -5 <<<"$out")"
 
+# bench: the JSON report has the fields a dashboard reads
+out=$($BIN bench -m "$STORIES" -p 16 -n 8 -r 2 -t 2 --json --no-bandwidth 2>&1)
+/usr/bin/python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+assert d["pp"]["tokens"] == 16 and d["tg"]["tokens"] == 8 and d["pp"]["mean"] > 0 and d["tg"]["mean"] > 0, d
+assert d["threads"] == 2 and d["kernels"] in ("avx512", "avx2", "scalar") and d["decode_bytes"] > 0, d
+' "$out" && ok || bad "bench --json: $out"
+out=$($BIN bench -m "$STORIES" -p 16 -n 8 -r 1 -t 1 2>&1)
+grep -q "| pp16 |" <<<"$out" && grep -q "| tg8 |" <<<"$out" && grep -q "GB/s" <<<"$out" && ok || bad "bench table: $out"
+
 # Bad input: clean errors naming the problem.
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 head -c 1000 "$STORIES" > "$tmp/trunc.gguf"

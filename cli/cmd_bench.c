@@ -1,0 +1,156 @@
+/* nucleus bench: prefill (pp) and decode (tg) speed in the manner of llama-bench — random tokens,
+ * a warm-up pass, then r repetitions, mean ± standard deviation — plus this machine's memory read
+ * bandwidth and decode speed as a share of the ceiling it sets (bandwidth / bytes per token). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+typedef struct bench_opts {
+    const char *model;
+    long n_prompt, n_gen, threads, reps;
+    bool json, no_bandwidth;
+} bench_opts;
+
+typedef struct stats { double mean, sd; } stats;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static stats summarize(const double *v, int n) {
+    stats s = {0, 0};
+    for (int i = 0; i < n; i++) s.mean += v[i] / n;
+    for (int i = 0; i < n && n > 1; i++) s.sd += (v[i] - s.mean) * (v[i] - s.mean) / (n - 1);
+    s.sd = sqrt(s.sd);
+    return s;
+}
+
+static int parse(int argc, char **argv, bench_opts *o) {
+    *o = (bench_opts){.n_prompt = 128, .n_gen = 64, .reps = 5};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(o->model = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "-p")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 0, 1 << 16, &o->n_prompt)) return 2; }
+        else if (!strcmp(a, "-n")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 0, 1 << 16, &o->n_gen)) return 2; }
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 512, &o->threads)) return 2; }
+        else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 1000, &o->reps)) return 2; }
+        else if (!strcmp(a, "--json")) o->json = true;
+        else if (!strcmp(a, "--no-bandwidth")) o->no_bandwidth = true;
+        else {
+            fprintf(stderr, "error: bench: unknown option '%s'\n"
+                            "usage: nucleus bench [-m MODEL] [-p 128] [-n 64] [-t THREADS] [-r 5] [--json] [--no-bandwidth]\n", a);
+            return 2;
+        }
+    }
+    if (!o->model) o->model = cli_default_model();
+    return 0;
+}
+
+/* One prefill of n random tokens from an empty cache; returns seconds. */
+static int time_prefill(nc_context *c, const int32_t *toks, int n, double *secs, nc_err *err) {
+    nc_batch_entry *b = malloc((size_t)n * sizeof *b);
+    if (!b) { snprintf(err->msg, sizeof err->msg, "out of memory"); return -1; }
+    for (int i = 0; i < n; i++) b[i] = (nc_batch_entry){toks[i], i, 0, i == n - 1};
+    nc_kv_seq_clear(c, 0);
+    double t0 = now_s();
+    int rc = nc_forward(c, b, n, err);
+    *secs = now_s() - t0;
+    free(b);
+    return rc;
+}
+
+/* n decode steps of one token each from an empty cache; returns seconds. */
+static int time_decode(nc_context *c, const int32_t *toks, int n, double *secs, nc_err *err) {
+    nc_kv_seq_clear(c, 0);
+    double t0 = now_s();
+    for (int i = 0; i < n; i++) {
+        nc_batch_entry e = {toks[i], i, 0, true};
+        if (nc_forward(c, &e, 1, err)) return -1;
+    }
+    *secs = now_s() - t0;
+    return 0;
+}
+
+static int measure(nc_context *c, const bench_opts *o, const int32_t *toks, bool prefill, stats *out, nc_err *err) {
+    int n = (int)(prefill ? o->n_prompt : o->n_gen);
+    double secs, *rates = malloc((size_t)o->reps * sizeof *rates);
+    if (!rates) { snprintf(err->msg, sizeof err->msg, "out of memory"); return -1; }
+    int rc = 0;
+    for (long r = -1; r < o->reps && rc == 0; r++) { /* r = -1 is the warm-up */
+        rc = prefill ? time_prefill(c, toks, n, &secs, err) : time_decode(c, toks, n, &secs, err);
+        if (rc == 0 && r >= 0) rates[r] = n / secs;
+    }
+    if (rc == 0) *out = summarize(rates, (int)o->reps);
+    free(rates);
+    return rc;
+}
+
+static const char *base_name(const char *path) {
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+int cmd_bench(int argc, char **argv) {
+    bench_opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc) return rc;
+    nc_err err;
+    nc_model *m = NULL;
+    nc_context *c = NULL;
+    int32_t *toks = NULL;
+    if (nc_model_load(&m, o.model, &err)) goto fail;
+    nc_model_info info;
+    nc_model_get_info(m, &info);
+    long n_tok = o.n_prompt > o.n_gen ? o.n_prompt : o.n_gen;
+    nc_context_params cp = {.n_ctx = (int32_t)(n_tok + 1), .n_threads = (int32_t)o.threads};
+    if (nc_context_new(&c, m, &cp, &err)) goto fail;
+    toks = malloc((size_t)(n_tok + 1) * sizeof *toks);
+    if (!toks) { snprintf(err.msg, sizeof err.msg, "out of memory"); goto fail; }
+    nc_rng rng;
+    nc_rng_seed(&rng, 1);
+    for (long i = 0; i <= n_tok; i++) toks[i] = (int32_t)(nc_rng_next(&rng) % (uint64_t)info.n_vocab);
+    stats pp = {0, 0}, tg = {0, 0};
+    if (o.n_prompt > 0 && measure(c, &o, toks, true, &pp, &err)) goto fail;
+    if (o.n_gen > 0 && measure(c, &o, toks, false, &tg, &err)) goto fail;
+    int threads = nc_context_n_threads(c);
+    double bw = o.no_bandwidth ? 0 : nc_measure_read_bandwidth(threads);
+    double ceiling = bw > 0 ? bw / (double)info.decode_bytes : 0;
+    double pct = ceiling > 0 ? 100.0 * tg.mean / ceiling : 0;
+    if (o.json) {
+        printf("{\"model\": \"%s\", \"arch\": \"%s\", \"file_bytes\": %llu, \"decode_bytes\": %llu, \"threads\": %d, "
+               "\"kernels\": \"%s\", \"repetitions\": %ld, \"pp\": {\"tokens\": %ld, \"mean\": %.2f, \"sd\": %.2f}, "
+               "\"tg\": {\"tokens\": %ld, \"mean\": %.2f, \"sd\": %.2f}, \"read_bandwidth\": %.0f, "
+               "\"decode_ceiling\": %.2f, \"decode_pct_of_ceiling\": %.1f}\n",
+               base_name(o.model), info.arch, (unsigned long long)info.file_bytes,
+               (unsigned long long)info.decode_bytes, threads, nc_kernels_name(), o.reps, o.n_prompt, pp.mean, pp.sd,
+               o.n_gen, tg.mean, tg.sd, bw, ceiling, pct);
+    } else {
+        printf("| model | size | threads | kernels | test | tokens/s |\n|---|---|---|---|---|---|\n");
+        if (o.n_prompt > 0)
+            printf("| %s | %.1f MB | %d | %s | pp%ld | %.2f ± %.2f |\n", base_name(o.model), info.file_bytes / 1e6,
+                   threads, nc_kernels_name(), o.n_prompt, pp.mean, pp.sd);
+        if (o.n_gen > 0)
+            printf("| %s | %.1f MB | %d | %s | tg%ld | %.2f ± %.2f |\n", base_name(o.model), info.file_bytes / 1e6,
+                   threads, nc_kernels_name(), o.n_gen, tg.mean, tg.sd);
+        if (bw > 0)
+            printf("\nmemory read bandwidth %.1f GB/s (%d threads); decode reads %.1f MB per token, so its ceiling is "
+                   "%.1f tokens/s; tg%ld runs at %.0f%% of it\n",
+                   bw / 1e9, threads, info.decode_bytes / 1e6, ceiling, o.n_gen, pct);
+    }
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "error: %s\n", err.msg);
+    rc = 1;
+done:
+    free(toks);
+    nc_context_free(c);
+    nc_model_free(m);
+    return rc;
+}
