@@ -68,7 +68,7 @@ FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
 FUZZ_LIB_SRC := src/common.c $(shell find src/format -name '*.c' | sort)
 build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRC)
 	@mkdir -p $(dir $@)
-	clang $(CSTD) $(INC) -O1 -g -fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_LIB_SRC) $(LDLIBS)
+	clang $(CSTD) $(INC) -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $< $(FUZZ_LIB_SRC) $(LDLIBS)
 fuzz: $(FUZZ_BIN)
 
 test: build/nucleus build/san/nucleus unit fuzz
