@@ -133,3 +133,12 @@ int cli_tokenize(const nc_model *m, const char *text, bool add_special, int32_t 
     *ids = out;
     return n;
 }
+
+bool cli_cache_type(const char *flag, const char *s, bool *kv_f32) {
+    if (!strcmp(s, "f16") || !strcmp(s, "f32")) {
+        *kv_f32 = !strcmp(s, "f32");
+        return true;
+    }
+    fprintf(stderr, "error: %s: expected f16 or f32, got '%s'\n", flag, s);
+    return false;
+}

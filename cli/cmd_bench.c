@@ -12,7 +12,7 @@
 typedef struct bench_opts {
     const char *model;
     long n_prompt, n_gen, threads, reps;
-    bool json, no_bandwidth;
+    bool json, no_bandwidth, kv_f32;
 } bench_opts;
 
 typedef struct stats { double mean, sd; } stats;
@@ -41,10 +41,11 @@ static int parse(int argc, char **argv, bench_opts *o) {
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 512, &o->threads)) return 2; }
         else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 1000, &o->reps)) return 2; }
         else if (!strcmp(a, "--json")) o->json = true;
+        else if (!strcmp(a, "--cache-type")) { if (!(v = cli_value(argc, argv, &i)) || !cli_cache_type(a, v, &o->kv_f32)) return 2; }
         else if (!strcmp(a, "--no-bandwidth")) o->no_bandwidth = true;
         else {
             fprintf(stderr, "error: bench: unknown option '%s'\n"
-                            "usage: nucleus bench [-m MODEL] [-p 128] [-n 64] [-t THREADS] [-r 5] [--json] [--no-bandwidth]\n", a);
+                            "usage: nucleus bench [-m MODEL] [-p 128] [-n 64] [-t THREADS] [-r 5] [--cache-type f16|f32] [--json] [--no-bandwidth]\n", a);
             return 2;
         }
     }
@@ -108,7 +109,7 @@ int cmd_bench(int argc, char **argv) {
     nc_model_info info;
     nc_model_get_info(m, &info);
     long n_tok = o.n_prompt > o.n_gen ? o.n_prompt : o.n_gen;
-    nc_context_params cp = {.n_ctx = (int32_t)(n_tok + 1), .n_threads = (int32_t)o.threads};
+    nc_context_params cp = {.n_ctx = (int32_t)(n_tok + 1), .n_threads = (int32_t)o.threads, .kv_f32 = o.kv_f32};
     if (nc_context_new(&c, m, &cp, &err)) goto fail;
     toks = malloc((size_t)(n_tok + 1) * sizeof *toks);
     if (!toks) { snprintf(err.msg, sizeof err.msg, "out of memory"); goto fail; }

@@ -11,13 +11,13 @@ static size_t q_dim(const model_hparams *hp) { return (size_t)hp->n_head * hp->h
 static size_t kv_dim(const model_hparams *hp) { return (size_t)hp->n_head_kv * hp->head_dim; }
 
 int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t n_threads, int32_t n_batch,
-             nc_err *err) {
+             uint32_t kv_type, nc_err *err) {
     memset(s, 0, sizeof *s);
     const model_hparams *hp = &m->hp;
     s->m = m;
     s->n_batch = n_batch;
     kernels_init();
-    if (kv_init(&s->kv, hp->n_layer, n_seq, n_ctx, (int32_t)kv_dim(hp), err)) return -1;
+    if (kv_init(&s->kv, hp->n_layer, n_seq, n_ctx, (int32_t)kv_dim(hp), kv_type, err)) return -1;
     s->pool = pool_create(n_threads);
     size_t B = (size_t)n_batch, E = (size_t)hp->n_embd, Q = q_dim(hp), KV = kv_dim(hp), F = (size_t)hp->n_ff;
     size_t H = E > Q ? E : Q, half = (size_t)hp->n_rot / 2;
@@ -29,7 +29,8 @@ int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t
     s->attn = malloc(B * Q * sizeof(float));
     s->gate = malloc(B * F * sizeof(float));
     s->up = malloc(B * F * sizeof(float));
-    s->scores = malloc((size_t)n_threads * (size_t)n_ctx * sizeof(float));
+    size_t group = (size_t)(hp->n_head / hp->n_head_kv);
+    s->scores = malloc((size_t)n_threads * group * (size_t)n_ctx * sizeof(float));
     s->rope_cos = malloc((B * half + 1) * sizeof(float));
     s->rope_sin = malloc((B * half + 1) * sizeof(float));
     s->inv_freq = malloc((half + 1) * sizeof(double));
@@ -175,9 +176,7 @@ static void qkv_worker(void *arg, int ith, int nth) {
         const float *cs = s->rope_cos + t * half, *sn = s->rope_sin + t * half;
         rope_heads(q, hp->n_head, hp, cs, sn);
         rope_heads(k, hp->n_head_kv, hp, cs, sn);
-        int seq = j->entries[t].seq, cell = s->cells[t];
-        memcpy(kv_k(&s->kv, j->layer, seq, cell), k, KV * sizeof(float));
-        memcpy(kv_v(&s->kv, j->layer, seq, cell), v, KV * sizeof(float));
+        kv_store(&s->kv, j->layer, j->entries[t].seq, s->cells[t], k, v);
     }
 }
 
@@ -187,38 +186,50 @@ typedef struct attn_job {
     const nc_batch_entry *entries;
 } attn_job;
 
-/* Causal attention of one query head over the cells of its sequence whose position is at most
- * the query's (the batch's own keys are already in the cache). */
-static void attend(fwd_state *s, int layer, const nc_batch_entry *e, int t, int head, float *scores) {
+/* Causal attention of the query heads that share one KV head (a GQA group) over the cells of
+ * their sequence whose position is at most the query's (the batch's own keys are already in the
+ * cache). Both products go through the matrix kernels, so the group reads its keys and values
+ * once: scores = K q for the group's heads together, then out = V^T p over the transposed
+ * values. scores holds group x n floats. */
+static void attend_group(fwd_state *s, int layer, const nc_batch_entry *e, int t, int g, float *scores) {
     const model_hparams *hp = &s->m->hp;
-    int hd = hp->head_dim, kvh = head / (hp->n_head / hp->n_head_kv);
-    const int32_t *pos = kv_positions(&s->kv, e->seq);
-    int n = s->kv.len[e->seq];
+    const kv_cache *kv = &s->kv;
+    int hd = hp->head_dim, rep = hp->n_head / hp->n_head_kv;
+    const int32_t *pos = kv_positions(kv, e->seq);
+    int n = kv->len[e->seq];
     while (n > 0 && pos[n - 1] > e->pos) n--;  /* positions increase along the cells */
-    const float *q = s->q + (size_t)t * q_dim(hp) + (size_t)head * hd;
-    float *out = s->attn + (size_t)t * q_dim(hp) + (size_t)head * hd;
-    float scale = 1.0f / sqrtf((float)hd), mx = -INFINITY;
-    for (int c = 0; c < n; c++) {
-        scores[c] = kernels_dot_f32(q, kv_k(&s->kv, layer, e->seq, c) + (size_t)kvh * hd, hd) * scale;
-        if (scores[c] > mx) mx = scores[c];
+    const float *q = s->q + (size_t)t * q_dim(hp) + (size_t)g * rep * hd;
+    float *out = s->attn + (size_t)t * q_dim(hp) + (size_t)g * rep * hd;
+    const void *keys = (const uint8_t *)kv_k(kv, layer, e->seq, 0) + (size_t)g * hd * kv->elem;
+    if (rep == 1) kernels_matvec(kv->type, keys, kv_k_row_bytes(kv), hd, q, scores, 0, n);
+    else kernels_matmul(kv->type, keys, kv_k_row_bytes(kv), hd, q, rep, scores, n, 0, n);
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int h = 0; h < rep; h++) {
+        float *p = scores + (size_t)h * n, mx = -INFINITY;
+        for (int c = 0; c < n; c++) {
+            p[c] *= scale;
+            if (p[c] > mx) mx = p[c];
+        }
+        double sum = 0;
+        for (int c = 0; c < n; c++) {
+            p[c] = expf(p[c] - mx);
+            sum += p[c];
+        }
+        float inv = (float)(1.0 / sum);
+        for (int c = 0; c < n; c++) p[c] *= inv;
     }
-    double sum = 0;
-    for (int c = 0; c < n; c++) {
-        scores[c] = expf(scores[c] - mx);
-        sum += scores[c];
-    }
-    memset(out, 0, (size_t)hd * sizeof(float));
-    float inv = (float)(1.0 / sum);
-    for (int c = 0; c < n; c++)
-        kernels_axpy_f32(out, scores[c] * inv, kv_v(&s->kv, layer, e->seq, c) + (size_t)kvh * hd, hd);
+    const void *values = kv_vt(kv, layer, e->seq, g * hd);
+    if (rep == 1) kernels_matvec(kv->type, values, kv_vt_row_bytes(kv), n, scores, out, 0, hd);
+    else kernels_matmul(kv->type, values, kv_vt_row_bytes(kv), n, scores, rep, out, hd, 0, hd);
 }
 
 static void attn_worker(void *arg, int ith, int nth) {
     const attn_job *j = arg;
-    int H = j->s->m->hp.n_head, i0, i1;
-    float *scores = j->s->scores + (size_t)ith * j->s->kv.n_ctx;
-    pool_split(j->T * H, ith, nth, &i0, &i1);
-    for (int i = i0; i < i1; i++) attend(j->s, j->layer, &j->entries[i / H], i / H, i % H, scores);
+    const model_hparams *hp = &j->s->m->hp;
+    int G = hp->n_head_kv, rep = hp->n_head / hp->n_head_kv, i0, i1;
+    float *scores = j->s->scores + (size_t)ith * rep * j->s->kv.n_ctx;
+    pool_split(j->T * G, ith, nth, &i0, &i1);
+    for (int i = i0; i < i1; i++) attend_group(j->s, j->layer, &j->entries[i / G], i / G, i % G, scores);
 }
 
 typedef struct swiglu_job { fwd_state *s; int T; } swiglu_job;

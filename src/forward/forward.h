@@ -18,7 +18,7 @@ typedef struct fwd_state {
     int32_t n_batch;                 /* micro-batch capacity */
     /* activations, [n_batch][dim] */
     float *x, *h, *q, *k, *v, *attn, *gate, *up;
-    float *scores;                   /* per thread: n_ctx attention weights */
+    float *scores;                   /* per thread: group x n_ctx attention weights */
     float *rope_cos, *rope_sin;      /* [n_batch][n_rot/2] */
     double *inv_freq;                /* [n_rot/2] */
     int32_t *cells;                  /* cache cell of each micro-batch entry */
@@ -29,8 +29,9 @@ typedef struct fwd_state {
     int32_t logit_row_cap, n_entries;
 } fwd_state;
 
+/* kv_type: GGML_TYPE_F16 or GGML_TYPE_F32. */
 int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t n_threads, int32_t n_batch,
-             nc_err *err);
+             uint32_t kv_type, nc_err *err);
 void fwd_free(fwd_state *s);
 
 int fwd_run(fwd_state *s, const nc_batch_entry *batch, int n, nc_err *err);

@@ -3,25 +3,34 @@
 #include <stdlib.h>
 #include <string.h>
 
-int kv_init(kv_cache *kv, int32_t n_layer, int32_t n_seq, int32_t n_ctx, int32_t kv_dim, nc_err *err) {
+#include "format/ggml_types.h"
+#include "tensor/quant.h"
+
+int kv_init(kv_cache *kv, int32_t n_layer, int32_t n_seq, int32_t n_ctx, int32_t kv_dim, uint32_t type, nc_err *err) {
     memset(kv, 0, sizeof *kv);
+    if (type != GGML_TYPE_F16 && type != GGML_TYPE_F32)
+        return nc_fail(err, "KV cache type must be F16 or F32");
     kv->n_layer = n_layer;
     kv->n_seq = n_seq;
     kv->n_ctx = n_ctx;
     kv->kv_dim = kv_dim;
+    kv->type = type;
+    kv->elem = type == GGML_TYPE_F16 ? 2 : 4;
     uint64_t per_layer;
-    if (!nc_mul_u64((uint64_t)n_seq * (uint64_t)n_ctx, (uint64_t)kv_dim, &per_layer) || per_layer > (1ull << 40))
+    if (!nc_mul_u64((uint64_t)n_seq * (uint64_t)n_ctx, (uint64_t)kv_dim * kv->elem, &per_layer) ||
+        per_layer > (1ull << 40))
         return nc_fail(err, "KV cache of %d sequences x %d cells x %d is too large", n_seq, n_ctx, kv_dim);
     kv->k = calloc((size_t)n_layer, sizeof *kv->k);
-    kv->v = calloc((size_t)n_layer, sizeof *kv->v);
+    kv->vt = calloc((size_t)n_layer, sizeof *kv->vt);
     kv->pos = calloc((size_t)n_seq * (size_t)n_ctx, sizeof *kv->pos);
     kv->len = calloc((size_t)n_seq, sizeof *kv->len);
-    if (!kv->k || !kv->v || !kv->pos || !kv->len) goto oom;
-    /* calloc of large blocks maps zero pages lazily: untouched cells cost no resident memory. */
+    if (!kv->k || !kv->vt || !kv->pos || !kv->len) goto oom;
+    /* calloc of large blocks maps zero pages lazily: untouched cells cost no resident memory.
+     * Zeroed values matter: attention reads whole transposed value rows of visible cells only. */
     for (int l = 0; l < n_layer; l++) {
-        kv->k[l] = calloc(per_layer, sizeof(float));
-        kv->v[l] = calloc(per_layer, sizeof(float));
-        if (!kv->k[l] || !kv->v[l]) goto oom;
+        kv->k[l] = calloc(per_layer, 1);
+        kv->vt[l] = calloc(per_layer, 1);
+        if (!kv->k[l] || !kv->vt[l]) goto oom;
     }
     return 0;
 oom:
@@ -32,12 +41,46 @@ oom:
 
 void kv_free(kv_cache *kv) {
     for (int l = 0; kv->k && l < kv->n_layer; l++) free(kv->k[l]);
-    for (int l = 0; kv->v && l < kv->n_layer; l++) free(kv->v[l]);
+    for (int l = 0; kv->vt && l < kv->n_layer; l++) free(kv->vt[l]);
     free(kv->k);
-    free(kv->v);
+    free(kv->vt);
     free(kv->pos);
     free(kv->len);
     memset(kv, 0, sizeof *kv);
+}
+
+static void put(const kv_cache *kv, uint8_t *dst, float x) {
+    if (kv->type == GGML_TYPE_F16) {
+        uint16_t h = quant_f32_to_fp16(x);
+        memcpy(dst, &h, 2);
+    } else {
+        memcpy(dst, &x, 4);
+    }
+}
+
+static float get(const kv_cache *kv, const uint8_t *src) {
+    if (kv->type == GGML_TYPE_F16) {
+        uint16_t h;
+        memcpy(&h, src, 2);
+        return quant_fp16_to_f32(h);
+    }
+    float x;
+    memcpy(&x, src, 4);
+    return x;
+}
+
+void kv_store(kv_cache *kv, int layer, int seq, int cell, const float *k, const float *v) {
+    uint8_t *kd = (uint8_t *)kv_k(kv, layer, seq, cell);
+    for (int i = 0; i < kv->kv_dim; i++) put(kv, kd + i * kv->elem, k[i]);
+    for (int i = 0; i < kv->kv_dim; i++) put(kv, (uint8_t *)kv_vt(kv, layer, seq, i) + (size_t)cell * kv->elem, v[i]);
+}
+
+float kv_get_k(const kv_cache *kv, int layer, int seq, int cell, int dim) {
+    return get(kv, (const uint8_t *)kv_k(kv, layer, seq, cell) + (size_t)dim * kv->elem);
+}
+
+float kv_get_v(const kv_cache *kv, int layer, int seq, int cell, int dim) {
+    return get(kv, (const uint8_t *)kv_vt(kv, layer, seq, dim) + (size_t)cell * kv->elem);
 }
 
 int32_t kv_append(kv_cache *kv, int32_t seq, int32_t pos, nc_err *err) {
@@ -65,10 +108,10 @@ int kv_seq_copy(kv_cache *kv, int32_t src, int32_t dst, nc_err *err) {
         return nc_fail(err, "sequence copy %d -> %d: ids must be in 0..%d", src, dst, kv->n_seq - 1);
     if (src == dst) return 0;
     int32_t n = kv->len[src];
-    size_t row = (size_t)kv->kv_dim * sizeof(float);
     for (int l = 0; l < kv->n_layer; l++) {
-        memcpy(kv_k(kv, l, dst, 0), kv_k(kv, l, src, 0), (size_t)n * row);
-        memcpy(kv_v(kv, l, dst, 0), kv_v(kv, l, src, 0), (size_t)n * row);
+        memcpy((void *)kv_k(kv, l, dst, 0), kv_k(kv, l, src, 0), (size_t)n * kv_k_row_bytes(kv));
+        for (int d = 0; d < kv->kv_dim; d++)
+            memcpy((void *)kv_vt(kv, l, dst, d), kv_vt(kv, l, src, d), (size_t)n * kv->elem);
     }
     memcpy(kv->pos + (size_t)dst * kv->n_ctx, kv_positions(kv, src), (size_t)n * sizeof *kv->pos);
     kv->len[dst] = n;
@@ -76,5 +119,5 @@ int kv_seq_copy(kv_cache *kv, int32_t src, int32_t dst, nc_err *err) {
 }
 
 uint64_t kv_bytes_per_token(const kv_cache *kv) {
-    return (uint64_t)kv->n_layer * 2u * (uint64_t)kv->kv_dim * sizeof(float);
+    return (uint64_t)kv->n_layer * 2u * (uint64_t)kv->kv_dim * kv->elem;
 }

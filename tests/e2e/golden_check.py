@@ -51,24 +51,28 @@ def max_dev(rec):
 
 
 def check_record(rec, where, model, tol, args, check):
-    """Tokenization, teacher forcing and greedy decoding of one record; returns (our largest
-    deviation, llama.cpp's, whether greedy matched)."""
-    worst = llama_worst = 0.0
+    """Tokenization, teacher forcing (F16 and F32 KV cache) and greedy decoding of one record;
+    returns ({cache type: our largest deviation}, llama.cpp's, whether greedy matched)."""
+    llama_worst = 0.0
     name = where.split(":")[0]
     if name in SPM_MODELS:
         got = json.loads(run([args.nucleus, "tokenize", "-m", model, "-p", rec["prompt"], "--json"]))
         check(got == rec["prompt_ids"], "%s tokenize %r: %s != %s" % (where, rec["prompt"], got, rec["prompt_ids"]))
     ids = rec["prompt_ids"] + rec["ids"][:-1]
-    out = json.loads(run([args.nucleus, "score", "-m", model, "--ids", ",".join(map(str, ids)), "--all",
-                          "--top", "50", "-t", args.threads]))
     n_prompt = len(rec["prompt_ids"])
-    for k, ref_step in enumerate(rec["top_logprobs"]):
-        ours = dict((t, lp) for t, lp in out["top_logprobs"][n_prompt - 1 + k])
-        for tok, ref_lp in ref_step:
-            dev = abs(ours[tok] - ref_lp) if tok in ours else float("inf")
-            worst = max(worst, dev)
-            check(dev <= tol, "%s step %d token %d: %s vs reference %.6f (tol %.2f)" %
-                  (where, k, tok, ours.get(tok), ref_lp, tol))
+    worst_by_cache = {}
+    for cache in ("f16", "f32"):
+        out = json.loads(run([args.nucleus, "score", "-m", model, "--ids", ",".join(map(str, ids)), "--all",
+                              "--top", "50", "-t", args.threads, "--cache-type", cache]))
+        worst = 0.0
+        for k, ref_step in enumerate(rec["top_logprobs"]):
+            ours = dict((t, lp) for t, lp in out["top_logprobs"][n_prompt - 1 + k])
+            for tok, ref_lp in ref_step:
+                dev = abs(ours[tok] - ref_lp) if tok in ours else float("inf")
+                worst = max(worst, dev)
+                check(dev <= tol, "%s (%s KV cache) step %d token %d: %s vs reference %.6f (tol %.2f)" %
+                      (where, cache, k, tok, ours.get(tok), ref_lp, tol))
+        worst_by_cache[cache] = worst
     g = json.loads(run([args.nucleus, "score", "-m", model, "--ids", ",".join(map(str, rec["prompt_ids"])),
                         "--greedy", str(len(rec["ids"])), "-t", args.threads]))
     n_cmp = len(rec["ids"])
@@ -80,7 +84,7 @@ def check_record(rec, where, model, tol, args, check):
     check(same, "%s greedy: %s != %s (first %d steps)" % (where, g["ids"][:n_cmp], rec["ids"][:n_cmp], n_cmp))
     if "llama_cpp" in rec:
         llama_worst = max_dev(rec)
-    return worst, llama_worst, same
+    return worst_by_cache, llama_worst, same
 
 
 def main():
@@ -103,7 +107,7 @@ def main():
         name = os.path.basename(path)[:-6]
         if args.only and args.only not in name: continue
         tol = tolerance(name)
-        worst = llama_worst = 0.0
+        worst = worst32 = llama_worst = 0.0
         greedy_ok = greedy_total = 0
         for line_no, line in enumerate(open(path, encoding="utf-8"), 1):
             rec = json.loads(line)
@@ -114,15 +118,17 @@ def main():
             except RuntimeError as e:
                 check(False, "%s: %s" % (where, e))
                 continue
-            worst, llama_worst = max(worst, w), max(llama_worst, lw)
+            worst = max(worst, w["f16"])
+            worst32 = max(worst32, w["f32"])
+            llama_worst = max(llama_worst, lw)
             greedy_total += 1
             greedy_ok += same
-        table.append((name, tol, worst, llama_worst, greedy_ok, greedy_total))
+        table.append((name, tol, worst, worst32, llama_worst, greedy_ok, greedy_total))
 
-    print("\n| model | tolerance | nucleus max deviation | llama.cpp max deviation | greedy matches |")
-    print("|---|---|---|---|---|")
-    for name, tol, worst, lw, gok, gt in table:
-        print("| %s | %.2f | %.4f | %.4f | %d/%d |" % (name, tol, worst, lw, gok, gt))
+    print("\n| model | tolerance | nucleus, F16 KV (default) | nucleus, F32 KV | llama.cpp | greedy matches |")
+    print("|---|---|---|---|---|---|")
+    for name, tol, worst, worst32, lw, gok, gt in table:
+        print("| %s | %.2f | %.4f | %.4f | %.4f | %d/%d |" % (name, tol, worst, worst32, lw, gok, gt))
     print("golden: %d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 

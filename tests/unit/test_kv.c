@@ -1,31 +1,41 @@
 #include <string.h>
 
+#include "format/ggml_types.h"
 #include "kv/kv_cache.h"
 #include "test.h"
 
-int main(void) {
+static void check_type(uint32_t type) {
     kv_cache kv;
     nc_err err;
-    CHECK(kv_init(&kv, 2, 3, 4, 8, &err) == 0);
-    CHECK(kv_bytes_per_token(&kv) == 2 * 2 * 8 * sizeof(float));
+    CHECK(kv_init(&kv, 2, 3, 4, 8, type, &err) == 0);
+    size_t elem = type == GGML_TYPE_F16 ? 2 : 4;
+    CHECK(kv_bytes_per_token(&kv) == 2 * 2 * 8 * elem);
     /* cells fill in order, positions must increase */
     CHECK(kv_append(&kv, 0, 0, &err) == 0);
     CHECK(kv_append(&kv, 0, 1, &err) == 1);
     CHECK(kv_append(&kv, 0, 1, &err) == -1 && strstr(err.msg, "position 1") != NULL);
-    CHECK(kv_append(&kv, 0, 5, &err) == 2);  /* gaps are allowed */
+    CHECK(kv_append(&kv, 0, 5, &err) == 2); /* gaps are allowed */
     CHECK(kv_append(&kv, 3, 0, &err) == -1 && strstr(err.msg, "sequence id 3") != NULL);
     CHECK(kv_append(&kv, -1, 0, &err) == -1);
     CHECK(kv_append(&kv, 0, 6, &err) == 3);
     CHECK(kv_append(&kv, 0, 7, &err) == -1 && strstr(err.msg, "full") != NULL);
+    /* keys by cell, values transposed: both read back (F16 rounds 0.1 to 0.0999755859375) */
+    float k[8], v[8];
+    for (int i = 0; i < 8; i++) { k[i] = 0.1f * i + 1; v[i] = -2.0f * i; }
+    kv_store(&kv, 1, 0, 2, k, v);
+    CHECK(kv_get_k(&kv, 1, 0, 2, 0) == 1.0f && kv_get_v(&kv, 1, 0, 2, 7) == -14.0f);
+    CHECK_NEAR(kv_get_k(&kv, 1, 0, 2, 3), 1.3, type == GGML_TYPE_F16 ? 1e-3 : 1e-7);
+    const uint8_t *vt = kv_vt(&kv, 1, 0, 7);
+    CHECK(vt + 2 * elem == (const uint8_t *)kv_vt(&kv, 1, 0, 7) + 2 * elem); /* row of dim 7, cell 2 */
+    CHECK((const uint8_t *)kv_vt(&kv, 1, 0, 1) - (const uint8_t *)kv_vt(&kv, 1, 0, 0) == (long)kv_vt_row_bytes(&kv));
+    CHECK((const uint8_t *)kv_k(&kv, 1, 0, 1) - (const uint8_t *)kv_k(&kv, 1, 0, 0) == (long)kv_k_row_bytes(&kv));
     /* sequences are separate blocks */
-    kv_k(&kv, 1, 0, 2)[3] = 42.0f;
-    kv_v(&kv, 1, 0, 2)[3] = -42.0f;
     CHECK(kv_append(&kv, 1, 0, &err) == 0);
-    CHECK(kv_k(&kv, 1, 1, 0)[3] == 0.0f);
+    CHECK(kv_get_k(&kv, 1, 1, 0, 3) == 0.0f);
     /* copy */
     CHECK(kv_seq_copy(&kv, 0, 2, &err) == 0);
     CHECK(kv.len[2] == 4 && kv_positions(&kv, 2)[2] == 5);
-    CHECK(kv_k(&kv, 1, 2, 2)[3] == 42.0f && kv_v(&kv, 1, 2, 2)[3] == -42.0f);
+    CHECK(kv_get_k(&kv, 1, 2, 2, 0) == 1.0f && kv_get_v(&kv, 1, 2, 2, 7) == -14.0f);
     CHECK(kv_seq_copy(&kv, 0, 9, &err) == -1);
     /* truncate then append continues after the kept cells */
     kv_seq_truncate(&kv, 0, 2);
@@ -34,7 +44,15 @@ int main(void) {
     kv_seq_truncate(&kv, 0, 0);
     CHECK(kv.len[0] == 0 && kv_append(&kv, 0, 0, &err) == 0);
     kv_free(&kv);
-    /* absurd sizes fail cleanly */
-    CHECK(kv_init(&kv, 1, 1 << 20, 1 << 20, 1 << 20, &err) == -1 && strstr(err.msg, "too large") != NULL);
+}
+
+int main(void) {
+    check_type(GGML_TYPE_F32);
+    check_type(GGML_TYPE_F16);
+    kv_cache kv;
+    nc_err err;
+    /* absurd sizes and types fail cleanly */
+    CHECK(kv_init(&kv, 1, 1 << 20, 1 << 20, 1 << 20, GGML_TYPE_F16, &err) == -1 && strstr(err.msg, "too large") != NULL);
+    CHECK(kv_init(&kv, 1, 1, 1, 1, GGML_TYPE_Q8_0, &err) == -1 && strstr(err.msg, "F16 or F32") != NULL);
     return test_summary("kv");
 }
