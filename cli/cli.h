@@ -13,6 +13,8 @@ bool cli_float(const char *flag, const char *s, double lo, double hi, double *ou
 bool cli_u64(const char *flag, const char *s, uint64_t *out);
 /* "1,2,3" -> ids (malloc'd); false with a message on a bad list. */
 bool cli_ids(const char *flag, const char *s, int32_t **ids, int *n);
+/* --cache-type f16|f32 */
+bool cli_cache_type(const char *flag, const char *s, bool *kv_f32);
 /* The value after a flag, or NULL with a message when argv ends. */
 const char *cli_value(int argc, char **argv, int *i);
 

@@ -6,6 +6,7 @@
 #include "bench/membw.h"
 #include "common.h"
 #include "format/gguf.h"
+#include "format/ggml_types.h"
 #include "format/gguf_dump.h"
 #include "forward/forward.h"
 #include "kernels/kernels.h"
@@ -165,7 +166,8 @@ int nc_context_new(nc_context **out, nc_model *m, const nc_context_params *p, nc
     if (!c) return nc_fail(err, "out of memory");
     c->model = m;
     c->n_threads = d.n_threads;
-    if (fwd_init(&c->fwd, m->m, d.n_ctx, d.n_seq_max, d.n_threads, d.n_batch, err)) {
+    if (fwd_init(&c->fwd, m->m, d.n_ctx, d.n_seq_max, d.n_threads, d.n_batch,
+                 d.kv_f32 ? GGML_TYPE_F32 : GGML_TYPE_F16, err)) {
         free(c);
         return -1;
     }
