@@ -1,8 +1,9 @@
-/* AVX2 + FMA + F16C kernels (8 f32 lanes). Same scheme as the AVX-512 set: integers of a block
- * (or sub-block) are multiplied with x and summed per lane, then scaled into one of NACC
- * accumulators per token; blocks b go to accumulator b % NACC (sub-blocks j of K-quants to
- * j % NACC). Only 16 vector registers: two accumulators per token keep a tile of four tokens in
- * registers. Per-token order is independent of the tile (see kernels_impl.h). */
+/* AVX2 + FMA + F16C kernels (8 f32 lanes), the same scheme as the AVX-512 set: Q8_0 and Q4_0 sum
+ * integers times x per lane and then scale by d; Q4_K and Q6_K make each sub-block's weights exact
+ * f32 values first and FMA them with x. Four accumulators per token (FMA latency is four cycles):
+ * block b goes to accumulator b % NACC; in K-quants, the i-th vector of every 32 weights goes to
+ * accumulator i. With 16 vector registers, a matmul tile is two tokens. Per-token order is
+ * independent of the tile (see kernels_impl.h). */
 #if defined(__x86_64__) && defined(__AVX2__)
 
 #include <immintrin.h>
@@ -11,8 +12,8 @@
 #include "kernels/kernels_impl.h"
 #include "tensor/quant.h"
 
-#define KT 4   /* tokens per matmul tile */
-#define NACC 2 /* accumulators per token */
+#define KT 2   /* tokens per matmul tile */
+#define NACC 4 /* accumulators per token */
 
 static inline __m256 bcast_fp16(const uint8_t *p) {
     uint16_t h;
@@ -31,12 +32,16 @@ static inline float hsum(__m256 v) {
 static inline __m256 i8_to_f32(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
 
 KERNELS_INLINE void zero_acc(__m256 acc[KT][NACC], int nt) {
+#pragma GCC unroll 8
     for (int t = 0; t < nt; t++)
+#pragma GCC unroll 8
         for (int k = 0; k < NACC; k++) acc[t][k] = _mm256_setzero_ps();
 }
 
 KERNELS_INLINE void reduce_acc(__m256 acc[KT][NACC], int nt, float *out) {
-    for (int t = 0; t < nt; t++) out[t] = hsum(_mm256_add_ps(acc[t][0], acc[t][1]));
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++)
+        out[t] = hsum(_mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]), _mm256_add_ps(acc[t][2], acc[t][3])));
 }
 
 /* ---- F32, F16, BF16: 8 weights per step ---- */
@@ -62,16 +67,19 @@ KERNELS_INLINE void float_rows(uint32_t type, const uint8_t *w, int cols, const 
     zero_acc(acc, nt);
     int nu = cols / 8, u = 0;
     for (; u + NACC <= nu; u += NACC) {
-#pragma GCC unroll 2
+#pragma GCC unroll 8
         for (int k = 0; k < NACC; k++) float_step(acc, k, load_w(type, w, 8 * (u + k)), X, cols, 8 * (u + k), nt);
     }
-    if (u < nu) float_step(acc, 0, load_w(type, w, 8 * u), X, cols, 8 * u, nt);
+#pragma GCC unroll 8
+    for (int k = 0; k < NACC - 1; k++)
+        if (u + k < nu) float_step(acc, k, load_w(type, w, 8 * (u + k)), X, cols, 8 * (u + k), nt);
     int rest = cols % 8, i = 8 * nu;
     if (rest) {
         size_t esize = type == GGML_TYPE_F32 ? 4 : 2;
         uint8_t wb[32] = {0};
         memcpy(wb, w + esize * (size_t)i, esize * (size_t)rest);
         __m256 wv = load_w(type, wb, 0);
+#pragma GCC unroll 8
         for (int t = 0; t < nt; t++) {
             float xb[8] = {0};
             memcpy(xb, X + (size_t)t * cols + i, sizeof(float) * (size_t)rest);
@@ -99,6 +107,7 @@ KERNELS_INLINE dec32 decode32(uint32_t type, const uint8_t *blk) {
     dec32 r;
     r.d = bcast_fp16(blk);
     if (type == GGML_TYPE_Q8_0) {
+#pragma GCC unroll 8
         for (int i = 0; i < 4; i++) r.q[i] = i8_to_f32(_mm_loadl_epi64((const __m128i *)(blk + 2 + 8 * i)));
     } else { /* Q4_0: low nibbles are weights 0-15, high nibbles 16-31, both offset by 8 */
         const __m128i low4 = _mm_set1_epi8(0xF), eight = _mm_set1_epi8(8);
@@ -134,10 +143,12 @@ KERNELS_INLINE void blk32_rows(uint32_t type, const uint8_t *w, int cols, const 
     zero_acc(acc, nt);
     int nb = cols / 32, b = 0;
     for (; b + NACC <= nb; b += NACC) {
-#pragma GCC unroll 2
+#pragma GCC unroll 8
         for (int k = 0; k < NACC; k++) blk32_step(acc, k, w + (b + k) * bytes, type, X, cols, 32 * (b + k), nt);
     }
-    if (b < nb) blk32_step(acc, 0, w + b * bytes, type, X, cols, 32 * b, nt);
+#pragma GCC unroll 8
+    for (int k = 0; k < NACC - 1; k++)
+        if (b + k < nb) blk32_step(acc, k, w + (b + k) * bytes, type, X, cols, 32 * (b + k), nt);
     reduce_acc(acc, nt, out);
 }
 
@@ -151,11 +162,11 @@ KERNELS_INLINE void q4_0_rows(const uint8_t *w, int cols, const float *X, int nt
 /* ---- Q4_K: blocks of 256, 8 sub-blocks of 32 ---- */
 
 /* d*sc[j] and dmin*m[j] for the 8 sub-blocks (exact products). */
-static inline void q4_K_scales(const uint8_t *blk, float dsc[8], float dm[8]) {
-    uint8_t sc[8], m[8];
-    quant_q4_K_scales(blk + 4, sc, m);
-    __m256 scf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sc)));
-    __m256 mf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)m)));
+KERNELS_INLINE void q4_K_scales(const uint8_t *blk, float dsc[8], float dm[8]) {
+    uint64_t sc, m;
+    quant_q4_K_scales64(blk + 4, &sc, &m);
+    __m256 scf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc)));
+    __m256 mf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m)));
     _mm256_storeu_ps(dsc, _mm256_mul_ps(bcast_fp16(blk), scf));
     _mm256_storeu_ps(dm, _mm256_mul_ps(bcast_fp16(blk + 2), mf));
 }
@@ -169,20 +180,6 @@ static inline void u4x32_to_f32(__m256i v, __m256 q[4]) {
     q[3] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)));
 }
 
-/* acc += dsc * sum(q*x) - dm * sum(x) over one sub-block of 32 (per lane). */
-KERNELS_INLINE __m256 q4_K_sub(const __m256 q[4], const float *dsc, const float *dm, const float *x,
-                               __m256 acc) {
-    __m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8);
-    __m256 x2 = _mm256_loadu_ps(x + 16), x3 = _mm256_loadu_ps(x + 24);
-    __m256 p = _mm256_mul_ps(q[0], x0);
-    p = _mm256_fmadd_ps(q[1], x1, p);
-    p = _mm256_fmadd_ps(q[2], x2, p);
-    p = _mm256_fmadd_ps(q[3], x3, p);
-    __m256 s = _mm256_add_ps(_mm256_add_ps(x0, x1), _mm256_add_ps(x2, x3));
-    acc = _mm256_fmadd_ps(p, _mm256_broadcast_ss(dsc), acc);
-    return _mm256_fnmadd_ps(s, _mm256_broadcast_ss(dm), acc);
-}
-
 KERNELS_INLINE void q4_K_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
     __m256 acc[KT][NACC];
     zero_acc(acc, nt);
@@ -190,17 +187,23 @@ KERNELS_INLINE void q4_K_rows(const uint8_t *w, int cols, const float *X, int nt
     for (int b = 0; b < cols / QK_K; b++, w += sizeof(block_q4_K)) {
         float dsc[8], dm[8];
         q4_K_scales(w, dsc, dm);
+        FROM_MEMORY(dsc);
+        FROM_MEMORY(dm);
         const uint8_t *qs = w + 4 + K_SCALE_SIZE;
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) { /* sub-block j: nibble j % 2 of bytes 32 * (j / 2) .. +31 */
             __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * (j / 2)));
             if (j % 2) v = _mm256_srli_epi16(v, 4);
-            __m256 q[4];
+            __m256 q[4], s = _mm256_broadcast_ss(&dsc[j]), m = _mm256_broadcast_ss(&dm[j]);
             u4x32_to_f32(_mm256_and_si256(v, low4), q);
 #pragma GCC unroll 8
-            for (int t = 0; t < nt; t++)
-                acc[t][j % NACC] =
-                    q4_K_sub(q, &dsc[j], &dm[j], X + (size_t)t * cols + QK_K * b + 32 * j, acc[t][j % NACC]);
+            for (int i = 0; i < 4; i++) q[i] = _mm256_fmsub_ps(q[i], s, m); /* the exact weights */
+#pragma GCC unroll 8
+            for (int t = 0; t < nt; t++) {
+                const float *x = X + (size_t)t * cols + QK_K * b + 32 * j;
+#pragma GCC unroll 8
+                for (int i = 0; i < 4; i++) acc[t][i] = _mm256_fmadd_ps(q[i], _mm256_loadu_ps(x + 8 * i), acc[t][i]);
+            }
         }
     }
     reduce_acc(acc, nt, out);
@@ -219,13 +222,8 @@ static inline void q6_K_half(const uint8_t *ql, const uint8_t *qh, __m256i g[4])
     g[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(h, bits45));
     g[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
                            _mm256_and_si256(_mm256_srli_epi16(h, 2), bits45));
+#pragma GCC unroll 8
     for (int i = 0; i < 4; i++) g[i] = _mm256_sub_epi8(g[i], off);
-}
-
-/* acc += dsc * sum(q*x) over one sub-block of 16 (per lane). */
-KERNELS_INLINE __m256 q6_K_sub(__m256 q0, __m256 q1, const float *dsc, const float *x, __m256 acc) {
-    __m256 p = _mm256_fmadd_ps(q1, _mm256_loadu_ps(x + 8), _mm256_mul_ps(q0, _mm256_loadu_ps(x)));
-    return _mm256_fmadd_ps(p, _mm256_broadcast_ss(dsc), acc);
 }
 
 KERNELS_INLINE void q6_K_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
@@ -237,21 +235,25 @@ KERNELS_INLINE void q6_K_rows(const uint8_t *w, int cols, const float *X, int nt
         __m128i sc = _mm_loadu_si128((const __m128i *)(w + offsetof(block_q6_K, scales)));
         _mm256_storeu_ps(dsc, _mm256_mul_ps(d, i8_to_f32(sc)));
         _mm256_storeu_ps(dsc + 8, _mm256_mul_ps(d, i8_to_f32(_mm_srli_si128(sc, 8))));
+        FROM_MEMORY(dsc);
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             __m256i g[4];
             q6_K_half(w + 64 * h, w + offsetof(block_q6_K, qh) + 32 * h, g);
 #pragma GCC unroll 4
             for (int i = 0; i < 4; i++) { /* run i holds sub-blocks j and j + 1 */
-                __m128i lo = _mm256_castsi256_si128(g[i]), hi = _mm256_extracti128_si256(g[i], 1);
-                __m256 q0 = i8_to_f32(lo), q1 = i8_to_f32(_mm_srli_si128(lo, 8));
-                __m256 q2 = i8_to_f32(hi), q3 = i8_to_f32(_mm_srli_si128(hi, 8));
                 int j = 8 * h + 2 * i;
+                __m128i lo = _mm256_castsi256_si128(g[i]), hi = _mm256_extracti128_si256(g[i], 1);
+                __m256 s0 = _mm256_broadcast_ss(&dsc[j]), s1 = _mm256_broadcast_ss(&dsc[j + 1]);
+                __m256 w0 = _mm256_mul_ps(i8_to_f32(lo), s0), w1 = _mm256_mul_ps(i8_to_f32(_mm_srli_si128(lo, 8)), s0);
+                __m256 w2 = _mm256_mul_ps(i8_to_f32(hi), s1), w3 = _mm256_mul_ps(i8_to_f32(_mm_srli_si128(hi, 8)), s1);
 #pragma GCC unroll 8
                 for (int t = 0; t < nt; t++) {
                     const float *x = X + (size_t)t * cols + QK_K * b + 16 * j;
-                    acc[t][j % NACC] = q6_K_sub(q0, q1, &dsc[j], x, acc[t][j % NACC]);
-                    acc[t][(j + 1) % NACC] = q6_K_sub(q2, q3, &dsc[j + 1], x + 16, acc[t][(j + 1) % NACC]);
+                    acc[t][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x), acc[t][0]);
+                    acc[t][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + 8), acc[t][1]);
+                    acc[t][2] = _mm256_fmadd_ps(w2, _mm256_loadu_ps(x + 16), acc[t][2]);
+                    acc[t][3] = _mm256_fmadd_ps(w3, _mm256_loadu_ps(x + 24), acc[t][3]);
                 }
             }
         }

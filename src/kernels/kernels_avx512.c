@@ -1,8 +1,13 @@
-/* AVX-512 kernels (16 f32 lanes). Weights are widened to f32 in registers: integers of a block
- * (or sub-block) are multiplied with x and summed per lane, then the lane sums are scaled into one
- * of NACC accumulators per token, so the row's dependency chains stay short. Blocks b go to
- * accumulator b % NACC (sub-blocks j of K-quants to j % NACC); a row's result is the fixed-order
- * sum of its accumulators. Per-token order is independent of the tile (see kernels_impl.h). */
+/* AVX-512 kernels (16 f32 lanes). Weights are widened to f32 in registers, never dequantised a
+ * matrix at a time. Q8_0 and Q4_0: a block's integers are multiplied with x and summed per lane,
+ * then scaled by the block's d into an accumulator. Q4_K and Q6_K: each sub-block's weights are
+ * first made exact f32 values (d*sc*q - dmin*m is one fmsub of exactly representable parts: the
+ * dequantised value bit for bit), then FMA'd with x; this is fewer operations per weight than
+ * applying scale and min to sums, and a matmul tile then reuses finished weights. Each token has
+ * NACC accumulators to keep dependency chains short (FMA latency is four cycles): block b goes to
+ * accumulator b % NACC, the 16-weight vector v of a K-quant block to v % NACC; a row's result is
+ * the fixed-order sum of its accumulators.
+ * Per-token order is independent of the tile (see kernels_impl.h). */
 #if defined(__x86_64__) && defined(__AVX512F__)
 
 #include <immintrin.h>
@@ -29,11 +34,14 @@ static inline float hsum(__m512 v) {
 }
 
 KERNELS_INLINE void zero_acc(__m512 acc[KT][NACC], int nt) {
+#pragma GCC unroll 8
     for (int t = 0; t < nt; t++)
+#pragma GCC unroll 8
         for (int k = 0; k < NACC; k++) acc[t][k] = _mm512_setzero_ps();
 }
 
 KERNELS_INLINE void reduce_acc(__m512 acc[KT][NACC], int nt, float *out) {
+#pragma GCC unroll 8
     for (int t = 0; t < nt; t++)
         out[t] = hsum(_mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]), _mm512_add_ps(acc[t][2], acc[t][3])));
 }
@@ -98,7 +106,12 @@ KERNELS_INLINE void bf16_rows(const uint8_t *w, int cols, const float *X, int nt
 
 /* ---- Q8_0 and Q4_0: blocks of 32 ---- */
 
-typedef struct { __m512 lo, hi, d; } dec32; /* weights 0-15, 16-31 as integers; the scale */
+/* Lane k of the result is table[codes[k] & 15]: 4-bit codes to floats in one permute. */
+static inline __m512 nibble_lookup(__m512i codes, __m512 table) { return _mm512_permutexvar_ps(codes, table); }
+
+/* A block's weights 0-15 and 16-31 as integers, and its scale. Converting the scale on its own
+ * (broadcast, then vcvtph2ps) measured faster than converting 16 blocks' scales together. */
+typedef struct { __m512 lo, hi, d; } dec32;
 
 KERNELS_INLINE dec32 decode32(uint32_t type, const uint8_t *blk) {
     dec32 r;
@@ -107,10 +120,10 @@ KERNELS_INLINE dec32 decode32(uint32_t type, const uint8_t *blk) {
         r.lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 2))));
         r.hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 18))));
     } else { /* Q4_0: low nibbles are weights 0-15, high nibbles 16-31, both offset by 8 */
+        const __m512 minus8 = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
         __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 2)));
-        __m512i eight = _mm512_set1_epi32(8);
-        r.lo = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(v, _mm512_set1_epi32(0xF)), eight));
-        r.hi = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(v, 4), eight));
+        r.lo = nibble_lookup(v, minus8);
+        r.hi = nibble_lookup(_mm512_srli_epi32(v, 4), minus8);
     }
     return r;
 }
@@ -153,44 +166,43 @@ KERNELS_INLINE void q4_0_rows(const uint8_t *w, int cols, const float *X, int nt
 /* ---- Q4_K: blocks of 256, 8 sub-blocks of 32 ---- */
 
 /* d*sc[j] and dmin*m[j] for the 8 sub-blocks (exact products). */
-static inline void q4_K_scales(const uint8_t *blk, float dsc[8], float dm[8]) {
-    uint8_t sc[8], m[8];
-    quant_q4_K_scales(blk + 4, sc, m);
+KERNELS_INLINE void q4_K_scales(const uint8_t *blk, float dsc[8], float dm[8]) {
+    uint64_t sc, m;
+    quant_q4_K_scales64(blk + 4, &sc, &m);
     __m256 d = _mm512_castps512_ps256(bcast_fp16(blk)), dmin = _mm512_castps512_ps256(bcast_fp16(blk + 2));
-    __m256 scf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sc)));
-    __m256 mf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)m)));
+    __m256 scf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc)));
+    __m256 mf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m)));
     _mm256_storeu_ps(dsc, _mm256_mul_ps(d, scf));
     _mm256_storeu_ps(dm, _mm256_mul_ps(dmin, mf));
-}
-
-/* acc += dsc * sum(q*x) - dm * sum(x) over one sub-block (per lane). */
-KERNELS_INLINE __m512 q4_K_sub(__m512 q0, __m512 q1, float dsc, float dm, const float *x, __m512 acc) {
-    __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
-    __m512 p = _mm512_fmadd_ps(q1, x1, _mm512_mul_ps(q0, x0));
-    acc = _mm512_fmadd_ps(p, _mm512_set1_ps(dsc), acc);
-    return _mm512_fnmadd_ps(_mm512_add_ps(x0, x1), _mm512_set1_ps(dm), acc);
 }
 
 KERNELS_INLINE void q4_K_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
     __m512 acc[KT][NACC];
     zero_acc(acc, nt);
-    const __m512i low4 = _mm512_set1_epi32(0xF);
+    const __m512 codes = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     for (int b = 0; b < cols / QK_K; b++, w += sizeof(block_q4_K)) {
         float dsc[8], dm[8];
         q4_K_scales(w, dsc, dm);
+        FROM_MEMORY(dsc);
+        FROM_MEMORY(dm);
         const uint8_t *qs = w + 4 + K_SCALE_SIZE;
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) { /* 32 bytes: sub-block 2c in low nibbles, 2c+1 in high */
+            int j = 2 * c;
             __m512i v0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(qs + 32 * c)));
             __m512i v1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(qs + 32 * c + 16)));
-            __m512 a0 = _mm512_cvtepi32_ps(_mm512_and_si512(v0, low4)), a1 = _mm512_cvtepi32_ps(_mm512_and_si512(v1, low4));
-            __m512 b0 = _mm512_cvtepi32_ps(_mm512_srli_epi32(v0, 4)), b1 = _mm512_cvtepi32_ps(_mm512_srli_epi32(v1, 4));
-            int j = 2 * c;
+            /* the 16 weights a code can stand for in each sub-block, then one lookup per vector */
+            __m512 t0 = _mm512_fmsub_ps(codes, _mm512_set1_ps(dsc[j]), _mm512_set1_ps(dm[j]));
+            __m512 t1 = _mm512_fmsub_ps(codes, _mm512_set1_ps(dsc[j + 1]), _mm512_set1_ps(dm[j + 1]));
+            __m512 w0 = nibble_lookup(v0, t0), w1 = nibble_lookup(v1, t0);
+            __m512 w2 = nibble_lookup(_mm512_srli_epi32(v0, 4), t1), w3 = nibble_lookup(_mm512_srli_epi32(v1, 4), t1);
 #pragma GCC unroll 8
             for (int t = 0; t < nt; t++) {
                 const float *x = X + (size_t)t * cols + QK_K * b + 32 * j;
-                acc[t][j % NACC] = q4_K_sub(a0, a1, dsc[j], dm[j], x, acc[t][j % NACC]);
-                acc[t][(j + 1) % NACC] = q4_K_sub(b0, b1, dsc[j + 1], dm[j + 1], x + 32, acc[t][(j + 1) % NACC]);
+                acc[t][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x), acc[t][0]);
+                acc[t][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 16), acc[t][1]);
+                acc[t][2] = _mm512_fmadd_ps(w2, _mm512_loadu_ps(x + 32), acc[t][2]);
+                acc[t][3] = _mm512_fmadd_ps(w3, _mm512_loadu_ps(x + 48), acc[t][3]);
             }
         }
     }
@@ -199,18 +211,22 @@ KERNELS_INLINE void q4_K_rows(const uint8_t *w, int cols, const float *X, int nt
 
 /* ---- Q6_K: blocks of 256, 16 sub-blocks of 16 ---- */
 
-/* One half block: the four runs of 32 values (weights 0-31, 32-63, 64-95, 96-127), as int8. */
-static inline void q6_K_half(const uint8_t *ql, const uint8_t *qh, __m256i g[4]) {
-    const __m256i low4 = _mm256_set1_epi8(0xF), bits45 = _mm256_set1_epi8(0x30), off = _mm256_set1_epi8(32);
-    __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-    __m256i h = _mm256_loadu_si256((const __m256i *)qh);
-    /* 16-bit shifts move bits across bytes; the masks keep only each byte's own bits. */
-    g[0] = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(h, 4), bits45));
-    g[1] = _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(_mm256_slli_epi16(h, 2), bits45));
-    g[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(h, bits45));
-    g[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
-                           _mm256_and_si256(_mm256_srli_epi16(h, 2), bits45));
-    for (int i = 0; i < 4; i++) g[i] = _mm256_sub_epi8(g[i], off);
+/* One half block (128 weights) as int8 values -32..31 in weight order. Weight l < 64 takes the
+ * low nibble of ql[l], weight 64 + l the high one; its top two bits sit in qh[l % 32] at bit
+ * 2 * (l / 32) (for 64 + l: 4 + 2 * (l / 32)). Both halves of the 512-bit registers get the same
+ * qh bytes and a per-half shift moves the right pair to bits 4-5. */
+KERNELS_INLINE void q6_K_half(const uint8_t *ql, const uint8_t *qh, int8_t q[128]) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30), off = _mm512_set1_epi8(32);
+    const __m512i up_4_2 = _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2);   /* shift left by 4, then 2 */
+    const __m512i down_0_2 = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2); /* shift right by 0, then 2 */
+    __m512i l = _mm512_loadu_si512(ql);
+    __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)qh));
+    /* 64-bit shifts move bits across bytes; the masks keep only each byte's own bits. */
+    __m512i lo = _mm512_or_si512(_mm512_and_si512(l, low4), _mm512_and_si512(_mm512_sllv_epi64(h, up_4_2), bits45));
+    __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi64(l, 4), low4),
+                                 _mm512_and_si512(_mm512_srlv_epi64(h, down_0_2), bits45));
+    _mm512_storeu_si512(q, _mm512_sub_epi8(lo, off));
+    _mm512_storeu_si512(q + 64, _mm512_sub_epi8(hi, off));
 }
 
 KERNELS_INLINE void q6_K_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
@@ -221,23 +237,20 @@ KERNELS_INLINE void q6_K_rows(const uint8_t *w, int cols, const float *X, int nt
         __m512 d = bcast_fp16(w + offsetof(block_q6_K, d));
         __m128i sc = _mm_loadu_si128((const __m128i *)(w + offsetof(block_q6_K, scales)));
         _mm512_storeu_ps(dsc, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc))));
+        FROM_MEMORY(dsc);
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
-            __m256i g[4];
-            q6_K_half(w + 64 * h, w + offsetof(block_q6_K, qh) + 32 * h, g);
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; i++) {
-                __m512 q0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(g[i])));
-                __m512 q1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(g[i], 1)));
-                int j = 8 * h + 2 * i; /* sub-block of q0; q1 is j + 1 */
-                __m512 s0 = _mm512_set1_ps(dsc[j]), s1 = _mm512_set1_ps(dsc[j + 1]);
+            int8_t q[128];
+            q6_K_half(w + 64 * h, w + offsetof(block_q6_K, qh) + 32 * h, q);
 #pragma GCC unroll 8
-                for (int t = 0; t < nt; t++) {
-                    const float *x = X + (size_t)t * cols + QK_K * b + 16 * j;
-                    acc[t][j % NACC] = _mm512_fmadd_ps(_mm512_mul_ps(q0, _mm512_loadu_ps(x)), s0, acc[t][j % NACC]);
-                    acc[t][(j + 1) % NACC] =
-                        _mm512_fmadd_ps(_mm512_mul_ps(q1, _mm512_loadu_ps(x + 16)), s1, acc[t][(j + 1) % NACC]);
-                }
+            for (int i = 0; i < 8; i++) {
+                int j = 8 * h + i; /* sub-block */
+                __m512 qf = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + 16 * i))));
+                __m512 wv = _mm512_mul_ps(qf, _mm512_set1_ps(dsc[j])); /* exact: at most 23 significant bits */
+#pragma GCC unroll 8
+                for (int t = 0; t < nt; t++)
+                    acc[t][j % NACC] =
+                        _mm512_fmadd_ps(wv, _mm512_loadu_ps(X + (size_t)t * cols + QK_K * b + 16 * j), acc[t][j % NACC]);
             }
         }
     }
@@ -258,6 +271,7 @@ static float dot_f32(const float *a, const float *b, int n) {
     zero_acc(acc, 1);
     int i = 0;
     for (; i + 16 * NACC <= n; i += 16 * NACC)
+#pragma GCC unroll 8
         for (int k = 0; k < NACC; k++)
             acc[0][k] = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16 * k), _mm512_loadu_ps(b + i + 16 * k), acc[0][k]);
     for (; i < n; i += 16) {

@@ -33,8 +33,13 @@ extern const kernels_ops kernels_avx512_ops;
 
 #if defined(__GNUC__)
 #define KERNELS_INLINE static inline __attribute__((always_inline))
+/* Per-block scales are stored to a small array and each is then broadcast from memory into the
+ * FMAs. Without this barrier the compiler forwards the stored vector and builds every broadcast
+ * from shuffles, and the shuffle unit is what the SIMD loops run short of. */
+#define FROM_MEMORY(array) __asm__("" : "+m"(array))
 #else
 #define KERNELS_INLINE static inline
+#define FROM_MEMORY(array) ((void)0)
 #endif
 
 /* Weight rows a matmul keeps hot in cache while it walks all token tiles (about 256 KB). */

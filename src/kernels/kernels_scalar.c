@@ -1,7 +1,7 @@
 /* Portable kernels: the fallback on CPUs without AVX2 and on other architectures.
- * Each type decodes one block of weights into small integers held as floats, reuses it for all
- * tokens of the tile, sums q*x per block (or sub-block) and only then applies the block's scale.
- * Per-token order is independent of the tile size (see kernels_impl.h). */
+ * Each type decodes one block (or sub-block) of weights once for all tokens of the tile: Q8_0 and
+ * Q4_0 as small integers, summing q*x and then applying d; Q4_K and Q6_K as their exact f32
+ * values. Per-token order is independent of the tile size (see kernels_impl.h). */
 #include <string.h>
 
 #include "kernels/kernels_impl.h"
@@ -82,7 +82,7 @@ KERNELS_INLINE void q4_0_rows(const uint8_t *w, int cols, const float *X, int nt
     blk32_rows(GGML_TYPE_Q4_0, w, cols, X, nt, out);
 }
 
-/* Q4_K: per sub-block j of 32, acc += d*sc_j * sum(q*x) - dmin*m_j * sum(x). */
+/* Q4_K: per sub-block of 32, the exact weights d*sc*q - dmin*m, then acc += sum(w * x). */
 KERNELS_INLINE void q4_K_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
     float acc[KT] = {0};
     for (int b = 0; b < cols / QK_K; b++, w += sizeof(block_q4_K)) {
@@ -91,35 +91,28 @@ KERNELS_INLINE void q4_K_rows(const uint8_t *w, int cols, const float *X, int nt
         uint8_t sc[8], m[8];
         quant_q4_K_scales(w + 4, sc, m);
         for (int j = 0; j < 8; j++) {
-            float q[32], dsc = d * (float)sc[j], dm = dmin * (float)m[j];
-            for (int l = 0; l < 32; l++) q[l] = (float)((qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0xF);
-            for (int t = 0; t < nt; t++) {
-                const float *x = X + (size_t)t * cols + QK_K * b + 32 * j;
-                float sx = 0.0f;
-                for (int l = 0; l < 32; l++) sx += x[l];
-                acc[t] += dsc * dot_seq(q, x, 32);
-                acc[t] -= dm * sx;
-            }
+            float wf[32], dsc = d * (float)sc[j], dm = dmin * (float)m[j];
+            for (int l = 0; l < 32; l++) wf[l] = dsc * (float)((qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0xF) - dm;
+            for (int t = 0; t < nt; t++) acc[t] += dot_seq(wf, X + (size_t)t * cols + QK_K * b + 32 * j, 32);
         }
     }
     for (int t = 0; t < nt; t++) out[t] = acc[t];
 }
 
-/* Q6_K: per sub-block j of 16, acc += d*sc_j * sum(q*x). */
+/* Q6_K: per sub-block of 16, the exact weights d*sc*q, then acc += sum(w * x). */
 KERNELS_INLINE void q6_K_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
     float acc[KT] = {0};
     for (int b = 0; b < cols / QK_K; b++, w += sizeof(block_q6_K)) {
         const int8_t *scales = (const int8_t *)(w + offsetof(block_q6_K, scales));
         float d = load_fp16(w + offsetof(block_q6_K, d));
         for (int h = 0; h < 2; h++) {
-            int8_t qi[128];
-            float q[128];
-            quant_q6_K_unpack(w + 64 * h, w + offsetof(block_q6_K, qh) + 32 * h, qi);
-            for (int l = 0; l < 128; l++) q[l] = (float)qi[l];
+            int8_t q[128];
+            quant_q6_K_unpack(w + 64 * h, w + offsetof(block_q6_K, qh) + 32 * h, q);
             for (int j = 0; j < 8; j++) {
-                float dsc = d * (float)scales[8 * h + j];
+                float wf[16], dsc = d * (float)scales[8 * h + j];
+                for (int l = 0; l < 16; l++) wf[l] = dsc * (float)q[16 * j + l];
                 for (int t = 0; t < nt; t++)
-                    acc[t] += dsc * dot_seq(q + 16 * j, X + (size_t)t * cols + QK_K * b + 128 * h + 16 * j, 16);
+                    acc[t] += dot_seq(wf, X + (size_t)t * cols + QK_K * b + 128 * h + 16 * j, 16);
             }
         }
     }

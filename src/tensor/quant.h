@@ -47,26 +47,31 @@ void quant_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n)
  * Supported for F32, F16, BF16, Q8_0, Q4_0. */
 void quant_quantize_row(uint32_t type, const float *src, void *dst, int64_t n);
 
-/* Little-endian words (as files store them) from and to bytes. */
+/* A little-endian word (as files store them) from bytes. */
 static inline uint32_t quant_load_le32(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static inline void quant_store_le32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
 /* Q4_K: the eight 6-bit scales and mins packed in a block's 12 scale bytes. Sub-block j < 4
  * keeps its scale and min in the low 6 bits of bytes j and j+4; sub-block j >= 4 keeps their low
  * 4 bits in the nibbles of byte j+4 and their top 2 bits in the top bits of bytes j-4 and j.
- * Worked on four bytes at a time (four sub-blocks side by side in one word). */
-static inline void quant_q4_K_scales(const uint8_t packed[K_SCALE_SIZE], uint8_t sc[8], uint8_t m[8]) {
+ * Worked on four bytes at a time (four sub-blocks side by side in one word); byte j of *sc and
+ * *m (least significant first) is sub-block j's scale and min. */
+static inline void quant_q4_K_scales64(const uint8_t packed[K_SCALE_SIZE], uint64_t *sc, uint64_t *m) {
     uint32_t a = quant_load_le32(packed), b = quant_load_le32(packed + 4), c = quant_load_le32(packed + 8);
     uint32_t lo6 = 0x3F3F3F3Fu, lo4 = 0x0F0F0F0Fu, top2 = 0x30303030u; /* masks per byte */
-    quant_store_le32(sc, a & lo6);
-    quant_store_le32(m, b & lo6);
-    quant_store_le32(sc + 4, (c & lo4) | ((a >> 2) & top2));
-    quant_store_le32(m + 4, ((c >> 4) & lo4) | ((b >> 2) & top2));
+    *sc = (a & lo6) | (uint64_t)((c & lo4) | ((a >> 2) & top2)) << 32;
+    *m = (b & lo6) | (uint64_t)(((c >> 4) & lo4) | ((b >> 2) & top2)) << 32;
+}
+
+/* The same as eight bytes each. */
+static inline void quant_q4_K_scales(const uint8_t packed[K_SCALE_SIZE], uint8_t sc[8], uint8_t m[8]) {
+    uint64_t s, n;
+    quant_q4_K_scales64(packed, &s, &n);
+    for (int j = 0; j < 8; j++) {
+        sc[j] = (uint8_t)(s >> (8 * j));
+        m[j] = (uint8_t)(n >> (8 * j));
+    }
 }
 
 /* Q6_K: the 128 signed 6-bit values (-32..31) of one half block from its 64 ql and 32 qh bytes,
