@@ -6,7 +6,7 @@ WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter
 INC     := -Iinclude -Isrc
 REL_CFLAGS := $(CSTD) $(WARN) $(INC) -O2 -g -fno-math-errno
 SAN_CFLAGS := $(CSTD) $(WARN) $(INC) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
-LDLIBS  := -lm -lpthread -lpcre2-8 -lcjson
+LDLIBS  := -lm -lpthread -lpcre2-8 -lcjson -lmicrohttpd
 
 # Kernels for one instruction set live in files named *_avx2.c / *_avx512.c and are
 # compiled with that set enabled; everything else targets baseline x86-64 (or the host arch),
