@@ -25,6 +25,31 @@ const char *cli_default_model(void);
 /* Tokenize a whole text into a malloc'd array. */
 int cli_tokenize(const nc_model *m, const char *text, bool add_special, int32_t **ids, nc_err *err);
 
+/* Decoding flags of `run` (cli/decoding_args.c): sampler chain, stop rules, beams, samples,
+ * log-probabilities, explain mode. Strings point into argv or into storage the struct owns. */
+typedef enum cli_explain { CLI_EXPLAIN_OFF, CLI_EXPLAIN_TEXT, CLI_EXPLAIN_JSON } cli_explain;
+typedef struct cli_decoding {
+    nc_sampler_params sp;
+    nc_stop_params stop;
+    nc_beam_params beam;
+    bool use_beams, seed_given, breakers_set;
+    int32_t n_samples;
+    cli_explain explain;
+    const char **stops, **breakers;
+    int32_t *stop_ids;
+    nc_logit_bias *bias;
+    char **owned; /* unescaped copies of string arguments */
+    int n_owned;
+} cli_decoding;
+void cli_decoding_init(cli_decoding *d);
+/* 1: argv[*i] was a decoding flag, consumed with its value; 0: not one; -1: refused (message printed). */
+int cli_decoding_arg(int argc, char **argv, int *i, cli_decoding *d);
+/* Checks across flags once all are read; false with a message. */
+bool cli_decoding_finish(cli_decoding *d);
+void cli_decoding_free(cli_decoding *d);
+/* The decoding part of `run`'s usage text. */
+const char *cli_decoding_usage(void);
+
 int cmd_run(int argc, char **argv);
 int cmd_score(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);

@@ -1,5 +1,8 @@
-/* nucleus run: prefill the prompt in one batch, then generate token by token, streaming the
- * text as soon as each piece ends on a complete UTF-8 character. */
+/* nucleus run: prefill the prompt once, then decode with the sampler chain (or beam search),
+ * streaming the text as soon as it is safe to show: complete UTF-8 characters and nothing that
+ * may still turn out to be part of a stop string. Explanations and log-probabilities go to
+ * stderr, so stdout stays the text. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,10 +12,8 @@
 
 typedef struct run_opts {
     const char *model, *prompt;
-    long n_predict, threads, ctx;
-    double temp;
-    uint64_t seed;
-    bool seed_given;
+    long threads, ctx;
+    cli_decoding dec;
 } run_opts;
 
 static double now_s(void) {
@@ -22,57 +23,302 @@ static double now_s(void) {
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: nucleus run [-m MODEL] -p PROMPT [-n N] [--temp T] [--seed S] [-t THREADS] [-c CTX]\n");
+    fprintf(stderr, "usage: nucleus run [-m MODEL] -p PROMPT [-n N] [-t THREADS] [-c CTX] [decoding options]\n%s",
+            cli_decoding_usage());
 }
 
-static int parse(int argc, char **argv, run_opts *o) {
-    *o = (run_opts){.n_predict = 128, .temp = 0.8};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(o->model = cli_value(argc, argv, &i))) return 2; }
-        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { if (!(o->prompt = cli_value(argc, argv, &i))) return 2; }
-        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 0, 1 << 24, &o->n_predict)) return 2; }
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 512, &o->threads)) return 2; }
-        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 1 << 24, &o->ctx)) return 2; }
-        else if (!strcmp(a, "--temp")) { if (!(v = cli_value(argc, argv, &i)) || !cli_float(a, v, 0, 100, &o->temp)) return 2; }
-        else if (!strcmp(a, "--seed")) { if (!(v = cli_value(argc, argv, &i)) || !cli_u64(a, v, &o->seed)) return 2; o->seed_given = true; }
-        else { fprintf(stderr, "error: run: unknown option '%s'\n", a); usage(); return 2; }
+static int parse_n_predict(const char *flag, const char *v, run_opts *o) {
+    long n;
+    if (!cli_int(flag, v, -1, 1 << 24, &n)) return 2;
+    if (n == 0) {
+        fprintf(stderr, "error: %s: allowed values are -1 (until the context is full) and 1..%d\n", flag, 1 << 24);
+        return 2;
     }
-    if (!o->prompt) { fprintf(stderr, "error: run: -p PROMPT is required\n"); usage(); return 2; }
-    if (!o->model) o->model = cli_default_model();
-    if (!o->seed_given) o->seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
+    o->dec.stop.max_tokens = n < 0 ? 0 : (int32_t)n;
     return 0;
 }
 
-static void emit(const char *text, int n) {
-    if (n > 0) {
-        fwrite(text, 1, (size_t)n, stdout);
-        fflush(stdout);
+static int parse(int argc, char **argv, run_opts *o) {
+    *o = (run_opts){0};
+    cli_decoding_init(&o->dec);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int r = cli_decoding_arg(argc, argv, &i, &o->dec);
+        if (r < 0) return 2;
+        if (r > 0) continue;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(o->model = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { if (!(o->prompt = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { if (!(v = cli_value(argc, argv, &i)) || parse_n_predict(a, v, o)) return 2; }
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 512, &o->threads)) return 2; }
+        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 1 << 24, &o->ctx)) return 2; }
+        else { fprintf(stderr, "error: run: unknown option '%s'\n", a); usage(); return 2; }
     }
+    if (!cli_decoding_finish(&o->dec)) return 2;
+    if (!o->prompt) { fprintf(stderr, "error: run: -p PROMPT is required\n"); usage(); return 2; }
+    if (!o->model) o->model = cli_default_model();
+    if (!o->dec.seed_given) o->dec.sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
+    return 0;
 }
 
-/* Print the text completed by one more token (pieces longer than the buffer are rare: long
- * whitespace or code tokens; the detokenizer then says how much room it needs). */
-static void emit_token(nc_detok *dt, int32_t tok) {
-    char buf[512];
-    int n = nc_detok_push(dt, tok, buf, sizeof buf);
-    if (n <= (int)sizeof buf) {
-        emit(buf, n);
-        return;
+/* ---- printing tokens ---- */
+
+/* The text of one token on its own (for explanations), cut to the buffer. */
+static int piece(nc_detok *dt, int32_t id, char *buf, int cap) {
+    int n = nc_detok_push(dt, id, buf, cap - 8);
+    if (n > cap - 8) n = 0;
+    return n + nc_detok_flush(dt, buf + n, 8);
+}
+
+/* A JSON string literal: quotes, backslashes and control characters escaped. */
+static void put_quoted(FILE *f, const char *s, int n) {
+    fputc('"', f);
+    for (int i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+        else if (ch == '\n') fputs("\\n", f);
+        else if (ch == '\t') fputs("\\t", f);
+        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
+        else fputc(ch, f);
     }
-    char *big = malloc((size_t)n);
-    if (big) emit(big, nc_detok_push(dt, tok, big, n));
-    free(big);
+    fputc('"', f);
+}
+
+static void put_token(FILE *f, nc_detok *dt, int32_t id) {
+    char buf[256];
+    fprintf(f, "%d ", id);
+    put_quoted(f, buf, piece(dt, id, buf, sizeof buf));
+}
+
+static void put_json_token(FILE *f, nc_detok *dt, int32_t id) {
+    char buf[256];
+    fprintf(f, "\"token\":%d,\"piece\":", id);
+    put_quoted(f, buf, piece(dt, id, buf, sizeof buf));
+}
+
+static void put_json_number(FILE *f, double v) {
+    if (isfinite(v)) fprintf(f, "%.6g", v);
+    else fputs("null", f);
+}
+
+/* ---- the generation callback ---- */
+
+typedef struct run_out {
+    const cli_decoding *dec;
+    nc_detok *dt;      /* token pieces for explanations */
+    int32_t n_samples;
+    char **text;       /* per sample, when several are printed at the end */
+    size_t *len;
+    bool oom;
+} run_out;
+
+static void explain_text(const run_out *o, const nc_gen_event *ev) {
+    const nc_explain *e = ev->explain;
+    if (o->n_samples > 1) fprintf(stderr, "[explain] sample %d step %d\n", ev->sample, ev->step);
+    else fprintf(stderr, "[explain] step %d\n", ev->step);
+    for (int32_t i = 0; i < e->n_stages; i++) fprintf(stderr, "  %s\n", e->stage[i].what);
+    fputs("  chose ", stderr);
+    put_token(stderr, o->dt, e->token);
+    fprintf(stderr, " p %.3f of %d |", e->p, e->n_candidates);
+    for (int32_t i = 0; i < e->n_top; i++) {
+        fputs(i ? ", " : " ", stderr);
+        put_token(stderr, o->dt, e->top[i].token);
+        fprintf(stderr, " %.3f", e->top[i].p);
+    }
+    fputc('\n', stderr);
+}
+
+static void json_stage(const nc_explain_stage *s) {
+    fputs("{\"name\":", stderr);
+    put_quoted(stderr, s->name, (int)strlen(s->name));
+    fputs(",\"param\":", stderr);
+    put_json_number(stderr, s->param);
+    fprintf(stderr, ",\"n_before\":%d,\"n_after\":%d,\"mass\":", s->n_before, s->n_after);
+    put_json_number(stderr, s->mass);
+    fputs(",\"what\":", stderr);
+    put_quoted(stderr, s->what, (int)strlen(s->what));
+    fputc('}', stderr);
+}
+
+static void json_logprobs(const run_out *o, const nc_sample_info *info) {
+    fputs(",\"logprob\":", stderr);
+    put_json_number(stderr, info->logprob);
+    fputs(",\"top_logprobs\":[", stderr);
+    for (int32_t i = 0; i < info->n_top; i++) {
+        fputs(i ? ",{" : "{", stderr);
+        put_json_token(stderr, o->dt, info->top[i].token);
+        fputs(",\"logprob\":", stderr);
+        put_json_number(stderr, info->top[i].logprob);
+        fputc('}', stderr);
+    }
+    fputc(']', stderr);
+}
+
+/* One JSON line per step: {"sample":0,"step":3,"stages":[...],"token":...,"p":...,"top":[...]}. */
+static void explain_json(const run_out *o, const nc_gen_event *ev) {
+    const nc_explain *e = ev->explain;
+    fprintf(stderr, "{\"sample\":%d,\"step\":%d,\"stages\":[", ev->sample, ev->step);
+    for (int32_t i = 0; i < e->n_stages; i++) {
+        if (i) fputc(',', stderr);
+        json_stage(&e->stage[i]);
+    }
+    fputs("],", stderr);
+    put_json_token(stderr, o->dt, e->token);
+    fprintf(stderr, ",\"p\":%.6g,\"n_candidates\":%d,\"top\":[", e->p, e->n_candidates);
+    for (int32_t i = 0; i < e->n_top; i++) {
+        fputs(i ? ",{" : "{", stderr);
+        put_json_token(stderr, o->dt, e->top[i].token);
+        fprintf(stderr, ",\"p\":%.6g}", e->top[i].p);
+    }
+    fputc(']', stderr);
+    if (o->dec->sp.n_logprobs) json_logprobs(o, ev->info);
+    fprintf(stderr, ",\"finish\":\"%s\"}\n", nc_finish_name(ev->finish));
+}
+
+static void logprobs_text(const run_out *o, const nc_gen_event *ev) {
+    const nc_sample_info *info = ev->info;
+    if (o->n_samples > 1) fprintf(stderr, "[logprobs] sample %d step %d: ", ev->sample, ev->step);
+    else fprintf(stderr, "[logprobs] step %d: ", ev->step);
+    put_token(stderr, o->dt, info->token);
+    fprintf(stderr, " %.4f |", info->logprob);
+    for (int32_t i = 0; i < info->n_top; i++) {
+        fputs(i ? ", " : " ", stderr);
+        put_token(stderr, o->dt, info->top[i].token);
+        fprintf(stderr, " %.4f", info->top[i].logprob);
+    }
+    fputc('\n', stderr);
+}
+
+static bool append_text(run_out *o, int32_t sample, const char *text, int32_t n) {
+    char *grown = realloc(o->text[sample], o->len[sample] + (size_t)n + 1);
+    if (!grown) return false;
+    memcpy(grown + o->len[sample], text, (size_t)n);
+    o->len[sample] += (size_t)n;
+    grown[o->len[sample]] = 0;
+    o->text[sample] = grown;
+    return true;
+}
+
+static int on_event(const nc_gen_event *ev, void *user) {
+    run_out *o = user;
+    if (o->dec->explain == CLI_EXPLAIN_TEXT) explain_text(o, ev);
+    else if (o->dec->explain == CLI_EXPLAIN_JSON) explain_json(o, ev);
+    if (o->dec->sp.n_logprobs && o->dec->explain != CLI_EXPLAIN_JSON) logprobs_text(o, ev);
+    if (o->n_samples == 1) {
+        fwrite(ev->text, 1, (size_t)ev->n_text, stdout);
+        fflush(stdout);
+    } else if (ev->n_text > 0 && !append_text(o, ev->sample, ev->text, ev->n_text)) {
+        o->oom = true;
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- the two decoders ---- */
+
+typedef struct run_stats {
+    double t_prompt, t_gen;
+    int32_t n_gen;
+    char finish[64];
+} run_stats;
+
+static int run_sampling(nc_context *c, const nc_model *m, const run_opts *o, const int32_t *prompt, int n_prompt,
+                        run_stats *st, nc_err *err) {
+    run_out out = {.dec = &o->dec, .dt = nc_detok_new(m), .n_samples = o->dec.n_samples};
+    out.text = calloc((size_t)out.n_samples, sizeof *out.text);
+    out.len = calloc((size_t)out.n_samples, sizeof *out.len);
+    int rc = -1;
+    nc_gen_result res;
+    nc_gen_params gp = {.sampling = o->dec.sp, .stop = o->dec.stop, .n_samples = o->dec.n_samples};
+    if (!out.dt || !out.text || !out.len) snprintf(err->msg, sizeof err->msg, "out of memory");
+    else if (out.n_samples == 1) {
+        fputs(o->prompt, stdout);
+        fflush(stdout);
+    }
+    if (out.dt && out.text && out.len && !nc_generate(c, m, prompt, n_prompt, &gp, on_event, &out, &res, err)) {
+        for (int32_t i = 0; i < res.n_samples; i++) {
+            const nc_gen_sample *s = &res.samples[i];
+            if (out.n_samples > 1)
+                printf("--- sample %d of %d: %d tokens, finish %s ---\n%s%s\n", i + 1, res.n_samples, s->n_tokens,
+                       nc_finish_name(s->finish), o->prompt, out.text[i] ? out.text[i] : "");
+            st->n_gen += s->n_tokens;
+            size_t len = strlen(st->finish);
+            snprintf(st->finish + len, sizeof st->finish - len, "%s%s", i ? "," : "", nc_finish_name(s->finish));
+        }
+        if (out.n_samples == 1) putchar('\n');
+        st->t_prompt = res.t_prompt;
+        st->t_gen = res.t_gen;
+        nc_gen_result_free(&res);
+        rc = 0;
+    } else if (out.oom) snprintf(err->msg, sizeof err->msg, "out of memory");
+    for (int32_t i = 0; out.text && i < out.n_samples; i++) free(out.text[i]);
+    free(out.text);
+    free(out.len);
+    nc_detok_free(out.dt);
+    return rc;
+}
+
+static int run_beams(nc_context *c, const nc_model *m, const run_opts *o, const int32_t *prompt, int n_prompt,
+                     run_stats *st, nc_err *err) {
+    nc_beam_result res;
+    if (nc_beam_search(c, m, prompt, n_prompt, &o->dec.beam, &o->dec.sp, &o->dec.stop, &res, err)) return -1;
+    for (int32_t i = 0; i < res.n; i++) {
+        const nc_beam_hyp *h = &res.hyps[i];
+        if (res.n > 1)
+            printf("--- beam %d of %d: score %.4f, logprob %.4f, %d tokens, finish %s ---\n", i + 1, res.n, h->score,
+                   h->sum_logprob, h->n_tokens, nc_finish_name(h->finish));
+        printf("%s%s\n", o->prompt, h->text);
+        if (res.n == 1)
+            fprintf(stderr, "[beam] score %.4f, logprob %.4f, %d tokens, finish %s\n", h->score, h->sum_logprob,
+                    h->n_tokens, nc_finish_name(h->finish));
+        st->n_gen += h->n_tokens;
+    }
+    fflush(stdout);
+    snprintf(st->finish, sizeof st->finish, "%s", res.n ? nc_finish_name(res.hyps[0].finish) : "");
+    st->t_prompt = res.t_prompt;
+    st->t_gen = res.t_gen;
+    nc_beam_result_free(&res);
+    return 0;
+}
+
+static void print_stats(const run_opts *o, const nc_model_info *info, nc_context *c, double t_load, int n_prompt,
+                        const run_stats *st) {
+    fprintf(stderr, "\n[model] %s: %s, %d layers, %.1f MB, kernels %s, %d threads, seed %llu\n", o->model, info->arch,
+            info->n_layer, info->file_bytes / 1e6, nc_kernels_name(), nc_context_n_threads(c),
+            (unsigned long long)o->dec.sp.seed);
+    fprintf(stderr, "[kv cache] %.1f KiB per token, %.2f MiB for %d tokens\n", nc_kv_bytes_per_token(c) / 1024.0,
+            nc_kv_bytes_total(c) / (1024.0 * 1024.0), nc_context_n_ctx(c));
+    fprintf(stderr, "[time] load %.1f ms | prompt %d tokens, %.1f tok/s | generated %d tokens, %.1f tok/s | stop: %s\n",
+            t_load * 1e3, n_prompt, n_prompt / (st->t_prompt > 0 ? st->t_prompt : 1e-9), st->n_gen,
+            st->n_gen > 0 ? st->n_gen / (st->t_gen > 0 ? st->t_gen : 1e-9) : 0.0, st->finish);
+}
+
+/* Cells per sequence: the prompt plus what may be generated, within the training context. */
+static long context_size(const run_opts *o, const nc_model_info *info, int n_prompt) {
+    if (o->ctx) return o->ctx;
+    long want = o->dec.stop.max_tokens ? n_prompt + o->dec.stop.max_tokens : info->n_ctx_train;
+    if (want > info->n_ctx_train) want = info->n_ctx_train > n_prompt ? info->n_ctx_train : n_prompt + 1;
+    return want;
+}
+
+static void describe_chain(const nc_model *m, int32_t n_vocab, const cli_decoding *d) {
+    nc_sampler *s;
+    nc_err err;
+    if (d->explain == CLI_EXPLAIN_TEXT && !nc_sampler_new(&s, m, n_vocab, &d->sp, &err)) {
+        fprintf(stderr, "[explain] chain: %s\n", nc_sampler_describe(s));
+        nc_sampler_free(s);
+    }
 }
 
 int cmd_run(int argc, char **argv) {
     run_opts o;
     int rc = parse(argc, argv, &o);
-    if (rc) return rc;
+    if (rc) {
+        cli_decoding_free(&o.dec);
+        return rc;
+    }
     nc_err err;
     nc_model *m = NULL;
     nc_context *c = NULL;
-    nc_detok *dt = NULL;
     int32_t *prompt = NULL;
     double t0 = now_s();
     if (nc_model_load(&m, o.model, &err)) goto fail;
@@ -81,68 +327,31 @@ int cmd_run(int argc, char **argv) {
     int n_prompt = cli_tokenize(m, o.prompt, true, &prompt, &err);
     if (n_prompt < 0) goto fail;
     if (n_prompt == 0) { snprintf(err.msg, sizeof err.msg, "the prompt is empty and the model adds no BOS token"); goto fail; }
-    long n_ctx = o.ctx ? o.ctx : n_prompt + o.n_predict;
-    if (!o.ctx && n_ctx > info.n_ctx_train) n_ctx = info.n_ctx_train > n_prompt ? info.n_ctx_train : n_prompt + 1;
+    long n_ctx = context_size(&o, &info, n_prompt);
     if (n_prompt > n_ctx) {
         snprintf(err.msg, sizeof err.msg, "the prompt has %d tokens, more than the context of %ld (-c)", n_prompt, n_ctx);
         goto fail;
     }
-    nc_context_params cp = {.n_ctx = (int32_t)n_ctx, .n_threads = (int32_t)o.threads};
+    nc_context_params cp = {.n_ctx = (int32_t)n_ctx, .n_threads = (int32_t)o.threads,
+                            .n_seq_max = o.dec.use_beams ? o.dec.beam.n_beams : o.dec.n_samples};
     if (nc_context_new(&c, m, &cp, &err)) goto fail;
     double t_load = now_s() - t0;
-    dt = nc_detok_new(m);
-    nc_batch_entry *batch = calloc((size_t)n_prompt, sizeof *batch);
-    if (!dt || !batch) { free(batch); snprintf(err.msg, sizeof err.msg, "out of memory"); goto fail; }
-    for (int i = 0; i < n_prompt; i++) batch[i] = (nc_batch_entry){prompt[i], i, 0, i == n_prompt - 1};
-
-    fwrite(o.prompt, 1, strlen(o.prompt), stdout);
-    fflush(stdout);
-    double t1 = now_s();
-    int frc = nc_forward(c, batch, n_prompt, &err);
-    free(batch);
-    if (frc) goto fail;
-    double t_prompt = now_s() - t1;
-    const float *logits = nc_logits(c, n_prompt - 1);
-
-    nc_rng rng;
-    nc_rng_seed(&rng, o.seed);
-    char piece[16];
-    int n_gen = 0, pos = n_prompt;
-    const char *stop = "length";
-    double t2 = now_s();
-    while (n_gen < o.n_predict) {
-        int32_t tok = nc_sample_temperature(logits, info.n_vocab, (float)o.temp, &rng);
-        if (nc_token_is_eog(m, tok)) { stop = "end of generation token"; break; }
-        emit_token(dt, tok);
-        n_gen++;
-        if (n_gen == o.n_predict) break;
-        if (pos >= n_ctx) { stop = "context full"; break; }
-        nc_batch_entry e = {tok, pos++, 0, true};
-        if (nc_forward(c, &e, 1, &err)) goto fail;
-        logits = nc_logits(c, 0);
-    }
-    emit(piece, nc_detok_flush(dt, piece, sizeof piece));
-    double t_gen = now_s() - t2;
-    putchar('\n');
-    fflush(stdout);
-
-    fprintf(stderr, "\n[model] %s: %s, %d layers, %.1f MB, kernels %s, %d threads, seed %llu\n", o.model, info.arch,
-            info.n_layer, info.file_bytes / 1e6, nc_kernels_name(), nc_context_n_threads(c),
-            (unsigned long long)o.seed);
-    fprintf(stderr, "[kv cache] %.1f KiB per token, %.2f MiB for %d tokens\n", nc_kv_bytes_per_token(c) / 1024.0,
-            nc_kv_bytes_total(c) / (1024.0 * 1024.0), nc_context_n_ctx(c));
-    fprintf(stderr, "[time] load %.1f ms | prompt %d tokens, %.1f tok/s | generated %d tokens, %.1f tok/s | stop: %s\n",
-            t_load * 1e3, n_prompt, n_prompt / (t_prompt > 0 ? t_prompt : 1e-9), n_gen,
-            n_gen > 0 ? n_gen / (t_gen > 0 ? t_gen : 1e-9) : 0.0, stop);
+    describe_chain(m, info.n_vocab, &o.dec);
+    run_stats st = {0};
+    if (o.dec.use_beams ? run_beams(c, m, &o, prompt, n_prompt, &st, &err)
+                        : run_sampling(c, m, &o, prompt, n_prompt, &st, &err))
+        goto fail;
+    print_stats(&o, &info, c, t_load, n_prompt, &st);
     rc = 0;
     goto done;
 fail:
+    fflush(stdout);
     fprintf(stderr, "error: %s\n", err.msg);
     rc = 1;
 done:
     free(prompt);
-    nc_detok_free(dt);
     nc_context_free(c);
     nc_model_free(m);
+    cli_decoding_free(&o.dec);
     return rc;
 }

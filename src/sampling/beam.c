@@ -1,0 +1,365 @@
+/* Beam search (as Hugging Face's BeamSearchScorer runs it): every step, each live beam proposes
+ * its 2B most likely continuations; over all of them, best total log-probability first, a
+ * continuation that ends the sequence (end-of-generation, stop token, stop string) becomes a
+ * finished hypothesis if it ranks among the first B, the others fill the B beams of the next
+ * step. Finished hypotheses score sum / length^alpha; the B best are kept.
+ *
+ * Cache: beam i lives in one sequence of the KV cache. When a beam's continuations are chosen,
+ * the first keeps the beam's sequence and each further one gets a sequence freed by a beam that
+ * had no continuation, filled by nc_kv_seq_copy (copy on divergence). All beams' new tokens go
+ * through the model in one nc_forward call. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "sampling/sampler.h"
+
+typedef struct beam {
+    int32_t seq, row, parent;
+    int32_t *hist;  /* prompt, then generated tokens */
+    int32_t n;
+    double sum;     /* log-probability of the generated tokens */
+} beam;
+
+typedef struct expansion {
+    int32_t beam, token;
+    double total;
+} expansion;
+
+typedef struct beam_run {
+    nc_context *c;
+    const nc_model *m;
+    const nc_stop_params *stop;
+    int32_t B, n_prompt, n_vocab, max_tokens;
+    double alpha;
+    bool early_stopping;
+    nc_sampler *proc;
+    beam *cur, *nxt;
+    int32_t n_cur, n_nxt;
+    expansion *exp;
+    int32_t *best;       /* 2B */
+    float *lp;           /* log-probabilities of one beam's next token */
+    float *first_logits;
+    nc_batch_entry *batch;
+    bool *taken, *seq_busy;
+    nc_beam_hyp *hyps;   /* best first, at most B */
+    int32_t n_hyps;
+} beam_run;
+
+void nc_beam_result_free(nc_beam_result *r) {
+    if (!r) return;
+    for (int32_t i = 0; r->hyps && i < r->n; i++) {
+        free(r->hyps[i].tokens);
+        free(r->hyps[i].text);
+    }
+    free(r->hyps);
+    memset(r, 0, sizeof *r);
+}
+
+/* The text of tokens, NUL-terminated (malloc'd; NULL when out of memory). */
+static char *render(const nc_model *m, const int32_t *toks, int32_t n) {
+    nc_detok *dt = nc_detok_new(m);
+    int32_t cap = 256, len = 0;
+    char *s = malloc((size_t)cap);
+    for (int32_t i = 0; dt && s && i <= n; i++) {
+        int room = cap - len - 1, k;
+        k = i < n ? nc_detok_push(dt, toks[i], s + len, room) : nc_detok_flush(dt, s + len, room);
+        if (k > room) {
+            cap = 2 * (len + k + 1);
+            char *grown = realloc(s, (size_t)cap);
+            if (!grown) break;
+            s = grown;
+            i--; /* nothing was consumed: again with room */
+            continue;
+        }
+        if (k > 0) len += k;
+    }
+    nc_detok_free(dt);
+    if (s) s[len] = 0;
+    return s;
+}
+
+/* ---- finished hypotheses ---- */
+
+static void hyp_free(nc_beam_hyp *h) {
+    free(h->tokens);
+    free(h->text);
+}
+
+/* Keep the hypothesis if it is among the B best: gen holds its n_gen generated tokens, the
+ * first n_text of which make its text, cut at byte `cut` when cut >= 0 (a stop string). */
+static int add_hyp(beam_run *r, const int32_t *gen, int32_t n_gen, int32_t n_text, int32_t cut, double sum,
+                   nc_finish finish, nc_err *err) {
+    double score = sum / pow((double)n_gen, r->alpha);
+    if (r->n_hyps == r->B && !(score > r->hyps[r->B - 1].score)) return 0;
+    nc_beam_hyp h = {.tokens = malloc((size_t)n_gen * sizeof *h.tokens), .n_tokens = n_gen,
+                     .text = render(r->m, gen, n_text), .sum_logprob = sum, .score = score, .finish = finish};
+    if (!h.tokens || !h.text) {
+        hyp_free(&h);
+        return nc_fail(err, "out of memory");
+    }
+    memcpy(h.tokens, gen, (size_t)n_gen * sizeof *gen);
+    if (cut >= 0) h.text[cut] = 0;
+    if (r->n_hyps == r->B) hyp_free(&r->hyps[--r->n_hyps]);
+    int32_t at = r->n_hyps;
+    while (at > 0 && r->hyps[at - 1].score < score) {
+        r->hyps[at] = r->hyps[at - 1];
+        at--;
+    }
+    r->hyps[at] = h;
+    r->n_hyps++;
+    return 0;
+}
+
+/* Hugging Face's is_done: B hypotheses are finished, and either early stopping is on or the
+ * best live beam, scored at its current length, cannot beat the worst of them. */
+static bool search_done(const beam_run *r, int32_t gen_len) {
+    if (r->n_hyps < r->B) return false;
+    if (r->early_stopping) return true;
+    double best_live = r->nxt[0].sum / pow((double)gen_len, r->alpha);
+    return r->hyps[r->n_hyps - 1].score >= best_live;
+}
+
+/* ---- one step ---- */
+
+/* log-softmax of the processed logits of one beam into r->lp. */
+static void beam_logprobs(beam_run *r, const beam *b, const float *row) {
+    const cand_list *c = sampler_process(r->proc, row, b->hist, b->n, r->n_prompt);
+    double mx = -INFINITY, z = 0;
+    for (int32_t i = 0; i < c->n; i++) mx = c->data[i].logit > mx ? c->data[i].logit : mx;
+    for (int32_t i = 0; i < c->n; i++) z += exp((double)c->data[i].logit - mx);
+    double lse = mx == -INFINITY ? 0 : mx + log(z); /* all banned: every lp is -inf, no continuation */
+    for (int32_t i = 0; i < c->n; i++) r->lp[i] = (float)((double)c->data[i].logit - lse);
+}
+
+static int by_total(const void *pa, const void *pb) {
+    const expansion *a = pa, *b = pb;
+    if (a->total != b->total) return a->total > b->total ? -1 : 1;
+    if (a->beam != b->beam) return (a->beam > b->beam) - (a->beam < b->beam);
+    return (a->token > b->token) - (a->token < b->token);
+}
+
+static int32_t expand(beam_run *r, int32_t step) {
+    int32_t n_exp = 0;
+    for (int32_t b = 0; b < r->n_cur; b++) {
+        const beam *bm = &r->cur[b];
+        beam_logprobs(r, bm, step == 0 ? r->first_logits : nc_logits(r->c, bm->row));
+        int32_t k = top_indices(r->lp, r->n_vocab, 2 * r->B, r->best);
+        for (int32_t j = 0; j < k; j++) r->exp[n_exp++] = (expansion){b, r->best[j], bm->sum + r->lp[r->best[j]]};
+    }
+    qsort(r->exp, (size_t)n_exp, sizeof *r->exp, by_total);
+    return n_exp;
+}
+
+enum { GOES_ON = -2, END_TOKEN = -1 }; /* or >= 0: the byte offset of a stop string */
+
+/* Whether a continuation ends its sequence, into *end. Returns -1 when out of memory. */
+static int ending(beam_run *r, beam *parent, int32_t token, int32_t *end, nc_err *err) {
+    *end = GOES_ON;
+    if (stop_is_end_token(r->m, r->stop, token)) {
+        *end = END_TOKEN;
+        return 0;
+    }
+    if (r->stop->n_stop == 0) return 0;
+    parent->hist[parent->n] = token; /* room is reserved for it */
+    char *text = render(r->m, parent->hist + r->n_prompt, parent->n - r->n_prompt + 1);
+    if (!text) return nc_fail(err, "out of memory");
+    int32_t at = stop_find(r->stop->stop, r->stop->n_stop, text, (int32_t)strlen(text));
+    free(text);
+    if (at >= 0) *end = at;
+    return 0;
+}
+
+static int select_next(beam_run *r, int32_t n_exp, nc_err *err) {
+    r->n_nxt = 0;
+    for (int32_t rank = 0; rank < n_exp && r->n_nxt < r->B; rank++) {
+        const expansion *e = &r->exp[rank];
+        beam *parent = &r->cur[e->beam];
+        int32_t end, n_gen = parent->n - r->n_prompt + 1;
+        if (ending(r, parent, e->token, &end, err)) return -1;
+        if (end != GOES_ON) {
+            parent->hist[parent->n] = e->token;
+            if (rank < r->B && add_hyp(r, parent->hist + r->n_prompt, n_gen, end == END_TOKEN ? n_gen - 1 : n_gen,
+                                       end >= 0 ? end : -1, e->total, NC_FINISH_STOP, err))
+                return -1;
+            continue;
+        }
+        beam *child = &r->nxt[r->n_nxt++];
+        memcpy(child->hist, parent->hist, (size_t)parent->n * sizeof *child->hist);
+        child->hist[parent->n] = e->token;
+        child->n = parent->n + 1;
+        child->sum = e->total;
+        child->parent = e->beam;
+    }
+    return 0;
+}
+
+/* Give every new beam a cache sequence: a parent's first continuation keeps its sequence, the
+ * others copy it into a sequence no new beam uses. */
+static int assign_sequences(beam_run *r, nc_err *err) {
+    memset(r->taken, 0, (size_t)r->B * sizeof *r->taken);
+    memset(r->seq_busy, 0, (size_t)r->B * sizeof *r->seq_busy);
+    for (int32_t j = 0; j < r->n_nxt; j++) {
+        beam *b = &r->nxt[j];
+        b->seq = -1;
+        if (r->taken[b->parent]) continue;
+        r->taken[b->parent] = true;
+        b->seq = r->cur[b->parent].seq;
+        r->seq_busy[b->seq] = true;
+    }
+    int32_t free_seq = 0;
+    for (int32_t j = 0; j < r->n_nxt; j++) {
+        beam *b = &r->nxt[j];
+        if (b->seq >= 0) continue;
+        while (r->seq_busy[free_seq]) free_seq++;
+        b->seq = free_seq;
+        r->seq_busy[free_seq] = true;
+        if (nc_kv_seq_copy(r->c, r->cur[b->parent].seq, b->seq, err))
+            return nc_fail_prefix(err, "beam search with %d beams needs a context with n_seq_max >= %d", r->B, r->B);
+    }
+    return 0;
+}
+
+static int forward_beams(beam_run *r, nc_err *err) {
+    for (int32_t j = 0; j < r->n_nxt; j++) {
+        beam *b = &r->nxt[j];
+        b->row = j;
+        r->batch[j] = (nc_batch_entry){b->hist[b->n - 1], b->n - 1, b->seq, true};
+    }
+    return nc_forward(r->c, r->batch, r->n_nxt, err);
+}
+
+static int finish_live(beam_run *r, nc_err *err) {
+    for (int32_t j = 0; j < r->n_nxt; j++) {
+        beam *b = &r->nxt[j];
+        int32_t n_gen = b->n - r->n_prompt;
+        if (add_hyp(r, b->hist + r->n_prompt, n_gen, n_gen, -1, b->sum, NC_FINISH_LENGTH, err)) return -1;
+    }
+    return 0;
+}
+
+static int search(beam_run *r, nc_err *err) {
+    for (int32_t step = 0;; step++) {
+        int32_t n_exp = expand(r, step);
+        if (select_next(r, n_exp, err)) return -1;
+        if (r->n_nxt == 0) return 0;
+        if (step + 1 == r->max_tokens) return finish_live(r, err);
+        if (search_done(r, step + 1)) return 0;
+        if (assign_sequences(r, err) || forward_beams(r, err)) return -1;
+        beam *t = r->cur;
+        r->cur = r->nxt;
+        r->nxt = t;
+        r->n_cur = r->n_nxt;
+    }
+}
+
+/* ---- setup ---- */
+
+static int run_alloc(beam_run *r, const int32_t *prompt, nc_err *err) {
+    int32_t B = r->B, hist_cap = r->n_prompt + r->max_tokens;
+    r->cur = calloc((size_t)B, sizeof *r->cur);
+    r->nxt = calloc((size_t)B, sizeof *r->nxt);
+    r->exp = malloc((size_t)B * 2 * (size_t)B * sizeof *r->exp);
+    r->best = malloc(2 * (size_t)B * sizeof *r->best);
+    r->lp = malloc((size_t)r->n_vocab * sizeof *r->lp);
+    r->first_logits = malloc((size_t)r->n_vocab * sizeof *r->first_logits);
+    r->batch = malloc((size_t)(r->n_prompt > B ? r->n_prompt : B) * sizeof *r->batch);
+    r->taken = calloc((size_t)B, sizeof *r->taken);
+    r->seq_busy = calloc((size_t)B, sizeof *r->seq_busy);
+    r->hyps = calloc((size_t)B, sizeof *r->hyps);
+    if (!r->cur || !r->nxt || !r->exp || !r->best || !r->lp || !r->first_logits || !r->batch || !r->taken ||
+        !r->seq_busy || !r->hyps)
+        return nc_fail(err, "out of memory");
+    for (int32_t i = 0; i < B; i++) {
+        r->cur[i].hist = malloc((size_t)hist_cap * sizeof *r->cur[i].hist);
+        r->nxt[i].hist = malloc((size_t)hist_cap * sizeof *r->nxt[i].hist);
+        if (!r->cur[i].hist || !r->nxt[i].hist) return nc_fail(err, "out of memory");
+    }
+    memcpy(r->cur[0].hist, prompt, (size_t)r->n_prompt * sizeof *prompt);
+    r->cur[0].n = r->n_prompt;
+    r->n_cur = 1;
+    return 0;
+}
+
+static void run_free(beam_run *r) {
+    for (int32_t i = 0; i < r->B; i++) {
+        if (r->cur) free(r->cur[i].hist);
+        if (r->nxt) free(r->nxt[i].hist);
+    }
+    for (int32_t i = 0; i < r->n_hyps; i++) hyp_free(&r->hyps[i]);
+    free(r->cur);
+    free(r->nxt);
+    free(r->exp);
+    free(r->best);
+    free(r->lp);
+    free(r->first_logits);
+    free(r->batch);
+    free(r->taken);
+    free(r->seq_busy);
+    free(r->hyps);
+    nc_sampler_free(r->proc);
+}
+
+static int prefill(beam_run *r, const int32_t *prompt, nc_err *err) {
+    nc_kv_seq_clear(r->c, 0);
+    for (int32_t i = 0; i < r->n_prompt; i++) r->batch[i] = (nc_batch_entry){prompt[i], i, 0, i == r->n_prompt - 1};
+    if (nc_forward(r->c, r->batch, r->n_prompt, err)) return -1;
+    memcpy(r->first_logits, nc_logits(r->c, r->n_prompt - 1), (size_t)r->n_vocab * sizeof *r->first_logits);
+    r->cur[0].seq = 0;
+    return 0;
+}
+
+/* Hand the n_best best hypotheses to the caller. */
+static int take_best(beam_run *r, int32_t n_best, nc_beam_result *out, nc_err *err) {
+    int32_t n = n_best < r->n_hyps ? n_best : r->n_hyps;
+    out->hyps = calloc((size_t)(n > 0 ? n : 1), sizeof *out->hyps);
+    if (!out->hyps) return nc_fail(err, "out of memory");
+    memcpy(out->hyps, r->hyps, (size_t)n * sizeof *out->hyps);
+    out->n = n;
+    memmove(r->hyps, r->hyps + n, (size_t)(r->n_hyps - n) * sizeof *r->hyps);
+    r->n_hyps -= n;
+    return 0;
+}
+
+static int check_beam_params(const nc_beam_params *bp, int32_t n_prompt, nc_err *err) {
+    if (bp->n_beams < 1 || bp->n_beams > 1024)
+        return nc_fail(err, "n_beams: %d is outside the allowed range 1..1024", bp->n_beams);
+    if (bp->n_best < 0 || bp->n_best > bp->n_beams)
+        return nc_fail(err, "n_best: %d is outside the allowed range 1..%d (n_beams)", bp->n_best, bp->n_beams);
+    if (!isfinite(bp->length_penalty)) return nc_fail(err, "length_penalty must be finite");
+    if (n_prompt < 1) return nc_fail(err, "the prompt is empty");
+    return 0;
+}
+
+int nc_beam_search(nc_context *c, const nc_model *m, const int32_t *prompt, int32_t n_prompt,
+                   const nc_beam_params *bp, const nc_sampler_params *processing, const nc_stop_params *stop,
+                   nc_beam_result *out, nc_err *err) {
+    memset(out, 0, sizeof *out);
+    if (check_beam_params(bp, n_prompt, err)) return -1;
+    if (stop->max_tokens < 0) return nc_fail(err, "max_tokens: %d is negative", stop->max_tokens);
+    int32_t n_ctx = nc_context_n_ctx(c);
+    if (n_prompt > n_ctx) return nc_fail(err, "the prompt has %d tokens, more than the context of %d", n_prompt, n_ctx);
+    nc_model_info info;
+    nc_model_get_info(m, &info);
+    int32_t room = n_ctx - n_prompt + 1;
+    beam_run r = {.c = c, .m = m, .stop = stop, .B = bp->n_beams, .n_prompt = n_prompt, .n_vocab = info.n_vocab,
+                  .max_tokens = stop->max_tokens > 0 && stop->max_tokens < room ? stop->max_tokens : room,
+                  .alpha = bp->length_penalty, .early_stopping = bp->early_stopping};
+    nc_sampler_params pp;
+    if (processing) pp = *processing;
+    else nc_sampler_params_default(&pp);
+    pp.explain = false;
+    pp.n_logprobs = 0;
+    double t0 = sampling_now(), t1 = t0;
+    int rc = -1;
+    if (!nc_sampler_new(&r.proc, m, info.n_vocab, &pp, err) && !run_alloc(&r, prompt, err) && !prefill(&r, prompt, err)) {
+        t1 = sampling_now();
+        rc = search(&r, err) || take_best(&r, bp->n_best ? bp->n_best : 1, out, err) ? -1 : 0;
+    }
+    out->t_prompt = t1 - t0;
+    out->t_gen = sampling_now() - t1;
+    run_free(&r);
+    if (rc) nc_beam_result_free(out);
+    return rc;
+}

@@ -1,0 +1,281 @@
+/* The sampler: a chain of stages built from the parameters, run over one row of logits, then
+ * the draw. Every stage can write what it did into the explain record. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "sampling/sampler.h"
+
+static const stage_kind DEFAULT_ORDER[ST_COUNT] = {ST_PENALTIES, ST_DRY,  ST_NGRAM, ST_BIAS,  ST_TEMP, ST_TOP_N_SIGMA,
+                                                   ST_TOP_K,     ST_TYPICAL, ST_TOP_P, ST_MIN_P, ST_XTC};
+
+/* ---- building the chain ---- */
+
+/* "top-k", "Top_K" and "top_k" are the same name. */
+static bool name_is(const char *s, size_t len, const char *name) {
+    if (!name || strlen(name) != len) return false;
+    for (size_t i = 0; i < len; i++) {
+        char a = s[i] == '-' ? '_' : s[i] >= 'A' && s[i] <= 'Z' ? (char)(s[i] - 'A' + 'a') : s[i];
+        if (a != name[i]) return false;
+    }
+    return true;
+}
+
+static int lookup_stage(const char *s, size_t len, nc_err *err) {
+    for (int k = 0; k < ST_COUNT; k++)
+        if (name_is(s, len, STAGES[k].name) || name_is(s, len, STAGES[k].alias)) return k;
+    char known[256] = "";
+    for (int k = 0; k < ST_COUNT; k++)
+        snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", k ? ", " : "", STAGES[k].name);
+    return nc_fail(err, "unknown sampler stage '%.*s' (known: %s)", (int)len, s, known);
+}
+
+/* Parse "top_k;top_p,temperature" into kinds, each at most once. */
+static int parse_order(const char *spec, stage_kind *order, int32_t *n, nc_err *err) {
+    bool seen[ST_COUNT] = {false};
+    *n = 0;
+    const char *p = spec;
+    while (*p) {
+        while (*p == ' ' || *p == ';' || *p == ',') p++;
+        if (!*p) break;
+        size_t len = strcspn(p, ";, ");
+        int k = lookup_stage(p, len, err);
+        if (k < 0) return -1;
+        if (seen[k]) return nc_fail(err, "sampler stage '%s' is listed twice", STAGES[k].name);
+        seen[k] = true;
+        order[(*n)++] = (stage_kind)k;
+        p += len;
+    }
+    return 0;
+}
+
+static bool in_chain(const nc_sampler *s, stage_kind k) {
+    for (int32_t i = 0; i < s->n_chain; i++)
+        if (s->chain[i] == k) return true;
+    return false;
+}
+
+/* The active stages in the given order. Logit bias (with the end-of-generation bans) always
+ * runs, first when the order does not name it, as in llama.cpp; under Mirostat the truncation
+ * stages are left out. */
+static void build_chain(nc_sampler *s, const stage_kind *order, int32_t n_order) {
+    s->n_chain = 0;
+    bool named_bias = false;
+    for (int32_t i = 0; i < n_order; i++) named_bias |= order[i] == ST_BIAS;
+    if (!named_bias && STAGES[ST_BIAS].active(&s->p)) s->chain[s->n_chain++] = ST_BIAS;
+    for (int32_t i = 0; i < n_order; i++) {
+        const stage_def *d = &STAGES[order[i]];
+        if (!d->active(&s->p) || (s->p.mirostat && d->role == ROLE_TRUNCATION)) continue;
+        s->chain[s->n_chain++] = order[i];
+    }
+}
+
+static void describe_chain(nc_sampler *s) {
+    char *d = s->describe;
+    size_t cap = sizeof s->describe, len = 0;
+    for (int32_t i = 0; i < s->n_chain; i++) {
+        const stage_def *st = &STAGES[s->chain[i]];
+        len += (size_t)snprintf(d + len, cap - len, "%s %g -> ", st->label, st->param(&s->p));
+    }
+    if (s->p.mirostat) snprintf(d + len, cap - len, "mirostat %d (tau %g, eta %g)", s->p.mirostat, s->p.mirostat_tau,
+                                s->p.mirostat_eta);
+    else snprintf(d + len, cap - len, "dist");
+}
+
+static int collect_eog(nc_sampler *s, const nc_model *m, nc_err *err) {
+    if (!in_chain(s, ST_BIAS) || !(s->p.min_tokens > 0 || s->p.ignore_eos)) return 0;
+    if (!m) return nc_fail(err, "min_tokens and ignore_eos need the model's end-of-generation tokens");
+    s->eog = malloc((size_t)s->n_vocab * sizeof *s->eog);
+    if (!s->eog) return nc_fail(err, "out of memory");
+    for (int32_t id = 0; id < s->n_vocab; id++)
+        if (nc_token_is_eog(m, id)) s->eog[s->n_eog++] = id;
+    return 0;
+}
+
+/* A token breaks DRY repeats when its text contains one of the breaker strings. (llama.cpp also
+ * matches a breaker spread over several tokens; with single-character breakers, the default,
+ * the two agree.) */
+static int collect_breakers(nc_sampler *s, const nc_model *m, const nc_sampler_params *p, nc_err *err) {
+    if (!in_chain(s, ST_DRY) || p->n_dry_breakers == 0) return 0;
+    if (!m) return nc_fail(err, "dry_breakers need the model's token texts (or pass n_dry_breakers = 0)");
+    s->breaker = calloc((size_t)s->n_vocab, 1);
+    nc_detok *dt = nc_detok_new(m);
+    if (!s->breaker || !dt) {
+        nc_detok_free(dt);
+        return nc_fail(err, "out of memory");
+    }
+    char text[256];
+    for (int32_t id = 0; id < s->n_vocab; id++) {
+        int n = nc_detok_push(dt, id, text, (int)sizeof text - 8);
+        if (n < 0 || n > (int)sizeof text - 8) n = 0; /* longer pieces are not breakers' business */
+        n += nc_detok_flush(dt, text + n, 8);
+        text[n] = 0;
+        for (int32_t b = 0; b < p->n_dry_breakers && !s->breaker[id]; b++)
+            s->breaker[id] = strstr(text, p->dry_breakers[b]) != NULL;
+    }
+    nc_detok_free(dt);
+    return 0;
+}
+
+static int copy_bias(nc_sampler *s, const nc_sampler_params *p, nc_err *err) {
+    if (p->n_logit_bias == 0) return 0;
+    for (int32_t i = 0; i < p->n_logit_bias; i++)
+        if (p->logit_bias[i].token < 0 || p->logit_bias[i].token >= s->n_vocab)
+            return nc_fail(err, "logit_bias: token %d is outside the vocabulary (0..%d)", p->logit_bias[i].token,
+                           s->n_vocab - 1);
+    s->bias = malloc((size_t)p->n_logit_bias * sizeof *s->bias);
+    if (!s->bias) return nc_fail(err, "out of memory");
+    memcpy(s->bias, p->logit_bias, (size_t)p->n_logit_bias * sizeof *s->bias);
+    return 0;
+}
+
+int nc_sampler_new(nc_sampler **out, const nc_model *m, int32_t n_vocab, const nc_sampler_params *p, nc_err *err) {
+    *out = NULL;
+    if (n_vocab <= 0) return nc_fail(err, "sampler: n_vocab must be positive, got %d", n_vocab);
+    if (nc_sampler_params_check(p, err)) return -1;
+    stage_kind order[ST_COUNT];
+    int32_t n_order = ST_COUNT;
+    if (p->samplers) {
+        if (parse_order(p->samplers, order, &n_order, err)) return -1;
+    } else memcpy(order, DEFAULT_ORDER, sizeof order);
+    nc_sampler *s = calloc(1, sizeof *s);
+    if (!s) return nc_fail(err, "out of memory");
+    s->p = *p;
+    s->p.logit_bias = NULL;
+    s->p.dry_breakers = NULL;
+    s->p.samplers = NULL;
+    s->n_vocab = n_vocab;
+    build_chain(s, order, n_order);
+    describe_chain(s);
+    s->buf = malloc((size_t)n_vocab * sizeof *s->buf);
+    if (!s->buf) { nc_sampler_free(s); return nc_fail(err, "out of memory"); }
+    if (copy_bias(s, p, err) || collect_eog(s, m, err) || collect_breakers(s, m, p, err)) {
+        nc_sampler_free(s);
+        return -1;
+    }
+    nc_sampler_reset(s, p->seed);
+    *out = s;
+    return 0;
+}
+
+void nc_sampler_free(nc_sampler *s) {
+    if (!s) return;
+    free(s->bias);
+    free(s->eog);
+    free(s->breaker);
+    free(s->buf);
+    free(s->scratch);
+    free(s);
+}
+
+void nc_sampler_reset(nc_sampler *s, uint64_t seed) {
+    nc_rng_seed(&s->rng, seed);
+    s->mu = 2.0 * s->p.mirostat_tau;
+}
+
+const char *nc_sampler_describe(const nc_sampler *s) { return s->describe; }
+
+const nc_explain *nc_sampler_explain(const nc_sampler *s) { return s->p.explain ? &s->ex : NULL; }
+
+/* ---- running it ---- */
+
+static void run_chain(nc_sampler *s, const float *logits, const step_in *in, bool processors_only, bool record) {
+    cands_init(&s->list, s->buf, logits, s->n_vocab);
+    s->ex.n_stages = 0;
+    for (int32_t i = 0; i < s->n_chain; i++) {
+        const stage_def *d = &STAGES[s->chain[i]];
+        if (processors_only && d->role != ROLE_PROCESSOR) continue;
+        nc_explain_stage *r = record ? &s->ex.stage[s->ex.n_stages++] : NULL;
+        d->apply(s, in, &s->list, r);
+    }
+}
+
+const cand_list *sampler_process(nc_sampler *s, const float *logits, const int32_t *history, int32_t n_history,
+                                 int32_t n_prompt) {
+    step_in in = {history, n_history, n_prompt};
+    run_chain(s, logits, &in, true, false);
+    return &s->list;
+}
+
+/* The last stage: Mirostat's truncation and draw, or a plain draw from the distribution. */
+static int32_t draw(nc_sampler *s, nc_explain_stage *r) {
+    cand_list *c = &s->list;
+    int32_t before = c->n, k = 0;
+    double mu0 = s->mu;
+    cands_softmax(c);
+    if (s->p.mirostat == 1) k = smp_mirostat_v1_truncate(c, s->n_vocab, s->mu);
+    else if (s->p.mirostat == 2) smp_mirostat_v2_truncate(c, s->mu);
+    double mass = c->n == before ? 1.0 : cands_mass(c);
+    int32_t idx = s->p.mirostat ? smp_mirostat_draw(c, s->p.mirostat_tau, s->p.mirostat_eta, &s->mu, &s->rng)
+                                : cands_draw(c, &s->rng);
+    if (!r) return idx;
+    const cand *t = &c->data[idx];
+    if (s->p.mirostat) {
+        stage_report(r, "mirostat", s->p.mirostat, before, c, mass);
+        int n = snprintf(r->what, sizeof r->what, "mirostat %d: ", s->p.mirostat);
+        if (s->p.mirostat == 1) n += snprintf(r->what + n, sizeof r->what - (size_t)n, "k %d, ", k);
+        snprintf(r->what + n, sizeof r->what - (size_t)n, "kept %d of %d, mass %.3f, drew %d (p %.3f), mu %.3f -> %.3f",
+                 c->n, before, mass, t->id, t->p, mu0, s->mu);
+    } else {
+        stage_report(r, "dist", NAN, before, c, 1.0);
+        snprintf(r->what, sizeof r->what, "dist: drew %d (p %.3f) from %d candidates", t->id, t->p, c->n);
+    }
+    return idx;
+}
+
+static void record_choice(nc_sampler *s, int32_t idx) {
+    const cand_list *c = &s->list;
+    nc_explain *e = &s->ex;
+    e->token = c->data[idx].id;
+    e->p = c->data[idx].p;
+    e->n_candidates = c->n;
+    e->n_top = c->n < NC_EXPLAIN_TOP ? c->n : NC_EXPLAIN_TOP;
+    for (int32_t i = 0; i < e->n_top; i++) e->top[i] = (nc_token_prob){c->data[i].id, c->data[i].p};
+}
+
+static void raw_logprobs(const nc_sampler *s, const float *logits, nc_sample_info *info) {
+    double mx = -INFINITY, z = 0;
+    for (int32_t i = 0; i < s->n_vocab; i++) mx = logits[i] > mx ? logits[i] : mx;
+    for (int32_t i = 0; i < s->n_vocab; i++) z += exp((double)logits[i] - mx);
+    double lse = mx + log(z);
+    info->logprob = (float)((double)logits[info->token] - lse);
+    int32_t best[NC_LOGPROBS_MAX];
+    info->n_top = top_indices(logits, s->n_vocab, s->p.n_logprobs, best);
+    for (int32_t i = 0; i < info->n_top; i++) info->top[i] = (nc_token_logprob){best[i], (float)(logits[best[i]] - lse)};
+}
+
+static void processed_logprobs(const nc_sampler *s, nc_sample_info *info) {
+    const cand_list *c = &s->list;
+    info->logprob = logf(info->p);
+    info->n_top = 0;
+    for (int32_t i = 0; i < c->n && info->n_top < s->p.n_logprobs && c->data[i].p > 0; i++)
+        info->top[info->n_top++] = (nc_token_logprob){c->data[i].id, logf(c->data[i].p)};
+}
+
+int32_t nc_sampler_sample(nc_sampler *s, const float *logits, const int32_t *history, int32_t n_history,
+                          int32_t n_prompt, nc_sample_info *info) {
+    step_in in = {history, n_history, n_prompt};
+    bool record = s->p.explain;
+    run_chain(s, logits, &in, false, record);
+    int32_t idx = draw(s, record ? &s->ex.stage[s->ex.n_stages++] : NULL);
+    if (record) record_choice(s, idx);
+    int32_t token = s->list.data[idx].id;
+    if (info) {
+        info->token = token;
+        info->p = s->list.data[idx].p;
+        if (s->p.logprobs_mode == NC_LOGPROBS_RAW) raw_logprobs(s, logits, info);
+        else processed_logprobs(s, info);
+    }
+    return token;
+}
+
+int32_t nc_sampler_apply(nc_sampler *s, const float *logits, const int32_t *history, int32_t n_history,
+                         int32_t n_prompt, nc_token_prob *out, int32_t cap) {
+    step_in in = {history, n_history, n_prompt};
+    run_chain(s, logits, &in, false, false);
+    cands_softmax(&s->list);
+    for (int32_t i = 0; i < s->list.n && i < cap; i++) out[i] = (nc_token_prob){s->list.data[i].id, s->list.data[i].p};
+    return s->list.n;
+}
