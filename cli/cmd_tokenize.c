@@ -1,8 +1,17 @@
+/* nucleus tokenize: token ids of a text, from any vocabulary source nc_vocab_file_load takes
+ * (a GGUF file, full or vocab-only, of any architecture; a tokenizer.json or its directory). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+
+#define USAGE "usage: nucleus tokenize [-m MODEL] (-p TEXT | -f FILE) [--no-bos] [--special] [--json] [--lines]\n"
+
+typedef struct tok_opts {
+    const char *path, *text, *file;
+    bool add_special, parse_special, json, lines;
+} tok_opts;
 
 static char *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -26,61 +35,93 @@ static char *read_file(const char *path, size_t *len) {
     return buf;
 }
 
-int cmd_tokenize(int argc, char **argv) {
-    const char *path = NULL, *text = NULL, *file = NULL;
-    bool add_special = true, parse_special = false, json = false;
+static int parse_args(int argc, char **argv, tok_opts *o) {
+    *o = (tok_opts){.add_special = true};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(path = cli_value(argc, argv, &i))) return 2; }
-        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { if (!(text = cli_value(argc, argv, &i))) return 2; }
-        else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { if (!(file = cli_value(argc, argv, &i))) return 2; }
-        else if (!strcmp(a, "--no-bos")) add_special = false;
-        else if (!strcmp(a, "--special")) parse_special = true;
-        else if (!strcmp(a, "--json")) json = true;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(o->path = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { if (!(o->text = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { if (!(o->file = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "--no-bos")) o->add_special = false;
+        else if (!strcmp(a, "--special")) o->parse_special = true;
+        else if (!strcmp(a, "--json")) o->json = true;
+        else if (!strcmp(a, "--lines")) o->lines = true;
         else {
-            fprintf(stderr, "error: tokenize: unknown option '%s'\n"
-                            "usage: nucleus tokenize [-m MODEL] (-p TEXT | -f FILE) [--no-bos] [--special] [--json]\n", a);
+            fprintf(stderr, "error: tokenize: unknown option '%s'\n" USAGE, a);
             return 2;
         }
     }
-    if (!!text == !!file) {
-        fprintf(stderr, "error: tokenize: give exactly one of -p TEXT or -f FILE\n");
+    if (!!o->text == !!o->file) {
+        fprintf(stderr, "error: tokenize: give exactly one of -p TEXT or -f FILE\n" USAGE);
         return 2;
     }
-    if (!path) path = cli_default_model();
+    if (!o->path) o->path = cli_default_model();
+    return 0;
+}
+
+/* Tokenizes text[0..len) into *ids (grown as needed); the count, or -1 with err set. */
+static int tokenize(const nc_vocab_file *v, const tok_opts *o, const char *text, size_t len, int32_t **ids, int *cap,
+                    nc_err *err) {
+    int n = nc_vocab_file_tokenize(v, text, len, o->add_special, o->parse_special, *ids, *cap, err);
+    if (n > *cap) {
+        int32_t *grown = realloc(*ids, (size_t)n * sizeof *grown);
+        if (!grown) { snprintf(err->msg, sizeof err->msg, "out of memory"); return -1; }
+        *ids = grown;
+        *cap = n;
+        n = nc_vocab_file_tokenize(v, text, len, o->add_special, o->parse_special, *ids, *cap, err);
+    }
+    return n;
+}
+
+static void print_ids(const int32_t *ids, int n, bool json) {
+    if (json) putchar('[');
+    for (int i = 0; i < n; i++) printf(i ? (json ? ", %d" : " %d") : "%d", ids[i]);
+    puts(json ? "]" : "");
+}
+
+/* The whole text, or with --lines each line on its own (without its '\n'), one output line
+ * per input line. */
+static int run(const nc_vocab_file *v, const tok_opts *o, const char *text, size_t len) {
+    int cap = 256;
+    int32_t *ids = malloc((size_t)cap * sizeof *ids);
+    nc_err err;
+    int rc = ids ? 0 : 1;
+    for (size_t at = 0; rc == 0 && (at < len || (!o->lines && at == 0));) {
+        const char *nl = o->lines ? memchr(text + at, '\n', len - at) : NULL;
+        size_t end = nl ? (size_t)(nl - text) : len;
+        int n = tokenize(v, o, text + at, end - at, &ids, &cap, &err);
+        if (n < 0) {
+            fprintf(stderr, "error: %s\n", err.msg);
+            rc = 1;
+        } else print_ids(ids, n, o->json);
+        at = nl ? end + 1 : len + 1;
+    }
+    if (!ids) fprintf(stderr, "error: out of memory\n");
+    free(ids);
+    return rc;
+}
+
+int cmd_tokenize(int argc, char **argv) {
+    tok_opts o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc) return rc;
     size_t len = 0;
     char *owned = NULL;
-    if (file) {
-        if (!(owned = read_file(file, &len))) { perror(file); return 1; }
+    const char *text = o.text;
+    if (o.file) {
+        if (!(owned = read_file(o.file, &len))) { perror(o.file); return 1; }
         text = owned;
     } else {
         len = strlen(text);
     }
     nc_err err;
     nc_vocab_file *v;
-    if (nc_vocab_file_load(&v, path, &err)) {
+    if (nc_vocab_file_load(&v, o.path, &err)) {
         fprintf(stderr, "error: %s\n", err.msg);
         free(owned);
         return 1;
     }
-    int cap = (int)len + 8;
-    int32_t *ids = malloc((size_t)cap * sizeof *ids);
-    int n = ids ? nc_vocab_file_tokenize(v, text, len, add_special, parse_special, ids, cap, &err) : -1;
-    if (n > cap) {
-        int32_t *grown = realloc(ids, (size_t)n * sizeof *ids);
-        ids = grown;
-        n = grown ? nc_vocab_file_tokenize(v, text, len, add_special, parse_special, ids, n, &err) : -1;
-    }
-    int rc = 0;
-    if (n < 0) {
-        fprintf(stderr, "error: %s\n", ids ? err.msg : "out of memory");
-        rc = 1;
-    } else {
-        if (json) putchar('[');
-        for (int i = 0; i < n; i++) printf(i ? (json ? ", %d" : " %d") : "%d", ids[i]);
-        puts(json ? "]" : "");
-    }
-    free(ids);
+    rc = run(v, &o, text, len);
     free(owned);
     nc_vocab_file_free(v);
     return rc;

@@ -41,6 +41,10 @@ typedef struct nc_model_info {
     uint64_t file_bytes;
 } nc_model_info;
 void nc_model_get_info(const nc_model *m, nc_model_info *info);
+/* A string of the model file's metadata, e.g. "tokenizer.chat_template": it points into the
+ * mapped file, is not NUL-terminated and lives as long as the model. NULL when the key is absent
+ * or its value is not a string. */
+const char *nc_model_meta_str(const nc_model *m, const char *key, size_t *len);
 
 /* Print a GGUF file's metadata (long arrays abbreviated) and tensor table; the file may be any
  * valid GGUF (vocab-only, other architectures). */
@@ -59,6 +63,9 @@ int32_t nc_token_bos(const nc_model *m);     /* -1 when the vocabulary has none 
 int32_t nc_token_eos(const nc_model *m);
 bool nc_token_is_eog(const nc_model *m, int32_t id);  /* end of generation (EOS, end of turn) */
 bool nc_vocab_adds_bos(const nc_model *m);
+/* The bytes of one token, control tokens as their text ("<|im_end|>"): returns the length
+ * (nothing is written when it is > cap), or -1 for an id outside the vocabulary. */
+int nc_token_piece(const nc_model *m, int32_t id, char *buf, int cap);
 
 /* Tokenize text. add_special: BOS/EOS as the vocabulary asks; parse_special: text such as
  * "<s>" becomes its control token. Returns the token count (if > cap, only cap were written and
@@ -140,6 +147,233 @@ double nc_rng_uniform(nc_rng *r);  /* [0, 1) with 53 random bits */
 int32_t nc_sample_greedy(const float *logits, int32_t n);
 /* Softmax(logits / temp) then one draw; temp <= 0 means greedy. */
 int32_t nc_sample_temperature(const float *logits, int32_t n, float temp, nc_rng *rng);
+
+/* ---- Decoding: the sampler chain, stop rules, generation, beam search --------------------- */
+
+/* A sampler turns one row of logits plus the history of the sequence into the next token. It is
+ * a chain of small stages, each transforming the candidate list (id, logit, probability) in
+ * place; their order is data (`samplers`). Default order:
+ *   penalties;dry;no_repeat_ngram;logit_bias;temperature;top_n_sigma;top_k;typ_p;top_p;min_p;xtc
+ * then a seeded draw. A stage whose parameter is neutral is left out, so with the defaults the
+ * chain is penalties -> logit bias -> temperature -> top-k -> top-p -> min-p -> sample (the
+ * penalties stage appears once a penalty is set). With Mirostat the truncation stages are left
+ * out and Mirostat makes the draw, as in llama.cpp. The state of a sampler (generator, Mirostat's
+ * mu, explain record) is its own: one per sequence, stepping alongside any number of others. */
+
+typedef struct nc_logit_bias {
+    int32_t token;
+    float bias;  /* added to the logit; -INFINITY bans the token */
+} nc_logit_bias;
+
+typedef enum nc_logprobs_mode {
+    NC_LOGPROBS_RAW,        /* log-softmax of the model's logits */
+    NC_LOGPROBS_PROCESSED,  /* log of the distribution the token was drawn from */
+} nc_logprobs_mode;
+
+#define NC_LOGPROBS_MAX 20
+
+typedef struct nc_sampler_params {
+    uint64_t seed;
+    float temp;                 /* logits / temp; 0 keeps only the most likely token (greedy) */
+    int32_t top_k;              /* 0: off */
+    float top_p;                /* 1: off; ties at the boundary go to the lower token id */
+    float min_p;                /* 0: off; keep p >= min_p * p_max */
+    float typical_p;            /* 1: off; locally typical sampling (Meister et al., 2023) */
+    float top_n_sigma;          /* <= 0: off; keep logit >= max - n * stddev (Tang et al., 2024) */
+    int32_t min_keep;           /* truncation stages keep at least this many (and at least 1) */
+    float repeat_penalty;       /* 1: off; CTRL: positive logits divided, negative multiplied */
+    int32_t repeat_last_n;      /* history window of the three penalties; -1: all, 0: off */
+    float frequency_penalty;    /* OpenAI: logit -= count * frequency + (count > 0) * presence */
+    float presence_penalty;
+    int32_t no_repeat_ngram;    /* 0: off; Hugging Face's no_repeat_ngram_size */
+    float dry_multiplier;       /* 0: off; DRY (p-e-w), llama.cpp semantics */
+    float dry_base;
+    int32_t dry_allowed_length;
+    int32_t dry_penalty_last_n; /* -1: all, 0: off */
+    const char *const *dry_breakers;  /* strings; a token whose text contains one breaks a repeat */
+    int32_t n_dry_breakers;
+    float xtc_probability;      /* 0: off; XTC (p-e-w), llama.cpp semantics */
+    float xtc_threshold;        /* > 0.5: off */
+    int32_t mirostat;           /* 0: off, 1: Mirostat, 2: Mirostat 2.0 (Basu et al., 2021) */
+    float mirostat_tau, mirostat_eta;
+    const nc_logit_bias *logit_bias;
+    int32_t n_logit_bias;
+    int32_t min_tokens;         /* end-of-generation tokens are banned before this many are made */
+    bool ignore_eos;            /* end-of-generation tokens are always banned */
+    const char *samplers;       /* stage order, names separated by ';' or ','; NULL: default */
+    int32_t n_logprobs;         /* alternatives reported per token, 0..NC_LOGPROBS_MAX */
+    nc_logprobs_mode logprobs_mode;
+    bool explain;               /* keep a record of what every stage did (nc_sampler_explain) */
+} nc_sampler_params;
+
+/* llama.cpp's defaults: temp 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_last_n 64,
+ * dry_base 1.75, dry_allowed_length 2, dry_penalty_last_n -1, breakers "\n" ":" "\"" "*",
+ * xtc_threshold 0.1, mirostat_tau 5, mirostat_eta 0.1; everything else off, seed 0. */
+void nc_sampler_params_default(nc_sampler_params *p);
+/* Refuse out-of-range values with a message naming the field and the allowed range. */
+int nc_sampler_params_check(const nc_sampler_params *p, nc_err *err);
+
+typedef struct nc_sampler nc_sampler;
+
+/* n_vocab: the length of a logits row. m may be NULL: then end-of-generation bans (min_tokens,
+ * ignore_eos) and DRY sequence breakers, which need the vocabulary, are refused. */
+int nc_sampler_new(nc_sampler **out, const nc_model *m, int32_t n_vocab, const nc_sampler_params *p, nc_err *err);
+void nc_sampler_free(nc_sampler *s);
+/* Restart the generator from seed and Mirostat's mu from 2 * tau. */
+void nc_sampler_reset(nc_sampler *s, uint64_t seed);
+/* The chain as built, e.g. "temperature 0.8 -> top-k 40 -> top-p 0.95 -> min-p 0.05 -> dist". */
+const char *nc_sampler_describe(const nc_sampler *s);
+
+typedef struct nc_token_logprob {
+    int32_t token;
+    float logprob;
+} nc_token_logprob;
+
+typedef struct nc_sample_info {
+    int32_t token;
+    float p;               /* its probability in the distribution it was drawn from */
+    float logprob;         /* its log-probability, per logprobs_mode */
+    int32_t n_top;         /* min(n_logprobs, tokens with a probability) */
+    nc_token_logprob top[NC_LOGPROBS_MAX];  /* most probable first, lower id first on ties */
+} nc_sample_info;
+
+/* Run the chain over one row of logits and draw a token. history: the tokens before this one
+ * (the prompt, then what was generated), of which the first n_prompt are the prompt. info may
+ * be NULL. */
+int32_t nc_sampler_sample(nc_sampler *s, const float *logits, const int32_t *history, int32_t n_history,
+                          int32_t n_prompt, nc_sample_info *info);
+
+typedef struct nc_token_prob {
+    int32_t token;
+    float p;
+} nc_token_prob;
+
+/* The distribution the chain produces, without drawing (Mirostat's own truncation is not
+ * applied): writes up to cap (token, p) pairs, most probable first; returns how many tokens it
+ * holds. Random stages (XTC) consume the generator as nc_sampler_sample would. */
+int32_t nc_sampler_apply(nc_sampler *s, const float *logits, const int32_t *history, int32_t n_history,
+                         int32_t n_prompt, nc_token_prob *out, int32_t cap);
+
+#define NC_EXPLAIN_STAGES 16
+#define NC_EXPLAIN_TOP 8
+
+typedef struct nc_explain_stage {
+    char name[24];        /* "top-p" */
+    double param;         /* the stage's main parameter (p, k, T, penalty ...) */
+    int32_t n_before, n_after;  /* candidates in and out */
+    double mass;          /* probability of what was kept, under the stage's input distribution */
+    char what[160];       /* one line for people: "top-p 0.90: kept 12 of 40, mass 0.903" */
+} nc_explain_stage;
+
+typedef struct nc_explain {
+    int32_t n_stages;
+    nc_explain_stage stage[NC_EXPLAIN_STAGES];  /* the chain's stages, then the draw */
+    int32_t token;        /* the chosen token */
+    float p;              /* its probability in the final distribution */
+    int32_t n_candidates; /* size of the final distribution */
+    int32_t n_top;
+    nc_token_prob top[NC_EXPLAIN_TOP];  /* its most probable tokens */
+} nc_explain;
+
+/* The record of the last nc_sampler_sample call when params.explain was set, else NULL. */
+const nc_explain *nc_sampler_explain(const nc_sampler *s);
+
+/* Stop rules. The end-of-generation set (nc_token_is_eog) always stops. */
+typedef enum nc_finish {
+    NC_FINISH_NONE,    /* still going */
+    NC_FINISH_STOP,    /* end-of-generation token, stop token id or stop string */
+    NC_FINISH_LENGTH,  /* max_tokens, or the context is full */
+} nc_finish;
+const char *nc_finish_name(nc_finish f);  /* "", "stop", "length" */
+
+typedef struct nc_stop_params {
+    int32_t max_tokens;            /* 0: no limit but the context */
+    const char *const *stop;       /* stop strings: matched across tokens, never emitted */
+    int32_t n_stop;
+    const int32_t *stop_ids;       /* tokens that stop like end-of-generation (not emitted) */
+    int32_t n_stop_ids;
+} nc_stop_params;
+
+/* The stop checker and text stream of one sequence: turns tokens into text that is safe to show
+ * (complete UTF-8 characters, no part of a possible stop string). */
+typedef struct nc_stopper nc_stopper;
+int nc_stopper_new(nc_stopper **out, const nc_model *m, const nc_stop_params *p, nc_err *err);
+void nc_stopper_free(nc_stopper *s);
+/* Account for one generated token. Returns NC_FINISH_NONE to go on, else why the sequence ended;
+ * *text (valid until the next call) and *n_text receive the text to show now. */
+nc_finish nc_stopper_push(nc_stopper *s, int32_t token, const char **text, int32_t *n_text);
+int32_t nc_stopper_n_tokens(const nc_stopper *s);  /* tokens pushed */
+
+/* Autoregressive generation of n_samples continuations of one prompt: the prompt is prefilled
+ * once into sequence 0 and its cache copied to sequences 1..n_samples-1 (the context needs
+ * n_seq_max >= n_samples); every step runs all unfinished sequences in one nc_forward call.
+ * Sample i draws with seed + i. */
+typedef struct nc_gen_params {
+    nc_sampler_params sampling;
+    nc_stop_params stop;
+    int32_t n_samples;  /* 0: 1 */
+} nc_gen_params;
+
+typedef struct nc_gen_event {
+    int32_t sample, step;       /* which continuation, and the index of its token */
+    int32_t token;
+    const char *text;           /* text to show now (may be empty) */
+    int32_t n_text;
+    const nc_sample_info *info; /* NULL unless sampling.n_logprobs > 0 */
+    const nc_explain *explain;  /* NULL unless sampling.explain */
+    nc_finish finish;           /* set on the continuation's last event */
+} nc_gen_event;
+/* Return nonzero to abort the generation. */
+typedef int (*nc_gen_callback)(const nc_gen_event *ev, void *user);
+
+typedef struct nc_gen_sample {
+    int32_t *tokens;  /* every token drawn, the one that stopped it included */
+    int32_t n_tokens;
+    nc_finish finish;
+} nc_gen_sample;
+
+typedef struct nc_gen_result {
+    int32_t n_samples;
+    nc_gen_sample *samples;
+    double t_prompt, t_gen;  /* seconds spent in prefill and in generation */
+} nc_gen_result;
+
+int nc_generate(nc_context *c, const nc_model *m, const int32_t *prompt, int32_t n_prompt, const nc_gen_params *p,
+                nc_gen_callback cb, void *user, nc_gen_result *out, nc_err *err);
+void nc_gen_result_free(nc_gen_result *r);
+
+/* Beam search: n_beams sequences of the cache (the context needs n_seq_max >= n_beams) share the
+ * prompt's prefill and are copied when a beam forks; every step runs all beams in one nc_forward
+ * call. Beams are scored by the sum of log-probabilities of the processed distribution (the
+ * logit processors of `processing`: penalties, DRY, no-repeat-n-gram, logit bias, min_tokens,
+ * ignore_eos; no temperature or truncation); a finished hypothesis scores sum / length^alpha,
+ * length counting its generated tokens with the one that ended it. Width 1 is greedy search. */
+typedef struct nc_beam_params {
+    int32_t n_beams;
+    float length_penalty;  /* alpha */
+    int32_t n_best;        /* hypotheses returned, 1..n_beams (0: 1) */
+    bool early_stopping;   /* stop once n_beams hypotheses are finished; otherwise stop when the
+                              best live beam, scored at its current length, cannot beat them */
+} nc_beam_params;
+
+typedef struct nc_beam_hyp {
+    int32_t *tokens;       /* generated tokens, the one that ended the hypothesis included */
+    int32_t n_tokens;
+    char *text;            /* their text, without the end token or stop string */
+    double sum_logprob, score;
+    nc_finish finish;
+} nc_beam_hyp;
+
+typedef struct nc_beam_result {
+    int32_t n;
+    nc_beam_hyp *hyps;     /* best first */
+    double t_prompt, t_gen;
+} nc_beam_result;
+
+int nc_beam_search(nc_context *c, const nc_model *m, const int32_t *prompt, int32_t n_prompt,
+                   const nc_beam_params *bp, const nc_sampler_params *processing, const nc_stop_params *stop,
+                   nc_beam_result *out, nc_err *err);
+void nc_beam_result_free(nc_beam_result *r);
 
 #ifdef __cplusplus
 }

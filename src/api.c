@@ -1,6 +1,7 @@
 /* The public API (include/nucleus.h): thin wrappers that tie the layers together. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bench/membw.h"
@@ -70,6 +71,13 @@ static uint64_t decode_bytes(const model *m) {
     return n;
 }
 
+const char *nc_model_meta_str(const nc_model *m, const char *key, size_t *len) {
+    const gguf_kv *kv = gguf_find_kv(m->m->file, key);
+    if (!kv || kv->type != GGUF_T_STRING) return NULL;
+    *len = (size_t)kv->v.s.len;
+    return kv->v.s.data;
+}
+
 void nc_model_get_info(const nc_model *nm, nc_model_info *info) {
     const model *m = nm->m;
     const model_hparams *hp = &m->hp;
@@ -109,18 +117,34 @@ int32_t nc_token_bos(const nc_model *m) { return vocab_bos(m->v); }
 int32_t nc_token_eos(const nc_model *m) { return vocab_eos(m->v); }
 bool nc_token_is_eog(const nc_model *m, int32_t id) { return vocab_is_eog(m->v, id); }
 bool nc_vocab_adds_bos(const nc_model *m) { return vocab_add_bos(m->v); }
+int nc_token_piece(const nc_model *m, int32_t id, char *buf, int cap) { return vocab_token_piece(m->v, id, true, buf, cap); }
 
 int nc_tokenize(const nc_model *m, const char *text, size_t len, bool add_special, bool parse_special, int32_t *out,
                 int cap, nc_err *err) {
     return vocab_tokenize(m->v, text, len, add_special, parse_special, out, cap, err);
 }
 
+/* A GGUF file, a Hugging Face tokenizer.json (any path ending in ".json"), or a directory
+ * holding a tokenizer.json. */
 int nc_vocab_file_load(nc_vocab_file **out, const char *path, nc_err *err) {
     *out = NULL;
     nc_vocab_file *vf = calloc(1, sizeof *vf);
     if (!vf) return nc_fail(err, "out of memory");
-    if (gguf_open(&vf->f, path, err)) { free(vf); return -1; }
-    if (vocab_load(&vf->v, vf->f, err)) { gguf_close(vf->f); free(vf); return -1; }
+    size_t n = strlen(path);
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        char json[4096];
+        if (snprintf(json, sizeof json, "%s/tokenizer.json", path) >= (int)sizeof json) {
+            free(vf);
+            return nc_fail(err, "%s: path too long", path);
+        }
+        if (vocab_load_hf(&vf->v, json, err)) { free(vf); return -1; }
+    } else if (n >= 5 && strcmp(path + n - 5, ".json") == 0) {
+        if (vocab_load_hf(&vf->v, path, err)) { free(vf); return -1; }
+    } else {
+        if (gguf_open(&vf->f, path, err)) { free(vf); return -1; }
+        if (vocab_load(&vf->v, vf->f, err)) { gguf_close(vf->f); free(vf); return -1; }
+    }
     *out = vf;
     return 0;
 }

@@ -42,12 +42,13 @@ static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c ==
 static bool split_fragment(const vocab *v, const char *text, frag fr, int32_t id, frag_list *out) {
     const char *t = vtok_text(v, id);
     size_t tn = v->tok[id].text_len;
-    bool rstrip = v->tok[id].flags & VTOK_RSTRIP;
+    bool rstrip = v->tok[id].flags & VTOK_RSTRIP, lstrip = v->tok[id].flags & VTOK_LSTRIP;
     while (fr.len > 0) {
         const char *m = memmem(text + fr.off, fr.len, t, tn);
         if (!m) return frag_push(out, fr);
-        size_t at = (size_t)(m - text), end = fr.off + fr.len;
-        if (at > fr.off && !frag_push(out, (frag){fr.off, at - fr.off, -1})) return false;
+        size_t at = (size_t)(m - text), end = fr.off + fr.len, before = at;
+        while (lstrip && before > fr.off && is_space(text[before - 1])) before--;
+        if (before > fr.off && !frag_push(out, (frag){fr.off, before - fr.off, -1})) return false;
         if (!frag_push(out, (frag){0, 0, id})) return false;
         fr.off = at + tn;
         while (rstrip && fr.off < end && is_space(text[fr.off])) fr.off++;
@@ -92,18 +93,24 @@ static int encode_fragment(const vocab *v, const char *text, size_t len, bool sp
                            nc_err *err) {
     switch (v->kind) {
     case VOCAB_SPM: return spm_encode(v, text, len, space_prefix, sink, err);
+    case VOCAB_BPE:
+    case VOCAB_SPM_BPE: return bpe_encode(v, text, len, space_prefix, sink, err);
     }
     return nc_fail(err, "tokenize: unknown vocabulary kind %d", (int)v->kind);
 }
 
 /* A space prefix goes before the first text fragment and before every fragment that follows a
- * special token (llama.cpp's is_prev_special), not before text that follows text. */
+ * special token (llama.cpp's is_prev_special, Hugging Face's per-section normalizer), not before
+ * text that follows text; with prefix_first_only only at the start of the text (Metaspace's
+ * prepend_scheme "first"). */
 static int encode_all(const vocab *v, const char *text, const frag_list *fl, tok_sink *sink, nc_err *err) {
     bool after_special = true;
     for (size_t i = 0; i < fl->n; i++) {
         const frag *f = &fl->a[i];
         if (f->id >= 0) sink_put(sink, f->id);
-        else if (encode_fragment(v, text + f->off, f->len, v->add_space_prefix && after_special, sink, err))
+        else if (encode_fragment(v, text + f->off, f->len,
+                                 v->add_space_prefix && (v->prefix_first_only ? f->off == 0 : after_special), sink,
+                                 err))
             return -1;
         after_special = f->id >= 0;
     }
@@ -115,6 +122,13 @@ int vocab_tokenize(const vocab *v, const char *text, size_t len, bool add_specia
     if (!text && len) return nc_fail(err, "tokenize: text is NULL but its length is %zu", len);
     if (cap < 0 || (cap > 0 && !out)) return nc_fail(err, "tokenize: bad output buffer (capacity %d)", cap);
     if (len > MAX_TEXT) return nc_fail(err, "tokenize: the text has %zu bytes, more than %zu", len, MAX_TEXT);
+    char *norm = NULL; /* the NFC form, when the vocabulary asks for it and it differs */
+    size_t norm_len;
+    if (v->nfc && nfc_normalize(text, len, &norm, &norm_len)) return nc_fail(err, "tokenize: out of memory");
+    if (norm) {
+        text = norm;
+        len = norm_len;
+    }
     tok_sink sink = {out, (size_t)cap, 0};
     frag_list frags = {0};
     int rc = len > 0 ? partition(v, text, len, parse_special, &frags, err) : 0;
@@ -124,6 +138,7 @@ int vocab_tokenize(const vocab *v, const char *text, size_t len, bool add_specia
         if (add_special && v->add_eos) sink_put(&sink, v->eos);
     }
     free(frags.a);
+    free(norm);
     if (rc) return -1;
     if (sink.n > INT_MAX) return nc_fail(err, "tokenize: %zu tokens, more than an int can count", sink.n);
     return (int)sink.n;

@@ -1,4 +1,5 @@
-/* Loading a vocabulary from GGUF metadata, the text -> id index, and accessors. */
+/* Loading a vocabulary from GGUF metadata, the steps shared with the tokenizer.json loader
+ * (text -> id index, special tokens, rendered pieces), and accessors. */
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
@@ -19,6 +20,8 @@
 #define KEY_ADD_BOS "tokenizer.ggml.add_bos_token"
 #define KEY_ADD_EOS "tokenizer.ggml.add_eos_token"
 #define KEY_ADD_PREFIX "tokenizer.ggml.add_space_prefix"
+#define KEY_PRE "tokenizer.ggml.pre"
+#define KEY_MERGES "tokenizer.ggml.merges"
 
 /* The three parallel arrays describing the tokens (scores and types may be absent). */
 typedef struct token_arrays {
@@ -56,11 +59,11 @@ int32_t vocab_find(const vocab *v, const char *s, size_t n) {
     }
 }
 
-static int build_index(vocab *v, const gguf_file *f, nc_err *err) {
+static int build_index(vocab *v, const char *where, nc_err *err) {
     size_t slots = 1;
     while (slots < 2 * (size_t)v->n_tokens) slots *= 2; /* load factor <= 1/2 */
     v->slots = malloc(slots * sizeof *v->slots);
-    if (!v->slots) return nc_fail(err, "%s: out of memory for the token index", gguf_path(f));
+    if (!v->slots) return nc_fail(err, "%s: out of memory for the token index", where);
     memset(v->slots, 0xff, slots * sizeof *v->slots);
     v->mask = slots - 1;
     for (int32_t id = 0; id < v->n_tokens; id++) {
@@ -68,7 +71,7 @@ static int build_index(vocab *v, const gguf_file *f, nc_err *err) {
         int32_t dup = vocab_find(v, vtok_text(v, id), t->text_len);
         if (dup >= 0) {
             char s[200];
-            return nc_fail(err, "%s: %s: token '%s' appears twice (ids %d and %d)", gguf_path(f), KEY_TOKENS,
+            return nc_fail(err, "%s: token '%s' appears twice (ids %d and %d)", where,
                            shown(s, sizeof s, vtok_text(v, id), t->text_len), dup, id);
         }
         size_t i = hash_bytes(vtok_text(v, id), t->text_len) & v->mask;
@@ -85,12 +88,13 @@ static int read_model_kind(vocab *v, const gguf_file *f, nc_err *err) {
     int r = gguf_get_str(f, KEY_MODEL, &s, err);
     if (r < 0) return -1;
     if (r == 0) return nc_fail(err, "%s: no tokenizer: key '%s' is missing", gguf_path(f), KEY_MODEL);
-    if (gguf_str_eq(s, "llama")) {
-        v->kind = VOCAB_SPM;
+    if (gguf_str_eq(s, "llama") || gguf_str_eq(s, "gpt2")) {
+        v->kind = gguf_str_eq(s, "llama") ? VOCAB_SPM : VOCAB_BPE;
         return 0;
     }
     char name[200];
-    return nc_fail(err, "%s: %s is '%s', which is not supported (supported: 'llama', i.e. SentencePiece)",
+    return nc_fail(err, "%s: %s is '%s', which is not supported (supported: 'llama', i.e. SentencePiece, and "
+                        "'gpt2', i.e. byte-level BPE)",
                    gguf_path(f), KEY_MODEL, shown(name, sizeof name, s.data, s.len));
 }
 
@@ -182,20 +186,24 @@ static int read_bool(const gguf_file *f, const char *key, bool *out, nc_err *err
     return gguf_get_bool(f, key, out, err) < 0 ? -1 : 0;
 }
 
-/* Defaults are llama.cpp's for SentencePiece: <unk> 0, <s> 1, </s> 2; BOS added, EOS not. */
-static int read_specials(vocab *v, const gguf_file *f, nc_err *err) {
+/* Defaults are llama.cpp's for SentencePiece: <unk> 0, <s> 1, </s> 2; BOS added, EOS not. For
+ * byte-level BPE no special ids, BOS added only for the families that ask for it (Llama 3), and
+ * never a space prefix. */
+static int read_specials(vocab *v, const gguf_file *f, bool bpe_add_bos, nc_err *err) {
     int32_t n = v->n_tokens;
-    v->unk = 0;
-    v->bos = n > 1 ? 1 : -1;
-    v->eos = n > 2 ? 2 : -1;
+    bool spm = v->kind == VOCAB_SPM;
+    v->unk = spm ? 0 : -1;
+    v->bos = spm && n > 1 ? 1 : -1;
+    v->eos = spm && n > 2 ? 2 : -1;
     v->eot = v->eom = -1;
-    v->add_bos = true;
+    v->add_bos = spm || bpe_add_bos;
     v->add_eos = false;
-    v->add_space_prefix = true;
+    v->add_space_prefix = spm;
     if (read_id(f, KEY_BOS, n, &v->bos, err) || read_id(f, KEY_EOS, n, &v->eos, err) ||
         read_id(f, KEY_UNK, n, &v->unk, err) || read_id(f, KEY_EOT, n, &v->eot, err) ||
         read_id(f, KEY_EOM, n, &v->eom, err) || read_bool(f, KEY_ADD_BOS, &v->add_bos, err) ||
-        read_bool(f, KEY_ADD_EOS, &v->add_eos, err) || read_bool(f, KEY_ADD_PREFIX, &v->add_space_prefix, err))
+        read_bool(f, KEY_ADD_EOS, &v->add_eos, err) ||
+        (spm && read_bool(f, KEY_ADD_PREFIX, &v->add_space_prefix, err)))
         return -1;
     if (v->add_bos && v->bos < 0)
         return nc_fail(err, "%s: %s is true but there is no BOS token (%s)", gguf_path(f), KEY_ADD_BOS, KEY_BOS);
@@ -218,11 +226,11 @@ static int byte_of_text(const char *s, size_t n) {
     return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
 }
 
-static int check_byte_tokens(const vocab *v, const gguf_file *f, nc_err *err) {
+static int check_byte_tokens(const vocab *v, const char *where, nc_err *err) {
     for (int32_t id = 0; id < v->n_tokens; id++) {
         if (v->tok[id].type != VOCAB_TT_BYTE || byte_of_text(vtok_text(v, id), v->tok[id].text_len) >= 0) continue;
         char s[200];
-        return nc_fail(err, "%s: token %d '%s' has type byte (%s) but is not spelled <0xNN>", gguf_path(f), id,
+        return nc_fail(err, "%s: token %d '%s' has type byte (%s) but is not spelled <0xNN>", where, id,
                        shown(s, sizeof s, vtok_text(v, id), v->tok[id].text_len), KEY_TYPES);
     }
     return 0;
@@ -241,10 +249,11 @@ static void map_bytes(vocab *v) {
 
 /* llama.cpp marks end-of-generation tokens by their text and makes them control tokens even
  * when the file says otherwise (so they are hidden in output and matched only with
- * parse_special). */
+ * parse_special). The last two are CodeLlama's and DeepSeek's ("｜" and "▁" are U+FF5C, U+2581). */
 static void mark_eog(vocab *v) {
-    static const char *const texts[] = {"<|eot_id|>", "<|im_end|>",    "<|end|>",   "<|endoftext|>",
-                                        "</s>",       "<end_of_turn>", "<|eom_id|>"};
+    static const char *const texts[] = {
+        "<|eot_id|>", "<|im_end|>", "<|end|>", "<|endoftext|>", "</s>", "<end_of_turn>", "<|eom_id|>", "<EOT>",
+        "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>"};
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
         int32_t id = vocab_find(v, texts[i], strlen(texts[i]));
         if (id < 0) continue;
@@ -273,12 +282,12 @@ static int cmp_longest_first(const void *a, const void *b) {
 
 /* The tokens split out of text before encoding, in llama.cpp's order: longest text first
  * (ties, which llama.cpp leaves to std::sort, by id). */
-static int collect_specials(vocab *v, const gguf_file *f, nc_err *err) {
+static int collect_specials(vocab *v, const char *where, nc_err *err) {
     len_id *tmp = malloc((size_t)v->n_tokens * sizeof *tmp);
     v->specials = malloc((size_t)v->n_tokens * sizeof *v->specials);
     if (!tmp || !v->specials) {
         free(tmp);
-        return nc_fail(err, "%s: out of memory", gguf_path(f));
+        return nc_fail(err, "%s: out of memory", where);
     }
     int32_t n = 0;
     for (int32_t id = 0; id < v->n_tokens; id++)
@@ -330,19 +339,23 @@ static size_t unescape_spaces(const char *s, size_t n, char *out) {
 }
 
 /* What each token renders to (llama.cpp's token_to_piece with special = true): normal tokens
- * with U+2581 as a space, byte tokens as the byte, control / unknown / user-defined tokens as
- * their text, unused and undefined tokens as nothing. */
-static int build_pieces(vocab *v, const gguf_file *f, nc_err *err) {
+ * with U+2581 as a space (SentencePiece) or as the bytes their characters stand for (byte-level
+ * BPE), byte tokens as the byte (not in byte-level vocabularies, where llama.cpp hides them),
+ * control / unknown / user-defined tokens as their text, unused and undefined tokens as
+ * nothing. */
+static int build_pieces(vocab *v, const char *where, nc_err *err) {
     const vocab_token *last = &v->tok[v->n_tokens - 1];
     v->pieces = malloc((size_t)last->text_off + last->text_len + 1); /* a piece is never longer than its text */
-    if (!v->pieces) return nc_fail(err, "%s: out of memory for token pieces", gguf_path(f));
+    if (!v->pieces) return nc_fail(err, "%s: out of memory for token pieces", where);
     uint32_t off = 0;
     for (int32_t id = 0; id < v->n_tokens; id++) {
         vocab_token *t = &v->tok[id];
         const char *s = vtok_text(v, id);
         size_t len = 0;
-        if (t->type == VOCAB_TT_NORMAL) len = unescape_spaces(s, t->text_len, v->pieces + off);
-        else if (t->type == VOCAB_TT_BYTE) {
+        bool clean;
+        if (t->type == VOCAB_TT_NORMAL && v->kind == VOCAB_BPE) len = bytelevel_decode(s, t->text_len, v->pieces + off, &clean);
+        else if (t->type == VOCAB_TT_NORMAL) len = unescape_spaces(s, t->text_len, v->pieces + off);
+        else if (t->type == VOCAB_TT_BYTE && v->kind != VOCAB_BPE) {
             v->pieces[off] = (char)byte_of_text(s, t->text_len);
             len = 1;
         } else if (is_special_type(t->type)) {
@@ -358,26 +371,73 @@ static int build_pieces(vocab *v, const gguf_file *f, nc_err *err) {
 
 /* ---- load / free -------------------------------------------------------------------------------- */
 
-static int load_spm(vocab *v, const gguf_file *f, nc_err *err) {
+int vocab_index(vocab *v, const char *where, nc_err *err) { return build_index(v, where, err); }
+
+int vocab_finish(vocab *v, const char *where, nc_err *err) {
+    if (check_byte_tokens(v, where, err)) return -1;
+    map_bytes(v);
+    mark_eog(v);
+    if (collect_specials(v, where, err) || build_pieces(v, where, err)) return -1;
+    return bpe_prepare(v, where, err);
+}
+
+/* The merges of a byte-level vocabulary: "left right", split at the first space after the first
+ * character (llama.cpp), in rank order. */
+static int read_merges(vocab *v, const gguf_file *f, nc_err *err) {
+    const gguf_kv *m;
+    int r = gguf_get_arr(f, KEY_MERGES, GGUF_T_STRING, &m, err);
+    if (r < 0) return -1;
+    if (r == 0) return nc_fail(err, "%s: key '%s' is missing (byte-level BPE needs its merges)", gguf_path(f), KEY_MERGES);
+    if (m->v.arr.n > INT32_MAX / 2)
+        return nc_fail(err, "%s: %s has %llu merges, more than supported", gguf_path(f), KEY_MERGES,
+                       (unsigned long long)m->v.arr.n);
+    if (bpe_merges_init(v, (size_t)m->v.arr.n, gguf_path(f), err)) return -1;
+    for (uint64_t i = 0; i < m->v.arr.n; i++) {
+        gguf_str s = gguf_arr_str(m, i);
+        const char *sp = s.len > 1 ? memchr(s.data + 1, ' ', (size_t)s.len - 1) : NULL;
+        if (!sp) {
+            char t[200];
+            return nc_fail(err, "%s: %s[%llu] '%s' is not two tokens separated by a space", gguf_path(f), KEY_MERGES,
+                           (unsigned long long)i, shown(t, sizeof t, s.data, s.len));
+        }
+        size_t left = (size_t)(sp - s.data);
+        bpe_merge_add(v, s.data, left, sp + 1, (size_t)s.len - left - 1);
+    }
+    return 0;
+}
+
+/* The pre-tokenizer named by tokenizer.ggml.pre; without the key, llama.cpp's fallback
+ * "default". */
+static int read_pre(vocab *v, const gguf_file *f, pretok_family *fam, nc_err *err) {
+    gguf_str s = {.data = "default", .len = 7};
+    if (gguf_get_str(f, KEY_PRE, &s, err) < 0) return -1;
+    if (pretok_for_name(&v->pre, s.data, (size_t)s.len, fam, err))
+        return nc_fail_prefix(err, "%s: %s", gguf_path(f), KEY_PRE);
+    return 0;
+}
+
+static int load_gguf(vocab *v, const gguf_file *f, nc_err *err) {
     token_arrays a;
     if (read_arrays(&a, f, err)) return -1;
     v->n_tokens = a.n;
     v->tok = calloc((size_t)a.n, sizeof *v->tok);
     if (!v->tok) return nc_fail(err, "%s: out of memory for %d tokens", gguf_path(f), a.n);
-    if (copy_texts(v, &a, f, err) || read_scores_types(v, &a, f, err) || build_index(v, f, err) ||
-        check_byte_tokens(v, f, err) || read_specials(v, f, err))
+    pretok_family fam = {0};
+    if (v->kind == VOCAB_BPE && read_pre(v, f, &fam, err)) return -1;
+    v->ignore_merges = fam.ignore_merges;
+    char tokens_key[1100]; /* duplicate texts are an error naming the key */
+    snprintf(tokens_key, sizeof tokens_key, "%.1000s: %s", gguf_path(f), KEY_TOKENS);
+    if (copy_texts(v, &a, f, err) || read_scores_types(v, &a, f, err) || read_specials(v, f, fam.add_bos, err) ||
+        vocab_index(v, tokens_key, err) || vocab_finish(v, gguf_path(f), err) || apply_model_rules(v, f, err))
         return -1;
-    map_bytes(v);
-    mark_eog(v);
-    if (collect_specials(v, f, err) || apply_model_rules(v, f, err)) return -1;
-    return build_pieces(v, f, err);
+    return v->kind == VOCAB_BPE ? read_merges(v, f, err) : 0;
 }
 
 int vocab_load(vocab **out, const gguf_file *f, nc_err *err) {
     *out = NULL;
     vocab *v = calloc(1, sizeof *v);
     if (!v) return nc_fail(err, "%s: out of memory", gguf_path(f));
-    if (read_model_kind(v, f, err) || load_spm(v, f, err)) {
+    if (read_model_kind(v, f, err) || load_gguf(v, f, err)) {
         vocab_free(v);
         return -1;
     }
@@ -392,6 +452,9 @@ void vocab_free(vocab *v) {
     free(v->pieces);
     free(v->slots);
     free(v->specials);
+    free(v->merges);
+    free(v->raw_slots);
+    pretok_free(v->pre);
     free(v);
 }
 
@@ -400,6 +463,7 @@ void vocab_free(vocab *v) {
 static bool valid_id(const vocab *v, int32_t id) { return id >= 0 && id < v->n_tokens; }
 
 vocab_kind vocab_get_kind(const vocab *v) { return v->kind; }
+const char *vocab_pre_name(const vocab *v) { return v->pre ? pretok_name(v->pre) : ""; }
 int32_t vocab_n_tokens(const vocab *v) { return v->n_tokens; }
 int32_t vocab_bos(const vocab *v) { return v->bos; }
 int32_t vocab_eos(const vocab *v) { return v->eos; }

@@ -1,5 +1,7 @@
-/* The vocabulary of a model: token texts, types and scores from GGUF metadata, tokenisation
- * and detokenisation. Kinds: SentencePiece ("llama"); byte-level BPE ("gpt2") comes later.
+/* The vocabulary of a model: token texts, types and scores from GGUF metadata or a Hugging Face
+ * tokenizer.json, tokenisation and detokenisation. Kinds: SentencePiece ("llama"), byte-level
+ * BPE ("gpt2") with the pre-tokenizer of its model family, and the BPE-over-characters form in
+ * which tokenizer.json files carry SentencePiece models.
  *
  * Behaviour follows llama.cpp (src/llama-vocab.cpp), which produced the test vectors:
  * - Special tokens are split out of the text first (longest text first). User-defined tokens
@@ -7,6 +9,8 @@
  * - SentencePiece: spaces become U+2581; a U+2581 is prepended (tokenizer.ggml.add_space_prefix)
  *   at the start of the text and after every special token; then adjacent symbols are merged by
  *   score; leftover symbols become <0xNN> byte tokens.
+ * - Byte-level BPE: the pre-tokenizer (tokenizer.ggml.pre) cuts the text into words, each
+ *   word's bytes are merged by rank (tokenizer.ggml.merges); see bpe.c and pretok.c.
  * - Detokenisation drops the one leading space of the first piece (add_space_prefix).
  * Nothing here prints; failures return -1 with err set. */
 #ifndef NC_VOCAB_H
@@ -20,7 +24,9 @@
 #include "format/gguf.h"
 
 typedef enum vocab_kind {
-    VOCAB_SPM, /* SentencePiece, tokenizer.ggml.model "llama" */
+    VOCAB_SPM,     /* SentencePiece, tokenizer.ggml.model "llama": merges by score */
+    VOCAB_BPE,     /* byte-level BPE, tokenizer.ggml.model "gpt2": merges by rank */
+    VOCAB_SPM_BPE, /* tokenizer.json BPE over characters with U+2581 spaces and byte fallback */
 } vocab_kind;
 
 /* tokenizer.ggml.token_type values (0 is "undefined", rendered like an unused token). */
@@ -40,16 +46,28 @@ typedef struct vocab vocab;
  * Malformed metadata (array length mismatches, ids out of range, bad token types, duplicate
  * texts, byte tokens not spelled <0xNN>) is an error naming the key. */
 int vocab_load(vocab **out, const gguf_file *f, nc_err *err);
+
+/* Reads a Hugging Face tokenizer.json: model BPE, either byte-level (pre_tokenizer ByteLevel,
+ * alone or after Split / Digits / Punctuation steps) or SentencePiece-style (normalizer
+ * Prepend("\u2581") + Replace(" ", "\u2581"), or a Metaspace pre_tokenizer; byte_fallback).
+ * Added tokens become control tokens (special) or user-defined ones. BOS / EOS: the
+ * post_processor's template, else tokenizer_config.json and config.json beside the file.
+ * Anything else (other models, normalizers, pre-tokenizer types) is an error naming it. */
+int vocab_load_hf(vocab **out, const char *tokenizer_json_path, nc_err *err);
 void vocab_free(vocab *v);
 
 vocab_kind vocab_get_kind(const vocab *v);
+/* The pre-tokenizer's name (a tokenizer.ggml.pre value, or "custom" for a tokenizer.json whose
+ * steps match no known family); "" for kinds without one. */
+const char *vocab_pre_name(const vocab *v);
 int32_t vocab_n_tokens(const vocab *v);
 int32_t vocab_bos(const vocab *v); /* -1 if none */
 int32_t vocab_eos(const vocab *v); /* -1 if none */
 bool vocab_add_bos(const vocab *v);
 bool vocab_add_eos(const vocab *v);
 /* End of generation: EOS, EOT, EOM, and tokens whose text is <|eot_id|>, <|im_end|>, <|end|>,
- * <|endoftext|>, </s>, <end_of_turn> or <|eom_id|> (such tokens are treated as control tokens). */
+ * <|endoftext|>, </s>, <end_of_turn>, <|eom_id|>, <EOT> or DeepSeek's <｜end▁of▁sentence｜>
+ * (such tokens are treated as control tokens). */
 bool vocab_is_eog(const vocab *v, int32_t id);
 /* The type after load-time fixes (see vocab_is_eog), or -1 for an id out of range. */
 int vocab_token_type_of(const vocab *v, int32_t id);
@@ -61,8 +79,8 @@ const char *vocab_token_text(const vocab *v, int32_t id, size_t *len);
 int vocab_tokenize(const vocab *v, const char *text, size_t len, bool add_special, bool parse_special,
                    int32_t *out, int cap, nc_err *err);
 
-/* The bytes of one token: U+2581 becomes a space, <0xNN> that byte; control and unknown tokens
- * are empty unless special. Returns the length, writing nothing when it is > cap; -1 for an id
+/* The bytes of one token: U+2581 becomes a space (SentencePiece), <0xNN> that byte, byte-level
+ * stand-ins their bytes (BPE); control and unknown tokens are empty unless special. Returns the length, writing nothing when it is > cap; -1 for an id
  * out of range. */
 int vocab_token_piece(const vocab *v, int32_t id, bool special, char *buf, int cap);
 

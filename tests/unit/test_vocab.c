@@ -463,6 +463,8 @@ static const int32_t S_TYPE[S_N] = {2, 3, 3, 1, 1, 1, 1, 1, 1, 4, 3};
 
 typedef struct synth {
     const char *model;           /* NULL: no tokenizer.ggml.model */
+    const char *pre;             /* tokenizer.ggml.pre, if set */
+    const char *merge;           /* the one tokenizer.ggml.merges entry, if set */
     const char *const *text;     /* the tokens (S_TEXT unless set) */
     const int32_t *type;         /* token types (S_TYPE unless set) */
     int n_tok, n_scores, n_types;
@@ -479,6 +481,11 @@ static gbuf synth_kvs(const synth *o) {
     const char *const *text = o->text ? o->text : S_TEXT;
     const int32_t *type = o->type ? o->type : S_TYPE;
     if (o->model) kv_str(&b, "tokenizer.ggml.model", o->model);
+    if (o->pre) kv_str(&b, "tokenizer.ggml.pre", o->pre);
+    if (o->merge) {
+        kv_arr(&b, "tokenizer.ggml.merges", GGUF_T_STRING, 1);
+        gb_str(&b, o->merge);
+    }
     kv_arr(&b, "tokenizer.ggml.tokens", GGUF_T_STRING, o->n_tok);
     for (int i = 0; i < o->n_tok; i++) gb_str(&b, text[i % S_N]);
     kv_arr(&b, "tokenizer.ggml.scores", GGUF_T_FLOAT32, o->n_scores);
@@ -553,8 +560,14 @@ static void expect_error(const synth *o, const char *needle, const char *what) {
 
 static void test_synth_errors(void) {
     synth o = synth_default();
+    o.model = "bert";
+    expect_error(&o, "'bert'", "unknown tokenizer model");
     o.model = "gpt2";
-    expect_error(&o, "'gpt2'", "BPE refused for now");
+    expect_error(&o, "tokenizer.ggml.merges", "byte-level BPE without merges");
+    o.merge = "ab";
+    expect_error(&o, "not two tokens", "a merge without a space");
+    o.pre = "nonesuch";
+    expect_error(&o, "pre-tokenizer 'nonesuch' is not supported (supported: gpt-2", "unknown pre-tokenizer");
     o.model = NULL;
     expect_error(&o, "tokenizer.ggml.model", "no model key");
     o = synth_default();
@@ -571,7 +584,7 @@ static void test_synth_errors(void) {
     expect_error(&o, "tokenizer.ggml.tokens is empty", "empty vocabulary");
     o = synth_default();
     o.n_tok = o.n_scores = o.n_types = S_N + 1; /* token S_N repeats "<unk>" */
-    expect_error(&o, "appears twice", "duplicate text");
+    expect_error(&o, "tokenizer.ggml.tokens: token '<unk>' appears twice", "duplicate text");
     const int32_t bad_byte[S_N] = {2, 3, 3, 1, 6, 1, 1, 1, 1, 4, 3}, bad_type[S_N] = {2, 3, 3, 1, 9, 1, 1, 1, 1, 4, 3};
     o = synth_default();
     o.type = bad_byte;
