@@ -22,10 +22,12 @@ static double now_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static void usage(void) {
-    fprintf(stderr, "usage: nucleus run [-m MODEL] -p PROMPT [-n N] [-t THREADS] [-c CTX] [decoding options]\n%s",
+static void usage_to(FILE *out) {
+    fprintf(out, "usage: nucleus run [-m MODEL] -p PROMPT [-n N] [-t THREADS] [-c CTX] [decoding options]\n%s",
             cli_decoding_usage());
 }
+
+static void usage(void) { usage_to(stderr); }
 
 static int parse_n_predict(const char *flag, const char *v, run_opts *o) {
     long n;
@@ -43,6 +45,7 @@ static int parse(int argc, char **argv, run_opts *o) {
     cli_decoding_init(&o->dec);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage_to(stdout); return -1; }
         int r = cli_decoding_arg(argc, argv, &i, &o->dec);
         if (r < 0) return 2;
         if (r > 0) continue;
@@ -314,7 +317,7 @@ int cmd_run(int argc, char **argv) {
     int rc = parse(argc, argv, &o);
     if (rc) {
         cli_decoding_free(&o.dec);
-        return rc;
+        return rc < 0 ? 0 : rc; /* -1: help was asked for */
     }
     nc_err err;
     nc_model *m = NULL;

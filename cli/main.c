@@ -9,7 +9,7 @@ static void usage(FILE *out) {
             "usage: nucleus COMMAND [options]\n"
             "\n"
             "commands:\n"
-            "  run       generate text:  nucleus run [-m MODEL] -p PROMPT [-n N] [--temp T] [--seed S] [-t THREADS] [-c CTX]\n"
+            "  run       generate text:  nucleus run [-m MODEL] -p PROMPT [-n N] [-t THREADS] [-c CTX] [decoding options]\n"
             "  score     log-probabilities as JSON:  nucleus score [-m MODEL] --ids 1,2,3 [--all] [--top K] [--greedy N]\n"
             "  tokenize  print token ids:  nucleus tokenize [-m MODEL] (-p TEXT | -f FILE) [--no-bos] [--special] [--json]\n"
             "  inspect   print a GGUF file's metadata and tensors:  nucleus inspect [-m FILE]\n"
