@@ -19,6 +19,8 @@ struct pretok {
 };
 
 /* ---- the families ------------------------------------------------------------------------- */
+/* Qwen2, Qwen3.5 and MPT (GPT-NeoX) normalize to NFC before pre-tokenizing; llama.cpp does not,
+ * which only matters for text not in NFC. */
 
 /* Llama 3's Split regex (meta-llama/Meta-Llama-3-8B tokenizer.json): digits in groups of three. */
 #define RE_LLAMA3                                                                                  \
@@ -66,23 +68,25 @@ static const family FAMILIES[] = {
     /* GPT-2 and MPT (GPT-NeoX's tokenizer): ByteLevel alone. "default" is what old converters
      * wrote for byte-level vocabularies; GPT-2's definition is the original one. The other
      * names are those llama.cpp gives the same definition. */
-    {"gpt-2|default|mpt|olmo|jais", {false, false}, 1, {{PRETOK_RE_GPT2, false}}},
+    {"gpt-2|default|olmo|jais", {false, false, false}, 1, {{PRETOK_RE_GPT2, false}}},
+    {"mpt", {false, false, true}, 1, {{PRETOK_RE_GPT2, false}}},
     /* Llama 3: Split(regex) then ByteLevel without its regex; the BPE model has ignore_merges. */
-    {"llama-bpe|llama3|llama-v3|falcon3", {true, true}, 1, {{RE_LLAMA3, false}}},
+    {"llama-bpe|llama3|llama-v3|falcon3", {true, true, false}, 1, {{RE_LLAMA3, false}}},
     /* DBRX and Smaug: the same regex (GPT-4's), without ignore_merges */
-    {"dbrx|smaug-bpe", {false, false}, 1, {{RE_LLAMA3, false}}},
-    {"qwen2|stablelm2|deepseek-r1-qwen|megrez", {false, false}, 1, {{RE_QWEN2, false}}},
-    {"qwen35", {false, false}, 1, {{RE_QWEN35, false}}},
+    {"dbrx|smaug-bpe", {false, false, false}, 1, {{RE_LLAMA3, false}}},
+    {"qwen2", {false, false, true}, 1, {{RE_QWEN2, false}}},
+    {"stablelm2|deepseek-r1-qwen|megrez", {false, false, false}, 1, {{RE_QWEN2, false}}},
+    {"qwen35", {false, false, true}, 1, {{RE_QWEN35, false}}},
     /* StarCoder, SmolLM, Refact, Command-R: Digits(individual_digits) then ByteLevel. */
-    {"starcoder|smollm|refact|command-r|codeshell|exaone|minerva-7b", {false, false}, 2, {{PRETOK_RE_DIGIT, false}, {PRETOK_RE_GPT2, false}}},
+    {"starcoder|smollm|refact|command-r|codeshell|exaone|minerva-7b", {false, false, false}, 2, {{PRETOK_RE_DIGIT, false}, {PRETOK_RE_GPT2, false}}},
     /* Falcon: Punctuation(Contiguous), ByteLevel, then Digits and Split("[0-9][0-9][0-9]") on the
      * mapped text (so the stand-ins of bytes B2 B3 B9 BC BD BE, which are numeric, split too). */
     {"falcon",
-     {false, false},
+     {false, false, false},
      4,
      {{PRETOK_RE_PUNCT_RUNS, false}, {PRETOK_RE_GPT2, false}, {PRETOK_RE_DIGITS, true}, {"[0-9][0-9][0-9]", true}}},
     {"deepseek-llm",
-     {false, false},
+     {false, false, false},
      6,
      {{"[\\r\\n]", false},
       {RE_DEEPSEEK_LETTERS, false},
@@ -91,7 +95,7 @@ static const family FAMILIES[] = {
       {RE_DEEPSEEK_CJK, false},
       {PRETOK_RE_DIGITS, false}}},
     {"deepseek-coder",
-     {false, false},
+     {false, false, false},
      5,
      {{"[\\r\\n]", false}, {"\\s?\\p{L}+", false}, {"\\s?\\p{P}+", false}, {RE_DEEPSEEK_CJK, false}, {PRETOK_RE_DIGIT, false}}},
 };

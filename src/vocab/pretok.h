@@ -38,10 +38,12 @@ typedef struct pretok_step_def {
 #define PRETOK_MAX_STEPS 8
 int pretok_build(pretok **out, const char *name, const pretok_step_def *steps, int n_steps, nc_err *err);
 
-/* What a family's tokenizer does besides pre-tokenizing (llama.cpp sets both for Llama 3). */
+/* What a family's tokenizer does besides pre-tokenizing (llama.cpp sets the first two for
+ * Llama 3). */
 typedef struct pretok_family {
     bool ignore_merges; /* the BPE model takes a piece that is a token whole */
     bool add_bos;       /* a BOS token is added unless the file says otherwise */
+    bool nfc;           /* the tokenizer.json normalizer is NFC (llama.cpp skips it) */
 } pretok_family;
 
 /* The pre-tokenizer llama.cpp names by tokenizer.ggml.pre. An unknown name is an error listing

@@ -425,6 +425,7 @@ static int load_gguf(vocab *v, const gguf_file *f, nc_err *err) {
     pretok_family fam = {0};
     if (v->kind == VOCAB_BPE && read_pre(v, f, &fam, err)) return -1;
     v->ignore_merges = fam.ignore_merges;
+    v->nfc = fam.nfc;
     char tokens_key[1100]; /* duplicate texts are an error naming the key */
     snprintf(tokens_key, sizeof tokens_key, "%.1000s: %s", gguf_path(f), KEY_TOKENS);
     if (copy_texts(v, &a, f, err) || read_scores_types(v, &a, f, err) || read_specials(v, f, fam.add_bos, err) ||

@@ -16,8 +16,6 @@ trap 'rm -rf "$tmp"' EXIT
 # Each .inp holds inputs separated by the line __ggml_vocab_test__; line k of .out is input k's ids.
 # Prints "ok" or "FAIL ..." per check (the families run in parallel; counted afterwards).
 check_vectors() {
-    ok() { echo ok; }
-    bad() { echo "FAIL $*"; }
     local name=$1 gguf=$SHARED/vocab/$1/ggml-vocab-$1.gguf
     /usr/bin/python3 - "$gguf.inp" "$tmp/$name" <<'EOF'
 import sys
@@ -29,10 +27,10 @@ EOF
     while IFS= read -r want; do
         got=$("$NUCLEUS" tokenize -m "$gguf" -f "$(printf '%s.%02d' "$tmp/$name" "$k")" --no-bos --json 2>&1)
         want="[$(echo "$want" | sed 's/^ *//; s/ *$//; s/  */, /g')]"
-        if [ "$got" = "$want" ]; then ok; else bad "$name input $k: got $got, want $want"; fi
+        if [ "$got" = "$want" ]; then echo ok; else echo "FAIL $name input $k: got $got, want $want"; fi
         k=$((k + 1))
     done <"$gguf.out"
-    [ "$k" -eq 46 ] && ok || bad "$name: $k vectors, expected 46"
+    if [ "$k" -eq 46 ]; then echo ok; else echo "FAIL $name: $k vectors, expected 46"; fi
 }
 
 for d in "$SHARED"/vocab/*/; do

@@ -14,8 +14,7 @@
 
 #include "format/gguf.h"
 #include "test.h"
-#include "vocab/pretok.h"
-#include "vocab/vocab.h"
+#include "vocab/vocab_impl.h"
 
 #define MAX_IDS 16384
 
@@ -124,12 +123,17 @@ static bool valid_utf8(const unsigned char *s, size_t n) {
     return true;
 }
 
-/* decode(encode(s)) == s, without special tokens. */
+/* decode(encode(s)) == s, without special tokens; for a vocabulary that normalizes, == NFC(s). */
 static bool round_trips(const vocab *v, const char *s, size_t n) {
     int k = tokenize(v, s, n, false, false, ids_a);
     if (k < 0) return false;
     int d = vocab_detokenize(v, ids_a, k, false, text_buf, sizeof text_buf);
-    return d == (int)n && memcmp(text_buf, s, n) == 0;
+    char *norm = NULL;
+    size_t nn = n;
+    if (v->nfc && nfc_normalize(s, n, &norm, &nn)) return false;
+    bool same = d == (int)nn && memcmp(text_buf, norm ? norm : s, nn) == 0;
+    free(norm);
+    return same;
 }
 
 /* Calls f on every line of the corpus (without its newline); returns the line count. */
@@ -283,6 +287,36 @@ static void test_pretok(void) {
     CHECK(inverse && bytelevel_byte(0x144) == -1 && bytelevel_byte(0x20) == -1);
 }
 
+/* ---- NFC ---------------------------------------------------------------------------------------- */
+
+static void expect_nfc(const char *in, const char *want) {
+    char *out = NULL;
+    size_t n = 0;
+    int rc = nfc_normalize(in, strlen(in), &out, &n);
+    const char *got = out ? out : in;
+    size_t gn = out ? n : strlen(in);
+    CHECK_MSG(rc == 0 && gn == strlen(want) && memcmp(got, want, gn) == 0, "NFC of '%s': got '%.*s', want '%s'", in,
+              (int)gn, got, want);
+    free(out);
+}
+
+static void test_nfc(void) {
+    char *out = (char *)1;
+    size_t n;
+    CHECK(nfc_normalize("plain ascii \xc3\xa9", 14, &out, &n) == 0 && out == NULL); /* nothing at U+0300 or above */
+    expect_nfc("Cafe\xcc\x81", "Caf\xc3\xa9");                             /* e + acute */
+    expect_nfc("\xe2\x84\xab", "\xc3\x85");                                 /* Angstrom sign: a singleton */
+    expect_nfc("\xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8", "\xea\xb0\x81");      /* Hangul jamo G A K: syllable */
+    expect_nfc("\xea\xb0\x80\xe1\x86\xa8", "\xea\xb0\x81");                  /* LV syllable + T */
+    expect_nfc("e\xcc\x82\xcc\xa3", "\xe1\xbb\x87");                          /* marks reordered, then composed */
+    expect_nfc("e\xcc\xa3\xcc\x82", "\xe1\xbb\x87");
+    expect_nfc("a\xcc\x81\xcc\x81", "\xc3\xa1\xcc\x81");                     /* the second acute is blocked */
+    expect_nfc("\xe0\xa5\x98", "\xe0\xa4\x95\xe0\xa4\xbc");                  /* an exclusion stays decomposed */
+    expect_nfc("\xc3\xa9\xcc\x81", "\xc3\xa9\xcc\x81");                      /* already NFC */
+    expect_nfc("e\xff\xcc\x81", "e\xff\xcc\x81");                            /* an invalid byte blocks */
+    expect_nfc("\xcc\x81" "e", "\xcc\x81" "e");                               /* a leading mark stays */
+}
+
 /* ---- Llama 3: specials, end of generation, pieces, streaming, invalid UTF-8 -------------------- */
 
 static void test_llama3_specials(const vocab *v) {
@@ -367,6 +401,10 @@ static void test_qwen2(void) {
     check_ids("qwen2 chat turn", ids_a, n, (const int32_t[]){151644, 872, 198, 13048, 151645, 198}, 6);
     n = tokenize(v, "Hi", 2, true, false, ids_a);
     check_ids("qwen2 adds no BOS", ids_a, n, (const int32_t[]){13048}, 1);
+    /* Qwen2's tokenizer normalizes to NFC: decomposed text tokenizes as composed text */
+    n = tok_str(v, "Cafe\xcc\x81 \xe1\x84\x80\xe1\x85\xa1", false, ids_a);
+    int m = tok_str(v, "Caf\xc3\xa9 \xea\xb0\x80", false, ids_b);
+    check_ids("qwen2 NFC", ids_a, n, ids_b, m);
     vocab_free(v);
 }
 
@@ -698,6 +736,7 @@ int main(int argc, char **argv) {
                                            "llama-spm", "phi-3"};
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) test_vectors(families[i]);
     test_pretok();
+    test_nfc();
     test_llama3();
     test_qwen2();
     test_round_trips();
