@@ -61,6 +61,10 @@ build/san/tests/%: tests/unit/%.c build/san/libnucleus.a
 
 unit: $(UNIT_BIN)
 
+# Benchmarks that are not part of `make test` (see bench/ and README's Performance section).
+build/tokenize_bench: bench/tokenize_bench.c build/rel/libnucleus.a
+	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS)
+
 # Fuzz harnesses need clang's libFuzzer.
 FUZZ_SRC := $(shell find tests/fuzz -name 'fuzz_*.c' | sort)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)

@@ -73,7 +73,8 @@ int nc_token_piece(const nc_model *m, int32_t id, char *buf, int cap);
 int nc_tokenize(const nc_model *m, const char *text, size_t len, bool add_special, bool parse_special,
                 int32_t *out, int cap, nc_err *err);
 
-/* A vocabulary without a model: vocab-only GGUF files work too. */
+/* A vocabulary without a model: a GGUF file (vocab-only files work too), a Hugging Face
+ * tokenizer.json, or a directory holding one. */
 typedef struct nc_vocab_file nc_vocab_file;
 int nc_vocab_file_load(nc_vocab_file **out, const char *path, nc_err *err);
 void nc_vocab_file_free(nc_vocab_file *v);
