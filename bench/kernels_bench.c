@@ -55,38 +55,36 @@ static uint8_t *make_weights(uint32_t type, int rows, int cols, size_t *row_byte
 /* Each figure is the best of five windows of secs / 5. */
 #define WINDOWS 5
 
-/* matvec over the whole matrix; returns GB/s of weights. */
-static double bench_matvec(uint32_t type, const uint8_t *w, size_t rb, int rows, int cols, const float *x,
-                           float *y, double secs) {
-    kernels_matvec(type, w, rb, cols, x, y, 0, rows); /* warm up */
-    double best = 0;
-    for (int win = 0; win < WINDOWS; win++) {
-        int reps = 0;
-        double t0 = now(), t;
-        do {
-            kernels_matvec(type, w, rb, cols, x, y, 0, rows);
-            reps++;
-        } while ((t = now() - t0) < secs / WINDOWS);
-        double gbs = (double)rb * rows * reps / t / 1e9;
-        best = gbs > best ? gbs : best;
-    }
-    return best;
+/* One product as the forward pass runs it: f32 activations for float types, quantised ones in
+ * format fmt for integer types. */
+typedef struct problem {
+    uint32_t type;
+    const uint8_t *w;
+    size_t rb;
+    int cols;
+    const float *X;
+    kernels_act fmt;
+    const uint8_t *Xq;
+    void *scratch;
+} problem;
+
+static void run(const problem *p, int T, float *Y, int rows) {
+    kernels_mul(p->type, p->w, p->rb, p->cols, p->X, p->fmt, p->Xq, T, Y, rows, 0, rows, 0, p->scratch);
 }
 
-/* matmul of T tokens; returns GFLOP/s. */
-static double bench_matmul(uint32_t type, const uint8_t *w, size_t rb, int rows, int cols, const float *X,
-                           int T, float *Y, double secs) {
-    kernels_matmul(type, w, rb, cols, X, T, Y, rows, 0, rows);
+/* T tokens over rows rows for about secs; returns GB/s of weights (T = 1) or GFLOP/s. */
+static double bench(const problem *p, int rows, int T, float *Y, double secs) {
+    run(p, T, Y, rows); /* warm up */
     double best = 0;
     for (int win = 0; win < WINDOWS; win++) {
         int reps = 0;
         double t0 = now(), t;
         do {
-            kernels_matmul(type, w, rb, cols, X, T, Y, rows, 0, rows);
+            run(p, T, Y, rows);
             reps++;
         } while ((t = now() - t0) < secs / WINDOWS);
-        double gf = 2.0 * rows * cols * T * reps / t / 1e9;
-        best = gf > best ? gf : best;
+        double rate = T == 1 ? (double)p->rb * rows * reps / t / 1e9 : 2.0 * rows * p->cols * T * reps / t / 1e9;
+        best = rate > best ? rate : best;
     }
     return best;
 }
@@ -98,6 +96,7 @@ int main(int argc, char **argv) {
         {GGML_TYPE_Q4_0, "Q4_0"}, {GGML_TYPE_Q4_K, "Q4_K"}, {GGML_TYPE_Q6_K, "Q6_K"},
     };
     static const char *const isas[] = {"scalar", "avx2", "avx512"};
+    static const char *const fmts[] = {"i16", "i8"};
     /* cache: 128 rows (150 KB to 1 MB); memory: 256 MB of weights, far beyond any cache */
     const int cols = 2048, small_rows = 128, T = 32;
     const size_t big_bytes = (size_t)256 << 20;
@@ -106,8 +105,11 @@ int main(int argc, char **argv) {
     float *X = aligned_alloc(64, sizeof(float) * (size_t)cols * T);
     float *Y = malloc(sizeof(float) * (big_bytes / 64 + 1024 * T));
     for (int i = 0; i < cols * T; i++) X[i] = (float)rand() / RAND_MAX - 0.5f;
-    printf("%-6s %-7s %14s %14s %16s\n", "type", "isa", "matvec-cache", "matvec-memory", "matmul T=32");
-    printf("%-6s %-7s %14s %14s %16s\n", "", "", "GB/s", "GB/s", "GFLOP/s");
+    size_t xqb = kernels_act_bytes(KERNELS_ACT_I16, cols);
+    uint8_t *Xq = aligned_alloc(64, xqb * T);
+    void *scratch = aligned_alloc(64, kernels_mul_scratch_bytes(cols));
+    printf("%-6s %-11s %14s %14s %16s\n", "type", "isa", "matvec-cache", "matvec-memory", "matmul T=32");
+    printf("%-6s %-11s %14s %14s %16s\n", "", "", "GB/s", "GB/s", "GFLOP/s");
     const char *only = argc > 2 ? argv[2] : NULL; /* optional: one type name */
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         if (only && strcmp(only, types[ti].name) != 0) continue;
@@ -117,15 +119,25 @@ int main(int argc, char **argv) {
         uint8_t *w = make_weights(type, big_rows, cols, &rb);
         for (int isa = KERNELS_SCALAR; isa <= KERNELS_AVX512; isa++) {
             if ((int)kernels_force((kernels_isa)isa) != isa) continue;
-            double cache = bench_matvec(type, w, rb, small_rows, cols, X, Y, secs);
-            double mem = bench_matvec(type, w, rb, big_rows, cols, X, Y, secs);
-            double mm = bench_matmul(type, w, rb, isa ? 1024 : 128, cols, X, T, Y, secs);
-            printf("%-6s %-7s %14.1f %14.1f %16.1f\n", types[ti].name, isas[isa], cache, mem, mm);
-            fflush(stdout);
+            for (int f = 0; f < (kernels_int_type(type) ? 2 : 1); f++) {
+                problem p = {type, w, rb, cols, X, (kernels_act)f, Xq, scratch};
+                for (int t = 0; t < T; t++)
+                    kernels_quantize_act(p.fmt, X + (size_t)t * cols, cols, Xq + (size_t)t * kernels_act_bytes(p.fmt, cols));
+                double cache = bench(&p, small_rows, 1, Y, secs);
+                double mem = bench(&p, big_rows, 1, Y, secs);
+                double mm = bench(&p, isa ? 1024 : 128, T, Y, secs);
+                char name[32];
+                snprintf(name, sizeof name, "%s%s%s", isas[isa], kernels_int_type(type) ? " " : "",
+                         kernels_int_type(type) ? fmts[f] : "");
+                printf("%-6s %-11s %14.1f %14.1f %16.1f\n", types[ti].name, name, cache, mem, mm);
+                fflush(stdout);
+            }
         }
         free(w);
     }
     free(X);
+    free(Xq);
+    free(scratch);
     free(Y);
     return 0;
 }

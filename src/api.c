@@ -191,7 +191,7 @@ int nc_context_new(nc_context **out, nc_model *m, const nc_context_params *p, nc
     c->model = m;
     c->n_threads = d.n_threads;
     if (fwd_init(&c->fwd, m->m, d.n_ctx, d.n_seq_max, d.n_threads, d.n_batch,
-                 d.kv_f32 ? GGML_TYPE_F32 : GGML_TYPE_F16, err)) {
+                 d.kv_f32 ? GGML_TYPE_F32 : GGML_TYPE_F16, d.fast, err)) {
         free(c);
         return -1;
     }

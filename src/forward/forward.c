@@ -4,39 +4,95 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/kernels.h"
 #include "tensor/quant.h"
 
 static size_t q_dim(const model_hparams *hp) { return (size_t)hp->n_head * hp->head_dim; }
 static size_t kv_dim(const model_hparams *hp) { return (size_t)hp->n_head_kv * hp->head_dim; }
 
+/* Activations start on a cache line: with 64-byte vectors a misaligned row makes most loads span
+ * two lines. */
+static void *alloc64(size_t n) { return aligned_alloc(64, (n + 63) / 64 * 64); }
+
+/* Rows per chunk of a matrix job: about eight chunks per thread, so the work balances and a
+ * descheduled thread holds up at most a small chunk; a multiple of 32 (the groups of the
+ * quantised activations, the packed panels of the matmul). */
+static int32_t chunk_rows(int rows, int n_threads) {
+    int cr = (rows + 8 * n_threads - 1) / (8 * n_threads);
+    cr = (cr + 31) / 32 * 32;
+    return cr < 32 ? 32 : cr;
+}
+
+static int n_chunks(int rows, int cr) { return (rows + cr - 1) / cr; }
+
+static size_t max_cols(const model *m) {
+    const model_hparams *hp = &m->hp;
+    size_t c = (size_t)hp->n_embd;
+    if (q_dim(hp) > c) c = q_dim(hp);
+    if ((size_t)hp->n_ff > c) c = (size_t)hp->n_ff;
+    return c;
+}
+
 int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t n_threads, int32_t n_batch,
-             uint32_t kv_type, nc_err *err) {
+             uint32_t kv_type, bool fast, nc_err *err) {
     memset(s, 0, sizeof *s);
     const model_hparams *hp = &m->hp;
     s->m = m;
     s->n_batch = n_batch;
+    s->n_threads = n_threads;
+    s->act_normed = fast ? KERNELS_ACT_I8 : KERNELS_ACT_I16;
     kernels_init();
+    /* attention quantises the output of each group of query heads on its own */
+    int span = hp->n_head / hp->n_head_kv * hp->head_dim;
+    if (hp->n_head / hp->n_head_kv > FWD_MAX_GROUP)
+        return nc_fail(err, "%d query heads per KV head: at most %d are supported", hp->n_head / hp->n_head_kv,
+                       FWD_MAX_GROUP);
+    for (int il = 0; il < hp->n_layer; il++)
+        if (kernels_int_type(m->layers[il].wo.type) && span % 32)
+            return nc_fail(err, "attn_output.weight of layer %d: quantised, with query-head groups of %d dimensions "
+                                "(not a multiple of 32)", il, span);
     if (kv_init(&s->kv, hp->n_layer, n_seq, n_ctx, (int32_t)kv_dim(hp), kv_type, err)) return -1;
     s->pool = pool_create(n_threads);
     size_t B = (size_t)n_batch, E = (size_t)hp->n_embd, Q = q_dim(hp), KV = kv_dim(hp), F = (size_t)hp->n_ff;
-    size_t H = E > Q ? E : Q, half = (size_t)hp->n_rot / 2;
-    s->x = malloc(B * E * sizeof(float));
-    s->h = malloc(B * H * sizeof(float));
-    s->q = malloc(B * Q * sizeof(float));
-    s->k = malloc(B * KV * sizeof(float));
-    s->v = malloc(B * KV * sizeof(float));
-    s->attn = malloc(B * Q * sizeof(float));
-    s->gate = malloc(B * F * sizeof(float));
-    s->up = malloc(B * F * sizeof(float));
-    size_t group = (size_t)(hp->n_head / hp->n_head_kv);
-    s->scores = malloc((size_t)n_threads * group * (size_t)n_ctx * sizeof(float));
+    size_t half = (size_t)hp->n_rot / 2;
+    s->ffn_rows = chunk_rows(hp->n_ff, n_threads);
+    s->embd_rows = chunk_rows(hp->n_embd, n_threads);
+    s->out_rows = chunk_rows(hp->n_vocab, n_threads);
+    /* integer types need whole groups of 32; a width that is not a multiple of 32 only meets
+     * float weights, whose kernels never read these buffers */
+    s->act_embd = kernels_act_bytes(KERNELS_ACT_I16, (int)(E / 32 * 32));
+    s->act_q = kernels_act_bytes(KERNELS_ACT_I16, (int)(Q / 32 * 32));
+    s->act_ff = kernels_act_bytes(KERNELS_ACT_I16, (int)(F / 32 * 32));
+    s->x = alloc64(B * E * sizeof(float));
+    s->xn = alloc64(B * E * sizeof(float));
+    s->xnq = alloc64(B * s->act_embd);
+    s->q = alloc64(B * Q * sizeof(float));
+    s->k = alloc64(B * KV * sizeof(float));
+    s->v = alloc64(B * KV * sizeof(float));
+    s->attn = alloc64(B * Q * sizeof(float));
+    s->attnq = alloc64(B * s->act_q);
+    s->ffn = alloc64(B * F * sizeof(float));
+    s->ffnq = alloc64(B * s->act_ff);
     s->rope_cos = malloc((B * half + 1) * sizeof(float));
     s->rope_sin = malloc((B * half + 1) * sizeof(float));
     s->inv_freq = malloc((half + 1) * sizeof(double));
     s->cells = malloc(B * sizeof(int32_t));
-    if (!s->pool || !s->x || !s->h || !s->q || !s->k || !s->v || !s->attn || !s->gate || !s->up || !s->scores ||
-        !s->rope_cos || !s->rope_sin || !s->inv_freq || !s->cells) {
+    s->out_tokens = malloc(B * sizeof(int32_t));
+    s->thr = calloc((size_t)n_threads, sizeof *s->thr);
+    bool ok = s->pool && s->x && s->xn && s->xnq && s->q && s->k && s->v && s->attn && s->attnq && s->ffn &&
+              s->ffnq && s->rope_cos && s->rope_sin && s->inv_freq && s->cells && s->out_tokens && s->thr;
+    size_t group = (size_t)(hp->n_head / hp->n_head_kv);
+    for (int i = 0; ok && i < n_threads; i++) {
+        fwd_thread *t = &s->thr[i];
+        t->xn = alloc64(FWD_PRIVATE_T * E * sizeof(float));
+        t->xq = alloc64(FWD_PRIVATE_T * s->act_embd);
+        t->pack = alloc64(kernels_mul_scratch_bytes((int)max_cols(m)));
+        t->gate = alloc64(B * (size_t)s->ffn_rows * sizeof(float));
+        t->up = alloc64(B * (size_t)s->ffn_rows * sizeof(float));
+        t->scores = alloc64(group * FWD_ATTN_SPAN * sizeof(float));
+        t->attn_part = alloc64(group * (size_t)hp->head_dim * sizeof(float));
+        ok = t->xn && t->xq && t->pack && t->gate && t->up && t->scores && t->attn_part;
+    }
+    if (!ok) {
         fwd_free(s);
         return nc_fail(err, "out of memory for the forward pass scratch (batch %d, context %d)", n_batch, n_ctx);
     }
@@ -52,66 +108,38 @@ int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t
 void fwd_free(fwd_state *s) {
     kv_free(&s->kv);
     if (s->pool) pool_free(s->pool);
+    for (int i = 0; s->thr && i < s->n_threads; i++) {
+        fwd_thread *t = &s->thr[i];
+        free(t->xn);
+        free(t->xq);
+        free(t->pack);
+        free(t->gate);
+        free(t->up);
+        free(t->scores);
+        free(t->attn_part);
+    }
+    free(s->thr);
     free(s->x);
-    free(s->h);
+    free(s->xn);
+    free(s->xnq);
     free(s->q);
     free(s->k);
     free(s->v);
     free(s->attn);
-    free(s->gate);
-    free(s->up);
-    free(s->scores);
+    free(s->attnq);
+    free(s->ffn);
+    free(s->ffnq);
     free(s->rope_cos);
     free(s->rope_sin);
     free(s->inv_freq);
     free(s->cells);
+    free(s->out_tokens);
     free(s->logits);
     free(s->logit_row);
     memset(s, 0, sizeof *s);
 }
 
-/* ---- jobs run on the pool ---------------------------------------------------------------- */
-
-typedef struct mm_task {
-    const model_weight *w;
-    const float *X;   /* [T][w->cols] */
-    float *Y;         /* Y[t * ldy + r] */
-    int ldy;
-} mm_task;
-
-typedef struct mm_job {
-    mm_task task[3];
-    int n_tasks, T;
-} mm_job;
-
-/* Every thread takes the same share of rows of each weight: outputs are split, never a
- * reduction, so a row's value does not depend on the thread count. */
-static void mm_worker(void *arg, int ith, int nth) {
-    const mm_job *j = arg;
-    for (int i = 0; i < j->n_tasks; i++) {
-        const mm_task *t = &j->task[i];
-        int r0, r1;
-        pool_split(t->w->rows, ith, nth, &r0, &r1);
-        if (r0 >= r1) continue;
-        if (j->T == 1)
-            kernels_matvec(t->w->type, t->w->data, t->w->row_bytes, t->w->cols, t->X, t->Y + r0, r0, r1);
-        else
-            kernels_matmul(t->w->type, t->w->data, t->w->row_bytes, t->w->cols, t->X, j->T, t->Y, t->ldy, r0, r1);
-    }
-}
-
-static void run_matmul(fwd_state *s, int T, int n, const mm_task *tasks) {
-    mm_job j = {.n_tasks = n, .T = T};
-    memcpy(j.task, tasks, (size_t)n * sizeof *tasks);
-    pool_run(s->pool, mm_worker, &j);
-}
-
-typedef struct norm_job {
-    fwd_state *s;
-    int T;
-    const float *w;       /* norm weight */
-    bool add_delta;       /* x += h first (the residual of the previous block) */
-} norm_job;
+/* ---- normalised inputs ------------------------------------------------------------------- */
 
 static void rms_norm(const float *x, const float *w, float *out, int n, float eps) {
     double ss = 0;
@@ -120,78 +148,183 @@ static void rms_norm(const float *x, const float *w, float *out, int n, float ep
     for (int i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
 }
 
-static void norm_worker(void *arg, int ith, int nth) {
-    const norm_job *j = arg;
-    const model_hparams *hp = &j->s->m->hp;
-    int E = hp->n_embd, t0, t1;
-    pool_split(j->T, ith, nth, &t0, &t1);
-    for (int t = t0; t < t1; t++) {
-        float *x = j->s->x + (size_t)t * E, *h = j->s->h + (size_t)t * E;
-        if (j->add_delta)
-            for (int i = 0; i < E; i++) x[i] += h[i];
-        rms_norm(x, j->w, h, E, hp->norm_eps);
+/* The input of a group of products: RMSNorm(x) * w of the listed tokens, and its quantisation
+ * when one of the products has an integer weight type. */
+typedef struct norm_spec {
+    const float *w;
+    bool quantise;
+    kernels_act fmt;
+    const int32_t *tokens;           /* rows of x to normalise, NULL: 0..T-1 */
+} norm_spec;
+
+static void norm_tokens(const fwd_state *s, const norm_spec *ns, int i0, int i1, float *xn, uint8_t *xq) {
+    const model_hparams *hp = &s->m->hp;
+    int E = hp->n_embd;
+    for (int i = i0; i < i1; i++) {
+        int t = ns->tokens ? ns->tokens[i] : i;
+        rms_norm(s->x + (size_t)t * E, ns->w, xn + (size_t)i * E, E, hp->norm_eps);
+        if (ns->quantise) kernels_quantize_act(ns->fmt, xn + (size_t)i * E, E, xq + kernels_act_bytes(ns->fmt, E) * i);
     }
 }
 
-static void run_norm(fwd_state *s, int T, const float *w, bool add_delta) {
-    norm_job j = {.s = s, .T = T, .w = w, .add_delta = add_delta};
-    pool_run(s->pool, norm_worker, &j);
-}
+/* ---- matrix jobs ---------------------------------------------------------------------------- */
 
-/* Rotate each head's first n_rot dimensions: llama pairs adjacent dimensions (2i, 2i+1);
- * qwen2 ("neox" in ggml) pairs dimension i with i + n_rot/2. */
-static void rope_heads(float *x, int n_heads, const model_hparams *hp, const float *cs, const float *sn) {
-    int half = hp->n_rot / 2;
-    for (int h = 0; h < n_heads; h++) {
-        float *v = x + (size_t)h * hp->head_dim;
-        for (int i = 0; i < half; i++) {
-            int a = hp->rope_neox ? i : 2 * i, b = hp->rope_neox ? i + half : 2 * i + 1;
-            float x0 = v[a], x1 = v[b];
-            v[a] = x0 * cs[i] - x1 * sn[i];
-            v[b] = x0 * sn[i] + x1 * cs[i];
-        }
-    }
-}
-
-typedef struct qkv_job {
+/* One job of products over the same input: each chunk is a range of rows of one weight. */
+typedef struct mat_job {
     fwd_state *s;
-    const model_layer *L;
-    int layer, T;
+    int T, layer;
     const nc_batch_entry *entries;
-} qkv_job;
+    const model_layer *L;
+    norm_spec norm;                  /* the input is RMSNorm(x): per thread (private) or shared */
+    bool private_in;
+    const float *in;                 /* otherwise the input rows, f32 and quantised */
+    const uint8_t *inq;
+    size_t inq_bytes;
+    int rows_per_chunk;
+    const model_weight *w;           /* the weight of single-weight jobs */
+    float *out;                      /* its output, [T][ldy] */
+    int ldy;
+    bool add;                        /* add to out (the residual) */
+    kernels_act fmt;                 /* of the quantised input */
+} mat_job;
 
-/* Biases, rotary embedding, and the write of this micro-batch's keys and values to the cache. */
-static void qkv_worker(void *arg, int ith, int nth) {
-    const qkv_job *j = arg;
+static bool int_weight(const model_weight *w) { return kernels_int_type(w->type) != 0; }
+
+static void prepare_private(void *arg, int ith) {
+    mat_job *j = arg;
+    fwd_thread *t = &j->s->thr[ith];
+    norm_tokens(j->s, &j->norm, 0, j->T, t->xn, t->xq);
+}
+
+/* This chunk's input: the thread's private copy or the shared rows. */
+static void job_input(const mat_job *j, int ith, const float **in, const uint8_t **inq) {
+    if (j->private_in) {
+        *in = j->s->thr[ith].xn;
+        *inq = j->s->thr[ith].xq;
+    } else {
+        *in = j->in;
+        *inq = j->inq;
+    }
+}
+
+static void mul(const mat_job *j, const model_weight *w, const float *in, const uint8_t *inq, float *Y, int ldy,
+                int r0, int r1, bool add, int ith) {
+    kernels_mul(w->type, w->data, w->row_bytes, w->cols, in, j->fmt, inq, j->T, Y, ldy, r0, r1, add, j->s->thr[ith].pack);
+}
+
+static void single_chunk(void *arg, int c, int ith) {
+    const mat_job *j = arg;
+    const float *in;
+    const uint8_t *inq;
+    job_input(j, ith, &in, &inq);
+    int r0 = c * j->rows_per_chunk, r1 = r0 + j->rows_per_chunk < j->w->rows ? r0 + j->rows_per_chunk : j->w->rows;
+    mul(j, j->w, in, inq, j->out + r0, j->ldy, r0, r1, j->add, ith);
+}
+
+static void norm_chunk(void *arg, int c, int ith) {
+    const mat_job *j = arg;
+    norm_tokens(j->s, &j->norm, c, c + 1, j->s->xn, j->s->xnq);
+}
+
+/* Runs job j with the normalised input: few tokens normalise per thread as the job starts, more
+ * in a job of their own. */
+static void run_normed(fwd_state *s, mat_job *j, void (*chunk)(void *, int, int), int n) {
+    j->private_in = j->T <= FWD_PRIVATE_T;
+    if (!j->private_in) {
+        pool_run_chunks(s->pool, &(pool_task){.chunk = norm_chunk, .arg = j, .n_chunks = j->T});
+        j->in = s->xn;
+        j->inq = s->xnq;
+    }
+    pool_run_chunks(s->pool, &(pool_task){.prepare = j->private_in ? prepare_private : NULL, .chunk = chunk, .arg = j,
+                                           .n_chunks = n});
+}
+
+/* Rotate the first n_rot dimensions of one head: llama pairs adjacent dimensions (2i, 2i+1);
+ * qwen2 ("neox" in ggml) pairs dimension i with i + n_rot/2. */
+static void rope_head(float *v, const model_hparams *hp, const float *cs, const float *sn) {
+    int half = hp->n_rot / 2;
+    for (int i = 0; i < half; i++) {
+        int a = hp->rope_neox ? i : 2 * i, b = hp->rope_neox ? i + half : 2 * i + 1;
+        float x0 = v[a], x1 = v[b];
+        v[a] = x0 * cs[i] - x1 * sn[i];
+        v[b] = x0 * sn[i] + x1 * cs[i];
+    }
+}
+
+/* One head of Q, K or V for all tokens: its rows, bias, rotary embedding, and for K and V the
+ * write to the cache. Chunks 0..n_head-1 are query heads, then the key heads, then the values. */
+static void qkv_chunk(void *arg, int c, int ith) {
+    const mat_job *j = arg;
     fwd_state *s = j->s;
     const model_hparams *hp = &s->m->hp;
-    size_t Q = q_dim(hp), KV = kv_dim(hp), half = (size_t)hp->n_rot / 2;
-    int t0, t1;
-    pool_split(j->T, ith, nth, &t0, &t1);
-    for (int t = t0; t < t1; t++) {
-        float *q = s->q + t * Q, *k = s->k + t * KV, *v = s->v + t * KV;
-        if (j->L->bq) for (size_t i = 0; i < Q; i++) q[i] += j->L->bq[i];
-        if (j->L->bk) for (size_t i = 0; i < KV; i++) k[i] += j->L->bk[i];
-        if (j->L->bv) for (size_t i = 0; i < KV; i++) v[i] += j->L->bv[i];
-        const float *cs = s->rope_cos + t * half, *sn = s->rope_sin + t * half;
-        rope_heads(q, hp->n_head, hp, cs, sn);
-        rope_heads(k, hp->n_head_kv, hp, cs, sn);
-        kv_store(&s->kv, j->layer, j->entries[t].seq, s->cells[t], k, v);
+    const model_layer *L = j->L;
+    int hd = hp->head_dim, nq = hp->n_head, nkv = hp->n_head_kv;
+    const model_weight *w;
+    const float *bias;
+    float *out;
+    int h, ld, kind; /* 0 query, 1 key, 2 value */
+    if (c < nq) { w = &L->wq; bias = L->bq; out = s->q; h = c; ld = (int)q_dim(hp); kind = 0; }
+    else if (c < nq + nkv) { w = &L->wk; bias = L->bk; out = s->k; h = c - nq; ld = (int)kv_dim(hp); kind = 1; }
+    else { w = &L->wv; bias = L->bv; out = s->v; h = c - nq - nkv; ld = (int)kv_dim(hp); kind = 2; }
+    const float *in;
+    const uint8_t *inq;
+    job_input(j, ith, &in, &inq);
+    mul(j, w, in, inq, out + h * hd, ld, h * hd, (h + 1) * hd, false, ith);
+    size_t half = (size_t)hp->n_rot / 2;
+    for (int t = 0; t < j->T; t++) {
+        float *v = out + (size_t)t * ld + h * hd;
+        if (bias)
+            for (int i = 0; i < hd; i++) v[i] += bias[h * hd + i];
+        if (kind < 2) rope_head(v, hp, s->rope_cos + t * half, s->rope_sin + t * half);
+        if (kind > 0)
+            kv_store_part(&s->kv, j->layer, j->entries[t].seq, s->cells[t], h * hd, hd, kind == 1 ? v : NULL,
+                          kind == 2 ? v : NULL);
     }
 }
+
+/* Rows [r0, r1) of gate and up for all tokens, then SwiGLU into ffn (and its quantisation when
+ * the down projection has an integer type; r0 and r1 are then multiples of 32). */
+static void ffn_chunk(void *arg, int c, int ith) {
+    const mat_job *j = arg;
+    fwd_state *s = j->s;
+    const model_layer *L = j->L;
+    int F = s->m->hp.n_ff, r0 = c * j->rows_per_chunk, r1 = r0 + j->rows_per_chunk < F ? r0 + j->rows_per_chunk : F;
+    int n = r1 - r0;
+    const float *in;
+    const uint8_t *inq;
+    job_input(j, ith, &in, &inq);
+    fwd_thread *th = &s->thr[ith];
+    mul(j, &L->ffn_gate, in, inq, th->gate, n, r0, r1, false, ith);
+    mul(j, &L->ffn_up, in, inq, th->up, n, r0, r1, false, ith);
+    bool quantise = int_weight(&L->ffn_down);
+    for (int t = 0; t < j->T; t++) {
+        float *o = s->ffn + (size_t)t * F;
+        for (int i = 0; i < n; i++) {
+            float g = th->gate[t * n + i];
+            o[r0 + i] = g / (1.0f + expf(-g)) * th->up[t * n + i];
+        }
+        if (quantise) kernels_quantize_act_part(KERNELS_ACT_I16, o, F, r0 / 32, r1 / 32, s->ffnq + (size_t)t * s->act_ff);
+    }
+}
+
+/* ---- attention ---------------------------------------------------------------------------- */
 
 typedef struct attn_job {
     fwd_state *s;
     int layer, T;
     const nc_batch_entry *entries;
+    bool quantise;                   /* the output projection has an integer type */
 } attn_job;
 
 /* Causal attention of the query heads that share one KV head (a GQA group) over the cells of
  * their sequence whose position is at most the query's (the batch's own keys are already in the
- * cache). Both products go through the matrix kernels, so the group reads its keys and values
- * once: scores = K q for the group's heads together, then out = V^T p over the transposed
- * values. scores holds group x n floats. */
-static void attend_group(fwd_state *s, int layer, const nc_batch_entry *e, int t, int g, float *scores) {
+ * cache). Streaming softmax: the cells go by in spans of FWD_ATTN_SPAN, each adding to running
+ * maxima, sums and outputs (rescaled when the maximum grows), so no score matrix longer than a
+ * span exists whatever the context. Both products go through the matrix kernels, so the group
+ * reads its keys and values once: scores = K q for the group's heads together, then V^T p over the
+ * transposed values. The spans start at cell 0 whatever the batch, so a token's result does not
+ * depend on decode versus prefill. */
+static void attend_group(fwd_state *s, int layer, const nc_batch_entry *e, int t, int g, fwd_thread *th) {
     const model_hparams *hp = &s->m->hp;
     const kv_cache *kv = &s->kv;
     int hd = hp->head_dim, rep = hp->n_head / hp->n_head_kv;
@@ -199,50 +332,59 @@ static void attend_group(fwd_state *s, int layer, const nc_batch_entry *e, int t
     int n = kv->len[e->seq];
     while (n > 0 && pos[n - 1] > e->pos) n--;  /* positions increase along the cells */
     const float *q = s->q + (size_t)t * q_dim(hp) + (size_t)g * rep * hd;
-    float *out = s->attn + (size_t)t * q_dim(hp) + (size_t)g * rep * hd;
-    const void *keys = (const uint8_t *)kv_k(kv, layer, e->seq, 0) + (size_t)g * hd * kv->elem;
-    if (rep == 1) kernels_matvec(kv->type, keys, kv_k_row_bytes(kv), hd, q, scores, 0, n);
-    else kernels_matmul(kv->type, keys, kv_k_row_bytes(kv), hd, q, rep, scores, n, 0, n);
-    float scale = 1.0f / sqrtf((float)hd);
+    float *out = s->attn + (size_t)t * q_dim(hp) + (size_t)g * rep * hd, *part = th->attn_part;
+    const uint8_t *keys = (const uint8_t *)kv_k(kv, layer, e->seq, 0) + (size_t)g * hd * kv->elem;
+    const uint8_t *values = kv_vt(kv, layer, e->seq, g * hd);
+    float scale = 1.0f / sqrtf((float)hd), mx[FWD_MAX_GROUP];
+    double sum[FWD_MAX_GROUP];
     for (int h = 0; h < rep; h++) {
-        float *p = scores + (size_t)h * n, mx = -INFINITY;
-        for (int c = 0; c < n; c++) {
-            p[c] *= scale;
-            if (p[c] > mx) mx = p[c];
-        }
-        double sum = 0;
-        for (int c = 0; c < n; c++) {
-            p[c] = expf(p[c] - mx);
-            sum += p[c];
-        }
-        float inv = (float)(1.0 / sum);
-        for (int c = 0; c < n; c++) p[c] *= inv;
+        mx[h] = -INFINITY;
+        sum[h] = 0;
     }
-    const void *values = kv_vt(kv, layer, e->seq, g * hd);
-    if (rep == 1) kernels_matvec(kv->type, values, kv_vt_row_bytes(kv), n, scores, out, 0, hd);
-    else kernels_matmul(kv->type, values, kv_vt_row_bytes(kv), n, scores, rep, out, hd, 0, hd);
+    memset(out, 0, (size_t)rep * hd * sizeof(float));
+    for (int c0 = 0; c0 < n; c0 += FWD_ATTN_SPAN) {
+        int nc = n - c0 < FWD_ATTN_SPAN ? n - c0 : FWD_ATTN_SPAN;
+        float *p = th->scores; /* [rep][nc] */
+        const uint8_t *k0 = keys + (size_t)c0 * kv_k_row_bytes(kv);
+        if (rep == 1) kernels_matvec(kv->type, k0, kv_k_row_bytes(kv), hd, q, p, 0, nc);
+        else kernels_matmul(kv->type, k0, kv_k_row_bytes(kv), hd, q, rep, p, nc, 0, nc);
+        for (int h = 0; h < rep; h++) {
+            float *ph = p + (size_t)h * nc, m = mx[h];
+            for (int c = 0; c < nc; c++) {
+                ph[c] *= scale;
+                m = ph[c] > m ? ph[c] : m;
+            }
+            float corr = expf(mx[h] - m); /* 0 on the first span */
+            double add = 0;
+            for (int c = 0; c < nc; c++) {
+                ph[c] = expf(ph[c] - m);
+                add += ph[c];
+            }
+            sum[h] = sum[h] * corr + add;
+            mx[h] = m;
+            if (corr != 1.0f)
+                for (int d = 0; d < hd; d++) out[h * hd + d] *= corr;
+        }
+        const uint8_t *v0 = values + (size_t)c0 * kv->elem;
+        if (rep == 1) kernels_matvec(kv->type, v0, kv_vt_row_bytes(kv), nc, p, part, 0, hd);
+        else kernels_matmul(kv->type, v0, kv_vt_row_bytes(kv), nc, p, rep, part, hd, 0, hd);
+        for (int i = 0; i < rep * hd; i++) out[i] += part[i];
+    }
+    for (int h = 0; h < rep; h++) {
+        float inv = (float)(1.0 / sum[h]);
+        for (int d = 0; d < hd; d++) out[h * hd + d] *= inv;
+    }
 }
 
-static void attn_worker(void *arg, int ith, int nth) {
+static void attn_chunk(void *arg, int c, int ith) {
     const attn_job *j = arg;
-    const model_hparams *hp = &j->s->m->hp;
-    int G = hp->n_head_kv, rep = hp->n_head / hp->n_head_kv, i0, i1;
-    float *scores = j->s->scores + (size_t)ith * rep * j->s->kv.n_ctx;
-    pool_split(j->T * G, ith, nth, &i0, &i1);
-    for (int i = i0; i < i1; i++) attend_group(j->s, j->layer, &j->entries[i / G], i / G, i % G, scores);
-}
-
-typedef struct swiglu_job { fwd_state *s; int T; } swiglu_job;
-
-static void swiglu_worker(void *arg, int ith, int nth) {
-    const swiglu_job *j = arg;
-    size_t F = (size_t)j->s->m->hp.n_ff;
-    int t0, t1;
-    pool_split(j->T, ith, nth, &t0, &t1);
-    for (size_t i = (size_t)t0 * F; i < (size_t)t1 * F; i++) {
-        float g = j->s->gate[i];
-        j->s->gate[i] = g / (1.0f + expf(-g)) * j->s->up[i];
-    }
+    fwd_state *s = j->s;
+    const model_hparams *hp = &s->m->hp;
+    int G = hp->n_head_kv, t = c / G, g = c % G, span = hp->n_head / G * hp->head_dim;
+    attend_group(s, j->layer, &j->entries[t], t, g, &s->thr[ith]);
+    if (j->quantise)
+        kernels_quantize_act_part(KERNELS_ACT_I16, s->attn + (size_t)t * q_dim(hp), (int)q_dim(hp), g * span / 32,
+                                  (g + 1) * span / 32, s->attnq + (size_t)t * s->act_q);
 }
 
 /* ---- the pass ---------------------------------------------------------------------------- */
@@ -266,36 +408,43 @@ static void embed(fwd_state *s, const nc_batch_entry *e, int T) {
 
 static void run_layer(fwd_state *s, int il, const nc_batch_entry *e, int T) {
     const model_layer *L = &s->m->layers[il];
-    size_t Q = q_dim(&s->m->hp), KV = kv_dim(&s->m->hp), E = (size_t)s->m->hp.n_embd, F = (size_t)s->m->hp.n_ff;
-    run_norm(s, T, L->attn_norm, il > 0);
-    run_matmul(s, T, 3, (mm_task[]){{&L->wq, s->h, s->q, (int)Q}, {&L->wk, s->h, s->k, (int)KV}, {&L->wv, s->h, s->v, (int)KV}});
-    qkv_job qj = {.s = s, .L = L, .layer = il, .T = T, .entries = e};
-    pool_run(s->pool, qkv_worker, &qj);
-    attn_job aj = {.s = s, .layer = il, .T = T, .entries = e};
-    pool_run(s->pool, attn_worker, &aj);
-    run_matmul(s, T, 1, (mm_task[]){{&L->wo, s->attn, s->h, (int)E}});
-    run_norm(s, T, L->ffn_norm, true);
-    run_matmul(s, T, 2, (mm_task[]){{&L->ffn_gate, s->h, s->gate, (int)F}, {&L->ffn_up, s->h, s->up, (int)F}});
-    swiglu_job sj = {.s = s, .T = T};
-    pool_run(s->pool, swiglu_worker, &sj);
-    run_matmul(s, T, 1, (mm_task[]){{&L->ffn_down, s->gate, s->h, (int)E}});
+    const model_hparams *hp = &s->m->hp;
+    int E = hp->n_embd;
+    mat_job qkv = {.s = s, .T = T, .layer = il, .entries = e, .L = L, .fmt = s->act_normed,
+                   .norm = {.w = L->attn_norm, .quantise = int_weight(&L->wq) || int_weight(&L->wk) || int_weight(&L->wv),
+                            .fmt = s->act_normed}};
+    run_normed(s, &qkv, qkv_chunk, hp->n_head + 2 * hp->n_head_kv);
+    attn_job aj = {.s = s, .layer = il, .T = T, .entries = e, .quantise = int_weight(&L->wo)};
+    pool_run_chunks(s->pool, &(pool_task){.chunk = attn_chunk, .arg = &aj, .n_chunks = T * hp->n_head_kv});
+    mat_job wo = {.s = s, .T = T, .in = s->attn, .inq = s->attnq, .rows_per_chunk = s->embd_rows, .w = &L->wo,
+                  .out = s->x, .ldy = E, .add = true, .fmt = KERNELS_ACT_I16};
+    pool_run_chunks(s->pool, &(pool_task){.chunk = single_chunk, .arg = &wo, .n_chunks = n_chunks(E, s->embd_rows)});
+    mat_job ffn = {.s = s, .T = T, .L = L, .rows_per_chunk = s->ffn_rows, .fmt = s->act_normed,
+                   .norm = {.w = L->ffn_norm, .quantise = int_weight(&L->ffn_gate) || int_weight(&L->ffn_up),
+                            .fmt = s->act_normed}};
+    run_normed(s, &ffn, ffn_chunk, n_chunks(hp->n_ff, s->ffn_rows));
+    mat_job down = {.s = s, .T = T, .in = s->ffn, .inq = s->ffnq, .rows_per_chunk = s->embd_rows, .w = &L->ffn_down,
+                    .out = s->x, .ldy = E, .add = true, .fmt = KERNELS_ACT_I16};
+    pool_run_chunks(s->pool, &(pool_task){.chunk = single_chunk, .arg = &down, .n_chunks = n_chunks(E, s->embd_rows)});
 }
 
-/* Final norm of the entries that want logits, packed to the front of h, then the output
- * projection into their rows of the logits buffer. */
+/* Final norm of the entries that want logits, then the output projection into their rows of
+ * the logits buffer. */
 static void output_logits(fwd_state *s, const nc_batch_entry *e, int T, int first_entry) {
-    size_t E = (size_t)s->m->hp.n_embd;
-    run_norm(s, T, s->m->output_norm, true);
     int n_out = 0, row0 = -1;
     for (int t = 0; t < T; t++) {
         if (!e[t].logits) continue;
         if (row0 < 0) row0 = s->logit_row[first_entry + t];
-        if (n_out != t) memmove(s->h + n_out * E, s->h + t * E, E * sizeof(float));
-        n_out++;
+        s->out_tokens[n_out++] = t;
     }
     if (n_out == 0) return;
     int V = s->m->hp.n_vocab;
-    run_matmul(s, n_out, 1, (mm_task[]){{&s->m->output, s->h, s->logits + (size_t)row0 * V, V}});
+    const model_weight *w = &s->m->output;
+    mat_job j = {.s = s, .T = n_out, .norm = {.w = s->m->output_norm, .quantise = int_weight(w), .fmt = KERNELS_ACT_I16,
+                          .tokens = s->out_tokens},
+                 .fmt = KERNELS_ACT_I16,
+                 .rows_per_chunk = s->out_rows, .w = w, .out = s->logits + (size_t)row0 * V, .ldy = V};
+    run_normed(s, &j, single_chunk, n_chunks(V, s->out_rows));
 }
 
 static int prepare_outputs(fwd_state *s, const nc_batch_entry *batch, int n, nc_err *err) {

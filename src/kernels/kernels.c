@@ -87,14 +87,68 @@ static const kernels_ops *ops(void) {
     }
 }
 
+int kernels_int_type(uint32_t type) { return type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0; }
+
+size_t kernels_act_bytes(kernels_act fmt, int cols) { return act_row_bytes(fmt, cols); }
+
+void kernels_quantize_act(kernels_act fmt, const float *x, int cols, void *dst) {
+    ops()->quantize_act(fmt, x, cols, 0, cols / 32, dst);
+}
+
+void kernels_quantize_act_part(kernels_act fmt, const float *x, int cols, int g0, int g1, void *dst) {
+    ops()->quantize_act(fmt, x, cols, g0, g1, dst);
+}
+
+/* Packing panels of the matmul: up to 32 rows of int16 weights and their f32 scales (the sets
+ * use at most this). */
+size_t kernels_mul_scratch_bytes(int cols) { return 32 * ((size_t)cols * 2 + (size_t)cols / 32 * 8) + 64; }
+
+void kernels_mul(uint32_t type, const void *W, size_t row_bytes, int cols, const float *x, kernels_act fmt,
+                 const void *xq, int T, float *Y, int ldy, int r0, int r1, int add, void *scratch) {
+    const kernels_ops *o = ops();
+    if (r0 >= r1 || T <= 0) return;
+    if (!kernels_int_type(type)) {
+        if (T == 1) o->matvec(type, W, row_bytes, cols, x, Y, r0, r1, add);
+        else o->matmul(type, W, row_bytes, cols, x, T, Y, ldy, r0, r1, add);
+    } else if (T == 1) {
+        o->matvec_q(type, W, row_bytes, cols, fmt, xq, Y, r0, r1, add);
+    } else {
+        void *own = scratch ? NULL : aligned_alloc(64, kernels_mul_scratch_bytes(cols));
+        if (!scratch && !own) abort(); /* a few hundred KB: only a broken heap fails here */
+        o->matmul_q(type, W, row_bytes, cols, fmt, xq, T, Y, ldy, r0, r1, add, scratch ? scratch : own);
+        free(own);
+    }
+}
+
+/* The f32 entry points quantise integer types' activations to the default format first. */
+static void *quantize_tokens(const float *X, int T, int cols) {
+    size_t rb = act_row_bytes(KERNELS_ACT_I16, cols);
+    uint8_t *q = aligned_alloc(64, rb * (size_t)T);
+    if (!q) abort();
+    for (int t = 0; t < T; t++) ops()->quantize_act(KERNELS_ACT_I16, X + (size_t)t * cols, cols, 0, cols / 32, q + rb * (size_t)t);
+    return q;
+}
+
 void kernels_matvec(uint32_t type, const void *W, size_t row_bytes, int cols, const float *x,
                     float *y, int r0, int r1) {
-    ops()->matvec(type, W, row_bytes, cols, x, y, r0, r1);
+    if (!kernels_int_type(type)) {
+        ops()->matvec(type, W, row_bytes, cols, x, y, r0, r1, 0);
+        return;
+    }
+    void *q = quantize_tokens(x, 1, cols);
+    ops()->matvec_q(type, W, row_bytes, cols, KERNELS_ACT_I16, q, y, r0, r1, 0);
+    free(q);
 }
 
 void kernels_matmul(uint32_t type, const void *W, size_t row_bytes, int cols, const float *X, int T,
                     float *Y, int ldy, int r0, int r1) {
-    ops()->matmul(type, W, row_bytes, cols, X, T, Y, ldy, r0, r1);
+    if (!kernels_int_type(type)) {
+        ops()->matmul(type, W, row_bytes, cols, X, T, Y + r0, ldy, r0, r1, 0);
+        return;
+    }
+    void *q = quantize_tokens(X, T, cols);
+    kernels_mul(type, W, row_bytes, cols, NULL, KERNELS_ACT_I16, q, T, Y + r0, ldy, r0, r1, 0, NULL);
+    free(q);
 }
 
 float kernels_dot_f32(const float *a, const float *b, int n) { return ops()->dot_f32(a, b, n); }

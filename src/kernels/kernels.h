@@ -1,7 +1,8 @@
 /* Numerical kernels, one implementation per instruction set (scalar, AVX2, AVX-512), chosen at
  * run time from cpuid by kernels_init(). Weights are read block by block from their stored type
- * (never dequantised a whole matrix at a time); activations are f32 and every dot product
- * accumulates in f32, so the default path stays close to the exact reference. */
+ * (never dequantised a whole matrix at a time). Float weight types (F32, F16, BF16) take f32
+ * activations; the integer types take activations quantised per group of 32 (int16 by default,
+ * int8 in the fast mode) and sum exact integer products per group before scaling in f32. */
 #ifndef NC_KERNELS_H
 #define NC_KERNELS_H
 
@@ -19,7 +20,8 @@ const char *kernels_name(void); /* "avx512", "avx2", "scalar" */
 kernels_isa kernels_force(kernels_isa isa);
 
 /* y[r - r0] = dot(row r of W, x) for rows r in [r0, r1).
- * W: rows of `cols` elements of `type`, each row `row_bytes` long; x: cols floats. */
+ * W: rows of `cols` elements of `type`, each row `row_bytes` long; x: cols floats (quantised to
+ * KERNELS_ACT_I16 first for the integer types). */
 void kernels_matvec(uint32_t type, const void *W, size_t row_bytes, int cols, const float *x,
                     float *y, int r0, int r1);
 
@@ -27,6 +29,33 @@ void kernels_matvec(uint32_t type, const void *W, size_t row_bytes, int cols, co
  * the prefill product, organised so each weight block is read once per tile of tokens. */
 void kernels_matmul(uint32_t type, const void *W, size_t row_bytes, int cols, const float *X, int T,
                     float *Y, int ldy, int r0, int r1);
+
+/* ---- integer activations ----------------------------------------------------------------
+ * Weights of the integer types (Q8_0, Q4_0; see kernels_int_type) are multiplied with
+ * activations quantised per group of 32: x ~ d * q with d = max|x| / QMAX and q integers
+ * (QMAX = 32767 for KERNELS_ACT_I16, the default: about 1.5e-5 of the group's largest value;
+ * 127 for KERNELS_ACT_I8, llama.cpp's Q8 activations, the fast mode). A row's result is defined
+ * exactly (see kernels_impl.h), so every set and every path (matvec, packed matmul) gives the
+ * same bits. */
+typedef enum kernels_act { KERNELS_ACT_I16 = 0, KERNELS_ACT_I8 = 1 } kernels_act;
+
+/* True for the weight types computed with integer activations. */
+int kernels_int_type(uint32_t type);
+/* Bytes of one token's quantised activations (cols a multiple of 32): a multiple of 64. */
+size_t kernels_act_bytes(kernels_act fmt, int cols);
+/* Quantise one token's activations into dst (kernels_act_bytes long, 64-byte aligned). */
+void kernels_quantize_act(kernels_act fmt, const float *x, int cols, void *dst);
+/* Only groups [g0, g1) (elements 32 * g0 .. 32 * g1 - 1) of the token; x and dst the whole row. */
+void kernels_quantize_act_part(kernels_act fmt, const float *x, int cols, int g0, int g1, void *dst);
+
+/* The forward pass's product: Y[t * ldy + r - r0] (+)= dot(row r of W, token t) for rows [r0, r1)
+ * and T tokens. Float weight types read x ([T][cols] f32); integer types read xq ([T] rows of
+ * kernels_act_bytes(fmt, cols), quantised by kernels_quantize_act). With add, the result is added
+ * to Y (the residual stream) instead of stored. scratch: kernels_mul_scratch_bytes(cols) bytes,
+ * 64-byte aligned, private to the calling thread (NULL: allocated per call). */
+void kernels_mul(uint32_t type, const void *W, size_t row_bytes, int cols, const float *x, kernels_act fmt,
+                 const void *xq, int T, float *Y, int ldy, int r0, int r1, int add, void *scratch);
+size_t kernels_mul_scratch_bytes(int cols);
 
 /* Plain f32 helpers used by the forward pass (attention, norms). */
 float kernels_dot_f32(const float *a, const float *b, int n);

@@ -1,7 +1,9 @@
-/* Portable kernels: the fallback on CPUs without AVX2 and on other architectures.
- * Each type decodes one block (or sub-block) of weights once for all tokens of the tile: Q8_0 and
- * Q4_0 as small integers, summing q*x and then applying d; Q4_K and Q6_K as their exact f32
- * values. Per-token order is independent of the tile size (see kernels_impl.h). */
+/* Portable kernels: the fallback on CPUs without AVX2 and on other architectures, and the plain
+ * statement of the integer path's arithmetic, which the SIMD sets reproduce bit for bit.
+ * Float types decode one block of weights once for all tokens of the tile; Q4_K and Q6_K (still on
+ * f32 activations) decode each sub-block to its exact f32 values. Per-token order is independent
+ * of the tile size (see kernels_impl.h). */
+#include <math.h>
 #include <string.h>
 
 #include "kernels/kernels_impl.h"
@@ -55,33 +57,6 @@ KERNELS_INLINE void bf16_rows(const uint8_t *w, int cols, const float *X, int nt
     float_rows(GGML_TYPE_BF16, w, cols, X, nt, out);
 }
 
-/* Q8_0 and Q4_0: per block of 32, acc += d * sum(q * x). */
-KERNELS_INLINE void blk32_rows(uint32_t type, const uint8_t *w, int cols, const float *X, int nt,
-                               float *out) {
-    size_t bytes = type == GGML_TYPE_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0);
-    float acc[KT] = {0};
-    for (int b = 0; b < cols / 32; b++, w += bytes) {
-        float q[32], d = load_fp16(w);
-        if (type == GGML_TYPE_Q8_0) {
-            for (int j = 0; j < 32; j++) q[j] = (float)(int8_t)w[2 + j];
-        } else {
-            for (int j = 0; j < 16; j++) {
-                q[j] = (float)((w[2 + j] & 0xF) - 8);
-                q[j + 16] = (float)((w[2 + j] >> 4) - 8);
-            }
-        }
-        for (int t = 0; t < nt; t++) acc[t] += d * dot_seq(q, X + (size_t)t * cols + 32 * b, 32);
-    }
-    for (int t = 0; t < nt; t++) out[t] = acc[t];
-}
-
-KERNELS_INLINE void q8_0_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
-    blk32_rows(GGML_TYPE_Q8_0, w, cols, X, nt, out);
-}
-KERNELS_INLINE void q4_0_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
-    blk32_rows(GGML_TYPE_Q4_0, w, cols, X, nt, out);
-}
-
 /* Q4_K: per sub-block of 32, the exact weights d*sc*q - dmin*m, then acc += sum(w * x). */
 KERNELS_INLINE void q4_K_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
     float acc[KT] = {0};
@@ -122,11 +97,71 @@ KERNELS_INLINE void q6_K_rows(const uint8_t *w, int cols, const float *X, int nt
 KERNELS_DEFINE_DRIVERS(f32, KT)
 KERNELS_DEFINE_DRIVERS(f16, KT)
 KERNELS_DEFINE_DRIVERS(bf16, KT)
-KERNELS_DEFINE_DRIVERS(q8_0, KT)
-KERNELS_DEFINE_DRIVERS(q4_0, KT)
 KERNELS_DEFINE_DRIVERS(q4_K, KT)
 KERNELS_DEFINE_DRIVERS(q6_K, KT)
 KERNELS_DEFINE_DISPATCH()
+
+/* ---- integer activations ---- */
+
+static void quantize_act(kernels_act fmt, const float *x, int cols, int g0, int g1, void *dst) {
+    float qmax = fmt == KERNELS_ACT_I16 ? ACT_QMAX_I16 : ACT_QMAX_I8;
+    act_group *grp = (act_group *)((uint8_t *)dst + act_q_bytes(fmt, cols));
+    for (int g = g0; g < g1; g++) {
+        float amax = 0.0f;
+        const float *xg = x + 32 * g;
+        for (int k = 0; k < 32; k++) amax = fabsf(xg[k]) > amax ? fabsf(xg[k]) : amax;
+        float id = amax != 0.0f ? qmax / amax : 0.0f;
+        int32_t sum = 0;
+        for (int k = 0; k < 32; k++) {
+            int32_t q = (int32_t)nearbyintf(xg[k] * id); /* round half to even, as cvtps2dq */
+            sum += q;
+            if (fmt == KERNELS_ACT_I16) ((int16_t *)dst)[32 * g + k] = (int16_t)q;
+            else ((int8_t *)dst)[32 * g + k] = (int8_t)q;
+        }
+        grp[g].d = amax / qmax;
+        grp[g].sum = sum;
+    }
+}
+
+/* A block's 32 integer weights. */
+static void int_weights(uint32_t type, const uint8_t *blk, int32_t w[32]) {
+    if (type == GGML_TYPE_Q8_0) {
+        for (int k = 0; k < 32; k++) w[k] = (int8_t)blk[2 + k];
+    } else {
+        for (int k = 0; k < 16; k++) {
+            w[k] = (blk[2 + k] & 0xF) - 8;
+            w[k + 16] = (blk[2 + k] >> 4) - 8;
+        }
+    }
+}
+
+/* The defining computation (kernels_impl.h) for one row and one token. */
+static float int_row(uint32_t type, const uint8_t *w, int cols, kernels_act fmt, const void *xq) {
+    const act_group *grp = act_groups(xq, fmt, cols);
+    size_t bytes = int_block_bytes(type);
+    float acc = 0.0f;
+    for (int g = 0; g < cols / 32; g++, w += bytes) {
+        int32_t wi[32], s = 0;
+        int_weights(type, w, wi);
+        for (int k = 0; k < 32; k++)
+            s += wi[k] * (fmt == KERNELS_ACT_I16 ? ((const int16_t *)xq)[32 * g + k] : ((const int8_t *)xq)[32 * g + k]);
+        acc = fmaf((float)s, load_fp16(w) * grp[g].d, acc);
+    }
+    return acc;
+}
+
+static void matvec_q(uint32_t type, const void *W, size_t row_bytes, int cols, kernels_act fmt, const void *xq,
+                     float *y, int r0, int r1, int add) {
+    for (int r = r0; r < r1; r++)
+        kernels_store(&y[r - r0], int_row(type, (const uint8_t *)W + (size_t)r * row_bytes, cols, fmt, xq), add);
+}
+
+static void matmul_q(uint32_t type, const void *W, size_t row_bytes, int cols, kernels_act fmt, const void *Xq,
+                     int T, float *Y, int ldy, int r0, int r1, int add, void *scratch) {
+    for (int t = 0; t < T; t++)
+        matvec_q(type, W, row_bytes, cols, fmt, (const uint8_t *)Xq + (size_t)t * act_row_bytes(fmt, cols),
+                 Y + (size_t)t * ldy, r0, r1, add);
+}
 
 /* Four interleaved partial sums: shorter dependency chains and smaller rounding error. */
 static float dot_f32(const float *a, const float *b, int n) {
@@ -142,4 +177,4 @@ static void axpy_f32(float *y, float a, const float *x, int n) {
     for (int i = 0; i < n; i++) y[i] += a * x[i];
 }
 
-const kernels_ops kernels_scalar_ops = {matvec, matmul, dot_f32, axpy_f32};
+const kernels_ops kernels_scalar_ops = {matvec, matmul, quantize_act, matvec_q, matmul_q, dot_f32, axpy_f32};

@@ -69,10 +69,17 @@ static float get(const kv_cache *kv, const uint8_t *src) {
     return x;
 }
 
+void kv_store_part(kv_cache *kv, int layer, int seq, int cell, int dim0, int n, const float *k, const float *v) {
+    uint8_t *kd = (uint8_t *)kv_k(kv, layer, seq, cell) + (size_t)dim0 * kv->elem;
+    if (k)
+        for (int i = 0; i < n; i++) put(kv, kd + (size_t)i * kv->elem, k[i]);
+    if (v)
+        for (int i = 0; i < n; i++)
+            put(kv, (uint8_t *)kv_vt(kv, layer, seq, dim0 + i) + (size_t)cell * kv->elem, v[i]);
+}
+
 void kv_store(kv_cache *kv, int layer, int seq, int cell, const float *k, const float *v) {
-    uint8_t *kd = (uint8_t *)kv_k(kv, layer, seq, cell);
-    for (int i = 0; i < kv->kv_dim; i++) put(kv, kd + i * kv->elem, k[i]);
-    for (int i = 0; i < kv->kv_dim; i++) put(kv, (uint8_t *)kv_vt(kv, layer, seq, i) + (size_t)cell * kv->elem, v[i]);
+    kv_store_part(kv, layer, seq, cell, 0, kv->kv_dim, k, v);
 }
 
 float kv_get_k(const kv_cache *kv, int layer, int seq, int cell, int dim) {

@@ -40,6 +40,9 @@ static inline const int32_t *kv_positions(const kv_cache *kv, int seq) { return 
 
 /* Write the keys and values of one token (kv_dim floats each) into a claimed cell. */
 void kv_store(kv_cache *kv, int layer, int seq, int cell, const float *k, const float *v);
+/* The same for dimensions [dim0, dim0 + n) only (one head: the forward pass stores each head as
+ * soon as its projection is done); k or v may be NULL. */
+void kv_store_part(kv_cache *kv, int layer, int seq, int cell, int dim0, int n, const float *k, const float *v);
 /* Read back as floats (tests, debugging). */
 float kv_get_k(const kv_cache *kv, int layer, int seq, int cell, int dim);
 float kv_get_v(const kv_cache *kv, int layer, int seq, int cell, int dim);

@@ -23,7 +23,7 @@ enum {
     /* lists */
     M_LIST_INDEX, M_LIST_COUNT, M_LIST_COPY,
     /* loops */
-    M_CYCLE,
+    M_CYCLE, M_CHANGED,
     M_END
 };
 
@@ -49,7 +49,7 @@ static const struct method {
     {"items", TV_DICT, M_ITEMS}, {"keys", TV_DICT, M_KEYS}, {"values", TV_DICT, M_VALUES},
     {"get", TV_DICT, M_GET}, {"copy", TV_DICT, M_DICT_COPY},
     {"index", TV_LIST, M_LIST_INDEX}, {"count", TV_LIST, M_LIST_COUNT}, {"copy", TV_LIST, M_LIST_COPY},
-    {"cycle", TV_LOOP, M_CYCLE},
+    {"cycle", TV_LOOP, M_CYCLE}, {"changed", TV_LOOP, M_CHANGED},
 };
 
 static const char *const unsafe_list[] = {"append", "extend", "insert", "pop", "remove", "reverse", "sort", "clear", NULL};
@@ -242,6 +242,10 @@ static tmpl_value *fn_strftime(rt *r, const call_args *a) {
 /* startswith / endswith with a string or a tuple (or list) of strings. */
 static tmpl_value *m_affix(rt *r, tmpl_value *s, tmpl_value *what, bool end) {
     const char *fname = end ? "endswith" : "startswith";
+    if (what && what->type == TV_LIST && !what->u.list.tuple) {
+        rt_fail(r, "%s first arg must be str or a tuple of str, not list", fname);
+        return NULL;
+    }
     size_t n = what && what->type == TV_LIST ? what->u.list.len : 1;
     for (size_t i = 0; i < n; i++) {
         tmpl_value *x = what && what->type == TV_LIST ? what->u.list.items[i] : what;
@@ -553,6 +557,34 @@ static tmpl_value *list_method(rt *r, int id, tmpl_value *l, const call_args *a)
     return tv_int(r, count);
 }
 
+/* loop.cycle(a, b, ...) and loop.changed(*values): True when the values differ from the last
+ * call's (and on the first call). */
+static tmpl_value *loop_method(rt *r, int id, loop_state *l, const call_args *a) {
+    if (a->nkw) {
+        rt_fail(r, "loop.%s() takes no keyword arguments", builtin_name(id));
+        return NULL;
+    }
+    if (id == M_CYCLE) {
+        if (!a->npos) {
+            rt_fail(r, "loop.cycle() needs at least one argument");
+            return NULL;
+        }
+        return tv_ref(a->pos[l->index % a->npos]);
+    }
+    tmpl_value *now = tv_list(r, a->npos);
+    if (!now) return NULL;
+    now->u.list.tuple = true;
+    for (size_t i = 0; i < a->npos; i++)
+        if (tv_list_push(r, now, tv_ref(a->pos[i]))) {
+            tv_decref(r, now);
+            return NULL;
+        }
+    bool changed = !l->last || !tv_equal(l->last, now);
+    tv_decref(r, l->last);
+    l->last = now;
+    return tv_bool(changed);
+}
+
 tmpl_value *call_builtin(rt *r, tmpl_value *fn, const call_args *a) {
     int id = fn->u.builtin.id;
     tmpl_value *self = fn->u.builtin.self;
@@ -568,12 +600,7 @@ tmpl_value *call_builtin(rt *r, tmpl_value *fn, const call_args *a) {
     case TV_STRING: return string_method(r, id, self, a);
     case TV_DICT: return dict_method(r, id, self, a);
     case TV_LIST: return list_method(r, id, self, a);
-    case TV_LOOP:
-        if (a->nkw || !a->npos) {
-            rt_fail(r, "loop.cycle() takes one or more positional arguments");
-            return NULL;
-        }
-        return tv_ref(a->pos[self->u.loop->index % a->npos]);
+    case TV_LOOP: return loop_method(r, id, self->u.loop, a);
     default:
         rt_fail(r, "not callable");
         return NULL;

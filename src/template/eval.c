@@ -110,6 +110,8 @@ tmpl_value *eval_getitem(rt *r, tmpl_value *obj, tmpl_value *key) {
     if (obj->type == TV_DICT || obj->type == TV_NAMESPACE) {
         tmpl_value *v = tv_hashable(key) ? tv_dict_get(obj, key) : NULL;
         if (v) return tv_ref(v);
+    } else if (obj->type == TV_LIST && obj->u.list.lazy) {
+        return tv_undefined(r, "'generator' object is not subscriptable");
     } else if (obj->type == TV_LIST && int_key) {
         long i = seq_index(key, obj->u.list.len);
         if (i >= 0) return tv_ref(obj->u.list.items[i]);
@@ -171,7 +173,8 @@ static tmpl_value *slice_value(rt *r, tmpl_value *obj, tmpl_value *vs, tmpl_valu
         fail_undefined(r, obj, "slice");
         return NULL;
     }
-    if (obj->type != TV_LIST && obj->type != TV_STRING) return tv_undefined(r, "'%s' cannot be sliced", object_desc(obj));
+    if ((obj->type != TV_LIST && obj->type != TV_STRING) || (obj->type == TV_LIST && obj->u.list.lazy))
+        return tv_undefined(r, "'%s' cannot be sliced", tv_type_name(obj));
     bool is_str = obj->type == TV_STRING;
     size_t *offs = NULL; /* byte offset of each code point of a string, and its end */
     int64_t n;
@@ -371,17 +374,19 @@ int binary_op(rt *r, int op, tmpl_value *x, tmpl_value *y, tmpl_value **out) {
         tv_decref(r, b);
         return rc;
     }
+    if (op == '%' && x->type == TV_STRING) return (*out = str_printf(r, x, y)) ? 0 : -1; /* (y may be undefined) */
     if (x->type == TV_UNDEFINED) return fail_undefined(r, x, "arithmetic");
     if (y->type == TV_UNDEFINED) return fail_undefined(r, y, "arithmetic");
     if (is_intlike(x) && is_intlike(y) && op != '/') return int_arith(r, op, int_of(x), int_of(y), out);
     if (tv_is_num(x) && tv_is_num(y)) return float_arith(r, op, tv_as_double(x), tv_as_double(y), out);
     if (op == '+' && x->type == TV_STRING && y->type == TV_STRING)
         return concat_str(r, x->u.str.s, x->u.str.len, y->u.str.s, y->u.str.len, out);
-    if (op == '+' && x->type == TV_LIST && y->type == TV_LIST && x->u.list.tuple == y->u.list.tuple)
+    bool seq_x = x->type == TV_STRING || (x->type == TV_LIST && !x->u.list.lazy);
+    bool seq_y = y->type == TV_STRING || (y->type == TV_LIST && !y->u.list.lazy);
+    if (op == '+' && x->type == TV_LIST && y->type == TV_LIST && seq_x && seq_y && x->u.list.tuple == y->u.list.tuple)
         return concat_seq(r, x, y, out);
-    if (op == '*' && (x->type == TV_STRING || x->type == TV_LIST) && is_intlike(y)) return repeat(r, x, int_of(y), out);
-    if (op == '*' && (y->type == TV_STRING || y->type == TV_LIST) && is_intlike(x)) return repeat(r, y, int_of(x), out);
-    if (op == '%' && x->type == TV_STRING) return rt_fail(r, "printf-style string formatting (str %% value) is not supported");
+    if (op == '*' && seq_x && is_intlike(y)) return repeat(r, x, int_of(y), out);
+    if (op == '*' && seq_y && is_intlike(x)) return repeat(r, y, int_of(x), out);
     return rt_fail(r, "unsupported operand type(s) for %s: '%s' and '%s'", op_text(op), tv_type_name(x), tv_type_name(y));
 }
 

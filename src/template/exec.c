@@ -70,6 +70,7 @@ static void scope_clear(rt *r, scope *s) {
 
 static void scope_destroy(rt *r, scope *s) {
     scope_clear(r, s);
+    rt_refund(r, s->cap * sizeof *s->vars);
     free(s->vars);
     free(s);
 }
@@ -140,6 +141,11 @@ int track_namespace(rt *r, tmpl_value *ns) {
 /* Bind names to v (taken): one name, or several unpacked from a sequence. */
 static int assign_names(rt *r, scope *s, const char *const *names, size_t n, bool unpack, tmpl_value *v) {
     if (!unpack) return scope_set(r, s, names[0], v);
+    if (v->type != TV_LIST && v->type != TV_DICT && v->type != TV_STRING) {
+        rt_fail(r, "cannot unpack non-iterable %s object", tv_type_name(v));
+        tv_decref(r, v);
+        return -1;
+    }
     tmpl_value *items = to_list(r, v);
     tv_decref(r, v);
     if (!items) return -1;
@@ -185,7 +191,7 @@ static int capture(rt *r, const node_list *body, tmpl_value **out) {
     return *out ? rc : -1;
 }
 
-static int write_value(rt *r, const tmpl_value *v) {
+static int write_output(rt *r, const tmpl_value *v) {
     if (v->type == TV_STRING) return rt_out(r, v->u.str.s, v->u.str.len);
     if (!tv_write_str(r->out, v)) return 0;
     if (r->out->over) return rt_fail(r, "output longer than %zu bytes", r->lim.max_output);
@@ -208,8 +214,15 @@ static bool is_param(const node *def, const char *name) {
 /* Bind a macro's parameters in s: positional, keyword, default, else undefined; extra
  * positional arguments go to `varargs`, extra keyword ones to `kwargs`, as in Jinja. */
 static int bind_params(rt *r, scope *s, const node *def, const call_args *a) {
+    const char *mname = def->name ? def->name : "caller";
+    if (a->npos > def->n_names && !(def->op & USES_VARARGS))
+        return rt_fail(r, "macro '%s' takes not more than %zu argument(s)", mname, def->n_names);
+    for (size_t i = 0; i < a->nkw; i++)
+        if (!is_param(def, a->names[i]) && !(def->op & USES_KWARGS))
+            return rt_fail(r, "macro '%s' takes no keyword argument '%s'", mname, a->names[i]);
     for (size_t i = 0; i < def->n_names; i++) {
         const char *name = def->names[i];
+        if (i < a->npos && keyword(a, name)) return rt_fail(r, "macro '%s' got multiple values for argument '%s'", mname, name);
         tmpl_value *v = i < a->npos ? tv_ref(a->pos[i]) : tv_ref(keyword(a, name));
         if (!v && def->args.v[i]) v = eval(r, def->args.v[i]); /* defaults may use earlier parameters */
         else if (!v) v = tv_undefined(r, "parameter '%s' was not provided", name);
@@ -385,7 +398,7 @@ static int exec_call_block(rt *r, const node *n) {
     if (vals && got == total) {
         call_args a = {vals, call->args.n, call->names, vals + call->args.n, call->kwargs.n};
         tmpl_value *out = call_macro(r, callee, &a, caller);
-        rc = out ? write_value(r, out) : -1;
+        rc = out ? write_output(r, out) : -1;
         tv_decref(r, out);
     }
     for (size_t i = 0; i < got; i++) tv_decref(r, vals[i]);
@@ -425,7 +438,7 @@ static int exec_captured(rt *r, const node *n) {
         text = filtered;
     }
     if (n->kind == N_SET_BLOCK) return assign_names(r, r->scope, n->names, n->n_names, false, text) ? -1 : rc;
-    int wrc = write_value(r, text);
+    int wrc = write_output(r, text);
     tv_decref(r, text);
     return wrc ? -1 : rc;
 }
@@ -437,7 +450,7 @@ static int exec_node(rt *r, const node *n) {
     case N_TEXT: return rt_out(r, n->lit.u.str.s, n->lit.u.str.len);
     case N_OUTPUT:
         if (!(v = eval(r, n->a))) return -1;
-        rc = write_value(r, v);
+        rc = write_output(r, v);
         tv_decref(r, v);
         return rc;
     case N_IF:

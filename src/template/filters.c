@@ -24,8 +24,16 @@ static tmpl_value *fail_null(rt *r, const char *fmt, ...) {
 
 static int bool_arg(const tmpl_value *v, bool def) { return v ? tv_truthy(v) : def; }
 
+/* Mark a result that Jinja returns as a generator (see tmpl_value.u.list.lazy). */
+static tmpl_value *as_lazy(tmpl_value *l) {
+    if (l) l->u.list.lazy = true;
+    return l;
+}
+
+/* An integer argument; absent, None or undefined give the default (Jinja's filters pass an
+ * undefined argument on to Python functions that treat it as not given). */
 static int int_param(rt *r, const char *fname, const tmpl_value *v, int64_t def, int64_t *out) {
-    if (!v || v->type == TV_NONE) *out = def;
+    if (!v || v->type == TV_NONE || v->type == TV_UNDEFINED) *out = def;
     else if (v->type == TV_INT) *out = v->u.i;
     else if (v->type == TV_BOOL) *out = v->u.b;
     else return rt_fail(r, "%s: expected an integer argument, got %s", fname, tv_type_name(v));
@@ -160,12 +168,10 @@ static tmpl_value *f_indent(rt *r, tmpl_value *v, const call_args *a) {
         sbuf_free(&ind);
         return fail_null(r, "indent: width too large");
     }
-    tmpl_value *s = tv_to_str(r, v);
     tmpl_value nl = {.type = TV_STRING, .refs = TV_STATIC, .u.str = {"\n", 1}};
     tmpl_value *text = NULL, *lines = NULL;
-    if (s) binary_op(r, '+', s, &nl, &text); /* the "\n" Jinja appends before splitting */
+    binary_op(r, '+', v, &nl, &text); /* the "\n" Jinja appends before splitting (strings only) */
     if (text) lines = str_splitlines(r, text, false);
-    tv_decref(r, s);
     tv_decref(r, text);
     if (!lines) {
         sbuf_free(&ind);
@@ -209,19 +215,38 @@ static tmpl_value *f_wordcount(rt *r, tmpl_value *v, const call_args *a) {
     return tv_int(r, count);
 }
 
+/* value|format(args...) is str(value) % args (or % kwargs). */
+static tmpl_value *f_format(rt *r, tmpl_value *v, const call_args *a) {
+    if (a->npos && a->nkw) return fail_null(r, "format: give positional or keyword arguments, not both");
+    tmpl_value *s = tv_to_str(r, v), *args = s ? (a->nkw ? tv_dict_new(r) : tv_list(r, a->npos)) : NULL;
+    int rc = args ? 0 : -1;
+    if (args && !a->nkw) args->u.list.tuple = true;
+    for (size_t i = 0; !rc && i < a->npos; i++) rc = tv_list_push(r, args, tv_ref(a->pos[i]));
+    for (size_t i = 0; !rc && i < a->nkw; i++) {
+        tmpl_value *k = tv_str(r, a->names[i], strlen(a->names[i]));
+        rc = k ? tv_dict_set(r, args, k, tv_ref(a->kw[i])) : -1;
+    }
+    tmpl_value *out = rc ? NULL : str_printf(r, s, args);
+    tv_decref(r, s);
+    tv_decref(r, args);
+    return out;
+}
+
 /* ---- JSON --------------------------------------------------------------------------------- */
+/* transformers' tojson: json.dumps(x, ensure_ascii=False, indent=None, separators=None,
+ * sort_keys=False), in that order for positional arguments. */
 static tmpl_value *f_tojson(rt *r, tmpl_value *v, const call_args *a) {
-    static const char *const params[] = {"indent", "ensure_ascii", "separators", "sort_keys", NULL};
+    static const char *const params[] = {"ensure_ascii", "indent", "separators", "sort_keys", NULL};
     tmpl_value *p[4];
     if (bind_args(r, "tojson", a, params, p)) return NULL;
-    json_opts o = {.item_sep = ", ", .key_sep = ": ", .ensure_ascii = bool_arg(p[1], false), .sort_keys = bool_arg(p[3], false)};
-    char spaces[65];
-    if (p[0] && p[0]->type == TV_STRING) {
-        o.indent = p[0]->u.str.s;
-    } else if (p[0] && p[0]->type != TV_NONE) {
+    json_opts o = {.item_sep = ", ", .key_sep = ": ", .ensure_ascii = bool_arg(p[0], false), .sort_keys = bool_arg(p[3], false)};
+    char spaces[1025];
+    if (p[1] && p[1]->type == TV_STRING) {
+        o.indent = p[1]->u.str.s;
+    } else if (p[1] && p[1]->type != TV_NONE && p[1]->type != TV_UNDEFINED) {
         int64_t n = 0;
-        if (int_param(r, "tojson", p[0], 0, &n)) return NULL;
-        if (n > 64) return fail_null(r, "tojson: indent wider than 64");
+        if (int_param(r, "tojson", p[1], 0, &n)) return NULL;
+        if (n > 1024) return fail_null(r, "tojson: indent wider than 1024");
         n = n < 0 ? 0 : n;
         memset(spaces, ' ', (size_t)n);
         spaces[n] = 0;
@@ -292,6 +317,7 @@ static tmpl_value *f_int(rt *r, tmpl_value *v, const call_args *a) {
     if (base < 2 || base > 36) return fail_null(r, "int: base must be between 2 and 36");
     double d;
     switch (v->type) {
+    case TV_UNDEFINED: fail_undefined(r, v, "int()"); return NULL;
     case TV_INT: return tv_ref(v);
     case TV_BOOL: return tv_int(r, v->u.b);
     case TV_FLOAT:
@@ -311,6 +337,10 @@ static tmpl_value *f_float(rt *r, tmpl_value *v, const call_args *a) {
     tmpl_value *p[1];
     if (bind_args(r, "float", a, params, p)) return NULL;
     double d;
+    if (v->type == TV_UNDEFINED) {
+        fail_undefined(r, v, "float()");
+        return NULL;
+    }
     if (v->type == TV_FLOAT) return tv_ref(v);
     if (v->type == TV_INT || v->type == TV_BOOL) return tv_float(r, tv_as_double(v));
     if (v->type == TV_STRING && parse_float_text(v->u.str.s, v->u.str.len, &d)) return tv_float(r, d);
@@ -348,6 +378,22 @@ static double round_half_even(double x, int64_t ndigits) {
     return rounded * scale;
 }
 
+/* Python's round(i, ndigits) for an int and ndigits < 0: to a multiple of 10**-ndigits, ties to
+ * even. */
+static int64_t round_int_half_even(int64_t i, int64_t ndigits) {
+    if (ndigits < -18) return 0;
+    int64_t unit = 1;
+    for (int64_t k = 0; k < -ndigits; k++) unit *= 10;
+    int64_t q = i / unit, rem = i % unit;
+    if (rem < 0) { /* floor division */
+        q -= 1;
+        rem += unit;
+    }
+    if (rem * 2 > unit || (rem * 2 == unit && (q & 1))) q += 1;
+    int64_t out;
+    return __builtin_mul_overflow(q, unit, &out) ? i : out;
+}
+
 static tmpl_value *f_round(rt *r, tmpl_value *v, const call_args *a) {
     static const char *const params[] = {"precision", "method", NULL};
     tmpl_value *p[2];
@@ -358,8 +404,10 @@ static tmpl_value *f_round(rt *r, tmpl_value *v, const call_args *a) {
         return fail_null(r, "round: method must be common, ceil or floor");
     if (!tv_is_num(v)) return fail_null(r, "round: expected a number, got %s", tv_type_name(v));
     if (!strcmp(method, "common")) {
-        if (v->type != TV_FLOAT) return tv_int(r, v->type == TV_BOOL ? v->u.b : v->u.i);
-        return tv_float(r, round_half_even(v->u.f, prec));
+        if (v->type == TV_FLOAT) return tv_float(r, round_half_even(v->u.f, prec));
+        int64_t i = v->type == TV_BOOL ? v->u.b : v->u.i;
+        if (prec >= 0) return tv_int(r, i);
+        return tv_int(r, round_int_half_even(i, prec)); /* Python's round(int, -n) stays an int */
     }
     double scale = pow(10.0, (double)prec), x = tv_as_double(v) * scale;
     return tv_float(r, (method[0] == 'c' ? ceil(x) : floor(x)) / scale);
@@ -371,7 +419,9 @@ static tmpl_value *f_length(rt *r, tmpl_value *v, const call_args *a) {
     if (bind_args(r, "length", a, p0, NULL)) return NULL;
     switch (v->type) {
     case TV_STRING: return tv_int(r, (int64_t)utf8_count(v->u.str.s, v->u.str.len));
-    case TV_LIST: return tv_int(r, (int64_t)v->u.list.len);
+    case TV_LIST:
+        if (v->u.list.lazy) return fail_null(r, "object of type 'generator' has no len()");
+        return tv_int(r, (int64_t)v->u.list.len);
     case TV_DICT: return tv_int(r, (int64_t)v->u.dict.len);
     case TV_UNDEFINED: return tv_int(r, 0);
     case TV_LOOP: return tv_int(r, (int64_t)v->u.loop->items->u.list.len);
@@ -383,8 +433,8 @@ static tmpl_value *f_list(rt *r, tmpl_value *v, const call_args *a) {
     static const char *const p0[] = {NULL};
     if (bind_args(r, "list", a, p0, NULL)) return NULL;
     tmpl_value *l = to_list(r, v);
-    if (!l || !l->u.list.tuple) return l;
-    tmpl_value *copy = tv_list(r, l->u.list.len); /* a tuple becomes a list */
+    if (!l || (!l->u.list.tuple && !l->u.list.lazy)) return l;
+    tmpl_value *copy = tv_list(r, l->u.list.len); /* a tuple or an iterator becomes a list */
     for (size_t i = 0; copy && i < l->u.list.len; i++)
         if (tv_list_push(r, copy, tv_ref(l->u.list.items[i]))) {
             tv_decref(r, copy);
@@ -398,6 +448,7 @@ static tmpl_value *first_or_last(rt *r, tmpl_value *v, const call_args *a, bool 
     static const char *const p0[] = {NULL};
     if (bind_args(r, last ? "last" : "first", a, p0, NULL)) return NULL;
     if (v->type == TV_UNDEFINED) return tv_ref(v);
+    if (last && v->type == TV_LIST && v->u.list.lazy) return fail_null(r, "'generator' object is not reversible");
     tmpl_value *l = to_list(r, v);
     if (!l) return NULL;
     tmpl_value *out = l->u.list.len ? tv_ref(l->u.list.items[last ? l->u.list.len - 1 : 0])
@@ -413,7 +464,14 @@ static tmpl_value *f_reverse(rt *r, tmpl_value *v, const call_args *a) {
     if (bind_args(r, "reverse", a, p0, NULL)) return NULL;
     tmpl_value *l = to_list(r, v);
     if (!l) return NULL;
-    tmpl_value *out = v->type == TV_STRING ? NULL : tv_list(r, l->u.list.len);
+    tmpl_value *out = NULL;
+    if (v->type != TV_STRING) {
+        if (!(out = tv_list(r, l->u.list.len))) {
+            tv_decref(r, l);
+            return NULL;
+        }
+        out->u.list.lazy = !(v->type == TV_LIST && v->u.list.lazy); /* reversed(x) is an iterator; of a generator, a list */
+    }
     sbuf b = {0};
     int rc = 0;
     for (size_t i = l->u.list.len; i-- > 0 && !rc;) {
@@ -473,9 +531,9 @@ static tmpl_value *f_default(rt *r, tmpl_value *v, const call_args *a) {
 static tmpl_value *f_items(rt *r, tmpl_value *v, const call_args *a) {
     static const char *const p0[] = {NULL};
     if (bind_args(r, "items", a, p0, NULL)) return NULL;
-    if (v->type == TV_UNDEFINED) return tv_list(r, 0);
+    if (v->type == TV_UNDEFINED) return as_lazy(tv_list(r, 0));
     if (v->type != TV_DICT) return fail_null(r, "items: can only get item pairs from a mapping, not %s", tv_type_name(v));
-    return dict_items_list(r, v);
+    return as_lazy(dict_items_list(r, v));
 }
 
 static tmpl_value *f_safe(rt *r, tmpl_value *v, const call_args *a) {
@@ -625,7 +683,7 @@ static tmpl_value *f_unique(rt *r, tmpl_value *v, const call_args *a) {
         tv_decref(r, out);
         return NULL;
     }
-    return out;
+    return as_lazy(out);
 }
 
 static tmpl_value *min_max(rt *r, tmpl_value *v, const call_args *a, bool want_max) {
@@ -658,8 +716,7 @@ static tmpl_value *f_sum(rt *r, tmpl_value *v, const call_args *a) {
     if (bind_args(r, "sum", a, params, p)) return NULL;
     tmpl_value *items = to_list(r, v);
     if (!items) return NULL;
-    tmpl_value zero = {.type = TV_INT, .refs = TV_STATIC, .u.i = 0};
-    tmpl_value *acc = tv_ref(p[1] ? p[1] : &zero);
+    tmpl_value *acc = p[1] ? tv_ref(p[1]) : tv_int(r, 0);
     for (size_t i = 0; acc && i < items->u.list.len; i++) {
         tmpl_value *x = item_key(r, items->u.list.items[i], p[0]), *next = NULL;
         if (x) binary_op(r, '+', acc, x, &next);
@@ -698,7 +755,7 @@ static tmpl_value *f_batch(rt *r, tmpl_value *v, const call_args *a) {
         tv_decref(r, out);
         return NULL;
     }
-    return out;
+    return as_lazy(out);
 }
 
 static tmpl_value *f_slice(rt *r, tmpl_value *v, const call_args *a) {
@@ -726,7 +783,7 @@ static tmpl_value *f_slice(rt *r, tmpl_value *v, const call_args *a) {
         tv_decref(r, out);
         return NULL;
     }
-    return out;
+    return as_lazy(out);
 }
 
 /* ---- map, select, reject, selectattr, rejectattr ------------------------------------------- */
@@ -738,7 +795,12 @@ static call_args rest_args(const call_args *a, size_t from) {
     return rest;
 }
 
+/* map, select and friends check their arguments only when there are items (Jinja's generators
+ * look at them on the first item). */
+static bool nothing_to_do(const tmpl_value *v) { return !tv_truthy(v) && v->type != TV_NAMESPACE; }
+
 static tmpl_value *f_map(rt *r, tmpl_value *v, const call_args *a) {
+    if (nothing_to_do(v)) return as_lazy(tv_list(r, 0));
     tmpl_value *attribute = NULL, *def = NULL;
     int fn = -1;
     if (a->npos) {
@@ -769,11 +831,12 @@ static tmpl_value *f_map(rt *r, tmpl_value *v, const call_args *a) {
         tv_decref(r, out);
         return NULL;
     }
-    return out;
+    return as_lazy(out);
 }
 
 /* select / reject (on the items) and selectattr / rejectattr (on an attribute of each). */
 static tmpl_value *select_items(rt *r, tmpl_value *v, const call_args *a, bool by_attr, bool keep) {
+    if (nothing_to_do(v)) return as_lazy(tv_list(r, 0));
     size_t at = 0;
     tmpl_value *attribute = NULL;
     if (a->nkw) return fail_null(r, "select filters take no keyword arguments (got '%s')", a->names[0]);
@@ -803,7 +866,7 @@ static tmpl_value *select_items(rt *r, tmpl_value *v, const call_args *a, bool b
         tv_decref(r, out);
         return NULL;
     }
-    return out;
+    return as_lazy(out);
 }
 static tmpl_value *f_select(rt *r, tmpl_value *v, const call_args *a) { return select_items(r, v, a, false, true); }
 static tmpl_value *f_reject(rt *r, tmpl_value *v, const call_args *a) { return select_items(r, v, a, false, false); }
@@ -817,7 +880,7 @@ static const struct filter {
 } filters[] = {
     {"abs", f_abs}, {"attr", f_attr}, {"batch", f_batch}, {"capitalize", f_capitalize}, {"center", f_center},
     {"count", f_length}, {"d", f_default}, {"default", f_default}, {"dictsort", f_dictsort}, {"e", f_escape},
-    {"escape", f_escape}, {"first", f_first}, {"float", f_float}, {"indent", f_indent}, {"int", f_int},
+    {"escape", f_escape}, {"first", f_first}, {"float", f_float}, {"format", f_format}, {"indent", f_indent}, {"int", f_int},
     {"items", f_items}, {"join", f_join}, {"last", f_last}, {"length", f_length}, {"list", f_list},
     {"lower", f_lower}, {"map", f_map}, {"max", f_max}, {"min", f_min}, {"reject", f_reject},
     {"rejectattr", f_rejectattr}, {"replace", f_replace}, {"reverse", f_reverse}, {"round", f_round},

@@ -1,5 +1,7 @@
 /* Shared insides of the template engine: values, the syntax tree, the render state and the
- * helpers the files of src/template use from one another. Nothing here is public. */
+ * helpers the files of src/template use from one another. Nothing here is public.
+ * The fuzz harness (tests/fuzz/fuzz_template.c) compiles all of src/template as one unit, so
+ * static names must not repeat across these files. */
 #ifndef NC_TEMPLATE_INTERNAL_H
 #define NC_TEMPLATE_INTERNAL_H
 
@@ -86,7 +88,9 @@ struct tmpl_value {
         int64_t i;
         double f;
         struct { char *s; size_t len; } str;                 /* STRING; UNDEFINED: why (or NULL) */
-        struct { tmpl_value **items; size_t len, cap; bool tuple; } list;
+        /* lazy: what Python would hand out as a one-pass iterator (the results of map, select,
+         * unique, reverse, ...): always true, no length, no indexing, printed as a generator */
+        struct { tmpl_value **items; size_t len, cap; bool tuple, lazy; } list;
         tv_dict dict;                                        /* DICT, NAMESPACE */
         loop_state *loop;
         struct { const node *def; scope *closure; } macro;   /* a macro, or a call block's caller */
@@ -97,6 +101,7 @@ struct tmpl_value {
 struct loop_state {
     tmpl_value *items;   /* the list being iterated */
     size_t index;        /* index0 of the current item */
+    tmpl_value *last;    /* what loop.changed() saw last (NULL: nothing yet) */
 };
 
 extern tmpl_value tv_undefined_static, tv_none_static, tv_true_static, tv_false_static;
@@ -122,7 +127,6 @@ tmpl_value *tv_ref(tmpl_value *v);                  /* incref; returns v */
 void tv_decref(rt *r, tmpl_value *v);
 void tv_free_caller(tmpl_value *v);
 
-static inline bool tv_is_seq(const tmpl_value *v) { return v->type == TV_LIST; }
 static inline bool tv_is_num(const tmpl_value *v) {
     return v->type == TV_INT || v->type == TV_FLOAT || v->type == TV_BOOL;
 }
@@ -159,6 +163,9 @@ typedef enum node_kind {
     N_WITH, N_BREAK, N_CONTINUE
 } node_kind;
 
+/* MACRO nodes: which special names the body uses (Jinja accepts extra arguments only then). */
+enum { USES_VARARGS = 1, USES_KWARGS = 2 };
+
 /* Operators that are more than one character; single-character ones are the character. */
 enum { OP_EQ = 256, OP_NE, OP_LE, OP_GE, OP_FLOORDIV, OP_POW, OP_IN, OP_NOTIN };
 
@@ -178,7 +185,7 @@ typedef struct node_list {
  *   FOR: names (targets; unpack), a (iterable), b (filter or NULL), body, else_body
  *   SET: a.name = b when a (a namespace attribute), else names (unpack) = b
  *   SET_BLOCK: names = body, piped through filter chain c (or NULL)
- *   MACRO: name, names (parameters), args (defaults, NULL entries), body
+ *   MACRO: name, names (parameters), args (defaults, NULL entries), body, op (USES_* flags)
  *   CALL_BLOCK: a (the call), names/args (the caller's parameters/defaults), body
  *   FILTER_BLOCK: c (filter chain), body     WITH: names = args, body */
 struct node {
@@ -335,5 +342,7 @@ tmpl_value *str_join(rt *r, tmpl_value *sep, tmpl_value *items, bool convert); /
 int64_t str_find(tmpl_value *s, tmpl_value *sub, bool from_right); /* code point index or -1 */
 int64_t str_count(tmpl_value *s, tmpl_value *sub);
 tmpl_value *str_slice_cp(rt *r, tmpl_value *s, size_t from, size_t to); /* code points */
+/* Python's fmt % values: values a tuple (several), a dict (%(name)s), or one value. */
+tmpl_value *str_printf(rt *r, tmpl_value *fmt, tmpl_value *values);
 
 #endif

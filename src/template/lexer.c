@@ -104,6 +104,10 @@ static size_t after_close(const lexer *lx, size_t at, char mod, bool trim) {
 static int lex_comment(lexer *lx, size_t tag) {
     size_t i = tag + 2;
     if (i < lx->n && lx->s[i] == '-') i++;
+    if (i >= lx->n) { /* Jinja quirk: a comment opened at the very end is dropped quietly */
+        lx->pos = lx->n;
+        return 0;
+    }
     for (; i + 1 < lx->n; i++) {
         if (lx->s[i] != '#' || lx->s[i + 1] != '}') continue;
         char mod = (i > tag + 2 && lx->s[i - 1] == '-') ? '-' : 0;
@@ -122,14 +126,18 @@ static size_t raw_open_end(const lexer *lx, size_t tag, char *mod) {
     i += 3;
     while (i < lx->n && is_ws(lx->s[i])) i++;
     *mod = 0;
-    if (i < lx->n && (lx->s[i] == '-' || lx->s[i] == '+')) *mod = lx->s[i++];
+    if (i < lx->n && lx->s[i] == '-') *mod = lx->s[i++]; /* (no +%} here, as in Jinja) */
     return starts(lx, i, "%}") ? i + 2 : 0;
 }
 
 static int lex_raw(lexer *lx, size_t tag, size_t body, char open_mod) {
+    if (body >= lx->n) { /* Jinja quirk: {% raw %} at the very end is dropped quietly */
+        lx->pos = lx->n;
+        return 0;
+    }
     if (open_mod == '-')
         while (body < lx->n && is_ws(lx->s[body])) body++;
-    else if (open_mod != '+' && body < lx->n && lx->s[body] == '\n') body++;
+    else if (body < lx->n && lx->s[body] == '\n') body++; /* trim_blocks */
     for (size_t i = find_tag(lx, body); i < lx->n; i = find_tag(lx, i + 1)) {
         if (lx->s[i + 1] != '%') continue;
         size_t j = i + 2;
@@ -270,6 +278,11 @@ static int lex_number(lexer *lx) {
     size_t digits_start = i;
     i = scan_digits(lx, i, base);
     if (i == digits_start) return lex_fail(lx, start, "invalid number");
+    size_t int_end = i;
+    if (base == 10 && lx->s[start] == '0') { /* a decimal int may not have leading zeros: 007 is 0, 0, 7 */
+        int_end = start + 1;
+        while (int_end < i && (lx->s[int_end] == '0' || (lx->s[int_end] == '_' && lx->s[int_end + 1] == '0'))) int_end++;
+    }
     bool is_float = false;
     if (base == 10 && i + 1 < lx->n && lx->s[i] == '.' && is_digit(lx->s[i + 1])) {
         i = scan_digits(lx, i + 1, 10);
@@ -285,9 +298,10 @@ static int lex_number(lexer *lx) {
     }
     char buf[128];
     size_t k = 0;
-    for (size_t j = is_float ? start : digits_start; j < i && k + 1 < sizeof buf; j++)
+    for (size_t j = is_float ? start : digits_start; j < (is_float ? i : int_end) && k + 1 < sizeof buf; j++)
         if (lx->s[j] != '_') buf[k++] = lx->s[j];
     buf[k] = 0;
+    if (!is_float) i = int_end;
     token tk = {.type = is_float ? T_FLOAT : T_INT, .pos = start};
     if (is_float) {
         tk.f = strtod(buf, NULL);
@@ -383,7 +397,7 @@ static int lex_step(lexer *lx) {
     if (raw_body) return lex_raw(lx, tag, raw_body, raw_mod);
     bool is_block = kind == '%';
     if (push(lx, (token){.type = is_block ? T_BLOCK_BEGIN : T_VAR_BEGIN, .pos = tag})) return -1;
-    lx->pos = tag + 2 + ((mod == '-' || (mod == '+' && is_block)) ? 1 : 0);
+    lx->pos = tag + 2 + ((mod == '-' || mod == '+') ? 1 : 0); /* `{{+` is allowed too, and changes nothing */
     return lex_tag_body(lx, tag, is_block);
 }
 

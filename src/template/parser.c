@@ -17,6 +17,7 @@ typedef struct parser {
     nc_err *err;
     int depth;       /* nesting of expressions and blocks, bounded against stack exhaustion */
     int loop_depth;  /* enclosing for loops in the current macro, for break / continue */
+    int *macro_uses; /* USES_* flags of the macro being parsed, or NULL */
 } parser;
 
 static int fail_at(parser *p, size_t pos, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -440,6 +441,8 @@ static node *parse_name_primary(parser *p) {
         return n;
     }
     if (tok_is_name(t, "none") || tok_is_name(t, "None")) return literal(p, t->pos, TV_NONE);
+    if (p->macro_uses && tok_is_name(t, "varargs")) *p->macro_uses |= USES_VARARGS;
+    if (p->macro_uses && tok_is_name(t, "kwargs")) *p->macro_uses |= USES_KWARGS;
     node *n = mk(p, N_NAME, t->pos);
     if (n && !(n->name = name_of(p, t))) return NULL;
     return n;
@@ -492,6 +495,9 @@ static int parse_call_args(parser *p, node *n) {
         if (is_op(p, '*') || is_op(p, OP_POW))
             return fail_at(p, cur(p)->pos, "*args and **kwargs in calls are not supported");
         if (cur(p)->type == T_NAME && peek(p, 1)->type == T_OP && peek(p, 1)->op == '=') {
+            for (size_t k = 0; k < names.n; k++)
+                if (strlen(names.v[k]) == cur(p)->len && !memcmp(names.v[k], cur(p)->s, cur(p)->len))
+                    return fail_at(p, cur(p)->pos, "keyword argument repeated: %s", names.v[k]);
             const char *name = name_of(p, cur(p));
             advance(p);
             advance(p);
@@ -541,12 +547,12 @@ static node *parse_postfix(parser *p, node *x) {
             advance(p);
             const token *a = cur(p);
             if (a->type == T_NAME) {
-                node *n = mk(p, N_ATTR, a->pos);
+                node *n = mk(p, N_ATTR, t->pos);
                 if (!n || !(n->name = name_of(p, a))) return NULL;
                 n->a = x;
                 x = n;
             } else if (a->type == T_INT) { /* foo.0 is foo[0] */
-                node *k = literal(p, a->pos, TV_INT), *n = mk(p, N_ITEM, a->pos);
+                node *k = literal(p, a->pos, TV_INT), *n = mk(p, N_ITEM, t->pos);
                 if (!k || !n) return NULL;
                 k->lit.u.i = a->i;
                 n->a = x;
@@ -640,10 +646,13 @@ static node *parse_test(parser *p, node *x) {
         if (parse_call_args(p, n)) return NULL;
     } else if ((t->type == T_NAME || t->type == T_STRING || t->type == T_INT || t->type == T_FLOAT ||
                 (t->type == T_OP && (t->op == '[' || t->op == '{'))) &&
-               !tok_is_name(t, "else") && !tok_is_name(t, "or") && !tok_is_name(t, "and") &&
-               !tok_is_name(t, "if") && !tok_is_name(t, "is") && !tok_is_name(t, "in") &&
-               !tok_is_name(t, "not") && !tok_is_name(t, "recursive")) {
-        /* a single argument without parentheses: `x is divisibleby 3` */
+               !tok_is_name(t, "else") && !tok_is_name(t, "or") && !tok_is_name(t, "and")) {
+        /* a single argument without parentheses: `x is divisibleby 3` (any other word after a
+         * test is taken as its argument, as Jinja does) */
+        if (tok_is_name(t, "is")) {
+            fail_at(p, t->pos, "you cannot chain multiple tests with is");
+            return NULL;
+        }
         node *arg = parse_primary(p);
         if (arg) arg = parse_postfix(p, arg);
         nvec args = {0};
@@ -706,7 +715,6 @@ static int parse_targets(parser *p, node *n) {
         advance(p);
         if (!accept_op(p, ',')) break;
         comma = true;
-        if (cur(p)->type != T_NAME) break; /* `a, in` */
     }
     if (paren && expect_op(p, ')', ")")) return -1;
     n->names = names.v;
@@ -821,10 +829,12 @@ static int parse_params(parser *p, node *n) {
 /* The body of a macro or call block: loops outside it do not count for break / continue. */
 static int parse_callable_body(parser *p, node *n, const char *end, const char *block, size_t pos) {
     const char *ends[] = {end, NULL};
-    int saved = p->loop_depth;
+    int saved = p->loop_depth, *saved_uses = p->macro_uses;
     p->loop_depth = 0;
+    p->macro_uses = &n->op;
     int rc = parse_body(p, &n->body, ends, block, pos);
     p->loop_depth = saved;
+    p->macro_uses = saved_uses;
     return rc ? -1 : finish_end_tag(p);
 }
 

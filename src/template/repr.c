@@ -85,53 +85,90 @@ static int write_str_repr(sbuf *b, const char *s, size_t n) {
     return sbuf_putc(b, q);
 }
 
-static int write_seq(sbuf *b, const tmpl_value *v) {
+/* Namespaces may hold themselves (or each other, without bound): a namespace already being
+ * written, or one nested too deeply, is written as Python writes a recursive dict, {...}. */
+#define NS_PRINT_MAX 32
+/* Lists nest at most TV_MAX_NEST deep, but namespaces between them could stack those up: past
+ * this depth a container is written as "...". */
+#define PRINT_MAX_DEPTH (TV_MAX_NEST + 64)
+
+typedef struct print_guard {
+    const tmpl_value *open[NS_PRINT_MAX];
+    int n, depth;
+} print_guard;
+
+static int write_value(sbuf *b, const tmpl_value *v, bool repr, print_guard *g);
+
+static int write_seq(sbuf *b, const tmpl_value *v, print_guard *g) {
+    if (v->u.list.lazy) return sbuf_put(b, "<generator object>", 18);
     bool tuple = v->u.list.tuple;
     if (sbuf_putc(b, tuple ? '(' : '[')) return -1;
     for (size_t i = 0; i < v->u.list.len; i++) {
         if (i && sbuf_put(b, ", ", 2)) return -1;
-        if (tv_write_repr(b, v->u.list.items[i])) return -1;
+        if (write_value(b, v->u.list.items[i], true, g)) return -1;
     }
     if (tuple && v->u.list.len == 1 && sbuf_putc(b, ',')) return -1;
     return sbuf_putc(b, tuple ? ')' : ']');
 }
 
-static int write_mapping(sbuf *b, const tmpl_value *v) {
+static int write_mapping(sbuf *b, const tmpl_value *v, print_guard *g) {
     if (sbuf_putc(b, '{')) return -1;
     for (size_t i = 0; i < v->u.dict.len; i++) {
         if (i && sbuf_put(b, ", ", 2)) return -1;
-        if (tv_write_repr(b, v->u.dict.ent[i].key) || sbuf_put(b, ": ", 2) ||
-            tv_write_repr(b, v->u.dict.ent[i].val))
+        if (write_value(b, v->u.dict.ent[i].key, true, g) || sbuf_put(b, ": ", 2) ||
+            write_value(b, v->u.dict.ent[i].val, true, g))
             return -1;
     }
     return sbuf_putc(b, '}');
 }
 
-int tv_write_repr(sbuf *b, const tmpl_value *v) {
-    if (v->type == TV_STRING) return write_str_repr(b, v->u.str.s, v->u.str.len);
-    return tv_write_str(b, v);
+static int write_namespace(sbuf *b, const tmpl_value *v, print_guard *g) {
+    bool open = g->n == NS_PRINT_MAX;
+    for (int i = 0; i < g->n && !open; i++) open = g->open[i] == v;
+    if (open) return sbuf_put(b, "<Namespace {...}>", 17);
+    g->open[g->n++] = v;
+    int rc = sbuf_put(b, "<Namespace ", 11) || write_mapping(b, v, g) || sbuf_putc(b, '>');
+    g->n--;
+    return rc ? -1 : 0;
 }
 
-int tv_write_str(sbuf *b, const tmpl_value *v) {
+static int write_value(sbuf *b, const tmpl_value *v, bool repr, print_guard *g) {
     char num[40];
     switch (v->type) {
-    case TV_UNDEFINED: return 0;
+    case TV_UNDEFINED: return repr ? sbuf_put(b, "Undefined", 9) : 0;
     case TV_NONE: return sbuf_put(b, "None", 4);
     case TV_BOOL: return v->u.b ? sbuf_put(b, "True", 4) : sbuf_put(b, "False", 5);
     case TV_INT: return sbuf_printf(b, "%lld", (long long)v->u.i);
     case TV_FLOAT:
         format_float(v->u.f, num);
         return sbuf_put(b, num, strlen(num));
-    case TV_STRING: return sbuf_put(b, v->u.str.s, v->u.str.len);
-    case TV_LIST: return write_seq(b, v);
-    case TV_DICT: return write_mapping(b, v);
-    case TV_NAMESPACE: return sbuf_put(b, "<Namespace object>", 18); /* may hold itself: not walked */
+    case TV_STRING:
+        return repr ? write_str_repr(b, v->u.str.s, v->u.str.len) : sbuf_put(b, v->u.str.s, v->u.str.len);
+    case TV_LIST:
+    case TV_DICT:
+    case TV_NAMESPACE: {
+        if (g->depth >= PRINT_MAX_DEPTH) return sbuf_put(b, "...", 3);
+        g->depth++;
+        int rc = v->type == TV_LIST ? write_seq(b, v, g) : v->type == TV_DICT ? write_mapping(b, v, g) : write_namespace(b, v, g);
+        g->depth--;
+        return rc;
+    }
     case TV_LOOP:
         return sbuf_printf(b, "<LoopContext %zu/%zu>", v->u.loop->index + 1, v->u.loop->items->u.list.len);
     case TV_MACRO: return sbuf_printf(b, "<Macro '%s'>", v->u.macro.def->name ? v->u.macro.def->name : "caller");
     case TV_BUILTIN: return sbuf_printf(b, "<built-in function %s>", builtin_name(v->u.builtin.id));
     }
     return 0;
+}
+
+int tv_write_repr(sbuf *b, const tmpl_value *v) {
+    print_guard g = {.n = 0, .depth = 0};
+    return write_value(b, v, true, &g);
+}
+
+int tv_write_str(sbuf *b, const tmpl_value *v) {
+    print_guard g = {.n = 0, .depth = 0};
+    return write_value(b, v, false, &g);
 }
 
 tmpl_value *tv_to_str(rt *r, tmpl_value *v) {
@@ -281,6 +318,7 @@ int tv_write_json(rt *r, sbuf *b, const tmpl_value *v, const json_opts *o, int d
     case TV_STRING: rc = json_string(b, v->u.str.s, v->u.str.len, o->ensure_ascii); break;
     case TV_LIST:
     case TV_DICT:
+        if (v->type == TV_LIST && v->u.list.lazy) return rt_fail(r, "Object of type generator is not JSON serializable");
         rc = json_container(r, b, v, o, depth);
         if (rc && r->failed) return -1;
         break;

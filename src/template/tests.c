@@ -25,7 +25,7 @@ static int t_iterable(rt *r, tmpl_value *v, tmpl_value *arg) {
     return v->type == TV_STRING || v->type == TV_LIST || v->type == TV_DICT || v->type == TV_UNDEFINED || v->type == TV_LOOP;
 }
 static int t_sequence(rt *r, tmpl_value *v, tmpl_value *arg) {
-    return v->type == TV_STRING || v->type == TV_LIST || v->type == TV_DICT || v->type == TV_UNDEFINED;
+    return v->type == TV_STRING || (v->type == TV_LIST && !v->u.list.lazy) || v->type == TV_DICT || v->type == TV_UNDEFINED;
 }
 static int t_escaped(rt *r, tmpl_value *v, tmpl_value *arg) { return 0; } /* no markup values here */
 

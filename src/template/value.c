@@ -177,6 +177,7 @@ static void tv_release_contents(rt *r, tmpl_value *v) {
     case TV_LOOP:
         if (v->u.loop) {
             tv_decref(r, v->u.loop->items);
+            tv_decref(r, v->u.loop->last);
             tv_mfree(r, v->u.loop, sizeof *v->u.loop);
         }
         break;
@@ -350,7 +351,7 @@ bool tv_truthy(const tmpl_value *v) {
     case TV_INT: return v->u.i != 0;
     case TV_FLOAT: return v->u.f != 0;
     case TV_STRING: return v->u.str.len != 0;
-    case TV_LIST: return v->u.list.len != 0;
+    case TV_LIST: return v->u.list.lazy || v->u.list.len != 0;
     case TV_DICT: return v->u.dict.len != 0;
     default: return true;
     }
@@ -371,7 +372,8 @@ bool tv_equal(const tmpl_value *a, const tmpl_value *b) {
     case TV_STRING:
         return a->u.str.len == b->u.str.len && !memcmp(a->u.str.s, b->u.str.s, a->u.str.len);
     case TV_LIST:
-        /* Python: a list never equals a tuple */
+        /* Python: a list never equals a tuple, and an iterator equals only itself */
+        if (a->u.list.lazy || b->u.list.lazy) return false;
         if (a->u.list.tuple != b->u.list.tuple || a->u.list.len != b->u.list.len) return false;
         for (size_t i = 0; i < a->u.list.len; i++)
             if (!tv_equal(a->u.list.items[i], b->u.list.items[i])) return false;
@@ -420,7 +422,7 @@ int tv_compare(const tmpl_value *a, const tmpl_value *b, bool fold_case) {
         return x < y ? -1 : x > y;
     }
     if (a->type == TV_STRING && b->type == TV_STRING) return compare_str(a, b, fold_case);
-    if (a->type == TV_LIST && b->type == TV_LIST && a->u.list.tuple == b->u.list.tuple) {
+    if (a->type == TV_LIST && b->type == TV_LIST && a->u.list.tuple == b->u.list.tuple && !a->u.list.lazy && !b->u.list.lazy) {
         size_t n = a->u.list.len < b->u.list.len ? a->u.list.len : b->u.list.len;
         for (size_t i = 0; i < n; i++) {
             if (tv_equal(a->u.list.items[i], b->u.list.items[i])) continue;
@@ -439,7 +441,7 @@ const char *tv_type_name(const tmpl_value *v) {
     case TV_INT: return "int";
     case TV_FLOAT: return "float";
     case TV_STRING: return "str";
-    case TV_LIST: return v->u.list.tuple ? "tuple" : "list";
+    case TV_LIST: return v->u.list.lazy ? "generator" : v->u.list.tuple ? "tuple" : "list";
     case TV_DICT: return "dict";
     case TV_NAMESPACE: return "Namespace";
     case TV_LOOP: return "LoopContext";

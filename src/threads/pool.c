@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -16,22 +17,66 @@
  * longer than the gap between two jobs of one forward pass, far shorter than a human pause. */
 #define SPIN_ITERS 2000
 
+/* The claim word of the current job: its tag (which job), its number of chunks and the next
+ * unclaimed chunk, so that one atomic read tells a thread all it needs and one compare-and-swap
+ * claims a chunk of exactly that job. A thread that slept through several jobs sees a newer tag
+ * and simply works on the newer job. The tag wraps after 2^24 jobs (hours of decoding); a thread
+ * would have to stall that long between its load and its compare-and-swap to be confused. */
+#define IDX_BITS 20
+#define TAG_SHIFT (2 * IDX_BITS)
+#define IDX_MASK ((UINT64_C(1) << IDX_BITS) - 1)
+
 struct pool {
     int n_threads;
     pthread_t *threads;
-    pool_fn fn;
-    void *arg;
-    atomic_uint generation;  /* bumped once per job; workers wait for it to change */
-    atomic_int pending;      /* workers still running the current job */
+    pool_task task;          /* the current job; written before its claim word is published */
+    pool_fn fn;              /* pool_run's function, called through static_chunk */
+    void *fn_arg;
+    _Alignas(64) _Atomic uint64_t claim;
+    _Alignas(64) atomic_int done;          /* chunks of the current job finished */
+    _Alignas(64) atomic_uint generation;   /* bumped once per job; idle workers wait for it */
     atomic_bool quit;
     pthread_mutex_t mu;
     pthread_cond_t wake;     /* signalled when generation changes */
-    pthread_cond_t done;     /* signalled when pending reaches 0 */
+    pthread_cond_t all_done; /* signalled when the last chunk is done and the caller sleeps */
     atomic_int sleepers;     /* workers blocked on `wake` */
     atomic_bool caller_sleeping;
 };
 
 typedef struct worker_arg { pool *p; int ith; } worker_arg;
+
+static uint64_t claim_word(uint64_t tag, uint64_t n, uint64_t idx) {
+    return (tag << TAG_SHIFT) | (n << IDX_BITS) | idx;
+}
+
+/* Claims chunks of the published job until none is left; runs prepare before the first one this
+ * thread takes of a job. *prepared holds the tag of the last job prepared for. */
+static void work(pool *p, int ith, uint64_t *prepared) {
+    uint64_t cur = atomic_load_explicit(&p->claim, memory_order_acquire);
+    for (;;) {
+        uint64_t idx = cur & IDX_MASK, n = (cur >> IDX_BITS) & IDX_MASK;
+        if (idx >= n) return;
+        /* acquire on success: the job's fields, written before its claim word, are visible; they
+         * cannot change until this chunk is done */
+        if (!atomic_compare_exchange_weak_explicit(&p->claim, &cur, cur + 1, memory_order_acquire,
+                                                   memory_order_acquire))
+            continue;
+        uint64_t tag = cur >> TAG_SHIFT;
+        const pool_task *t = &p->task;
+        if (*prepared != tag) {
+            *prepared = tag;
+            if (t->prepare) t->prepare(t->arg, ith);
+        }
+        t->chunk(t->arg, (int)idx, ith);
+        if (atomic_fetch_add_explicit(&p->done, 1, memory_order_acq_rel) + 1 == (int)n &&
+            atomic_load(&p->caller_sleeping)) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->all_done);
+            pthread_mutex_unlock(&p->mu);
+        }
+        cur = atomic_load_explicit(&p->claim, memory_order_acquire);
+    }
+}
 
 static void wait_for_job(pool *p, unsigned seen) {
     for (int i = 0; i < SPIN_ITERS; i++) {
@@ -45,27 +90,18 @@ static void wait_for_job(pool *p, unsigned seen) {
     pthread_mutex_unlock(&p->mu);
 }
 
-static void finish_job(pool *p) {
-    if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1 &&
-        atomic_load(&p->caller_sleeping)) {
-        pthread_mutex_lock(&p->mu);
-        pthread_cond_signal(&p->done);
-        pthread_mutex_unlock(&p->mu);
-    }
-}
-
 static void *worker_main(void *raw) {
     worker_arg *wa = raw;
     pool *p = wa->p;
     int ith = wa->ith;
     free(wa);
     unsigned seen = 0;
+    uint64_t prepared = UINT64_MAX;
     for (;;) {
         wait_for_job(p, seen);
         seen = atomic_load_explicit(&p->generation, memory_order_acquire);
         if (atomic_load(&p->quit)) return NULL;
-        p->fn(p->arg, ith, p->n_threads);
-        finish_job(p);
+        work(p, ith, &prepared);
     }
 }
 
@@ -76,7 +112,7 @@ pool *pool_create(int n_threads) {
     p->n_threads = n_threads;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
-    pthread_cond_init(&p->done, NULL);
+    pthread_cond_init(&p->all_done, NULL);
     p->threads = calloc((size_t)n_threads, sizeof *p->threads);
     if (!p->threads) { free(p); return NULL; }
     for (int i = 1; i < n_threads; i++) {
@@ -94,17 +130,6 @@ pool *pool_create(int n_threads) {
     return p;
 }
 
-/* Sequentially consistent on purpose: the increment of `generation` here and of `sleepers` in
- * wait_for_job must not both miss each other, or a sleeping worker would never see the job. */
-static void publish(pool *p) {
-    atomic_fetch_add(&p->generation, 1);
-    if (atomic_load(&p->sleepers) > 0) {
-        pthread_mutex_lock(&p->mu);
-        pthread_cond_broadcast(&p->wake);
-        pthread_mutex_unlock(&p->mu);
-    }
-}
-
 void pool_free(pool *p) {
     if (!p) return;
     atomic_store(&p->quit, true);
@@ -116,29 +141,62 @@ void pool_free(pool *p) {
     for (int i = 1; i < p->n_threads; i++) pthread_join(p->threads[i], NULL);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->wake);
-    pthread_cond_destroy(&p->done);
+    pthread_cond_destroy(&p->all_done);
     free(p->threads);
     free(p);
 }
 
 int pool_size(const pool *p) { return p->n_threads; }
 
-void pool_run(pool *p, pool_fn fn, void *arg) {
-    if (p->n_threads == 1) { fn(arg, 0, 1); return; }
-    p->fn = fn;
-    p->arg = arg;
-    atomic_store(&p->pending, p->n_threads - 1);
-    publish(p);
-    fn(arg, 0, p->n_threads);
+void pool_run_chunks(pool *p, const pool_task *task) {
+    int n = task->n_chunks;
+    if (n <= 0) return;
+    uint64_t prepared = UINT64_MAX;
+    if (p->n_threads == 1) {
+        if (task->prepare) task->prepare(task->arg, 0);
+        for (int i = 0; i < n; i++) task->chunk(task->arg, i, 0);
+        return;
+    }
+    p->task = *task;
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    uint64_t tag = (atomic_load_explicit(&p->claim, memory_order_relaxed) >> TAG_SHIFT) + 1;
+    atomic_store_explicit(&p->claim, claim_word(tag & ((UINT64_C(1) << (64 - TAG_SHIFT)) - 1), (uint64_t)n, 0),
+                          memory_order_release);
+    /* Sequentially consistent on purpose: this increment and the one of `sleepers` in
+     * wait_for_job must not both miss each other, or a sleeping worker would never see the job. */
+    atomic_fetch_add(&p->generation, 1);
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->mu);
+    }
+    work(p, 0, &prepared);
+    /* Every chunk is claimed; wait for those still running elsewhere. */
     for (int i = 0; i < SPIN_ITERS; i++) {
-        if (atomic_load_explicit(&p->pending, memory_order_acquire) == 0) return;
+        if (atomic_load_explicit(&p->done, memory_order_acquire) == n) return;
         cpu_relax();
     }
     pthread_mutex_lock(&p->mu);
     atomic_store(&p->caller_sleeping, true);
-    while (atomic_load(&p->pending) != 0) pthread_cond_wait(&p->done, &p->mu);
+    while (atomic_load(&p->done) != n) pthread_cond_wait(&p->all_done, &p->mu);
     atomic_store(&p->caller_sleeping, false);
     pthread_mutex_unlock(&p->mu);
+}
+
+/* pool_run's chunks are the thread indices: chunk i runs fn(arg, i, nth) on whichever thread
+ * claims it, so every index runs exactly once. */
+static void static_chunk(void *arg, int chunk, int ith) {
+    (void)ith;
+    pool *p = arg;
+    p->fn(p->fn_arg, chunk, p->n_threads);
+}
+
+void pool_run(pool *p, pool_fn fn, void *arg) {
+    if (p->n_threads == 1) { fn(arg, 0, 1); return; }
+    p->fn = fn;
+    p->fn_arg = arg;
+    pool_task t = {.chunk = static_chunk, .arg = p, .n_chunks = p->n_threads};
+    pool_run_chunks(p, &t);
 }
 
 void pool_split(int n, int ith, int nth, int *begin, int *end) {

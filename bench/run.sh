@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The benchmark table of the README's Performance section: nucleus against llama.cpp's figures
+# (../shared/README.md, same machine kind) on synthetic models with the shapes of real ones,
+# regenerated into build/models when missing (synth-gguf is deterministic).
+#
+#   bash bench/run.sh [-t THREADS] [-r REPS] [--no-fast]
+#
+# Each model runs `nucleus bench -p 128 -n 64` in the default mode (int16 activations) and, for
+# quantised models, in the fast mode (--fast: int8 activations for Q/K/V and gate/up). Not part of
+# `make test`: it takes minutes and its figures depend on what else the machine is doing.
+set -eu
+cd "$(dirname "$0")/.."
+. tests/lib/models.sh
+threads=2 reps=5 fast=1
+while [ $# -gt 0 ]; do
+    case $1 in
+        -t) threads=$2; shift 2 ;;
+        -r) reps=$2; shift 2 ;;
+        --no-fast) fast=0; shift ;;
+        *) echo "usage: bash bench/run.sh [-t THREADS] [-r REPS] [--no-fast]" >&2; exit 2 ;;
+    esac
+done
+make -s -j2 build/nucleus
+
+# name | synth-gguf arguments | llama.cpp pp128 | llama.cpp tg64 (tokens/s; - when not measured)
+models="smollm2-135m-q8_0|--shape smollm2-135m --type q8_0|1311|154
+tinyllama-1.1b-q4_0|--shape tinyllama-1.1b --type q4_0|180|43.9
+tinyllama-1.1b-q4_k|--shape tinyllama-1.1b --type q4_k|-|-
+tinyllama-1.1b-f16|--shape tinyllama-1.1b --type f16|-|-"
+
+out=$(mktemp); trap 'rm -f "$out"' EXIT
+echo "$models" | while IFS='|' read -r name args lpp ltg; do
+    # shellcheck disable=SC2086
+    file=$(synth_model "bench-$name" $args)
+    for mode in default fast; do
+        [ "$mode" = fast ] && { [ $fast = 1 ] || continue; case $name in *f16) continue ;; esac; }
+        flags=""; [ "$mode" = fast ] && flags="--fast"
+        json=$(build/nucleus bench -m "$file" -p 128 -n 64 -t "$threads" -r "$reps" --json $flags)
+        echo "$name|$mode|$lpp|$ltg|$json" >> "$out"
+    done
+done
+
+/usr/bin/python3 - "$out" "$threads" "$reps" <<'PY'
+import json, sys, datetime
+rows = [l.rstrip("\n").split("|", 4) for l in open(sys.argv[1])]
+print("nucleus bench -p 128 -n 64 -t %s -r %s, %s (kernels: %s)\n" % (
+    sys.argv[2], sys.argv[3], datetime.date.today().isoformat(), json.loads(rows[0][4])["kernels"] if rows else "?"))
+print("| model | file | mode | prefill pp128 tok/s | vs llama.cpp | decode tg64 tok/s | vs llama.cpp | decode, % of bandwidth ceiling |")
+print("|---|---|---|---|---|---|---|---|")
+for name, mode, lpp, ltg, js in rows:
+    d = json.loads(js)
+    ratio = lambda ours, theirs: "%.2fx" % (ours / float(theirs)) if theirs != "-" else "-"
+    print("| %s | %.0f MB | %s | %.1f ± %.1f | %s | %.1f ± %.1f | %s | %.0f%% (%.1f GB/s, ceiling %.1f tok/s) |" % (
+        name, d["file_bytes"] / 1e6, mode, d["pp"]["mean"], d["pp"]["sd"], ratio(d["pp"]["mean"], lpp),
+        d["tg"]["mean"], d["tg"]["sd"], ratio(d["tg"]["mean"], ltg), d["decode_pct_of_ceiling"],
+        d["read_bandwidth"] / 1e9, d["decode_ceiling"]))
+PY

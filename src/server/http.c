@@ -1,0 +1,591 @@
+/* libmicrohttpd glue: routing, authentication, body limits, JSON replies and the server-sent
+ * events writer.
+ *
+ * The daemon runs one thread per connection, so a handler may block: a request that does not
+ * stream waits in the access handler for its job, a streaming one waits inside the content
+ * reader for the next piece. While waiting, both look at the socket every 100 ms: a client that
+ * has closed it cancels its job, which frees its slots at the engine's next step. */
+#include "server/server.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <netdb.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "server/job.h"
+#include "server/metrics.h"
+#include "server/prepare.h"
+#include "server/request.h"
+#include "server/response.h"
+#include "server/scheduler.h"
+
+struct srv_server {
+    struct MHD_Daemon *d;
+    nc_context *c;
+    srv_sched *sched;
+    srv_metrics metrics;
+    srv_model_ctx mc;
+    bool mc_ready, metrics_ready;
+    char *api_key, *model_id;
+    size_t max_body;
+    double drain_seconds;
+    int port;
+    int64_t created;
+    char note[512];
+};
+
+/* One HTTP request, from its headers to its response. */
+typedef struct conn_req {
+    srv_endpoint ep;
+    bool refused;          /* decided from the headers (or the body's size): answer `early` */
+    srv_error early;
+    const char *allow;     /* Allow header of a 405 */
+    char *body;
+    size_t len, cap;
+} conn_req;
+
+/* ---- Replies ------------------------------------------------------------------------------- */
+
+/* Queue body (malloc'd, taken) as the response. allow: the Allow header of a 405. */
+static enum MHD_Result send_body(srv_server *sv, struct MHD_Connection *conn, int status, char *body,
+                                 const char *type, const char *allow) {
+    if (!body) return MHD_NO; /* out of memory: drop the connection */
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (allow) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    enum MHD_Result ok = MHD_queue_response(conn, (unsigned)status, r);
+    MHD_destroy_response(r);
+    srv_metrics_response(&sv->metrics, status);
+    return ok;
+}
+
+static enum MHD_Result send_json(srv_server *sv, struct MHD_Connection *conn, int status, char *json) {
+    return send_body(sv, conn, status, json, "application/json", NULL);
+}
+
+static enum MHD_Result send_error(srv_server *sv, struct MHD_Connection *conn, const srv_error *e) {
+    return send_body(sv, conn, e->status, srv_json_error(e), "application/json", NULL);
+}
+
+/* ---- Routing and early refusals ------------------------------------------------------------ */
+
+typedef struct route {
+    const char *path;
+    const char *method;    /* GET routes answer HEAD too */
+    srv_endpoint ep;
+} route;
+
+static const route routes[] = {
+    {"/health", "GET", SRV_EP_HEALTH},
+    {"/v1/models", "GET", SRV_EP_MODELS},
+    {"/v1/completions", "POST", SRV_EP_COMPLETIONS},
+    {"/v1/chat/completions", "POST", SRV_EP_CHAT},
+    {"/tokenize", "POST", SRV_EP_TOKENIZE},
+    {"/detokenize", "POST", SRV_EP_DETOKENIZE},
+    {"/metrics", "GET", SRV_EP_METRICS},
+};
+
+static const route *find_route(const char *url) {
+    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
+        if (!strcmp(url, routes[i].path)) return &routes[i];
+    return NULL;
+}
+
+static bool method_ok(const route *rt, const char *method) {
+    return !strcmp(method, rt->method) || (!strcmp(rt->method, "GET") && !strcmp(method, "HEAD"));
+}
+
+/* Compare without an early exit, so the time taken does not tell how much of the key matched. */
+static bool same_secret(const char *a, const char *b) {
+    size_t na = strlen(a), nb = strlen(b);
+    unsigned char diff = na != nb;
+    for (size_t i = 0; i < na; i++) diff |= (unsigned char)(a[i] ^ b[i % (nb ? nb : 1)]);
+    return diff == 0;
+}
+
+static bool authorized(const srv_server *sv, struct MHD_Connection *conn) {
+    if (!sv->api_key) return true;
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    return h && !strncmp(h, "Bearer ", 7) && same_secret(h + 7, sv->api_key);
+}
+
+__attribute__((format(printf, 4, 5))) static void refuse(conn_req *rq, int status, const char *code, const char *fmt,
+                                                          ...) {
+    rq->refused = true;
+    va_list ap;
+    va_start(ap, fmt);
+    char msg[sizeof rq->early.message];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    srv_error_set(&rq->early, status, "invalid_request_error", code, NULL, "%s", msg);
+}
+
+/* Everything decidable from the request line and headers: 404, 401, 405, 413. */
+static void first_look(srv_server *sv, struct MHD_Connection *conn, const char *url, const char *method, conn_req *rq) {
+    const route *rt = find_route(url);
+    rq->ep = rt ? rt->ep : SRV_EP_OTHER;
+    srv_metrics_request(&sv->metrics, rq->ep);
+    if (!rt) return refuse(rq, 404, "not_found", "no such endpoint: %s", url);
+    if (rt->ep != SRV_EP_HEALTH && !authorized(sv, conn))
+        return refuse(rq, 401, "invalid_api_key", "missing or wrong API key (Authorization: Bearer KEY)");
+    if (!method_ok(rt, method)) {
+        rq->allow = !strcmp(rt->method, "GET") ? "GET, HEAD" : rt->method;
+        return refuse(rq, 405, "method_not_allowed", "%s %s is not allowed; use %s", method, url, rt->method);
+    }
+    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > sv->max_body)
+        refuse(rq, 413, "request_too_large", "the body is larger than the limit of %zu bytes", sv->max_body);
+}
+
+/* Keep the body up to the limit; past it, discard the rest and answer 413. */
+static void take_body(srv_server *sv, conn_req *rq, const char *data, size_t size) {
+    if (rq->refused) return;
+    if (rq->len + size > sv->max_body) {
+        free(rq->body);
+        rq->body = NULL;
+        rq->len = rq->cap = 0;
+        return refuse(rq, 413, "request_too_large", "the body is larger than the limit of %zu bytes", sv->max_body);
+    }
+    if (rq->len + size + 1 > rq->cap) {
+        size_t cap = 2 * (rq->len + size + 1);
+        char *grown = realloc(rq->body, cap);
+        if (!grown) {
+            srv_error_set(&rq->early, 500, "server_error", NULL, NULL, "out of memory for the body");
+            rq->refused = true;
+            return;
+        }
+        rq->body = grown;
+        rq->cap = cap;
+    }
+    memcpy(rq->body + rq->len, data, size);
+    rq->len += size;
+    rq->body[rq->len] = 0;
+}
+
+/* ---- Client presence ----------------------------------------------------------------------- */
+
+static int conn_fd(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
+/* Whether the peer closed its end (or reset it). Bytes waiting (a pipelined request) mean it is
+ * still there. */
+static bool peer_gone(int fd) {
+    if (fd < 0) return false;
+    char c;
+    ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* ---- Generation replies -------------------------------------------------------------------- */
+
+static int piece_of(void *ctx, int32_t token, char *buf, int cap) { return nc_token_piece(ctx, token, buf, cap); }
+
+static void reply_meta(srv_server *sv, srv_api api, char *id, size_t id_cap, srv_resp_meta *m) {
+    snprintf(id, id_cap, "%s-%016llx", api == SRV_API_CHAT ? "chatcmpl" : "cmpl", (unsigned long long)srv_random_u64());
+    *m = (srv_resp_meta){.api = api, .id = id, .model = sv->model_id, .created = (int64_t)time(NULL),
+                         .piece = piece_of, .piece_ctx = (void *)sv->mc.m};
+}
+
+/* Under j->mu. */
+static srv_usage job_usage(const srv_job *j) {
+    srv_usage u = {0, 0};
+    for (int32_t p = 0; p < j->n_prompts; p++) u.prompt_tokens += j->n_prompt[p];
+    for (int32_t i = 0; i < j->n_choices; i++) u.completion_tokens += j->out[i].n_tokens;
+    return u;
+}
+
+static enum MHD_Result reply_whole(srv_server *sv, struct MHD_Connection *conn, srv_job *j, const srv_resp_meta *m) {
+    int fd = conn_fd(conn);
+    uint64_t seen = 0;
+    while (!srv_job_finished(j)) {
+        seen = srv_job_wait(j, seen, 100);
+        if (peer_gone(fd)) {
+            srv_sched_cancel(sv->sched, j);
+            return MHD_NO;
+        }
+    }
+    pthread_mutex_lock(&j->mu);
+    if (j->failed) {
+        srv_error e = j->error;
+        pthread_mutex_unlock(&j->mu);
+        return send_error(sv, conn, &e);
+    }
+    srv_choice_view *views = calloc((size_t)j->n_choices, sizeof *views);
+    for (int32_t i = 0; views && i < j->n_choices; i++) {
+        const srv_choice_out *o = &j->out[i];
+        views[i] = (srv_choice_view){.index = i, .text = o->text ? o->text : "", .n_text = o->n_text,
+                                     .logprobs = j->logprobs, .lp = o->lp, .n_lp = o->n_lp, .finish = o->finish};
+    }
+    srv_usage u = job_usage(j);
+    char *body = views ? srv_json_response(m, views, j->n_choices, &u) : NULL;
+    pthread_mutex_unlock(&j->mu);
+    free(views);
+    return send_json(sv, conn, 200, body);
+}
+
+/* ---- Server-sent events -------------------------------------------------------------------- */
+
+typedef struct stream_cursor {
+    size_t text;           /* bytes of the choice's text sent */
+    int32_t lp;            /* logprob entries sent */
+    size_t lp_offset;      /* completions' text_offset of the next entry */
+    bool role_sent, finish_sent;
+} stream_cursor;
+
+typedef struct sse_stream {
+    srv_server *sv;
+    srv_job *j;
+    srv_resp_meta meta;
+    char id[64];
+    bool include_usage;
+    int fd;
+    uint64_t seen;
+    stream_cursor *cur;
+    char *buf;             /* events formatted, not yet handed to the daemon */
+    size_t len, off, cap;
+    bool ended, broken;    /* [DONE] is in buf; out of memory */
+} sse_stream;
+
+static bool sse_reserve(sse_stream *st, size_t extra) {
+    if (st->len + extra <= st->cap) return true;
+    size_t cap = 2 * (st->len + extra);
+    char *grown = realloc(st->buf, cap);
+    if (!grown) return false;
+    st->buf = grown;
+    st->cap = cap;
+    return true;
+}
+
+static void sse_append(sse_stream *st, const char *s, size_t n) {
+    memcpy(st->buf + st->len, s, n);
+    st->len += n;
+}
+
+/* One event "data: JSON\n\n" (json malloc'd, taken; NULL means out of memory). */
+static void sse_event(sse_stream *st, char *json) {
+    size_t n = json ? strlen(json) : 0;
+    if (!json || !sse_reserve(st, n + 8)) {
+        free(json);
+        st->broken = true;
+        return;
+    }
+    sse_append(st, "data: ", 6);
+    sse_append(st, json, n);
+    sse_append(st, "\n\n", 2);
+    free(json);
+}
+
+/* The chunks one choice owes the client: the assistant role (chat, once), new text and
+ * logprobs, the finish reason (once its text is all out). Under j->mu. */
+static void sse_choice(sse_stream *st, int32_t i) {
+    const srv_choice_out *o = &st->j->out[i];
+    stream_cursor *cu = &st->cur[i];
+    if (st->meta.api == SRV_API_CHAT && !cu->role_sent) {
+        srv_choice_view v = {.index = i, .text = ""};
+        sse_event(st, srv_json_chunk(&st->meta, &v, true, st->include_usage));
+        cu->role_sent = true;
+    }
+    if (o->n_text > cu->text || o->n_lp > cu->lp) {
+        srv_choice_view v = {.index = i, .text = o->text ? o->text + cu->text : "", .n_text = o->n_text - cu->text,
+                             .logprobs = st->j->logprobs, .lp = o->lp + cu->lp, .n_lp = o->n_lp - cu->lp,
+                             .text_offset = cu->lp_offset};
+        sse_event(st, srv_json_chunk(&st->meta, &v, false, st->include_usage));
+        for (int32_t k = cu->lp; k < o->n_lp; k++) {
+            int n = nc_token_piece(st->meta.piece_ctx, o->lp[k].token, NULL, 0);
+            cu->lp_offset += n > 0 ? (size_t)n : 0;
+        }
+        cu->text = o->n_text;
+        cu->lp = o->n_lp;
+    }
+    if (o->done && !cu->finish_sent && !st->j->failed) {
+        srv_choice_view v = {.index = i, .text = "", .finish = o->finish};
+        sse_event(st, srv_json_chunk(&st->meta, &v, false, st->include_usage));
+        cu->finish_sent = true;
+    }
+}
+
+/* Format whatever the job has that the client has not seen; at the end an error event (if the
+ * job failed), the usage chunk (if asked), and [DONE]. */
+static void sse_format(sse_stream *st) {
+    srv_job *j = st->j;
+    pthread_mutex_lock(&j->mu);
+    st->seen = j->version;
+    for (int32_t i = 0; i < j->n_choices; i++) sse_choice(st, i);
+    if (j->n_done == j->n_choices) {
+        srv_usage u = job_usage(j);
+        if (j->failed) sse_event(st, srv_json_error(&j->error));
+        else if (st->include_usage) sse_event(st, srv_json_usage_chunk(&st->meta, &u));
+        if (sse_reserve(st, 14)) sse_append(st, "data: [DONE]\n\n", 14);
+        else st->broken = true;
+        st->ended = true;
+    }
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* Fill the buffer with the next events, waiting for the engine as long as there are none.
+ * -1: the client left (its job is cancelled) or memory ran out. */
+static int sse_fill(sse_stream *st) {
+    st->len = st->off = 0;
+    for (;;) {
+        sse_format(st);
+        if (st->broken) return -1;
+        if (st->len > 0 || st->ended) return 0;
+        srv_job_wait(st->j, st->seen, 100);
+        if (peer_gone(st->fd)) {
+            srv_sched_cancel(st->sv->sched, st->j);
+            return -1;
+        }
+    }
+}
+
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    sse_stream *st = cls;
+    (void)pos;
+    if (st->off == st->len) {
+        if (st->ended) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (sse_fill(st)) return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    size_t n = st->len - st->off < max ? st->len - st->off : max;
+    memcpy(buf, st->buf + st->off, n);
+    st->off += n;
+    return (ssize_t)n;
+}
+
+/* The daemon is done with the stream: a job still running lost its client. */
+static void sse_free(void *cls) {
+    sse_stream *st = cls;
+    if (!srv_job_finished(st->j)) srv_sched_cancel(st->sv->sched, st->j);
+    srv_job_unref(st->j);
+    free(st->cur);
+    free(st->buf);
+    free(st);
+}
+
+static enum MHD_Result reply_stream(srv_server *sv, struct MHD_Connection *conn, srv_job *j, srv_api api,
+                                    bool include_usage) {
+    sse_stream *st = calloc(1, sizeof *st);
+    if (st) st->cur = calloc((size_t)j->n_choices, sizeof *st->cur);
+    if (!st || !st->cur) {
+        if (st) free(st);
+        srv_sched_cancel(sv->sched, j);
+        return MHD_NO;
+    }
+    st->sv = sv;
+    st->j = j;
+    srv_job_ref(j);
+    st->include_usage = include_usage;
+    st->fd = conn_fd(conn);
+    reply_meta(sv, api, st->id, sizeof st->id, &st->meta);
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_read, st, sse_free);
+    if (!r) {
+        sse_free(st);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    enum MHD_Result ok = MHD_queue_response(conn, 200, r);
+    MHD_destroy_response(r);
+    srv_metrics_response(&sv->metrics, 200);
+    return ok;
+}
+
+static enum MHD_Result handle_generation(srv_server *sv, struct MHD_Connection *conn, conn_req *rq, srv_api api) {
+    srv_request r;
+    srv_error e;
+    srv_limits lim = {.n_vocab = sv->mc.n_vocab, .max_n = sv->mc.n_slots};
+    if (srv_request_parse(api, rq->body ? rq->body : "", rq->len, &lim, &r, &e)) return send_error(sv, conn, &e);
+    srv_job *j;
+    int rc = srv_prepare_job(&sv->mc, &r, &j, &e);
+    bool stream = r.stream, include_usage = r.include_usage;
+    srv_request_free(&r);
+    if (rc) return send_error(sv, conn, &e);
+    j->t_submit = srv_now();
+    if (srv_sched_submit(sv->sched, j)) {
+        srv_job_unref(j);
+        srv_error_set(&e, 503, "server_error", "server_overloaded", NULL,
+                      "the server is busy (all slots and the queue are taken), retry later");
+        return send_error(sv, conn, &e);
+    }
+    enum MHD_Result ok;
+    if (stream) {
+        ok = reply_stream(sv, conn, j, api, include_usage);
+    } else {
+        srv_resp_meta m;
+        char id[64];
+        reply_meta(sv, api, id, sizeof id, &m);
+        ok = reply_whole(sv, conn, j, &m);
+    }
+    srv_job_unref(j);
+    return ok;
+}
+
+/* ---- Other endpoints ----------------------------------------------------------------------- */
+
+static enum MHD_Result handle_tokenize(srv_server *sv, struct MHD_Connection *conn, conn_req *rq) {
+    srv_tokenize_req t;
+    srv_error e;
+    if (srv_tokenize_parse(rq->body ? rq->body : "", rq->len, &t, &e)) return send_error(sv, conn, &e);
+    int32_t *ids, n;
+    int rc = srv_tokenize(sv->mc.m, t.content, t.len, t.add_special, t.parse_special, &ids, &n, &e);
+    srv_tokenize_free(&t);
+    if (rc) return send_error(sv, conn, &e);
+    char *body = srv_json_tokens(ids, n);
+    free(ids);
+    return send_json(sv, conn, 200, body);
+}
+
+static enum MHD_Result handle_detokenize(srv_server *sv, struct MHD_Connection *conn, conn_req *rq) {
+    srv_detokenize_req d;
+    srv_error e;
+    if (srv_detokenize_parse(rq->body ? rq->body : "", rq->len, sv->mc.n_vocab, &d, &e)) return send_error(sv, conn, &e);
+    char *text;
+    size_t len;
+    int rc = srv_detokenize(sv->mc.m, d.tokens, d.n_tokens, &text, &len, &e);
+    srv_detokenize_free(&d);
+    if (rc) return send_error(sv, conn, &e);
+    char *body = srv_json_content(text, len);
+    free(text);
+    return send_json(sv, conn, 200, body);
+}
+
+static enum MHD_Result respond(srv_server *sv, struct MHD_Connection *conn, conn_req *rq) {
+    if (rq->refused)
+        return send_body(sv, conn, rq->early.status, srv_json_error(&rq->early), "application/json", rq->allow);
+    switch (rq->ep) {
+    case SRV_EP_HEALTH: return send_json(sv, conn, 200, strdup("{\"status\":\"ok\"}"));
+    case SRV_EP_MODELS: return send_json(sv, conn, 200, srv_json_models(sv->model_id, sv->created));
+    case SRV_EP_METRICS:
+        return send_body(sv, conn, 200, srv_metrics_render(&sv->metrics), "text/plain; version=0.0.4", NULL);
+    case SRV_EP_COMPLETIONS: return handle_generation(sv, conn, rq, SRV_API_COMPLETIONS);
+    case SRV_EP_CHAT: return handle_generation(sv, conn, rq, SRV_API_CHAT);
+    case SRV_EP_TOKENIZE: return handle_tokenize(sv, conn, rq);
+    case SRV_EP_DETOKENIZE: return handle_detokenize(sv, conn, rq);
+    default: return MHD_NO;
+    }
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    srv_server *sv = cls;
+    (void)version;
+    conn_req *rq = *con_cls;
+    if (!rq) { /* headers only: decide what can be decided, then receive the body */
+        if (!(rq = calloc(1, sizeof *rq))) return MHD_NO;
+        *con_cls = rq;
+        first_look(sv, conn, url, method, rq);
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        take_body(sv, rq, upload, *upload_size);
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    return respond(sv, conn, rq);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    (void)cls, (void)conn, (void)toe;
+    conn_req *rq = *con_cls;
+    if (!rq) return;
+    free(rq->body);
+    free(rq);
+    *con_cls = NULL;
+}
+
+/* ---- Start and stop ------------------------------------------------------------------------ */
+
+static int start_daemon(srv_server *sv, const srv_config *cfg, nc_err *err) {
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+    char port[16];
+    snprintf(port, sizeof port, "%d", cfg->port);
+    int gai = getaddrinfo(cfg->host, port, &hints, &ai);
+    if (gai != 0) {
+        snprintf(err->msg, sizeof err->msg, "--host %s: %s", cfg->host, gai_strerror(gai));
+        return -1;
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    sv->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, sv, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv, MHD_OPTION_CONNECTION_LIMIT, 256u,
+                             MHD_OPTION_CONNECTION_TIMEOUT, 300u, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
+                             MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!sv->d) {
+        snprintf(err->msg, sizeof err->msg, "cannot listen on %s port %d (in use, or not an address of this machine)",
+                 cfg->host, cfg->port);
+        return -1;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(sv->d, MHD_DAEMON_INFO_BIND_PORT);
+    sv->port = di ? di->port : cfg->port;
+    return 0;
+}
+
+static void server_free(srv_server *sv) {
+    srv_sched_free(sv->sched);
+    if (sv->mc_ready) srv_model_ctx_free(&sv->mc);
+    if (sv->metrics_ready) srv_metrics_destroy(&sv->metrics);
+    nc_context_free(sv->c);
+    free(sv->api_key);
+    free(sv->model_id);
+    free(sv);
+}
+
+int srv_start(srv_server **out, nc_model *m, const srv_config *cfg, nc_err *err) {
+    *out = NULL;
+    srv_server *sv = calloc(1, sizeof *sv);
+    if (!sv) {
+        snprintf(err->msg, sizeof err->msg, "out of memory");
+        return -1;
+    }
+    sv->max_body = cfg->max_body;
+    sv->drain_seconds = cfg->drain_seconds;
+    sv->created = (int64_t)time(NULL);
+    sv->model_id = strdup(cfg->model_id);
+    sv->api_key = cfg->api_key ? strdup(cfg->api_key) : NULL;
+    srv_metrics_init(&sv->metrics, cfg->n_parallel);
+    sv->metrics_ready = true;
+    if (!sv->model_id || (cfg->api_key && !sv->api_key)) {
+        snprintf(err->msg, sizeof err->msg, "out of memory");
+        goto fail;
+    }
+    nc_context_params cp = {.n_ctx = cfg->n_ctx, .n_seq_max = cfg->n_parallel, .n_threads = cfg->n_threads,
+                            .n_batch = cfg->n_parallel + cfg->chunk};
+    if (nc_context_new(&sv->c, m, &cp, err)) goto fail;
+    if (srv_model_ctx_init(&sv->mc, m, nc_context_n_ctx(sv->c), cfg->n_parallel, sv->note, sizeof sv->note, err))
+        goto fail;
+    sv->mc_ready = true;
+    srv_sched_config sc = {.n_slots = cfg->n_parallel, .max_queue = cfg->max_queue, .chunk = cfg->chunk};
+    if (srv_sched_new(&sv->sched, sv->c, m, &sc, &sv->metrics, err) || start_daemon(sv, cfg, err)) goto fail;
+    *out = sv;
+    return 0;
+fail:
+    server_free(sv);
+    return -1;
+}
+
+int srv_port(const srv_server *s) { return s->port; }
+const char *srv_note(const srv_server *s) { return s->note; }
+
+void srv_stop(srv_server *sv) {
+    if (!sv) return;
+    MHD_socket listener = MHD_quiesce_daemon(sv->d);
+    if (listener != MHD_INVALID_SOCKET) close(listener);
+    srv_sched_drain(sv->sched, sv->drain_seconds);
+    srv_sched_stop(sv->sched); /* jobs left end with 503; their connections finish */
+    MHD_stop_daemon(sv->d);
+    server_free(sv);
+}

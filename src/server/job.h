@@ -1,0 +1,86 @@
+/* A generation job: one HTTP request's prompts, decoding parameters and growing output, shared
+ * by the connection thread that made it and the engine thread that runs it.
+ *
+ * Threads: the fields under "input" are written before srv_sched_submit and only read after;
+ * "output" is guarded by mu (changes bump version and broadcast cv); "engine" fields belong to
+ * the engine thread alone. The job is reference-counted: the connection holds one reference,
+ * the scheduler another while the job is queued or running. */
+#ifndef NC_SERVER_JOB_H
+#define NC_SERVER_JOB_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "nucleus.h"
+#include "server/request.h"
+#include "server/response.h"
+
+typedef struct srv_choice_out {
+    char *text;            /* everything shown so far */
+    size_t n_text, cap_text;
+    srv_logprob *lp;       /* per token, when the request asked for logprobs */
+    int32_t n_lp, cap_lp;
+    int32_t n_tokens;      /* tokens generated */
+    nc_finish finish;
+    bool done;
+} srv_choice_out;
+
+typedef struct srv_job {
+    /* input */
+    int32_t n_prompts;
+    int32_t **prompts;     /* token ids of each prompt */
+    int32_t *n_prompt;
+    int32_t n;             /* choices per prompt; choice index = prompt * n + j */
+    int32_t n_choices;
+    nc_sampler_params sampling;  /* seed of choice i: sampling.seed + i */
+    nc_logit_bias *bias;   /* sampling.logit_bias points here */
+    nc_stop_params stop;   /* max_tokens 0: until the context is full */
+    char **stop_strings;   /* stop.stop points here */
+    bool logprobs;
+    bool beam;             /* run with nc_beam_search, alone on the engine */
+    nc_beam_params beam_params;
+    double t_submit;
+
+    /* output */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t version;      /* bumped at every change */
+    srv_choice_out *out;
+    int32_t n_done;
+    bool failed;
+    srv_error error;
+
+    /* engine */
+    int32_t next_prompt;   /* the next prompt to give slots */
+    int32_t live_slots;
+    bool first_token_seen;
+
+    atomic_bool cancelled; /* the client went away: the engine drops the job at its next step */
+    atomic_int refs;
+} srv_job;
+
+/* A job for n_prompts prompts of n choices each, holding one reference; NULL when out of memory. */
+srv_job *srv_job_new(int32_t n_prompts, int32_t n);
+void srv_job_ref(srv_job *j);
+void srv_job_unref(srv_job *j);
+/* Hand prompt i's ids to the job (which frees them). */
+void srv_job_set_prompt(srv_job *j, int32_t i, int32_t *ids, int32_t n);
+/* Copy the stop strings and logit biases the parameters point to into the job. -1: out of memory. */
+int srv_job_own_params(srv_job *j, const char *const *stop, int32_t n_stop, const nc_logit_bias *bias, int32_t n_bias);
+
+/* Engine side: append to a choice (text, an optional logprob, tokens made); a finish other than
+ * NC_FINISH_NONE completes it. */
+void srv_job_post(srv_job *j, int32_t choice, const char *text, size_t n_text, const srv_logprob *lp,
+                  int32_t n_tokens, nc_finish finish);
+/* End the job with an error (choices not done are done). */
+void srv_job_fail(srv_job *j, const srv_error *e);
+
+/* Connection side. Both take mu. */
+bool srv_job_finished(srv_job *j);
+/* Wait until version differs from seen or the job is finished, at most timeout_ms; returns the
+ * version. */
+uint64_t srv_job_wait(srv_job *j, uint64_t seen, int timeout_ms);
+
+#endif

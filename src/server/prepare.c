@@ -1,0 +1,238 @@
+/* Requests into jobs: chat template, tokenization, context checks, decoding parameters. */
+#include "server/prepare.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+/* A token's text (control tokens as text), malloc'd; NULL for no token. */
+static char *token_text(const nc_model *m, int32_t id) {
+    int n = id >= 0 ? nc_token_piece(m, id, NULL, 0) : -1;
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (!s) return NULL;
+    nc_token_piece(m, id, s, n);
+    s[n] = 0;
+    return s;
+}
+
+int srv_model_ctx_init(srv_model_ctx *mc, const nc_model *m, int32_t n_ctx, int32_t n_slots, char *note,
+                       size_t note_cap, nc_err *err) {
+    nc_model_info info;
+    nc_model_get_info(m, &info);
+    *mc = (srv_model_ctx){.m = m, .n_ctx = n_ctx, .n_vocab = info.n_vocab, .n_slots = n_slots};
+    note[0] = 0;
+    size_t len = 0;
+    const char *src = nc_model_meta_str(m, "tokenizer.chat_template", &len);
+    nc_err perr;
+    if (!src) snprintf(note, note_cap, "the model has no chat template: chat requests use ChatML");
+    else if (tmpl_parse(&mc->chat_template, src, len, &perr))
+        snprintf(note, note_cap, "the model's chat template cannot be used (%s); chat requests use ChatML", perr.msg);
+    const char *chatml = tmpl_chatml_source();
+    if (!mc->chat_template && tmpl_parse(&mc->chat_template, chatml, strlen(chatml), err)) return -1;
+    mc->bos_text = token_text(m, nc_token_bos(m));
+    mc->eos_text = token_text(m, nc_token_eos(m));
+    return 0;
+}
+
+void srv_model_ctx_free(srv_model_ctx *mc) {
+    tmpl_free(mc->chat_template);
+    free(mc->bos_text);
+    free(mc->eos_text);
+    memset(mc, 0, sizeof *mc);
+}
+
+int srv_tokenize(const nc_model *m, const char *text, size_t len, bool add_special, bool parse_special, int32_t **ids,
+                 int32_t *n, srv_error *e) {
+    *ids = NULL;
+    *n = 0;
+    int cap = len < (1u << 28) ? (int)len + 16 : 1 << 28;
+    for (;;) {
+        int32_t *buf = realloc(*ids, (size_t)cap * sizeof *buf);
+        if (!buf) {
+            free(*ids);
+            *ids = NULL;
+            srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory while tokenizing");
+            return -1;
+        }
+        *ids = buf;
+        nc_err err;
+        int got = nc_tokenize(m, text, len, add_special, parse_special, buf, cap, &err);
+        if (got < 0) {
+            free(*ids);
+            *ids = NULL;
+            srv_error_set(e, 400, "invalid_request_error", NULL, NULL, "cannot tokenize: %s", err.msg);
+            return -1;
+        }
+        if (got <= cap) {
+            *n = got;
+            return 0;
+        }
+        cap = got;
+    }
+}
+
+static bool reserve(char **buf, size_t *cap, size_t need) {
+    if (need <= *cap) return true;
+    size_t c = 2 * need;
+    char *grown = c < (1u << 30) ? realloc(*buf, c) : NULL;
+    if (!grown) return false;
+    *buf = grown;
+    *cap = c;
+    return true;
+}
+
+int srv_detokenize(const nc_model *m, const int32_t *ids, int32_t n, char **text, size_t *len, srv_error *e) {
+    nc_detok *d = nc_detok_new(m);
+    size_t cap = 256, used = 0, need = 0;
+    char *buf = malloc(cap);
+    bool ok = d && buf;
+    /* i == n flushes what the detokenizer still holds (it needs 8 bytes of room) */
+    for (int32_t i = 0; ok && i <= n; i++) {
+        int got;
+        do {
+            ok = reserve(&buf, &cap, used + need + 9);
+            int room = ok ? (int)(cap - used - 1) : 0;
+            got = !ok ? 0 : i < n ? nc_detok_push(d, ids[i], buf + used, room) : nc_detok_flush(d, buf + used, room);
+            need = got > room ? (size_t)got : 0; /* too long: nothing consumed, retry with room */
+        } while (ok && need);
+        used += got > 0 ? (size_t)got : 0;
+    }
+    nc_detok_free(d);
+    if (!ok) {
+        free(buf);
+        srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory while detokenizing");
+        return -1;
+    }
+    buf[used] = 0;
+    *text = buf;
+    *len = used;
+    return 0;
+}
+
+uint64_t srv_random_u64(void) {
+    uint64_t v;
+    if (getrandom(&v, sizeof v, 0) == (ssize_t)sizeof v) return v;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    v = (uint64_t)ts.tv_sec * 1000000007u ^ (uint64_t)ts.tv_nsec;
+    v ^= v >> 33; /* splitmix64's finaliser */
+    v *= 0xff51afd7ed558ccdULL;
+    return v ^ (v >> 33);
+}
+
+/* ---- Prompts ------------------------------------------------------------------------------- */
+
+static bool starts_with(const char *s, const char *prefix) { return prefix && !strncmp(s, prefix, strlen(prefix)); }
+
+/* The chat rendered by the template, tokenized with special tokens parsed. A BOS is added only
+ * when the vocabulary wants one and the template did not write it. */
+static int chat_prompt(const srv_model_ctx *mc, const srv_request *r, int32_t **ids, int32_t *n, srv_error *e) {
+    char *text = NULL;
+    size_t len = 0;
+    nc_err err;
+    if (tmpl_render_chat(mc->chat_template, r->messages_json, true, mc->bos_text, mc->eos_text, NULL, &text, &len,
+                         &err)) {
+        srv_error_set(e, 400, "invalid_request_error", NULL, "messages", "the chat template failed: %s", err.msg);
+        return -1;
+    }
+    bool add_bos = nc_vocab_adds_bos(mc->m) && !starts_with(text, mc->bos_text);
+    int rc = srv_tokenize(mc->m, text, len, add_bos, true, ids, n, e);
+    free(text);
+    return rc;
+}
+
+static int completion_prompt(const srv_model_ctx *mc, const srv_prompt *p, int32_t **ids, int32_t *n, srv_error *e) {
+    if (p->text) return srv_tokenize(mc->m, p->text, p->text_len, true, true, ids, n, e);
+    *ids = malloc((size_t)p->n_tokens * sizeof **ids);
+    if (!*ids) {
+        srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        return -1;
+    }
+    memcpy(*ids, p->tokens, (size_t)p->n_tokens * sizeof **ids);
+    *n = p->n_tokens;
+    return 0;
+}
+
+static int check_length(const srv_model_ctx *mc, const srv_request *r, int32_t i, int32_t n, srv_error *e) {
+    char param[32];
+    if (r->api == SRV_API_CHAT) snprintf(param, sizeof param, "messages");
+    else if (r->n_prompts == 1) snprintf(param, sizeof param, "prompt");
+    else snprintf(param, sizeof param, "prompt[%d]", i);
+    if (n == 0) {
+        srv_error_set(e, 400, "invalid_request_error", NULL, param, "the prompt is empty (no tokens)");
+        return -1;
+    }
+    if (n > mc->n_ctx) {
+        srv_error_set(e, 400, "invalid_request_error", "context_length_exceeded", param,
+                      "the prompt has %d tokens, more than the context of %d", n, mc->n_ctx);
+        return -1;
+    }
+    return 0;
+}
+
+static int prepare_prompts(const srv_model_ctx *mc, const srv_request *r, srv_job *j, srv_error *e) {
+    for (int32_t i = 0; i < j->n_prompts; i++) {
+        int32_t *ids = NULL, n = 0;
+        int rc = r->api == SRV_API_CHAT ? chat_prompt(mc, r, &ids, &n, e) : completion_prompt(mc, &r->prompts[i], &ids, &n, e);
+        if (rc) return -1;
+        srv_job_set_prompt(j, i, ids, n);
+        if (check_length(mc, r, i, n, e)) return -1;
+    }
+    return 0;
+}
+
+/* ---- Decoding ------------------------------------------------------------------------------ */
+
+/* OpenAI's meaning: no truncation unless asked (top_k, top_p, min_p, typical_p from the request,
+ * whose defaults are neutral), penalties over llama.cpp's window of the last 64 tokens. */
+static void sampling_params(const srv_request *r, nc_sampler_params *p) {
+    nc_sampler_params_default(p);
+    p->seed = r->seed_given ? r->seed : srv_random_u64();
+    p->temp = r->temperature;
+    p->top_k = r->top_k;
+    p->top_p = r->top_p;
+    p->min_p = r->min_p;
+    p->typical_p = r->typical_p;
+    p->repeat_penalty = r->repetition_penalty;
+    p->frequency_penalty = r->frequency_penalty;
+    p->presence_penalty = r->presence_penalty;
+    p->no_repeat_ngram = r->no_repeat_ngram_size;
+    p->min_tokens = r->min_tokens;
+    p->ignore_eos = r->ignore_eos;
+    p->n_logprobs = r->logprobs ? r->top_logprobs : 0;
+}
+
+static int decoding_params(const srv_request *r, srv_job *j, srv_error *e) {
+    sampling_params(r, &j->sampling);
+    j->stop.max_tokens = r->max_tokens;
+    j->logprobs = r->logprobs;
+    j->beam = r->use_beam_search;
+    j->beam_params = (nc_beam_params){.n_beams = r->best_of, .length_penalty = r->length_penalty, .n_best = r->n};
+    if (srv_job_own_params(j, (const char *const *)r->stop, r->n_stop, r->logit_bias, r->n_logit_bias)) {
+        srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        return -1;
+    }
+    nc_err err;
+    if (nc_sampler_params_check(&j->sampling, &err)) {
+        srv_error_set(e, 400, "invalid_request_error", NULL, NULL, "%s", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+int srv_prepare_job(const srv_model_ctx *mc, const srv_request *r, srv_job **out, srv_error *e) {
+    *out = NULL;
+    srv_job *j = srv_job_new(r->api == SRV_API_CHAT ? 1 : r->n_prompts, r->n);
+    if (!j) {
+        srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        return -1;
+    }
+    if (prepare_prompts(mc, r, j, e) || decoding_params(r, j, e)) {
+        srv_job_unref(j);
+        return -1;
+    }
+    *out = j;
+    return 0;
+}

@@ -1,0 +1,38 @@
+/* From a validated request to a job the scheduler can run: the chat template rendered, prompts
+ * tokenized and checked against the context, OpenAI options mapped onto the sampler chain, the
+ * stop rules and beam search. Runs on connection threads: everything here is read-only. */
+#ifndef NC_SERVER_PREPARE_H
+#define NC_SERVER_PREPARE_H
+
+#include "nucleus.h"
+#include "server/job.h"
+#include "server/request.h"
+#include "template/template.h"
+
+typedef struct srv_model_ctx {
+    const nc_model *m;
+    tmpl *chat_template;   /* the model's tokenizer.chat_template, or ChatML */
+    char *bos_text, *eos_text;  /* for templates; NULL when the vocabulary has none */
+    int32_t n_ctx, n_vocab, n_slots;
+} srv_model_ctx;
+
+/* Parse the model's template (ChatML when it has none). note receives what the operator should
+ * know when ChatML is used: the model has no template, or its template could not be parsed. */
+int srv_model_ctx_init(srv_model_ctx *mc, const nc_model *m, int32_t n_ctx, int32_t n_slots, char *note,
+                       size_t note_cap, nc_err *err);
+void srv_model_ctx_free(srv_model_ctx *mc);
+
+/* Text -> token ids (malloc'd). */
+int srv_tokenize(const nc_model *m, const char *text, size_t len, bool add_special, bool parse_special, int32_t **ids,
+                 int32_t *n, srv_error *e);
+/* Token ids -> text as a continuation (malloc'd, UTF-8 repaired). */
+int srv_detokenize(const nc_model *m, const int32_t *ids, int32_t n, char **text, size_t *len, srv_error *e);
+
+/* Build the job of a request (one reference, not submitted). Errors are 400s (template errors,
+ * prompts empty or longer than the context) or 500s (out of memory). */
+int srv_prepare_job(const srv_model_ctx *mc, const srv_request *r, srv_job **out, srv_error *e);
+
+/* A random 64-bit value for seeds and ids. */
+uint64_t srv_random_u64(void);
+
+#endif

@@ -1,0 +1,509 @@
+/* OpenAI request bodies -> srv_request. Each field has one small reader that either leaves the
+ * default, stores a checked value, or refuses with a 400 naming the field. JSON null counts as
+ * "not given" everywhere, as OpenAI's clients send it for unset options. */
+#include "server/request.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+static void error_vset(srv_error *e, int status, const char *type, const char *code, const char *param,
+                       const char *fmt, va_list ap) {
+    e->status = status;
+    e->type = type;
+    e->code = code;
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+}
+
+void srv_error_set(srv_error *e, int status, const char *type, const char *code, const char *param,
+                   const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    error_vset(e, status, type, code, param, fmt, ap);
+    va_end(ap);
+}
+
+/* A 400 about one field; returns -1 so readers can `return refuse(...)`. */
+__attribute__((format(printf, 3, 4))) static int refuse(srv_error *e, const char *param, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    error_vset(e, 400, "invalid_request_error", NULL, param, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* ---- Generic readers ----------------------------------------------------------------------- */
+
+/* The member, or NULL when absent or null. */
+static const cJSON *member(const cJSON *obj, const char *name) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+    return v && !cJSON_IsNull(v) ? v : NULL;
+}
+
+static int opt_bool(const cJSON *obj, const char *name, bool *out, srv_error *e) {
+    const cJSON *v = member(obj, name);
+    if (!v) return 0;
+    if (!cJSON_IsBool(v)) return refuse(e, name, "'%s' must be a boolean", name);
+    *out = cJSON_IsTrue(v);
+    return 0;
+}
+
+static int opt_number(const cJSON *obj, const char *name, double lo, double hi, double *out, srv_error *e) {
+    const cJSON *v = member(obj, name);
+    if (!v) return 0;
+    if (!cJSON_IsNumber(v)) return refuse(e, name, "'%s' must be a number", name);
+    double d = v->valuedouble;
+    if (!(d >= lo && d <= hi)) return refuse(e, name, "'%s' must be between %g and %g, got %g", name, lo, hi, d);
+    *out = d;
+    return 0;
+}
+
+static int opt_float(const cJSON *obj, const char *name, double lo, double hi, float *out, srv_error *e) {
+    double d = *out;
+    if (opt_number(obj, name, lo, hi, &d, e)) return -1;
+    *out = (float)d;
+    return 0;
+}
+
+static bool is_integer(const cJSON *v) { return cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble); }
+
+static int opt_int(const cJSON *obj, const char *name, int32_t lo, int32_t hi, int32_t *out, srv_error *e) {
+    const cJSON *v = member(obj, name);
+    if (!v) return 0;
+    if (!is_integer(v)) return refuse(e, name, "'%s' must be an integer", name);
+    double d = v->valuedouble;
+    if (d < lo || d > hi) return refuse(e, name, "'%s' must be between %d and %d, got %.17g", name, lo, hi, d);
+    *out = (int32_t)d;
+    return 0;
+}
+
+/* A malloc'd copy of a string member; *out stays NULL when absent. */
+static int opt_string(const cJSON *obj, const char *name, char **out, srv_error *e) {
+    const cJSON *v = member(obj, name);
+    if (!v) return 0;
+    if (!cJSON_IsString(v)) return refuse(e, name, "'%s' must be a string", name);
+    if (!(*out = strdup(v->valuestring))) return refuse(e, name, "out of memory");
+    return 0;
+}
+
+/* An array of token ids, each in [0, n_vocab). */
+static int token_array(const cJSON *arr, const char *param, int32_t n_vocab, int32_t **ids, int32_t *n,
+                       srv_error *e) {
+    int count = cJSON_GetArraySize(arr);
+    *ids = malloc((size_t)(count > 0 ? count : 1) * sizeof **ids);
+    if (!*ids) return refuse(e, param, "out of memory");
+    *n = 0;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, arr) {
+        if (!is_integer(t) || t->valuedouble < 0 || t->valuedouble >= n_vocab)
+            return refuse(e, param, "'%s' holds %s: token ids must be integers from 0 to %d", param,
+                          is_integer(t) ? "an id outside the vocabulary" : "a value that is not an integer",
+                          n_vocab - 1);
+        (*ids)[(*n)++] = (int32_t)t->valuedouble;
+    }
+    return 0;
+}
+
+static cJSON *parse_object(const char *body, size_t len, srv_error *e) {
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    if (!root) {
+        size_t at = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
+        refuse(e, "", "the body is not valid JSON (error near byte %zu)", at);
+        return NULL;
+    }
+    for (const char *p = end; p && p < body + len; p++)
+        if (!strchr(" \t\r\n", *p) || !*p) {
+            cJSON_Delete(root);
+            refuse(e, "", "the body is not valid JSON (trailing data at byte %zu)", (size_t)(p - body));
+            return NULL;
+        }
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        refuse(e, "", "the body must be a JSON object");
+        return NULL;
+    }
+    return root;
+}
+
+/* ---- Chat messages ------------------------------------------------------------------------- */
+
+static bool known_role(const char *role) {
+    static const char *const roles[] = {"system", "user", "assistant", "developer", "tool"};
+    for (size_t i = 0; i < sizeof roles / sizeof *roles; i++)
+        if (!strcmp(role, roles[i])) return true;
+    return false;
+}
+
+/* The text of an array of content parts: every part must be {"type": "text", "text": string};
+ * the texts are joined with newlines. */
+static char *join_text_parts(const cJSON *parts, const char *param, srv_error *e) {
+    char where[128];
+    size_t total = 0;
+    int i = 0;
+    const cJSON *part;
+    cJSON_ArrayForEach(part, parts) {
+        snprintf(where, sizeof where, "%s[%d]", param, i++);
+        const cJSON *type = cJSON_IsObject(part) ? member(part, "type") : NULL;
+        const cJSON *text = cJSON_IsObject(part) ? member(part, "text") : NULL;
+        if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") != 0) {
+            refuse(e, where, "'%s' must be a content part of type \"text\" (other types are not supported)", where);
+            return NULL;
+        }
+        if (!cJSON_IsString(text)) {
+            refuse(e, where, "'%s.text' must be a string", where);
+            return NULL;
+        }
+        total += strlen(text->valuestring) + 1;
+    }
+    char *out = malloc(total + 1), *w = out;
+    if (!out) {
+        refuse(e, param, "out of memory");
+        return NULL;
+    }
+    cJSON_ArrayForEach(part, parts) {
+        const char *text = member(part, "text")->valuestring;
+        if (w > out) *w++ = '\n';
+        size_t n = strlen(text);
+        memcpy(w, text, n);
+        w += n;
+    }
+    *w = 0;
+    return out;
+}
+
+/* A message's content as one malloc'd string: a string, an array of text parts, or (for the
+ * assistant and tool roles, which may carry only tool calls) null as "". */
+static char *message_content(const cJSON *msg, const char *role, const char *param, srv_error *e) {
+    const cJSON *c = member(msg, "content");
+    char *s = NULL;
+    if (!c && (!strcmp(role, "assistant") || !strcmp(role, "tool"))) s = strdup("");
+    else if (cJSON_IsString(c)) s = strdup(c->valuestring);
+    else if (cJSON_IsArray(c)) return join_text_parts(c, param, e);
+    else {
+        refuse(e, param, "'%s' must be a string or an array of text parts", param);
+        return NULL;
+    }
+    if (!s) refuse(e, param, "out of memory");
+    return s;
+}
+
+/* One message, normalised to {"role", "content": string}, appended to out. */
+static int add_message(const cJSON *msg, int i, cJSON *out, srv_error *e) {
+    char param[96];
+    snprintf(param, sizeof param, "messages[%d]", i);
+    if (!cJSON_IsObject(msg)) return refuse(e, param, "'%s' must be an object", param);
+    snprintf(param, sizeof param, "messages[%d].role", i);
+    const cJSON *role = member(msg, "role");
+    if (!cJSON_IsString(role) || !known_role(role->valuestring))
+        return refuse(e, param, "'%s' must be one of \"system\", \"user\", \"assistant\", \"developer\", \"tool\"",
+                      param);
+    snprintf(param, sizeof param, "messages[%d].content", i);
+    char *content = message_content(msg, role->valuestring, param, e);
+    if (!content) return -1;
+    cJSON *m = cJSON_CreateObject();
+    if (!m || !cJSON_AddItemToArray(out, m)) {
+        cJSON_Delete(m);
+        free(content);
+        return refuse(e, param, "out of memory");
+    }
+    bool ok = cJSON_AddStringToObject(m, "role", role->valuestring) && cJSON_AddStringToObject(m, "content", content);
+    free(content);
+    return ok ? 0 : refuse(e, param, "out of memory");
+}
+
+static int parse_messages(const cJSON *root, srv_request *r, srv_error *e) {
+    const cJSON *msgs = member(root, "messages");
+    if (!msgs) return refuse(e, "messages", "'messages' is required");
+    if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
+        return refuse(e, "messages", "'messages' must be a non-empty array");
+    cJSON *out = cJSON_CreateArray();
+    if (!out) return refuse(e, "messages", "out of memory");
+    int i = 0;
+    const cJSON *msg;
+    cJSON_ArrayForEach(msg, msgs) {
+        if (add_message(msg, i++, out, e)) {
+            cJSON_Delete(out);
+            return -1;
+        }
+    }
+    r->messages_json = cJSON_PrintUnformatted(out);
+    cJSON_Delete(out);
+    return r->messages_json ? 0 : refuse(e, "messages", "out of memory");
+}
+
+/* ---- Completions prompts ------------------------------------------------------------------- */
+
+static int text_prompt(const cJSON *v, srv_prompt *p, const char *param, srv_error *e) {
+    p->text_len = strlen(v->valuestring);
+    if (!(p->text = strdup(v->valuestring))) return refuse(e, param, "out of memory");
+    return 0;
+}
+
+/* "prompt": a string, an array of strings, an array of token ids, or an array of such arrays. */
+static int parse_prompt(const cJSON *root, const srv_limits *lim, srv_request *r, srv_error *e) {
+    const cJSON *v = member(root, "prompt");
+    if (!v) return refuse(e, "prompt", "'prompt' is required");
+    bool one = cJSON_IsString(v) || (cJSON_IsArray(v) && cJSON_IsNumber(v->child));
+    int n = one ? 1 : cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 0;
+    if (!one && !cJSON_IsArray(v))
+        return refuse(e, "prompt", "'prompt' must be a string, an array of strings or an array of token ids");
+    if (n == 0) return refuse(e, "prompt", "'prompt' must not be an empty array");
+    if (n > SRV_MAX_PROMPTS) return refuse(e, "prompt", "'prompt' holds %d prompts, more than %d", n, SRV_MAX_PROMPTS);
+    if (!(r->prompts = calloc((size_t)n, sizeof *r->prompts))) return refuse(e, "prompt", "out of memory");
+    r->n_prompts = n;
+    if (one)
+        return cJSON_IsString(v) ? text_prompt(v, &r->prompts[0], "prompt", e)
+                                 : token_array(v, "prompt", lim->n_vocab, &r->prompts[0].tokens,
+                                               &r->prompts[0].n_tokens, e);
+    int i = 0;
+    const cJSON *item;
+    cJSON_ArrayForEach(item, v) {
+        char param[32];
+        snprintf(param, sizeof param, "prompt[%d]", i);
+        srv_prompt *p = &r->prompts[i++];
+        if (cJSON_IsString(item)) {
+            if (text_prompt(item, p, param, e)) return -1;
+        } else if (cJSON_IsArray(item) && cJSON_GetArraySize(item) > 0) {
+            if (token_array(item, param, lim->n_vocab, &p->tokens, &p->n_tokens, e)) return -1;
+        } else {
+            return refuse(e, param, "'%s' must be a string or a non-empty array of token ids", param);
+        }
+    }
+    return 0;
+}
+
+/* ---- Decoding options ---------------------------------------------------------------------- */
+
+/* "stop": a string or an array of strings; empty strings stop nothing and are dropped. */
+static int parse_stop(const cJSON *root, srv_request *r, srv_error *e) {
+    const cJSON *v = member(root, "stop");
+    if (!v) return 0;
+    if (!cJSON_IsString(v) && !cJSON_IsArray(v))
+        return refuse(e, "stop", "'stop' must be a string or an array of strings");
+    int n = cJSON_IsString(v) ? 1 : cJSON_GetArraySize(v);
+    if (n > SRV_MAX_STOP) return refuse(e, "stop", "'stop' holds %d strings, more than %d", n, SRV_MAX_STOP);
+    if (!(r->stop = calloc((size_t)(n > 0 ? n : 1), sizeof *r->stop))) return refuse(e, "stop", "out of memory");
+    const cJSON *one = cJSON_IsString(v) ? v : v->child;
+    for (int i = 0; i < n; i++, one = one->next) {
+        if (!cJSON_IsString(one)) return refuse(e, "stop", "'stop[%d]' must be a string", i);
+        if (!*one->valuestring) continue;
+        if (!(r->stop[r->n_stop] = strdup(one->valuestring))) return refuse(e, "stop", "out of memory");
+        r->n_stop++;
+    }
+    return 0;
+}
+
+/* A decimal token id as an object key, e.g. "50256"; -1 when it is not one. */
+static long parse_token_key(const char *key) {
+    if (!key || !*key || strlen(key) > 10) return -1;
+    long id = 0;
+    for (const char *p = key; *p; p++) {
+        if (*p < '0' || *p > '9') return -1;
+        id = id * 10 + (*p - '0');
+    }
+    return id;
+}
+
+/* "logit_bias": {"token id": bias in [-100, 100]}; -100 bans the token as OpenAI promises. */
+static int parse_logit_bias(const cJSON *root, const srv_limits *lim, srv_request *r, srv_error *e) {
+    const cJSON *v = member(root, "logit_bias");
+    if (!v) return 0;
+    if (!cJSON_IsObject(v)) return refuse(e, "logit_bias", "'logit_bias' must be an object of token ids to biases");
+    int n = cJSON_GetArraySize(v);
+    if (n > SRV_MAX_LOGIT_BIAS)
+        return refuse(e, "logit_bias", "'logit_bias' has %d entries, more than %d", n, SRV_MAX_LOGIT_BIAS);
+    if (!(r->logit_bias = malloc((size_t)(n > 0 ? n : 1) * sizeof *r->logit_bias)))
+        return refuse(e, "logit_bias", "out of memory");
+    const cJSON *item;
+    cJSON_ArrayForEach(item, v) {
+        long id = parse_token_key(item->string);
+        if (id < 0 || id >= lim->n_vocab)
+            return refuse(e, "logit_bias", "'logit_bias' keys must be token ids from 0 to %d", lim->n_vocab - 1);
+        if (!cJSON_IsNumber(item) || !(item->valuedouble >= -100 && item->valuedouble <= 100))
+            return refuse(e, "logit_bias", "'logit_bias' values must be numbers from -100 to 100");
+        float bias = item->valuedouble <= -100 ? -INFINITY : (float)item->valuedouble;
+        r->logit_bias[r->n_logit_bias++] = (nc_logit_bias){(int32_t)id, bias};
+    }
+    return 0;
+}
+
+/* Chat: "logprobs": bool and "top_logprobs": int. Completions: "logprobs": int (alternatives). */
+static int parse_logprobs(const cJSON *root, srv_request *r, srv_error *e) {
+    if (r->api == SRV_API_COMPLETIONS) {
+        int32_t top = -1;
+        if (opt_int(root, "logprobs", 0, SRV_MAX_TOP_LOGPROBS, &top, e)) return -1;
+        r->logprobs = top >= 0;
+        r->top_logprobs = top > 0 ? top : 0;
+        return 0;
+    }
+    if (opt_bool(root, "logprobs", &r->logprobs, e) ||
+        opt_int(root, "top_logprobs", 0, SRV_MAX_TOP_LOGPROBS, &r->top_logprobs, e))
+        return -1;
+    if (member(root, "top_logprobs") && !r->logprobs)
+        return refuse(e, "top_logprobs", "'top_logprobs' needs 'logprobs' to be true");
+    return 0;
+}
+
+/* "seed": any integer a 64-bit signed or unsigned value holds (negative ones wrap). */
+static int parse_seed(const cJSON *root, srv_request *r, srv_error *e) {
+    const cJSON *v = member(root, "seed");
+    if (!v) return 0;
+    if (!is_integer(v) || v->valuedouble < -9223372036854775808.0 || v->valuedouble >= 18446744073709551616.0)
+        return refuse(e, "seed", "'seed' must be a 64-bit integer");
+    double d = v->valuedouble;
+    r->seed = d < 0 ? (uint64_t)(int64_t)d : (uint64_t)d;
+    r->seed_given = true;
+    return 0;
+}
+
+static int parse_stream(const cJSON *root, srv_request *r, srv_error *e) {
+    if (opt_bool(root, "stream", &r->stream, e)) return -1;
+    const cJSON *so = member(root, "stream_options");
+    if (!so) return 0;
+    if (!r->stream) return refuse(e, "stream_options", "'stream_options' is only allowed when 'stream' is true");
+    if (!cJSON_IsObject(so)) return refuse(e, "stream_options", "'stream_options' must be an object");
+    const cJSON *u = member(so, "include_usage");
+    if (u && !cJSON_IsBool(u)) return refuse(e, "stream_options.include_usage", "'include_usage' must be a boolean");
+    r->include_usage = cJSON_IsTrue(u);
+    return 0;
+}
+
+/* max_completion_tokens (chat) wins over max_tokens, its deprecated name. */
+static int parse_max_tokens(const cJSON *root, srv_request *r, srv_error *e) {
+    r->max_tokens = r->api == SRV_API_COMPLETIONS ? 16 : 0;
+    if (opt_int(root, "max_tokens", 1, INT32_MAX, &r->max_tokens, e)) return -1;
+    return r->api == SRV_API_CHAT ? opt_int(root, "max_completion_tokens", 1, INT32_MAX, &r->max_tokens, e) : 0;
+}
+
+static int parse_sampling(const cJSON *root, srv_request *r, srv_error *e) {
+    if (opt_float(root, "temperature", 0, 2, &r->temperature, e) || opt_float(root, "top_p", 0, 1, &r->top_p, e) ||
+        opt_int(root, "top_k", -1, INT32_MAX, &r->top_k, e) || opt_float(root, "min_p", 0, 1, &r->min_p, e) ||
+        opt_float(root, "typical_p", 0, 1, &r->typical_p, e) ||
+        opt_float(root, "presence_penalty", -2, 2, &r->presence_penalty, e) ||
+        opt_float(root, "frequency_penalty", -2, 2, &r->frequency_penalty, e) ||
+        opt_float(root, "repetition_penalty", 1e-3, 100, &r->repetition_penalty, e) ||
+        opt_int(root, "no_repeat_ngram_size", 0, INT32_MAX, &r->no_repeat_ngram_size, e) ||
+        opt_int(root, "min_tokens", 0, INT32_MAX, &r->min_tokens, e) || opt_bool(root, "ignore_eos", &r->ignore_eos, e))
+        return -1;
+    if (r->top_k < 0) r->top_k = 0; /* -1 is vLLM's "off" */
+    return 0;
+}
+
+/* n, best_of and beam search: beams are best_of (default n) and return the n best. Without beam
+ * search best_of may only restate n. */
+static int parse_choices(const cJSON *root, const srv_limits *lim, srv_request *r, srv_error *e) {
+    bool best_given = member(root, "best_of") != NULL;
+    if (opt_int(root, "n", 1, lim->max_n, &r->n, e) || opt_int(root, "best_of", 1, lim->max_n, &r->best_of, e) ||
+        opt_bool(root, "use_beam_search", &r->use_beam_search, e) ||
+        opt_float(root, "length_penalty", -1e6, 1e6, &r->length_penalty, e))
+        return -1;
+    if (!best_given) r->best_of = r->n;
+    if (r->best_of < r->n) return refuse(e, "best_of", "'best_of' must be at least 'n'");
+    if (!r->use_beam_search) {
+        if (r->best_of != r->n) return refuse(e, "best_of", "'best_of' greater than 'n' needs 'use_beam_search'");
+        return 0;
+    }
+    if (r->stream) return refuse(e, "stream", "beam search ('use_beam_search') cannot stream");
+    if (r->logprobs) return refuse(e, "logprobs", "beam search ('use_beam_search') does not report logprobs");
+    return 0;
+}
+
+/* OpenAI fields this server does not implement are refused rather than silently ignored. */
+static int refuse_unsupported(const cJSON *root, srv_error *e) {
+    if (cJSON_IsTrue(member(root, "echo"))) return refuse(e, "echo", "'echo' is not supported");
+    const cJSON *suffix = member(root, "suffix");
+    if (suffix && !(cJSON_IsString(suffix) && !*suffix->valuestring))
+        return refuse(e, "suffix", "'suffix' is not supported");
+    return 0;
+}
+
+static void request_defaults(srv_request *r, srv_api api) {
+    *r = (srv_request){.api = api, .n = 1, .temperature = 1, .top_p = 1, .typical_p = 1, .repetition_penalty = 1,
+                       .length_penalty = 1};
+}
+
+static int parse_fields(const cJSON *root, const srv_limits *lim, srv_request *r, srv_error *e) {
+    if (opt_string(root, "model", &r->model, e)) return -1;
+    if (r->api == SRV_API_CHAT ? parse_messages(root, r, e) : parse_prompt(root, lim, r, e)) return -1;
+    return parse_max_tokens(root, r, e) || parse_stream(root, r, e) || parse_stop(root, r, e) ||
+                   parse_logprobs(root, r, e) || parse_seed(root, r, e) || parse_sampling(root, r, e) ||
+                   parse_logit_bias(root, lim, r, e) || parse_choices(root, lim, r, e) || refuse_unsupported(root, e)
+               ? -1
+               : 0;
+}
+
+int srv_request_parse(srv_api api, const char *body, size_t len, const srv_limits *lim, srv_request *out,
+                      srv_error *err) {
+    request_defaults(out, api);
+    cJSON *root = parse_object(body, len, err);
+    if (!root) return -1;
+    int rc = parse_fields(root, lim, out, err);
+    cJSON_Delete(root);
+    if (rc) {
+        srv_request_free(out);
+        request_defaults(out, api);
+    }
+    return rc;
+}
+
+void srv_request_free(srv_request *r) {
+    free(r->model);
+    for (int32_t i = 0; r->prompts && i < r->n_prompts; i++) {
+        free(r->prompts[i].text);
+        free(r->prompts[i].tokens);
+    }
+    free(r->prompts);
+    cJSON_free(r->messages_json);
+    for (int32_t i = 0; r->stop && i < r->n_stop; i++) free(r->stop[i]);
+    free(r->stop);
+    free(r->logit_bias);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- /tokenize and /detokenize ------------------------------------------------------------- */
+
+int srv_tokenize_parse(const char *body, size_t len, srv_tokenize_req *out, srv_error *err) {
+    *out = (srv_tokenize_req){.parse_special = true};
+    cJSON *root = parse_object(body, len, err);
+    if (!root) return -1;
+    int rc = 0;
+    if (!member(root, "content")) rc = refuse(err, "content", "'content' is required");
+    if (!rc) rc = opt_string(root, "content", &out->content, err) || opt_bool(root, "add_special", &out->add_special, err) ||
+                  opt_bool(root, "parse_special", &out->parse_special, err);
+    cJSON_Delete(root);
+    if (rc) {
+        srv_tokenize_free(out);
+        return -1;
+    }
+    out->len = strlen(out->content);
+    return 0;
+}
+
+void srv_tokenize_free(srv_tokenize_req *r) {
+    free(r->content);
+    memset(r, 0, sizeof *r);
+}
+
+int srv_detokenize_parse(const char *body, size_t len, int32_t n_vocab, srv_detokenize_req *out, srv_error *err) {
+    *out = (srv_detokenize_req){0};
+    cJSON *root = parse_object(body, len, err);
+    if (!root) return -1;
+    const cJSON *v = member(root, "tokens");
+    int rc = !v             ? refuse(err, "tokens", "'tokens' is required")
+             : !cJSON_IsArray(v) ? refuse(err, "tokens", "'tokens' must be an array of token ids")
+                                 : token_array(v, "tokens", n_vocab, &out->tokens, &out->n_tokens, err);
+    cJSON_Delete(root);
+    if (rc) srv_detokenize_free(out);
+    return rc;
+}
+
+void srv_detokenize_free(srv_detokenize_req *r) {
+    free(r->tokens);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,97 @@
+/* OpenAI request bodies -> validated C structs. Pure functions over the body bytes (no I/O, no
+ * model): they can be fuzzed alone. Every refusal is a 400 naming the offending field in
+ * srv_error.param, in the shape of OpenAI's errors. Depends only on cJSON. */
+#ifndef NC_SERVER_REQUEST_H
+#define NC_SERVER_REQUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nucleus.h" /* nc_logit_bias (a type only: nothing of the library is linked) */
+
+#define SRV_MAX_STOP 16        /* stop strings per request */
+#define SRV_MAX_PROMPTS 64     /* prompts in one completions request */
+#define SRV_MAX_LOGIT_BIAS 1024
+#define SRV_MAX_TOP_LOGPROBS 20
+
+/* An error in OpenAI's shape: {"error": {"message", "type", "param", "code"}}. */
+typedef struct srv_error {
+    int status;            /* HTTP status */
+    const char *type;      /* "invalid_request_error", "server_error" ... */
+    const char *code;      /* NULL: JSON null */
+    char param[96];        /* "": JSON null */
+    char message[512];
+} srv_error;
+
+void srv_error_set(srv_error *e, int status, const char *type, const char *code, const char *param,
+                   const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+typedef enum srv_api { SRV_API_COMPLETIONS, SRV_API_CHAT } srv_api;
+
+/* One prompt of a completions request: a text, or token ids given as such. */
+typedef struct srv_prompt {
+    char *text;            /* NUL-terminated (text_len bytes, may hold NULs); NULL for ids */
+    size_t text_len;
+    int32_t *tokens;
+    int32_t n_tokens;
+} srv_prompt;
+
+typedef struct srv_request {
+    srv_api api;
+    char *model;                   /* NULL when not given */
+    srv_prompt *prompts;           /* completions */
+    int32_t n_prompts;
+    char *messages_json;           /* chat: [{"role", "content"}], each content one string */
+    int32_t max_tokens;            /* 0: until end of generation or a full context */
+    int32_t n;                     /* choices per prompt */
+    bool stream, include_usage;
+    char **stop;
+    int32_t n_stop;
+    bool logprobs;                 /* report the chosen tokens' log-probabilities */
+    int32_t top_logprobs;          /* and this many alternatives */
+    bool seed_given;
+    uint64_t seed;
+    float temperature, top_p, min_p, typical_p;
+    int32_t top_k;                 /* 0: off */
+    float presence_penalty, frequency_penalty, repetition_penalty;
+    int32_t no_repeat_ngram_size, min_tokens;
+    bool ignore_eos;
+    nc_logit_bias *logit_bias;     /* -100 became -INFINITY: a ban */
+    int32_t n_logit_bias;
+    bool use_beam_search;
+    int32_t best_of;               /* beams (use_beam_search); otherwise equal to n */
+    float length_penalty;
+} srv_request;
+
+typedef struct srv_limits {
+    int32_t n_vocab;               /* token ids (prompts, logit_bias) must be below */
+    int32_t max_n;                 /* n and best_of: at most the server's slots */
+} srv_limits;
+
+/* Parse and validate a /v1/completions or /v1/chat/completions body. On failure *out is empty
+ * (nothing to free) and err holds the 400. Defaults follow OpenAI: temperature 1, top_p 1, no
+ * penalties; max_tokens 16 for completions, unlimited for chat. */
+int srv_request_parse(srv_api api, const char *body, size_t len, const srv_limits *lim, srv_request *out,
+                      srv_error *err);
+void srv_request_free(srv_request *r);
+
+/* POST /tokenize (llama.cpp's shape): {"content": string, "add_special": bool = false,
+ * "parse_special": bool = true} */
+typedef struct srv_tokenize_req {
+    char *content;
+    size_t len;
+    bool add_special, parse_special;
+} srv_tokenize_req;
+int srv_tokenize_parse(const char *body, size_t len, srv_tokenize_req *out, srv_error *err);
+void srv_tokenize_free(srv_tokenize_req *r);
+
+/* POST /detokenize: {"tokens": [int, ...]} with every id below n_vocab. */
+typedef struct srv_detokenize_req {
+    int32_t *tokens;
+    int32_t n_tokens;
+} srv_detokenize_req;
+int srv_detokenize_parse(const char *body, size_t len, int32_t n_vocab, srv_detokenize_req *out, srv_error *err);
+void srv_detokenize_free(srv_detokenize_req *r);
+
+#endif

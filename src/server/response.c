@@ -1,0 +1,278 @@
+/* OpenAI response bodies built with cJSON. Every builder makes a tree, prints it unformatted and
+ * frees the tree; any allocation failure on the way gives NULL. */
+#include "server/response.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+/* ---- UTF-8 --------------------------------------------------------------------------------- */
+
+/* Length of the well-formed UTF-8 character at s (no overlongs, surrogates or values past
+ * U+10FFFF), or 0 when the bytes there are not one. */
+static size_t utf8_char_len(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    if (c >= 0x01 && c < 0x80) return 1;
+    size_t len = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    if (len == 0 || len > n) return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80) return 0;
+    if (c == 0xE0 && s[1] < 0xA0) return 0;  /* overlong */
+    if (c == 0xED && s[1] > 0x9F) return 0;  /* surrogate */
+    if (c == 0xF0 && s[1] < 0x90) return 0;  /* overlong */
+    if (c == 0xF4 && s[1] > 0x8F) return 0;  /* past U+10FFFF */
+    return len;
+}
+
+char *srv_utf8_clean(const char *text, size_t n) {
+    char *out = malloc(3 * n + 1), *w = out;
+    if (!out) return NULL;
+    const unsigned char *s = (const unsigned char *)text;
+    for (size_t i = 0; i < n;) {
+        size_t len = utf8_char_len(s + i, n - i);
+        if (len) {
+            memcpy(w, s + i, len);
+            w += len;
+            i += len;
+        } else {
+            memcpy(w, "\xEF\xBF\xBD", 3); /* U+FFFD for one bad byte */
+            w += 3;
+            i++;
+        }
+    }
+    *w = 0;
+    return out;
+}
+
+/* ---- Small builders ------------------------------------------------------------------------ */
+
+static cJSON *text_item(const char *text, size_t n) {
+    char *clean = srv_utf8_clean(text, n);
+    cJSON *s = clean ? cJSON_CreateString(clean) : NULL;
+    free(clean);
+    return s;
+}
+
+/* Add item to obj under name; false (and item freed) when either is missing. */
+static bool put(cJSON *obj, const char *name, cJSON *item) {
+    if (!obj || !item) {
+        cJSON_Delete(item);
+        return false;
+    }
+    cJSON_AddItemToObject(obj, name, item);
+    return true;
+}
+
+static bool append(cJSON *arr, cJSON *item) {
+    if (!arr || !item) {
+        cJSON_Delete(item);
+        return false;
+    }
+    cJSON_AddItemToArray(arr, item);
+    return true;
+}
+
+static bool put_text(cJSON *obj, const char *name, const char *text, size_t n) {
+    return put(obj, name, text_item(text, n));
+}
+
+static bool put_str(cJSON *obj, const char *name, const char *s) { return put(obj, name, s ? cJSON_CreateString(s) : cJSON_CreateNull()); }
+
+static bool put_num(cJSON *obj, const char *name, double v) { return put(obj, name, cJSON_CreateNumber(v)); }
+
+/* JSON has no infinities: a banned alternative reports OpenAI's floor of -9999. */
+static double json_logprob(float lp) { return isfinite(lp) ? lp : -9999.0; }
+
+static char *print_and_free(cJSON *root, bool ok) {
+    char *s = ok ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    return s;
+}
+
+/* A token's bytes into buf (of cap bytes); 0 when it has none or they do not fit. */
+static int token_bytes(const srv_resp_meta *m, int32_t token, char *buf, int cap) {
+    int n = m->piece ? m->piece(m->piece_ctx, token, buf, cap) : -1;
+    return n < 0 || n > cap ? 0 : n;
+}
+
+static const char *finish_reason(nc_finish f) { return f == NC_FINISH_NONE ? NULL : nc_finish_name(f); }
+
+/* ---- Logprobs ------------------------------------------------------------------------------ */
+
+enum { PIECE_CAP = 256 };
+
+/* Chat: {"token", "logprob", "bytes": [..]} plus "top_logprobs" for a chosen token. */
+static cJSON *chat_token_lp(const srv_resp_meta *m, int32_t token, float logprob) {
+    char buf[PIECE_CAP];
+    int n = token_bytes(m, token, buf, sizeof buf);
+    cJSON *o = cJSON_CreateObject(), *bytes = cJSON_CreateArray();
+    bool ok = put_text(o, "token", buf, (size_t)n) && put_num(o, "logprob", json_logprob(logprob));
+    for (int i = 0; ok && i < n; i++) ok = append(bytes, cJSON_CreateNumber((unsigned char)buf[i]));
+    if (!put(o, "bytes", bytes) || !ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+static cJSON *chat_logprobs(const srv_resp_meta *m, const srv_choice_view *c) {
+    cJSON *o = cJSON_CreateObject(), *content = NULL;
+    bool ok = put(o, "content", content = cJSON_CreateArray()) && put(o, "refusal", cJSON_CreateNull());
+    for (int32_t i = 0; ok && i < c->n_lp; i++) {
+        const srv_logprob *lp = &c->lp[i];
+        cJSON *entry = chat_token_lp(m, lp->token, lp->logprob), *top = NULL;
+        ok = append(content, entry) && put(entry, "top_logprobs", top = cJSON_CreateArray());
+        for (int32_t k = 0; ok && k < lp->n_top; k++) ok = append(top, chat_token_lp(m, lp->top[k].token, lp->top[k].logprob));
+    }
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* Completions: {"tokens", "token_logprobs", "top_logprobs": [{text: logprob}], "text_offset"}. */
+static cJSON *completion_logprobs(const srv_resp_meta *m, const srv_choice_view *c) {
+    cJSON *o = cJSON_CreateObject(), *tokens = NULL, *lps = NULL, *tops = NULL, *offsets = NULL;
+    bool ok = put(o, "tokens", tokens = cJSON_CreateArray()) && put(o, "token_logprobs", lps = cJSON_CreateArray()) &&
+              put(o, "top_logprobs", tops = cJSON_CreateArray()) && put(o, "text_offset", offsets = cJSON_CreateArray());
+    size_t offset = c->text_offset;
+    char buf[PIECE_CAP];
+    for (int32_t i = 0; ok && i < c->n_lp; i++) {
+        const srv_logprob *lp = &c->lp[i];
+        int n = token_bytes(m, lp->token, buf, sizeof buf);
+        cJSON *top = cJSON_CreateObject();
+        ok = append(tokens, text_item(buf, (size_t)n)) && append(lps, cJSON_CreateNumber(json_logprob(lp->logprob))) &&
+             append(offsets, cJSON_CreateNumber((double)offset)) && append(tops, top);
+        offset += (size_t)n;
+        for (int32_t k = 0; ok && k < lp->n_top; k++) {
+            int tn = token_bytes(m, lp->top[k].token, buf, sizeof buf);
+            char *key = srv_utf8_clean(buf, (size_t)tn);
+            ok = key && put(top, key, cJSON_CreateNumber(json_logprob(lp->top[k].logprob)));
+            free(key);
+        }
+    }
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+static cJSON *logprobs_item(const srv_resp_meta *m, const srv_choice_view *c) {
+    if (!c->logprobs) return cJSON_CreateNull();
+    return m->api == SRV_API_CHAT ? chat_logprobs(m, c) : completion_logprobs(m, c);
+}
+
+/* ---- Responses ----------------------------------------------------------------------------- */
+
+static cJSON *envelope(const srv_resp_meta *m, const char *object, cJSON **choices) {
+    cJSON *o = cJSON_CreateObject();
+    *choices = NULL;
+    bool ok = put_str(o, "id", m->id) && put_str(o, "object", object) && put_num(o, "created", (double)m->created) &&
+              put_str(o, "model", m->model) && put(o, "choices", *choices = cJSON_CreateArray());
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+static cJSON *usage_item(const srv_usage *u) {
+    cJSON *o = cJSON_CreateObject();
+    bool ok = put_num(o, "prompt_tokens", (double)u->prompt_tokens) &&
+              put_num(o, "completion_tokens", (double)u->completion_tokens) &&
+              put_num(o, "total_tokens", (double)(u->prompt_tokens + u->completion_tokens));
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+static cJSON *choice_item(const srv_resp_meta *m, const srv_choice_view *c) {
+    cJSON *o = cJSON_CreateObject();
+    bool ok = put_num(o, "index", c->index);
+    if (m->api == SRV_API_CHAT) {
+        cJSON *msg = NULL;
+        ok = ok && put(o, "message", msg = cJSON_CreateObject()) && put_str(msg, "role", "assistant") &&
+             put_text(msg, "content", c->text, c->n_text) && put(msg, "refusal", cJSON_CreateNull());
+    } else {
+        ok = ok && put_text(o, "text", c->text, c->n_text);
+    }
+    ok = ok && put(o, "logprobs", logprobs_item(m, c)) && put_str(o, "finish_reason", finish_reason(c->finish));
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+char *srv_json_response(const srv_resp_meta *m, const srv_choice_view *choices, int n, const srv_usage *u) {
+    cJSON *arr, *root = envelope(m, m->api == SRV_API_CHAT ? "chat.completion" : "text_completion", &arr);
+    bool ok = root != NULL;
+    for (int i = 0; ok && i < n; i++) ok = append(arr, choice_item(m, &choices[i]));
+    ok = ok && put(root, "usage", usage_item(u));
+    return print_and_free(root, ok);
+}
+
+static cJSON *chunk_choice(const srv_resp_meta *m, const srv_choice_view *c, bool role_delta) {
+    cJSON *o = cJSON_CreateObject();
+    bool ok = put_num(o, "index", c->index);
+    if (m->api == SRV_API_CHAT) {
+        cJSON *delta = NULL;
+        ok = ok && put(o, "delta", delta = cJSON_CreateObject()) && (!role_delta || put_str(delta, "role", "assistant")) &&
+             (c->n_text == 0 && !role_delta ? true : put_text(delta, "content", c->text, c->n_text));
+    } else {
+        ok = ok && put_text(o, "text", c->text, c->n_text);
+    }
+    ok = ok && put(o, "logprobs", logprobs_item(m, c)) && put_str(o, "finish_reason", finish_reason(c->finish));
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+char *srv_json_chunk(const srv_resp_meta *m, const srv_choice_view *c, bool role_delta, bool usage_null) {
+    cJSON *arr, *root = envelope(m, m->api == SRV_API_CHAT ? "chat.completion.chunk" : "text_completion", &arr);
+    bool ok = root && append(arr, chunk_choice(m, c, role_delta)) &&
+              (!usage_null || put(root, "usage", cJSON_CreateNull()));
+    return print_and_free(root, ok);
+}
+
+char *srv_json_usage_chunk(const srv_resp_meta *m, const srv_usage *u) {
+    cJSON *arr, *root = envelope(m, m->api == SRV_API_CHAT ? "chat.completion.chunk" : "text_completion", &arr);
+    return print_and_free(root, root && put(root, "usage", usage_item(u)));
+}
+
+char *srv_json_error(const srv_error *e) {
+    cJSON *root = cJSON_CreateObject(), *err = NULL;
+    bool ok = put(root, "error", err = cJSON_CreateObject()) && put_text(err, "message", e->message, strlen(e->message)) &&
+              put_str(err, "type", e->type) && put_str(err, "param", e->param[0] ? e->param : NULL) &&
+              put_str(err, "code", e->code);
+    return print_and_free(root, ok);
+}
+
+char *srv_json_models(const char *model_id, int64_t created) {
+    cJSON *root = cJSON_CreateObject(), *data = NULL, *model = NULL;
+    bool ok = put_str(root, "object", "list") && put(root, "data", data = cJSON_CreateArray()) &&
+              append(data, model = cJSON_CreateObject()) &&
+              put_str(model, "id", model_id) && put_str(model, "object", "model") &&
+              put_num(model, "created", (double)created) && put_str(model, "owned_by", "nucleus");
+    return print_and_free(root, ok);
+}
+
+char *srv_json_tokens(const int32_t *ids, int32_t n) {
+    cJSON *root = cJSON_CreateObject(), *arr = NULL;
+    bool ok = put(root, "tokens", arr = cJSON_CreateArray());
+    for (int32_t i = 0; ok && i < n; i++) ok = append(arr, cJSON_CreateNumber(ids[i]));
+    return print_and_free(root, ok);
+}
+
+char *srv_json_content(const char *text, size_t len) {
+    cJSON *root = cJSON_CreateObject();
+    return print_and_free(root, put_text(root, "content", text, len));
+}

@@ -1,0 +1,67 @@
+/* JSON bodies in OpenAI's shapes: errors, completions and chat completions (whole or as stream
+ * chunks), logprobs, usage, the model list, tokenize / detokenize. Each returns a malloc'd
+ * NUL-terminated string (free() it), or NULL when out of memory. Text is made valid UTF-8
+ * (invalid bytes and NULs become U+FFFD) so every body is valid JSON. */
+#ifndef NC_SERVER_RESPONSE_H
+#define NC_SERVER_RESPONSE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nucleus.h"
+#include "server/request.h"
+
+/* The bytes of a token, as nc_token_piece: the length, nothing written when it is > cap. */
+typedef int (*srv_piece_fn)(void *ctx, int32_t token, char *buf, int cap);
+
+/* What a response is about. */
+typedef struct srv_resp_meta {
+    srv_api api;
+    const char *id;            /* "cmpl-..." or "chatcmpl-..." */
+    const char *model;
+    int64_t created;           /* Unix seconds */
+    srv_piece_fn piece;        /* token texts of logprobs */
+    void *piece_ctx;
+} srv_resp_meta;
+
+/* One generated token's log-probability and its alternatives. */
+typedef struct srv_logprob {
+    int32_t token;
+    float logprob;
+    int32_t n_top;
+    nc_token_logprob top[NC_LOGPROBS_MAX];
+} srv_logprob;
+
+/* A choice, or the part of it a stream chunk carries. */
+typedef struct srv_choice_view {
+    int32_t index;
+    const char *text;
+    size_t n_text;
+    bool logprobs;             /* the request asked for them: lp[0..n_lp) */
+    const srv_logprob *lp;
+    int32_t n_lp;
+    size_t text_offset;        /* completions: where lp[0]'s text starts in the choice's text */
+    nc_finish finish;          /* NC_FINISH_NONE: null */
+} srv_choice_view;
+
+typedef struct srv_usage {
+    int64_t prompt_tokens, completion_tokens;
+} srv_usage;
+
+char *srv_json_error(const srv_error *e);
+/* The whole response of a request that did not stream. */
+char *srv_json_response(const srv_resp_meta *m, const srv_choice_view *choices, int n, const srv_usage *u);
+/* One stream chunk for one choice. Chat: role_delta adds {"role": "assistant"} to the delta (the
+ * first chunk of a choice). usage_null adds "usage": null (the request asked for usage). */
+char *srv_json_chunk(const srv_resp_meta *m, const srv_choice_view *c, bool role_delta, bool usage_null);
+/* The last chunk when usage was asked for: no choices, the usage. */
+char *srv_json_usage_chunk(const srv_resp_meta *m, const srv_usage *u);
+char *srv_json_models(const char *model_id, int64_t created);
+char *srv_json_tokens(const int32_t *ids, int32_t n);
+char *srv_json_content(const char *text, size_t len);
+
+/* text[0..n) as valid UTF-8 without NULs: malloc'd, NUL-terminated. */
+char *srv_utf8_clean(const char *text, size_t n);
+
+#endif

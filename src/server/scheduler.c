@@ -1,0 +1,477 @@
+/* The engine thread and its slots (see scheduler.h).
+ *
+ * Locking: s->mu guards the queue, the list of held jobs and the counters other threads read
+ * (n_jobs, n_queue, accepting). Slots belong to the engine thread alone; it changes which job a
+ * slot serves only while holding s->mu (reap, admit), and runs forward passes and sampling
+ * without it, so submissions never wait for a step. Jobs have their own lock for output. */
+#include "server/scheduler.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef enum slot_state {
+    SLOT_FREE,
+    SLOT_PREFILL,  /* a group's leader, feeding its prompt */
+    SLOT_WAIT,     /* a follower, waiting for its leader's prompt cache */
+    SLOT_DECODE,
+    SLOT_DONE,     /* finished: released at the next reap */
+} slot_state;
+
+typedef struct slot {
+    slot_state state;
+    srv_job *job;
+    int32_t prompt, choice;
+    int32_t leader;        /* the slot whose cache the group's prompt goes into */
+    uint64_t order;        /* admission order: prompts are prefilled first come, first served */
+    nc_sampler *sampler;
+    nc_stopper *stopper;
+    int32_t *history;      /* prompt, then generated tokens */
+    int32_t n_history, n_prompt;
+    int32_t n_fed;         /* tokens in the cache */
+    int32_t row;           /* entry of the current batch holding this slot's logits, or -1 */
+    double t_last;         /* when its last token came, 0 before the first */
+} slot;
+
+struct srv_sched {
+    nc_context *c;
+    const nc_model *m;
+    srv_metrics *metrics;
+    int32_t n_slots, max_queue, chunk, n_vocab, n_ctx;
+    slot *slots;
+    nc_batch_entry *batch;
+    uint64_t next_order;
+    int64_t step_tokens;   /* tokens sampled in the current step */
+
+    pthread_mutex_t mu;
+    pthread_cond_t wake;   /* work arrived, or a job was cancelled */
+    pthread_cond_t idle;   /* n_jobs dropped to 0 */
+    srv_job **queue;       /* jobs with prompts still waiting for slots, oldest first */
+    int32_t n_queue;
+    srv_job **held;        /* every job the scheduler references (queued or running) */
+    int32_t n_jobs;
+    int32_t n_busy;        /* slots not free */
+    bool accepting, stopping;
+    bool joined;           /* srv_sched_stop has joined (or is joining) the engine thread */
+    pthread_t thread;
+};
+
+double srv_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- Jobs held by the scheduler (under mu) ------------------------------------------------- */
+
+static bool job_dead(srv_job *j) {
+    if (atomic_load(&j->cancelled)) return true;
+    pthread_mutex_lock(&j->mu);
+    bool failed = j->failed;
+    pthread_mutex_unlock(&j->mu);
+    return failed;
+}
+
+static bool in_queue(const srv_sched *s, const srv_job *j) {
+    for (int32_t i = 0; i < s->n_queue; i++)
+        if (s->queue[i] == j) return true;
+    return false;
+}
+
+static void remove_from(srv_job **arr, int32_t *n, const srv_job *j) {
+    for (int32_t i = 0; i < *n; i++)
+        if (arr[i] == j) {
+            memmove(arr + i, arr + i + 1, (size_t)(*n - i - 1) * sizeof *arr);
+            (*n)--;
+            return;
+        }
+}
+
+/* Drop the scheduler's reference once the job has neither queued prompts nor slots. */
+static void retire_if_done(srv_sched *s, srv_job *j) {
+    if (j->live_slots > 0 || in_queue(s, j)) return;
+    remove_from(s->held, &s->n_jobs, j);
+    srv_job_unref(j);
+    if (s->n_jobs == 0) pthread_cond_broadcast(&s->idle);
+}
+
+static int fail_msg(nc_err *err, const char *msg) {
+    snprintf(err->msg, sizeof err->msg, "%s", msg);
+    return -1;
+}
+
+static void fail_job(srv_job *j, int status, const char *type, const char *msg) {
+    srv_error e;
+    srv_error_set(&e, status, type, NULL, NULL, "%s", msg);
+    srv_job_fail(j, &e);
+}
+
+/* ---- Slots (engine thread) ----------------------------------------------------------------- */
+
+static void release_slot(srv_sched *s, int32_t i) {
+    slot *sl = &s->slots[i];
+    srv_job *j = sl->job;
+    nc_sampler_free(sl->sampler);
+    nc_stopper_free(sl->stopper);
+    free(sl->history);
+    nc_kv_seq_clear(s->c, i);
+    *sl = (slot){.state = SLOT_FREE, .row = -1};
+    s->n_busy--;
+    j->live_slots--;
+    retire_if_done(s, j);
+}
+
+/* Free finished slots and those of jobs whose client left or that failed; drop such jobs from
+ * the queue. Under mu. */
+static void reap(srv_sched *s) {
+    for (int32_t i = 0; i < s->n_slots; i++) {
+        slot *sl = &s->slots[i];
+        if (sl->state != SLOT_FREE && (sl->state == SLOT_DONE || job_dead(sl->job))) release_slot(s, i);
+    }
+    for (int32_t i = 0; i < s->n_queue;) {
+        srv_job *j = s->queue[i];
+        if (!job_dead(j)) {
+            i++;
+            continue;
+        }
+        remove_from(s->queue, &s->n_queue, j);
+        retire_if_done(s, j);
+    }
+}
+
+/* Set up slot i for one choice: its sampler (seed + choice), stop rules (max_tokens capped by the
+ * room left in the context) and history. */
+static int init_slot(srv_sched *s, int32_t i, srv_job *j, int32_t p, int32_t choice, int32_t leader, nc_err *err) {
+    slot *sl = &s->slots[i];
+    *sl = (slot){.state = leader < 0 ? SLOT_PREFILL : SLOT_WAIT, .job = j, .prompt = p, .choice = choice,
+                 .leader = leader < 0 ? i : leader, .order = s->next_order++, .n_prompt = j->n_prompt[p], .row = -1};
+    s->n_busy++;
+    j->live_slots++;
+    nc_sampler_params sp = j->sampling;
+    sp.seed = j->sampling.seed + (uint64_t)choice;
+    nc_stop_params st = j->stop;
+    int32_t room = s->n_ctx - sl->n_prompt + 1;
+    st.max_tokens = st.max_tokens > 0 && st.max_tokens < room ? st.max_tokens : room;
+    if (nc_sampler_new(&sl->sampler, s->m, s->n_vocab, &sp, err) || nc_stopper_new(&sl->stopper, s->m, &st, err))
+        return -1;
+    sl->history = malloc((size_t)(sl->n_prompt + st.max_tokens) * sizeof *sl->history);
+    if (!sl->history) return fail_msg(err, "out of memory");
+    memcpy(sl->history, j->prompts[p], (size_t)sl->n_prompt * sizeof *sl->history);
+    sl->n_history = sl->n_prompt;
+    return 0;
+}
+
+static int32_t free_slots(const srv_sched *s) { return s->n_slots - s->n_busy; }
+
+static int32_t first_free_slot(const srv_sched *s) {
+    for (int32_t i = 0; i < s->n_slots; i++)
+        if (s->slots[i].state == SLOT_FREE) return i;
+    return -1;
+}
+
+/* Give the job's next prompt its n slots. On failure the job fails (its slots are reaped). */
+static void start_group(srv_sched *s, srv_job *j) {
+    int32_t p = j->next_prompt++, leader = -1;
+    for (int32_t c = 0; c < j->n; c++) {
+        int32_t i = first_free_slot(s);
+        nc_err err;
+        if (init_slot(s, i, j, p, p * j->n + c, leader, &err)) {
+            fail_job(j, 500, "server_error", err.msg);
+            return;
+        }
+        if (leader < 0) leader = i;
+    }
+}
+
+/* ---- Beam search (engine thread, the slots empty) ------------------------------------------ */
+
+static void beam_one(srv_sched *s, srv_job *j, int32_t p) {
+    nc_beam_params bp = j->beam_params;
+    bp.n_best = j->n;
+    for (int32_t q = 0; q < bp.n_beams; q++) nc_kv_seq_clear(s->c, q);
+    nc_beam_result res;
+    nc_err err;
+    int rc = nc_beam_search(s->c, s->m, j->prompts[p], j->n_prompt[p], &bp, &j->sampling, &j->stop, &res, &err);
+    for (int32_t q = 0; q < bp.n_beams; q++) nc_kv_seq_clear(s->c, q);
+    if (rc) {
+        fail_job(j, 500, "server_error", err.msg);
+        return;
+    }
+    if (!j->first_token_seen) srv_metrics_ttft(s->metrics, srv_now() - j->t_submit);
+    j->first_token_seen = true;
+    int64_t made = 0;
+    for (int32_t i = 0; i < j->n; i++) {
+        const nc_beam_hyp *h = i < res.n ? &res.hyps[i] : NULL;
+        srv_job_post(j, p * j->n + i, h ? h->text : "", h ? strlen(h->text) : 0, NULL, h ? h->n_tokens : 0,
+                     h ? h->finish : NC_FINISH_STOP);
+        made += h ? h->n_tokens : 0;
+    }
+    srv_metrics_tokens(s->metrics, j->n_prompt[p], made);
+    nc_beam_result_free(&res);
+}
+
+/* Runs with mu released; the job has left the queue. */
+static void run_beam_job(srv_sched *s, srv_job *j) {
+    remove_from(s->queue, &s->n_queue, j);
+    pthread_mutex_unlock(&s->mu);
+    for (int32_t p = 0; p < j->n_prompts && !job_dead(j); p++) beam_one(s, j, p);
+    pthread_mutex_lock(&s->mu);
+    retire_if_done(s, j);
+}
+
+/* Move queued prompts into free slots, oldest first; a job waits until it has a slot for every
+ * choice of a prompt, and a beam-search job until all slots are free. Under mu. */
+static void admit(srv_sched *s) {
+    while (s->n_queue > 0 && !s->stopping) {
+        srv_job *j = s->queue[0];
+        if (j->beam) {
+            if (s->n_busy > 0) return;
+            run_beam_job(s, j);
+            continue;
+        }
+        if (free_slots(s) < j->n) return;
+        start_group(s, j);
+        if (j->next_prompt == j->n_prompts || job_dead(j)) {
+            remove_from(s->queue, &s->n_queue, j);
+            retire_if_done(s, j);
+        }
+    }
+}
+
+/* ---- One step (engine thread, mu released) ------------------------------------------------- */
+
+/* Prompt chunks of prefilling leaders, oldest first, within the step's budget. A chunk ends at
+ * the next multiple of the chunk size (or the prompt's end) whatever else is in the batch. */
+static int add_prefill(srv_sched *s, int n) {
+    int32_t budget = s->chunk;
+    for (;;) {
+        slot *next = NULL;
+        for (int32_t i = 0; i < s->n_slots; i++) {
+            slot *sl = &s->slots[i];
+            if (sl->state == SLOT_PREFILL && sl->row == -1 && sl->n_fed < sl->n_prompt &&
+                (!next || sl->order < next->order))
+                next = sl;
+        }
+        if (!next) return n;
+        int32_t end = (next->n_fed / s->chunk + 1) * s->chunk;
+        if (end > next->n_prompt) end = next->n_prompt;
+        if (end - next->n_fed > budget) return n;
+        budget -= end - next->n_fed;
+        int32_t seq = (int32_t)(next - s->slots);
+        for (int32_t pos = next->n_fed; pos < end; pos++)
+            s->batch[n++] = (nc_batch_entry){next->history[pos], pos, seq, pos == next->n_prompt - 1};
+        next->row = end == next->n_prompt ? n - 1 : -2; /* -2: in this batch, no logits yet */
+        next->n_fed = end;
+    }
+}
+
+static void observe_token(srv_sched *s, slot *sl, srv_job *j) {
+    double t = srv_now();
+    if (!j->first_token_seen) srv_metrics_ttft(s->metrics, t - j->t_submit);
+    else if (sl->t_last > 0) srv_metrics_token_latency(s->metrics, t - sl->t_last);
+    j->first_token_seen = true;
+    sl->t_last = t;
+    s->step_tokens++;
+}
+
+/* Draw the slot's next token from logits, push it through the stop rules, post it. */
+static void sample_slot(srv_sched *s, slot *sl, const float *logits) {
+    srv_job *j = sl->job;
+    if (atomic_load(&j->cancelled)) return;
+    nc_sample_info info;
+    int32_t tok = nc_sampler_sample(sl->sampler, logits, sl->history, sl->n_history, sl->n_prompt,
+                                    j->logprobs ? &info : NULL);
+    const char *text;
+    int32_t n_text;
+    nc_finish fin = nc_stopper_push(sl->stopper, tok, &text, &n_text);
+    sl->history[sl->n_history++] = tok;
+    observe_token(s, sl, j);
+    /* the end-of-generation token is not part of the text, nor of its logprobs */
+    bool with_lp = j->logprobs && !nc_token_is_eog(s->m, tok);
+    srv_logprob lp = {.token = tok};
+    if (with_lp) {
+        lp.logprob = info.logprob;
+        lp.n_top = info.n_top;
+        memcpy(lp.top, info.top, (size_t)info.n_top * sizeof *info.top);
+    }
+    srv_job_post(j, sl->choice, text, (size_t)n_text, with_lp ? &lp : NULL, 1, fin);
+    sl->state = fin == NC_FINISH_NONE ? SLOT_DECODE : SLOT_DONE;
+}
+
+/* The leader's prompt is in its cache: copy it to the followers, then every choice draws its
+ * first token from the same logits. */
+static void finish_prefill(srv_sched *s, int32_t leader) {
+    slot *ld = &s->slots[leader];
+    const float *logits = nc_logits(s->c, ld->row);
+    srv_metrics_tokens(s->metrics, ld->n_prompt, 0);
+    for (int32_t i = 0; i < s->n_slots; i++) {
+        slot *f = &s->slots[i];
+        if (f->state != SLOT_WAIT || f->leader != leader) continue;
+        nc_err err;
+        if (nc_kv_seq_copy(s->c, leader, i, &err)) {
+            fail_job(ld->job, 500, "server_error", err.msg);
+            return;
+        }
+        f->n_fed = ld->n_prompt;
+    }
+    for (int32_t i = 0; i < s->n_slots; i++) {
+        slot *sl = &s->slots[i];
+        if (i == leader || (sl->state == SLOT_WAIT && sl->leader == leader)) sample_slot(s, sl, logits);
+    }
+}
+
+static void fail_batch(srv_sched *s, const nc_err *err) {
+    for (int32_t i = 0; i < s->n_slots; i++) {
+        slot *sl = &s->slots[i];
+        if (sl->row != -1) fail_job(sl->job, 500, "server_error", err->msg);
+    }
+}
+
+static void step(srv_sched *s) {
+    int n = 0;
+    for (int32_t i = 0; i < s->n_slots; i++) {
+        slot *sl = &s->slots[i];
+        sl->row = -1;
+        if (sl->state != SLOT_DECODE) continue;
+        sl->row = n;
+        s->batch[n++] = (nc_batch_entry){sl->history[sl->n_history - 1], sl->n_history - 1, i, true};
+    }
+    n = add_prefill(s, n);
+    if (n == 0) return;
+    nc_err err;
+    if (nc_forward(s->c, s->batch, n, &err)) {
+        fail_batch(s, &err);
+        return;
+    }
+    s->step_tokens = 0;
+    for (int32_t i = 0; i < s->n_slots; i++) {
+        slot *sl = &s->slots[i];
+        if (sl->row < 0) continue;
+        if (sl->state == SLOT_PREFILL) finish_prefill(s, i);
+        else if (sl->state == SLOT_DECODE) sample_slot(s, sl, nc_logits(s->c, sl->row));
+    }
+    srv_metrics_tokens(s->metrics, 0, s->step_tokens);
+}
+
+static void *engine_main(void *arg) {
+    srv_sched *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        reap(s);
+        admit(s);
+        srv_metrics_gauges(s->metrics, s->n_queue, s->n_busy);
+        if (s->n_busy == 0) {
+            if (s->stopping) break;
+            pthread_cond_wait(&s->wake, &s->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&s->mu);
+        step(s);
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* ---- Public -------------------------------------------------------------------------------- */
+
+static void sched_destroy(srv_sched *s) {
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->wake);
+    pthread_cond_destroy(&s->idle);
+    free(s->slots);
+    free(s->batch);
+    free(s->queue);
+    free(s->held);
+    free(s);
+}
+
+int srv_sched_new(srv_sched **out, nc_context *c, const nc_model *m, const srv_sched_config *cfg, srv_metrics *metrics,
+                  nc_err *err) {
+    *out = NULL;
+    srv_sched *s = calloc(1, sizeof *s);
+    if (!s) return fail_msg(err, "out of memory");
+    nc_model_info info;
+    nc_model_get_info(m, &info);
+    *s = (srv_sched){.c = c, .m = m, .metrics = metrics, .n_slots = cfg->n_slots, .max_queue = cfg->max_queue,
+                     .chunk = cfg->chunk, .n_vocab = info.n_vocab, .n_ctx = nc_context_n_ctx(c), .accepting = true};
+    int32_t cap = cfg->n_slots + cfg->max_queue;
+    s->slots = calloc((size_t)cfg->n_slots, sizeof *s->slots);
+    s->batch = malloc((size_t)(cfg->n_slots + cfg->chunk) * sizeof *s->batch);
+    s->queue = malloc((size_t)cap * sizeof *s->queue);
+    s->held = malloc((size_t)cap * sizeof *s->held);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->wake, NULL);
+    pthread_cond_init(&s->idle, NULL);
+    if (!s->slots || !s->batch || !s->queue || !s->held) {
+        sched_destroy(s);
+        return fail_msg(err, "out of memory");
+    }
+    for (int32_t i = 0; i < cfg->n_slots; i++) s->slots[i].row = -1;
+    if (pthread_create(&s->thread, NULL, engine_main, s) != 0) {
+        sched_destroy(s);
+        return fail_msg(err, "cannot start the engine thread");
+    }
+    *out = s;
+    return 0;
+}
+
+int srv_sched_submit(srv_sched *s, srv_job *j) {
+    pthread_mutex_lock(&s->mu);
+    if (!s->accepting || s->n_jobs >= s->n_slots + s->max_queue) {
+        pthread_mutex_unlock(&s->mu);
+        return -1;
+    }
+    srv_job_ref(j);
+    s->held[s->n_jobs++] = j;
+    s->queue[s->n_queue++] = j;
+    srv_metrics_gauges(s->metrics, s->n_queue, s->n_busy);
+    pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+void srv_sched_cancel(srv_sched *s, srv_job *j) {
+    atomic_store(&j->cancelled, true);
+    pthread_mutex_lock(&s->mu);
+    pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void srv_sched_drain(srv_sched *s, double timeout_s) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    double whole = (double)(time_t)timeout_s;
+    until.tv_sec += (time_t)timeout_s;
+    until.tv_nsec += (long)((timeout_s - whole) * 1e9);
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->accepting = false;
+    int rc = 0;
+    while (s->n_jobs > 0 && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&s->idle, &s->mu, &until);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void srv_sched_stop(srv_sched *s) {
+    pthread_mutex_lock(&s->mu);
+    bool joined = s->joined;
+    s->accepting = false;
+    s->stopping = true;
+    for (int32_t i = 0; i < s->n_jobs; i++) fail_job(s->held[i], 503, "server_error", "the server is shutting down");
+    pthread_cond_signal(&s->wake);
+    s->joined = true;
+    pthread_mutex_unlock(&s->mu);
+    /* the engine exits once it has reaped every slot and dropped every failed job */
+    if (!joined) pthread_join(s->thread, NULL);
+}
+
+void srv_sched_free(srv_sched *s) {
+    if (!s) return;
+    srv_sched_stop(s);
+    sched_destroy(s);
+}

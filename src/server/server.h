@@ -1,0 +1,38 @@
+/* `nucleus serve`: an OpenAI-compatible HTTP server over one model. Endpoints: GET /health,
+ * GET /v1/models, POST /v1/completions, POST /v1/chat/completions, POST /tokenize,
+ * POST /detokenize, GET /metrics. Requests run through the continuous-batching scheduler
+ * (scheduler.h); connections are served by libmicrohttpd, one thread each. */
+#ifndef NC_SERVER_SERVER_H
+#define NC_SERVER_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "nucleus.h"
+
+typedef struct srv_config {
+    const char *host;      /* numeric IPv4 or IPv6 address, or a name; "127.0.0.1" by default */
+    int port;              /* 0: a free port (see srv_port) */
+    int32_t n_parallel;    /* slots: sequences decoded together */
+    int32_t n_ctx;         /* context cells per slot (0: min(training context, 4096)) */
+    int32_t n_threads;     /* 0: all cores */
+    int32_t max_queue;     /* requests allowed to wait beyond the slots */
+    int32_t chunk;         /* prompt tokens prefilled per step */
+    const char *api_key;   /* NULL: no authentication */
+    size_t max_body;       /* bytes; larger bodies get 413 */
+    double drain_seconds;  /* at shutdown, how long running requests may finish */
+    const char *model_id;  /* the name /v1/models reports */
+} srv_config;
+
+typedef struct srv_server srv_server;
+
+int srv_start(srv_server **out, nc_model *m, const srv_config *cfg, nc_err *err);
+int srv_port(const srv_server *s);
+/* A remark for the operator ("" when none): e.g. that the model's chat template was unusable. */
+const char *srv_note(const srv_server *s);
+/* Graceful stop: no new connections or requests, running requests get drain_seconds to finish,
+ * the rest end with 503; then everything is freed. */
+void srv_stop(srv_server *s);
+
+#endif

@@ -1,0 +1,246 @@
+/* The server's request parser: OpenAI bodies into srv_request, defaults, and a 400 naming the
+ * field for every invalid value. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "server/request.h"
+#include "test.h"
+
+static const srv_limits lim = {.n_vocab = 1000, .max_n = 8};
+
+static int parse(srv_api api, const char *body, srv_request *r, srv_error *e) {
+    memset(e, 0, sizeof *e);
+    return srv_request_parse(api, body, strlen(body), &lim, r, e);
+}
+
+/* The body must be refused with a 400 whose param is `param` ("" for none). */
+static void expect_refusal(srv_api api, const char *body, const char *param) {
+    srv_request r;
+    srv_error e;
+    int rc = parse(api, body, &r, &e);
+    CHECK_MSG(rc == -1, "accepted: %s", body);
+    CHECK_MSG(e.status == 400 && !strcmp(e.type, "invalid_request_error"), "status %d for %s", e.status, body);
+    CHECK_MSG(!strcmp(e.param, param), "param '%s' instead of '%s' for %s (%s)", e.param, param, body, e.message);
+    CHECK_MSG(e.message[0] != 0, "no message for %s", body);
+    CHECK(r.prompts == NULL && r.messages_json == NULL && r.stop == NULL && r.logit_bias == NULL);
+    srv_request_free(&r);
+}
+
+static void test_completion_defaults(void) {
+    srv_request r;
+    srv_error e;
+    CHECK(parse(SRV_API_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"Once upon\"}", &r, &e) == 0);
+    CHECK(r.n_prompts == 1 && r.prompts[0].text && !strcmp(r.prompts[0].text, "Once upon"));
+    CHECK(r.prompts[0].text_len == 9 && r.prompts[0].tokens == NULL);
+    CHECK(r.model && !strcmp(r.model, "m"));
+    CHECK(r.max_tokens == 16 && r.n == 1 && r.best_of == 1 && !r.stream && !r.logprobs);
+    CHECK(r.temperature == 1.0f && r.top_p == 1.0f && r.top_k == 0 && r.min_p == 0 && r.typical_p == 1.0f);
+    CHECK(r.repetition_penalty == 1.0f && r.presence_penalty == 0 && r.frequency_penalty == 0);
+    CHECK(!r.seed_given && r.n_stop == 0 && r.n_logit_bias == 0 && !r.use_beam_search);
+    srv_request_free(&r);
+}
+
+static void test_completion_fields(void) {
+    srv_request r;
+    srv_error e;
+    const char *body = "{\"prompt\":\"x\",\"max_tokens\":5,\"temperature\":0.5,\"top_p\":0.9,\"n\":3,\"stream\":true,"
+                       "\"stream_options\":{\"include_usage\":true},\"stop\":[\"a\",\"\",\"bc\"],\"presence_penalty\":1,"
+                       "\"frequency_penalty\":-1.5,\"logit_bias\":{\"5\":-100,\"7\":2.5},\"logprobs\":3,\"seed\":-1,"
+                       "\"top_k\":40,\"min_p\":0.05,\"typical_p\":0.9,\"repetition_penalty\":1.1,"
+                       "\"no_repeat_ngram_size\":3,\"min_tokens\":2,\"ignore_eos\":true,\"user\":\"ignored\"}";
+    CHECK(parse(SRV_API_COMPLETIONS, body, &r, &e) == 0);
+    CHECK(r.max_tokens == 5 && r.n == 3 && r.best_of == 3 && r.stream && r.include_usage);
+    CHECK_NEAR(r.temperature, 0.5, 1e-6);
+    CHECK_NEAR(r.top_p, 0.9, 1e-6);
+    CHECK(r.n_stop == 2 && !strcmp(r.stop[0], "a") && !strcmp(r.stop[1], "bc"));
+    CHECK(r.presence_penalty == 1.0f && r.frequency_penalty == -1.5f);
+    CHECK(r.n_logit_bias == 2 && r.logit_bias[0].token == 5 && r.logit_bias[0].bias == -INFINITY);
+    CHECK(r.logit_bias[1].token == 7 && r.logit_bias[1].bias == 2.5f);
+    CHECK(r.logprobs && r.top_logprobs == 3);
+    CHECK(r.seed_given && r.seed == UINT64_MAX);
+    CHECK(r.top_k == 40 && r.no_repeat_ngram_size == 3 && r.min_tokens == 2 && r.ignore_eos);
+    CHECK_NEAR(r.min_p, 0.05, 1e-6);
+    CHECK_NEAR(r.repetition_penalty, 1.1, 1e-6);
+    srv_request_free(&r);
+
+    CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"logprobs\":0,\"seed\":42,\"stop\":\"\\n\"}", &r, &e) == 0);
+    CHECK(r.logprobs && r.top_logprobs == 0 && r.seed == 42 && r.n_stop == 1 && !strcmp(r.stop[0], "\n"));
+    srv_request_free(&r);
+
+    /* null means "not given" */
+    CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"temperature\":null,\"stop\":null,\"logprobs\":null,"
+                                     "\"max_tokens\":null,\"seed\":null,\"suffix\":\"\",\"echo\":false}",
+                &r, &e) == 0);
+    CHECK(r.temperature == 1.0f && r.n_stop == 0 && !r.logprobs && r.max_tokens == 16 && !r.seed_given);
+    srv_request_free(&r);
+}
+
+static void test_prompt_forms(void) {
+    srv_request r;
+    srv_error e;
+    CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":[1,2,999]}", &r, &e) == 0);
+    CHECK(r.n_prompts == 1 && r.prompts[0].n_tokens == 3 && r.prompts[0].tokens[2] == 999 && !r.prompts[0].text);
+    srv_request_free(&r);
+    CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":[\"a\",\"bb\",[4,5]]}", &r, &e) == 0);
+    CHECK(r.n_prompts == 3 && !strcmp(r.prompts[1].text, "bb") && r.prompts[2].n_tokens == 2);
+    srv_request_free(&r);
+    CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"\"}", &r, &e) == 0);
+    CHECK(r.n_prompts == 1 && r.prompts[0].text_len == 0);
+    srv_request_free(&r);
+
+    expect_refusal(SRV_API_COMPLETIONS, "{}", "prompt");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":null}", "prompt");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":[]}", "prompt");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":5}", "prompt");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":[1,1000]}", "prompt");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":[1,-1]}", "prompt");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":[1,2.5]}", "prompt");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":[1,\"a\"]}", "prompt");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":[\"a\",7]}", "prompt[1]");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":[\"a\",[]]}", "prompt[1]");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":[[1],[2,5000]]}", "prompt[1]");
+}
+
+static void test_chat(void) {
+    srv_request r;
+    srv_error e;
+    const char *body = "{\"model\":\"x\",\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+                       "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Hi\"},{\"type\":\"text\","
+                       "\"text\":\"there\"}]},{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[]}],"
+                       "\"logprobs\":true,\"top_logprobs\":2,\"max_tokens\":9,\"max_completion_tokens\":7}";
+    CHECK(parse(SRV_API_CHAT, body, &r, &e) == 0);
+    CHECK_MSG(r.messages_json && !strcmp(r.messages_json, "[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+                                                          "{\"role\":\"user\",\"content\":\"Hi\\nthere\"},"
+                                                          "{\"role\":\"assistant\",\"content\":\"\"}]"),
+              "%s", r.messages_json ? r.messages_json : "(null)");
+    CHECK(r.logprobs && r.top_logprobs == 2 && r.max_tokens == 7 && r.prompts == NULL);
+    srv_request_free(&r);
+
+    CHECK(parse(SRV_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}", &r, &e) == 0);
+    CHECK(r.max_tokens == 0 && !r.logprobs);
+    srv_request_free(&r);
+
+    expect_refusal(SRV_API_CHAT, "{\"prompt\":\"x\"}", "messages");
+    expect_refusal(SRV_API_CHAT, "{\"messages\":[]}", "messages");
+    expect_refusal(SRV_API_CHAT, "{\"messages\":{}}", "messages");
+    expect_refusal(SRV_API_CHAT, "{\"messages\":[5]}", "messages[0]");
+    expect_refusal(SRV_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"bot\",\"content\":\"b\"}]}",
+                   "messages[1].role");
+    expect_refusal(SRV_API_CHAT, "{\"messages\":[{\"content\":\"a\"}]}", "messages[0].role");
+    expect_refusal(SRV_API_CHAT, "{\"messages\":[{\"role\":\"user\"}]}", "messages[0].content");
+    expect_refusal(SRV_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":7}]}", "messages[0].content");
+    expect_refusal(SRV_API_CHAT,
+                   "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+                   "{\"type\":\"image_url\",\"image_url\":{\"url\":\"x\"}}]}]}",
+                   "messages[0].content[1]");
+    expect_refusal(SRV_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\"}]}]}",
+                   "messages[0].content[0]");
+    expect_refusal(SRV_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"top_logprobs\":2}",
+                   "top_logprobs");
+    expect_refusal(SRV_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"logprobs\":1}", "logprobs");
+    expect_refusal(SRV_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"max_completion_tokens\":0}",
+                   "max_completion_tokens");
+}
+
+static void test_invalid_values(void) {
+    expect_refusal(SRV_API_COMPLETIONS, "", "");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":", "");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\"} x", "");
+    expect_refusal(SRV_API_COMPLETIONS, "[1]", "");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"model\":5}", "model");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"temperature\":2.5}", "temperature");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"temperature\":\"hot\"}", "temperature");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"top_p\":1.5}", "top_p");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"top_k\":-2}", "top_k");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"top_k\":1.5}", "top_k");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"min_p\":-0.1}", "min_p");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"typical_p\":2}", "typical_p");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"presence_penalty\":3}", "presence_penalty");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"frequency_penalty\":-2.01}", "frequency_penalty");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"repetition_penalty\":0}", "repetition_penalty");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"no_repeat_ngram_size\":-1}", "no_repeat_ngram_size");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"min_tokens\":true}", "min_tokens");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"ignore_eos\":1}", "ignore_eos");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"max_tokens\":0}", "max_tokens");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"max_tokens\":1e40}", "max_tokens");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"n\":0}", "n");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"n\":9}", "n");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"stream\":\"yes\"}", "stream");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"stream_options\":{\"include_usage\":true}}",
+                   "stream_options");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"stream\":true,\"stream_options\":{\"include_usage\":1}}",
+                   "stream_options.include_usage");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"stop\":5}", "stop");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"stop\":[\"a\",3]}", "stop");
+    expect_refusal(SRV_API_COMPLETIONS,
+                   "{\"prompt\":\"x\",\"stop\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\",\"10\",\"11\","
+                   "\"12\",\"13\",\"14\",\"15\",\"16\",\"17\"]}",
+                   "stop");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":[1]}", "logit_bias");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":{\"abc\":1}}", "logit_bias");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":{\"1000\":1}}", "logit_bias");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":{\"-1\":1}}", "logit_bias");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":{\"5\":101}}", "logit_bias");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":{\"5\":\"a\"}}", "logit_bias");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"logprobs\":21}", "logprobs");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"logprobs\":true}", "logprobs");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"seed\":1.5}", "seed");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"seed\":\"7\"}", "seed");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"seed\":1e30}", "seed");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"echo\":true}", "echo");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"suffix\":\"end\"}", "suffix");
+}
+
+static void test_beams(void) {
+    srv_request r;
+    srv_error e;
+    CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"use_beam_search\":true,\"best_of\":4,\"n\":2,"
+                                     "\"length_penalty\":0.5}",
+                &r, &e) == 0);
+    CHECK(r.use_beam_search && r.best_of == 4 && r.n == 2 && r.length_penalty == 0.5f);
+    srv_request_free(&r);
+    CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"use_beam_search\":true,\"n\":3}", &r, &e) == 0);
+    CHECK(r.best_of == 3);
+    srv_request_free(&r);
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"use_beam_search\":true,\"stream\":true}", "stream");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"use_beam_search\":true,\"logprobs\":1}", "logprobs");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"use_beam_search\":true,\"best_of\":1,\"n\":2}",
+                   "best_of");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"best_of\":3}", "best_of");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"best_of\":9,\"use_beam_search\":true}", "best_of");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"use_beam_search\":true,\"length_penalty\":\"a\"}",
+                   "length_penalty");
+}
+
+static void test_tokenize_bodies(void) {
+    srv_tokenize_req t;
+    srv_detokenize_req d;
+    srv_error e;
+    const char *b1 = "{\"content\":\"Hello\",\"add_special\":true}";
+    CHECK(srv_tokenize_parse(b1, strlen(b1), &t, &e) == 0);
+    CHECK(t.len == 5 && !strcmp(t.content, "Hello") && t.add_special && t.parse_special);
+    srv_tokenize_free(&t);
+    const char *b2 = "{\"content\":3}";
+    CHECK(srv_tokenize_parse(b2, strlen(b2), &t, &e) == -1 && !strcmp(e.param, "content") && t.content == NULL);
+    const char *b3 = "{}";
+    CHECK(srv_tokenize_parse(b3, strlen(b3), &t, &e) == -1 && !strcmp(e.param, "content"));
+    const char *b4 = "{\"tokens\":[0,5,999]}";
+    CHECK(srv_detokenize_parse(b4, strlen(b4), 1000, &d, &e) == 0 && d.n_tokens == 3 && d.tokens[1] == 5);
+    srv_detokenize_free(&d);
+    const char *b5 = "{\"tokens\":[0,1000]}";
+    CHECK(srv_detokenize_parse(b5, strlen(b5), 1000, &d, &e) == -1 && !strcmp(e.param, "tokens") && !d.tokens);
+    const char *b6 = "{\"tokens\":\"1 2\"}";
+    CHECK(srv_detokenize_parse(b6, strlen(b6), 1000, &d, &e) == -1 && e.status == 400);
+}
+
+int main(void) {
+    test_completion_defaults();
+    test_completion_fields();
+    test_prompt_forms();
+    test_chat();
+    test_invalid_values();
+    test_beams();
+    test_tokenize_bodies();
+    return test_summary("test_server_request");
+}
