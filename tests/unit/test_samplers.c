@@ -4,7 +4,10 @@
 #include <math.h>
 #include <string.h>
 
+#include <stdlib.h>
+
 #include "nucleus.h"
+#include "sampling/sampler.h"
 #include "test.h"
 
 static const float L5[5] = {3, 2, 1, 0.5f, 0.1f};
@@ -503,6 +506,34 @@ static void test_validation(void) {
     CHECK(nc_sampler_new(&s, NULL, 0, &sp, &err) == -1 && strstr(err.msg, "n_vocab"));
 }
 
+/* The candidate order (descending logit, lower id first on ties) is the same whichever sort
+ * produces it: the radix sort used for whole vocabularies against a plain check of the order. */
+static void test_sort_order(void) {
+    enum { N = 5000 };
+    static float logits[N];
+    static cand buf[N];
+    nc_rng r;
+    nc_rng_seed(&r, 5);
+    for (int i = 0; i < N; i++) {
+        uint64_t x = nc_rng_next(&r);
+        /* many ties, both zeros, infinities, negative and positive values */
+        float v = (float)((int)(x % 41) - 20) * 0.25f;
+        if (x % 97 == 0) v = -INFINITY;
+        if (x % 89 == 0) v = -0.0f;
+        if (x % 83 == 0) v = INFINITY;
+        logits[i] = v;
+    }
+    cand_list c;
+    cands_init(&c, buf, logits, N);
+    cands_sort(&c);
+    int ok = c.n == N;
+    for (int i = 1; i < c.n && ok; i++) {
+        const cand *a = &c.data[i - 1], *b = &c.data[i];
+        ok = a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
+    }
+    CHECK_MSG(ok, "candidates out of order after sorting");
+}
+
 int main(void) {
     test_temperature();
     test_top_k_min_p();
@@ -520,5 +551,6 @@ int main(void) {
     test_explain();
     test_logprobs();
     test_validation();
+    test_sort_order();
     return test_summary("samplers");
 }
