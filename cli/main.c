@@ -4,7 +4,6 @@
 
 #include "cli.h"
 
-int cmd_serve(int argc, char **argv); /* cli/cmd_serve.c */
 
 static void usage(FILE *out) {
     fprintf(out,
