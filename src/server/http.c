@@ -451,7 +451,8 @@ static enum MHD_Result handle_tokenize(srv_server *sv, struct MHD_Connection *co
 static enum MHD_Result handle_detokenize(srv_server *sv, struct MHD_Connection *conn, conn_req *rq) {
     srv_detokenize_req d;
     srv_error e;
-    if (srv_detokenize_parse(rq->body ? rq->body : "", rq->len, sv->mc.n_vocab, &d, &e)) return send_error(sv, conn, &e);
+    if (srv_detokenize_parse(rq->body ? rq->body : "", rq->len, sv->mc.n_vocab, &d, &e))
+        return send_error(sv, conn, &e);
     char *text;
     size_t len;
     int rc = srv_detokenize(sv->mc.m, d.tokens, d.n_tokens, &text, &len, &e);

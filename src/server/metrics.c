@@ -9,8 +9,9 @@ static const double ttft_bounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1
 static const double token_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
 
 const char *srv_endpoint_path(srv_endpoint ep) {
-    static const char *const paths[SRV_EP_COUNT] = {"/health",   "/v1/models",  "/v1/completions", "/v1/chat/completions",
-                                                    "/tokenize", "/detokenize", "/metrics",        "other"};
+    static const char *const paths[SRV_EP_COUNT] = {"/health",    "/v1/models",  "/v1/completions",
+                                                    "/v1/chat/completions", "/tokenize", "/detokenize",
+                                                    "/metrics",   "other"};
     return ep >= 0 && ep < SRV_EP_COUNT ? paths[ep] : "other";
 }
 
@@ -86,7 +87,8 @@ static void render_counters(FILE *f, const srv_metrics *m) {
                 (unsigned long long)m->requests[ep]);
     header(f, "nucleus_responses_total", "counter", "HTTP responses sent, by status code.");
     for (int s = 0; s < 600; s++)
-        if (m->responses[s]) fprintf(f, "nucleus_responses_total{code=\"%d\"} %llu\n", s, (unsigned long long)m->responses[s]);
+        if (m->responses[s])
+            fprintf(f, "nucleus_responses_total{code=\"%d\"} %llu\n", s, (unsigned long long)m->responses[s]);
     header(f, "nucleus_prompt_tokens_total", "counter", "Prompt tokens prefilled.");
     fprintf(f, "nucleus_prompt_tokens_total %llu\n", (unsigned long long)m->prompt_tokens);
     header(f, "nucleus_generated_tokens_total", "counter", "Tokens generated.");

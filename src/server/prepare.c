@@ -175,7 +175,8 @@ static int check_length(const srv_model_ctx *mc, const srv_request *r, int32_t i
 static int prepare_prompts(const srv_model_ctx *mc, const srv_request *r, srv_job *j, srv_error *e) {
     for (int32_t i = 0; i < j->n_prompts; i++) {
         int32_t *ids = NULL, n = 0;
-        int rc = r->api == SRV_API_CHAT ? chat_prompt(mc, r, &ids, &n, e) : completion_prompt(mc, &r->prompts[i], &ids, &n, e);
+        int rc = r->api == SRV_API_CHAT ? chat_prompt(mc, r, &ids, &n, e)
+                                        : completion_prompt(mc, &r->prompts[i], &ids, &n, e);
         if (rc) return -1;
         srv_job_set_prompt(j, i, ids, n);
         if (check_length(mc, r, i, n, e)) return -1;

@@ -474,8 +474,9 @@ int srv_tokenize_parse(const char *body, size_t len, srv_tokenize_req *out, srv_
     if (!root) return -1;
     int rc = 0;
     if (!member(root, "content")) rc = refuse(err, "content", "'content' is required");
-    if (!rc) rc = opt_string(root, "content", &out->content, err) || opt_bool(root, "add_special", &out->add_special, err) ||
-                  opt_bool(root, "parse_special", &out->parse_special, err);
+    if (!rc)
+        rc = opt_string(root, "content", &out->content, err) || opt_bool(root, "add_special", &out->add_special, err) ||
+             opt_bool(root, "parse_special", &out->parse_special, err);
     cJSON_Delete(root);
     if (rc) {
         srv_tokenize_free(out);

@@ -78,7 +78,10 @@ static bool put_text(cJSON *obj, const char *name, const char *text, size_t n) {
     return put(obj, name, text_item(text, n));
 }
 
-static bool put_str(cJSON *obj, const char *name, const char *s) { return put(obj, name, s ? cJSON_CreateString(s) : cJSON_CreateNull()); }
+/* A string, or null for NULL. */
+static bool put_str(cJSON *obj, const char *name, const char *s) {
+    return put(obj, name, s ? cJSON_CreateString(s) : cJSON_CreateNull());
+}
 
 static bool put_num(cJSON *obj, const char *name, double v) { return put(obj, name, cJSON_CreateNumber(v)); }
 
@@ -124,7 +127,8 @@ static cJSON *chat_logprobs(const srv_resp_meta *m, const srv_choice_view *c) {
         const srv_logprob *lp = &c->lp[i];
         cJSON *entry = chat_token_lp(m, lp->token, lp->logprob), *top = NULL;
         ok = append(content, entry) && put(entry, "top_logprobs", top = cJSON_CreateArray());
-        for (int32_t k = 0; ok && k < lp->n_top; k++) ok = append(top, chat_token_lp(m, lp->top[k].token, lp->top[k].logprob));
+        for (int32_t k = 0; ok && k < lp->n_top; k++)
+            ok = append(top, chat_token_lp(m, lp->top[k].token, lp->top[k].logprob));
     }
     if (!ok) {
         cJSON_Delete(o);
@@ -136,8 +140,10 @@ static cJSON *chat_logprobs(const srv_resp_meta *m, const srv_choice_view *c) {
 /* Completions: {"tokens", "token_logprobs", "top_logprobs": [{text: logprob}], "text_offset"}. */
 static cJSON *completion_logprobs(const srv_resp_meta *m, const srv_choice_view *c) {
     cJSON *o = cJSON_CreateObject(), *tokens = NULL, *lps = NULL, *tops = NULL, *offsets = NULL;
-    bool ok = put(o, "tokens", tokens = cJSON_CreateArray()) && put(o, "token_logprobs", lps = cJSON_CreateArray()) &&
-              put(o, "top_logprobs", tops = cJSON_CreateArray()) && put(o, "text_offset", offsets = cJSON_CreateArray());
+    bool ok = put(o, "tokens", tokens = cJSON_CreateArray()) &&
+              put(o, "token_logprobs", lps = cJSON_CreateArray()) &&
+              put(o, "top_logprobs", tops = cJSON_CreateArray()) &&
+              put(o, "text_offset", offsets = cJSON_CreateArray());
     size_t offset = c->text_offset;
     char buf[PIECE_CAP];
     for (int32_t i = 0; ok && i < c->n_lp; i++) {
@@ -223,8 +229,9 @@ static cJSON *chunk_choice(const srv_resp_meta *m, const srv_choice_view *c, boo
     bool ok = put_num(o, "index", c->index);
     if (m->api == SRV_API_CHAT) {
         cJSON *delta = NULL;
-        ok = ok && put(o, "delta", delta = cJSON_CreateObject()) && (!role_delta || put_str(delta, "role", "assistant")) &&
-             (c->n_text == 0 && !role_delta ? true : put_text(delta, "content", c->text, c->n_text));
+        ok = ok && put(o, "delta", delta = cJSON_CreateObject()) &&
+             (!role_delta || put_str(delta, "role", "assistant")) &&
+             ((c->n_text == 0 && !role_delta) || put_text(delta, "content", c->text, c->n_text));
     } else {
         ok = ok && put_text(o, "text", c->text, c->n_text);
     }
@@ -250,7 +257,8 @@ char *srv_json_usage_chunk(const srv_resp_meta *m, const srv_usage *u) {
 
 char *srv_json_error(const srv_error *e) {
     cJSON *root = cJSON_CreateObject(), *err = NULL;
-    bool ok = put(root, "error", err = cJSON_CreateObject()) && put_text(err, "message", e->message, strlen(e->message)) &&
+    bool ok = put(root, "error", err = cJSON_CreateObject()) &&
+              put_text(err, "message", e->message, strlen(e->message)) &&
               put_str(err, "type", e->type) && put_str(err, "param", e->param[0] ? e->param : NULL) &&
               put_str(err, "code", e->code);
     return print_and_free(root, ok);
