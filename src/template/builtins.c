@@ -423,10 +423,10 @@ static tmpl_value *string_method(rt *r, int id, tmpl_value *s, const call_args *
     case M_RFIND:
     case M_INDEX:
     case M_RINDEX:
-        if (bind_args(r, fname, a, sub, p) || str_arg(r, fname, p[0])) return NULL;
+        if (bind_args(r, fname, a, sub, p) || str_arg(r, fname, p[0]) || rt_work(r, s->u.str.len)) return NULL;
         return find_result(r, str_find(s, p[0], id == M_RFIND || id == M_RINDEX), id == M_INDEX || id == M_RINDEX);
     case M_COUNT:
-        if (bind_args(r, fname, a, sub, p) || str_arg(r, fname, p[0])) return NULL;
+        if (bind_args(r, fname, a, sub, p) || str_arg(r, fname, p[0]) || rt_work(r, s->u.str.len)) return NULL;
         return tv_int(r, str_count(s, p[0]));
     case M_JOIN:
         if (bind_args(r, fname, a, iterable, p)) return NULL;

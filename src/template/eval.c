@@ -117,6 +117,7 @@ tmpl_value *eval_getitem(rt *r, tmpl_value *obj, tmpl_value *key) {
         if (i >= 0) return tv_ref(obj->u.list.items[i]);
         return tv_undefined(r, "%s index out of range", obj->u.list.tuple ? "tuple" : "list");
     } else if (obj->type == TV_STRING && int_key) {
+        if (rt_work(r, obj->u.str.len)) return NULL;
         size_t n = utf8_count(obj->u.str.s, obj->u.str.len);
         long i = seq_index(key, n);
         if (i >= 0) return str_slice_cp(r, obj, (size_t)i, (size_t)i + 1);
@@ -173,8 +174,14 @@ static tmpl_value *slice_value(rt *r, tmpl_value *obj, tmpl_value *vs, tmpl_valu
         fail_undefined(r, obj, "slice");
         return NULL;
     }
-    if ((obj->type != TV_LIST && obj->type != TV_STRING) || (obj->type == TV_LIST && obj->u.list.lazy))
-        return tv_undefined(r, "'%s' cannot be sliced", tv_type_name(obj));
+    if (obj->type == TV_DICT) {
+        rt_fail(r, "unhashable type: 'slice'");
+        return NULL;
+    }
+    if ((obj->type != TV_LIST && obj->type != TV_STRING) || (obj->type == TV_LIST && obj->u.list.lazy)) {
+        rt_fail(r, "'%s' object is not subscriptable", tv_type_name(obj));
+        return NULL;
+    }
     bool is_str = obj->type == TV_STRING;
     size_t *offs = NULL; /* byte offset of each code point of a string, and its end */
     int64_t n;
@@ -329,12 +336,7 @@ static int concat_seq(rt *r, tmpl_value *x, tmpl_value *y, tmpl_value **out) {
 }
 
 static int concat_str(rt *r, const char *a, size_t n, const char *b, size_t m, tmpl_value **out) {
-    sbuf buf = {.limit = r->lim.max_memory};
-    if (sbuf_put(&buf, a, n) || sbuf_put(&buf, b, m)) {
-        sbuf_free(&buf);
-        return rt_fail(r, "string too long");
-    }
-    *out = tv_str_take(r, &buf);
+    *out = tv_str2(r, a, n, b, m);
     return *out ? 0 : -1;
 }
 
@@ -392,6 +394,8 @@ int binary_op(rt *r, int op, tmpl_value *x, tmpl_value *y, tmpl_value **out) {
 
 /* ---- Membership and comparison ------------------------------------------------------------ */
 int contains(rt *r, tmpl_value *container, tmpl_value *item) {
+    if (rt_work(r, container->type == TV_STRING ? container->u.str.len : container->type == TV_LIST ? container->u.list.len * 64 : 0))
+        return -1;
     switch (container->type) {
     case TV_STRING:
         if (item->type != TV_STRING)
@@ -410,7 +414,16 @@ int contains(rt *r, tmpl_value *container, tmpl_value *item) {
     }
 }
 
+/* The bytes an equality or ordering test of x and y may look at, for the step budget. */
+static size_t compare_cost(const tmpl_value *x, const tmpl_value *y) {
+    if (x->type == TV_STRING && y->type == TV_STRING) return x->u.str.len < y->u.str.len ? x->u.str.len : y->u.str.len;
+    if (x->type == TV_LIST && y->type == TV_LIST) return 64 * (x->u.list.len < y->u.list.len ? x->u.list.len : y->u.list.len);
+    if (x->type == TV_DICT && y->type == TV_DICT) return 64 * x->u.dict.len;
+    return 0;
+}
+
 int compare_op(rt *r, int op, tmpl_value *x, tmpl_value *y) {
+    if (op != OP_IN && op != OP_NOTIN && rt_work(r, compare_cost(x, y))) return -1;
     switch (op) {
     case OP_EQ: return tv_equal(x, y);
     case OP_NE: return !tv_equal(x, y);

@@ -36,8 +36,15 @@ int rt_step(rt *r) {
     return rt_fail(r, "template exceeded its limit of %llu evaluation steps", (unsigned long long)r->lim.max_steps);
 }
 
+/* A step stands for about 50 ns: an expression, a loop iteration, or 16 bytes of text made or
+ * scanned (large allocations cost page faults, decoding UTF-8 costs more than copying). */
+int rt_work(rt *r, size_t bytes) {
+    r->steps += bytes / 16;
+    return rt_step(r);
+}
+
 int rt_charge(rt *r, size_t bytes) {
-    r->steps += bytes / 64;
+    r->steps += bytes / 16;
     if (bytes > r->lim.max_memory || r->mem > r->lim.max_memory - bytes)
         return rt_fail(r, "template needs more than %zu bytes of memory", r->lim.max_memory);
     r->mem += bytes;
@@ -211,10 +218,13 @@ static bool is_param(const node *def, const char *name) {
     return false;
 }
 
-/* Bind a macro's parameters in s: positional, keyword, default, else undefined; extra
- * positional arguments go to `varargs`, extra keyword ones to `kwargs`, as in Jinja. */
-static int bind_params(rt *r, scope *s, const node *def, const call_args *a) {
+/* Bind a macro's parameters in s: positional, keyword, default, else undefined. Extra
+ * positional arguments go to `varargs` and extra keyword ones to `kwargs`; as in Jinja, they are
+ * an error unless the macro's body uses those names. */
+static int bind_params(rt *r, scope *s, const node *def, const call_args *a, const tmpl_value *caller) {
     const char *mname = def->name ? def->name : "caller";
+    if (caller && !(def->op & USES_CALLER))
+        return rt_fail(r, "macro '%s' was invoked with two values for the special caller argument", mname);
     if (a->npos > def->n_names && !(def->op & USES_VARARGS))
         return rt_fail(r, "macro '%s' takes not more than %zu argument(s)", mname, def->n_names);
     for (size_t i = 0; i < a->nkw; i++)
@@ -261,7 +271,7 @@ tmpl_value *call_macro(rt *r, tmpl_value *macro, const call_args *a, tmpl_value 
     scope *saved = r->scope;
     r->scope = s;
     tmpl_value *out = NULL;
-    if (!bind_params(r, s, def, a) && (!caller || !scope_set(r, s, "caller", tv_ref(caller))))
+    if (!bind_params(r, s, def, a, caller) && (!caller || !scope_set(r, s, "caller", tv_ref(caller))))
         capture(r, &def->body, &out);
     r->scope = saved;
     scope_leave(r, s);
@@ -493,7 +503,7 @@ int exec_body(rt *r, const node_list *body) {
 void tmpl_limits_default(tmpl_limits *lim) {
     lim->max_output = 16u << 20;
     lim->max_memory = 256u << 20;
-    lim->max_steps = 50000000;
+    lim->max_steps = 20000000;
     lim->max_depth = 400;
 }
 
@@ -523,7 +533,7 @@ int tmpl_render_limits(const tmpl *t, const tmpl_value *context, const tmpl_limi
     *out = NULL;
     if (out_len) *out_len = 0;
     if (context && context->type != TV_DICT) return nc_fail(err, "template context must be a dict");
-    rt r = {.t = t, .context = context, .lim = *lim, .err = err};
+    rt r = {.t = t, .context = context, .lim = *lim};
     sbuf buf = {.limit = lim->max_output};
     r.out = &buf;
     int rc = -1;

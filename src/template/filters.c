@@ -202,7 +202,10 @@ static tmpl_value *f_wordcount(rt *r, tmpl_value *v, const call_args *a) {
     static const char *const p0[] = {NULL};
     if (bind_args(r, "wordcount", a, p0, NULL)) return NULL;
     tmpl_value *s = tv_to_str(r, v);
-    if (!s) return NULL;
+    if (!s || rt_work(r, s->u.str.len)) {
+        tv_decref(r, s);
+        return NULL;
+    }
     int64_t count = 0;
     bool in_word = false;
     size_t w;
@@ -314,7 +317,6 @@ static tmpl_value *f_int(rt *r, tmpl_value *v, const call_args *a) {
     tmpl_value *p[2];
     int64_t base = 10, out;
     if (bind_args(r, "int", a, params, p) || int_param(r, "int", p[1], 10, &base)) return NULL;
-    if (base < 2 || base > 36) return fail_null(r, "int: base must be between 2 and 36");
     double d;
     switch (v->type) {
     case TV_UNDEFINED: fail_undefined(r, v, "int()"); return NULL;
@@ -323,8 +325,8 @@ static tmpl_value *f_int(rt *r, tmpl_value *v, const call_args *a) {
     case TV_FLOAT:
         if (isfinite(v->u.f) && fabs(v->u.f) < 9.2e18) return tv_int(r, (int64_t)v->u.f);
         break;
-    case TV_STRING:
-        if (parse_int_text(v->u.str.s, v->u.str.len, (int)base, &out)) return tv_int(r, out);
+    case TV_STRING: /* (a bad base fails the parse, as Python's int() raises, and gives the default) */
+        if (base >= 2 && base <= 36 && parse_int_text(v->u.str.s, v->u.str.len, (int)base, &out)) return tv_int(r, out);
         if (parse_float_text(v->u.str.s, v->u.str.len, &d) && isfinite(d) && fabs(d) < 9.2e18) return tv_int(r, (int64_t)d);
         break;
     default: break;
@@ -399,7 +401,7 @@ static tmpl_value *f_round(rt *r, tmpl_value *v, const call_args *a) {
     tmpl_value *p[2];
     int64_t prec = 0;
     if (bind_args(r, "round", a, params, p) || int_param(r, "round", p[0], 0, &prec)) return NULL;
-    const char *method = p[1] && p[1]->type == TV_STRING ? p[1]->u.str.s : "common";
+    const char *method = !p[1] ? "common" : p[1]->type == TV_STRING ? p[1]->u.str.s : "";
     if (strcmp(method, "common") && strcmp(method, "ceil") && strcmp(method, "floor"))
         return fail_null(r, "round: method must be common, ceil or floor");
     if (!tv_is_num(v)) return fail_null(r, "round: expected a number, got %s", tv_type_name(v));
@@ -418,7 +420,7 @@ static tmpl_value *f_length(rt *r, tmpl_value *v, const call_args *a) {
     static const char *const p0[] = {NULL};
     if (bind_args(r, "length", a, p0, NULL)) return NULL;
     switch (v->type) {
-    case TV_STRING: return tv_int(r, (int64_t)utf8_count(v->u.str.s, v->u.str.len));
+    case TV_STRING: return rt_work(r, v->u.str.len) ? NULL : tv_int(r, (int64_t)utf8_count(v->u.str.s, v->u.str.len));
     case TV_LIST:
         if (v->u.list.lazy) return fail_null(r, "object of type 'generator' has no len()");
         return tv_int(r, (int64_t)v->u.list.len);

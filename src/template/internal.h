@@ -115,6 +115,7 @@ tmpl_value *tv_int(rt *r, int64_t i);
 tmpl_value *tv_float(rt *r, double f);
 tmpl_value *tv_bool(bool b);
 tmpl_value *tv_str(rt *r, const char *s, size_t n);
+tmpl_value *tv_str2(rt *r, const char *a, size_t n, const char *b, size_t m); /* a and b joined */
 tmpl_value *tv_str_take(rt *r, sbuf *b); /* takes b's bytes (b is emptied) */
 tmpl_value *tv_list(rt *r, size_t cap);
 tmpl_value *tv_dict_new(rt *r);
@@ -164,7 +165,7 @@ typedef enum node_kind {
 } node_kind;
 
 /* MACRO nodes: which special names the body uses (Jinja accepts extra arguments only then). */
-enum { USES_VARARGS = 1, USES_KWARGS = 2 };
+enum { USES_VARARGS = 1, USES_KWARGS = 2, USES_CALLER = 4 };
 
 /* Operators that are more than one character; single-character ones are the character. */
 enum { OP_EQ = 256, OP_NE, OP_LE, OP_GE, OP_FLOORDIV, OP_POW, OP_IN, OP_NOTIN };
@@ -179,6 +180,7 @@ typedef struct node_list {
  *   SLICE: a[b:c:d] (any may be NULL)                     CALL: a(args, names=kwargs)
  *   FILTER: a|name(args, names=kwargs), fn = table index (a NULL in filter/set blocks)
  *   TEST: a is [not: op=1] name(args), fn               NOT/NEG/POS: a
+ *     (fn is -1 for a filter or test that does not exist: an error if it is ever used) 
  *   BINARY: a op b   AND/OR: a, b   COMPARE: a, then ops[i] args.v[i] ...   COND: b if a else c
  *   LIST/TUPLE: args   DICT: args (keys), kwargs (values)
  *   OUTPUT: a        IF: a, body, else_body
@@ -258,8 +260,7 @@ struct rt {
     const tmpl *t;
     const tmpl_value *context;
     tmpl_limits lim;
-    nc_err *err;
-    bool failed;        /* err holds the message */
+    bool failed;        /* msg holds the error */
     bool located;       /* ... and it names a template position already */
     char msg[NC_ERR_MAX];
     scope *scope;       /* where names are looked up and set now */
@@ -277,6 +278,7 @@ int rt_fail_at(rt *r, const node *n); /* add n's position to a pending message; 
 int rt_charge(rt *r, size_t bytes);   /* memory and steps for an allocation; -1 past a limit */
 void rt_refund(rt *r, size_t bytes);
 int rt_step(rt *r);                   /* one unit of work; -1 past the limit */
+int rt_work(rt *r, size_t bytes);     /* steps for scanning `bytes` without allocating */
 int rt_out(rt *r, const char *s, size_t n);
 
 /* Calls: positional values and keyword values, all borrowed. */

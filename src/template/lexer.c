@@ -301,6 +301,7 @@ static int lex_number(lexer *lx) {
     for (size_t j = is_float ? start : digits_start; j < (is_float ? i : int_end) && k + 1 < sizeof buf; j++)
         if (lx->s[j] != '_') buf[k++] = lx->s[j];
     buf[k] = 0;
+    if ((is_float ? i : int_end) - start >= sizeof buf - 1) return lex_fail(lx, start, "number literal too long");
     if (!is_float) i = int_end;
     token tk = {.type = is_float ? T_FLOAT : T_INT, .pos = start};
     if (is_float) {

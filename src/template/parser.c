@@ -443,6 +443,7 @@ static node *parse_name_primary(parser *p) {
     if (tok_is_name(t, "none") || tok_is_name(t, "None")) return literal(p, t->pos, TV_NONE);
     if (p->macro_uses && tok_is_name(t, "varargs")) *p->macro_uses |= USES_VARARGS;
     if (p->macro_uses && tok_is_name(t, "kwargs")) *p->macro_uses |= USES_KWARGS;
+    if (p->macro_uses && tok_is_name(t, "caller")) *p->macro_uses |= USES_CALLER;
     node *n = mk(p, N_NAME, t->pos);
     if (n && !(n->name = name_of(p, t))) return NULL;
     return n;

@@ -47,10 +47,10 @@ void tmpl_value_free(tmpl_value *v);
 typedef struct tmpl_limits {
     size_t max_output;   /* bytes of rendered text */
     size_t max_memory;   /* bytes held at once by values a render makes */
-    uint64_t max_steps;  /* work: expressions evaluated, loop iterations, bytes built / 64 */
+    uint64_t max_steps;  /* work: expressions, loop iterations, bytes built or scanned / 16 */
     int max_depth;       /* nesting of evaluation: macro calls, nested expressions */
 } tmpl_limits;
-/* 16 MiB of output, 256 MiB of values, 50 million steps, depth 400. */
+/* 16 MiB of output, 256 MiB of values, 20 million steps (about a second), depth 400. */
 void tmpl_limits_default(tmpl_limits *lim);
 
 /* Render with the variables of `context` (a dict from the functions above). On success *out

@@ -77,19 +77,23 @@ tmpl_value *tv_float(rt *r, double f) {
 
 tmpl_value *tv_bool(bool b) { return b ? &tv_true_static : &tv_false_static; }
 
-tmpl_value *tv_str(rt *r, const char *s, size_t n) {
+tmpl_value *tv_str2(rt *r, const char *a, size_t n, const char *b, size_t m) {
+    if (n > SIZE_MAX / 2 || m > SIZE_MAX / 2) return NULL;
     tmpl_value *v = tv_new(r, TV_STRING);
     if (!v) return NULL;
-    v->u.str.s = tv_malloc(r, n + 1);
+    v->u.str.s = tv_malloc(r, n + m + 1);
     if (!v->u.str.s) {
         tv_mfree(r, v, sizeof *v);
         return NULL;
     }
-    if (n) memcpy(v->u.str.s, s, n);
-    v->u.str.s[n] = 0;
-    v->u.str.len = n;
+    if (n) memcpy(v->u.str.s, a, n);
+    if (m) memcpy(v->u.str.s + n, b, m);
+    v->u.str.s[n + m] = 0;
+    v->u.str.len = n + m;
     return v;
 }
+
+tmpl_value *tv_str(rt *r, const char *s, size_t n) { return tv_str2(r, s, n, NULL, 0); }
 
 tmpl_value *tv_str_take(rt *r, sbuf *b) {
     if (!b->data) return tv_str(r, "", 0);

@@ -240,6 +240,7 @@ static void test_macros(void) {
     EXPECT_ERR("{% macro m(a) %}{% endmacro %}{{ m(b=2) }}", NULL, "macro 'm' takes no keyword argument 'b'");
     EXPECT_ERR("{% macro m(a) %}{% endmacro %}{{ m(1, a=2) }}", NULL, "multiple values for argument 'a'");
     EXPECT_ERR("{{ f(a=1, a=2) }}", NULL, "keyword argument repeated: a");
+    EXPECT_ERR("{% macro m() %}x{% endmacro %}{% call m() %}y{% endcall %}", NULL, "special caller argument");
 }
 
 static void test_whitespace(void) {
@@ -276,6 +277,9 @@ static void test_errors(void) {
     EXPECT_ERR("{{ f(a=1, 2) }}", NULL, "positional argument after keyword");
     EXPECT_ERR("{{ 'a'.upper(1) }}", NULL, "at most 0 arguments");
     EXPECT_ERR("{{ 99999999999999999999 }}", NULL, "too large");
+    EXPECT_ERR("{{ n[:3] }}", CHAT, "'int' object is not subscriptable");
+    EXPECT_ERR("{{ 3.7|round(2, true) }}", NULL, "method must be common, ceil or floor");
+    EXPECT("{{ ''|int(4, true) }} {{ '12'|int(0, 1) }}", NULL, "4 12");
 }
 
 static void test_limits(void) {
