@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs the GGUF fuzzer (tests/fuzz/fuzz_gguf.c) for a bounded time from the committed seed
-# corpus, copied to a temp dir so the seeds stay as committed. One check: it fails when the
+# Runs the GGUF fuzzer (tests/fuzz/fuzz_gguf.c) for a bounded time from a seed corpus that
+# tests/fuzz/make_seeds.py writes into a temp dir. One check: it fails when the
 # fuzzer finds a crash, a sanitizer report, a leak or a timeout; the input is shown as hex and
 # kept in build/fuzz/. FUZZ_SECONDS overrides the 30-second budget.
 set -u
@@ -15,7 +15,7 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/corpus" "$work/artifacts"
-cp tests/fuzz/corpus/gguf/* "$work/corpus/"
+/usr/bin/python3 tests/fuzz/make_seeds.py "$work/corpus"
 
 # The harness may be built with recoverable UBSan checks: make the first report fatal.
 export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1

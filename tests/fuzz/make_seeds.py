@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Writes the seed corpus for fuzz_gguf: small valid GGUF files (v2 and v3) covering every value
-type, nested and string arrays, a custom alignment and a few tensor types. The files end in .bin
-rather than .gguf, which the repository ignores. Run from anywhere; rewrites the seeds in place."""
+type, nested and string arrays, a custom alignment and a few tensor types. They are generated at
+test time (model-like files are never committed): make_seeds.py DIR writes them into DIR."""
 import os
 import struct
+import sys
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "gguf")
+OUT = sys.argv[1] if len(sys.argv) > 1 else "."
 
 U8, I8, U16, I16, U32, I32, F32, BOOL, STR, ARR, U64, I64, F64 = range(13)
 SCALAR = {U8: "B", I8: "b", U16: "H", I16: "h", U32: "I", I32: "i", F32: "f", BOOL: "?",
