@@ -68,19 +68,23 @@ typedef struct problem {
     void *scratch;
 } problem;
 
-static void run(const problem *p, int T, float *Y, int rows) {
-    kernels_mul(p->type, p->w, p->rb, p->cols, p->X, p->fmt, p->Xq, T, Y, rows, 0, rows, 0, p->scratch);
+/* chunk: rows per call (0: all rows in one call), as the forward pass splits a matrix. */
+static void run(const problem *p, int T, float *Y, int rows, int chunk) {
+    if (!chunk) chunk = rows;
+    for (int r = 0; r < rows; r += chunk)
+        kernels_mul(p->type, p->w, p->rb, p->cols, p->X, p->fmt, p->Xq, T, Y + r, rows, r,
+                    rows - r < chunk ? rows : r + chunk, 0, p->scratch);
 }
 
 /* T tokens over rows rows for about secs; returns GB/s of weights (T = 1) or GFLOP/s. */
-static double bench(const problem *p, int rows, int T, float *Y, double secs) {
-    run(p, T, Y, rows); /* warm up */
+static double bench(const problem *p, int rows, int T, int chunk, float *Y, double secs) {
+    run(p, T, Y, rows, chunk); /* warm up */
     double best = 0;
     for (int win = 0; win < WINDOWS; win++) {
         int reps = 0;
         double t0 = now(), t;
         do {
-            run(p, T, Y, rows);
+            run(p, T, Y, rows, chunk);
             reps++;
         } while ((t = now() - t0) < secs / WINDOWS);
         double rate = T == 1 ? (double)p->rb * rows * reps / t / 1e9 : 2.0 * rows * p->cols * T * reps / t / 1e9;
@@ -98,7 +102,7 @@ int main(int argc, char **argv) {
     static const char *const isas[] = {"scalar", "avx2", "avx512"};
     static const char *const fmts[] = {"i16", "i8"};
     /* cache: 128 rows (150 KB to 1 MB); memory: 256 MB of weights, far beyond any cache */
-    const int cols = 2048, small_rows = 128, T = 32;
+    const int cols = 2048, small_rows = 128, T = 128;
     const size_t big_bytes = (size_t)256 << 20;
     /* Activations on a cache-line boundary: with 64-byte vectors, a misaligned x makes most loads
      * span two lines (measured: up to a third slower). */
@@ -107,9 +111,10 @@ int main(int argc, char **argv) {
     for (int i = 0; i < cols * T; i++) X[i] = (float)rand() / RAND_MAX - 0.5f;
     size_t xqb = kernels_act_bytes(KERNELS_ACT_I16, cols);
     uint8_t *Xq = aligned_alloc(64, xqb * T);
-    void *scratch = aligned_alloc(64, kernels_mul_scratch_bytes(cols));
-    printf("%-6s %-11s %14s %14s %16s\n", "type", "isa", "matvec-cache", "matvec-memory", "matmul T=32");
-    printf("%-6s %-11s %14s %14s %16s\n", "", "", "GB/s", "GB/s", "GFLOP/s");
+    void *scratch = aligned_alloc(64, kernels_mul_scratch_bytes());
+    printf("%-6s %-11s %14s %14s %14s %16s\n", "type", "isa", "matvec-cache", "matvec-memory", "64-row calls",
+           "matmul T=128");
+    printf("%-6s %-11s %14s %14s %14s %16s\n", "", "", "GB/s", "GB/s", "GB/s", "GFLOP/s");
     const char *only = argc > 2 ? argv[2] : NULL; /* optional: one type name */
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         if (only && strcmp(only, types[ti].name) != 0) continue;
@@ -123,13 +128,14 @@ int main(int argc, char **argv) {
                 problem p = {type, w, rb, cols, X, (kernels_act)f, Xq, scratch};
                 for (int t = 0; t < T; t++)
                     kernels_quantize_act(p.fmt, X + (size_t)t * cols, cols, Xq + (size_t)t * kernels_act_bytes(p.fmt, cols));
-                double cache = bench(&p, small_rows, 1, Y, secs);
-                double mem = bench(&p, big_rows, 1, Y, secs);
-                double mm = bench(&p, isa ? 1024 : 128, T, Y, secs);
+                double cache = bench(&p, small_rows, 1, 0, Y, secs);
+                double mem = bench(&p, big_rows, 1, 0, Y, secs);
+                double chunked = bench(&p, big_rows, 1, 64, Y, secs);
+                double mm = bench(&p, isa ? 1024 : 32, isa ? T : 8, 0, Y, secs);
                 char name[32];
                 snprintf(name, sizeof name, "%s%s%s", isas[isa], kernels_int_type(type) ? " " : "",
                          kernels_int_type(type) ? fmts[f] : "");
-                printf("%-6s %-11s %14.1f %14.1f %16.1f\n", types[ti].name, name, cache, mem, mm);
+                printf("%-6s %-11s %14.1f %14.1f %14.1f %16.1f\n", types[ti].name, name, cache, mem, chunked, mm);
                 fflush(stdout);
             }
         }

@@ -101,7 +101,7 @@ typedef struct nc_context_params {
     int32_t n_threads;    /* 0: all online cores */
     int32_t n_batch;      /* tokens per internal micro-batch (0: 512) */
     bool kv_f32;          /* keep the KV cache in F32 instead of F16 */
-    bool fast;            /* int8 activations for quantised weights (faster prefill, llama.cpp's precision) */
+    bool fast;            /* int8 activations for Q8_0/Q4_0 weights' normalised inputs (faster prefill) */
 } nc_context_params;
 
 int nc_context_new(nc_context **out, nc_model *m, const nc_context_params *p, nc_err *err);

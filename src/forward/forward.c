@@ -24,14 +24,6 @@ static int32_t chunk_rows(int rows, int n_threads) {
 
 static int n_chunks(int rows, int cr) { return (rows + cr - 1) / cr; }
 
-static size_t max_cols(const model *m) {
-    const model_hparams *hp = &m->hp;
-    size_t c = (size_t)hp->n_embd;
-    if (q_dim(hp) > c) c = q_dim(hp);
-    if ((size_t)hp->n_ff > c) c = (size_t)hp->n_ff;
-    return c;
-}
-
 int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t n_threads, int32_t n_batch,
              uint32_t kv_type, bool fast, nc_err *err) {
     memset(s, 0, sizeof *s);
@@ -39,7 +31,7 @@ int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t
     s->m = m;
     s->n_batch = n_batch;
     s->n_threads = n_threads;
-    s->act_normed = fast ? KERNELS_ACT_I8 : KERNELS_ACT_I16;
+    s->fast = fast;
     kernels_init();
     /* attention quantises the output of each group of query heads on its own */
     int span = hp->n_head / hp->n_head_kv * hp->head_dim;
@@ -77,20 +69,26 @@ int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t
     s->inv_freq = malloc((half + 1) * sizeof(double));
     s->cells = malloc(B * sizeof(int32_t));
     s->out_tokens = malloc(B * sizeof(int32_t));
+    s->attn_blocks = malloc((B + 1) * sizeof(int32_t));
     s->thr = calloc((size_t)n_threads, sizeof *s->thr);
     bool ok = s->pool && s->x && s->xn && s->xnq && s->q && s->k && s->v && s->attn && s->attnq && s->ffn &&
-              s->ffnq && s->rope_cos && s->rope_sin && s->inv_freq && s->cells && s->out_tokens && s->thr;
+              s->ffnq && s->rope_cos && s->rope_sin && s->inv_freq && s->cells && s->out_tokens && s->attn_blocks && s->thr;
     size_t group = (size_t)(hp->n_head / hp->n_head_kv);
     for (int i = 0; ok && i < n_threads; i++) {
         fwd_thread *t = &s->thr[i];
         t->xn = alloc64(FWD_PRIVATE_T * E * sizeof(float));
         t->xq = alloc64(FWD_PRIVATE_T * s->act_embd);
-        t->pack = alloc64(kernels_mul_scratch_bytes((int)max_cols(m)));
+        t->pack = alloc64(kernels_mul_scratch_bytes());
         t->gate = alloc64(B * (size_t)s->ffn_rows * sizeof(float));
         t->up = alloc64(B * (size_t)s->ffn_rows * sizeof(float));
-        t->scores = alloc64(group * FWD_ATTN_SPAN * sizeof(float));
-        t->attn_part = alloc64(group * (size_t)hp->head_dim * sizeof(float));
-        ok = t->xn && t->xq && t->pack && t->gate && t->up && t->scores && t->attn_part;
+        size_t R = FWD_ATTN_BLOCK * group;
+        t->attn_q = alloc64(R * (size_t)hp->head_dim * sizeof(float));
+        t->scores = alloc64(R * FWD_ATTN_SPAN * sizeof(float));
+        t->attn_part = alloc64(R * (size_t)hp->head_dim * sizeof(float));
+        t->attn_max = malloc(R * sizeof(float));
+        t->attn_sum = malloc(R * sizeof(double));
+        ok = t->xn && t->xq && t->pack && t->gate && t->up && t->attn_q && t->scores && t->attn_part && t->attn_max &&
+             t->attn_sum;
     }
     if (!ok) {
         fwd_free(s);
@@ -115,8 +113,11 @@ void fwd_free(fwd_state *s) {
         free(t->pack);
         free(t->gate);
         free(t->up);
+        free(t->attn_q);
         free(t->scores);
         free(t->attn_part);
+        free(t->attn_max);
+        free(t->attn_sum);
     }
     free(s->thr);
     free(s->x);
@@ -134,19 +135,13 @@ void fwd_free(fwd_state *s) {
     free(s->inv_freq);
     free(s->cells);
     free(s->out_tokens);
+    free(s->attn_blocks);
     free(s->logits);
     free(s->logit_row);
     memset(s, 0, sizeof *s);
 }
 
 /* ---- normalised inputs ------------------------------------------------------------------- */
-
-static void rms_norm(const float *x, const float *w, float *out, int n, float eps) {
-    double ss = 0;
-    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
-    float scale = (float)(1.0 / sqrt(ss / n + eps));
-    for (int i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
-}
 
 /* The input of a group of products: RMSNorm(x) * w of the listed tokens, and its quantisation
  * when one of the products has an integer weight type. */
@@ -162,7 +157,7 @@ static void norm_tokens(const fwd_state *s, const norm_spec *ns, int i0, int i1,
     int E = hp->n_embd;
     for (int i = i0; i < i1; i++) {
         int t = ns->tokens ? ns->tokens[i] : i;
-        rms_norm(s->x + (size_t)t * E, ns->w, xn + (size_t)i * E, E, hp->norm_eps);
+        kernels_rms_norm(xn + (size_t)i * E, s->x + (size_t)t * E, ns->w, E, hp->norm_eps);
         if (ns->quantise) kernels_quantize_act(ns->fmt, xn + (size_t)i * E, E, xq + kernels_act_bytes(ns->fmt, E) * i);
     }
 }
@@ -189,6 +184,15 @@ typedef struct mat_job {
 } mat_job;
 
 static bool int_weight(const model_weight *w) { return kernels_int_type(w->type) != 0; }
+
+/* The activations of a job's normalised input: int8 in the fast mode when every integer weight of
+ * the job is Q8_0 or Q4_0, int16 otherwise. */
+static kernels_act normed_fmt(const fwd_state *s, const model_weight *const *w, int n) {
+    bool i8 = s->fast;
+    for (int i = 0; i < n; i++)
+        if (int_weight(w[i]) && w[i]->type != GGML_TYPE_Q8_0 && w[i]->type != GGML_TYPE_Q4_0) i8 = false;
+    return i8 ? KERNELS_ACT_I8 : KERNELS_ACT_I16;
+}
 
 static void prepare_private(void *arg, int ith) {
     mat_job *j = arg;
@@ -299,10 +303,7 @@ static void ffn_chunk(void *arg, int c, int ith) {
     bool quantise = int_weight(&L->ffn_down);
     for (int t = 0; t < j->T; t++) {
         float *o = s->ffn + (size_t)t * F;
-        for (int i = 0; i < n; i++) {
-            float g = th->gate[t * n + i];
-            o[r0 + i] = g / (1.0f + expf(-g)) * th->up[t * n + i];
-        }
+        kernels_swiglu(o + r0, th->gate + (size_t)t * n, th->up + (size_t)t * n, n);
         if (quantise) kernels_quantize_act_part(KERNELS_ACT_I16, o, F, r0 / 32, r1 / 32, s->ffnq + (size_t)t * s->act_ff);
     }
 }
@@ -316,75 +317,100 @@ typedef struct attn_job {
     bool quantise;                   /* the output projection has an integer type */
 } attn_job;
 
-/* Causal attention of the query heads that share one KV head (a GQA group) over the cells of
- * their sequence whose position is at most the query's (the batch's own keys are already in the
- * cache). Streaming softmax: the cells go by in spans of FWD_ATTN_SPAN, each adding to running
- * maxima, sums and outputs (rescaled when the maximum grows), so no score matrix longer than a
- * span exists whatever the context. Both products go through the matrix kernels, so the group
- * reads its keys and values once: scores = K q for the group's heads together, then V^T p over the
- * transposed values. The spans start at cell 0 whatever the batch, so a token's result does not
- * depend on decode versus prefill. */
-static void attend_group(fwd_state *s, int layer, const nc_batch_entry *e, int t, int g, fwd_thread *th) {
+/* Causal attention of a block of queries: consecutive tokens t0..t0+nt-1 of one sequence, and the
+ * query heads of group g, which share one KV head (GQA). Each query sees the cells of its sequence
+ * whose position is at most its own (the batch's keys are already in the cache). Streaming
+ * softmax: the cells go by in spans of FWD_ATTN_SPAN, each adding to running maxima, sums and
+ * outputs (rescaled when the maximum grows), so no score matrix longer than a span exists
+ * whatever the context. Both products go through the matrix kernels, so the block reads its keys
+ * and values once: scores = K q for all its queries, then V^T p over the transposed values. A
+ * query's weights past its own cells are zero, which the float kernels add without a trace, and
+ * the spans start at cell 0: a token's result is the same bits whatever block, batch, or decode
+ * versus prefill computed it. */
+static void attend_block(fwd_state *s, int layer, const nc_batch_entry *e, int t0, int nt, int g, fwd_thread *th) {
     const model_hparams *hp = &s->m->hp;
     const kv_cache *kv = &s->kv;
-    int hd = hp->head_dim, rep = hp->n_head / hp->n_head_kv;
-    const int32_t *pos = kv_positions(kv, e->seq);
-    int n = kv->len[e->seq];
-    while (n > 0 && pos[n - 1] > e->pos) n--;  /* positions increase along the cells */
-    const float *q = s->q + (size_t)t * q_dim(hp) + (size_t)g * rep * hd;
-    float *out = s->attn + (size_t)t * q_dim(hp) + (size_t)g * rep * hd, *part = th->attn_part;
-    const uint8_t *keys = (const uint8_t *)kv_k(kv, layer, e->seq, 0) + (size_t)g * hd * kv->elem;
-    const uint8_t *values = kv_vt(kv, layer, e->seq, g * hd);
-    float scale = 1.0f / sqrtf((float)hd), mx[FWD_MAX_GROUP];
-    double sum[FWD_MAX_GROUP];
-    for (int h = 0; h < rep; h++) {
-        mx[h] = -INFINITY;
-        sum[h] = 0;
+    int hd = hp->head_dim, rep = hp->n_head / hp->n_head_kv, R = nt * rep, seq = e[t0].seq;
+    const int32_t *pos = kv_positions(kv, seq);
+    int n[FWD_ATTN_BLOCK], n_max = 0;
+    for (int i = 0; i < nt; i++) { /* cells visible to each query: positions increase along the cells */
+        int c = kv->len[seq];
+        while (c > 0 && pos[c - 1] > e[t0 + i].pos) c--;
+        n[i] = c;
+        n_max = c > n_max ? c : n_max;
     }
-    memset(out, 0, (size_t)rep * hd * sizeof(float));
-    for (int c0 = 0; c0 < n; c0 += FWD_ATTN_SPAN) {
-        int nc = n - c0 < FWD_ATTN_SPAN ? n - c0 : FWD_ATTN_SPAN;
-        float *p = th->scores; /* [rep][nc] */
+    for (int i = 0; i < nt; i++) {
+        memcpy(th->attn_q + (size_t)i * rep * hd, s->q + (size_t)(t0 + i) * q_dim(hp) + (size_t)g * rep * hd,
+               sizeof(float) * (size_t)rep * hd);
+        memset(s->attn + (size_t)(t0 + i) * q_dim(hp) + (size_t)g * rep * hd, 0, sizeof(float) * (size_t)rep * hd);
+    }
+    for (int r = 0; r < R; r++) {
+        th->attn_max[r] = -INFINITY;
+        th->attn_sum[r] = 0;
+    }
+    const uint8_t *keys = (const uint8_t *)kv_k(kv, layer, seq, 0) + (size_t)g * hd * kv->elem;
+    const uint8_t *values = kv_vt(kv, layer, seq, g * hd);
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int c0 = 0; c0 < n_max; c0 += FWD_ATTN_SPAN) {
+        int nc = n_max - c0 < FWD_ATTN_SPAN ? n_max - c0 : FWD_ATTN_SPAN;
+        float *p = th->scores; /* [R][nc] */
         const uint8_t *k0 = keys + (size_t)c0 * kv_k_row_bytes(kv);
-        if (rep == 1) kernels_matvec(kv->type, k0, kv_k_row_bytes(kv), hd, q, p, 0, nc);
-        else kernels_matmul(kv->type, k0, kv_k_row_bytes(kv), hd, q, rep, p, nc, 0, nc);
-        for (int h = 0; h < rep; h++) {
-            float *ph = p + (size_t)h * nc, m = mx[h];
-            for (int c = 0; c < nc; c++) {
-                ph[c] *= scale;
-                m = ph[c] > m ? ph[c] : m;
+        if (R == 1) kernels_matvec(kv->type, k0, kv_k_row_bytes(kv), hd, th->attn_q, p, 0, nc);
+        else kernels_matmul(kv->type, k0, kv_k_row_bytes(kv), hd, th->attn_q, R, p, nc, 0, nc);
+        for (int r = 0; r < R; r++) {
+            float *pr = p + (size_t)r * nc;
+            int nr = n[r / rep] - c0;
+            nr = nr < 0 ? 0 : nr > nc ? nc : nr;
+            if (nr > 0) {
+                float m = th->attn_max[r], add = kernels_softmax_span(pr, nr, scale, &m);
+                float corr = expf(th->attn_max[r] - m); /* 0 on the first span */
+                th->attn_sum[r] = th->attn_sum[r] * corr + add;
+                th->attn_max[r] = m;
+                float *out = s->attn + (size_t)(t0 + r / rep) * q_dim(hp) + (size_t)(g * rep + r % rep) * hd;
+                if (corr != 1.0f)
+                    for (int d = 0; d < hd; d++) out[d] *= corr;
             }
-            float corr = expf(mx[h] - m); /* 0 on the first span */
-            double add = 0;
-            for (int c = 0; c < nc; c++) {
-                ph[c] = expf(ph[c] - m);
-                add += ph[c];
-            }
-            sum[h] = sum[h] * corr + add;
-            mx[h] = m;
-            if (corr != 1.0f)
-                for (int d = 0; d < hd; d++) out[h * hd + d] *= corr;
+            memset(pr + nr, 0, sizeof(float) * (size_t)(nc - nr));
         }
         const uint8_t *v0 = values + (size_t)c0 * kv->elem;
-        if (rep == 1) kernels_matvec(kv->type, v0, kv_vt_row_bytes(kv), nc, p, part, 0, hd);
-        else kernels_matmul(kv->type, v0, kv_vt_row_bytes(kv), nc, p, rep, part, hd, 0, hd);
-        for (int i = 0; i < rep * hd; i++) out[i] += part[i];
+        if (R == 1) kernels_matvec(kv->type, v0, kv_vt_row_bytes(kv), nc, p, th->attn_part, 0, hd);
+        else kernels_matmul(kv->type, v0, kv_vt_row_bytes(kv), nc, p, R, th->attn_part, hd, 0, hd);
+        for (int r = 0; r < R; r++) {
+            if (n[r / rep] <= c0) continue;
+            float *out = s->attn + (size_t)(t0 + r / rep) * q_dim(hp) + (size_t)(g * rep + r % rep) * hd;
+            const float *part = th->attn_part + (size_t)r * hd;
+            for (int d = 0; d < hd; d++) out[d] += part[d];
+        }
     }
-    for (int h = 0; h < rep; h++) {
-        float inv = (float)(1.0 / sum[h]);
-        for (int d = 0; d < hd; d++) out[h * hd + d] *= inv;
+    for (int r = 0; r < R; r++) {
+        float inv = (float)(1.0 / th->attn_sum[r]);
+        float *out = s->attn + (size_t)(t0 + r / rep) * q_dim(hp) + (size_t)(g * rep + r % rep) * hd;
+        for (int d = 0; d < hd; d++) out[d] *= inv;
     }
 }
 
+/* Chunk c: query block c / n_head_kv, KV head c % n_head_kv. */
 static void attn_chunk(void *arg, int c, int ith) {
     const attn_job *j = arg;
     fwd_state *s = j->s;
     const model_hparams *hp = &s->m->hp;
-    int G = hp->n_head_kv, t = c / G, g = c % G, span = hp->n_head / G * hp->head_dim;
-    attend_group(s, j->layer, &j->entries[t], t, g, &s->thr[ith]);
+    int G = hp->n_head_kv, b = c / G, g = c % G, span = hp->n_head / G * hp->head_dim;
+    int t0 = s->attn_blocks[b], nt = s->attn_blocks[b + 1] - t0;
+    attend_block(s, j->layer, j->entries, t0, nt, g, &s->thr[ith]);
     if (j->quantise)
-        kernels_quantize_act_part(KERNELS_ACT_I16, s->attn + (size_t)t * q_dim(hp), (int)q_dim(hp), g * span / 32,
-                                  (g + 1) * span / 32, s->attnq + (size_t)t * s->act_q);
+        for (int t = t0; t < t0 + nt; t++)
+            kernels_quantize_act_part(KERNELS_ACT_I16, s->attn + (size_t)t * q_dim(hp), (int)q_dim(hp), g * span / 32,
+                                      (g + 1) * span / 32, s->attnq + (size_t)t * s->act_q);
+}
+
+/* The query blocks of a micro-batch: runs of consecutive entries of one sequence, at most
+ * FWD_ATTN_BLOCK long. */
+static void attn_blocks(fwd_state *s, const nc_batch_entry *e, int T) {
+    int n = 0;
+    for (int t = 0; t < T; t++)
+        if (t == 0 || e[t].seq != e[t - 1].seq || t - s->attn_blocks[n - 1] == FWD_ATTN_BLOCK) s->attn_blocks[n++] = t;
+    s->attn_blocks[n] = T;
+    s->n_attn_blocks = n;
 }
 
 /* ---- the pass ---------------------------------------------------------------------------- */
@@ -410,18 +436,20 @@ static void run_layer(fwd_state *s, int il, const nc_batch_entry *e, int T) {
     const model_layer *L = &s->m->layers[il];
     const model_hparams *hp = &s->m->hp;
     int E = hp->n_embd;
-    mat_job qkv = {.s = s, .T = T, .layer = il, .entries = e, .L = L, .fmt = s->act_normed,
+    kernels_act qkv_fmt = normed_fmt(s, (const model_weight *[]){&L->wq, &L->wk, &L->wv}, 3);
+    mat_job qkv = {.s = s, .T = T, .layer = il, .entries = e, .L = L, .fmt = qkv_fmt,
                    .norm = {.w = L->attn_norm, .quantise = int_weight(&L->wq) || int_weight(&L->wk) || int_weight(&L->wv),
-                            .fmt = s->act_normed}};
+                            .fmt = qkv_fmt}};
     run_normed(s, &qkv, qkv_chunk, hp->n_head + 2 * hp->n_head_kv);
     attn_job aj = {.s = s, .layer = il, .T = T, .entries = e, .quantise = int_weight(&L->wo)};
-    pool_run_chunks(s->pool, &(pool_task){.chunk = attn_chunk, .arg = &aj, .n_chunks = T * hp->n_head_kv});
+    pool_run_chunks(s->pool, &(pool_task){.chunk = attn_chunk, .arg = &aj, .n_chunks = s->n_attn_blocks * hp->n_head_kv});
     mat_job wo = {.s = s, .T = T, .in = s->attn, .inq = s->attnq, .rows_per_chunk = s->embd_rows, .w = &L->wo,
                   .out = s->x, .ldy = E, .add = true, .fmt = KERNELS_ACT_I16};
     pool_run_chunks(s->pool, &(pool_task){.chunk = single_chunk, .arg = &wo, .n_chunks = n_chunks(E, s->embd_rows)});
-    mat_job ffn = {.s = s, .T = T, .L = L, .rows_per_chunk = s->ffn_rows, .fmt = s->act_normed,
+    kernels_act ffn_fmt = normed_fmt(s, (const model_weight *[]){&L->ffn_gate, &L->ffn_up}, 2);
+    mat_job ffn = {.s = s, .T = T, .L = L, .rows_per_chunk = s->ffn_rows, .fmt = ffn_fmt,
                    .norm = {.w = L->ffn_norm, .quantise = int_weight(&L->ffn_gate) || int_weight(&L->ffn_up),
-                            .fmt = s->act_normed}};
+                            .fmt = ffn_fmt}};
     run_normed(s, &ffn, ffn_chunk, n_chunks(hp->n_ff, s->ffn_rows));
     mat_job down = {.s = s, .T = T, .in = s->ffn, .inq = s->ffnq, .rows_per_chunk = s->embd_rows, .w = &L->ffn_down,
                     .out = s->x, .ldy = E, .add = true, .fmt = KERNELS_ACT_I16};
@@ -508,6 +536,7 @@ int fwd_run(fwd_state *s, const nc_batch_entry *batch, int n, nc_err *err) {
         memcpy(s->cells, cells + start, (size_t)T * sizeof *cells);
         embed(s, e, T);
         rope_tables(s, e, T);
+        attn_blocks(s, e, T);
         for (int il = 0; il < s->m->hp.n_layer; il++) run_layer(s, il, e, T);
         output_logits(s, e, T, start);
     }

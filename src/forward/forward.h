@@ -26,12 +26,18 @@ typedef struct fwd_thread {
     uint8_t *xq;                     /* its quantisation */
     void *pack;                      /* kernels_mul scratch */
     float *gate, *up;                /* one FFN chunk's outputs, [n_batch][ffn_rows] */
-    float *scores;                   /* attention weights of one span, [group][FWD_ATTN_SPAN] */
-    float *attn_part;                /* one span's share of the attention output, [group][head_dim] */
+    /* attention of one block of queries (FWD_ATTN_BLOCK tokens x group heads = R rows) */
+    float *attn_q;                   /* [R][head_dim] the queries */
+    float *scores;                   /* [R][FWD_ATTN_SPAN] weights of one span */
+    float *attn_part;                /* [R][head_dim] one span's share of the output */
+    float *attn_max;                 /* [R] running maxima */
+    double *attn_sum;                /* [R] running sums */
 } fwd_thread;
 
-/* Cells per step of the streaming softmax, and the most query heads per KV head. */
+/* Cells per step of the streaming softmax, the most query tokens of one sequence attended
+ * together (their keys and values read once), and the most query heads per KV head. */
 #define FWD_ATTN_SPAN 256
+#define FWD_ATTN_BLOCK 16
 #define FWD_MAX_GROUP 64
 
 /* Micro-batches of at most this many tokens normalise per thread. */
@@ -42,7 +48,7 @@ typedef struct fwd_state {
     kv_cache kv;
     pool *pool;
     int32_t n_batch, n_threads;      /* micro-batch capacity */
-    kernels_act act_normed;          /* activations of Q/K/V and gate/up (int8 in the fast mode) */
+    bool fast;                       /* int8 activations where they keep llama.cpp's precision */
     int32_t ffn_rows, out_rows, embd_rows; /* rows per chunk of the FFN, output and n_embd-row jobs */
     /* activations, [n_batch][dim], 64-byte aligned; *q: the quantised rows (act_* bytes each) */
     float *x;                        /* residual stream */
@@ -56,6 +62,7 @@ typedef struct fwd_state {
     double *inv_freq;                /* [n_rot/2] */
     int32_t *cells;                  /* cache cell of each micro-batch entry */
     int32_t *out_tokens;             /* micro-batch entries that want logits */
+    int32_t *attn_blocks, n_attn_blocks; /* starts of the query blocks of the micro-batch (+ end) */
     /* logits of the last batch */
     float *logits;
     int32_t logits_cap;              /* rows allocated */
@@ -65,8 +72,9 @@ typedef struct fwd_state {
 
 /* kv_type: GGML_TYPE_F16 or GGML_TYPE_F32. Products with integer weight types take int16
  * activations; fast: int8 for the products of RMS-normalised inputs (Q/K/V, gate/up: 64% of a
- * layer's arithmetic), which keeps the deviation from the exact reference below llama.cpp's
- * (int8 everywhere would not: see the README's Performance section). */
+ * layer's arithmetic) with Q8_0 or Q4_0 weights, which keeps the deviation from the exact
+ * reference below llama.cpp's. Int8 everywhere would not, nor int8 on Q4_K: see the README's
+ * Performance section. */
 int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t n_threads, int32_t n_batch,
              uint32_t kv_type, bool fast, nc_err *err);
 void fwd_free(fwd_state *s);

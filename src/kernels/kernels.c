@@ -87,7 +87,9 @@ static const kernels_ops *ops(void) {
     }
 }
 
-int kernels_int_type(uint32_t type) { return type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0; }
+int kernels_int_type(uint32_t type) {
+    return type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K;
+}
 
 size_t kernels_act_bytes(kernels_act fmt, int cols) { return act_row_bytes(fmt, cols); }
 
@@ -99,9 +101,7 @@ void kernels_quantize_act_part(kernels_act fmt, const float *x, int cols, int g0
     ops()->quantize_act(fmt, x, cols, g0, g1, dst);
 }
 
-/* Packing panels of the matmul: up to 32 rows of int16 weights and their f32 scales (the sets
- * use at most this). */
-size_t kernels_mul_scratch_bytes(int cols) { return 32 * ((size_t)cols * 2 + (size_t)cols / 32 * 8) + 64; }
+size_t kernels_mul_scratch_bytes(void) { return KERNELS_MUL_SCRATCH; }
 
 void kernels_mul(uint32_t type, const void *W, size_t row_bytes, int cols, const float *x, kernels_act fmt,
                  const void *xq, int T, float *Y, int ldy, int r0, int r1, int add, void *scratch) {
@@ -113,8 +113,8 @@ void kernels_mul(uint32_t type, const void *W, size_t row_bytes, int cols, const
     } else if (T == 1) {
         o->matvec_q(type, W, row_bytes, cols, fmt, xq, Y, r0, r1, add);
     } else {
-        void *own = scratch ? NULL : aligned_alloc(64, kernels_mul_scratch_bytes(cols));
-        if (!scratch && !own) abort(); /* a few hundred KB: only a broken heap fails here */
+        void *own = scratch ? NULL : aligned_alloc(64, KERNELS_MUL_SCRATCH);
+        if (!scratch && !own) abort(); /* 100 KB: only a broken heap fails here */
         o->matmul_q(type, W, row_bytes, cols, fmt, xq, T, Y, ldy, r0, r1, add, scratch ? scratch : own);
         free(own);
     }
@@ -151,6 +151,14 @@ void kernels_matmul(uint32_t type, const void *W, size_t row_bytes, int cols, co
     free(q);
 }
 
-float kernels_dot_f32(const float *a, const float *b, int n) { return ops()->dot_f32(a, b, n); }
+void kernels_rms_norm(float *out, const float *x, const float *w, int n, float eps) {
+    ops()->rms_norm(out, x, w, n, eps);
+}
 
-void kernels_axpy_f32(float *y, float a, const float *x, int n) { ops()->axpy_f32(y, a, x, n); }
+void kernels_swiglu(float *out, const float *g, const float *u, int n) { ops()->swiglu(out, g, u, n); }
+
+float kernels_softmax_span(float *p, int n, float scale, float *max) { return ops()->softmax_span(p, n, scale, max); }
+
+void kernels_f32_to_f16(uint16_t *dst, const float *src, int n) { ops()->f32_to_f16(dst, src, n); }
+
+uint64_t kernels_read(const void *p, size_t n) { return ops()->read(p, n); }

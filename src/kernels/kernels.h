@@ -31,7 +31,7 @@ void kernels_matmul(uint32_t type, const void *W, size_t row_bytes, int cols, co
                     float *Y, int ldy, int r0, int r1);
 
 /* ---- integer activations ----------------------------------------------------------------
- * Weights of the integer types (Q8_0, Q4_0; see kernels_int_type) are multiplied with
+ * Weights of the integer types (Q8_0, Q4_0, Q4_K, Q6_K) are multiplied with
  * activations quantised per group of 32: x ~ d * q with d = max|x| / QMAX and q integers
  * (QMAX = 32767 for KERNELS_ACT_I16, the default: about 1.5e-5 of the group's largest value;
  * 127 for KERNELS_ACT_I8, llama.cpp's Q8 activations, the fast mode). A row's result is defined
@@ -51,15 +51,25 @@ void kernels_quantize_act_part(kernels_act fmt, const float *x, int cols, int g0
 /* The forward pass's product: Y[t * ldy + r - r0] (+)= dot(row r of W, token t) for rows [r0, r1)
  * and T tokens. Float weight types read x ([T][cols] f32); integer types read xq ([T] rows of
  * kernels_act_bytes(fmt, cols), quantised by kernels_quantize_act). With add, the result is added
- * to Y (the residual stream) instead of stored. scratch: kernels_mul_scratch_bytes(cols) bytes,
+ * to Y (the residual stream) instead of stored. scratch: kernels_mul_scratch_bytes() bytes,
  * 64-byte aligned, private to the calling thread (NULL: allocated per call). */
 void kernels_mul(uint32_t type, const void *W, size_t row_bytes, int cols, const float *x, kernels_act fmt,
                  const void *xq, int T, float *Y, int ldy, int r0, int r1, int add, void *scratch);
-size_t kernels_mul_scratch_bytes(int cols);
+size_t kernels_mul_scratch_bytes(void);
 
-/* Plain f32 helpers used by the forward pass (attention, norms). */
-float kernels_dot_f32(const float *a, const float *b, int n);
-/* y += a * x */
-void kernels_axpy_f32(float *y, float a, const float *x, int n);
+/* Element-wise helpers of the forward pass. Each result depends only on its inputs (and the set:
+ * the SIMD sets use their own exp, within 2 ulp of the exact value). */
+/* out = RMSNorm(x) * w: x * (1 / sqrt(mean(x^2) + eps)) * w. */
+void kernels_rms_norm(float *out, const float *x, const float *w, int n, float eps);
+/* out = silu(g) * u = g / (1 + exp(-g)) * u. */
+void kernels_swiglu(float *out, const float *g, const float *u, int n);
+/* One span of a streaming softmax: p *= scale; *max = max(*max, max p); p = exp(p - *max);
+ * returns the sum of the new p. */
+float kernels_softmax_span(float *p, int n, float scale, float *max);
+/* Round to nearest even fp16, as quant_f32_to_fp16. */
+void kernels_f32_to_f16(uint16_t *dst, const float *src, int n);
+/* Read n bytes (a multiple of 256, p 64-byte aligned) as fast as the set can, returning their
+ * XOR folded to 64 bits (so the reads cannot be optimised away): memory bandwidth benchmarks. */
+uint64_t kernels_read(const void *p, size_t n);
 
 #endif

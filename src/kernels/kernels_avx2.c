@@ -1,12 +1,12 @@
-/* AVX2 + FMA + F16C kernels (8 f32 lanes), the same scheme as the AVX-512 set: Q8_0 and Q4_0 take
- * integer activations (8 rows at a time, exact reduction, see the integer section); Q4_K and Q6_K
- * make each sub-block's weights exact f32 values first and FMA them with x. Four accumulators per
- * token (FMA latency is four cycles): step u of a float row goes to accumulator u % NACC; in
- * K-quants, the i-th vector of every 32 weights goes to accumulator i. With 16 vector registers,
- * a matmul tile is two tokens. Per-token order is independent of the tile (see kernels_impl.h). */
+/* AVX2 + FMA + F16C kernels (8 f32 lanes), the same scheme as the AVX-512 set: the integer types
+ * take integer activations (8 rows at a time, exact reduction, see the integer section); float
+ * types FMA 8 weights per step with x, into four accumulators per token (FMA latency is four
+ * cycles): step u goes to accumulator u % NACC. With 16 vector registers, a matmul tile is two
+ * tokens. Per-token order is independent of the tile (see kernels_impl.h). */
 #if defined(__x86_64__) && defined(__AVX2__)
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "kernels/kernels_impl.h"
@@ -60,7 +60,9 @@ KERNELS_INLINE void float_step(__m256 acc[KT][NACC], int k, __m256 wv, const flo
         acc[t][k] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(X + (size_t)t * cols + i), acc[t][k]);
 }
 
-/* Step u of 8 weights goes to accumulator u % NACC; a last partial step (zero padded) to 0. */
+/* Step u of 8 weights goes to accumulator u % NACC, a last partial step (zero padded) too: so a
+ * row padded with zero activations gives the same bits as the shorter row (attention relies on
+ * it). */
 KERNELS_INLINE void float_rows(uint32_t type, const uint8_t *w, int cols, const float *X, int nt,
                                float *out) {
     __m256 acc[KT][NACC];
@@ -83,7 +85,9 @@ KERNELS_INLINE void float_rows(uint32_t type, const uint8_t *w, int cols, const 
         for (int t = 0; t < nt; t++) {
             float xb[8] = {0};
             memcpy(xb, X + (size_t)t * cols + i, sizeof(float) * (size_t)rest);
-            acc[t][0] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xb), acc[t][0]);
+#pragma GCC unroll 4
+            for (int k = 0; k < NACC; k++) /* constant indices keep acc in registers */
+                if (k == nu % NACC) acc[t][k] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xb), acc[t][k]);
         }
     }
     reduce_acc(acc, nt, out);
@@ -99,113 +103,9 @@ KERNELS_INLINE void bf16_rows(const uint8_t *w, int cols, const float *X, int nt
     float_rows(GGML_TYPE_BF16, w, cols, X, nt, out);
 }
 
-/* ---- Q4_K: blocks of 256, 8 sub-blocks of 32 ---- */
-
-/* d*sc[j] and dmin*m[j] for the 8 sub-blocks (exact products). */
-KERNELS_INLINE void q4_K_scales(const uint8_t *blk, float dsc[8], float dm[8]) {
-    uint64_t sc, m;
-    quant_q4_K_scales64(blk + 4, &sc, &m);
-    __m256 scf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc)));
-    __m256 mf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m)));
-    _mm256_storeu_ps(dsc, _mm256_mul_ps(bcast_fp16(blk), scf));
-    _mm256_storeu_ps(dm, _mm256_mul_ps(bcast_fp16(blk + 2), mf));
-}
-
-/* 32 bytes of 4-bit values (0..15) as four vectors of 8 floats, in byte order. */
-static inline void u4x32_to_f32(__m256i v, __m256 q[4]) {
-    __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
-    q[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo));
-    q[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)));
-    q[2] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi));
-    q[3] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)));
-}
-
-KERNELS_INLINE void q4_K_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
-    __m256 acc[KT][NACC];
-    zero_acc(acc, nt);
-    const __m256i low4 = _mm256_set1_epi8(0xF);
-    for (int b = 0; b < cols / QK_K; b++, w += sizeof(block_q4_K)) {
-        float dsc[8], dm[8];
-        q4_K_scales(w, dsc, dm);
-        FROM_MEMORY(dsc);
-        FROM_MEMORY(dm);
-        const uint8_t *qs = w + 4 + K_SCALE_SIZE;
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; j++) { /* sub-block j: nibble j % 2 of bytes 32 * (j / 2) .. +31 */
-            __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * (j / 2)));
-            if (j % 2) v = _mm256_srli_epi16(v, 4);
-            __m256 q[4], s = _mm256_broadcast_ss(&dsc[j]), m = _mm256_broadcast_ss(&dm[j]);
-            u4x32_to_f32(_mm256_and_si256(v, low4), q);
-#pragma GCC unroll 8
-            for (int i = 0; i < 4; i++) q[i] = _mm256_fmsub_ps(q[i], s, m); /* the exact weights */
-#pragma GCC unroll 8
-            for (int t = 0; t < nt; t++) {
-                const float *x = X + (size_t)t * cols + QK_K * b + 32 * j;
-#pragma GCC unroll 8
-                for (int i = 0; i < 4; i++) acc[t][i] = _mm256_fmadd_ps(q[i], _mm256_loadu_ps(x + 8 * i), acc[t][i]);
-            }
-        }
-    }
-    reduce_acc(acc, nt, out);
-}
-
-/* ---- Q6_K: blocks of 256, 16 sub-blocks of 16 ---- */
-
-/* One half block: the four runs of 32 values (weights 0-31, 32-63, 64-95, 96-127), as int8. */
-static inline void q6_K_half(const uint8_t *ql, const uint8_t *qh, __m256i g[4]) {
-    const __m256i low4 = _mm256_set1_epi8(0xF), bits45 = _mm256_set1_epi8(0x30), off = _mm256_set1_epi8(32);
-    __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-    __m256i h = _mm256_loadu_si256((const __m256i *)qh);
-    /* 16-bit shifts move bits across bytes; the masks keep only each byte's own bits. */
-    g[0] = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(h, 4), bits45));
-    g[1] = _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(_mm256_slli_epi16(h, 2), bits45));
-    g[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(h, bits45));
-    g[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
-                           _mm256_and_si256(_mm256_srli_epi16(h, 2), bits45));
-#pragma GCC unroll 8
-    for (int i = 0; i < 4; i++) g[i] = _mm256_sub_epi8(g[i], off);
-}
-
-KERNELS_INLINE void q6_K_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
-    __m256 acc[KT][NACC];
-    zero_acc(acc, nt);
-    for (int b = 0; b < cols / QK_K; b++, w += sizeof(block_q6_K)) {
-        float dsc[16];
-        __m256 d = bcast_fp16(w + offsetof(block_q6_K, d));
-        __m128i sc = _mm_loadu_si128((const __m128i *)(w + offsetof(block_q6_K, scales)));
-        _mm256_storeu_ps(dsc, _mm256_mul_ps(d, i8_to_f32(sc)));
-        _mm256_storeu_ps(dsc + 8, _mm256_mul_ps(d, i8_to_f32(_mm_srli_si128(sc, 8))));
-        FROM_MEMORY(dsc);
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            __m256i g[4];
-            q6_K_half(w + 64 * h, w + offsetof(block_q6_K, qh) + 32 * h, g);
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; i++) { /* run i holds sub-blocks j and j + 1 */
-                int j = 8 * h + 2 * i;
-                __m128i lo = _mm256_castsi256_si128(g[i]), hi = _mm256_extracti128_si256(g[i], 1);
-                __m256 s0 = _mm256_broadcast_ss(&dsc[j]), s1 = _mm256_broadcast_ss(&dsc[j + 1]);
-                __m256 w0 = _mm256_mul_ps(i8_to_f32(lo), s0), w1 = _mm256_mul_ps(i8_to_f32(_mm_srli_si128(lo, 8)), s0);
-                __m256 w2 = _mm256_mul_ps(i8_to_f32(hi), s1), w3 = _mm256_mul_ps(i8_to_f32(_mm_srli_si128(hi, 8)), s1);
-#pragma GCC unroll 8
-                for (int t = 0; t < nt; t++) {
-                    const float *x = X + (size_t)t * cols + QK_K * b + 16 * j;
-                    acc[t][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x), acc[t][0]);
-                    acc[t][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + 8), acc[t][1]);
-                    acc[t][2] = _mm256_fmadd_ps(w2, _mm256_loadu_ps(x + 16), acc[t][2]);
-                    acc[t][3] = _mm256_fmadd_ps(w3, _mm256_loadu_ps(x + 24), acc[t][3]);
-                }
-            }
-        }
-    }
-    reduce_acc(acc, nt, out);
-}
-
 KERNELS_DEFINE_DRIVERS(f32, KT)
 KERNELS_DEFINE_DRIVERS(f16, KT)
 KERNELS_DEFINE_DRIVERS(bf16, KT)
-KERNELS_DEFINE_DRIVERS(q4_K, KT)
-KERNELS_DEFINE_DRIVERS(q6_K, KT)
 KERNELS_DEFINE_DISPATCH()
 
 /* ---- integer activations: Q8_0 and Q4_0 ----
@@ -240,6 +140,11 @@ static void quantize_act(kernels_act fmt, const float *x, int cols, int g0, int 
         s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
         grp[g].d = amax / qmax;
         grp[g].sum = _mm_cvtsi128_si32(s4);
+        __m256i h16 = _mm256_add_epi32(q[0], q[1]); /* weights 0-15 */
+        __m128i s16 = _mm_add_epi32(_mm256_castsi256_si128(h16), _mm256_extracti128_si256(h16, 1));
+        s16 = _mm_add_epi32(s16, _mm_shuffle_epi32(s16, _MM_SHUFFLE(1, 0, 3, 2)));
+        s16 = _mm_add_epi32(s16, _mm_shuffle_epi32(s16, _MM_SHUFFLE(2, 3, 0, 1)));
+        grp[g].sum16 = _mm_cvtsi128_si32(s16);
         /* the packs work within 128-bit lanes; the permutes restore the order */
         __m256i p01 = _mm256_packs_epi32(q[0], q[1]), p23 = _mm256_packs_epi32(q[2], q[3]);
         if (fmt == KERNELS_ACT_I16) {
@@ -272,38 +177,85 @@ KERNELS_INLINE __m256i reduce8(const __m256i P[8]) {
     return transpose_add4(R);
 }
 
-/* One row's 8 partial sums of a block times x (weights 0-15 with x0, 16-31 with x1). Q4_0 uses
- * the unsigned nibbles; the offset of 8 is taken out through the activations' sum. */
-KERNELS_INLINE __m256i row_partials(uint32_t type, const uint8_t *blk, __m256i x0, __m256i x1) {
+/* One row's 8 partial sums of group g times x, weights 0-15 with x0 and 16-31 with x1 (P[0], P[1]:
+ * Q6_K keeps its halves apart, the others add them into P[0]). Q4_0 and Q6_K use the stored
+ * unsigned forms (nibble, value + 32); their offsets come out through the activations' sums. */
+KERNELS_INLINE void row_partials(uint32_t type, const uint8_t *row, int g, __m256i x0, __m256i x1, __m256i P[2]) {
     __m256i w0, w1;
     if (type == GGML_TYPE_Q8_0) {
+        const uint8_t *blk = row + (size_t)g * 34;
         w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 2)));
         w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 18)));
-    } else {
-        __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(blk + 2)));
+    } else if (type == GGML_TYPE_Q4_0) {
+        __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(row + (size_t)g * 18 + 2)));
         w0 = _mm256_and_si256(v, _mm256_set1_epi16(0xF));
         w1 = _mm256_srli_epi16(v, 4);
+    } else if (type == GGML_TYPE_Q4_K) { /* sub-block j: nibble j % 2 of bytes 32 * (j / 2) .. +31 */
+        const uint8_t *q = row + (size_t)(g / 8) * sizeof(block_q4_K) + 4 + K_SCALE_SIZE + 32 * ((g % 8) / 2);
+        __m128i sh = _mm_cvtsi32_si128(4 * (g % 2));
+        w0 = _mm256_and_si256(_mm256_srl_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)q)), sh), _mm256_set1_epi16(0xF));
+        w1 = _mm256_and_si256(_mm256_srl_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(q + 16))), sh),
+                              _mm256_set1_epi16(0xF));
+    } else {
+        const uint8_t *blk = row + (size_t)(g / 8) * sizeof(block_q6_K);
+        int j = g % 8;
+        __m128i nib = _mm_cvtsi32_si128(4 * Q6K_NIBBLE(j)), sh = _mm_cvtsi32_si128(Q6K_QH_SHIFT(j));
+        __m256i w[2];
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m256i ql = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(blk + Q6K_QL(j) + 16 * h)));
+            __m256i qh = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(blk + Q6K_QH(j) + 16 * h)));
+            w[h] = _mm256_or_si256(_mm256_and_si256(_mm256_srl_epi16(ql, nib), _mm256_set1_epi16(0xF)),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, sh), _mm256_set1_epi16(3)), 4));
+        }
+        P[0] = _mm256_madd_epi16(w[0], x0);
+        P[1] = _mm256_madd_epi16(w[1], x1);
+        return;
     }
-    return _mm256_add_epi32(_mm256_madd_epi16(w0, x0), _mm256_madd_epi16(w1, x1));
+    P[0] = _mm256_add_epi32(_mm256_madd_epi16(w0, x0), _mm256_madd_epi16(w1, x1));
+    P[1] = _mm256_setzero_si256();
 }
 
-static inline uint16_t load_u16(const uint8_t *p) {
+static inline float load_fp16(const uint8_t *p) {
     uint16_t h;
     memcpy(&h, p, sizeof h);
-    return h;
+    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
+}
+
+/* Per-row scales of group g, as vectors over the 8 rows: s[0] the block scale (Q8_0, Q4_0), or
+ * d * sc (Q4_K, with s[1] = dmin * m), or d * sc of each half (Q6_K). */
+static void row_scales(uint32_t type, const uint8_t *const row[8], int g, __m256 s[2]) {
+    float a[8], b[8];
+    for (int r = 0; r < 8; r++) {
+        if (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0) {
+            a[r] = load_fp16(row[r] + (size_t)g * int_block_bytes(type));
+        } else if (type == GGML_TYPE_Q4_K) {
+            const uint8_t *blk = row[r] + (size_t)(g / 8) * sizeof(block_q4_K);
+            uint8_t sc[8], m[8];
+            quant_q4_K_scales(blk + 4, sc, m);
+            a[r] = load_fp16(blk) * (float)sc[g % 8];
+            b[r] = load_fp16(blk + 2) * (float)m[g % 8];
+        } else {
+            const uint8_t *blk = row[r] + (size_t)(g / 8) * sizeof(block_q6_K);
+            const int8_t *sc = (const int8_t *)(blk + offsetof(block_q6_K, scales)) + 2 * (g % 8);
+            float d = load_fp16(blk + offsetof(block_q6_K, d));
+            a[r] = d * (float)sc[0];
+            b[r] = d * (float)sc[1];
+        }
+    }
+    s[0] = _mm256_loadu_ps(a);
+    s[1] = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K ? _mm256_loadu_ps(b) : _mm256_setzero_ps();
 }
 
 /* Rows [0, n) (n <= 8) of W, y[0..n). Missing rows repeat the last one (results dropped). */
 static void matvec_q8(uint32_t type, kernels_act fmt, const uint8_t *W, size_t rb, int n, int cols,
                       const void *xq, float *y, int add) {
-    const size_t bytes = int_block_bytes(type);
     const act_group *grp = act_groups(xq, fmt, cols);
     const uint8_t *row[8];
     for (int i = 0; i < 8; i++) row[i] = W + (size_t)(i < n ? i : n - 1) * rb;
     __m256 acc = _mm256_setzero_ps();
     for (int g = 0; g < cols / 32; g++) {
-        size_t o = (size_t)g * bytes;
-        __m256i x0, x1, P[8];
+        __m256i x0, x1, P[2][8], S[2];
         if (fmt == KERNELS_ACT_I16) {
             x0 = _mm256_loadu_si256((const __m256i *)((const int16_t *)xq + 32 * g));
             x1 = _mm256_loadu_si256((const __m256i *)((const int16_t *)xq + 32 * g + 16));
@@ -311,15 +263,25 @@ static void matvec_q8(uint32_t type, kernels_act fmt, const uint8_t *W, size_t r
             x0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)((const int8_t *)xq + 32 * g)));
             x1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)((const int8_t *)xq + 32 * g + 16)));
         }
-#pragma GCC unroll 8
-        for (int r = 0; r < 8; r++) P[SLOT8(r)] = row_partials(type, row[r] + o, x0, x1);
-        __m256i S = reduce8(P);
-        if (type == GGML_TYPE_Q4_0) S = _mm256_sub_epi32(S, _mm256_set1_epi32(8 * grp[g].sum));
-        __m128i h = _mm_setr_epi16((short)load_u16(row[0] + o), (short)load_u16(row[1] + o), (short)load_u16(row[2] + o),
-                                   (short)load_u16(row[3] + o), (short)load_u16(row[4] + o), (short)load_u16(row[5] + o),
-                                   (short)load_u16(row[6] + o), (short)load_u16(row[7] + o));
-        __m256 s = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(grp[g].d));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S), s, acc);
+        for (int r = 0; r < 8; r++) {
+            __m256i p[2];
+            row_partials(type, row[r], g, x0, x1, p);
+            P[0][SLOT8(r)] = p[0];
+            P[1][SLOT8(r)] = p[1];
+        }
+        __m256 s[2], d = _mm256_set1_ps(grp[g].d);
+        row_scales(type, row, g, s);
+        S[0] = reduce8(P[0]);
+        S[1] = _mm256_setzero_si256();
+        if (type == GGML_TYPE_Q4_0) S[0] = _mm256_sub_epi32(S[0], _mm256_set1_epi32(8 * grp[g].sum));
+        if (type == GGML_TYPE_Q6_K) {
+            S[1] = reduce8(P[1]);
+            S[0] = _mm256_sub_epi32(S[0], _mm256_set1_epi32(32 * grp[g].sum16));
+            S[1] = _mm256_sub_epi32(S[1], _mm256_set1_epi32(32 * (grp[g].sum - grp[g].sum16)));
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[0]), _mm256_mul_ps(s[0], d), acc);
+        if (type == GGML_TYPE_Q4_K) acc = _mm256_fnmadd_ps(s[1], _mm256_set1_ps(grp[g].d * (float)grp[g].sum), acc);
+        if (type == GGML_TYPE_Q6_K) acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[1]), _mm256_mul_ps(s[1], d), acc);
     }
     float out[8];
     _mm256_storeu_ps(out, acc);
@@ -345,28 +307,131 @@ static void matmul_q(uint32_t type, const void *W, size_t row_bytes, int cols, k
     }
 }
 
-static float dot_f32(const float *a, const float *b, int n) {
-    __m256 acc[KT][NACC];
-    zero_acc(acc, 1);
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        acc[0][0] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc[0][0]);
-        acc[0][1] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc[0][1]);
-    }
-    float r;
-    reduce_acc(acc, 1, &r);
-    for (; i < n; i++) r += a[i] * b[i];
-    return r;
+/* ---- element-wise helpers ---- */
+
+/* exp(x) for x <= 88.7 (larger: +inf); below -87.3 the result flushes to 0. Cephes' method:
+ * x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts, so r is exact), e^r by a degree-7
+ * polynomial, 2^n put in the exponent: within 2 ulp. */
+static inline __m256 exp_ps(__m256 x) {
+    x = _mm256_min_ps(x, _mm256_set1_ps(88.7228f));
+    __m256 small = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3365f), _CMP_LT_OQ);
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    /* 2^n: n in [-126, 128]; 128 (x near 88.7) is split as 2 * 2^127 */
+    __m256i ni = _mm256_cvtps_epi32(n);
+    __m256i big = _mm256_cmpgt_epi32(ni, _mm256_set1_epi32(127));
+    ni = _mm256_sub_epi32(ni, _mm256_and_si256(big, _mm256_set1_epi32(1)));
+    __m256 scale = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(ni, _mm256_set1_epi32(127)), 23));
+    p = _mm256_mul_ps(p, scale);
+    p = _mm256_blendv_ps(p, _mm256_add_ps(p, p), _mm256_castsi256_ps(big));
+    return _mm256_andnot_ps(small, p);
 }
 
-static void axpy_f32(float *y, float a, const float *x, int n) {
-    __m256 av = _mm256_set1_ps(a);
+static void rms_norm(float *out, const float *x, const float *w, int n, float eps) {
+    __m256 acc = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(x + i), acc);
+    double ss = hsum(acc);
+    for (; i < n; i++) ss += (double)x[i] * x[i];
+    __m256 scale = _mm256_set1_ps((float)(1.0 / sqrt(ss / n + eps)));
+    for (i = 0; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), scale), _mm256_loadu_ps(w + i)));
+    for (; i < n; i++) out[i] = x[i] * _mm256_cvtss_f32(scale) * w[i];
+}
+
+/* Elements [i, n) as a masked tail: the helpers below run whole vectors over a copy. */
+#define TAIL_COPY(dst, src, i, n) memcpy(dst, (src) + (i), sizeof(float) * (size_t)((n) - (i)))
+
+static void swiglu(float *out, const float *g, const float *u, int n) {
+    const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+    for (int i = 0; i < n; i += 8) {
+        float gb[8] = {0}, ub[8] = {0}, ob[8];
+        const float *gp = g + i, *up = u + i;
+        if (n - i < 8) {
+            TAIL_COPY(gb, g, i, n);
+            TAIL_COPY(ub, u, i, n);
+            gp = gb;
+            up = ub;
+        }
+        __m256 gv = _mm256_loadu_ps(gp);
+        __m256 r = _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(one, exp_ps(_mm256_xor_ps(gv, sign)))), _mm256_loadu_ps(up));
+        if (n - i < 8) {
+            _mm256_storeu_ps(ob, r);
+            memcpy(out + i, ob, sizeof(float) * (size_t)(n - i));
+        } else {
+            _mm256_storeu_ps(out + i, r);
+        }
+    }
+}
+
+static float softmax_span(float *p, int n, float scale, float *max) {
+    __m256 s = _mm256_set1_ps(scale), mv = _mm256_set1_ps(*max);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(p + i), s);
+        _mm256_storeu_ps(p + i, v);
+        mv = _mm256_max_ps(mv, v);
+    }
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(mv), _mm256_extractf128_ps(mv, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    float m = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+    for (; i < n; i++) {
+        p[i] *= scale;
+        m = p[i] > m ? p[i] : m;
+    }
+    __m256 mm = _mm256_set1_ps(m), sum = _mm256_setzero_ps();
+    for (i = 0; i + 8 <= n; i += 8) {
+        __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(p + i), mm));
+        _mm256_storeu_ps(p + i, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    float total = hsum(sum);
+    if (i < n) {
+        float b[8] = {0};
+        TAIL_COPY(b, p, i, n);
+        __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(b), mm));
+        _mm256_storeu_ps(b, e);
+        for (int k = 0; k < n - i; k++) {
+            p[i + k] = b[k];
+            total += b[k];
+        }
+    }
+    *max = m;
+    return total;
+}
+
+static void f32_to_f16(uint16_t *dst, const float *src, int n) {
     int i = 0;
     for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-    for (; i < n; i++) y[i] += a * x[i];
+        _mm_storeu_si128((__m128i *)(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) dst[i] = quant_f32_to_fp16(src[i]);
 }
 
-const kernels_ops kernels_avx2_ops = {matvec, matmul, quantize_act, matvec_q, matmul_q, dot_f32, axpy_f32};
+/* Four independent chains of 32-byte loads: a core's full read bandwidth (a scalar loop is
+ * limited by its load count, not by memory). */
+static uint64_t read_bytes(const void *p, size_t n) {
+    const uint8_t *b = p;
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i < n; i += 128) {
+        a0 = _mm256_xor_si256(a0, _mm256_load_si256((const __m256i *)(b + i)));
+        a1 = _mm256_xor_si256(a1, _mm256_load_si256((const __m256i *)(b + i + 32)));
+        a2 = _mm256_xor_si256(a2, _mm256_load_si256((const __m256i *)(b + i + 64)));
+        a3 = _mm256_xor_si256(a3, _mm256_load_si256((const __m256i *)(b + i + 96)));
+    }
+    __m256i x = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
+    __m128i h = _mm_xor_si128(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1));
+    return (uint64_t)_mm_cvtsi128_si64(h) ^ (uint64_t)_mm_extract_epi64(h, 1);
+}
+
+const kernels_ops kernels_avx2_ops = {matvec,   matmul, quantize_act, matvec_q,  matmul_q,
+                                      rms_norm, swiglu, softmax_span, f32_to_f16, read_bytes};
 
 #endif

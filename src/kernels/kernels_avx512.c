@@ -1,16 +1,13 @@
-/* AVX-512 kernels (16 f32 lanes). Weights are widened in registers, never dequantised a matrix at
- * a time. Q8_0 and Q4_0 take integer activations (see the integer section below). Float types:
- * 16 weights per step, FMA'd with x. Q4_K and Q6_K: each sub-block's weights are
- * first made exact f32 values (d*sc*q - dmin*m is one fmsub of exactly representable parts: the
- * dequantised value bit for bit), then FMA'd with x; this is fewer operations per weight than
- * applying scale and min to sums, and a matmul tile then reuses finished weights. Each token has
- * NACC accumulators to keep dependency chains short (FMA latency is four cycles): block b goes to
- * accumulator b % NACC, the 16-weight vector v of a K-quant block to v % NACC; a row's result is
- * the fixed-order sum of its accumulators.
+/* AVX-512 kernels (16 f32 lanes; F, BW, VL, DQ and VNNI). Weights are widened in registers, never
+ * dequantised a matrix at a time. The integer types take integer activations (see the integer
+ * section below). Float types: 16 weights per step, FMA'd with x; each token has NACC
+ * accumulators to keep dependency chains short (FMA latency is four cycles): step u goes to
+ * accumulator u % NACC, and a row's result is the fixed-order sum of its accumulators.
  * Per-token order is independent of the tile (see kernels_impl.h). */
 #if defined(__x86_64__) && defined(__AVX512F__)
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "kernels/kernels_impl.h"
@@ -70,7 +67,8 @@ KERNELS_INLINE void float_step(__m512 acc[KT][NACC], int k, __m512 wv, const flo
         acc[t][k] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(X + (size_t)t * cols + i), acc[t][k]);
 }
 
-/* Step u of 16 weights goes to accumulator u % NACC; a last partial step to accumulator 0. */
+/* Step u of 16 weights goes to accumulator u % NACC, a last partial step too: so a row padded
+ * with zero activations gives the same bits as the shorter row (attention relies on it). */
 KERNELS_INLINE void float_rows(uint32_t type, const uint8_t *w, int cols, const float *X, int nt,
                                float *out) {
     __m512 acc[KT][NACC];
@@ -89,7 +87,10 @@ KERNELS_INLINE void float_rows(uint32_t type, const uint8_t *w, int cols, const 
         __m512 wv = load_w_part(type, w, i, m);
 #pragma GCC unroll 8
         for (int t = 0; t < nt; t++)
-            acc[t][0] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, X + (size_t)t * cols + i), acc[t][0]);
+#pragma GCC unroll 4
+            for (int k = 0; k < NACC; k++) /* constant indices keep acc in registers */
+                if (k == nu % NACC)
+                    acc[t][k] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, X + (size_t)t * cols + i), acc[t][k]);
     }
     reduce_acc(acc, nt, out);
 }
@@ -104,108 +105,9 @@ KERNELS_INLINE void bf16_rows(const uint8_t *w, int cols, const float *X, int nt
     float_rows(GGML_TYPE_BF16, w, cols, X, nt, out);
 }
 
-/* Lane k of the result is table[codes[k] & 15]: 4-bit codes to floats in one permute. */
-static inline __m512 nibble_lookup(__m512i codes, __m512 table) { return _mm512_permutexvar_ps(codes, table); }
-
-/* ---- Q4_K: blocks of 256, 8 sub-blocks of 32 ---- */
-
-/* d*sc[j] and dmin*m[j] for the 8 sub-blocks (exact products). */
-KERNELS_INLINE void q4_K_scales(const uint8_t *blk, float dsc[8], float dm[8]) {
-    uint64_t sc, m;
-    quant_q4_K_scales64(blk + 4, &sc, &m);
-    __m256 d = _mm512_castps512_ps256(bcast_fp16(blk)), dmin = _mm512_castps512_ps256(bcast_fp16(blk + 2));
-    __m256 scf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc)));
-    __m256 mf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m)));
-    _mm256_storeu_ps(dsc, _mm256_mul_ps(d, scf));
-    _mm256_storeu_ps(dm, _mm256_mul_ps(dmin, mf));
-}
-
-KERNELS_INLINE void q4_K_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
-    __m512 acc[KT][NACC];
-    zero_acc(acc, nt);
-    const __m512 codes = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    for (int b = 0; b < cols / QK_K; b++, w += sizeof(block_q4_K)) {
-        float dsc[8], dm[8];
-        q4_K_scales(w, dsc, dm);
-        FROM_MEMORY(dsc);
-        FROM_MEMORY(dm);
-        const uint8_t *qs = w + 4 + K_SCALE_SIZE;
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) { /* 32 bytes: sub-block 2c in low nibbles, 2c+1 in high */
-            int j = 2 * c;
-            __m512i v0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(qs + 32 * c)));
-            __m512i v1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(qs + 32 * c + 16)));
-            /* the 16 weights a code can stand for in each sub-block, then one lookup per vector */
-            __m512 t0 = _mm512_fmsub_ps(codes, _mm512_set1_ps(dsc[j]), _mm512_set1_ps(dm[j]));
-            __m512 t1 = _mm512_fmsub_ps(codes, _mm512_set1_ps(dsc[j + 1]), _mm512_set1_ps(dm[j + 1]));
-            __m512 w0 = nibble_lookup(v0, t0), w1 = nibble_lookup(v1, t0);
-            __m512 w2 = nibble_lookup(_mm512_srli_epi32(v0, 4), t1), w3 = nibble_lookup(_mm512_srli_epi32(v1, 4), t1);
-#pragma GCC unroll 8
-            for (int t = 0; t < nt; t++) {
-                const float *x = X + (size_t)t * cols + QK_K * b + 32 * j;
-                acc[t][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x), acc[t][0]);
-                acc[t][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 16), acc[t][1]);
-                acc[t][2] = _mm512_fmadd_ps(w2, _mm512_loadu_ps(x + 32), acc[t][2]);
-                acc[t][3] = _mm512_fmadd_ps(w3, _mm512_loadu_ps(x + 48), acc[t][3]);
-            }
-        }
-    }
-    reduce_acc(acc, nt, out);
-}
-
-/* ---- Q6_K: blocks of 256, 16 sub-blocks of 16 ---- */
-
-/* One half block (128 weights) as int8 values -32..31 in weight order. Weight l < 64 takes the
- * low nibble of ql[l], weight 64 + l the high one; its top two bits sit in qh[l % 32] at bit
- * 2 * (l / 32) (for 64 + l: 4 + 2 * (l / 32)). Both halves of the 512-bit registers get the same
- * qh bytes and a per-half shift moves the right pair to bits 4-5. */
-KERNELS_INLINE void q6_K_half(const uint8_t *ql, const uint8_t *qh, int8_t q[128]) {
-    const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30), off = _mm512_set1_epi8(32);
-    const __m512i up_4_2 = _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2);   /* shift left by 4, then 2 */
-    const __m512i down_0_2 = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2); /* shift right by 0, then 2 */
-    __m512i l = _mm512_loadu_si512(ql);
-    __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)qh));
-    /* 64-bit shifts move bits across bytes; the masks keep only each byte's own bits. */
-    __m512i lo = _mm512_or_si512(_mm512_and_si512(l, low4), _mm512_and_si512(_mm512_sllv_epi64(h, up_4_2), bits45));
-    __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi64(l, 4), low4),
-                                 _mm512_and_si512(_mm512_srlv_epi64(h, down_0_2), bits45));
-    _mm512_storeu_si512(q, _mm512_sub_epi8(lo, off));
-    _mm512_storeu_si512(q + 64, _mm512_sub_epi8(hi, off));
-}
-
-KERNELS_INLINE void q6_K_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
-    __m512 acc[KT][NACC];
-    zero_acc(acc, nt);
-    for (int b = 0; b < cols / QK_K; b++, w += sizeof(block_q6_K)) {
-        float dsc[16];
-        __m512 d = bcast_fp16(w + offsetof(block_q6_K, d));
-        __m128i sc = _mm_loadu_si128((const __m128i *)(w + offsetof(block_q6_K, scales)));
-        _mm512_storeu_ps(dsc, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc))));
-        FROM_MEMORY(dsc);
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            int8_t q[128];
-            q6_K_half(w + 64 * h, w + offsetof(block_q6_K, qh) + 32 * h, q);
-#pragma GCC unroll 8
-            for (int i = 0; i < 8; i++) {
-                int j = 8 * h + i; /* sub-block */
-                __m512 qf = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + 16 * i))));
-                __m512 wv = _mm512_mul_ps(qf, _mm512_set1_ps(dsc[j])); /* exact: at most 23 significant bits */
-#pragma GCC unroll 8
-                for (int t = 0; t < nt; t++)
-                    acc[t][j % NACC] =
-                        _mm512_fmadd_ps(wv, _mm512_loadu_ps(X + (size_t)t * cols + QK_K * b + 16 * j), acc[t][j % NACC]);
-            }
-        }
-    }
-    reduce_acc(acc, nt, out);
-}
-
 KERNELS_DEFINE_DRIVERS(f32, KT)
 KERNELS_DEFINE_DRIVERS(f16, KT)
 KERNELS_DEFINE_DRIVERS(bf16, KT)
-KERNELS_DEFINE_DRIVERS(q4_K, KT)
-KERNELS_DEFINE_DRIVERS(q6_K, KT)
 KERNELS_DEFINE_DISPATCH()
 
 /* ---- integer activations: Q8_0 and Q4_0 ----
@@ -228,6 +130,7 @@ static void quantize_act(kernels_act fmt, const float *x, int cols, int g0, int 
         __m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, id)), qb = _mm512_cvtps_epi32(_mm512_mul_ps(b, id));
         grp[g].d = amax / qmax;
         grp[g].sum = _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qb));
+        grp[g].sum16 = _mm512_reduce_add_epi32(qa);
         if (fmt == KERNELS_ACT_I16) {
             _mm256_storeu_si256((__m256i *)((int16_t *)dst + 32 * g), _mm512_cvtepi32_epi16(qa));
             _mm256_storeu_si256((__m256i *)((int16_t *)dst + 32 * g + 16), _mm512_cvtepi32_epi16(qb));
@@ -238,34 +141,86 @@ static void quantize_act(kernels_act fmt, const float *x, int cols, int g0, int 
     }
 }
 
-/* A block's 32 weights as int16: Q8_0 signed; Q4_0 the unsigned nibbles (0..15; the offset of 8
- * is taken out later through the activations' sum), low nibbles first. */
-KERNELS_INLINE __m512i weights_i16(uint32_t type, const uint8_t *blk) {
-    if (type == GGML_TYPE_Q8_0) return _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(blk + 2)));
-    const __m512i shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
-    __m512i w = _mm512_cvtepu8_epi16(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + 2))));
-    return _mm512_and_si512(_mm512_srlv_epi16(w, shift), _mm512_set1_epi16(0xF));
+/* Where group g's weights of a row start: Q8_0 / Q4_0 blocks of 32; Q4_K and Q6_K blocks of 256. */
+KERNELS_INLINE const uint8_t *group_ptr(uint32_t type, const uint8_t *row, int g) {
+    switch (type) {
+    case GGML_TYPE_Q4_K: return row + (size_t)(g / 8) * sizeof(block_q4_K) + 4 + K_SCALE_SIZE + 32 * ((g % 8) / 2);
+    case GGML_TYPE_Q6_K: return row + (size_t)(g / 8) * sizeof(block_q6_K);
+    default: return row + (size_t)g * int_block_bytes(type);
+    }
 }
 
-/* Two rows' blocks as uint8 in one vector, rows a then b: Q4_0 nibbles as they are; Q8_0 plus
- * 128 (x ^ 0x80), taken out later through the activations' sum. */
-KERNELS_INLINE __m512i weights_u8x2(uint32_t type, const uint8_t *a, const uint8_t *b) {
-    if (type == GGML_TYPE_Q8_0) {
-        __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(a + 2))),
-                                       _mm256_loadu_si256((const __m256i *)(b + 2)), 1);
+/* The K-quant block holding group g of a row. */
+KERNELS_INLINE const uint8_t *kblock_ptr(uint32_t type, const uint8_t *row, int g) {
+    return row + (size_t)(g / 8) * (type == GGML_TYPE_Q4_K ? sizeof(block_q4_K) : sizeof(block_q6_K));
+}
+
+/* Q6_K group j (of its block at blk) as bytes 0..63 (the value + 32). */
+KERNELS_INLINE __m256i q6_K_u8(const uint8_t *blk, int j) {
+    __m256i ql = _mm256_loadu_si256((const __m256i *)(blk + Q6K_QL(j)));
+    __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + Q6K_QH(j)));
+    ql = _mm256_and_si256(_mm256_srl_epi16(ql, _mm_cvtsi32_si128(4 * Q6K_NIBBLE(j))), _mm256_set1_epi8(0xF));
+    qh = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(Q6K_QH_SHIFT(j))), _mm256_set1_epi8(3));
+    return _mm256_or_si256(ql, _mm256_slli_epi16(qh, 4)); /* each byte's two bits move to bits 4-5 */
+}
+
+/* Group g's 32 weights of a row as int16, in the stored form: Q8_0 signed; Q4_0 and Q4_K the
+ * nibbles (0..15); Q6_K the value + 32. The offsets come out later through the activations' sums
+ * (group_offsets). Weights 0-15 in the low 256 bits. */
+KERNELS_INLINE __m512i weights_i16(uint32_t type, const uint8_t *row, int g) {
+    const uint8_t *p = group_ptr(type, row, g);
+    switch (type) {
+    case GGML_TYPE_Q8_0: return _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(p + 2)));
+    case GGML_TYPE_Q4_0: {
+        const __m512i shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+        __m512i w = _mm512_cvtepu8_epi16(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(p + 2))));
+        return _mm512_and_si512(_mm512_srlv_epi16(w, shift), _mm512_set1_epi16(0xF));
+    }
+    case GGML_TYPE_Q4_K: {
+        __m512i w = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)p));
+        return g % 2 ? _mm512_srli_epi16(w, 4) : _mm512_and_si512(w, _mm512_set1_epi16(0xF));
+    }
+    default: return _mm512_cvtepu8_epi16(q6_K_u8(p, g % 8));
+    }
+}
+
+/* Group g of rows a and b as uint8 in one vector (a in the low 256 bits): Q4_0 and Q4_K nibbles
+ * as they are, Q8_0 plus 128 (x ^ 0x80), Q6_K the value + 32. */
+KERNELS_INLINE __m512i weights_u8x2(uint32_t type, const uint8_t *a, const uint8_t *b, int g) {
+    const uint8_t *pa = group_ptr(type, a, g), *pb = group_ptr(type, b, g);
+    switch (type) {
+    case GGML_TYPE_Q8_0: {
+        __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(pa + 2))),
+                                       _mm256_loadu_si256((const __m256i *)(pb + 2)), 1);
         return _mm512_xor_si512(w, _mm512_set1_epi8((char)0x80));
     }
-    __m512i w = _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(a + 2)))),
-        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b + 2))), 1);
-    w = _mm512_mask_srli_epi16(w, 0xFF00FF00u, w, 4); /* high nibbles in the odd 128-bit lanes */
-    return _mm512_and_si512(w, _mm512_set1_epi8(0xF));
+    case GGML_TYPE_Q4_0: {
+        __m512i w = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(pa + 2)))),
+            _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(pb + 2))), 1);
+        w = _mm512_mask_srli_epi16(w, 0xFF00FF00u, w, 4); /* high nibbles in the odd 128-bit lanes */
+        return _mm512_and_si512(w, _mm512_set1_epi8(0xF));
+    }
+    case GGML_TYPE_Q4_K: {
+        __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)pa)),
+                                       _mm256_loadu_si256((const __m256i *)pb), 1);
+        if (g % 2) w = _mm512_srli_epi16(w, 4);
+        return _mm512_and_si512(w, _mm512_set1_epi8(0xF));
+    }
+    default: return _mm512_inserti64x4(_mm512_castsi256_si512(q6_K_u8(pa, g % 8)), q6_K_u8(pb, g % 8), 1);
+    }
 }
 
-/* What S' (the product with the stored form) exceeds S by, per unit of the activations' sum. */
-KERNELS_INLINE int32_t weight_offset(uint32_t type, kernels_act fmt) {
-    if (type == GGML_TYPE_Q4_0) return 8;
-    return fmt == KERNELS_ACT_I8 ? 128 : 0;
+/* How much the stored form's products exceed S for group g (both halves for Q6_K): a multiple of
+ * the activations' sum, which is why act_group carries it. */
+KERNELS_INLINE void group_offsets(uint32_t type, kernels_act fmt, const act_group *a, int32_t off[2]) {
+    off[0] = off[1] = 0;
+    if (type == GGML_TYPE_Q4_0) off[0] = 8 * a->sum;
+    else if (type == GGML_TYPE_Q8_0 && fmt == KERNELS_ACT_I8) off[0] = 128 * a->sum;
+    else if (type == GGML_TYPE_Q6_K) {
+        off[0] = 32 * a->sum16;
+        off[1] = 32 * (a->sum - a->sum16);
+    }
 }
 
 /* In lane j (= 4L + i), the sum of lane L (a 128-bit lane) of R[i]: four 4x4 transposes with adds. */
@@ -304,9 +259,110 @@ KERNELS_INLINE __m512i reduce8x2(const __m512i P[8]) {
     return transpose_add4(R);
 }
 
+/* Q6_K's halves: R[i] (i < 8) holds rows 2i and 2i+1 as 128-bit lanes (2i first half, 2i second
+ * half, 2i+1 first, 2i+1 second); out: each row's total of each half, lane r = row r. */
+KERNELS_INLINE void reduce_halves(const __m512i R[8], __m512i S[2]) {
+    const __m512i ia = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 16, 24, 17, 25, 18, 26, 19, 27);
+    const __m512i ib = _mm512_setr_epi32(4, 12, 5, 13, 6, 14, 7, 15, 20, 28, 21, 29, 22, 30, 23, 31);
+    __m512i v0 = transpose_add4(R), v1 = transpose_add4(R + 4);
+    S[0] = _mm512_permutex2var_epi32(v0, ia, v1);
+    S[1] = _mm512_permutex2var_epi32(v0, ib, v1);
+}
+
 /* The fp16 scales of one block of 16 rows (byte offsets idx from base) as f32. */
 KERNELS_INLINE __m512 gather_scales(const uint8_t *base, __m512i idx) {
     return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(idx, base, 1)));
+}
+
+/* The f32 scales of a K-quant block of 16 rows (blk: row 0's block; idx: the rows' offsets).
+ * Q4_K: s[j] = d * sc_j and s[8 + j] = dmin * m_j for the sub-blocks j < 8; Q6_K: s[i] = d * sc_i
+ * for the sub-blocks of 16, i < 16. All exact products. */
+KERNELS_INLINE void kblock_scales(uint32_t type, const uint8_t *blk, __m512i idx, __m512 s[16]) {
+    const __m512i byte = _mm512_set1_epi32(0xFF);
+    if (type == GGML_TYPE_Q4_K) {
+        __m512i dd = _mm512_i32gather_epi32(idx, blk, 1); /* d | dmin << 16 */
+        __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)), dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+        __m512i a = _mm512_i32gather_epi32(idx, blk + 4, 1), b = _mm512_i32gather_epi32(idx, blk + 8, 1);
+        __m512i c = _mm512_i32gather_epi32(idx, blk + 12, 1);
+        /* quant_q4_K_scales64 on 16 rows at once: four sub-blocks per word */
+        const __m512i lo6 = _mm512_set1_epi32(0x3F3F3F3F), lo4 = _mm512_set1_epi32(0x0F0F0F0F), top2 = _mm512_set1_epi32(0x30303030);
+        __m512i w[4] = {_mm512_and_si512(a, lo6),
+                        _mm512_or_si512(_mm512_and_si512(c, lo4), _mm512_and_si512(_mm512_srli_epi32(a, 2), top2)),
+                        _mm512_and_si512(b, lo6),
+                        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(c, 4), lo4), _mm512_and_si512(_mm512_srli_epi32(b, 2), top2))};
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) {
+            __m512i v = _mm512_and_si512(_mm512_srlv_epi32(w[i / 4], _mm512_set1_epi32(8 * (i % 4))), byte);
+            s[i] = _mm512_mul_ps(i < 8 ? d : dmin, _mm512_cvtepi32_ps(v));
+        }
+    } else {
+        __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(
+            _mm512_i32gather_epi32(idx, blk + offsetof(block_q6_K, d) - 2, 1), 16)));
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) {
+            __m512i w = _mm512_i32gather_epi32(idx, blk + offsetof(block_q6_K, scales) + 4 * q, 1);
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) /* byte k, sign-extended */
+                s[4 * q + k] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(
+                                                    _mm512_sllv_epi32(w, _mm512_set1_epi32(24 - 8 * k)), 24)));
+        }
+    }
+}
+
+static inline int ld16(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return h;
+}
+
+/* The fp16 scales at offset o of 16 rows, as f32: word inserts (a gather measured slower). */
+KERNELS_INLINE __m128i scales8(const uint8_t *const row[8], size_t o) {
+    __m128i a = _mm_cvtsi32_si128(ld16(row[0] + o));
+    a = _mm_insert_epi16(a, ld16(row[1] + o), 1);
+    a = _mm_insert_epi16(a, ld16(row[2] + o), 2);
+    a = _mm_insert_epi16(a, ld16(row[3] + o), 3);
+    a = _mm_insert_epi16(a, ld16(row[4] + o), 4);
+    a = _mm_insert_epi16(a, ld16(row[5] + o), 5);
+    a = _mm_insert_epi16(a, ld16(row[6] + o), 6);
+    return _mm_insert_epi16(a, ld16(row[7] + o), 7);
+}
+KERNELS_INLINE __m512 row_scales(const uint8_t *const row[16], size_t o) {
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(scales8(row, o)), scales8(row + 8, o), 1));
+}
+
+/* Q4_0: the fp16 scales of 4 consecutive blocks of 16 rows, as f32 vectors s[0..4). The 18-byte
+ * blocks put 4 scales within 56 bytes: one masked load per row takes them (no byte past the last
+ * scale is read), then a tree of word permutes turns rows x blocks into blocks x rows: fewer
+ * instructions than 16 word inserts per block (measured 5% faster; for Q8_0's 34-byte blocks,
+ * two per load, no gain). */
+KERNELS_INLINE void q4_0_scales4(const uint8_t *const row[16], size_t o, __m512 s[4]) {
+    const __mmask64 m = ((__mmask64)1 << 56) - 1;
+    /* pairs of rows: words [row 2i: blocks 0..3, row 2i+1: blocks 0..3] (a block is 9 words) */
+    const __m512i idx1 = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                          59, 50, 41, 32, 27, 18, 9, 0);
+    /* concatenations: 4 rows (16 words), then 8 rows (32 words), row-major */
+    const __m512i idx2 = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 39, 38, 37, 36, 35, 34,
+                                          33, 32, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i idx3 = _mm512_set_epi16(47, 46, 45, 44, 43, 42, 41, 40, 39, 38, 37, 36, 35, 34, 33, 32, 15, 14,
+                                          13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    __m512i w[8], x[4], y[2];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++)
+        w[i] = _mm512_permutex2var_epi16(_mm512_maskz_loadu_epi8(m, row[2 * i] + o), idx1,
+                                         _mm512_maskz_loadu_epi8(m, row[2 * i + 1] + o));
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) x[i] = _mm512_permutex2var_epi16(w[2 * i], idx2, w[2 * i + 1]);
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; i++) y[i] = _mm512_permutex2var_epi16(x[2 * i], idx3, x[2 * i + 1]);
+    /* y[h] word 4r + k: row 8h + r, block k. Blocks k, k+1 of all 16 rows per vector: */
+    const __m512i idx01 = _mm512_set_epi16(61, 57, 53, 49, 45, 41, 37, 33, 29, 25, 21, 17, 13, 9, 5, 1, 60, 56, 52,
+                                           48, 44, 40, 36, 32, 28, 24, 20, 16, 12, 8, 4, 0);
+    const __m512i idx23 = _mm512_add_epi16(idx01, _mm512_set1_epi16(2));
+    __m512i v01 = _mm512_permutex2var_epi16(y[0], idx01, y[1]), v23 = _mm512_permutex2var_epi16(y[0], idx23, y[1]);
+    s[0] = _mm512_cvtph_ps(_mm512_castsi512_si256(v01));
+    s[1] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(v01, 1));
+    s[2] = _mm512_cvtph_ps(_mm512_castsi512_si256(v23));
+    s[3] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(v23, 1));
 }
 
 KERNELS_INLINE void store_rows(float *y, __m512 v, int n, int add) {
@@ -315,10 +371,66 @@ KERNELS_INLINE void store_rows(float *y, __m512 v, int n, int add) {
     _mm512_mask_storeu_ps(y, m, v);
 }
 
+/* The group's exact S of 16 rows (lane r = row r); Q6_K: S[0], S[1] for the halves. */
+KERNELS_INLINE void group_sums(uint32_t type, kernels_act fmt, const uint8_t *const row[16], int g, const void *xq,
+                               const act_group *a, __m512i S[2]) {
+    if (fmt == KERNELS_ACT_I16 && type == GGML_TYPE_Q4_0) {
+        /* Two rows per vector, 16 weights each: rows a and b's low nibbles (weights 0-15) in one
+         * vector, their high nibbles (16-31) in another, against x's two halves broadcast: half
+         * the unpacking and reduction work of one row per vector. */
+        const __m256i *xg = (const __m256i *)((const int16_t *)xq + 32 * g);
+        __m512i x0 = _mm512_broadcast_i64x4(_mm256_loadu_si256(xg)), x1 = _mm512_broadcast_i64x4(_mm256_loadu_si256(xg + 1));
+        __m512i P[8];
+#pragma GCC unroll 8
+        for (int p = 0; p < 8; p++) { /* rows (p % 2) * 8 + p / 2 and 4 more: see reduce8x2 */
+            int ra = (p % 2) * 8 + p / 2;
+            const uint8_t *qa = row[ra] + (size_t)g * 18 + 2, *qb = row[ra + 4] + (size_t)g * 18 + 2;
+            __m512i w = _mm512_cvtepu8_epi16(_mm256_inserti128_si256(
+                _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)qa)), _mm_loadu_si128((const __m128i *)qb), 1));
+            __m512i lo = _mm512_and_si512(w, _mm512_set1_epi16(0xF)), hi = _mm512_srli_epi16(w, 4);
+            P[p] = _mm512_add_epi32(_mm512_madd_epi16(lo, x0), _mm512_madd_epi16(hi, x1));
+        }
+        S[0] = reduce8x2(P);
+    } else if (fmt == KERNELS_ACT_I16) {
+        __m512i x = _mm512_loadu_si512((const int16_t *)xq + 32 * g), P[16];
+        if (type == GGML_TYPE_Q6_K) {
+#pragma GCC unroll 16
+            for (int r = 0; r < 16; r++) P[r] = _mm512_madd_epi16(weights_i16(type, row[r], g), x);
+            __m512i R[8];
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) R[i] = fold_pairs(P[2 * i], P[2 * i + 1]);
+            reduce_halves(R, S);
+        } else {
+#pragma GCC unroll 16
+            for (int r = 0; r < 16; r++) P[SLOT16(r)] = _mm512_madd_epi16(weights_i16(type, row[r], g), x);
+            S[0] = reduce16(P);
+        }
+    } else {
+        __m512i x = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)((const int8_t *)xq + 32 * g)));
+        __m512i P[8];
+        if (type == GGML_TYPE_Q6_K) {
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++)
+                P[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), weights_u8x2(type, row[2 * i], row[2 * i + 1], g), x);
+            reduce_halves(P, S);
+        } else {
+#pragma GCC unroll 8
+            for (int p = 0; p < 8; p++) { /* rows (p % 2) * 8 + p / 2 and 4 more: see reduce8x2 */
+                int ra = (p % 2) * 8 + p / 2;
+                P[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), weights_u8x2(type, row[ra], row[ra + 4], g), x);
+            }
+            S[0] = reduce8x2(P);
+        }
+    }
+    int32_t off[2];
+    group_offsets(type, fmt, a, off);
+    if (off[0]) S[0] = _mm512_sub_epi32(S[0], _mm512_set1_epi32(off[0]));
+    if (off[1]) S[1] = _mm512_sub_epi32(S[1], _mm512_set1_epi32(off[1]));
+}
+
 /* Rows [0, n) (n <= 16) of W, y[0..n). Missing rows repeat the last one (results dropped). */
 KERNELS_INLINE void matvec_q16(uint32_t type, kernels_act fmt, const uint8_t *W, size_t rb, int n, int cols,
                                const void *xq, float *y, int add) {
-    const size_t bytes = int_block_bytes(type);
     const act_group *grp = act_groups(xq, fmt, cols);
     const uint8_t *row[16];
     int32_t offs[16];
@@ -327,49 +439,82 @@ KERNELS_INLINE void matvec_q16(uint32_t type, kernels_act fmt, const uint8_t *W,
         row[i] = W + offs[i];
     }
     const __m512i idx = _mm512_loadu_si512(offs);
-    const int32_t off = weight_offset(type, fmt);
-    __m512 acc = _mm512_setzero_ps();
-    for (int g = 0; g < cols / 32; g++) {
-        size_t o = (size_t)g * bytes;
+    const int G = cols / 32;
+    const size_t pf_step = 16 * rb / (size_t)G;
+    __m512 acc = _mm512_setzero_ps(), ks[16];
+    for (int g = 0; g < G; g++) {
+        if (type == GGML_TYPE_Q4_0 && g % 4 == 0 && g + 4 <= G) q4_0_scales4(row, (size_t)g * 18, ks);
         /* The 16 rows are read as 16 slow streams, which the hardware prefetchers follow poorly;
-         * the next tile is contiguous, so fetch it linearly, as fast as this one is consumed. */
-        for (size_t p = 16 * o; p < 16 * (o + bytes); p += 64) _mm_prefetch((const char *)W + 16 * rb + p, _MM_HINT_T0);
-        __m512i S;
-        if (fmt == KERNELS_ACT_I16) {
-            __m512i x = _mm512_loadu_si512((const int16_t *)xq + 32 * g), P[16];
-#pragma GCC unroll 16
-            for (int r = 0; r < 16; r++) P[SLOT16(r)] = _mm512_madd_epi16(weights_i16(type, row[r] + o), x);
-            S = reduce16(P);
-        } else {
-            __m512i x = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)((const int8_t *)xq + 32 * g)));
-            __m512i P[8];
-#pragma GCC unroll 8
-            for (int p = 0; p < 8; p++) { /* rows (p % 2) * 8 + p / 2 and 4 more: see reduce8x2 */
-                int ra = (p % 2) * 8 + p / 2;
-                P[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), weights_u8x2(type, row[ra] + o, row[ra + 4] + o), x);
-            }
-            S = reduce8x2(P);
+         * the next tile is contiguous, so fetch it linearly, as fast as this one is consumed.
+         * Into L2, not L1: a tile is 18-50 KB, and the next one fetched into a 32 KB L1 beside the
+         * current one is evicted before it is used (T0 measured 30 tok/s, T2 41-43 tok/s decoding
+         * TinyLlama Q4_0 with 2 threads on Zen 4). */
+        for (size_t p = 0; p < pf_step; p += 64) _mm_prefetch((const char *)W + 16 * rb + g * pf_step + p, _MM_HINT_T2);
+        if ((type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K) && g % 8 == 0)
+            kblock_scales(type, kblock_ptr(type, W, g), idx, ks);
+        __m512i S[2];
+        group_sums(type, fmt, row, g, xq, &grp[g], S);
+        __m512 d = _mm512_set1_ps(grp[g].d);
+        switch (type) {
+        case GGML_TYPE_Q4_K:
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[0]), _mm512_mul_ps(ks[g % 8], d), acc);
+            acc = _mm512_fnmadd_ps(ks[8 + g % 8], _mm512_set1_ps(grp[g].d * (float)grp[g].sum), acc);
+            break;
+        case GGML_TYPE_Q6_K:
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[0]), _mm512_mul_ps(ks[2 * (g % 8)], d), acc);
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[1]), _mm512_mul_ps(ks[2 * (g % 8) + 1], d), acc);
+            break;
+        default: { /* Q4_0 by fours except its last blocks */
+            __m512 dw = type == GGML_TYPE_Q4_0 && g - g % 4 + 4 <= G ? ks[g % 4]
+                                                                     : row_scales(row, (size_t)g * int_block_bytes(type));
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[0]), _mm512_mul_ps(dw, d), acc);
         }
-        if (off) S = _mm512_sub_epi32(S, _mm512_set1_epi32(off * grp[g].sum));
-        __m512 s = _mm512_mul_ps(gather_scales(W + o, idx), _mm512_set1_ps(grp[g].d));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), s, acc);
+        }
     }
     store_rows(y, acc, n, add);
 }
 
-static void matvec_q(uint32_t type, const void *W, size_t row_bytes, int cols, kernels_act fmt, const void *xq,
-                     float *y, int r0, int r1, int add) {
+KERNELS_INLINE void matvec_tiles(uint32_t type, kernels_act fmt, const uint8_t *W, size_t row_bytes, int cols,
+                                 const void *xq, float *y, int r0, int r1, int add) {
     for (int r = r0; r < r1; r += 16)
-        matvec_q16(type, fmt, (const uint8_t *)W + (size_t)r * row_bytes, row_bytes, r1 - r < 16 ? r1 - r : 16,
-                   cols, xq, y + (r - r0), add);
+        matvec_q16(type, fmt, W + (size_t)r * row_bytes, row_bytes, r1 - r < 16 ? r1 - r : 16, cols, xq, y + (r - r0), add);
 }
 
-/* Packed panel of up to 32 rows (two sets of 16 lanes): for group g, step j (k-pair for int16,
- * k-quad for uint8) and set s, 64 bytes at ((g * 16 + j) * 2 + s) * 64, then the scales: 16
- * floats at sc + (g * 2 + s) * 16. */
-#define PANEL_ROWS 32
+/* One specialisation per type and format. */
+#define BY_TYPE_AND_FORMAT(fn, ...)                                                                   \
+    switch (type) {                                                                                   \
+    case GGML_TYPE_Q8_0: fmt == KERNELS_ACT_I16 ? fn(GGML_TYPE_Q8_0, KERNELS_ACT_I16, __VA_ARGS__)     \
+                                                : fn(GGML_TYPE_Q8_0, KERNELS_ACT_I8, __VA_ARGS__); break; \
+    case GGML_TYPE_Q4_0: fmt == KERNELS_ACT_I16 ? fn(GGML_TYPE_Q4_0, KERNELS_ACT_I16, __VA_ARGS__)     \
+                                                : fn(GGML_TYPE_Q4_0, KERNELS_ACT_I8, __VA_ARGS__); break; \
+    case GGML_TYPE_Q4_K: fmt == KERNELS_ACT_I16 ? fn(GGML_TYPE_Q4_K, KERNELS_ACT_I16, __VA_ARGS__)     \
+                                                : fn(GGML_TYPE_Q4_K, KERNELS_ACT_I8, __VA_ARGS__); break; \
+    case GGML_TYPE_Q6_K: fmt == KERNELS_ACT_I16 ? fn(GGML_TYPE_Q6_K, KERNELS_ACT_I16, __VA_ARGS__)     \
+                                                : fn(GGML_TYPE_Q6_K, KERNELS_ACT_I8, __VA_ARGS__); break; \
+    default: break;                                                                                   \
+    }
 
-static inline float *panel_scales(void *panel, int cols) { return (float *)((uint8_t *)panel + (size_t)cols * 64); }
+static void matvec_q(uint32_t type, const void *W, size_t row_bytes, int cols, kernels_act fmt, const void *xq,
+                     float *y, int r0, int r1, int add) {
+    BY_TYPE_AND_FORMAT(matvec_tiles, (const uint8_t *)W, row_bytes, cols, xq, y, r0, r1, add)
+}
+
+/* The packed matmul is blocked for the caches: a block of MM_TB tokens and MM_RB rows keeps its
+ * f32 accumulators in scratch (64 KB); the weights go by k-blocks of MM_KG groups (512 k), each
+ * 32-row panel of a k-block packed once (36 KB) and used by every token of the block, whose
+ * activations for the k-block (up to 128 KB of int16) stay in L2 across the block's panels. */
+#define MM_TB 128
+#define MM_RB 128
+#define MM_KG 16
+#define PANEL_NT 4 /* tokens per tile: 8 int and 8 float accumulators for two sets of 16 rows */
+
+/* A packed panel of up to 32 rows (two sets of 16 lanes) over MM_KG groups: for group g, step j
+ * (k-pair for int16, k-quad for uint8) and set s, 64 bytes at ((g * 16 + j) * 2 + s) * 64; then
+ * two scale vectors per group and set, 16 floats each at ((g * 2 + s) * 2 + v) * 16: the block
+ * scale (Q8_0, Q4_0), d * sc and dmin * m (Q4_K), or d * sc of each half (Q6_K). */
+#define PANEL_BYTES (MM_KG * 16 * 128)
+#define PANEL_SCALES (MM_KG * 2 * 2 * 16)
+_Static_assert(PANEL_BYTES + PANEL_SCALES * 4 + MM_RB * MM_TB * 4 <= KERNELS_MUL_SCRATCH, "matmul scratch");
 
 /* Rows as 16 vectors of 16 dwords in, columns out: c[j] lane i = r[i] lane j. */
 KERNELS_INLINE void transpose16(__m512i r[16]) {
@@ -399,11 +544,14 @@ KERNELS_INLINE void transpose16(__m512i r[16]) {
     }
 }
 
-/* Pack rows [0, n) of W (n <= 32). int16: signed weights (Q4_0 nibble - 8), so the packed
- * product is S itself; uint8: as weights_u8x2, corrected through the activations' sum. */
-static void pack_panel(uint32_t type, kernels_act fmt, const uint8_t *W, size_t rb, int n, int cols, void *panel) {
-    const size_t bytes = int_block_bytes(type);
-    float *sc = panel_scales(panel, cols);
+/* Pack groups [g0, g0 + ng) of rows [0, n) of W (n <= 32; g0 a multiple of 8). int16: the signed
+ * weights (the stored form minus its offset), so the packed product is S itself; uint8: the
+ * stored form of weights_u8x2, corrected through the activations' sums. */
+static void pack_panel(uint32_t type, kernels_act fmt, const uint8_t *W, size_t rb, int n, int g0, int ng,
+                       uint8_t *panel) {
+    const int kq = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K;
+    const int16_t off16 = type == GGML_TYPE_Q4_0 ? 8 : type == GGML_TYPE_Q6_K ? 32 : 0;
+    float *sc = (float *)(panel + PANEL_BYTES);
     for (int s = 0; s < (n + 15) / 16; s++) {
         const uint8_t *row[16];
         int32_t offs[16];
@@ -413,149 +561,267 @@ static void pack_panel(uint32_t type, kernels_act fmt, const uint8_t *W, size_t 
             row[i] = W + offs[i];
         }
         const __m512i idx = _mm512_loadu_si512(offs);
-        for (int g = 0; g < cols / 32; g++) {
-            size_t o = (size_t)g * bytes;
+        __m512 ks[16];
+        for (int gi = 0; gi < ng; gi++) {
+            int g = g0 + gi;
             __m512i v[16];
             if (fmt == KERNELS_ACT_I16) {
-                const __m512i off = _mm512_set1_epi16(type == GGML_TYPE_Q4_0 ? 8 : 0);
 #pragma GCC unroll 16
-                for (int i = 0; i < 16; i++) v[i] = _mm512_sub_epi16(weights_i16(type, row[i] + o), off);
+                for (int i = 0; i < 16; i++) v[i] = _mm512_sub_epi16(weights_i16(type, row[i], g), _mm512_set1_epi16(off16));
             } else { /* 32 bytes per row: both 256-bit halves of a pair's vector */
 #pragma GCC unroll 8
                 for (int i = 0; i < 16; i += 2) {
-                    __m512i w = weights_u8x2(type, row[i] + o, row[i + 1] + o);
+                    __m512i w = weights_u8x2(type, row[i], row[i + 1], g);
                     v[i] = _mm512_castsi256_si512(_mm512_castsi512_si256(w));
                     v[i + 1] = _mm512_castsi256_si512(_mm512_extracti64x4_epi64(w, 1));
                 }
             }
             transpose16(v);
-            uint8_t *dst = (uint8_t *)panel + (size_t)g * 16 * 128 + (size_t)s * 64;
+            uint8_t *dst = panel + (size_t)gi * 16 * 128 + (size_t)s * 64;
+            int steps = fmt == KERNELS_ACT_I16 ? 16 : 8;
 #pragma GCC unroll 16
-            for (int j = 0; j < 16; j++) _mm512_store_si512(dst + (size_t)j * 128, v[j]);
-            _mm512_store_ps(sc + (size_t)(g * 2 + s) * 16, gather_scales(W + o, idx));
+            for (int j = 0; j < steps; j++) _mm512_store_si512(dst + (size_t)j * 128, v[j]);
+            float *gs = sc + (size_t)(gi * 2 + s) * 32;
+            if (kq && (gi == 0 || g % 8 == 0)) kblock_scales(type, kblock_ptr(type, W, g), idx, ks);
+            if (type == GGML_TYPE_Q4_K) {
+                _mm512_store_ps(gs, ks[g % 8]);
+                _mm512_store_ps(gs + 16, ks[8 + g % 8]);
+            } else if (type == GGML_TYPE_Q6_K) {
+                _mm512_store_ps(gs, ks[2 * (g % 8)]);
+                _mm512_store_ps(gs + 16, ks[2 * (g % 8) + 1]);
+            } else {
+                _mm512_store_ps(gs, gather_scales(W + (size_t)g * int_block_bytes(type), idx));
+            }
         }
     }
 }
 
-/* One tile: NS sets of 16 packed rows times NT tokens, over all groups. Kept generic in NT and
- * NS (compile-time constants after inlining); every (row, token) does the same operations. */
-KERNELS_INLINE void panel_tile(kernels_act fmt, const uint8_t *panel, const float *sc, int cols, const uint8_t *X,
-                               size_t xs, int NT, int NS, int32_t off, float *Y, int ldy, int n, int add) {
+/* One tile: NS sets of 16 packed rows times NT tokens over the panel's ng groups (absolute
+ * groups g0...), continuing the accumulators in acc ([t][2][16] floats, MM_TB * 32 apart per
+ * panel). Generic in type, format, NT and NS (compile-time constants after inlining); every
+ * (row, token) does the same operations. The steps of a group go in two halves: Q6_K scales
+ * each half's S on its own; the other types carry the integer sums across. */
+KERNELS_INLINE void panel_tile(uint32_t type, kernels_act fmt, const uint8_t *panel, int cols, int g0, int ng,
+                               const uint8_t *X, size_t xs, int NT, int NS, float *acc) {
+    const float *sc = (const float *)(panel + PANEL_BYTES);
+    const int steps = fmt == KERNELS_ACT_I16 ? 16 : 8;
     __m512 facc[4][2];
     const act_group *grp[4];
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) {
         grp[t] = act_groups(X + xs * (size_t)t, fmt, cols);
 #pragma GCC unroll 2
-        for (int s = 0; s < NS; s++) facc[t][s] = _mm512_setzero_ps();
+        for (int s = 0; s < NS; s++) facc[t][s] = g0 ? _mm512_load_ps(acc + (t * 2 + s) * 16) : _mm512_setzero_ps();
     }
-    for (int g = 0; g < cols / 32; g++) {
+    for (int gi = 0; gi < ng; gi++) {
+        int g = g0 + gi;
+        const uint8_t *pg = panel + (size_t)gi * 16 * 128;
+        const float *gs = sc + (size_t)gi * 64;
         __m512i iacc[4][2];
-        const uint8_t *pg = panel + (size_t)g * 16 * 128;
-#pragma GCC unroll 4
-        for (int t = 0; t < NT; t++) {
-            __m512i init = _mm512_set1_epi32(-off * grp[t][g].sum); /* zero for the int16 panel */
 #pragma GCC unroll 2
-            for (int s = 0; s < NS; s++) iacc[t][s] = init;
-        }
-        if (fmt == KERNELS_ACT_I16) {
-#pragma GCC unroll 16
-            for (int j = 0; j < 16; j++) {
-                __m512i w[2];
-#pragma GCC unroll 2
-                for (int s = 0; s < NS; s++) w[s] = _mm512_load_si512(pg + j * 128 + s * 64);
+        for (int h = 0; h < 2; h++) {
+            if (h == 0 || type == GGML_TYPE_Q6_K)
 #pragma GCC unroll 4
                 for (int t = 0; t < NT; t++) {
-                    int32_t x2;
-                    memcpy(&x2, X + xs * (size_t)t + (size_t)g * 64 + (size_t)j * 4, 4);
-                    __m512i xb = _mm512_set1_epi32(x2);
+                    /* the uint8 panel's offsets (zero for the int16 one) */
+                    int32_t off[2] = {0, 0};
+                    if (fmt == KERNELS_ACT_I8) group_offsets(type, fmt, &grp[t][g], off);
+                    __m512i init = _mm512_set1_epi32(-off[h]);
 #pragma GCC unroll 2
-                    for (int s = 0; s < NS; s++) iacc[t][s] = _mm512_dpwssd_epi32(iacc[t][s], w[s], xb);
+                    for (int s = 0; s < NS; s++) iacc[t][s] = init;
                 }
-            }
-        } else {
 #pragma GCC unroll 8
-            for (int j = 0; j < 8; j++) {
+            for (int j = h * steps / 2; j < (h + 1) * steps / 2; j++) {
                 __m512i w[2];
 #pragma GCC unroll 2
                 for (int s = 0; s < NS; s++) w[s] = _mm512_load_si512(pg + j * 128 + s * 64);
 #pragma GCC unroll 4
                 for (int t = 0; t < NT; t++) {
-                    int32_t x4;
-                    memcpy(&x4, X + xs * (size_t)t + (size_t)g * 32 + (size_t)j * 4, 4);
+                    int32_t x4; /* an int16 pair or an int8 quad */
+                    memcpy(&x4, X + xs * (size_t)t + (size_t)g * (fmt == KERNELS_ACT_I16 ? 64 : 32) + (size_t)j * 4, 4);
                     __m512i xb = _mm512_set1_epi32(x4);
 #pragma GCC unroll 2
-                    for (int s = 0; s < NS; s++) iacc[t][s] = _mm512_dpbusd_epi32(iacc[t][s], w[s], xb);
+                    for (int s = 0; s < NS; s++)
+                        iacc[t][s] = fmt == KERNELS_ACT_I16 ? _mm512_dpwssd_epi32(iacc[t][s], w[s], xb)
+                                                            : _mm512_dpbusd_epi32(iacc[t][s], w[s], xb);
                 }
             }
-        }
+            if (h == 0 && type != GGML_TYPE_Q6_K) continue;
 #pragma GCC unroll 4
-        for (int t = 0; t < NT; t++) {
-            __m512 d = _mm512_set1_ps(grp[t][g].d);
+            for (int t = 0; t < NT; t++) {
+                __m512 d = _mm512_set1_ps(grp[t][g].d);
 #pragma GCC unroll 2
-            for (int s = 0; s < NS; s++)
-                facc[t][s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[t][s]),
-                                             _mm512_mul_ps(_mm512_load_ps(sc + (size_t)(g * 2 + s) * 16), d), facc[t][s]);
+                for (int s = 0; s < NS; s++) {
+                    const float *v = gs + s * 32;
+                    __m512 scale = _mm512_load_ps(v + (type == GGML_TYPE_Q6_K ? 16 * h : 0));
+                    facc[t][s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[t][s]), _mm512_mul_ps(scale, d), facc[t][s]);
+                    if (type == GGML_TYPE_Q4_K)
+                        facc[t][s] = _mm512_fnmadd_ps(_mm512_load_ps(v + 16),
+                                                      _mm512_set1_ps(grp[t][g].d * (float)grp[t][g].sum), facc[t][s]);
+                }
+            }
         }
     }
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++)
 #pragma GCC unroll 2
-        for (int s = 0; s < NS; s++) {
-            int m = n - 16 * s;
-            if (m > 0) store_rows(Y + (size_t)t * ldy + 16 * s, facc[t][s], m > 16 ? 16 : m, add);
-        }
+        for (int s = 0; s < NS; s++) _mm512_store_ps(acc + (t * 2 + s) * 16, facc[t][s]);
 }
 
-#define PANEL_NT 4 /* tokens per tile: 8 int and 8 float accumulators for two sets */
+/* Fetch what pack_panel will read for rows [0, n) of W and groups [g0, g0 + ng): 32 slow
+ * strided streams, which the hardware prefetchers follow poorly, requested while the current
+ * panel computes (thousands of cycles per panel, far more than the memory latency). */
+static void prefetch_panel(const uint8_t *W, size_t rb, int n, int G, int g0, int ng) {
+    size_t lo = rb * (size_t)g0 / (size_t)G, hi = rb * (size_t)(g0 + ng) / (size_t)G; /* exact at block edges */
+    for (int r = 0; r < n; r++)
+        for (size_t o = lo & ~(size_t)63; o < hi; o += 64) _mm_prefetch((const char *)W + (size_t)r * rb + o, _MM_HINT_T0);
+}
+
+KERNELS_INLINE void matmul_blocks(uint32_t type, kernels_act fmt, const uint8_t *W, size_t row_bytes, int cols,
+                                  const uint8_t *Xq, int T, float *Y, int ldy, int r0, int r1, int add, void *scratch) {
+    const size_t xs = act_row_bytes(fmt, cols);
+    const int G = cols / 32;
+    uint8_t *panel = scratch;
+    float *acc = (float *)(panel + PANEL_BYTES + PANEL_SCALES * sizeof(float)); /* [MM_RB / 32][MM_TB][2][16] */
+    for (int tb = 0; tb < T; tb += MM_TB) {
+        int nt = T - tb < MM_TB ? T - tb : MM_TB;
+        const uint8_t *X = Xq + xs * (size_t)tb;
+        for (int rb0 = r0; rb0 < r1; rb0 += MM_RB) {
+            int nr = r1 - rb0 < MM_RB ? r1 - rb0 : MM_RB, np = (nr + 31) / 32;
+            for (int g0 = 0; g0 < G; g0 += MM_KG) {
+                int ng = G - g0 < MM_KG ? G - g0 : MM_KG;
+                for (int p = 0; p < np; p++) {
+                    int n = nr - 32 * p < 32 ? nr - 32 * p : 32, t = 0;
+                    float *pa = acc + (size_t)p * MM_TB * 32;
+                    pack_panel(type, fmt, W + (size_t)(rb0 + 32 * p) * row_bytes, row_bytes, n, g0, ng, panel);
+                    if (p + 1 < np) /* the next panel of this k-block, else the first of the next k-block */
+                        prefetch_panel(W + (size_t)(rb0 + 32 * (p + 1)) * row_bytes, row_bytes,
+                                       nr - 32 * (p + 1) < 32 ? nr - 32 * (p + 1) : 32, G, g0, ng);
+                    else if (g0 + MM_KG < G)
+                        prefetch_panel(W + (size_t)rb0 * row_bytes, row_bytes, nr < 32 ? nr : 32, G, g0 + MM_KG,
+                                       G - g0 - MM_KG < MM_KG ? G - g0 - MM_KG : MM_KG);
+                    if (n > 16) {
+                        for (; t + PANEL_NT <= nt; t += PANEL_NT)
+                            panel_tile(type, fmt, panel, cols, g0, ng, X + xs * t, xs, PANEL_NT, 2, pa + t * 32);
+                        for (; t < nt; t++) panel_tile(type, fmt, panel, cols, g0, ng, X + xs * t, xs, 1, 2, pa + t * 32);
+                    } else {
+                        for (; t + PANEL_NT <= nt; t += PANEL_NT)
+                            panel_tile(type, fmt, panel, cols, g0, ng, X + xs * t, xs, PANEL_NT, 1, pa + t * 32);
+                        for (; t < nt; t++) panel_tile(type, fmt, panel, cols, g0, ng, X + xs * t, xs, 1, 1, pa + t * 32);
+                    }
+                }
+            }
+            for (int p = 0; p < np; p++)
+                for (int t = 0; t < nt; t++)
+                    for (int s = 0; s < 2; s++) {
+                        int m = nr - 32 * p - 16 * s;
+                        if (m > 0)
+                            store_rows(Y + (size_t)(tb + t) * ldy + (rb0 - r0) + 32 * p + 16 * s,
+                                       _mm512_load_ps(acc + ((size_t)p * MM_TB + t) * 32 + 16 * s), m > 16 ? 16 : m, add);
+                    }
+        }
+    }
+}
 
 static void matmul_q(uint32_t type, const void *W, size_t row_bytes, int cols, kernels_act fmt, const void *Xq,
                      int T, float *Y, int ldy, int r0, int r1, int add, void *scratch) {
-    const size_t xs = act_row_bytes(fmt, cols);
-    const uint8_t *X = Xq;
-    const int32_t off = fmt == KERNELS_ACT_I8 ? weight_offset(type, fmt) : 0;
-    for (int ra = r0; ra < r1; ra += PANEL_ROWS) {
-        int n = r1 - ra < PANEL_ROWS ? r1 - ra : PANEL_ROWS, t = 0;
-        pack_panel(type, fmt, (const uint8_t *)W + (size_t)ra * row_bytes, row_bytes, n, cols, scratch);
-        const float *sc = panel_scales(scratch, cols);
-        if (n > 16) {
-            for (; t + PANEL_NT <= T; t += PANEL_NT)
-                panel_tile(fmt, scratch, sc, cols, X + xs * t, xs, PANEL_NT, 2, off, Y + (size_t)t * ldy + (ra - r0), ldy, n, add);
-            for (; t < T; t++) panel_tile(fmt, scratch, sc, cols, X + xs * t, xs, 1, 2, off, Y + (size_t)t * ldy + (ra - r0), ldy, n, add);
-        } else {
-            for (; t + PANEL_NT <= T; t += PANEL_NT)
-                panel_tile(fmt, scratch, sc, cols, X + xs * t, xs, PANEL_NT, 1, off, Y + (size_t)t * ldy + (ra - r0), ldy, n, add);
-            for (; t < T; t++) panel_tile(fmt, scratch, sc, cols, X + xs * t, xs, 1, 1, off, Y + (size_t)t * ldy + (ra - r0), ldy, n, add);
-        }
-    }
+    BY_TYPE_AND_FORMAT(matmul_blocks, (const uint8_t *)W, row_bytes, cols, (const uint8_t *)Xq, T, Y, ldy, r0, r1, add,
+                       scratch)
 }
 
-static float dot_f32(const float *a, const float *b, int n) {
-    __m512 acc[KT][NACC];
-    zero_acc(acc, 1);
-    int i = 0;
-    for (; i + 16 * NACC <= n; i += 16 * NACC)
-#pragma GCC unroll 8
-        for (int k = 0; k < NACC; k++)
-            acc[0][k] = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16 * k), _mm512_loadu_ps(b + i + 16 * k), acc[0][k]);
-    for (; i < n; i += 16) {
-        __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
-        acc[0][0] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc[0][0]);
-    }
-    float r;
-    reduce_acc(acc, 1, &r);
-    return r;
+/* ---- element-wise helpers ---- */
+
+/* exp(x) for x <= 88.7 (larger: +inf); below -87.3 the result flushes to 0. Cephes' method:
+ * x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts, so r is exact), e^r by a degree-7
+ * polynomial, times 2^n by vscalefps: within 2 ulp. */
+static inline __m512 exp_ps(__m512 x) {
+    x = _mm512_min_ps(x, _mm512_set1_ps(88.7228f));
+    __mmask16 small = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3365f), _CMP_LT_OQ);
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_maskz_scalef_ps((__mmask16)~small, p, n);
 }
 
-static void axpy_f32(float *y, float a, const float *x, int n) {
-    __m512 av = _mm512_set1_ps(a);
+static inline __mmask16 tail_mask(int left) { return left >= 16 ? 0xFFFF : (__mmask16)((1u << left) - 1); }
+
+static void rms_norm(float *out, const float *x, const float *w, int n, float eps) {
+    __m512 acc = _mm512_setzero_ps();
     for (int i = 0; i < n; i += 16) {
-        __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
-        __m512 r = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i));
-        _mm512_mask_storeu_ps(y + i, m, r);
+        __m512 v = _mm512_maskz_loadu_ps(tail_mask(n - i), x + i);
+        acc = _mm512_fmadd_ps(v, v, acc);
+    }
+    double ss = _mm512_reduce_add_ps(acc);
+    __m512 scale = _mm512_set1_ps((float)(1.0 / sqrt(ss / n + eps)));
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 m = tail_mask(n - i);
+        __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), scale);
+        _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, w + i)));
     }
 }
 
-const kernels_ops kernels_avx512_ops = {matvec, matmul, quantize_act, matvec_q, matmul_q, dot_f32, axpy_f32};
+static void swiglu(float *out, const float *g, const float *u, int n) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 m = tail_mask(n - i);
+        __m512 gv = _mm512_maskz_loadu_ps(m, g + i);
+        __m512 e = exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), gv));
+        _mm512_mask_storeu_ps(out + i, m,
+                              _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(one, e)), _mm512_maskz_loadu_ps(m, u + i)));
+    }
+}
+
+static float softmax_span(float *p, int n, float scale, float *max) {
+    __m512 s = _mm512_set1_ps(scale), mv = _mm512_set1_ps(*max);
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 m = tail_mask(n - i);
+        __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, p + i), s);
+        _mm512_mask_storeu_ps(p + i, m, v);
+        mv = _mm512_mask_max_ps(mv, m, mv, v);
+    }
+    float mx = _mm512_reduce_max_ps(mv);
+    __m512 mm = _mm512_set1_ps(mx), sum = _mm512_setzero_ps();
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 m = tail_mask(n - i);
+        __m512 e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, p + i), mm));
+        _mm512_mask_storeu_ps(p + i, m, e);
+        sum = _mm512_mask_add_ps(sum, m, sum, e);
+    }
+    *max = mx;
+    return _mm512_reduce_add_ps(sum);
+}
+
+static void f32_to_f16(uint16_t *dst, const float *src, int n) {
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 m = tail_mask(n - i);
+        _mm256_mask_storeu_epi16(dst + i, m, _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, src + i), _MM_FROUND_TO_NEAREST_INT));
+    }
+}
+
+/* Four independent chains of 64-byte loads: a core's full read bandwidth. */
+static uint64_t read_bytes(const void *p, size_t n) {
+    const uint8_t *b = p;
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i < n; i += 256) {
+        a0 = _mm512_xor_si512(a0, _mm512_load_si512(b + i));
+        a1 = _mm512_xor_si512(a1, _mm512_load_si512(b + i + 64));
+        a2 = _mm512_xor_si512(a2, _mm512_load_si512(b + i + 128));
+        a3 = _mm512_xor_si512(a3, _mm512_load_si512(b + i + 192));
+    }
+    __m512i x = _mm512_xor_si512(_mm512_xor_si512(a0, a1), _mm512_xor_si512(a2, a3));
+    __m256i y = _mm256_xor_si256(_mm512_castsi512_si256(x), _mm512_extracti64x4_epi64(x, 1));
+    __m128i h = _mm_xor_si128(_mm256_castsi256_si128(y), _mm256_extracti128_si256(y, 1));
+    return (uint64_t)_mm_cvtsi128_si64(h) ^ (uint64_t)_mm_extract_epi64(h, 1);
+}
+
+const kernels_ops kernels_avx512_ops = {matvec,   matmul, quantize_act, matvec_q,  matmul_q,
+                                        rms_norm, swiglu, softmax_span, f32_to_f16, read_bytes};
 
 #endif

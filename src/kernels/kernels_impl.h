@@ -8,17 +8,23 @@
  * one token through a single function per type, "<type>_rows(w, cols, X, nt, out)", which
  * evaluates nt tokens at once but performs, for each token, exactly the same sequence of float
  * operations whatever nt is (the tokens only share the decoded weights). Matvec calls it with
- * nt = 1, matmul with a tile of tokens and then nt = 1 for the leftover tokens. These results do
- * depend on the instruction set (lane counts differ).
+ * nt = 1, matmul with tiles of KT tokens and one smaller tile of the leftover tokens. These
+ * results do depend on the instruction set (lane counts differ).
  *
- * Integer weight types (Q8_0, Q4_0) are defined exactly, identically in every set. Activations
- * come quantised per group of 32 (act_group: scale d, integers q, their sum). For each group g
- * the integer dot product S_g = sum_k w_k * q_k of the block's integer weights (Q8_0: -128..127,
- * Q4_0: nibble - 8) is exact in int32, whatever order a set adds in; then, in group order,
- *     acc = fma((float)S_g, dw_g * d_g, acc)        (acc starts at 0; dw_g the block's scale)
- * with dw_g * d_g rounded to f32 first. So the sets may vectorise across rows (packed matmul:
- * one row per lane) or across a row's weights (matvec: integer partial sums reduced exactly) and
- * still agree bit for bit. The build uses -std=c11, where GCC does not contract a*b+c into fma on
+ * Integer weight types (Q8_0, Q4_0, Q4_K, Q6_K) are defined exactly, identically in every set.
+ * Activations come quantised per group of 32 (act_group: scale d, integers q, their sums). Over
+ * each group g of 32 weights, integer dot products S = sum_k w_k * q_k of the weights' integers
+ * are exact in int32, whatever order a set adds in; then, in group order, starting from acc = 0
+ * (every product of two scales rounded to f32 first, then the fma):
+ *   Q8_0, Q4_0 (w: -128..127, nibble - 8; block scale dw):  acc = fma(S, dw * d, acc)
+ *   Q4_K (w: the sub-block's nibbles 0..15):                 acc = fma(S, (dk * sc) * d, acc);
+ *                                                            acc = fma(-(dmin * m), d * sum, acc)
+ *   Q6_K (w: -32..31; S_a, S_b over each half of 16):        acc = fma(S_a, (dk * sc_a) * d, acc);
+ *                                                            acc = fma(S_b, (dk * sc_b) * d, acc)
+ * where dk, dmin are a K-quant block's fp16 scales and sc, m (sc_a, sc_b) the sub-blocks' integer
+ * scales and mins; dk * sc and dmin * m are exact. So the sets may vectorise across rows (packed
+ * matmul: one row per lane) or across a row's weights (matvec: integer partial sums reduced
+ * exactly) and still agree bit for bit. The build uses -std=c11, where GCC does not contract a*b+c into fma on
  * its own; the kernels spell every fma explicitly. */
 #ifndef NC_KERNELS_IMPL_H
 #define NC_KERNELS_IMPL_H
@@ -29,11 +35,12 @@
 #include "format/ggml_types.h"
 #include "kernels/kernels.h"
 
-/* One group of 32 quantised activations: x_k ~ d * q_k, and sum = sum_k q_k (which turns a
- * product with unsigned or offset weights into the signed one). */
+/* One group of 32 quantised activations: x_k ~ d * q_k; sum = sum_k q_k (the min term of Q4_K,
+ * and it turns a product with unsigned or offset weights into the signed one), sum16 the same
+ * over k < 16 (Q6_K's halves). */
 typedef struct act_group {
     float d;
-    int32_t sum;
+    int32_t sum, sum16;
 } act_group;
 
 #define ACT_QMAX_I16 32767.0f
@@ -52,8 +59,21 @@ static inline const act_group *act_groups(const void *xq, kernels_act fmt, int c
     return (const act_group *)((const uint8_t *)xq + act_q_bytes(fmt, cols));
 }
 
-/* Bytes of one block of 32 weights of an integer type, and where its fp16 scale sits. */
+/* Bytes of kernels_mul's scratch: the AVX-512 packed matmul's panel (32 rows by 512 int16
+ * weights, two f32 scales per row and group) and block of f32 accumulators (128 rows by 128
+ * tokens). */
+#define KERNELS_MUL_SCRATCH (16 * 16 * 128 + 16 * 2 * 2 * 16 * 4 + 128 * 128 * 4)
+
+/* Bytes of one block of 32 weights of Q8_0 / Q4_0 (its fp16 scale comes first). */
 static inline size_t int_block_bytes(uint32_t type) { return type == GGML_TYPE_Q8_0 ? 34 : 18; }
+
+/* Q6_K: the 32 values (-32..31) of group j (0..7) of a block: weights 32j..32j+31 in the order of
+ * quant_q6_K_unpack. In half h = j / 4 (ql + 64h, qh + 32h), part p = j % 4 takes nibble p / 2
+ * of ql[32 * (p % 2) + l] and bits 2p, 2p+1 of qh[l] as its top two bits, for l = 0..31. */
+#define Q6K_QL(j) (64 * ((j) / 4) + 32 * ((j) % 2 ? 1 : 0))
+#define Q6K_NIBBLE(j) (((j) % 4) / 2)
+#define Q6K_QH(j) (128 + 32 * ((j) / 4))
+#define Q6K_QH_SHIFT(j) (2 * ((j) % 4))
 
 typedef struct kernels_ops {
     /* Float weight types, f32 activations; y[r - r0] (+)= for matvec, Y[t * ldy + r - r0] for matmul. */
@@ -66,12 +86,15 @@ typedef struct kernels_ops {
     void (*quantize_act)(kernels_act fmt, const float *x, int cols, int g0, int g1, void *dst);
     void (*matvec_q)(uint32_t type, const void *W, size_t row_bytes, int cols, kernels_act fmt, const void *xq,
                      float *y, int r0, int r1, int add);
-    /* Xq: T rows of act_row_bytes(fmt, cols); Y[t * ldy + r - r0]; scratch:
-     * kernels_mul_scratch_bytes(cols), aligned. */
+    /* Xq: T rows of act_row_bytes(fmt, cols); Y[t * ldy + r - r0]; scratch: KERNELS_MUL_SCRATCH
+     * bytes, 64-byte aligned. */
     void (*matmul_q)(uint32_t type, const void *W, size_t row_bytes, int cols, kernels_act fmt, const void *Xq,
                      int T, float *Y, int ldy, int r0, int r1, int add, void *scratch);
-    float (*dot_f32)(const float *a, const float *b, int n);
-    void (*axpy_f32)(float *y, float a, const float *x, int n);
+    void (*rms_norm)(float *out, const float *x, const float *w, int n, float eps);
+    void (*swiglu)(float *out, const float *g, const float *u, int n);
+    float (*softmax_span)(float *p, int n, float scale, float *max);
+    void (*f32_to_f16)(uint16_t *dst, const float *src, int n);
+    uint64_t (*read)(const void *p, size_t n);
 } kernels_ops;
 
 extern const kernels_ops kernels_scalar_ops;
@@ -125,12 +148,13 @@ static inline void kernels_store(float *y, float v, int add) { *y = add ? *y + v
                     for (int k = 0; k < (KT); k++) kernels_store(&Y[(size_t)(t + k) * ldy + (r - r0)], out[k], add); \
                 }                                                                                 \
             }                                                                                     \
-            for (; t < T; t++)                                                                    \
+            if (t < T) /* the leftover tokens as one smaller tile */                              \
                 for (int r = ra; r < rz; r++) {                                                   \
-                    float out;                                                                    \
+                    float out[KT];                                                                \
                     name##_rows((const uint8_t *)W + (size_t)r * row_bytes, cols,                 \
-                                X + (size_t)t * cols, 1, &out);                                   \
-                    kernels_store(&Y[(size_t)t * ldy + (r - r0)], out, add);                             \
+                                X + (size_t)t * cols, T - t, out);                                \
+                    for (int k = 0; k < T - t; k++)                                               \
+                        kernels_store(&Y[(size_t)(t + k) * ldy + (r - r0)], out[k], add);         \
                 }                                                                                 \
         }                                                                                         \
     }
@@ -143,8 +167,6 @@ static inline void kernels_store(float *y, float v, int add) { *y = add ? *y + v
         case GGML_TYPE_F32: f32_matvec(W, row_bytes, cols, x, y, r0, r1, add); break;             \
         case GGML_TYPE_F16: f16_matvec(W, row_bytes, cols, x, y, r0, r1, add); break;             \
         case GGML_TYPE_BF16: bf16_matvec(W, row_bytes, cols, x, y, r0, r1, add); break;           \
-        case GGML_TYPE_Q4_K: q4_K_matvec(W, row_bytes, cols, x, y, r0, r1, add); break;           \
-        case GGML_TYPE_Q6_K: q6_K_matvec(W, row_bytes, cols, x, y, r0, r1, add); break;           \
         default: break;                                                                           \
         }                                                                                         \
     }                                                                                             \
@@ -154,8 +176,6 @@ static inline void kernels_store(float *y, float v, int add) { *y = add ? *y + v
         case GGML_TYPE_F32: f32_matmul(W, row_bytes, cols, X, T, Y, ldy, r0, r1, add); break;     \
         case GGML_TYPE_F16: f16_matmul(W, row_bytes, cols, X, T, Y, ldy, r0, r1, add); break;     \
         case GGML_TYPE_BF16: bf16_matmul(W, row_bytes, cols, X, T, Y, ldy, r0, r1, add); break;   \
-        case GGML_TYPE_Q4_K: q4_K_matmul(W, row_bytes, cols, X, T, Y, ldy, r0, r1, add); break;   \
-        case GGML_TYPE_Q6_K: q6_K_matmul(W, row_bytes, cols, X, T, Y, ldy, r0, r1, add); break;   \
         default: break;                                                                           \
         }                                                                                         \
     }

@@ -1,8 +1,7 @@
 /* Portable kernels: the fallback on CPUs without AVX2 and on other architectures, and the plain
  * statement of the integer path's arithmetic, which the SIMD sets reproduce bit for bit.
- * Float types decode one block of weights once for all tokens of the tile; Q4_K and Q6_K (still on
- * f32 activations) decode each sub-block to its exact f32 values. Per-token order is independent
- * of the tile size (see kernels_impl.h). */
+ * Float types decode a run of weights once for all tokens of the tile. Per-token order is
+ * independent of the tile size (see kernels_impl.h). */
 #include <math.h>
 #include <string.h>
 
@@ -34,7 +33,8 @@ static float load_w(uint32_t type, const uint8_t *w, int i) {
     }
 }
 
-/* F32, F16, BF16: partial sums over runs of 32 elements, added in order. */
+/* F32, F16, BF16: partial sums over runs of 32 elements, added in order (a row padded with zero
+ * activations gives the same bits as the shorter row: attention relies on it). */
 KERNELS_INLINE void float_rows(uint32_t type, const uint8_t *w, int cols, const float *X, int nt,
                                float *out) {
     float acc[KT] = {0};
@@ -57,48 +57,9 @@ KERNELS_INLINE void bf16_rows(const uint8_t *w, int cols, const float *X, int nt
     float_rows(GGML_TYPE_BF16, w, cols, X, nt, out);
 }
 
-/* Q4_K: per sub-block of 32, the exact weights d*sc*q - dmin*m, then acc += sum(w * x). */
-KERNELS_INLINE void q4_K_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
-    float acc[KT] = {0};
-    for (int b = 0; b < cols / QK_K; b++, w += sizeof(block_q4_K)) {
-        float d = load_fp16(w), dmin = load_fp16(w + 2);
-        const uint8_t *qs = w + 4 + K_SCALE_SIZE;
-        uint8_t sc[8], m[8];
-        quant_q4_K_scales(w + 4, sc, m);
-        for (int j = 0; j < 8; j++) {
-            float wf[32], dsc = d * (float)sc[j], dm = dmin * (float)m[j];
-            for (int l = 0; l < 32; l++) wf[l] = dsc * (float)((qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0xF) - dm;
-            for (int t = 0; t < nt; t++) acc[t] += dot_seq(wf, X + (size_t)t * cols + QK_K * b + 32 * j, 32);
-        }
-    }
-    for (int t = 0; t < nt; t++) out[t] = acc[t];
-}
-
-/* Q6_K: per sub-block of 16, the exact weights d*sc*q, then acc += sum(w * x). */
-KERNELS_INLINE void q6_K_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
-    float acc[KT] = {0};
-    for (int b = 0; b < cols / QK_K; b++, w += sizeof(block_q6_K)) {
-        const int8_t *scales = (const int8_t *)(w + offsetof(block_q6_K, scales));
-        float d = load_fp16(w + offsetof(block_q6_K, d));
-        for (int h = 0; h < 2; h++) {
-            int8_t q[128];
-            quant_q6_K_unpack(w + 64 * h, w + offsetof(block_q6_K, qh) + 32 * h, q);
-            for (int j = 0; j < 8; j++) {
-                float wf[16], dsc = d * (float)scales[8 * h + j];
-                for (int l = 0; l < 16; l++) wf[l] = dsc * (float)q[16 * j + l];
-                for (int t = 0; t < nt; t++)
-                    acc[t] += dot_seq(wf, X + (size_t)t * cols + QK_K * b + 128 * h + 16 * j, 16);
-            }
-        }
-    }
-    for (int t = 0; t < nt; t++) out[t] = acc[t];
-}
-
 KERNELS_DEFINE_DRIVERS(f32, KT)
 KERNELS_DEFINE_DRIVERS(f16, KT)
 KERNELS_DEFINE_DRIVERS(bf16, KT)
-KERNELS_DEFINE_DRIVERS(q4_K, KT)
-KERNELS_DEFINE_DRIVERS(q6_K, KT)
 KERNELS_DEFINE_DISPATCH()
 
 /* ---- integer activations ---- */
@@ -115,6 +76,7 @@ static void quantize_act(kernels_act fmt, const float *x, int cols, int g0, int 
         for (int k = 0; k < 32; k++) {
             int32_t q = (int32_t)nearbyintf(xg[k] * id); /* round half to even, as cvtps2dq */
             sum += q;
+            if (k == 15) grp[g].sum16 = sum;
             if (fmt == KERNELS_ACT_I16) ((int16_t *)dst)[32 * g + k] = (int16_t)q;
             else ((int8_t *)dst)[32 * g + k] = (int8_t)q;
         }
@@ -123,29 +85,51 @@ static void quantize_act(kernels_act fmt, const float *x, int cols, int g0, int 
     }
 }
 
-/* A block's 32 integer weights. */
-static void int_weights(uint32_t type, const uint8_t *blk, int32_t w[32]) {
-    if (type == GGML_TYPE_Q8_0) {
-        for (int k = 0; k < 32; k++) w[k] = (int8_t)blk[2 + k];
+/* The 32 integer weights of group g of a row. */
+static void int_weights(uint32_t type, const uint8_t *row, int g, int32_t w[32]) {
+    if (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0) {
+        const uint8_t *blk = row + (size_t)g * int_block_bytes(type);
+        for (int k = 0; k < 32; k++)
+            w[k] = type == GGML_TYPE_Q8_0 ? (int8_t)blk[2 + k] : ((blk[2 + k % 16] >> (k < 16 ? 0 : 4)) & 0xF) - 8;
+    } else if (type == GGML_TYPE_Q4_K) { /* sub-block j: nibble j % 2 of bytes 32 * (j / 2) .. +31 */
+        const uint8_t *qs = row + (size_t)(g / 8) * sizeof(block_q4_K) + 4 + K_SCALE_SIZE;
+        int j = g % 8;
+        for (int k = 0; k < 32; k++) w[k] = (qs[32 * (j / 2) + k] >> (4 * (j % 2))) & 0xF;
     } else {
-        for (int k = 0; k < 16; k++) {
-            w[k] = (blk[2 + k] & 0xF) - 8;
-            w[k + 16] = (blk[2 + k] >> 4) - 8;
-        }
+        const uint8_t *blk = row + (size_t)(g / 8) * sizeof(block_q6_K);
+        int j = g % 8;
+        for (int k = 0; k < 32; k++)
+            w[k] = (((blk[Q6K_QL(j) + k] >> (4 * Q6K_NIBBLE(j))) & 0xF) |
+                    (((blk[Q6K_QH(j) + k] >> Q6K_QH_SHIFT(j)) & 3) << 4)) - 32;
     }
 }
 
 /* The defining computation (kernels_impl.h) for one row and one token. */
 static float int_row(uint32_t type, const uint8_t *w, int cols, kernels_act fmt, const void *xq) {
     const act_group *grp = act_groups(xq, fmt, cols);
-    size_t bytes = int_block_bytes(type);
     float acc = 0.0f;
-    for (int g = 0; g < cols / 32; g++, w += bytes) {
-        int32_t wi[32], s = 0;
-        int_weights(type, w, wi);
+    for (int g = 0; g < cols / 32; g++) {
+        int32_t wi[32], s[2] = {0, 0};
+        int_weights(type, w, g, wi);
         for (int k = 0; k < 32; k++)
-            s += wi[k] * (fmt == KERNELS_ACT_I16 ? ((const int16_t *)xq)[32 * g + k] : ((const int8_t *)xq)[32 * g + k]);
-        acc = fmaf((float)s, load_fp16(w) * grp[g].d, acc);
+            s[k / 16] += wi[k] * (fmt == KERNELS_ACT_I16 ? ((const int16_t *)xq)[32 * g + k] : ((const int8_t *)xq)[32 * g + k]);
+        float d = grp[g].d;
+        if (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0) {
+            acc = fmaf((float)(s[0] + s[1]), load_fp16(w + (size_t)g * int_block_bytes(type)) * d, acc);
+        } else if (type == GGML_TYPE_Q4_K) {
+            const uint8_t *blk = w + (size_t)(g / 8) * sizeof(block_q4_K);
+            uint8_t sc[8], m[8];
+            quant_q4_K_scales(blk + 4, sc, m);
+            float dsc = load_fp16(blk) * (float)sc[g % 8], dm = load_fp16(blk + 2) * (float)m[g % 8];
+            acc = fmaf((float)(s[0] + s[1]), dsc * d, acc);
+            acc = fmaf(-dm, d * (float)grp[g].sum, acc);
+        } else {
+            const uint8_t *blk = w + (size_t)(g / 8) * sizeof(block_q6_K);
+            const int8_t *sc = (const int8_t *)(blk + offsetof(block_q6_K, scales)) + 2 * (g % 8);
+            float dk = load_fp16(blk + offsetof(block_q6_K, d));
+            acc = fmaf((float)s[0], dk * (float)sc[0] * d, acc);
+            acc = fmaf((float)s[1], dk * (float)sc[1] * d, acc);
+        }
     }
     return acc;
 }
@@ -163,18 +147,45 @@ static void matmul_q(uint32_t type, const void *W, size_t row_bytes, int cols, k
                  Y + (size_t)t * ldy, r0, r1, add);
 }
 
-/* Four interleaved partial sums: shorter dependency chains and smaller rounding error. */
-static float dot_f32(const float *a, const float *b, int n) {
-    float s[4] = {0};
-    int i = 0;
-    for (; i + 4 <= n; i += 4)
-        for (int k = 0; k < 4; k++) s[k] += a[i + k] * b[i + k];
-    for (; i < n; i++) s[0] += a[i] * b[i];
-    return (s[0] + s[1]) + (s[2] + s[3]);
+/* ---- element-wise helpers ---- */
+
+static void rms_norm(float *out, const float *x, const float *w, int n, float eps) {
+    double ss = 0;
+    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float scale = (float)(1.0 / sqrt(ss / n + eps));
+    for (int i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
 }
 
-static void axpy_f32(float *y, float a, const float *x, int n) {
-    for (int i = 0; i < n; i++) y[i] += a * x[i];
+static void swiglu(float *out, const float *g, const float *u, int n) {
+    for (int i = 0; i < n; i++) out[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
-const kernels_ops kernels_scalar_ops = {matvec, matmul, quantize_act, matvec_q, matmul_q, dot_f32, axpy_f32};
+static float softmax_span(float *p, int n, float scale, float *max) {
+    float m = *max, sum = 0;
+    for (int i = 0; i < n; i++) {
+        p[i] *= scale;
+        m = p[i] > m ? p[i] : m;
+    }
+    for (int i = 0; i < n; i++) {
+        p[i] = expf(p[i] - m);
+        sum += p[i];
+    }
+    *max = m;
+    return sum;
+}
+
+static void f32_to_f16(uint16_t *dst, const float *src, int n) {
+    for (int i = 0; i < n; i++) dst[i] = quant_f32_to_fp16(src[i]);
+}
+
+/* Eight independent 64-bit chains keep enough loads in flight without SIMD. */
+static uint64_t read_bytes(const void *p, size_t n) {
+    const uint64_t *q = p;
+    uint64_t a[8] = {0};
+    for (size_t i = 0; i < n / 8; i += 8)
+        for (int k = 0; k < 8; k++) a[k] ^= q[i + k];
+    return a[0] ^ a[1] ^ a[2] ^ a[3] ^ a[4] ^ a[5] ^ a[6] ^ a[7];
+}
+
+const kernels_ops kernels_scalar_ops = {matvec,   matmul,  quantize_act, matvec_q,    matmul_q,
+                                        rms_norm, swiglu,  softmax_span, f32_to_f16, read_bytes};

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "format/ggml_types.h"
+#include "kernels/kernels.h"
 #include "tensor/quant.h"
 
 int kv_init(kv_cache *kv, int32_t n_layer, int32_t n_seq, int32_t n_ctx, int32_t kv_dim, uint32_t type, nc_err *err) {
@@ -49,15 +50,6 @@ void kv_free(kv_cache *kv) {
     memset(kv, 0, sizeof *kv);
 }
 
-static void put(const kv_cache *kv, uint8_t *dst, float x) {
-    if (kv->type == GGML_TYPE_F16) {
-        uint16_t h = quant_f32_to_fp16(x);
-        memcpy(dst, &h, 2);
-    } else {
-        memcpy(dst, &x, 4);
-    }
-}
-
 static float get(const kv_cache *kv, const uint8_t *src) {
     if (kv->type == GGML_TYPE_F16) {
         uint16_t h;
@@ -69,13 +61,31 @@ static float get(const kv_cache *kv, const uint8_t *src) {
     return x;
 }
 
+/* F16 elements are converted by the kernels (F16C where the CPU has it), a run at a time. */
 void kv_store_part(kv_cache *kv, int layer, int seq, int cell, int dim0, int n, const float *k, const float *v) {
     uint8_t *kd = (uint8_t *)kv_k(kv, layer, seq, cell) + (size_t)dim0 * kv->elem;
-    if (k)
-        for (int i = 0; i < n; i++) put(kv, kd + (size_t)i * kv->elem, k[i]);
-    if (v)
-        for (int i = 0; i < n; i++)
-            put(kv, (uint8_t *)kv_vt(kv, layer, seq, dim0 + i) + (size_t)cell * kv->elem, v[i]);
+    if (k && kv->type == GGML_TYPE_F16) {
+        uint16_t h[64];
+        for (int i0 = 0; i0 < n; i0 += 64) {
+            int m = n - i0 < 64 ? n - i0 : 64;
+            kernels_f32_to_f16(h, k + i0, m);
+            memcpy(kd + (size_t)i0 * 2, h, (size_t)m * 2);
+        }
+    } else if (k) {
+        memcpy(kd, k, (size_t)n * sizeof(float));
+    }
+    if (v) { /* transposed: one element per row of the value matrix */
+        uint16_t h[64];
+        for (int i0 = 0; i0 < n; i0 += 64) {
+            int m = n - i0 < 64 ? n - i0 : 64;
+            if (kv->type == GGML_TYPE_F16) kernels_f32_to_f16(h, v + i0, m);
+            for (int i = 0; i < m; i++) {
+                uint8_t *dst = (uint8_t *)kv_vt(kv, layer, seq, dim0 + i0 + i) + (size_t)cell * kv->elem;
+                if (kv->type == GGML_TYPE_F16) memcpy(dst, &h[i], 2);
+                else memcpy(dst, &v[i0 + i], 4);
+            }
+        }
+    }
 }
 
 void kv_store(kv_cache *kv, int layer, int seq, int cell, const float *k, const float *v) {

@@ -233,8 +233,42 @@ static void test_exact_rows(void) {
 
 /* ---- the integer path against its definition (kernels_impl.h) ---- */
 
-/* The quantised activations of one token, read back: integers, group scales and sums. */
-static void read_act(kernels_act fmt, const uint8_t *xq, int cols, int32_t *q, float *d, int32_t *sum) {
+/* Beyond one block of the packed matmul (128 rows, 128 tokens, 512 columns): each token's
+ * result equals its matvec bit for bit. */
+static void test_int_blocks(void) {
+    enum { R = 150, T = 131, COLS = 768 };
+    static const uint32_t types[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
+    for (int c = 0; c < 6; c++) {
+        kernels_act fmt = (kernels_act)(c % 2);
+        uint32_t type = types[c / 2];
+        size_t rb = quant_row_bytes(type, COLS), xs = kernels_act_bytes(fmt, COLS);
+        uint8_t *w = malloc(rb * R), *Xq = aligned_alloc(64, xs * T);
+        float *x = malloc(sizeof(float) * COLS), *Y = malloc(sizeof(float) * T * R), y[R];
+        fill_weights(type, w, R, COLS);
+        for (int t = 0; t < T; t++) {
+            for (int i = 0; i < COLS; i++) x[i] = frand();
+            kernels_quantize_act(fmt, x, COLS, Xq + xs * t);
+        }
+        for (int isa = KERNELS_SCALAR; isa <= KERNELS_AVX512; isa++) {
+            if (!available((kernels_isa)isa)) continue;
+            int bad = 0;
+            kernels_mul(type, w, rb, COLS, NULL, fmt, Xq, T, Y, R, 0, R, 0, NULL);
+            for (int t = 0; t < T; t++) {
+                kernels_mul(type, w, rb, COLS, NULL, fmt, Xq + xs * t, 1, y, R, 0, R, 0, NULL);
+                for (int r = 0; r < R; r++) bad += !same_bits(y[r], Y[t * R + r]);
+            }
+            CHECK_MSG(bad == 0, "%s type %u fmt=%d: %d matmul results differ from matvec", isa_names[isa], type, c % 2, bad);
+        }
+        free(w);
+        free(Xq);
+        free(x);
+        free(Y);
+    }
+}
+
+/* The quantised activations of one token, read back: integers, group scales and sums (the group
+ * headers follow the integers, padded to 64 bytes: f32 d, int32 sum, int32 sum of the first 16). */
+static void read_act(kernels_act fmt, const uint8_t *xq, int cols, int32_t *q, float *d, int32_t *sum, int32_t *sum16) {
     size_t qb = ((size_t)cols * (fmt == KERNELS_ACT_I16 ? 2 : 1) + 63) / 64 * 64;
     for (int i = 0; i < cols; i++) {
         if (fmt == KERNELS_ACT_I16) {
@@ -246,36 +280,55 @@ static void read_act(kernels_act fmt, const uint8_t *xq, int cols, int32_t *q, f
         }
     }
     for (int g = 0; g < cols / 32; g++) {
-        memcpy(&d[g], xq + qb + 8 * g, 4);
-        memcpy(&sum[g], xq + qb + 8 * g + 4, 4);
+        memcpy(&d[g], xq + qb + 12 * g, 4);
+        memcpy(&sum[g], xq + qb + 12 * g + 4, 4);
+        memcpy(&sum16[g], xq + qb + 12 * g + 8, 4);
     }
 }
 
-/* A block's integer weights and scale. */
-static float int_block(uint32_t type, const uint8_t *blk, int32_t w[32]) {
-    for (int k = 0; k < 32; k++)
-        w[k] = type == GGML_TYPE_Q8_0 ? (int8_t)blk[2 + k] : k < 16 ? (blk[2 + k] & 0xF) - 8 : (blk[2 + k - 16] >> 4) - 8;
-    return quant_fp16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
-}
+static float fp16_at(const uint8_t *p) { return quant_fp16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
 
-/* The defined result (exact integer sums, then the f32 fma chain), and the bound on its distance
- * from the exact dot product with the unquantised x: every |x - d*q| <= d/2, plus f32 rounding. */
+/* The defined result (kernels_impl.h: exact integer sums per group, then the f32 fma chain),
+ * written independently of the kernels, and the bound on its distance from the exact product with
+ * the unquantised x: every |x - d*q| <= d/2 (times |w|), plus f32 rounding. */
 static float int_defined(uint32_t type, const uint8_t *row, int cols, const int32_t *q, const float *d,
-                         const float *x, double *bound) {
-    size_t bytes = type == GGML_TYPE_Q8_0 ? 34 : 18;
-    float acc = 0;
+                         const int32_t *sum, const float *x, double *bound) {
+    float acc = 0, *deq = malloc(sizeof(float) * (size_t)cols);
     double err = 0, mag = 0;
+    quant_dequantize_row(type, row, deq, cols);
+    for (int i = 0; i < cols; i++) {
+        err += fabs((double)deq[i]) * d[i / 32] * 0.5;
+        mag += fabs((double)deq[i] * x[i]);
+    }
     for (int g = 0; g < cols / 32; g++) {
         int32_t w[32];
-        float dw = int_block(type, row + bytes * g, w);
-        int64_t S = 0;
-        for (int k = 0; k < 32; k++) {
-            S += (int64_t)w[k] * q[32 * g + k];
-            err += fabs((double)dw * w[k]) * d[g] * 0.5;
-            mag += fabs((double)dw * w[k] * x[32 * g + k]);
+        int64_t S[2] = {0, 0};
+        if (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0) {
+            const uint8_t *blk = row + (type == GGML_TYPE_Q8_0 ? 34 : 18) * (size_t)g;
+            for (int k = 0; k < 32; k++)
+                w[k] = type == GGML_TYPE_Q8_0 ? (int8_t)blk[2 + k] : k < 16 ? (blk[2 + k] & 0xF) - 8 : (blk[2 + k - 16] >> 4) - 8;
+            for (int k = 0; k < 32; k++) S[0] += (int64_t)w[k] * q[32 * g + k];
+            acc = fmaf((float)S[0], fp16_at(blk) * d[g], acc);
+        } else if (type == GGML_TYPE_Q4_K) {
+            const uint8_t *blk = row + 144 * (size_t)(g / 8);
+            int j = g % 8;
+            uint8_t sc[8], m[8];
+            quant_q4_K_scales(blk + 4, sc, m);
+            for (int k = 0; k < 32; k++) S[0] += (int64_t)((blk[16 + 32 * (j / 2) + k] >> (4 * (j % 2))) & 0xF) * q[32 * g + k];
+            acc = fmaf((float)S[0], fp16_at(blk) * (float)sc[j] * d[g], acc);
+            acc = fmaf(-(fp16_at(blk + 2) * (float)m[j]), d[g] * (float)sum[g], acc);
+        } else {
+            const uint8_t *blk = row + 210 * (size_t)(g / 8);
+            int j = g % 8;
+            int8_t v[128];
+            quant_q6_K_unpack(blk + 64 * (j / 4), blk + 128 + 32 * (j / 4), v);
+            for (int k = 0; k < 32; k++) S[k / 16] += (int64_t)v[32 * (j % 4) + k] * q[32 * g + k];
+            const int8_t *sc = (const int8_t *)(blk + 192) + 2 * j;
+            acc = fmaf((float)S[0], fp16_at(blk + 208) * (float)sc[0] * d[g], acc);
+            acc = fmaf((float)S[1], fp16_at(blk + 208) * (float)sc[1] * d[g], acc);
         }
-        acc = fmaf((float)S, dw * d[g], acc);
     }
+    free(deq);
     *bound = err * 1.0001 + 1e-6 * mag + 1e-30;
     return acc;
 }
@@ -283,18 +336,18 @@ static float int_defined(uint32_t type, const uint8_t *row, int cols, const int3
 static int sets_agree_on_quantisation(kernels_act fmt, const float *x, int cols) {
     size_t n = kernels_act_bytes(fmt, cols);
     uint8_t *a = aligned_alloc(64, n), *b = aligned_alloc(64, n);
-    int32_t *qa = malloc(sizeof(int32_t) * cols), *qb = malloc(sizeof(int32_t) * cols), sa[64], sb[64];
-    float da[64], db[64];
+    int32_t *qa = malloc(sizeof(int32_t) * cols), *qb = malloc(sizeof(int32_t) * cols), sa[2][72], sb[2][72];
+    float da[72], db[72];
     int same = 1;
     kernels_force(KERNELS_SCALAR);
     kernels_quantize_act(fmt, x, cols, a);
-    read_act(fmt, a, cols, qa, da, sa);
+    read_act(fmt, a, cols, qa, da, sa[0], sa[1]);
     for (int isa = KERNELS_AVX2; isa <= KERNELS_AVX512; isa++) {
         if (!available((kernels_isa)isa)) continue;
         kernels_quantize_act(fmt, x, cols, b);
-        read_act(fmt, b, cols, qb, db, sb);
+        read_act(fmt, b, cols, qb, db, sb[0], sb[1]);
         same &= memcmp(qa, qb, sizeof(int32_t) * cols) == 0 && memcmp(da, db, 4 * (cols / 32)) == 0 &&
-                memcmp(sa, sb, 4 * (cols / 32)) == 0;
+                memcmp(sa[0], sb[0], 4 * (cols / 32)) == 0 && memcmp(sa[1], sb[1], 4 * (cols / 32)) == 0;
     }
     free(a);
     free(b);
@@ -307,13 +360,18 @@ static int sets_agree_on_quantisation(kernels_act fmt, const float *x, int cols)
  * result bit for bit, for any row range and token count; add adds; the result is within the
  * quantisation bound of the exact product, and the int16 bound is far below the int8 one. */
 static void test_int_path(void) {
-    static const uint32_t types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0};
-    static const int colss[] = {32, 64, 96, 288, 2048};
+    static const struct { uint32_t type; const char *name; int cols[5]; } cases_[] = {
+        {GGML_TYPE_Q8_0, "Q8_0", {32, 64, 96, 288, 2048}},
+        {GGML_TYPE_Q4_0, "Q4_0", {32, 64, 96, 288, 2048}},
+        {GGML_TYPE_Q4_K, "Q4_K", {256, 512, 768, 2304, 256}},
+        {GGML_TYPE_Q6_K, "Q6_K", {256, 512, 768, 2304, 256}},
+    };
     enum { R = 37, NT = 9 };
-    for (size_t ti = 0; ti < 2; ti++)
-        for (size_t ci = 0; ci < sizeof colss / sizeof colss[0]; ci++) {
-            uint32_t type = types[ti];
-            int cols = colss[ci];
+    for (size_t ti = 0; ti < sizeof cases_ / sizeof cases_[0]; ti++)
+        for (size_t ci = 0; ci < 5; ci++) {
+            uint32_t type = cases_[ti].type;
+            const char *tname = cases_[ti].name;
+            int cols = cases_[ti].cols[ci];
             size_t rb = quant_row_bytes(type, cols);
             uint8_t *w = malloc(rb * R);
             fill_weights(type, w, R, cols);
@@ -324,24 +382,27 @@ static void test_int_path(void) {
                 kernels_act fmt = (kernels_act)f;
                 size_t xs = kernels_act_bytes(fmt, cols);
                 uint8_t *Xq = aligned_alloc(64, xs * NT);
-                int32_t *q = malloc(sizeof(int32_t) * cols), sum[64];
-                float d[64], *want = malloc(sizeof(float) * NT * R), *Y = malloc(sizeof(float) * NT * (R + 2));
-                void *scratch = aligned_alloc(64, kernels_mul_scratch_bytes(cols));
+                int32_t *q = malloc(sizeof(int32_t) * cols), sum[72], sum16[72];
+                float d[72], *want = malloc(sizeof(float) * NT * R), *Y = malloc(sizeof(float) * NT * (R + 2));
+                void *scratch = aligned_alloc(64, kernels_mul_scratch_bytes());
                 int agree = 1;
                 for (int t = 0; t < NT; t++) agree &= sets_agree_on_quantisation(fmt, X + (size_t)t * cols, cols);
-                CHECK_MSG(agree, "%s cols=%d fmt=%d: the sets quantise differently", type == GGML_TYPE_Q8_0 ? "Q8_0" : "Q4_0", cols, f);
+                CHECK_MSG(agree, "%s cols=%d fmt=%d: the sets quantise differently", tname, cols, f);
                 kernels_force(KERNELS_SCALAR);
                 int bad_bound = 0;
                 for (int t = 0; t < NT; t++) {
                     kernels_quantize_act(fmt, X + (size_t)t * cols, cols, Xq + xs * t);
-                    read_act(fmt, Xq + xs * t, cols, q, d, sum);
-                    int32_t qs = 0;
-                    for (int k = 0; k < 32; k++) qs += q[k];
-                    bad_bound += qs != sum[0];
+                    read_act(fmt, Xq + xs * t, cols, q, d, sum, sum16);
+                    int32_t qs = 0, qs16 = 0;
+                    for (int k = 0; k < 32; k++) {
+                        qs += q[k];
+                        qs16 += k < 16 ? q[k] : 0;
+                    }
+                    bad_bound += qs != sum[0] || qs16 != sum16[0];
                     float *deq = malloc(sizeof(float) * cols);
                     for (int r = 0; r < R; r++) {
                         double bound, exact = 0;
-                        want[t * R + r] = int_defined(type, w + rb * r, cols, q, d, X + (size_t)t * cols, &bound);
+                        want[t * R + r] = int_defined(type, w + rb * r, cols, q, d, sum, X + (size_t)t * cols, &bound);
                         quant_dequantize_row(type, w + rb * r, deq, cols);
                         for (int i = 0; i < cols; i++) exact += (double)deq[i] * X[(size_t)t * cols + i];
                         double dev = fabs(want[t * R + r] - exact);
@@ -352,7 +413,8 @@ static void test_int_path(void) {
                     }
                     free(deq);
                 }
-                CHECK_MSG(bad_bound == 0, "cols=%d fmt=%d: %d results outside the quantisation bound", cols, f, bad_bound);
+                CHECK_MSG(bad_bound == 0, "%s cols=%d fmt=%d: %d results outside the quantisation bound", tname, cols, f,
+                          bad_bound);
                 for (int isa = KERNELS_SCALAR; isa <= KERNELS_AVX512; isa++) {
                     if (!available((kernels_isa)isa)) continue;
                     int bad = 0;
@@ -380,7 +442,7 @@ static void test_int_path(void) {
                         for (int r = 0; r < R; r++) bad += !same_bits(Y[r], 0.75f + want[t * R + r]);
                     }
                     CHECK_MSG(bad == 0, "%s %s cols=%d fmt=%d: %d results differ from the definition", isa_names[isa],
-                              type == GGML_TYPE_Q8_0 ? "Q8_0" : "Q4_0", cols, f, bad);
+                              tname, cols, f, bad);
                 }
                 free(Xq);
                 free(q);
@@ -390,7 +452,7 @@ static void test_int_path(void) {
             }
             /* int16 keeps ~15 bits of every group, int8 ~7: their errors differ by ~2^8 */
             CHECK_MSG(worst_rel[0] < 5e-4 && worst_rel[0] * 16 < worst_rel[1] + 1e-12,
-                      "cols=%d: relative deviations int16 %g, int8 %g", cols, worst_rel[0], worst_rel[1]);
+                      "%s cols=%d: relative deviations int16 %g, int8 %g", tname, cols, worst_rel[0], worst_rel[1]);
             free(w);
             free(X);
         }
@@ -423,33 +485,94 @@ static void test_real_rows(void) {
     }
 }
 
-static void test_f32_helpers(void) {
-    static const int lens[] = {0, 1, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 100, 1000};
+/* Float types: a row continued with arbitrary weights against zero activations gives the same bits
+ * as the row alone (attention pads the probabilities of a block's shorter queries with zeros). */
+static void test_zero_padding(void) {
+    static const uint32_t types[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16};
+    static const int lens[] = {1, 7, 16, 33, 70, 255};
     for (int isa = KERNELS_SCALAR; isa <= KERNELS_AVX512; isa++) {
         if (!available((kernels_isa)isa)) continue;
-        int bad_dot = 0, bad_axpy = 0;
+        int bad = 0;
+        for (int ti = 0; ti < 3; ti++)
+            for (int li = 0; li < 6; li++) {
+                int n = lens[li], m = 256 + 9;
+                size_t rb = quant_row_bytes(types[ti], m);
+                uint8_t *w = malloc(rb * 3), *ws = malloc(quant_row_bytes(types[ti], n) * 3 + 1);
+                fill_weights(types[ti], w, 3, m);
+                size_t esize = rb / (size_t)m, rbs = esize * (size_t)n;
+                for (int r = 0; r < 3; r++) memcpy(ws + rbs * r, w + rb * r, rbs);
+                float X[2][265] = {{0}}, Xs[2][255], Y[2][3], Ys[2][3];
+                for (int t = 0; t < 2; t++)
+                    for (int i = 0; i < n; i++) X[t][i] = Xs[t][i] = frand();
+                float Xp[2 * 265], Xsp[2 * 255];
+                for (int t = 0; t < 2; t++) {
+                    memcpy(Xp + t * m, X[t], sizeof(float) * m);
+                    memcpy(Xsp + t * n, Xs[t], sizeof(float) * n);
+                }
+                kernels_matmul(types[ti], w, rb, m, Xp, 2, &Y[0][0], 3, 0, 3);
+                kernels_matmul(types[ti], ws, rbs, n, Xsp, 2, &Ys[0][0], 3, 0, 3);
+                for (int t = 0; t < 2; t++)
+                    for (int r = 0; r < 3; r++) bad += !same_bits(Y[t][r], Ys[t][r]);
+                free(w);
+                free(ws);
+            }
+        CHECK_MSG(bad == 0, "%s: %d padded rows differ", isa_names[isa], bad);
+    }
+}
+
+/* The element-wise helpers against float64, for lengths around the vector widths (tails). */
+static void test_helpers(void) {
+    static const int lens[] = {1, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 100, 1000};
+    for (int isa = KERNELS_SCALAR; isa <= KERNELS_AVX512; isa++) {
+        if (!available((kernels_isa)isa)) continue;
+        int bad_norm = 0, bad_swiglu = 0, bad_soft = 0, bad_f16 = 0;
         for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
             int n = lens[li];
-            float a[1001], b[1001], y[1001], y0[1001];
-            for (int i = 0; i < 1001; i++) {
-                a[i] = frand();
-                b[i] = frand();
-                y[i] = y0[i] = frand();
-            }
-            double s = 0, m = 0;
+            float x[1001], w[1001], u[1001], out[1002], p[1001];
             for (int i = 0; i < n; i++) {
-                s += (double)a[1 + i] * b[i];
-                m += fabs((double)a[1 + i] * b[i]);
+                x[i] = frand() * 4.0f;
+                w[i] = frand();
+                u[i] = frand();
+                p[i] = frand() * 30.0f;
             }
-            float got = kernels_dot_f32(a + 1, b, n); /* misaligned on purpose */
-            bad_dot += fabs(got - s) > 1e-5 * m + 1e-7;
-            kernels_axpy_f32(y + 1, 0.375f, a, n);
-            for (int i = 0; i < n; i++)
-                bad_axpy += fabs(y[1 + i] - ((double)y0[1 + i] + 0.375 * a[i])) > 1e-6 * (fabs(y0[1 + i]) + 1);
-            bad_axpy += !same_bits(y[0], y0[0]) || (n < 1000 && !same_bits(y[n + 1], y0[n + 1]));
+            x[0] = n > 3 ? -95.0f : x[0]; /* exp(-x) beyond the float range in swiglu */
+            out[n] = 777.0f;
+            double ss = 0;
+            for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+            double sc = 1.0 / sqrt(ss / n + 1e-5);
+            kernels_rms_norm(out, x, w, n, 1e-5f);
+            for (int i = 0; i < n; i++) bad_norm += fabs(out[i] - x[i] * sc * w[i]) > 1e-6 * fabs(x[i] * sc * w[i]) + 1e-30;
+            bad_norm += out[n] != 777.0f;
+            kernels_swiglu(out, x, u, n);
+            for (int i = 0; i < n; i++) {
+                double want = x[i] / (1.0 + exp(-(double)x[i])) * u[i];
+                bad_swiglu += fabs(out[i] - want) > 1e-6 * fabs(want) + 1e-30;
+            }
+            bad_swiglu += out[n] != 777.0f;
+            float q[1001], mx = 2.0f;
+            memcpy(q, p, sizeof(float) * n);
+            float sum = kernels_softmax_span(q, n, 0.5f, &mx);
+            double m = 2.0, want_sum = 0;
+            for (int i = 0; i < n; i++) m = fmax(m, 0.5 * p[i]);
+            for (int i = 0; i < n; i++) {
+                double e = exp(0.5 * p[i] - m);
+                want_sum += e;
+                /* p - max rounds to f32 first: 6e-8 relative of an argument up to 30 */
+                bad_soft += fabs(q[i] - e) > 5e-6 * e + 1e-30;
+            }
+            bad_soft += mx != (float)m || fabs(sum - want_sum) > 1e-5 * want_sum;
+            uint16_t h[1002];
+            float f[1001];
+            for (int i = 0; i < n; i++) f[i] = i % 5 == 0 ? frand() * 1e-6f : i % 7 == 0 ? frand() * 1e5f : frand() * 100.0f;
+            h[n] = 0xABCD;
+            kernels_f32_to_f16(h, f, n);
+            for (int i = 0; i < n; i++) bad_f16 += h[i] != quant_f32_to_fp16(f[i]);
+            bad_f16 += h[n] != 0xABCD;
         }
-        CHECK_MSG(bad_dot == 0, "%s dot_f32: %d lengths off", isa_names[isa], bad_dot);
-        CHECK_MSG(bad_axpy == 0, "%s axpy_f32: %d values off", isa_names[isa], bad_axpy);
+        CHECK_MSG(bad_norm == 0, "%s rms_norm: %d values off", isa_names[isa], bad_norm);
+        CHECK_MSG(bad_swiglu == 0, "%s swiglu: %d values off", isa_names[isa], bad_swiglu);
+        CHECK_MSG(bad_soft == 0, "%s softmax_span: %d values off", isa_names[isa], bad_soft);
+        CHECK_MSG(bad_f16 == 0, "%s f32_to_f16: %d values differ from quant_f32_to_fp16", isa_names[isa], bad_f16);
     }
 }
 
@@ -469,7 +592,9 @@ int main(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_type(&cases[i]);
     test_exact_rows();
     test_int_path();
+    test_int_blocks();
     test_real_rows();
-    test_f32_helpers();
+    test_helpers();
+    test_zero_padding();
     return test_summary("test_kernels");
 }
