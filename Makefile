@@ -64,6 +64,8 @@ unit: $(UNIT_BIN)
 # Benchmarks that are not part of `make test` (see bench/ and README's Performance section).
 build/tokenize_bench: bench/tokenize_bench.c build/rel/libnucleus.a
 	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS)
+build/kernels_bench: bench/kernels_bench.c build/rel/libnucleus.a
+	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS)
 
 # Fuzz harnesses need clang's libFuzzer.
 FUZZ_SRC := $(shell find tests/fuzz -name 'fuzz_*.c' | sort)

@@ -2,9 +2,7 @@
  * matrix that fits in cache and one that does not, and matmul in GFLOP/s for a tile of tokens
  * (prefill is compute bound). Every type, every instruction set the machine has.
  *
- * Build (from the repository root):
- *   cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -o build/kernels_bench bench/kernels_bench.c \
- *      build/rel/libnucleus.a -lm -lpthread
+ * Build (from the repository root): make build/kernels_bench
  * Run: build/kernels_bench [seconds per measurement, default 1] [type, e.g. Q4_K] */
 #include <stdint.h>
 #include <stdio.h>

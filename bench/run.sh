@@ -3,25 +3,34 @@
 # (../shared/README.md, same machine kind) on synthetic models with the shapes of real ones,
 # regenerated into build/models when missing (synth-gguf is deterministic).
 #
-#   bash bench/run.sh [-t THREADS] [-r REPS] [--no-fast]
+#   bash bench/run.sh [-t THREADS] [-r REPS] [--no-fast] [--llamacpp]
 #
 # Each model runs `nucleus bench -p 128 -n 64` in the default mode (int16 activations) and, for
 # the Q8_0 and Q4_0 models, in the fast mode (--fast: int8 activations for Q/K/V and gate/up; it
 # changes nothing for the other types). Not part of `make test`: it takes minutes and its figures
 # depend on what else the machine is doing.
+#
+# --llamacpp also measures llama.cpp in the same run, on the same files and thread count, through
+# the prebuilt llama.cpp of the npm package node-llama-cpp (bench/llamacpp; installed on first
+# use), and adds its prefill ratio: see bench/llamacpp/bench.mjs for why its decode figures are
+# shown but not compared.
 set -eu
 cd "$(dirname "$0")/.."
 . tests/lib/models.sh
-threads=2 reps=5 fast=1
+threads=2 reps=5 fast=1 llamacpp=0
 while [ $# -gt 0 ]; do
     case $1 in
         -t) threads=$2; shift 2 ;;
         -r) reps=$2; shift 2 ;;
         --no-fast) fast=0; shift ;;
-        *) echo "usage: bash bench/run.sh [-t THREADS] [-r REPS] [--no-fast]" >&2; exit 2 ;;
+        --llamacpp) llamacpp=1; shift ;;
+        *) echo "usage: bash bench/run.sh [-t THREADS] [-r REPS] [--no-fast] [--llamacpp]" >&2; exit 2 ;;
     esac
 done
 make -s -j2 build/nucleus
+if [ $llamacpp = 1 ] && [ ! -d bench/llamacpp/node_modules/node-llama-cpp ]; then
+    (cd bench/llamacpp && npm install --no-audit --no-fund --ignore-scripts --loglevel=error >&2)
+fi
 
 # name | synth-gguf arguments | llama.cpp pp128 | llama.cpp tg64 (tokens/s; - when not measured)
 models="smollm2-135m-q8_0|--shape smollm2-135m --type q8_0|1311|154
@@ -39,20 +48,31 @@ echo "$models" | while IFS='|' read -r name args lpp ltg; do
         json=$(build/nucleus bench -m "$file" -p 128 -n 64 -t "$threads" -r "$reps" --json $flags)
         echo "$name|$mode|$lpp|$ltg|$json" >> "$out"
     done
+    if [ $llamacpp = 1 ]; then
+        json=$(node bench/llamacpp/bench.mjs "$file" -p 128 -n 64 -t "$threads" -r "$reps")
+        echo "$name|llama.cpp|-|-|$json" >> "$out"
+    fi
 done
 
 /usr/bin/python3 - "$out" "$threads" "$reps" <<'PY'
 import json, sys, datetime
 rows = [l.rstrip("\n").split("|", 4) for l in open(sys.argv[1])]
+ours = [r for r in rows if r[1] != "llama.cpp"]
+same_run = dict((r[0], json.loads(r[4])) for r in rows if r[1] == "llama.cpp")
 print("nucleus bench -p 128 -n 64 -t %s -r %s, %s (kernels: %s)\n" % (
-    sys.argv[2], sys.argv[3], datetime.date.today().isoformat(), json.loads(rows[0][4])["kernels"] if rows else "?"))
-print("| model | file | mode | prefill pp128 tok/s | vs llama.cpp | decode tg64 tok/s | vs llama.cpp | decode, % of bandwidth ceiling |")
-print("|---|---|---|---|---|---|---|---|")
-for name, mode, lpp, ltg, js in rows:
+    sys.argv[2], sys.argv[3], datetime.date.today().isoformat(), json.loads(ours[0][4])["kernels"] if ours else "?"))
+ratio = lambda a, b: "%.2fx" % (a / float(b)) if b not in ("-", None) else "-"
+print("| model | file | mode | prefill pp128 tok/s | vs llama.cpp | decode tg64 tok/s | vs llama.cpp | decode, %% of bandwidth ceiling |%s" %
+      (" llama.cpp same run: pp128 / tg64 | prefill vs same run |" if same_run else ""))
+print("|---|---|---|---|---|---|---|---|%s" % ("---|---|" if same_run else ""))
+for name, mode, lpp, ltg, js in ours:
     d = json.loads(js)
-    ratio = lambda ours, theirs: "%.2fx" % (ours / float(theirs)) if theirs != "-" else "-"
-    print("| %s | %.0f MB | %s | %.1f ± %.1f | %s | %.1f ± %.1f | %s | %.0f%% (%.1f GB/s, ceiling %.1f tok/s) |" % (
+    line = "| %s | %.0f MB | %s | %.1f ± %.1f | %s | %.1f ± %.1f | %s | %.0f%% (%.1f GB/s, ceiling %.1f tok/s) |" % (
         name, d["file_bytes"] / 1e6, mode, d["pp"]["mean"], d["pp"]["sd"], ratio(d["pp"]["mean"], lpp),
         d["tg"]["mean"], d["tg"]["sd"], ratio(d["tg"]["mean"], ltg), d["decode_pct_of_ceiling"],
-        d["read_bandwidth"] / 1e9, d["decode_ceiling"]))
+        d["read_bandwidth"] / 1e9, d["decode_ceiling"])
+    if same_run:
+        l = same_run.get(name)
+        line += " %.1f / %.1f | %s |" % (l["pp"]["mean"], l["tg"]["mean"], ratio(d["pp"]["mean"], l["pp"]["mean"])) if l else " - | - |"
+    print(line)
 PY

@@ -59,7 +59,7 @@ def check_record(rec, where, model, tol, args, check):
     worst_by_cache = {}
     for cache in ("f16", "f32"):
         out = json.loads(run([args.nucleus, "score", "-m", model, "--ids", ",".join(map(str, ids)), "--all",
-                              "--top", "50", "-t", args.threads, "--cache-type", cache]))
+                              "--top", "50", "-t", args.threads, "--cache-type", cache] + args.mode))
         worst = 0.0
         for k, ref_step in enumerate(rec["top_logprobs"]):
             ours = dict((t, lp) for t, lp in out["top_logprobs"][n_prompt - 1 + k])
@@ -70,7 +70,7 @@ def check_record(rec, where, model, tol, args, check):
                       (where, cache, k, tok, ours.get(tok), ref_lp, tol))
         worst_by_cache[cache] = worst
     g = json.loads(run([args.nucleus, "score", "-m", model, "--ids", ",".join(map(str, rec["prompt_ids"])),
-                        "--greedy", str(len(rec["ids"])), "-t", args.threads]))
+                        "--greedy", str(len(rec["ids"])), "-t", args.threads] + args.mode))
     n_cmp = len(rec["ids"])
     for k, step in enumerate(rec["top_logprobs"]):
         if len(step) > 1 and step[0][1] - step[1][1] < 2 * tol:
@@ -88,7 +88,9 @@ def main():
     ap.add_argument("--nucleus", required=True); ap.add_argument("--shared", required=True)
     ap.add_argument("--models", required=True); ap.add_argument("--threads", default="2")
     ap.add_argument("--only", default="")
+    ap.add_argument("--fast", action="store_true", help="check the fast mode (nucleus score --fast)")
     args = ap.parse_args()
+    args.mode = ["--fast"] if args.fast else []
     passed = failed = 0
     table = []
 
