@@ -222,29 +222,38 @@ static inline float load_fp16(const uint8_t *p) {
     return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
 }
 
-/* Per-row scales of group g, as vectors over the 8 rows: s[0] the block scale (Q8_0, Q4_0), or
- * d * sc (Q4_K, with s[1] = dmin * m), or d * sc of each half (Q6_K). */
-static void row_scales(uint32_t type, const uint8_t *const row[8], int g, __m256 s[2]) {
-    float a[8], b[8];
+/* Per-row scales of the 8 groups of the K-quant block holding group g, over the 8 rows: a[j][r]
+ * = d * sc and b[j][r] = dmin * m of sub-block j (Q4_K); for Q6_K's groups a and b are d * sc of
+ * each half. Unpacked once per block: the 6-bit scales of Q4_K cost more to unpack than the
+ * group's arithmetic. */
+static void kblock_scales(uint32_t type, const uint8_t *const row[8], int g, float a[8][8], float b[8][8]) {
     for (int r = 0; r < 8; r++) {
-        if (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0) {
-            a[r] = load_fp16(row[r] + (size_t)g * int_block_bytes(type));
-        } else if (type == GGML_TYPE_Q4_K) {
+        if (type == GGML_TYPE_Q4_K) {
             const uint8_t *blk = row[r] + (size_t)(g / 8) * sizeof(block_q4_K);
             uint8_t sc[8], m[8];
             quant_q4_K_scales(blk + 4, sc, m);
-            a[r] = load_fp16(blk) * (float)sc[g % 8];
-            b[r] = load_fp16(blk + 2) * (float)m[g % 8];
+            float d = load_fp16(blk), dmin = load_fp16(blk + 2);
+            for (int j = 0; j < 8; j++) {
+                a[j][r] = d * (float)sc[j];
+                b[j][r] = dmin * (float)m[j];
+            }
         } else {
             const uint8_t *blk = row[r] + (size_t)(g / 8) * sizeof(block_q6_K);
-            const int8_t *sc = (const int8_t *)(blk + offsetof(block_q6_K, scales)) + 2 * (g % 8);
+            const int8_t *sc = (const int8_t *)(blk + offsetof(block_q6_K, scales));
             float d = load_fp16(blk + offsetof(block_q6_K, d));
-            a[r] = d * (float)sc[0];
-            b[r] = d * (float)sc[1];
+            for (int j = 0; j < 8; j++) {
+                a[j][r] = d * (float)sc[2 * j];
+                b[j][r] = d * (float)sc[2 * j + 1];
+            }
         }
     }
-    s[0] = _mm256_loadu_ps(a);
-    s[1] = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K ? _mm256_loadu_ps(b) : _mm256_setzero_ps();
+}
+
+/* The block scales of group g (Q8_0, Q4_0) over the 8 rows. */
+static __m256 block_scales(uint32_t type, const uint8_t *const row[8], int g) {
+    uint16_t h[8];
+    for (int r = 0; r < 8; r++) memcpy(&h[r], row[r] + (size_t)g * int_block_bytes(type), sizeof h[r]);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h)); /* exact, as load_fp16 */
 }
 
 /* Rows [0, n) (n <= 8) of W, y[0..n). Missing rows repeat the last one (results dropped). */
@@ -254,6 +263,7 @@ static void matvec_q8(uint32_t type, kernels_act fmt, const uint8_t *W, size_t r
     const uint8_t *row[8];
     for (int i = 0; i < 8; i++) row[i] = W + (size_t)(i < n ? i : n - 1) * rb;
     __m256 acc = _mm256_setzero_ps();
+    float ka[8][8], kb[8][8]; /* K-quants: the current block's scales */
     for (int g = 0; g < cols / 32; g++) {
         __m256i x0, x1, P[2][8], S[2];
         if (fmt == KERNELS_ACT_I16) {
@@ -270,7 +280,14 @@ static void matvec_q8(uint32_t type, kernels_act fmt, const uint8_t *W, size_t r
             P[1][SLOT8(r)] = p[1];
         }
         __m256 s[2], d = _mm256_set1_ps(grp[g].d);
-        row_scales(type, row, g, s);
+        if (type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K) {
+            if (g % 8 == 0) kblock_scales(type, row, g, ka, kb);
+            s[0] = _mm256_loadu_ps(ka[g % 8]);
+            s[1] = _mm256_loadu_ps(kb[g % 8]);
+        } else {
+            s[0] = block_scales(type, row, g);
+            s[1] = _mm256_setzero_ps();
+        }
         S[0] = reduce8(P[0]);
         S[1] = _mm256_setzero_si256();
         if (type == GGML_TYPE_Q4_0) S[0] = _mm256_sub_epi32(S[0], _mm256_set1_epi32(8 * grp[g].sum));
