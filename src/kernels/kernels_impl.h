@@ -114,6 +114,21 @@ extern const kernels_ops kernels_avx512_ops;
 #define FROM_MEMORY(array) ((void)0)
 #endif
 
+/* The SIMD sets' exp(x) (Cephes' expf): x clamped to [EXP_LO, EXP_HI] (below EXP_LO the result
+ * flushes to 0), x = n ln2 + r with ln2 = EXP_LN2_HI + EXP_LN2_LO in two parts (so r is exact),
+ * e^r = 1 + r + r^2 * P(r) with P of degree 5 (EXP_P0 highest), then times 2^n: within 2 ulp. */
+#define EXP_HI 88.7228f
+#define EXP_LO -87.3365f
+#define EXP_LOG2E 1.44269504f
+#define EXP_LN2_HI 0.693359375f
+#define EXP_LN2_LO -2.12194440e-4f
+#define EXP_P0 1.9875691500e-4f
+#define EXP_P1 1.3981999507e-3f
+#define EXP_P2 8.3334519073e-3f
+#define EXP_P3 4.1665795894e-2f
+#define EXP_P4 1.6666665459e-1f
+#define EXP_P5 5.0000001201e-1f
+
 /* Weight rows a matmul keeps hot in cache while it walks all token tiles (about 256 KB). */
 static inline int kernels_row_tile(size_t row_bytes) {
     size_t n = (256u << 10) / (row_bytes ? row_bytes : 1);
