@@ -317,6 +317,14 @@ typedef struct attn_job {
     bool quantise;                   /* the output projection has an integer type */
 } attn_job;
 
+/* Row r of a query block's output (token t0 + r / rep, head r % rep of group g), as the block's
+ * queries are laid out in attn_q. */
+static float *attn_row(const fwd_state *s, int t0, int g, int r) {
+    const model_hparams *hp = &s->m->hp;
+    int rep = hp->n_head / hp->n_head_kv;
+    return s->attn + (size_t)(t0 + r / rep) * q_dim(hp) + (size_t)(g * rep + r % rep) * hp->head_dim;
+}
+
 /* Causal attention of a block of queries: consecutive tokens t0..t0+nt-1 of one sequence, and the
  * query heads of group g, which share one KV head (GQA). Each query sees the cells of its sequence
  * whose position is at most its own (the batch's keys are already in the cache). Streaming
@@ -366,7 +374,7 @@ static void attend_block(fwd_state *s, int layer, const nc_batch_entry *e, int t
                 float corr = expf(th->attn_max[r] - m); /* 0 on the first span */
                 th->attn_sum[r] = th->attn_sum[r] * corr + add;
                 th->attn_max[r] = m;
-                float *out = s->attn + (size_t)(t0 + r / rep) * q_dim(hp) + (size_t)(g * rep + r % rep) * hd;
+                float *out = attn_row(s, t0, g, r);
                 if (corr != 1.0f)
                     for (int d = 0; d < hd; d++) out[d] *= corr;
             }
@@ -377,14 +385,14 @@ static void attend_block(fwd_state *s, int layer, const nc_batch_entry *e, int t
         else kernels_matmul(kv->type, v0, kv_vt_row_bytes(kv), nc, p, R, th->attn_part, hd, 0, hd);
         for (int r = 0; r < R; r++) {
             if (n[r / rep] <= c0) continue;
-            float *out = s->attn + (size_t)(t0 + r / rep) * q_dim(hp) + (size_t)(g * rep + r % rep) * hd;
+            float *out = attn_row(s, t0, g, r);
             const float *part = th->attn_part + (size_t)r * hd;
             for (int d = 0; d < hd; d++) out[d] += part[d];
         }
     }
     for (int r = 0; r < R; r++) {
         float inv = (float)(1.0 / th->attn_sum[r]);
-        float *out = s->attn + (size_t)(t0 + r / rep) * q_dim(hp) + (size_t)(g * rep + r % rep) * hd;
+        float *out = attn_row(s, t0, g, r);
         for (int d = 0; d < hd; d++) out[d] *= inv;
     }
 }
