@@ -108,6 +108,7 @@ static void int_weights(uint32_t type, const uint8_t *row, int g, int32_t w[32])
 static float int_row(uint32_t type, const uint8_t *w, int cols, kernels_act fmt, const void *xq) {
     const act_group *grp = act_groups(xq, fmt, cols);
     float acc = 0.0f;
+    uint8_t sc[8], m[8]; /* Q4_K: the current block's sub-block scales and mins, unpacked once */
     for (int g = 0; g < cols / 32; g++) {
         int32_t wi[32], s[2] = {0, 0};
         int_weights(type, w, g, wi);
@@ -118,17 +119,16 @@ static float int_row(uint32_t type, const uint8_t *w, int cols, kernels_act fmt,
             acc = fmaf((float)(s[0] + s[1]), load_fp16(w + (size_t)g * int_block_bytes(type)) * d, acc);
         } else if (type == GGML_TYPE_Q4_K) {
             const uint8_t *blk = w + (size_t)(g / 8) * sizeof(block_q4_K);
-            uint8_t sc[8], m[8];
-            quant_q4_K_scales(blk + 4, sc, m);
+            if (g % 8 == 0) quant_q4_K_scales(blk + 4, sc, m);
             float dsc = load_fp16(blk) * (float)sc[g % 8], dm = load_fp16(blk + 2) * (float)m[g % 8];
             acc = fmaf((float)(s[0] + s[1]), dsc * d, acc);
             acc = fmaf(-dm, d * (float)grp[g].sum, acc);
         } else {
             const uint8_t *blk = w + (size_t)(g / 8) * sizeof(block_q6_K);
-            const int8_t *sc = (const int8_t *)(blk + offsetof(block_q6_K, scales)) + 2 * (g % 8);
+            const int8_t *sc6 = (const int8_t *)(blk + offsetof(block_q6_K, scales)) + 2 * (g % 8);
             float dk = load_fp16(blk + offsetof(block_q6_K, d));
-            acc = fmaf((float)s[0], dk * (float)sc[0] * d, acc);
-            acc = fmaf((float)s[1], dk * (float)sc[1] * d, acc);
+            acc = fmaf((float)s[0], dk * (float)sc6[0] * d, acc);
+            acc = fmaf((float)s[1], dk * (float)sc6[1] * d, acc);
         }
     }
     return acc;
