@@ -1,5 +1,6 @@
 /* AVX2 + FMA + F16C kernels (8 f32 lanes), the same scheme as the AVX-512 set: the integer types
- * take integer activations (8 rows at a time, exact reduction, see the integer section); float
+ * take integer activations (matvec 8 rows at a time with an exact reduction, matmul a packed
+ * panel of 16 rows; see the integer section); float
  * types FMA 8 weights per step with x, into four accumulators per token (FMA latency is four
  * cycles): step u goes to accumulator u % NACC. With 16 vector registers, a matmul tile is two
  * tokens. Per-token order is independent of the tile (see kernels_impl.h). */
@@ -108,11 +109,15 @@ KERNELS_DEFINE_DRIVERS(f16, KT)
 KERNELS_DEFINE_DRIVERS(bf16, KT)
 KERNELS_DEFINE_DISPATCH()
 
-/* ---- integer activations: Q8_0 and Q4_0 ----
- * 8 rows at a time: each row's products go to one vector of 8 partial sums (vpmaddwd on int16;
- * int8 activations are widened first), an exact reduction puts each row's S_g in its own lane,
- * and the f32 scaling runs on 8 rows at once. There is no VNNI here, so the packed layout of the
- * AVX-512 matmul would not pay: the matmul runs the matvec over cache-sized blocks of rows. */
+/* ---- integer activations ----
+ * matvec: 8 rows at a time. Each row's products of a group go to one vector of 8 partial sums
+ * (vpmaddwd on int16; int8 activations are widened first), an exact reduction puts each row's
+ * S_g in its own lane, and the f32 scaling runs on 8 rows at once.
+ * matmul: up to 16 rows are first packed (each group's weights as signed int16, transposed so a
+ * vector holds one k-pair of 8 rows, and the rows' scales as f32), then every tile of tokens
+ * multiplies the packed panel with broadcast activation pairs: no reduction, one vpmaddwd and one
+ * vpaddd per 16 multiply-adds. Both give S_g exactly, so their results agree bit for bit. Both are
+ * specialised per type and format (BY_TYPE_AND_FORMAT). */
 
 static void quantize_act(kernels_act fmt, const float *x, int cols, int g0, int g1, void *dst) {
     float qmax = fmt == KERNELS_ACT_I16 ? ACT_QMAX_I16 : ACT_QMAX_I8;
@@ -158,6 +163,44 @@ static void quantize_act(kernels_act fmt, const float *x, int cols, int g0, int 
     }
 }
 
+/* Group g's 32 weights of a row as int16 in the stored form, w[0] weights 0-15, w[1] 16-31:
+ * Q8_0 signed; Q4_0 and Q4_K the nibbles (0..15); Q6_K the value + 32. The offsets come out
+ * through the activations' sums (matvec) or are subtracted when packing (matmul). */
+KERNELS_INLINE void weights_i16(uint32_t type, const uint8_t *row, int g, __m256i w[2]) {
+    const __m256i lo4 = _mm256_set1_epi16(0xF);
+    if (type == GGML_TYPE_Q8_0) {
+        const uint8_t *blk = row + (size_t)g * 34;
+        w[0] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 2)));
+        w[1] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 18)));
+    } else if (type == GGML_TYPE_Q4_0) {
+        __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(row + (size_t)g * 18 + 2)));
+        w[0] = _mm256_and_si256(v, lo4);
+        w[1] = _mm256_srli_epi16(v, 4);
+    } else if (type == GGML_TYPE_Q4_K) { /* sub-block j: nibble j % 2 of bytes 32 * (j / 2) .. +31 */
+        const uint8_t *q = row + (size_t)(g / 8) * sizeof(block_q4_K) + 4 + K_SCALE_SIZE + 32 * ((g % 8) / 2);
+        __m256i v0 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)q));
+        __m256i v1 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(q + 16)));
+        w[0] = g % 2 ? _mm256_srli_epi16(v0, 4) : _mm256_and_si256(v0, lo4);
+        w[1] = g % 2 ? _mm256_srli_epi16(v1, 4) : _mm256_and_si256(v1, lo4);
+    } else {
+        const uint8_t *blk = row + (size_t)(g / 8) * sizeof(block_q6_K);
+        int j = g % 8;
+        __m128i nib = _mm_cvtsi32_si128(4 * Q6K_NIBBLE(j)), sh = _mm_cvtsi32_si128(Q6K_QH_SHIFT(j));
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m256i ql = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(blk + Q6K_QL(j) + 16 * h)));
+            __m256i qh = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(blk + Q6K_QH(j) + 16 * h)));
+            w[h] = _mm256_or_si256(_mm256_and_si256(_mm256_srl_epi16(ql, nib), lo4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, sh), _mm256_set1_epi16(3)), 4));
+        }
+    }
+}
+
+/* What the stored form adds to each weight: subtracted when packing. */
+KERNELS_INLINE int16_t stored_offset(uint32_t type) {
+    return type == GGML_TYPE_Q4_0 ? 8 : type == GGML_TYPE_Q6_K ? 32 : 0;
+}
+
 /* In lane j (= 4L + i), the sum of 128-bit lane L of R[i]. */
 KERNELS_INLINE __m256i transpose_add4(const __m256i R[4]) {
     __m256i s01 = _mm256_add_epi32(_mm256_unpacklo_epi32(R[0], R[1]), _mm256_unpackhi_epi32(R[0], R[1]));
@@ -177,151 +220,361 @@ KERNELS_INLINE __m256i reduce8(const __m256i P[8]) {
     return transpose_add4(R);
 }
 
-/* One row's 8 partial sums of group g times x, weights 0-15 with x0 and 16-31 with x1 (P[0], P[1]:
- * Q6_K keeps its halves apart, the others add them into P[0]). Q4_0 and Q6_K use the stored
- * unsigned forms (nibble, value + 32); their offsets come out through the activations' sums. */
-KERNELS_INLINE void row_partials(uint32_t type, const uint8_t *row, int g, __m256i x0, __m256i x1, __m256i P[2]) {
-    __m256i w0, w1;
-    if (type == GGML_TYPE_Q8_0) {
-        const uint8_t *blk = row + (size_t)g * 34;
-        w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 2)));
-        w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 18)));
-    } else if (type == GGML_TYPE_Q4_0) {
-        __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(row + (size_t)g * 18 + 2)));
-        w0 = _mm256_and_si256(v, _mm256_set1_epi16(0xF));
-        w1 = _mm256_srli_epi16(v, 4);
-    } else if (type == GGML_TYPE_Q4_K) { /* sub-block j: nibble j % 2 of bytes 32 * (j / 2) .. +31 */
-        const uint8_t *q = row + (size_t)(g / 8) * sizeof(block_q4_K) + 4 + K_SCALE_SIZE + 32 * ((g % 8) / 2);
-        __m128i sh = _mm_cvtsi32_si128(4 * (g % 2));
-        w0 = _mm256_and_si256(_mm256_srl_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)q)), sh), _mm256_set1_epi16(0xF));
-        w1 = _mm256_and_si256(_mm256_srl_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(q + 16))), sh),
-                              _mm256_set1_epi16(0xF));
+/* The 16-bit word at the bottom of each 32-bit lane, packed into 8 words. */
+KERNELS_INLINE __m128i low_words(__m256i v) {
+    const __m256i pick = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4, 5, 8, 9,
+                                          12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
+    return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, pick), 0x08));
+}
+
+/* The f32 scales of the K-quant block of 8 rows (blk: row 0's block; idx: the rows' byte
+ * offsets from row 0). Q4_K: s[j] = d * sc_j and s[8 + j] = dmin * m_j for the sub-blocks j < 8;
+ * Q6_K: s[i] = d * sc_i for the sub-blocks of 16, i < 16. All exact products. Unpacked once per
+ * block: the 6-bit scales of Q4_K cost more to unpack than a group's arithmetic. */
+KERNELS_INLINE void kblock_scales(uint32_t type, const uint8_t *blk, __m256i idx, __m256 s[16]) {
+    const __m256i byte = _mm256_set1_epi32(0xFF);
+    if (type == GGML_TYPE_Q4_K) {
+        __m256i dd = _mm256_i32gather_epi32((const int *)blk, idx, 1); /* d | dmin << 16 */
+        __m256 d = _mm256_cvtph_ps(low_words(dd)), dmin = _mm256_cvtph_ps(low_words(_mm256_srli_epi32(dd, 16)));
+        __m256i a = _mm256_i32gather_epi32((const int *)(blk + 4), idx, 1);
+        __m256i b = _mm256_i32gather_epi32((const int *)(blk + 8), idx, 1);
+        __m256i c = _mm256_i32gather_epi32((const int *)(blk + 12), idx, 1);
+        /* quant_q4_K_scales64 on 8 rows at once: four sub-blocks per word */
+        const __m256i lo6 = _mm256_set1_epi32(0x3F3F3F3F), lo4 = _mm256_set1_epi32(0x0F0F0F0F);
+        const __m256i top2 = _mm256_set1_epi32(0x30303030);
+        __m256i w[4] = {_mm256_and_si256(a, lo6),
+                        _mm256_or_si256(_mm256_and_si256(c, lo4), _mm256_and_si256(_mm256_srli_epi32(a, 2), top2)),
+                        _mm256_and_si256(b, lo6),
+                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(c, 4), lo4), _mm256_and_si256(_mm256_srli_epi32(b, 2), top2))};
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) {
+            __m256i v = _mm256_and_si256(_mm256_srli_epi32(w[i / 4], 8 * (i % 4)), byte);
+            s[i] = _mm256_mul_ps(i < 8 ? d : dmin, _mm256_cvtepi32_ps(v));
+        }
     } else {
-        const uint8_t *blk = row + (size_t)(g / 8) * sizeof(block_q6_K);
-        int j = g % 8;
-        __m128i nib = _mm_cvtsi32_si128(4 * Q6K_NIBBLE(j)), sh = _mm_cvtsi32_si128(Q6K_QH_SHIFT(j));
-        __m256i w[2];
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            __m256i ql = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(blk + Q6K_QL(j) + 16 * h)));
-            __m256i qh = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(blk + Q6K_QH(j) + 16 * h)));
-            w[h] = _mm256_or_si256(_mm256_and_si256(_mm256_srl_epi16(ql, nib), _mm256_set1_epi16(0xF)),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, sh), _mm256_set1_epi16(3)), 4));
+        __m256 d = _mm256_cvtph_ps(low_words(_mm256_srli_epi32(
+            _mm256_i32gather_epi32((const int *)(blk + offsetof(block_q6_K, d) - 2), idx, 1), 16)));
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) {
+            __m256i w = _mm256_i32gather_epi32((const int *)(blk + offsetof(block_q6_K, scales) + 4 * q), idx, 1);
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) /* byte k, sign-extended */
+                s[4 * q + k] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(w, 24 - 8 * k), 24)));
         }
-        P[0] = _mm256_madd_epi16(w[0], x0);
-        P[1] = _mm256_madd_epi16(w[1], x1);
-        return;
     }
-    P[0] = _mm256_add_epi32(_mm256_madd_epi16(w0, x0), _mm256_madd_epi16(w1, x1));
-    P[1] = _mm256_setzero_si256();
 }
 
-static inline float load_fp16(const uint8_t *p) {
+static inline int ld16(const uint8_t *p) {
     uint16_t h;
-    memcpy(&h, p, sizeof h);
-    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
+    memcpy(&h, p, 2);
+    return h;
 }
 
-/* Per-row scales of the 8 groups of the K-quant block holding group g, over the 8 rows: a[j][r]
- * = d * sc and b[j][r] = dmin * m of sub-block j (Q4_K); for Q6_K's groups a and b are d * sc of
- * each half. Unpacked once per block: the 6-bit scales of Q4_K cost more to unpack than the
- * group's arithmetic. */
-static void kblock_scales(uint32_t type, const uint8_t *const row[8], int g, float a[8][8], float b[8][8]) {
-    for (int r = 0; r < 8; r++) {
-        if (type == GGML_TYPE_Q4_K) {
-            const uint8_t *blk = row[r] + (size_t)(g / 8) * sizeof(block_q4_K);
-            uint8_t sc[8], m[8];
-            quant_q4_K_scales(blk + 4, sc, m);
-            float d = load_fp16(blk), dmin = load_fp16(blk + 2);
-            for (int j = 0; j < 8; j++) {
-                a[j][r] = d * (float)sc[j];
-                b[j][r] = dmin * (float)m[j];
-            }
-        } else {
-            const uint8_t *blk = row[r] + (size_t)(g / 8) * sizeof(block_q6_K);
-            const int8_t *sc = (const int8_t *)(blk + offsetof(block_q6_K, scales));
-            float d = load_fp16(blk + offsetof(block_q6_K, d));
-            for (int j = 0; j < 8; j++) {
-                a[j][r] = d * (float)sc[2 * j];
-                b[j][r] = d * (float)sc[2 * j + 1];
-            }
-        }
+/* The fp16 block scales at offset o of 8 rows, as f32 (word inserts: no store-forwarding stall). */
+KERNELS_INLINE __m256 row_scales(const uint8_t *const row[8], size_t o) {
+    __m128i a = _mm_cvtsi32_si128(ld16(row[0] + o));
+    a = _mm_insert_epi16(a, ld16(row[1] + o), 1);
+    a = _mm_insert_epi16(a, ld16(row[2] + o), 2);
+    a = _mm_insert_epi16(a, ld16(row[3] + o), 3);
+    a = _mm_insert_epi16(a, ld16(row[4] + o), 4);
+    a = _mm_insert_epi16(a, ld16(row[5] + o), 5);
+    a = _mm_insert_epi16(a, ld16(row[6] + o), 6);
+    return _mm256_cvtph_ps(_mm_insert_epi16(a, ld16(row[7] + o), 7)); /* exact */
+}
+
+/* The K-quant block holding group g of a row. */
+KERNELS_INLINE const uint8_t *kblock_ptr(uint32_t type, const uint8_t *row, int g) {
+    return row + (size_t)(g / 8) * (type == GGML_TYPE_Q4_K ? sizeof(block_q4_K) : sizeof(block_q6_K));
+}
+
+/* One token's group g activations as int16: x[0] elements 0-15, x[1] 16-31. */
+KERNELS_INLINE void act_i16(kernels_act fmt, const void *xq, int g, __m256i x[2]) {
+    if (fmt == KERNELS_ACT_I16) {
+        x[0] = _mm256_loadu_si256((const __m256i *)((const int16_t *)xq + 32 * g));
+        x[1] = _mm256_loadu_si256((const __m256i *)((const int16_t *)xq + 32 * g + 16));
+    } else {
+        x[0] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)((const int8_t *)xq + 32 * g)));
+        x[1] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)((const int8_t *)xq + 32 * g + 16)));
     }
-}
-
-/* The block scales of group g (Q8_0, Q4_0) over the 8 rows. */
-static __m256 block_scales(uint32_t type, const uint8_t *const row[8], int g) {
-    uint16_t h[8];
-    for (int r = 0; r < 8; r++) memcpy(&h[r], row[r] + (size_t)g * int_block_bytes(type), sizeof h[r]);
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h)); /* exact, as load_fp16 */
 }
 
 /* Rows [0, n) (n <= 8) of W, y[0..n). Missing rows repeat the last one (results dropped). */
-static void matvec_q8(uint32_t type, kernels_act fmt, const uint8_t *W, size_t rb, int n, int cols,
-                      const void *xq, float *y, int add) {
+KERNELS_INLINE void matvec_q8(uint32_t type, kernels_act fmt, const uint8_t *W, size_t rb, int n, int cols,
+                              const void *xq, float *y, int add) {
     const act_group *grp = act_groups(xq, fmt, cols);
     const uint8_t *row[8];
-    for (int i = 0; i < 8; i++) row[i] = W + (size_t)(i < n ? i : n - 1) * rb;
-    __m256 acc = _mm256_setzero_ps();
-    float ka[8][8], kb[8][8]; /* K-quants: the current block's scales */
-    for (int g = 0; g < cols / 32; g++) {
-        __m256i x0, x1, P[2][8], S[2];
-        if (fmt == KERNELS_ACT_I16) {
-            x0 = _mm256_loadu_si256((const __m256i *)((const int16_t *)xq + 32 * g));
-            x1 = _mm256_loadu_si256((const __m256i *)((const int16_t *)xq + 32 * g + 16));
-        } else {
-            x0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)((const int8_t *)xq + 32 * g)));
-            x1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)((const int8_t *)xq + 32 * g + 16)));
-        }
+    int32_t offs[8];
+    for (int i = 0; i < 8; i++) {
+        offs[i] = (int32_t)((size_t)(i < n ? i : n - 1) * rb);
+        row[i] = W + offs[i];
+    }
+    const __m256i idx = _mm256_loadu_si256((const __m256i *)offs);
+    const int kq = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K, G = cols / 32;
+    const size_t pf_step = 8 * rb / (size_t)G;
+    __m256 acc = _mm256_setzero_ps(), ks[16];
+    for (int g = 0; g < G; g++) {
+        __m256i x[2], P[2][8], S[2];
+        /* The next tile of 8 rows into L2 as this one is consumed: see the AVX-512 matvec. */
+        for (size_t p = 0; p < pf_step; p += 64) _mm_prefetch((const char *)W + 8 * rb + g * pf_step + p, _MM_HINT_T2);
+        act_i16(fmt, xq, g, x);
+#pragma GCC unroll 8
         for (int r = 0; r < 8; r++) {
-            __m256i p[2];
-            row_partials(type, row[r], g, x0, x1, p);
-            P[0][SLOT8(r)] = p[0];
-            P[1][SLOT8(r)] = p[1];
+            __m256i w[2];
+            weights_i16(type, row[r], g, w);
+            if (type == GGML_TYPE_Q6_K) { /* the halves stay apart */
+                P[0][SLOT8(r)] = _mm256_madd_epi16(w[0], x[0]);
+                P[1][SLOT8(r)] = _mm256_madd_epi16(w[1], x[1]);
+            } else {
+                P[0][SLOT8(r)] = _mm256_add_epi32(_mm256_madd_epi16(w[0], x[0]), _mm256_madd_epi16(w[1], x[1]));
+            }
         }
-        __m256 s[2], d = _mm256_set1_ps(grp[g].d);
-        if (type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K) {
-            if (g % 8 == 0) kblock_scales(type, row, g, ka, kb);
-            s[0] = _mm256_loadu_ps(ka[g % 8]);
-            s[1] = _mm256_loadu_ps(kb[g % 8]);
-        } else {
-            s[0] = block_scales(type, row, g);
-            s[1] = _mm256_setzero_ps();
-        }
+        if (kq && g % 8 == 0) kblock_scales(type, kblock_ptr(type, W, g), idx, ks);
+        __m256 d = _mm256_set1_ps(grp[g].d);
         S[0] = reduce8(P[0]);
-        S[1] = _mm256_setzero_si256();
         if (type == GGML_TYPE_Q4_0) S[0] = _mm256_sub_epi32(S[0], _mm256_set1_epi32(8 * grp[g].sum));
-        if (type == GGML_TYPE_Q6_K) {
+        switch (type) {
+        case GGML_TYPE_Q4_K:
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[0]), _mm256_mul_ps(ks[g % 8], d), acc);
+            acc = _mm256_fnmadd_ps(ks[8 + g % 8], _mm256_set1_ps(grp[g].d * (float)grp[g].sum), acc);
+            break;
+        case GGML_TYPE_Q6_K:
             S[1] = reduce8(P[1]);
             S[0] = _mm256_sub_epi32(S[0], _mm256_set1_epi32(32 * grp[g].sum16));
             S[1] = _mm256_sub_epi32(S[1], _mm256_set1_epi32(32 * (grp[g].sum - grp[g].sum16)));
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[0]), _mm256_mul_ps(ks[2 * (g % 8)], d), acc);
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[1]), _mm256_mul_ps(ks[2 * (g % 8) + 1], d), acc);
+            break;
+        default:
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[0]), _mm256_mul_ps(row_scales(row, (size_t)g * int_block_bytes(type)), d),
+                                  acc);
         }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[0]), _mm256_mul_ps(s[0], d), acc);
-        if (type == GGML_TYPE_Q4_K) acc = _mm256_fnmadd_ps(s[1], _mm256_set1_ps(grp[g].d * (float)grp[g].sum), acc);
-        if (type == GGML_TYPE_Q6_K) acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[1]), _mm256_mul_ps(s[1], d), acc);
     }
     float out[8];
     _mm256_storeu_ps(out, acc);
     for (int i = 0; i < n; i++) kernels_store(&y[i], out[i], add);
 }
 
+KERNELS_INLINE void matvec_tiles(uint32_t type, kernels_act fmt, const uint8_t *W, size_t row_bytes, int cols,
+                                 const void *xq, float *y, int r0, int r1, int add) {
+    for (int r = r0; r < r1; r += 8)
+        matvec_q8(type, fmt, W + (size_t)r * row_bytes, row_bytes, r1 - r < 8 ? r1 - r : 8, cols, xq, y + (r - r0), add);
+}
+
 static void matvec_q(uint32_t type, const void *W, size_t row_bytes, int cols, kernels_act fmt, const void *xq,
                      float *y, int r0, int r1, int add) {
-    for (int r = r0; r < r1; r += 8)
-        matvec_q8(type, fmt, (const uint8_t *)W + (size_t)r * row_bytes, row_bytes, r1 - r < 8 ? r1 - r : 8, cols,
-                  xq, y + (r - r0), add);
+    BY_TYPE_AND_FORMAT(matvec_tiles, (const uint8_t *)W, row_bytes, cols, xq, y, r0, r1, add)
+}
+
+/* The packed matmul is blocked for the caches: a block of MM_TB tokens and MM_RB rows keeps its
+ * f32 accumulators in scratch (32 KB); the weights go by k-blocks of MM_KG groups (512 k), each
+ * 16-row panel of a k-block packed once (18 KB, within L1) and used by every token of the block,
+ * whose activations for the k-block stay in L2 across the block's panels. */
+#define MM_TB 128
+#define MM_RB 64
+#define MM_KG 16
+#define PANEL_NT 4 /* tokens per tile: 8 int32 accumulators for two sets of 8 rows */
+
+/* A packed panel of up to 16 rows (two sets of 8 lanes) over MM_KG groups: for group g, step j
+ * (k-pair, 0..15) and set s, 32 bytes at ((g * 16 + j) * 2 + s) * 32; then two scale vectors per
+ * group and set, 8 floats each at ((g * 2 + s) * 2 + v) * 8: the block scale (Q8_0, Q4_0),
+ * d * sc and dmin * m (Q4_K), or d * sc of each half (Q6_K). */
+#define PANEL_BYTES (MM_KG * 16 * 64)
+#define PANEL_SCALES (MM_KG * 2 * 2 * 8)
+_Static_assert(PANEL_BYTES + PANEL_SCALES * 4 + MM_RB * MM_TB * 4 <= KERNELS_MUL_SCRATCH, "matmul scratch");
+
+/* Rows as 8 vectors of 8 dwords in, columns out: c[j] lane i = r[i] lane j. */
+#if defined(__GNUC__)
+#define KEEP_IN_REGISTER(v) __asm__("" : "+x"(v))
+#else
+#define KEEP_IN_REGISTER(v) ((void)0)
+#endif
+
+KERNELS_INLINE void transpose8(__m256i r[8]) {
+    __m256i t[8], u[8];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        t[2 * k] = _mm256_unpacklo_epi32(r[2 * k], r[2 * k + 1]);
+        t[2 * k + 1] = _mm256_unpackhi_epi32(r[2 * k], r[2 * k + 1]);
+    }
+#pragma GCC unroll 2
+    for (int m = 0; m < 2; m++) { /* u[4m + c], 128-bit lane l: column 4l + c of rows 4m..4m+3 */
+        u[4 * m] = _mm256_unpacklo_epi64(t[4 * m], t[4 * m + 2]);
+        u[4 * m + 1] = _mm256_unpackhi_epi64(t[4 * m], t[4 * m + 2]);
+        u[4 * m + 2] = _mm256_unpacklo_epi64(t[4 * m + 1], t[4 * m + 3]);
+        u[4 * m + 3] = _mm256_unpackhi_epi64(t[4 * m + 1], t[4 * m + 3]);
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        r[c] = _mm256_permute2x128_si256(u[c], u[4 + c], 0x20);
+        r[4 + c] = _mm256_permute2x128_si256(u[c], u[4 + c], 0x31);
+    }
+}
+
+/* Pack groups [g0, g0 + ng) of rows [0, n) of W (n <= 16; g0 a multiple of 8): the signed
+ * weights (the stored form minus its offset), so the packed product is S itself. */
+KERNELS_INLINE void pack_panel(uint32_t type, const uint8_t *W, size_t rb, int n, int g0, int ng, uint8_t *panel) {
+    const int kq = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K;
+    const __m256i off = _mm256_set1_epi16(stored_offset(type));
+    float *sc = (float *)(panel + PANEL_BYTES);
+    for (int s = 0; s < (n + 7) / 8; s++) {
+        const uint8_t *row[8];
+        int32_t offs[8];
+        for (int i = 0; i < 8; i++) {
+            int r = 8 * s + i;
+            offs[i] = (int32_t)((size_t)(r < n ? r : n - 1) * rb);
+            row[i] = W + offs[i];
+        }
+        const __m256i idx = _mm256_loadu_si256((const __m256i *)offs);
+        __m256 ks[16];
+        for (int gi = 0; gi < ng; gi++) {
+            int g = g0 + gi;
+            __m256i v[16];
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) {
+                __m256i w[2];
+                weights_i16(type, row[i], g, w);
+                v[i] = _mm256_sub_epi16(w[0], off);     /* k-pairs 0-7 */
+                v[8 + i] = _mm256_sub_epi16(w[1], off); /* k-pairs 8-15 */
+            }
+            transpose8(v);
+            transpose8(v + 8);
+            uint8_t *dst = panel + (size_t)gi * 16 * 64 + (size_t)s * 32;
+#pragma GCC unroll 16
+            for (int j = 0; j < 16; j++) _mm256_store_si256((__m256i *)(dst + (size_t)j * 64), v[j]);
+            float *gs = sc + (size_t)(gi * 2 + s) * 16;
+            if (kq && (gi == 0 || g % 8 == 0)) kblock_scales(type, kblock_ptr(type, W, g), idx, ks);
+            if (type == GGML_TYPE_Q4_K) {
+                _mm256_store_ps(gs, ks[g % 8]);
+                _mm256_store_ps(gs + 8, ks[8 + g % 8]);
+            } else if (type == GGML_TYPE_Q6_K) {
+                _mm256_store_ps(gs, ks[2 * (g % 8)]);
+                _mm256_store_ps(gs + 8, ks[2 * (g % 8) + 1]);
+            } else {
+                _mm256_store_ps(gs, row_scales(row, (size_t)g * int_block_bytes(type)));
+            }
+        }
+    }
+}
+
+/* One tile: NS sets of 8 packed rows times NT tokens over the panel's ng groups (absolute groups
+ * g0...), continuing the f32 accumulators in acc ([t][16] floats; zero before the first group).
+ * X: the tokens' activations (xs bytes apart). int8 activations are widened into xw first, so the
+ * inner loop always broadcasts an int16 pair. The steps of a group go in two halves: Q6_K scales
+ * each half's S on its own; the other types carry the integer sums across. Every (row, token)
+ * does the same operations whatever NT and NS are. */
+KERNELS_INLINE void panel_tile(uint32_t type, kernels_act fmt, const uint8_t *panel, int cols, int g0, int ng,
+                               const uint8_t *X, size_t xs, int NT, int NS, float *acc) {
+    const float *sc = (const float *)(panel + PANEL_BYTES);
+    const act_group *grp[PANEL_NT];
+    const int16_t *xk[PANEL_NT]; /* token t's int16 activations from group g0 on */
+    int16_t xw[PANEL_NT][MM_KG * 32] __attribute__((aligned(32)));
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) {
+        grp[t] = act_groups(X + xs * (size_t)t, fmt, cols);
+        if (fmt == KERNELS_ACT_I16) {
+            xk[t] = (const int16_t *)(X + xs * (size_t)t) + 32 * g0;
+        } else {
+            for (int i = 0; i < ng; i++) act_i16(fmt, X + xs * (size_t)t, g0 + i, (__m256i *)&xw[t][32 * i]);
+            xk[t] = xw[t];
+        }
+    }
+    for (int gi = 0; gi < ng; gi++) {
+        int g = g0 + gi;
+        const uint8_t *pg = panel + (size_t)gi * 16 * 64;
+        const float *gs = sc + (size_t)gi * 32;
+        __m256i iacc[PANEL_NT][2];
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            if (h == 0 || type == GGML_TYPE_Q6_K)
+#pragma GCC unroll 4
+                for (int t = 0; t < NT; t++)
+#pragma GCC unroll 2
+                    for (int s = 0; s < NS; s++) iacc[t][s] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int j = 8 * h; j < 8 * h + 8; j++) {
+                __m256i w[2];
+#pragma GCC unroll 2
+                for (int s = 0; s < NS; s++) w[s] = _mm256_load_si256((const __m256i *)(pg + j * 64 + s * 32));
+#pragma GCC unroll 4
+                for (int t = 0; t < NT; t++) {
+                    int32_t x2; /* an int16 pair */
+                    memcpy(&x2, xk[t] + 32 * gi + 2 * j, 4);
+                    __m256i xb = _mm256_set1_epi32(x2);
+#pragma GCC unroll 2
+                    for (int s = 0; s < NS; s++) {
+                        iacc[t][s] = _mm256_add_epi32(iacc[t][s], _mm256_madd_epi16(w[s], xb));
+                        /* Integer adds are associative, and GCC rebalances the chain into a
+                         * tree of products computed ahead and spilled (measured 2.5x slower). */
+                        KEEP_IN_REGISTER(iacc[t][s]);
+                    }
+                }
+            }
+            if (h == 0 && type != GGML_TYPE_Q6_K) continue;
+#pragma GCC unroll 4
+            for (int t = 0; t < NT; t++) {
+                __m256 d = _mm256_set1_ps(grp[t][g].d);
+#pragma GCC unroll 2
+                for (int s = 0; s < NS; s++) {
+                    const float *v = gs + s * 16;
+                    float *a = acc + t * 16 + s * 8;
+                    /* the first group's first scaling starts from zero */
+                    __m256 f = g == 0 && (h == 0 || type != GGML_TYPE_Q6_K) ? _mm256_setzero_ps() : _mm256_load_ps(a);
+                    __m256 scale = _mm256_load_ps(v + (type == GGML_TYPE_Q6_K ? 8 * h : 0));
+                    f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[t][s]), _mm256_mul_ps(scale, d), f);
+                    if (type == GGML_TYPE_Q4_K)
+                        f = _mm256_fnmadd_ps(_mm256_load_ps(v + 8), _mm256_set1_ps(grp[t][g].d * (float)grp[t][g].sum), f);
+                    _mm256_store_ps(a, f);
+                }
+            }
+        }
+    }
+}
+
+KERNELS_INLINE void store_rows(float *y, const float *v, int n, int add) {
+    for (int i = 0; i < n; i++) kernels_store(&y[i], v[i], add);
+}
+
+KERNELS_INLINE void matmul_blocks(uint32_t type, kernels_act fmt, const uint8_t *W, size_t row_bytes, int cols,
+                                  const uint8_t *Xq, int T, float *Y, int ldy, int r0, int r1, int add, void *scratch) {
+    const size_t xs = act_row_bytes(fmt, cols);
+    const int G = cols / 32;
+    uint8_t *panel = scratch;
+    float *acc = (float *)(panel + PANEL_BYTES + PANEL_SCALES * sizeof(float)); /* [MM_RB / 16][MM_TB][16] */
+    for (int tb = 0; tb < T; tb += MM_TB) {
+        int nt = T - tb < MM_TB ? T - tb : MM_TB;
+        const uint8_t *X = Xq + xs * (size_t)tb;
+        for (int rb0 = r0; rb0 < r1; rb0 += MM_RB) {
+            int nr = r1 - rb0 < MM_RB ? r1 - rb0 : MM_RB, np = (nr + 15) / 16;
+            for (int g0 = 0; g0 < G; g0 += MM_KG) {
+                int ng = G - g0 < MM_KG ? G - g0 : MM_KG;
+                for (int p = 0; p < np; p++) {
+                    int n = nr - 16 * p < 16 ? nr - 16 * p : 16, t = 0;
+                    float *pa = acc + (size_t)p * MM_TB * 16;
+                    pack_panel(type, W + (size_t)(rb0 + 16 * p) * row_bytes, row_bytes, n, g0, ng, panel);
+                    if (n > 8) {
+                        for (; t + PANEL_NT <= nt; t += PANEL_NT)
+                            panel_tile(type, fmt, panel, cols, g0, ng, X + xs * t, xs, PANEL_NT, 2, pa + t * 16);
+                        for (; t < nt; t++) panel_tile(type, fmt, panel, cols, g0, ng, X + xs * t, xs, 1, 2, pa + t * 16);
+                    } else {
+                        for (; t + PANEL_NT <= nt; t += PANEL_NT)
+                            panel_tile(type, fmt, panel, cols, g0, ng, X + xs * t, xs, PANEL_NT, 1, pa + t * 16);
+                        for (; t < nt; t++) panel_tile(type, fmt, panel, cols, g0, ng, X + xs * t, xs, 1, 1, pa + t * 16);
+                    }
+                }
+            }
+            for (int p = 0; p < np; p++) {
+                int m = nr - 16 * p < 16 ? nr - 16 * p : 16;
+                for (int t = 0; t < nt; t++)
+                    store_rows(Y + (size_t)(tb + t) * ldy + (rb0 - r0) + 16 * p, acc + ((size_t)p * MM_TB + t) * 16, m, add);
+            }
+        }
+    }
 }
 
 static void matmul_q(uint32_t type, const void *W, size_t row_bytes, int cols, kernels_act fmt, const void *Xq,
                      int T, float *Y, int ldy, int r0, int r1, int add, void *scratch) {
-    size_t xs = act_row_bytes(fmt, cols);
-    int tile = kernels_row_tile(row_bytes);
-    for (int ra = r0; ra < r1; ra += tile) {
-        int rz = r1 - ra > tile ? ra + tile : r1;
-        for (int t = 0; t < T; t++)
-            matvec_q(type, W, row_bytes, cols, fmt, (const uint8_t *)Xq + xs * (size_t)t, Y + (size_t)t * ldy + (ra - r0), ra,
-                     rz, add);
-    }
+    BY_TYPE_AND_FORMAT(matmul_blocks, (const uint8_t *)W, row_bytes, cols, (const uint8_t *)Xq, T, Y, ldy, r0, r1, add,
+                       scratch)
 }
 
 /* ---- element-wise helpers ---- */

@@ -480,20 +480,6 @@ KERNELS_INLINE void matvec_tiles(uint32_t type, kernels_act fmt, const uint8_t *
         matvec_q16(type, fmt, W + (size_t)r * row_bytes, row_bytes, r1 - r < 16 ? r1 - r : 16, cols, xq, y + (r - r0), add);
 }
 
-/* One specialisation per type and format. */
-#define BY_TYPE_AND_FORMAT(fn, ...)                                                                   \
-    switch (type) {                                                                                   \
-    case GGML_TYPE_Q8_0: fmt == KERNELS_ACT_I16 ? fn(GGML_TYPE_Q8_0, KERNELS_ACT_I16, __VA_ARGS__)     \
-                                                : fn(GGML_TYPE_Q8_0, KERNELS_ACT_I8, __VA_ARGS__); break; \
-    case GGML_TYPE_Q4_0: fmt == KERNELS_ACT_I16 ? fn(GGML_TYPE_Q4_0, KERNELS_ACT_I16, __VA_ARGS__)     \
-                                                : fn(GGML_TYPE_Q4_0, KERNELS_ACT_I8, __VA_ARGS__); break; \
-    case GGML_TYPE_Q4_K: fmt == KERNELS_ACT_I16 ? fn(GGML_TYPE_Q4_K, KERNELS_ACT_I16, __VA_ARGS__)     \
-                                                : fn(GGML_TYPE_Q4_K, KERNELS_ACT_I8, __VA_ARGS__); break; \
-    case GGML_TYPE_Q6_K: fmt == KERNELS_ACT_I16 ? fn(GGML_TYPE_Q6_K, KERNELS_ACT_I16, __VA_ARGS__)     \
-                                                : fn(GGML_TYPE_Q6_K, KERNELS_ACT_I8, __VA_ARGS__); break; \
-    default: break;                                                                                   \
-    }
-
 static void matvec_q(uint32_t type, const void *W, size_t row_bytes, int cols, kernels_act fmt, const void *xq,
                      float *y, int r0, int r1, int add) {
     BY_TYPE_AND_FORMAT(matvec_tiles, (const uint8_t *)W, row_bytes, cols, xq, y, r0, r1, add)

@@ -59,9 +59,9 @@ static inline const act_group *act_groups(const void *xq, kernels_act fmt, int c
     return (const act_group *)((const uint8_t *)xq + act_q_bytes(fmt, cols));
 }
 
-/* Bytes of kernels_mul's scratch: the AVX-512 packed matmul's panel (32 rows by 512 int16
- * weights, two f32 scales per row and group) and block of f32 accumulators (128 rows by 128
- * tokens). */
+/* Bytes of kernels_mul's scratch, the largest a set's packed matmul needs: AVX-512's panel (32
+ * rows by 512 int16 weights, two f32 scales per row and group) and block of f32 accumulators (128
+ * rows by 128 tokens); AVX2's are half as many rows. */
 #define KERNELS_MUL_SCRATCH (16 * 16 * 128 + 16 * 2 * 2 * 16 * 4 + 128 * 128 * 4)
 
 /* Bytes of one block of 32 weights of Q8_0 / Q4_0 (its fp16 scale comes first). */
@@ -113,6 +113,21 @@ extern const kernels_ops kernels_avx512_ops;
 #define KERNELS_INLINE static inline
 #define FROM_MEMORY(array) ((void)0)
 #endif
+
+/* One specialisation per integer weight type and activation format: fn(type, fmt, ...) with both
+ * compile-time constants, so an inlined kernel loses its branches on them. */
+#define BY_TYPE_AND_FORMAT(fn, ...)                                                                   \
+    switch (type) {                                                                                   \
+    case GGML_TYPE_Q8_0: fmt == KERNELS_ACT_I16 ? fn(GGML_TYPE_Q8_0, KERNELS_ACT_I16, __VA_ARGS__)     \
+                                                : fn(GGML_TYPE_Q8_0, KERNELS_ACT_I8, __VA_ARGS__); break; \
+    case GGML_TYPE_Q4_0: fmt == KERNELS_ACT_I16 ? fn(GGML_TYPE_Q4_0, KERNELS_ACT_I16, __VA_ARGS__)     \
+                                                : fn(GGML_TYPE_Q4_0, KERNELS_ACT_I8, __VA_ARGS__); break; \
+    case GGML_TYPE_Q4_K: fmt == KERNELS_ACT_I16 ? fn(GGML_TYPE_Q4_K, KERNELS_ACT_I16, __VA_ARGS__)     \
+                                                : fn(GGML_TYPE_Q4_K, KERNELS_ACT_I8, __VA_ARGS__); break; \
+    case GGML_TYPE_Q6_K: fmt == KERNELS_ACT_I16 ? fn(GGML_TYPE_Q6_K, KERNELS_ACT_I16, __VA_ARGS__)     \
+                                                : fn(GGML_TYPE_Q6_K, KERNELS_ACT_I8, __VA_ARGS__); break; \
+    default: break;                                                                                   \
+    }
 
 /* The SIMD sets' exp(x) (Cephes' expf): x clamped to [EXP_LO, EXP_HI] (below EXP_LO the result
  * flushes to 0), x = n ln2 + r with ln2 = EXP_LN2_HI + EXP_LN2_LO in two parts (so r is exact),

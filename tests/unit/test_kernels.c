@@ -237,8 +237,8 @@ static void test_exact_rows(void) {
  * result equals its matvec bit for bit. */
 static void test_int_blocks(void) {
     enum { R = 150, T = 131, COLS = 768 };
-    static const uint32_t types[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
-    for (int c = 0; c < 6; c++) {
+    static const uint32_t types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
+    for (int c = 0; c < 8; c++) {
         kernels_act fmt = (kernels_act)(c % 2);
         uint32_t type = types[c / 2];
         size_t rb = quant_row_bytes(type, COLS), xs = kernels_act_bytes(fmt, COLS);
