@@ -330,8 +330,9 @@ static float *attn_row(const fwd_state *s, int t0, int g, int r) {
  * whose position is at most its own (the batch's keys are already in the cache). Streaming
  * softmax: the cells go by in spans of FWD_ATTN_SPAN, each adding to running maxima, sums and
  * outputs (rescaled when the maximum grows), so no score matrix longer than a span exists
- * whatever the context. Both products go through the matrix kernels, so the block reads its keys
- * and values once: scores = K q for all its queries, then V^T p over the transposed values. A
+ * whatever the context. Both products go through the kernels, so the block reads its keys and
+ * values once: the scores of all its queries (kernels_scores over the transposed keys), then
+ * V^T p over the transposed values. A
  * query's weights past its own cells are zero, which the float kernels add without a trace, and
  * the spans start at cell 0: a token's result is the same bits whatever block, batch, or decode
  * versus prefill computed it. */
@@ -356,15 +357,12 @@ static void attend_block(fwd_state *s, int layer, const nc_batch_entry *e, int t
         th->attn_max[r] = -INFINITY;
         th->attn_sum[r] = 0;
     }
-    const uint8_t *keys = (const uint8_t *)kv_k(kv, layer, seq, 0) + (size_t)g * hd * kv->elem;
-    const uint8_t *values = kv_vt(kv, layer, seq, g * hd);
+    const uint8_t *keys = kv_kt(kv, layer, seq, g * hd), *values = kv_vt(kv, layer, seq, g * hd);
     float scale = 1.0f / sqrtf((float)hd);
     for (int c0 = 0; c0 < n_max; c0 += FWD_ATTN_SPAN) {
         int nc = n_max - c0 < FWD_ATTN_SPAN ? n_max - c0 : FWD_ATTN_SPAN;
         float *p = th->scores; /* [R][nc] */
-        const uint8_t *k0 = keys + (size_t)c0 * kv_k_row_bytes(kv);
-        if (R == 1) kernels_matvec(kv->type, k0, kv_k_row_bytes(kv), hd, th->attn_q, p, 0, nc);
-        else kernels_matmul(kv->type, k0, kv_k_row_bytes(kv), hd, th->attn_q, R, p, nc, 0, nc);
+        kernels_scores(kv->type, keys + (size_t)c0 * kv->elem, kv_row_bytes(kv), hd, th->attn_q, R, p, nc, nc);
         for (int r = 0; r < R; r++) {
             float *pr = p + (size_t)r * nc;
             int nr = n[r / rep] - c0;
@@ -381,8 +379,8 @@ static void attend_block(fwd_state *s, int layer, const nc_batch_entry *e, int t
             memset(pr + nr, 0, sizeof(float) * (size_t)(nc - nr));
         }
         const uint8_t *v0 = values + (size_t)c0 * kv->elem;
-        if (R == 1) kernels_matvec(kv->type, v0, kv_vt_row_bytes(kv), nc, p, th->attn_part, 0, hd);
-        else kernels_matmul(kv->type, v0, kv_vt_row_bytes(kv), nc, p, R, th->attn_part, hd, 0, hd);
+        if (R == 1) kernels_matvec(kv->type, v0, kv_row_bytes(kv), nc, p, th->attn_part, 0, hd);
+        else kernels_matmul(kv->type, v0, kv_row_bytes(kv), nc, p, R, th->attn_part, hd, 0, hd);
         for (int r = 0; r < R; r++) {
             if (n[r / rep] <= c0) continue;
             float *out = attn_row(s, t0, g, r);

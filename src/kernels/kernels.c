@@ -151,6 +151,11 @@ void kernels_matmul(uint32_t type, const void *W, size_t row_bytes, int cols, co
     free(q);
 }
 
+void kernels_scores(uint32_t type, const void *Kt, size_t row_bytes, int dims, const float *X, int R, float *Y,
+                    int ldy, int n) {
+    if (R > 0 && n > 0) ops()->scores(type, Kt, row_bytes, dims, X, R, Y, ldy, n);
+}
+
 void kernels_rms_norm(float *out, const float *x, const float *w, int n, float eps) {
     ops()->rms_norm(out, x, w, n, eps);
 }

@@ -57,6 +57,14 @@ void kernels_mul(uint32_t type, const void *W, size_t row_bytes, int cols, const
                  const void *xq, int T, float *Y, int ldy, int r0, int r1, int add, void *scratch);
 size_t kernels_mul_scratch_bytes(void);
 
+/* Attention scores against keys stored transposed (the KV cache's layout): for queries r < R and
+ * cells c < n, Y[r * ldy + c] = sum over d < dims of X[r * dims + d] * Kt[d][c], where Kt's rows
+ * (F16 or F32, one per dimension) are row_bytes apart. Each result is one f32 fma chain over d
+ * in increasing order, acc = fma(x_d, k_d, acc) from 0, so every set gives the same bits whatever
+ * R, n and its tiling: the cells run along the vector lanes and no sum is reduced across lanes. */
+void kernels_scores(uint32_t type, const void *Kt, size_t row_bytes, int dims, const float *X, int R, float *Y,
+                    int ldy, int n);
+
 /* Element-wise helpers of the forward pass. Each result depends only on its inputs (and the set:
  * the SIMD sets use their own exp, within 2 ulp of the exact value). */
 /* out = RMSNorm(x) * w: x * (1 / sqrt(mean(x^2) + eps)) * w. */

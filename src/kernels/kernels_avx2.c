@@ -577,6 +577,84 @@ static void matmul_q(uint32_t type, const void *W, size_t row_bytes, int cols, k
                        scratch)
 }
 
+/* ---- attention scores (kernels_scores): keys transposed ----
+ * A tile is NV (1 or 2) vectors of 8 cells by up to SC_Q queries: for each dimension d the tile's
+ * keys are widened once and FMA'd into every query's accumulators with x_d broadcast, so each
+ * (query, cell) lane is the defined fma chain over d. The last n % 8 cells go one at a time
+ * through the same chain in a scalar register. */
+#define SC_Q 4
+
+KERNELS_INLINE __m256 load_keys(uint32_t type, const uint8_t *row, int c) {
+    if (type == GGML_TYPE_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * (size_t)c)));
+    return _mm256_loadu_ps((const float *)row + c);
+}
+
+KERNELS_INLINE void scores_tile(uint32_t type, const uint8_t *Kt, size_t rb, int dims, const float *X, int NQ, int NV,
+                                float *Y, int ldy, int c0) {
+    __m256 acc[SC_Q][2];
+#pragma GCC unroll 4
+    for (int q = 0; q < NQ; q++)
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) acc[q][v] = _mm256_setzero_ps();
+    for (int d = 0; d < dims; d++) {
+        const uint8_t *row = Kt + (size_t)d * rb;
+        __m256 k[2];
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) k[v] = load_keys(type, row, c0 + 8 * v);
+#pragma GCC unroll 4
+        for (int q = 0; q < NQ; q++) {
+            __m256 xb = _mm256_broadcast_ss(X + (size_t)q * dims + d);
+#pragma GCC unroll 2
+            for (int v = 0; v < NV; v++) acc[q][v] = _mm256_fmadd_ps(xb, k[v], acc[q][v]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < NQ; q++)
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) _mm256_storeu_ps(Y + (size_t)q * ldy + c0 + 8 * v, acc[q][v]);
+}
+
+#define SCORES_TILE(NV)                                                                                    \
+    switch (nq) {                                                                                          \
+    case 1: scores_tile(type, Kt, rb, dims, x, 1, NV, y, ldy, c0); break;                                  \
+    case 2: scores_tile(type, Kt, rb, dims, x, 2, NV, y, ldy, c0); break;                                  \
+    case 3: scores_tile(type, Kt, rb, dims, x, 3, NV, y, ldy, c0); break;                                  \
+    default: scores_tile(type, Kt, rb, dims, x, 4, NV, y, ldy, c0);                                        \
+    }
+
+KERNELS_INLINE void scores_typed(uint32_t type, const uint8_t *Kt, size_t rb, int dims, const float *X, int R, float *Y,
+                                 int ldy, int n) {
+    int n8 = n / 8 * 8;
+    for (int c0 = 0; c0 < n8; c0 += 16)
+        for (int r = 0; r < R; r += SC_Q) {
+            const float *x = X + (size_t)r * dims;
+            float *y = Y + (size_t)r * ldy;
+            int nq = R - r < SC_Q ? R - r : SC_Q;
+            if (n8 - c0 >= 16) {
+                SCORES_TILE(2)
+            } else {
+                SCORES_TILE(1)
+            }
+        }
+    for (int c = n8; c < n; c++)
+        for (int r = 0; r < R; r++) {
+            __m128 acc = _mm_setzero_ps();
+            for (int d = 0; d < dims; d++) {
+                const uint8_t *k = Kt + (size_t)d * rb;
+                __m128 kv = type == GGML_TYPE_F16 ? _mm_cvtph_ps(_mm_cvtsi32_si128(ld16(k + 2 * (size_t)c)))
+                                                  : _mm_load_ss((const float *)k + c);
+                acc = _mm_fmadd_ss(_mm_load_ss(X + (size_t)r * dims + d), kv, acc);
+            }
+            Y[(size_t)r * ldy + c] = _mm_cvtss_f32(acc);
+        }
+}
+
+static void scores(uint32_t type, const void *Kt, size_t row_bytes, int dims, const float *X, int R, float *Y,
+                   int ldy, int n) {
+    if (type == GGML_TYPE_F16) scores_typed(GGML_TYPE_F16, Kt, row_bytes, dims, X, R, Y, ldy, n);
+    else scores_typed(GGML_TYPE_F32, Kt, row_bytes, dims, X, R, Y, ldy, n);
+}
+
 /* ---- element-wise helpers ---- */
 
 /* exp_ps: see EXP_* in kernels_impl.h; 2^n put in the exponent. */
@@ -699,7 +777,7 @@ static uint64_t read_bytes(const void *p, size_t n) {
     return (uint64_t)_mm_cvtsi128_si64(h) ^ (uint64_t)_mm_extract_epi64(h, 1);
 }
 
-const kernels_ops kernels_avx2_ops = {matvec,   matmul, quantize_act, matvec_q,  matmul_q,
+const kernels_ops kernels_avx2_ops = {matvec,   matmul, quantize_act, matvec_q,  matmul_q, scores,
                                       rms_norm, swiglu, softmax_span, f32_to_f16, read_bytes};
 
 #endif

@@ -736,6 +736,67 @@ static inline __m512 exp_ps(__m512 x) {
 
 static inline __mmask16 tail_mask(int left) { return left >= 16 ? 0xFFFF : (__mmask16)((1u << left) - 1); }
 
+/* ---- attention scores (kernels_scores): keys transposed ----
+ * A tile is SC_CV vectors of 16 cells by up to SC_Q queries: for each dimension d the tile's keys
+ * are widened once and FMA'd into every query's accumulators with x_d broadcast, so each (query,
+ * cell) lane is the defined fma chain over d. 16 independent chains cover the FMA latency; cells
+ * past n are masked off (loads of zeros, no stores). */
+#define SC_Q 4
+#define SC_CV 4
+
+KERNELS_INLINE void scores_tile(uint32_t type, const uint8_t *Kt, size_t rb, int dims, const float *X, int NQ,
+                                float *Y, int ldy, int c0, int n) {
+    __m512 acc[SC_Q][SC_CV];
+    __mmask16 m[SC_CV];
+#pragma GCC unroll 4
+    for (int v = 0; v < SC_CV; v++) {
+        int left = n - c0 - 16 * v;
+        m[v] = left <= 0 ? 0 : tail_mask(left);
+#pragma GCC unroll 4
+        for (int q = 0; q < NQ; q++) acc[q][v] = _mm512_setzero_ps();
+    }
+    for (int d = 0; d < dims; d++) {
+        const uint8_t *row = Kt + (size_t)d * rb;
+        __m512 k[SC_CV];
+#pragma GCC unroll 4
+        for (int v = 0; v < SC_CV; v++)
+            k[v] = type == GGML_TYPE_F16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m[v], row + 2 * (size_t)(c0 + 16 * v)))
+                                         : _mm512_maskz_loadu_ps(m[v], (const float *)row + c0 + 16 * v);
+#pragma GCC unroll 4
+        for (int q = 0; q < NQ; q++) {
+            __m512 xb = _mm512_set1_ps(X[(size_t)q * dims + d]);
+#pragma GCC unroll 4
+            for (int v = 0; v < SC_CV; v++) acc[q][v] = _mm512_fmadd_ps(xb, k[v], acc[q][v]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < NQ; q++)
+#pragma GCC unroll 4
+        for (int v = 0; v < SC_CV; v++)
+            if (m[v]) _mm512_mask_storeu_ps(Y + (size_t)q * ldy + c0 + 16 * v, m[v], acc[q][v]);
+}
+
+KERNELS_INLINE void scores_typed(uint32_t type, const void *Kt, size_t rb, int dims, const float *X, int R, float *Y,
+                                 int ldy, int n) {
+    for (int c0 = 0; c0 < n; c0 += 16 * SC_CV)
+        for (int r = 0; r < R; r += SC_Q) {
+            const float *x = X + (size_t)r * dims;
+            float *y = Y + (size_t)r * ldy;
+            switch (R - r < SC_Q ? R - r : SC_Q) {
+            case 1: scores_tile(type, Kt, rb, dims, x, 1, y, ldy, c0, n); break;
+            case 2: scores_tile(type, Kt, rb, dims, x, 2, y, ldy, c0, n); break;
+            case 3: scores_tile(type, Kt, rb, dims, x, 3, y, ldy, c0, n); break;
+            default: scores_tile(type, Kt, rb, dims, x, 4, y, ldy, c0, n);
+            }
+        }
+}
+
+static void scores(uint32_t type, const void *Kt, size_t row_bytes, int dims, const float *X, int R, float *Y,
+                   int ldy, int n) {
+    if (type == GGML_TYPE_F16) scores_typed(GGML_TYPE_F16, Kt, row_bytes, dims, X, R, Y, ldy, n);
+    else scores_typed(GGML_TYPE_F32, Kt, row_bytes, dims, X, R, Y, ldy, n);
+}
+
 static void rms_norm(float *out, const float *x, const float *w, int n, float eps) {
     __m512 acc = _mm512_setzero_ps();
     for (int i = 0; i < n; i += 16) {
@@ -805,7 +866,7 @@ static uint64_t read_bytes(const void *p, size_t n) {
     return (uint64_t)_mm_cvtsi128_si64(h) ^ (uint64_t)_mm_extract_epi64(h, 1);
 }
 
-const kernels_ops kernels_avx512_ops = {matvec,   matmul, quantize_act, matvec_q,  matmul_q,
+const kernels_ops kernels_avx512_ops = {matvec,   matmul, quantize_act, matvec_q,  matmul_q, scores,
                                         rms_norm, swiglu, softmax_span, f32_to_f16, read_bytes};
 
 #endif

@@ -90,6 +90,8 @@ typedef struct kernels_ops {
      * bytes, 64-byte aligned. */
     void (*matmul_q)(uint32_t type, const void *W, size_t row_bytes, int cols, kernels_act fmt, const void *Xq,
                      int T, float *Y, int ldy, int r0, int r1, int add, void *scratch);
+    void (*scores)(uint32_t type, const void *Kt, size_t row_bytes, int dims, const float *X, int R, float *Y,
+                   int ldy, int n);
     void (*rms_norm)(float *out, const float *x, const float *w, int n, float eps);
     void (*swiglu)(float *out, const float *g, const float *u, int n);
     float (*softmax_span)(float *p, int n, float scale, float *max);

@@ -149,6 +149,17 @@ static void matmul_q(uint32_t type, const void *W, size_t row_bytes, int cols, k
 
 /* ---- element-wise helpers ---- */
 
+static void scores(uint32_t type, const void *Kt, size_t row_bytes, int dims, const float *X, int R, float *Y,
+                   int ldy, int n) {
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < n; c++) {
+            float acc = 0;
+            for (int d = 0; d < dims; d++)
+                acc = fmaf(X[(size_t)r * dims + d], load_w(type, (const uint8_t *)Kt + (size_t)d * row_bytes, c), acc);
+            Y[(size_t)r * ldy + c] = acc;
+        }
+}
+
 static void rms_norm(float *out, const float *x, const float *w, int n, float eps) {
     double ss = 0;
     for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
@@ -187,5 +198,5 @@ static uint64_t read_bytes(const void *p, size_t n) {
     return a[0] ^ a[1] ^ a[2] ^ a[3] ^ a[4] ^ a[5] ^ a[6] ^ a[7];
 }
 
-const kernels_ops kernels_scalar_ops = {matvec,   matmul,  quantize_act, matvec_q,    matmul_q,
+const kernels_ops kernels_scalar_ops = {matvec,   matmul,  quantize_act, matvec_q,    matmul_q, scores,
                                         rms_norm, swiglu,  softmax_span, f32_to_f16, read_bytes};

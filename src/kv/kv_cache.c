@@ -21,17 +21,16 @@ int kv_init(kv_cache *kv, int32_t n_layer, int32_t n_seq, int32_t n_ctx, int32_t
     if (!nc_mul_u64((uint64_t)n_seq * (uint64_t)n_ctx, (uint64_t)kv_dim * kv->elem, &per_layer) ||
         per_layer > (1ull << 40))
         return nc_fail(err, "KV cache of %d sequences x %d cells x %d is too large", n_seq, n_ctx, kv_dim);
-    kv->k = calloc((size_t)n_layer, sizeof *kv->k);
+    kv->kt = calloc((size_t)n_layer, sizeof *kv->kt);
     kv->vt = calloc((size_t)n_layer, sizeof *kv->vt);
     kv->pos = calloc((size_t)n_seq * (size_t)n_ctx, sizeof *kv->pos);
     kv->len = calloc((size_t)n_seq, sizeof *kv->len);
-    if (!kv->k || !kv->vt || !kv->pos || !kv->len) goto oom;
-    /* calloc of large blocks maps zero pages lazily: untouched cells cost no resident memory.
-     * Zeroed values matter: attention reads whole transposed value rows of visible cells only. */
+    if (!kv->kt || !kv->vt || !kv->pos || !kv->len) goto oom;
+    /* calloc of large blocks maps zero pages lazily: untouched cells cost no resident memory. */
     for (int l = 0; l < n_layer; l++) {
-        kv->k[l] = calloc(per_layer, 1);
+        kv->kt[l] = calloc(per_layer, 1);
         kv->vt[l] = calloc(per_layer, 1);
-        if (!kv->k[l] || !kv->vt[l]) goto oom;
+        if (!kv->kt[l] || !kv->vt[l]) goto oom;
     }
     return 0;
 oom:
@@ -41,9 +40,9 @@ oom:
 }
 
 void kv_free(kv_cache *kv) {
-    for (int l = 0; kv->k && l < kv->n_layer; l++) free(kv->k[l]);
+    for (int l = 0; kv->kt && l < kv->n_layer; l++) free(kv->kt[l]);
     for (int l = 0; kv->vt && l < kv->n_layer; l++) free(kv->vt[l]);
-    free(kv->k);
+    free(kv->kt);
     free(kv->vt);
     free(kv->pos);
     free(kv->len);
@@ -61,31 +60,24 @@ static float get(const kv_cache *kv, const uint8_t *src) {
     return x;
 }
 
-/* F16 elements are converted by the kernels (F16C where the CPU has it), a run at a time. */
+/* One token's elements [dim0, dim0 + n) into column `cell` of a transposed matrix (rows of n_ctx
+ * cells). F16 elements are converted by the kernels (F16C where the CPU has it), a run at a time. */
+static void store_column(const kv_cache *kv, uint8_t *rows, int cell, int n, const float *x) {
+    uint16_t h[64];
+    for (int i0 = 0; i0 < n; i0 += 64) {
+        int m = n - i0 < 64 ? n - i0 : 64;
+        if (kv->type == GGML_TYPE_F16) kernels_f32_to_f16(h, x + i0, m);
+        for (int i = 0; i < m; i++) {
+            uint8_t *dst = rows + (size_t)(i0 + i) * kv_row_bytes(kv) + (size_t)cell * kv->elem;
+            if (kv->type == GGML_TYPE_F16) memcpy(dst, &h[i], 2);
+            else memcpy(dst, &x[i0 + i], 4);
+        }
+    }
+}
+
 void kv_store_part(kv_cache *kv, int layer, int seq, int cell, int dim0, int n, const float *k, const float *v) {
-    uint8_t *kd = (uint8_t *)kv_k(kv, layer, seq, cell) + (size_t)dim0 * kv->elem;
-    if (k && kv->type == GGML_TYPE_F16) {
-        uint16_t h[64];
-        for (int i0 = 0; i0 < n; i0 += 64) {
-            int m = n - i0 < 64 ? n - i0 : 64;
-            kernels_f32_to_f16(h, k + i0, m);
-            memcpy(kd + (size_t)i0 * 2, h, (size_t)m * 2);
-        }
-    } else if (k) {
-        memcpy(kd, k, (size_t)n * sizeof(float));
-    }
-    if (v) { /* transposed: one element per row of the value matrix */
-        uint16_t h[64];
-        for (int i0 = 0; i0 < n; i0 += 64) {
-            int m = n - i0 < 64 ? n - i0 : 64;
-            if (kv->type == GGML_TYPE_F16) kernels_f32_to_f16(h, v + i0, m);
-            for (int i = 0; i < m; i++) {
-                uint8_t *dst = (uint8_t *)kv_vt(kv, layer, seq, dim0 + i0 + i) + (size_t)cell * kv->elem;
-                if (kv->type == GGML_TYPE_F16) memcpy(dst, &h[i], 2);
-                else memcpy(dst, &v[i0 + i], 4);
-            }
-        }
-    }
+    if (k) store_column(kv, (uint8_t *)kv_kt(kv, layer, seq, dim0), cell, n, k);
+    if (v) store_column(kv, (uint8_t *)kv_vt(kv, layer, seq, dim0), cell, n, v);
 }
 
 void kv_store(kv_cache *kv, int layer, int seq, int cell, const float *k, const float *v) {
@@ -93,7 +85,7 @@ void kv_store(kv_cache *kv, int layer, int seq, int cell, const float *k, const 
 }
 
 float kv_get_k(const kv_cache *kv, int layer, int seq, int cell, int dim) {
-    return get(kv, (const uint8_t *)kv_k(kv, layer, seq, cell) + (size_t)dim * kv->elem);
+    return get(kv, (const uint8_t *)kv_kt(kv, layer, seq, dim) + (size_t)cell * kv->elem);
 }
 
 float kv_get_v(const kv_cache *kv, int layer, int seq, int cell, int dim) {
@@ -126,9 +118,10 @@ int kv_seq_copy(kv_cache *kv, int32_t src, int32_t dst, nc_err *err) {
     if (src == dst) return 0;
     int32_t n = kv->len[src];
     for (int l = 0; l < kv->n_layer; l++) {
-        memcpy((void *)kv_k(kv, l, dst, 0), kv_k(kv, l, src, 0), (size_t)n * kv_k_row_bytes(kv));
-        for (int d = 0; d < kv->kv_dim; d++)
+        for (int d = 0; d < kv->kv_dim; d++) {
+            memcpy((void *)kv_kt(kv, l, dst, d), kv_kt(kv, l, src, d), (size_t)n * kv->elem);
             memcpy((void *)kv_vt(kv, l, dst, d), kv_vt(kv, l, src, d), (size_t)n * kv->elem);
+        }
     }
     memcpy(kv->pos + (size_t)dst * kv->n_ctx, kv_positions(kv, src), (size_t)n * sizeof *kv->pos);
     kv->len[dst] = n;

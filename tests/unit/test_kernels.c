@@ -1,6 +1,7 @@
 /* Kernels: for every type and every instruction set this machine has, matvec and matmul against a
  * float64 dot product of the dequantised rows; bit-exact agreement between matvec and matmul and
  * across row splits and token counts; the sets against each other; a real model row. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -586,6 +587,70 @@ static void test_dispatch(void) {
     printf("kernel sets available up to %s\n", isa_names[best]);
 }
 
+/* Attention scores over transposed keys: every set gives the defined fma chain (written here
+ * with fmaf) bit for bit, for tile-edge cell counts and query counts, F16 and F32 keys; it is
+ * within rounding of the float64 dot product; nothing is written past n cells. */
+static void test_scores(void) {
+    static const int dims_[] = {64, 128, 7};
+    static const int ns[] = {1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 130};
+    enum { CAP = 144, MAXR = 9 };
+    for (int ti = 0; ti < 2; ti++) {
+        uint32_t type = ti ? GGML_TYPE_F16 : GGML_TYPE_F32;
+        size_t elem = ti ? 2 : 4, rb = CAP * elem;
+        for (size_t di = 0; di < sizeof dims_ / sizeof dims_[0]; di++) {
+            int dims = dims_[di];
+            uint8_t *kt = malloc(rb * (size_t)dims);
+            float *X = malloc(sizeof(float) * MAXR * (size_t)dims), *k = malloc(sizeof(float) * CAP * (size_t)dims);
+            for (int d = 0; d < dims; d++)
+                for (int c = 0; c < CAP; c++) {
+                    float v = frand();
+                    if (ti) {
+                        uint16_t h = quant_f32_to_fp16(v);
+                        put16(kt + (size_t)d * rb + 2 * (size_t)c, h);
+                        v = quant_fp16_to_f32(h);
+                    } else {
+                        memcpy(kt + (size_t)d * rb + 4 * (size_t)c, &v, 4);
+                    }
+                    k[(size_t)d * CAP + c] = v;
+                }
+            for (int i = 0; i < MAXR * dims; i++) X[i] = frand();
+            for (int isa = KERNELS_SCALAR; isa <= KERNELS_AVX512; isa++) {
+                if (!available((kernels_isa)isa)) continue;
+                int bad = 0, far = 0, spill = 0;
+                for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+                    for (int R = 1; R <= MAXR; R++) {
+                        int n = ns[ni], ldy = n + 3;
+                        float Y[MAXR * (130 + 3)];
+                        for (int i = 0; i < R * ldy; i++) Y[i] = 12345.0f;
+                        kernels_scores(type, kt, rb, dims, X, R, Y, ldy, n);
+                        for (int r = 0; r < R; r++) {
+                            for (int c = 0; c < n; c++) {
+                                float acc = 0;
+                                double exact = 0, mag = 0;
+                                for (int d = 0; d < dims; d++) {
+                                    acc = fmaf(X[r * dims + d], k[(size_t)d * CAP + c], acc);
+                                    exact += (double)X[r * dims + d] * k[(size_t)d * CAP + c];
+                                    mag += fabs((double)X[r * dims + d] * k[(size_t)d * CAP + c]);
+                                }
+                                bad += !same_bits(acc, Y[r * ldy + c]);
+                                far += fabs(Y[r * ldy + c] - exact) > 1e-6 * dims * mag;
+                            }
+                            for (int c = n; c < ldy; c++) spill += Y[r * ldy + c] != 12345.0f;
+                        }
+                    }
+                CHECK_MSG(bad == 0, "%s scores type %u dims %d: %d results differ from the fma chain", isa_names[isa], type,
+                          dims, bad);
+                CHECK_MSG(far == 0, "%s scores type %u dims %d: %d results far from the exact dot", isa_names[isa], type,
+                          dims, far);
+                CHECK_MSG(spill == 0, "%s scores type %u dims %d: %d writes past n", isa_names[isa], type, dims, spill);
+            }
+            free(kt);
+            free(X);
+            free(k);
+        }
+    }
+}
+
 int main(void) {
     srand(12345);
     test_dispatch();
@@ -596,5 +661,6 @@ int main(void) {
     test_real_rows();
     test_helpers();
     test_zero_padding();
+    test_scores();
     return test_summary("test_kernels");
 }
