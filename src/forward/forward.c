@@ -332,8 +332,8 @@ static float *attn_row(const fwd_state *s, int t0, int g, int r) {
  * outputs (rescaled when the maximum grows), so no score matrix longer than a span exists
  * whatever the context. Both products go through the kernels, so the block reads its keys and
  * values once: the scores of all its queries (kernels_scores over the transposed keys), then
- * V^T p over the transposed values. A
- * query's weights past its own cells are zero, which the float kernels add without a trace, and
+ * their weighted sums of the values (kernels_mix). A query's weights past its own cells are
+ * zero, which leave its fma chains as they were, and
  * the spans start at cell 0: a token's result is the same bits whatever block, batch, or decode
  * versus prefill computed it. */
 static void attend_block(fwd_state *s, int layer, const nc_batch_entry *e, int t0, int nt, int g, fwd_thread *th) {
@@ -357,12 +357,13 @@ static void attend_block(fwd_state *s, int layer, const nc_batch_entry *e, int t
         th->attn_max[r] = -INFINITY;
         th->attn_sum[r] = 0;
     }
-    const uint8_t *keys = kv_kt(kv, layer, seq, g * hd), *values = kv_vt(kv, layer, seq, g * hd);
+    const uint8_t *keys = kv_kt(kv, layer, seq, g * hd);
+    const uint8_t *values = (const uint8_t *)kv_v(kv, layer, seq, 0) + (size_t)g * hd * kv->elem;
     float scale = 1.0f / sqrtf((float)hd);
     for (int c0 = 0; c0 < n_max; c0 += FWD_ATTN_SPAN) {
         int nc = n_max - c0 < FWD_ATTN_SPAN ? n_max - c0 : FWD_ATTN_SPAN;
         float *p = th->scores; /* [R][nc] */
-        kernels_scores(kv->type, keys + (size_t)c0 * kv->elem, kv_row_bytes(kv), hd, th->attn_q, R, p, nc, nc);
+        kernels_scores(kv->type, keys + (size_t)c0 * kv->elem, kv_kt_row_bytes(kv), hd, th->attn_q, R, p, nc, nc);
         for (int r = 0; r < R; r++) {
             float *pr = p + (size_t)r * nc;
             int nr = n[r / rep] - c0;
@@ -378,9 +379,8 @@ static void attend_block(fwd_state *s, int layer, const nc_batch_entry *e, int t
             }
             memset(pr + nr, 0, sizeof(float) * (size_t)(nc - nr));
         }
-        const uint8_t *v0 = values + (size_t)c0 * kv->elem;
-        if (R == 1) kernels_matvec(kv->type, v0, kv_row_bytes(kv), nc, p, th->attn_part, 0, hd);
-        else kernels_matmul(kv->type, v0, kv_row_bytes(kv), nc, p, R, th->attn_part, hd, 0, hd);
+        kernels_mix(kv->type, values + (size_t)c0 * kv_v_row_bytes(kv), kv_v_row_bytes(kv), hd, p, nc, R, th->attn_part,
+                    hd, nc);
         for (int r = 0; r < R; r++) {
             if (n[r / rep] <= c0) continue;
             float *out = attn_row(s, t0, g, r);

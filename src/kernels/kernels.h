@@ -65,6 +65,14 @@ size_t kernels_mul_scratch_bytes(void);
 void kernels_scores(uint32_t type, const void *Kt, size_t row_bytes, int dims, const float *X, int R, float *Y,
                     int ldy, int n);
 
+/* Attention output against values stored by cell: for queries r < R and dimensions d < dims,
+ * Y[r * ldy + d] = sum over c < n of P[r * ldp + c] * V[c][d], where V's rows (F16 or F32, one
+ * per cell) are row_bytes apart. Each result is one f32 fma chain over c in increasing order,
+ * acc = fma(p_c, v_c, acc) from 0: the same bits in every set whatever R, n and tiling (the
+ * dimensions run along the lanes). A weight of 0 leaves the chain as it was (finite values). */
+void kernels_mix(uint32_t type, const void *V, size_t row_bytes, int dims, const float *P, int ldp, int R, float *Y,
+                 int ldy, int n);
+
 /* Element-wise helpers of the forward pass. Each result depends only on its inputs (and the set:
  * the SIMD sets use their own exp, within 2 ulp of the exact value). */
 /* out = RMSNorm(x) * w: x * (1 / sqrt(mean(x^2) + eps)) * w. */

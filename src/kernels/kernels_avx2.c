@@ -62,8 +62,7 @@ KERNELS_INLINE void float_step(__m256 acc[KT][NACC], int k, __m256 wv, const flo
 }
 
 /* Step u of 8 weights goes to accumulator u % NACC, a last partial step (zero padded) too: so a
- * row padded with zero activations gives the same bits as the shorter row (attention relies on
- * it). */
+ * row padded with zero activations gives the same bits as the shorter row. */
 KERNELS_INLINE void float_rows(uint32_t type, const uint8_t *w, int cols, const float *X, int nt,
                                float *out) {
     __m256 acc[KT][NACC];
@@ -584,7 +583,8 @@ static void matmul_q(uint32_t type, const void *W, size_t row_bytes, int cols, k
  * through the same chain in a scalar register. */
 #define SC_Q 4
 
-KERNELS_INLINE __m256 load_keys(uint32_t type, const uint8_t *row, int c) {
+/* 8 keys or values (F16 or F32) from element c of a row, as f32. */
+KERNELS_INLINE __m256 load_kv8(uint32_t type, const uint8_t *row, int c) {
     if (type == GGML_TYPE_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * (size_t)c)));
     return _mm256_loadu_ps((const float *)row + c);
 }
@@ -600,7 +600,7 @@ KERNELS_INLINE void scores_tile(uint32_t type, const uint8_t *Kt, size_t rb, int
         const uint8_t *row = Kt + (size_t)d * rb;
         __m256 k[2];
 #pragma GCC unroll 2
-        for (int v = 0; v < NV; v++) k[v] = load_keys(type, row, c0 + 8 * v);
+        for (int v = 0; v < NV; v++) k[v] = load_kv8(type, row, c0 + 8 * v);
 #pragma GCC unroll 4
         for (int q = 0; q < NQ; q++) {
             __m256 xb = _mm256_broadcast_ss(X + (size_t)q * dims + d);
@@ -653,6 +653,77 @@ static void scores(uint32_t type, const void *Kt, size_t row_bytes, int dims, co
                    int ldy, int n) {
     if (type == GGML_TYPE_F16) scores_typed(GGML_TYPE_F16, Kt, row_bytes, dims, X, R, Y, ldy, n);
     else scores_typed(GGML_TYPE_F32, Kt, row_bytes, dims, X, R, Y, ldy, n);
+}
+
+/* ---- attention output (kernels_mix): values by cell ----
+ * A tile is NV (1 or 2) vectors of 8 dimensions by up to SC_Q queries: for each cell c its values
+ * are widened once and FMA'd into every query's accumulators with p_c broadcast, so each (query,
+ * dimension) lane is the defined fma chain over c. The last dims % 8 dimensions go one at a time
+ * through the same chain in a scalar register. */
+KERNELS_INLINE void mix_tile(uint32_t type, const uint8_t *V, size_t rb, const float *P, int ldp, int NQ, int NV,
+                             float *Y, int ldy, int d0, int n) {
+    __m256 acc[SC_Q][2];
+#pragma GCC unroll 4
+    for (int q = 0; q < NQ; q++)
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) acc[q][v] = _mm256_setzero_ps();
+    for (int c = 0; c < n; c++) {
+        const uint8_t *row = V + (size_t)c * rb;
+        __m256 x[2];
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) x[v] = load_kv8(type, row, d0 + 8 * v);
+#pragma GCC unroll 4
+        for (int q = 0; q < NQ; q++) {
+            __m256 pb = _mm256_broadcast_ss(P + (size_t)q * ldp + c);
+#pragma GCC unroll 2
+            for (int v = 0; v < NV; v++) acc[q][v] = _mm256_fmadd_ps(pb, x[v], acc[q][v]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < NQ; q++)
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) _mm256_storeu_ps(Y + (size_t)q * ldy + d0 + 8 * v, acc[q][v]);
+}
+
+#define MIX_TILE(NV)                                                                                       \
+    switch (nq) {                                                                                          \
+    case 1: mix_tile(type, V, rb, p, ldp, 1, NV, y, ldy, d0, n); break;                                    \
+    case 2: mix_tile(type, V, rb, p, ldp, 2, NV, y, ldy, d0, n); break;                                    \
+    case 3: mix_tile(type, V, rb, p, ldp, 3, NV, y, ldy, d0, n); break;                                    \
+    default: mix_tile(type, V, rb, p, ldp, 4, NV, y, ldy, d0, n);                                          \
+    }
+
+KERNELS_INLINE void mix_typed(uint32_t type, const uint8_t *V, size_t rb, int dims, const float *P, int ldp, int R,
+                              float *Y, int ldy, int n) {
+    int d8 = dims / 8 * 8;
+    for (int d0 = 0; d0 < d8; d0 += 16)
+        for (int r = 0; r < R; r += SC_Q) {
+            const float *p = P + (size_t)r * ldp;
+            float *y = Y + (size_t)r * ldy;
+            int nq = R - r < SC_Q ? R - r : SC_Q;
+            if (d8 - d0 >= 16) {
+                MIX_TILE(2)
+            } else {
+                MIX_TILE(1)
+            }
+        }
+    for (int d = d8; d < dims; d++)
+        for (int r = 0; r < R; r++) {
+            __m128 acc = _mm_setzero_ps();
+            for (int c = 0; c < n; c++) {
+                const uint8_t *row = V + (size_t)c * rb;
+                __m128 x = type == GGML_TYPE_F16 ? _mm_cvtph_ps(_mm_cvtsi32_si128(ld16(row + 2 * (size_t)d)))
+                                                 : _mm_load_ss((const float *)row + d);
+                acc = _mm_fmadd_ss(_mm_load_ss(P + (size_t)r * ldp + c), x, acc);
+            }
+            Y[(size_t)r * ldy + d] = _mm_cvtss_f32(acc);
+        }
+}
+
+static void mix(uint32_t type, const void *V, size_t row_bytes, int dims, const float *P, int ldp, int R, float *Y,
+                int ldy, int n) {
+    if (type == GGML_TYPE_F16) mix_typed(GGML_TYPE_F16, V, row_bytes, dims, P, ldp, R, Y, ldy, n);
+    else mix_typed(GGML_TYPE_F32, V, row_bytes, dims, P, ldp, R, Y, ldy, n);
 }
 
 /* ---- element-wise helpers ---- */
@@ -777,7 +848,7 @@ static uint64_t read_bytes(const void *p, size_t n) {
     return (uint64_t)_mm_cvtsi128_si64(h) ^ (uint64_t)_mm_extract_epi64(h, 1);
 }
 
-const kernels_ops kernels_avx2_ops = {matvec,   matmul, quantize_act, matvec_q,  matmul_q, scores,
+const kernels_ops kernels_avx2_ops = {matvec,   matmul, quantize_act, matvec_q,  matmul_q, scores, mix,
                                       rms_norm, swiglu, softmax_span, f32_to_f16, read_bytes};
 
 #endif

@@ -68,7 +68,7 @@ KERNELS_INLINE void float_step(__m512 acc[KT][NACC], int k, __m512 wv, const flo
 }
 
 /* Step u of 16 weights goes to accumulator u % NACC, a last partial step too: so a row padded
- * with zero activations gives the same bits as the shorter row (attention relies on it). */
+ * with zero activations gives the same bits as the shorter row. */
 KERNELS_INLINE void float_rows(uint32_t type, const uint8_t *w, int cols, const float *X, int nt,
                                float *out) {
     __m512 acc[KT][NACC];
@@ -797,6 +797,65 @@ static void scores(uint32_t type, const void *Kt, size_t row_bytes, int dims, co
     else scores_typed(GGML_TYPE_F32, Kt, row_bytes, dims, X, R, Y, ldy, n);
 }
 
+/* ---- attention output (kernels_mix): values by cell ----
+ * A tile is MX_DV vectors of 16 dimensions by up to SC_Q queries: for each cell c its values are
+ * widened once and FMA'd into every query's accumulators with p_c broadcast, so each (query,
+ * dimension) lane is the defined fma chain over c. Dimensions past dims are masked off. */
+#define MX_DV 4
+
+KERNELS_INLINE void mix_tile(uint32_t type, const uint8_t *V, size_t rb, int dims, const float *P, int ldp, int NQ,
+                             float *Y, int ldy, int d0, int n) {
+    __m512 acc[SC_Q][MX_DV];
+    __mmask16 m[MX_DV];
+#pragma GCC unroll 4
+    for (int v = 0; v < MX_DV; v++) {
+        int left = dims - d0 - 16 * v;
+        m[v] = left <= 0 ? 0 : tail_mask(left);
+#pragma GCC unroll 4
+        for (int q = 0; q < NQ; q++) acc[q][v] = _mm512_setzero_ps();
+    }
+    for (int c = 0; c < n; c++) {
+        const uint8_t *row = V + (size_t)c * rb;
+        __m512 x[MX_DV];
+#pragma GCC unroll 4
+        for (int v = 0; v < MX_DV; v++)
+            x[v] = type == GGML_TYPE_F16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m[v], row + 2 * (size_t)(d0 + 16 * v)))
+                                         : _mm512_maskz_loadu_ps(m[v], (const float *)row + d0 + 16 * v);
+#pragma GCC unroll 4
+        for (int q = 0; q < NQ; q++) {
+            __m512 pb = _mm512_set1_ps(P[(size_t)q * ldp + c]);
+#pragma GCC unroll 4
+            for (int v = 0; v < MX_DV; v++) acc[q][v] = _mm512_fmadd_ps(pb, x[v], acc[q][v]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < NQ; q++)
+#pragma GCC unroll 4
+        for (int v = 0; v < MX_DV; v++)
+            if (m[v]) _mm512_mask_storeu_ps(Y + (size_t)q * ldy + d0 + 16 * v, m[v], acc[q][v]);
+}
+
+KERNELS_INLINE void mix_typed(uint32_t type, const void *V, size_t rb, int dims, const float *P, int ldp, int R,
+                              float *Y, int ldy, int n) {
+    for (int d0 = 0; d0 < dims; d0 += 16 * MX_DV)
+        for (int r = 0; r < R; r += SC_Q) {
+            const float *p = P + (size_t)r * ldp;
+            float *y = Y + (size_t)r * ldy;
+            switch (R - r < SC_Q ? R - r : SC_Q) {
+            case 1: mix_tile(type, V, rb, dims, p, ldp, 1, y, ldy, d0, n); break;
+            case 2: mix_tile(type, V, rb, dims, p, ldp, 2, y, ldy, d0, n); break;
+            case 3: mix_tile(type, V, rb, dims, p, ldp, 3, y, ldy, d0, n); break;
+            default: mix_tile(type, V, rb, dims, p, ldp, 4, y, ldy, d0, n);
+            }
+        }
+}
+
+static void mix(uint32_t type, const void *V, size_t row_bytes, int dims, const float *P, int ldp, int R, float *Y,
+                int ldy, int n) {
+    if (type == GGML_TYPE_F16) mix_typed(GGML_TYPE_F16, V, row_bytes, dims, P, ldp, R, Y, ldy, n);
+    else mix_typed(GGML_TYPE_F32, V, row_bytes, dims, P, ldp, R, Y, ldy, n);
+}
+
 static void rms_norm(float *out, const float *x, const float *w, int n, float eps) {
     __m512 acc = _mm512_setzero_ps();
     for (int i = 0; i < n; i += 16) {
@@ -866,7 +925,7 @@ static uint64_t read_bytes(const void *p, size_t n) {
     return (uint64_t)_mm_cvtsi128_si64(h) ^ (uint64_t)_mm_extract_epi64(h, 1);
 }
 
-const kernels_ops kernels_avx512_ops = {matvec,   matmul, quantize_act, matvec_q,  matmul_q, scores,
+const kernels_ops kernels_avx512_ops = {matvec,   matmul, quantize_act, matvec_q,  matmul_q, scores, mix,
                                         rms_norm, swiglu, softmax_span, f32_to_f16, read_bytes};
 
 #endif

@@ -92,6 +92,8 @@ typedef struct kernels_ops {
                      int T, float *Y, int ldy, int r0, int r1, int add, void *scratch);
     void (*scores)(uint32_t type, const void *Kt, size_t row_bytes, int dims, const float *X, int R, float *Y,
                    int ldy, int n);
+    void (*mix)(uint32_t type, const void *V, size_t row_bytes, int dims, const float *P, int ldp, int R, float *Y,
+                int ldy, int n);
     void (*rms_norm)(float *out, const float *x, const float *w, int n, float eps);
     void (*swiglu)(float *out, const float *g, const float *u, int n);
     float (*softmax_span)(float *p, int n, float scale, float *max);

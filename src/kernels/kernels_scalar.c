@@ -34,7 +34,7 @@ static float load_w(uint32_t type, const uint8_t *w, int i) {
 }
 
 /* F32, F16, BF16: partial sums over runs of 32 elements, added in order (a row padded with zero
- * activations gives the same bits as the shorter row: attention relies on it). */
+ * activations gives the same bits as the shorter row). */
 KERNELS_INLINE void float_rows(uint32_t type, const uint8_t *w, int cols, const float *X, int nt,
                                float *out) {
     float acc[KT] = {0};
@@ -160,6 +160,17 @@ static void scores(uint32_t type, const void *Kt, size_t row_bytes, int dims, co
         }
 }
 
+static void mix(uint32_t type, const void *V, size_t row_bytes, int dims, const float *P, int ldp, int R, float *Y,
+                int ldy, int n) {
+    for (int r = 0; r < R; r++)
+        for (int d = 0; d < dims; d++) {
+            float acc = 0;
+            for (int c = 0; c < n; c++)
+                acc = fmaf(P[(size_t)r * ldp + c], load_w(type, (const uint8_t *)V + (size_t)c * row_bytes, d), acc);
+            Y[(size_t)r * ldy + d] = acc;
+        }
+}
+
 static void rms_norm(float *out, const float *x, const float *w, int n, float eps) {
     double ss = 0;
     for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
@@ -198,5 +209,5 @@ static uint64_t read_bytes(const void *p, size_t n) {
     return a[0] ^ a[1] ^ a[2] ^ a[3] ^ a[4] ^ a[5] ^ a[6] ^ a[7];
 }
 
-const kernels_ops kernels_scalar_ops = {matvec,   matmul,  quantize_act, matvec_q,    matmul_q, scores,
+const kernels_ops kernels_scalar_ops = {matvec,   matmul,  quantize_act, matvec_q,    matmul_q, scores, mix,
                                         rms_norm, swiglu,  softmax_span, f32_to_f16, read_bytes};

@@ -22,15 +22,15 @@ int kv_init(kv_cache *kv, int32_t n_layer, int32_t n_seq, int32_t n_ctx, int32_t
         per_layer > (1ull << 40))
         return nc_fail(err, "KV cache of %d sequences x %d cells x %d is too large", n_seq, n_ctx, kv_dim);
     kv->kt = calloc((size_t)n_layer, sizeof *kv->kt);
-    kv->vt = calloc((size_t)n_layer, sizeof *kv->vt);
+    kv->v = calloc((size_t)n_layer, sizeof *kv->v);
     kv->pos = calloc((size_t)n_seq * (size_t)n_ctx, sizeof *kv->pos);
     kv->len = calloc((size_t)n_seq, sizeof *kv->len);
-    if (!kv->kt || !kv->vt || !kv->pos || !kv->len) goto oom;
+    if (!kv->kt || !kv->v || !kv->pos || !kv->len) goto oom;
     /* calloc of large blocks maps zero pages lazily: untouched cells cost no resident memory. */
     for (int l = 0; l < n_layer; l++) {
         kv->kt[l] = calloc(per_layer, 1);
-        kv->vt[l] = calloc(per_layer, 1);
-        if (!kv->kt[l] || !kv->vt[l]) goto oom;
+        kv->v[l] = calloc(per_layer, 1);
+        if (!kv->kt[l] || !kv->v[l]) goto oom;
     }
     return 0;
 oom:
@@ -41,9 +41,9 @@ oom:
 
 void kv_free(kv_cache *kv) {
     for (int l = 0; kv->kt && l < kv->n_layer; l++) free(kv->kt[l]);
-    for (int l = 0; kv->vt && l < kv->n_layer; l++) free(kv->vt[l]);
+    for (int l = 0; kv->v && l < kv->n_layer; l++) free(kv->v[l]);
     free(kv->kt);
-    free(kv->vt);
+    free(kv->v);
     free(kv->pos);
     free(kv->len);
     memset(kv, 0, sizeof *kv);
@@ -60,24 +60,29 @@ static float get(const kv_cache *kv, const uint8_t *src) {
     return x;
 }
 
-/* One token's elements [dim0, dim0 + n) into column `cell` of a transposed matrix (rows of n_ctx
- * cells). F16 elements are converted by the kernels (F16C where the CPU has it), a run at a time. */
-static void store_column(const kv_cache *kv, uint8_t *rows, int cell, int n, const float *x) {
+/* F16 elements are converted by the kernels (F16C where the CPU has it), a run at a time. */
+void kv_store_part(kv_cache *kv, int layer, int seq, int cell, int dim0, int n, const float *k, const float *v) {
     uint16_t h[64];
     for (int i0 = 0; i0 < n; i0 += 64) {
         int m = n - i0 < 64 ? n - i0 : 64;
-        if (kv->type == GGML_TYPE_F16) kernels_f32_to_f16(h, x + i0, m);
-        for (int i = 0; i < m; i++) {
-            uint8_t *dst = rows + (size_t)(i0 + i) * kv_row_bytes(kv) + (size_t)cell * kv->elem;
-            if (kv->type == GGML_TYPE_F16) memcpy(dst, &h[i], 2);
-            else memcpy(dst, &x[i0 + i], 4);
+        if (k) { /* transposed: one element per row of the key matrix */
+            if (kv->type == GGML_TYPE_F16) kernels_f32_to_f16(h, k + i0, m);
+            for (int i = 0; i < m; i++) {
+                uint8_t *dst = (uint8_t *)kv_kt(kv, layer, seq, dim0 + i0 + i) + (size_t)cell * kv->elem;
+                if (kv->type == GGML_TYPE_F16) memcpy(dst, &h[i], 2);
+                else memcpy(dst, &k[i0 + i], 4);
+            }
+        }
+        if (v) {
+            uint8_t *dst = (uint8_t *)kv_v(kv, layer, seq, cell) + (size_t)(dim0 + i0) * kv->elem;
+            if (kv->type == GGML_TYPE_F16) {
+                kernels_f32_to_f16(h, v + i0, m);
+                memcpy(dst, h, (size_t)m * 2);
+            } else {
+                memcpy(dst, v + i0, (size_t)m * 4);
+            }
         }
     }
-}
-
-void kv_store_part(kv_cache *kv, int layer, int seq, int cell, int dim0, int n, const float *k, const float *v) {
-    if (k) store_column(kv, (uint8_t *)kv_kt(kv, layer, seq, dim0), cell, n, k);
-    if (v) store_column(kv, (uint8_t *)kv_vt(kv, layer, seq, dim0), cell, n, v);
 }
 
 void kv_store(kv_cache *kv, int layer, int seq, int cell, const float *k, const float *v) {
@@ -89,7 +94,7 @@ float kv_get_k(const kv_cache *kv, int layer, int seq, int cell, int dim) {
 }
 
 float kv_get_v(const kv_cache *kv, int layer, int seq, int cell, int dim) {
-    return get(kv, (const uint8_t *)kv_vt(kv, layer, seq, dim) + (size_t)cell * kv->elem);
+    return get(kv, (const uint8_t *)kv_v(kv, layer, seq, cell) + (size_t)dim * kv->elem);
 }
 
 int32_t kv_append(kv_cache *kv, int32_t seq, int32_t pos, nc_err *err) {
@@ -118,10 +123,9 @@ int kv_seq_copy(kv_cache *kv, int32_t src, int32_t dst, nc_err *err) {
     if (src == dst) return 0;
     int32_t n = kv->len[src];
     for (int l = 0; l < kv->n_layer; l++) {
-        for (int d = 0; d < kv->kv_dim; d++) {
+        for (int d = 0; d < kv->kv_dim; d++)
             memcpy((void *)kv_kt(kv, l, dst, d), kv_kt(kv, l, src, d), (size_t)n * kv->elem);
-            memcpy((void *)kv_vt(kv, l, dst, d), kv_vt(kv, l, src, d), (size_t)n * kv->elem);
-        }
+        memcpy((void *)kv_v(kv, l, dst, 0), kv_v(kv, l, src, 0), (size_t)n * kv_v_row_bytes(kv));
     }
     memcpy(kv->pos + (size_t)dst * kv->n_ctx, kv_positions(kv, src), (size_t)n * sizeof *kv->pos);
     kv->len[dst] = n;

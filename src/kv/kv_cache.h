@@ -4,10 +4,11 @@
  * against. Sequences can be cleared, truncated and copied (shared prompts, beams).
  *
  * Elements are F16 (default: half the memory and half the bytes attention reads per step) or
- * F32. Keys and values are both stored transposed, [seq][kv_dim][n_ctx]: a head's scores are then
- * computed with its cells along the vector lanes (kernels_scores: no sum across lanes, which for
- * rows of 64 dimensions cost more than the products), and the weighted sum of its values is a
- * matrix-vector product over its dimensions. */
+ * F32. Keys are stored transposed, [seq][kv_dim][n_ctx], and values by cell, [seq][cell][kv_dim]:
+ * so both products of attention run along the vector lanes with no sum across lanes (which, for
+ * a head of 64 dimensions, cost more than the products): a head's scores with its cells in the
+ * lanes (kernels_scores), the weighted sum of its values with its dimensions in the lanes
+ * (kernels_mix). */
 #ifndef NC_KV_CACHE_H
 #define NC_KV_CACHE_H
 
@@ -19,7 +20,7 @@ typedef struct kv_cache {
     int32_t n_layer, n_seq, n_ctx, kv_dim;  /* kv_dim = n_head_kv * head_dim */
     uint32_t type;                          /* GGML_TYPE_F16 or GGML_TYPE_F32 */
     size_t elem;                            /* bytes per element */
-    uint8_t **kt, **vt;                     /* per layer, layouts above */
+    uint8_t **kt, **v;                      /* per layer, layouts above */
     int32_t *pos;                           /* [n_seq][n_ctx] */
     int32_t *len;                           /* [n_seq] cells in use */
 } kv_cache;
@@ -27,15 +28,17 @@ typedef struct kv_cache {
 int kv_init(kv_cache *kv, int32_t n_layer, int32_t n_seq, int32_t n_ctx, int32_t kv_dim, uint32_t type, nc_err *err);
 void kv_free(kv_cache *kv);
 
-/* Keys (kv_kt) or values (kv_vt) of one dimension across the cells of a sequence; the rows of
- * consecutive dimensions are kv_row_bytes apart. */
+/* Keys of one dimension across the cells of a sequence (rows of consecutive dimensions
+ * kv_kt_row_bytes apart). */
 static inline const void *kv_kt(const kv_cache *kv, int layer, int seq, int dim) {
     return kv->kt[layer] + ((size_t)seq * kv->kv_dim + dim) * kv->n_ctx * kv->elem;
 }
-static inline const void *kv_vt(const kv_cache *kv, int layer, int seq, int dim) {
-    return kv->vt[layer] + ((size_t)seq * kv->kv_dim + dim) * kv->n_ctx * kv->elem;
+static inline size_t kv_kt_row_bytes(const kv_cache *kv) { return (size_t)kv->n_ctx * kv->elem; }
+/* Values of one cell (kv_dim elements; rows of consecutive cells kv_v_row_bytes apart). */
+static inline const void *kv_v(const kv_cache *kv, int layer, int seq, int cell) {
+    return kv->v[layer] + ((size_t)seq * kv->n_ctx + cell) * kv->kv_dim * kv->elem;
 }
-static inline size_t kv_row_bytes(const kv_cache *kv) { return (size_t)kv->n_ctx * kv->elem; }
+static inline size_t kv_v_row_bytes(const kv_cache *kv) { return (size_t)kv->kv_dim * kv->elem; }
 static inline const int32_t *kv_positions(const kv_cache *kv, int seq) { return kv->pos + (size_t)seq * kv->n_ctx; }
 
 /* Write the keys and values of one token (kv_dim floats each) into a claimed cell. */

@@ -487,7 +487,7 @@ static void test_real_rows(void) {
 }
 
 /* Float types: a row continued with arbitrary weights against zero activations gives the same bits
- * as the row alone (attention pads the probabilities of a block's shorter queries with zeros). */
+ * as the row alone. */
 static void test_zero_padding(void) {
     static const uint32_t types[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16};
     static const int lens[] = {1, 7, 16, 33, 70, 255};
@@ -651,6 +651,83 @@ static void test_scores(void) {
     }
 }
 
+/* The attention output over values stored by cell: every set gives the defined fma chain over
+ * the cells (written here with fmaf) bit for bit, for tile-edge dimension, query and cell counts,
+ * F16 and F32 values; within rounding of the float64 sum; nothing written past dims; zero
+ * weights appended to a row change no bit (what attention relies on for masked cells). */
+static void test_mix(void) {
+    static const int dims_[] = {64, 128, 80, 7, 24};
+    static const int ns[] = {0, 1, 7, 16, 17, 130};
+    enum { CAP = 136, MAXD = 128, MAXR = 9 };
+    for (int ti = 0; ti < 2; ti++) {
+        uint32_t type = ti ? GGML_TYPE_F16 : GGML_TYPE_F32;
+        size_t elem = ti ? 2 : 4;
+        for (size_t di = 0; di < sizeof dims_ / sizeof dims_[0]; di++) {
+            int dims = dims_[di];
+            size_t rb = (size_t)dims * elem;
+            uint8_t *V = malloc(rb * CAP);
+            float *P = malloc(sizeof(float) * MAXR * CAP), *v = malloc(sizeof(float) * CAP * (size_t)dims);
+            for (int c = 0; c < CAP; c++)
+                for (int d = 0; d < dims; d++) {
+                    float x = frand();
+                    if (ti) {
+                        uint16_t h = quant_f32_to_fp16(x);
+                        put16(V + (size_t)c * rb + 2 * (size_t)d, h);
+                        x = quant_fp16_to_f32(h);
+                    } else {
+                        memcpy(V + (size_t)c * rb + 4 * (size_t)d, &x, 4);
+                    }
+                    v[(size_t)c * dims + d] = x;
+                }
+            for (int i = 0; i < MAXR * CAP; i++) P[i] = (frand() + 1.0f) / 2.0f;
+            for (int isa = KERNELS_SCALAR; isa <= KERNELS_AVX512; isa++) {
+                if (!available((kernels_isa)isa)) continue;
+                int bad = 0, far = 0, spill = 0, padded = 0;
+                for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+                    for (int R = 1; R <= MAXR; R++) {
+                        int n = ns[ni], ldy = dims + 3;
+                        float Y[MAXR * (MAXD + 3)], Z[MAXR * (MAXD + 3)];
+                        for (int i = 0; i < R * ldy; i++) Y[i] = 12345.0f;
+                        kernels_mix(type, V, rb, dims, P, CAP, R, Y, ldy, n);
+                        for (int r = 0; r < R; r++) {
+                            for (int d = 0; d < dims; d++) {
+                                float acc = 0;
+                                double exact = 0, mag = 0;
+                                for (int c = 0; c < n; c++) {
+                                    acc = fmaf(P[r * CAP + c], v[(size_t)c * dims + d], acc);
+                                    exact += (double)P[r * CAP + c] * v[(size_t)c * dims + d];
+                                    mag += fabs((double)P[r * CAP + c] * v[(size_t)c * dims + d]);
+                                }
+                                bad += !same_bits(acc, Y[r * ldy + d]);
+                                far += fabs(Y[r * ldy + d] - exact) > 1e-6 * (n + 1) * mag;
+                            }
+                            for (int d = dims; d < ldy; d++) spill += Y[r * ldy + d] != 12345.0f;
+                        }
+                        if (n + 5 <= CAP) { /* the same rows with five more cells of weight 0 */
+                            float Pz[MAXR * CAP];
+                            memcpy(Pz, P, sizeof Pz);
+                            for (int r = 0; r < R; r++)
+                                for (int c = n; c < n + 5; c++) Pz[r * CAP + c] = 0.0f;
+                            kernels_mix(type, V, rb, dims, Pz, CAP, R, Z, ldy, n + 5);
+                            for (int r = 0; r < R; r++)
+                                for (int d = 0; d < dims; d++) padded += !same_bits(Y[r * ldy + d], Z[r * ldy + d]);
+                        }
+                    }
+                CHECK_MSG(bad == 0, "%s mix type %u dims %d: %d results differ from the fma chain", isa_names[isa], type, dims,
+                          bad);
+                CHECK_MSG(far == 0, "%s mix type %u dims %d: %d results far from the exact sum", isa_names[isa], type, dims,
+                          far);
+                CHECK_MSG(spill == 0, "%s mix type %u dims %d: %d writes past dims", isa_names[isa], type, dims, spill);
+                CHECK_MSG(padded == 0, "%s mix type %u dims %d: %d results changed by zero weights", isa_names[isa], type,
+                          dims, padded);
+            }
+            free(V);
+            free(P);
+            free(v);
+        }
+    }
+}
+
 int main(void) {
     srand(12345);
     test_dispatch();
@@ -662,5 +739,6 @@ int main(void) {
     test_helpers();
     test_zero_padding();
     test_scores();
+    test_mix();
     return test_summary("test_kernels");
 }
