@@ -15,11 +15,14 @@ static void *alloc64(size_t n) { return aligned_alloc(64, (n + 63) / 64 * 64); }
 
 /* Rows per chunk of a matrix job: about eight chunks per thread, so the work balances and a
  * descheduled thread holds up at most a small chunk; a multiple of 32 (the groups of the
- * quantised activations, the packed panels of the matmul). */
+ * quantised activations, the packed panels of the matmul); and where chunks of up to half that
+ * size allow it, a chunk count that is a multiple of the thread count. (576 rows on 2 threads:
+ * 18 chunks of 32 rather than 9 of 64, whose 5:4 split idles a thread for a ninth of the job.) */
 static int32_t chunk_rows(int rows, int n_threads) {
-    int cr = (rows + 8 * n_threads - 1) / (8 * n_threads);
-    cr = (cr + 31) / 32 * 32;
-    return cr < 32 ? 32 : cr;
+    int units = (rows + 31) / 32, target = 8 * n_threads, per = (units + target - 1) / target;
+    for (int p = per; p >= 1 && 2 * p >= per; p--)
+        if ((units + p - 1) / p % n_threads == 0) return 32 * p;
+    return 32 * per;
 }
 
 static int n_chunks(int rows, int cr) { return (rows + cr - 1) / cr; }
@@ -211,9 +214,17 @@ static void job_input(const mat_job *j, int ith, const float **in, const uint8_t
     }
 }
 
+/* Rows [r0, r1) of w for tokens [t0, t1) of the job's input into Y (token t0's row first). */
+static void mul_tokens(const mat_job *j, const model_weight *w, const float *in, const uint8_t *inq, int t0, int t1,
+                       float *Y, int ldy, int r0, int r1, bool add, int ith) {
+    kernels_mul(w->type, w->data, w->row_bytes, w->cols, in ? in + (size_t)t0 * w->cols : NULL, j->fmt,
+                inq ? inq + (size_t)t0 * kernels_act_bytes(j->fmt, w->cols) : NULL, t1 - t0, Y, ldy, r0, r1, add,
+                j->s->thr[ith].pack);
+}
+
 static void mul(const mat_job *j, const model_weight *w, const float *in, const uint8_t *inq, float *Y, int ldy,
                 int r0, int r1, bool add, int ith) {
-    kernels_mul(w->type, w->data, w->row_bytes, w->cols, in, j->fmt, inq, j->T, Y, ldy, r0, r1, add, j->s->thr[ith].pack);
+    mul_tokens(j, w, in, inq, 0, j->T, Y, ldy, r0, r1, add, ith);
 }
 
 static void single_chunk(void *arg, int c, int ith) {
@@ -255,14 +266,26 @@ static void rope_head(float *v, const model_hparams *hp, const float *cs, const 
     }
 }
 
-/* One head of Q, K or V for all tokens: its rows, bias, rotary embedding, and for K and V the
- * write to the cache. Chunks 0..n_head-1 are query heads, then the key heads, then the values. */
+/* The token parts of a QKV job: when the heads do not divide evenly among the threads
+ * (SmolLM2's 15 heads would split 8:7), each head's tokens of a prompt are split between them,
+ * at the cost of packing the head's weights once per part; a few tokens stay one part (a head's
+ * rows are the smallest useful chunk). */
+static int qkv_parts(const fwd_state *s, int T) {
+    const model_hparams *hp = &s->m->hp;
+    return T >= 16 && (hp->n_head + 2 * hp->n_head_kv) % s->n_threads ? s->n_threads : 1;
+}
+
+/* One head of Q, K or V for one part of the tokens: its rows, bias, rotary embedding, and for K
+ * and V the write to the cache. Heads 0..n_head-1 are query heads, then the key heads, then the
+ * values; chunk c is part c % parts of head c / parts. */
 static void qkv_chunk(void *arg, int c, int ith) {
     const mat_job *j = arg;
     fwd_state *s = j->s;
     const model_hparams *hp = &s->m->hp;
     const model_layer *L = j->L;
-    int hd = hp->head_dim, nq = hp->n_head, nkv = hp->n_head_kv;
+    int hd = hp->head_dim, nq = hp->n_head, nkv = hp->n_head_kv, parts = qkv_parts(s, j->T), t0, t1;
+    pool_split(j->T, c % parts, parts, &t0, &t1);
+    c /= parts;
     const model_weight *w;
     const float *bias;
     float *out;
@@ -273,9 +296,9 @@ static void qkv_chunk(void *arg, int c, int ith) {
     const float *in;
     const uint8_t *inq;
     job_input(j, ith, &in, &inq);
-    mul(j, w, in, inq, out + h * hd, ld, h * hd, (h + 1) * hd, false, ith);
+    mul_tokens(j, w, in, inq, t0, t1, out + (size_t)t0 * ld + h * hd, ld, h * hd, (h + 1) * hd, false, ith);
     size_t half = (size_t)hp->n_rot / 2;
-    for (int t = 0; t < j->T; t++) {
+    for (int t = t0; t < t1; t++) {
         float *v = out + (size_t)t * ld + h * hd;
         if (bias)
             for (int i = 0; i < hd; i++) v[i] += bias[h * hd + i];
@@ -446,7 +469,7 @@ static void run_layer(fwd_state *s, int il, const nc_batch_entry *e, int T) {
     mat_job qkv = {.s = s, .T = T, .layer = il, .entries = e, .L = L, .fmt = qkv_fmt,
                    .norm = {.w = L->attn_norm, .quantise = int_weight(&L->wq) || int_weight(&L->wk) || int_weight(&L->wv),
                             .fmt = qkv_fmt}};
-    run_normed(s, &qkv, qkv_chunk, hp->n_head + 2 * hp->n_head_kv);
+    run_normed(s, &qkv, qkv_chunk, (hp->n_head + 2 * hp->n_head_kv) * qkv_parts(s, T));
     attn_job aj = {.s = s, .layer = il, .T = T, .entries = e, .quantise = int_weight(&L->wo)};
     pool_run_chunks(s->pool, &(pool_task){.chunk = attn_chunk, .arg = &aj, .n_chunks = s->n_attn_blocks * hp->n_head_kv});
     mat_job wo = {.s = s, .T = T, .in = s->attn, .inq = s->attnq, .rows_per_chunk = s->embd_rows, .w = &L->wo,

@@ -42,6 +42,9 @@ compare llama-partial-rot 0.02 --type f32 --rot 8
 compare qwen2-f32 0.02 --arch qwen2 --type f32
 compare qwen2-bf16-mqa 0.02 --arch qwen2 --type bf16 --kv-heads 1 --tied
 compare qwen2-q8-partial-rot 0.05 --arch qwen2 --type q8_0 --rot 8
+# 3 + 2 heads of Q/K/V, which 2 threads cannot share evenly, and a prompt of 20: each head's
+# tokens are split between the threads
+IDS=$IDS,262,301,350,410,299,318,270,402,377,266 compare llama-q8-odd-heads 0.05 --type q8_0 --embd 96 --heads 3 --kv-heads 1
 
 refuse() { # name needle tiny-args...
     local name=$1 needle=$2; shift 2
