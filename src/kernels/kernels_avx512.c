@@ -388,7 +388,7 @@ KERNELS_INLINE void group_sums(uint32_t type, kernels_act fmt, const uint8_t *co
             __m512i w = _mm512_cvtepu8_epi16(_mm256_inserti128_si256(
                 _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)qa)), _mm_loadu_si128((const __m128i *)qb), 1));
             __m512i lo = _mm512_and_si512(w, _mm512_set1_epi16(0xF)), hi = _mm512_srli_epi16(w, 4);
-            P[p] = _mm512_add_epi32(_mm512_madd_epi16(lo, x0), _mm512_madd_epi16(hi, x1));
+            P[p] = _mm512_dpwssd_epi32(_mm512_madd_epi16(lo, x0), hi, x1); /* VNNI: the add fused */
         }
         S[0] = reduce8x2(P);
     } else if (fmt == KERNELS_ACT_I16) {
