@@ -356,9 +356,8 @@ static float *attn_row(const fwd_state *s, int t0, int g, int r) {
  * whatever the context. Both products go through the kernels, so the block reads its keys and
  * values once: the scores of all its queries (kernels_scores over the transposed keys), then
  * their weighted sums of the values (kernels_mix). A query's weights past its own cells are
- * zero, which leave its fma chains as they were, and
- * the spans start at cell 0: a token's result is the same bits whatever block, batch, or decode
- * versus prefill computed it. */
+ * zero, which leave its fma chains as they were, and the spans start at cell 0: a token's result
+ * is the same bits whatever block, batch, or decode versus prefill computed it. */
 static void attend_block(fwd_state *s, int layer, const nc_batch_entry *e, int t0, int nt, int g, fwd_thread *th) {
     const model_hparams *hp = &s->m->hp;
     const kv_cache *kv = &s->kv;

@@ -147,7 +147,7 @@ static void matmul_q(uint32_t type, const void *W, size_t row_bytes, int cols, k
                  Y + (size_t)t * ldy, r0, r1, add);
 }
 
-/* ---- element-wise helpers ---- */
+/* ---- attention: the defined fma chains of kernels_scores and kernels_mix ---- */
 
 static void scores(uint32_t type, const void *Kt, size_t row_bytes, int dims, const float *X, int R, float *Y,
                    int ldy, int n) {
@@ -170,6 +170,8 @@ static void mix(uint32_t type, const void *V, size_t row_bytes, int dims, const 
             Y[(size_t)r * ldy + d] = acc;
         }
 }
+
+/* ---- element-wise helpers ---- */
 
 static void rms_norm(float *out, const float *x, const float *w, int n, float eps) {
     double ss = 0;
