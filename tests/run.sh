@@ -35,6 +35,13 @@ for s in tests/e2e/*.sh; do
     [ -f "$s" ] && run_suite "$(basename "$s" .sh)" bash "$s"
 done
 
+# The forward pass against the exact reference with the other kernel sets too (capped to what
+# the CPU has): the AVX2 set is what CPUs without AVX-512 run, the scalar one what ARM runs.
+for isa in avx2 scalar; do
+    run_suite "test_forward ($isa)" env NUCLEUS_ISA=$isa build/san/tests/test_forward
+    run_suite "reference ($isa)" env NUCLEUS_ISA=$isa bash tests/e2e/reference.sh
+done
+
 if [ ${#failed_suites[@]} -ne 0 ]; then echo "failing suites: ${failed_suites[*]}"; fi
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]
