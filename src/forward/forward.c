@@ -354,10 +354,10 @@ static float *attn_row(const fwd_state *s, int t0, int g, int r) {
  * softmax: the cells go by in spans of FWD_ATTN_SPAN, each adding to running maxima, sums and
  * outputs (rescaled when the maximum grows), so no score matrix longer than a span exists
  * whatever the context. Both products go through the kernels, so the block reads its keys and
- * values once: the scores of all its queries (kernels_scores over the transposed keys), then
- * their weighted sums of the values (kernels_mix). A query's weights past its own cells are
- * zero, which leave its fma chains as they were, and the spans start at cell 0: a token's result
- * is the same bits whatever block, batch, or decode versus prefill computed it. */
+ * values once: the scores of all its queries (kernels_mix over the transposed keys), then their
+ * weighted sums of the values (kernels_mix over the values by cell). A query's weights past its
+ * own cells are zero, which leave its fma chains as they were, and the spans start at cell 0: a
+ * token's result is the same bits whatever block, batch, or decode versus prefill computed it. */
 static void attend_block(fwd_state *s, int layer, const nc_batch_entry *e, int t0, int nt, int g, fwd_thread *th) {
     const model_hparams *hp = &s->m->hp;
     const kv_cache *kv = &s->kv;
@@ -385,7 +385,7 @@ static void attend_block(fwd_state *s, int layer, const nc_batch_entry *e, int t
     for (int c0 = 0; c0 < n_max; c0 += FWD_ATTN_SPAN) {
         int nc = n_max - c0 < FWD_ATTN_SPAN ? n_max - c0 : FWD_ATTN_SPAN;
         float *p = th->scores; /* [R][nc] */
-        kernels_scores(kv->type, keys + (size_t)c0 * kv->elem, kv_kt_row_bytes(kv), hd, th->attn_q, R, p, nc, nc);
+        kernels_mix(kv->type, keys + (size_t)c0 * kv->elem, kv_kt_row_bytes(kv), hd, nc, th->attn_q, hd, R, p, nc);
         for (int r = 0; r < R; r++) {
             float *pr = p + (size_t)r * nc;
             int nr = n[r / rep] - c0;
@@ -401,8 +401,8 @@ static void attend_block(fwd_state *s, int layer, const nc_batch_entry *e, int t
             }
             memset(pr + nr, 0, sizeof(float) * (size_t)(nc - nr));
         }
-        kernels_mix(kv->type, values + (size_t)c0 * kv_v_row_bytes(kv), kv_v_row_bytes(kv), hd, p, nc, R, th->attn_part,
-                    hd, nc);
+        kernels_mix(kv->type, values + (size_t)c0 * kv_v_row_bytes(kv), kv_v_row_bytes(kv), nc, hd, p, nc, R,
+                    th->attn_part, hd);
         for (int r = 0; r < R; r++) {
             if (n[r / rep] <= c0) continue;
             float *out = attn_row(s, t0, g, r);

@@ -151,14 +151,9 @@ void kernels_matmul(uint32_t type, const void *W, size_t row_bytes, int cols, co
     free(q);
 }
 
-void kernels_scores(uint32_t type, const void *Kt, size_t row_bytes, int dims, const float *X, int R, float *Y,
-                    int ldy, int n) {
-    if (R > 0 && n > 0) ops()->scores(type, Kt, row_bytes, dims, X, R, Y, ldy, n);
-}
-
-void kernels_mix(uint32_t type, const void *V, size_t row_bytes, int dims, const float *P, int ldp, int R, float *Y,
-                 int ldy, int n) {
-    if (R > 0 && dims > 0) ops()->mix(type, V, row_bytes, dims, P, ldp, R, Y, ldy, n);
+void kernels_mix(uint32_t type, const void *A, size_t row_bytes, int K, int N, const float *X, int ldx, int R, float *Y,
+                 int ldy) {
+    if (R > 0 && N > 0) ops()->mix(type, A, row_bytes, K, N, X, ldx, R, Y, ldy);
 }
 
 void kernels_rms_norm(float *out, const float *x, const float *w, int n, float eps) {

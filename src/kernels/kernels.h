@@ -57,21 +57,15 @@ void kernels_mul(uint32_t type, const void *W, size_t row_bytes, int cols, const
                  const void *xq, int T, float *Y, int ldy, int r0, int r1, int add, void *scratch);
 size_t kernels_mul_scratch_bytes(void);
 
-/* Attention scores against keys stored transposed (the KV cache's layout): for queries r < R and
- * cells c < n, Y[r * ldy + c] = sum over d < dims of X[r * dims + d] * Kt[d][c], where Kt's rows
- * (F16 or F32, one per dimension) are row_bytes apart. Each result is one f32 fma chain over d
- * in increasing order, acc = fma(x_d, k_d, acc) from 0, so every set gives the same bits whatever
- * R, n and its tiling: the cells run along the vector lanes and no sum is reduced across lanes. */
-void kernels_scores(uint32_t type, const void *Kt, size_t row_bytes, int dims, const float *X, int R, float *Y,
-                    int ldy, int n);
-
-/* Attention output against values stored by cell: for queries r < R and dimensions d < dims,
- * Y[r * ldy + d] = sum over c < n of P[r * ldp + c] * V[c][d], where V's rows (F16 or F32, one
- * per cell) are row_bytes apart. Each result is one f32 fma chain over c in increasing order,
- * acc = fma(p_c, v_c, acc) from 0: the same bits in every set whatever R, n and tiling (the
- * dimensions run along the lanes). A weight of 0 leaves the chain as it was (finite values). */
-void kernels_mix(uint32_t type, const void *V, size_t row_bytes, int dims, const float *P, int ldp, int R, float *Y,
-                 int ldy, int n);
+/* Rows of A weighted by X: for r < R and columns j < N, Y[r * ldy + j] = sum over k < K of
+ * X[r * ldx + k] * A[k][j], where A's rows (F16 or F32) are row_bytes apart. Each result is one
+ * f32 fma chain over k in increasing order, acc = fma(x_k, a_kj, acc) from 0: the same bits in
+ * every set whatever R, N and tiling (the columns run along the vector lanes; no sum crosses
+ * lanes), and a weight x_k of 0 leaves the chain as it was (finite A). Attention's two products:
+ * the scores q K^T over the transposed keys (k: dimensions, j: cells) and the output p V over
+ * the values stored by cell (k: cells, j: dimensions). */
+void kernels_mix(uint32_t type, const void *A, size_t row_bytes, int K, int N, const float *X, int ldx, int R, float *Y,
+                 int ldy);
 
 /* Element-wise helpers of the forward pass. Each result depends only on its inputs (and the set:
  * the SIMD sets use their own exp, within 2 ulp of the exact value). */

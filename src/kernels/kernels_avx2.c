@@ -382,12 +382,6 @@ static void matvec_q(uint32_t type, const void *W, size_t row_bytes, int cols, k
 _Static_assert(PANEL_BYTES + PANEL_SCALES * 4 + MM_RB * MM_TB * 4 <= KERNELS_MUL_SCRATCH, "matmul scratch");
 
 /* Rows as 8 vectors of 8 dwords in, columns out: c[j] lane i = r[i] lane j. */
-#if defined(__GNUC__)
-#define KEEP_IN_REGISTER(v) __asm__("" : "+x"(v))
-#else
-#define KEEP_IN_REGISTER(v) ((void)0)
-#endif
-
 KERNELS_INLINE void transpose8(__m256i r[8]) {
     __m256i t[8], u[8];
 #pragma GCC unroll 4
@@ -502,9 +496,7 @@ KERNELS_INLINE void panel_tile(uint32_t type, kernels_act fmt, const uint8_t *pa
 #pragma GCC unroll 2
                     for (int s = 0; s < NS; s++) {
                         iacc[t][s] = _mm256_add_epi32(iacc[t][s], _mm256_madd_epi16(w[s], xb));
-                        /* Integer adds are associative, and GCC rebalances the chain into a
-                         * tree of products computed ahead and spilled (measured 2.5x slower). */
-                        KEEP_IN_REGISTER(iacc[t][s]);
+                        KEEP_IN_REGISTER(iacc[t][s]); /* without it: 2.5x slower */
                     }
                 }
             }
@@ -576,154 +568,83 @@ static void matmul_q(uint32_t type, const void *W, size_t row_bytes, int cols, k
                        scratch)
 }
 
-/* ---- attention scores (kernels_scores): keys transposed ----
- * A tile is NV (1 or 2) vectors of 8 cells by up to SC_Q queries: for each dimension d the tile's
- * keys are widened once and FMA'd into every query's accumulators with x_d broadcast, so each
- * (query, cell) lane is the defined fma chain over d. The last n % 8 cells go one at a time
- * through the same chain in a scalar register. */
-#define SC_Q 4
+/* ---- kernels_mix: rows of A weighted by X, the output columns along the lanes ----
+ * A tile is NV (1 or 2) vectors of 8 columns by up to MX_Q rows of X: for each k, row k of A is
+ * widened once and FMA'd into every X row's accumulators with x_k broadcast, so each lane is the
+ * defined fma chain over k. The last N % 8 columns go one at a time through the same chain in a
+ * scalar register. */
+#define MX_Q 4
 
-/* 8 keys or values (F16 or F32) from element c of a row, as f32. */
-KERNELS_INLINE __m256 load_kv8(uint32_t type, const uint8_t *row, int c) {
-    if (type == GGML_TYPE_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * (size_t)c)));
-    return _mm256_loadu_ps((const float *)row + c);
+/* 8 elements (F16 or F32) from element j of a row, as f32. */
+KERNELS_INLINE __m256 load_row8(uint32_t type, const uint8_t *row, int j) {
+    if (type == GGML_TYPE_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * (size_t)j)));
+    return _mm256_loadu_ps((const float *)row + j);
 }
 
-KERNELS_INLINE void scores_tile(uint32_t type, const uint8_t *Kt, size_t rb, int dims, const float *X, int NQ, int NV,
-                                float *Y, int ldy, int c0) {
-    __m256 acc[SC_Q][2];
+KERNELS_INLINE void mix_tile(uint32_t type, const uint8_t *A, size_t rb, int K, const float *X, int ldx, int NQ, int NV,
+                             float *Y, int ldy, int j0) {
+    __m256 acc[MX_Q][2];
 #pragma GCC unroll 4
     for (int q = 0; q < NQ; q++)
 #pragma GCC unroll 2
         for (int v = 0; v < NV; v++) acc[q][v] = _mm256_setzero_ps();
-    for (int d = 0; d < dims; d++) {
-        const uint8_t *row = Kt + (size_t)d * rb;
-        __m256 k[2];
+    for (int k = 0; k < K; k++) {
+        const uint8_t *row = A + (size_t)k * rb;
+        __m256 a[2];
 #pragma GCC unroll 2
-        for (int v = 0; v < NV; v++) k[v] = load_kv8(type, row, c0 + 8 * v);
+        for (int v = 0; v < NV; v++) a[v] = load_row8(type, row, j0 + 8 * v);
 #pragma GCC unroll 4
         for (int q = 0; q < NQ; q++) {
-            __m256 xb = _mm256_broadcast_ss(X + (size_t)q * dims + d);
+            __m256 xb = _mm256_broadcast_ss(X + (size_t)q * ldx + k);
 #pragma GCC unroll 2
-            for (int v = 0; v < NV; v++) acc[q][v] = _mm256_fmadd_ps(xb, k[v], acc[q][v]);
+            for (int v = 0; v < NV; v++) acc[q][v] = _mm256_fmadd_ps(xb, a[v], acc[q][v]);
         }
     }
 #pragma GCC unroll 4
     for (int q = 0; q < NQ; q++)
 #pragma GCC unroll 2
-        for (int v = 0; v < NV; v++) _mm256_storeu_ps(Y + (size_t)q * ldy + c0 + 8 * v, acc[q][v]);
-}
-
-#define SCORES_TILE(NV)                                                                                    \
-    switch (nq) {                                                                                          \
-    case 1: scores_tile(type, Kt, rb, dims, x, 1, NV, y, ldy, c0); break;                                  \
-    case 2: scores_tile(type, Kt, rb, dims, x, 2, NV, y, ldy, c0); break;                                  \
-    case 3: scores_tile(type, Kt, rb, dims, x, 3, NV, y, ldy, c0); break;                                  \
-    default: scores_tile(type, Kt, rb, dims, x, 4, NV, y, ldy, c0);                                        \
-    }
-
-KERNELS_INLINE void scores_typed(uint32_t type, const uint8_t *Kt, size_t rb, int dims, const float *X, int R, float *Y,
-                                 int ldy, int n) {
-    int n8 = n / 8 * 8;
-    for (int c0 = 0; c0 < n8; c0 += 16)
-        for (int r = 0; r < R; r += SC_Q) {
-            const float *x = X + (size_t)r * dims;
-            float *y = Y + (size_t)r * ldy;
-            int nq = R - r < SC_Q ? R - r : SC_Q;
-            if (n8 - c0 >= 16) {
-                SCORES_TILE(2)
-            } else {
-                SCORES_TILE(1)
-            }
-        }
-    for (int c = n8; c < n; c++)
-        for (int r = 0; r < R; r++) {
-            __m128 acc = _mm_setzero_ps();
-            for (int d = 0; d < dims; d++) {
-                const uint8_t *k = Kt + (size_t)d * rb;
-                __m128 kv = type == GGML_TYPE_F16 ? _mm_cvtph_ps(_mm_cvtsi32_si128(ld16(k + 2 * (size_t)c)))
-                                                  : _mm_load_ss((const float *)k + c);
-                acc = _mm_fmadd_ss(_mm_load_ss(X + (size_t)r * dims + d), kv, acc);
-            }
-            Y[(size_t)r * ldy + c] = _mm_cvtss_f32(acc);
-        }
-}
-
-static void scores(uint32_t type, const void *Kt, size_t row_bytes, int dims, const float *X, int R, float *Y,
-                   int ldy, int n) {
-    if (type == GGML_TYPE_F16) scores_typed(GGML_TYPE_F16, Kt, row_bytes, dims, X, R, Y, ldy, n);
-    else scores_typed(GGML_TYPE_F32, Kt, row_bytes, dims, X, R, Y, ldy, n);
-}
-
-/* ---- attention output (kernels_mix): values by cell ----
- * A tile is NV (1 or 2) vectors of 8 dimensions by up to SC_Q queries: for each cell c its values
- * are widened once and FMA'd into every query's accumulators with p_c broadcast, so each (query,
- * dimension) lane is the defined fma chain over c. The last dims % 8 dimensions go one at a time
- * through the same chain in a scalar register. */
-KERNELS_INLINE void mix_tile(uint32_t type, const uint8_t *V, size_t rb, const float *P, int ldp, int NQ, int NV,
-                             float *Y, int ldy, int d0, int n) {
-    __m256 acc[SC_Q][2];
-#pragma GCC unroll 4
-    for (int q = 0; q < NQ; q++)
-#pragma GCC unroll 2
-        for (int v = 0; v < NV; v++) acc[q][v] = _mm256_setzero_ps();
-    for (int c = 0; c < n; c++) {
-        const uint8_t *row = V + (size_t)c * rb;
-        __m256 x[2];
-#pragma GCC unroll 2
-        for (int v = 0; v < NV; v++) x[v] = load_kv8(type, row, d0 + 8 * v);
-#pragma GCC unroll 4
-        for (int q = 0; q < NQ; q++) {
-            __m256 pb = _mm256_broadcast_ss(P + (size_t)q * ldp + c);
-#pragma GCC unroll 2
-            for (int v = 0; v < NV; v++) acc[q][v] = _mm256_fmadd_ps(pb, x[v], acc[q][v]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int q = 0; q < NQ; q++)
-#pragma GCC unroll 2
-        for (int v = 0; v < NV; v++) _mm256_storeu_ps(Y + (size_t)q * ldy + d0 + 8 * v, acc[q][v]);
+        for (int v = 0; v < NV; v++) _mm256_storeu_ps(Y + (size_t)q * ldy + j0 + 8 * v, acc[q][v]);
 }
 
 #define MIX_TILE(NV)                                                                                       \
     switch (nq) {                                                                                          \
-    case 1: mix_tile(type, V, rb, p, ldp, 1, NV, y, ldy, d0, n); break;                                    \
-    case 2: mix_tile(type, V, rb, p, ldp, 2, NV, y, ldy, d0, n); break;                                    \
-    case 3: mix_tile(type, V, rb, p, ldp, 3, NV, y, ldy, d0, n); break;                                    \
-    default: mix_tile(type, V, rb, p, ldp, 4, NV, y, ldy, d0, n);                                          \
+    case 1: mix_tile(type, A, rb, K, x, ldx, 1, NV, y, ldy, j0); break;                                    \
+    case 2: mix_tile(type, A, rb, K, x, ldx, 2, NV, y, ldy, j0); break;                                    \
+    case 3: mix_tile(type, A, rb, K, x, ldx, 3, NV, y, ldy, j0); break;                                    \
+    default: mix_tile(type, A, rb, K, x, ldx, 4, NV, y, ldy, j0);                                          \
     }
 
-KERNELS_INLINE void mix_typed(uint32_t type, const uint8_t *V, size_t rb, int dims, const float *P, int ldp, int R,
-                              float *Y, int ldy, int n) {
-    int d8 = dims / 8 * 8;
-    for (int d0 = 0; d0 < d8; d0 += 16)
-        for (int r = 0; r < R; r += SC_Q) {
-            const float *p = P + (size_t)r * ldp;
+KERNELS_INLINE void mix_typed(uint32_t type, const uint8_t *A, size_t rb, int K, int N, const float *X, int ldx, int R,
+                              float *Y, int ldy) {
+    int n8 = N / 8 * 8;
+    for (int j0 = 0; j0 < n8; j0 += 16)
+        for (int r = 0; r < R; r += MX_Q) {
+            const float *x = X + (size_t)r * ldx;
             float *y = Y + (size_t)r * ldy;
-            int nq = R - r < SC_Q ? R - r : SC_Q;
-            if (d8 - d0 >= 16) {
+            int nq = R - r < MX_Q ? R - r : MX_Q;
+            if (n8 - j0 >= 16) {
                 MIX_TILE(2)
             } else {
                 MIX_TILE(1)
             }
         }
-    for (int d = d8; d < dims; d++)
+    for (int j = n8; j < N; j++)
         for (int r = 0; r < R; r++) {
             __m128 acc = _mm_setzero_ps();
-            for (int c = 0; c < n; c++) {
-                const uint8_t *row = V + (size_t)c * rb;
-                __m128 x = type == GGML_TYPE_F16 ? _mm_cvtph_ps(_mm_cvtsi32_si128(ld16(row + 2 * (size_t)d)))
-                                                 : _mm_load_ss((const float *)row + d);
-                acc = _mm_fmadd_ss(_mm_load_ss(P + (size_t)r * ldp + c), x, acc);
+            for (int k = 0; k < K; k++) {
+                const uint8_t *row = A + (size_t)k * rb;
+                __m128 a = type == GGML_TYPE_F16 ? _mm_cvtph_ps(_mm_cvtsi32_si128(ld16(row + 2 * (size_t)j)))
+                                                 : _mm_load_ss((const float *)row + j);
+                acc = _mm_fmadd_ss(_mm_load_ss(X + (size_t)r * ldx + k), a, acc);
             }
-            Y[(size_t)r * ldy + d] = _mm_cvtss_f32(acc);
+            Y[(size_t)r * ldy + j] = _mm_cvtss_f32(acc);
         }
 }
 
-static void mix(uint32_t type, const void *V, size_t row_bytes, int dims, const float *P, int ldp, int R, float *Y,
-                int ldy, int n) {
-    if (type == GGML_TYPE_F16) mix_typed(GGML_TYPE_F16, V, row_bytes, dims, P, ldp, R, Y, ldy, n);
-    else mix_typed(GGML_TYPE_F32, V, row_bytes, dims, P, ldp, R, Y, ldy, n);
+static void mix(uint32_t type, const void *A, size_t row_bytes, int K, int N, const float *X, int ldx, int R, float *Y,
+                int ldy) {
+    if (type == GGML_TYPE_F16) mix_typed(GGML_TYPE_F16, A, row_bytes, K, N, X, ldx, R, Y, ldy);
+    else mix_typed(GGML_TYPE_F32, A, row_bytes, K, N, X, ldx, R, Y, ldy);
 }
 
 /* ---- element-wise helpers ---- */
@@ -848,7 +769,7 @@ static uint64_t read_bytes(const void *p, size_t n) {
     return (uint64_t)_mm_cvtsi128_si64(h) ^ (uint64_t)_mm_extract_epi64(h, 1);
 }
 
-const kernels_ops kernels_avx2_ops = {matvec,   matmul, quantize_act, matvec_q,  matmul_q, scores, mix,
+const kernels_ops kernels_avx2_ops = {matvec,   matmul, quantize_act, matvec_q,  matmul_q, mix,
                                       rms_norm, swiglu, softmax_span, f32_to_f16, read_bytes};
 
 #endif

@@ -736,124 +736,65 @@ static inline __m512 exp_ps(__m512 x) {
 
 static inline __mmask16 tail_mask(int left) { return left >= 16 ? 0xFFFF : (__mmask16)((1u << left) - 1); }
 
-/* ---- attention scores (kernels_scores): keys transposed ----
- * A tile is SC_CV vectors of 16 cells by up to SC_Q queries: for each dimension d the tile's keys
- * are widened once and FMA'd into every query's accumulators with x_d broadcast, so each (query,
- * cell) lane is the defined fma chain over d. 16 independent chains cover the FMA latency; cells
- * past n are masked off (loads of zeros, no stores). */
-#define SC_Q 4
-#define SC_CV 4
+/* ---- kernels_mix: rows of A weighted by X, the output columns along the lanes ----
+ * A tile is MX_V vectors of 16 columns by up to MX_Q rows of X: for each k, row k of A is widened
+ * once and FMA'd into every X row's accumulators with x_k broadcast, so each lane is the defined
+ * fma chain over k; 16 independent chains cover the FMA latency. Columns past N are masked off
+ * (loads of zeros, no stores). */
+#define MX_Q 4
+#define MX_V 4
 
-KERNELS_INLINE void scores_tile(uint32_t type, const uint8_t *Kt, size_t rb, int dims, const float *X, int NQ,
-                                float *Y, int ldy, int c0, int n) {
-    __m512 acc[SC_Q][SC_CV];
-    __mmask16 m[SC_CV];
+KERNELS_INLINE void mix_tile(uint32_t type, const uint8_t *A, size_t rb, int K, int N, const float *X, int ldx,
+                             int NQ, float *Y, int ldy, int j0) {
+    __m512 acc[MX_Q][MX_V];
+    __mmask16 m[MX_V];
 #pragma GCC unroll 4
-    for (int v = 0; v < SC_CV; v++) {
-        int left = n - c0 - 16 * v;
+    for (int v = 0; v < MX_V; v++) {
+        int left = N - j0 - 16 * v;
         m[v] = left <= 0 ? 0 : tail_mask(left);
 #pragma GCC unroll 4
         for (int q = 0; q < NQ; q++) acc[q][v] = _mm512_setzero_ps();
     }
-    for (int d = 0; d < dims; d++) {
-        const uint8_t *row = Kt + (size_t)d * rb;
-        __m512 k[SC_CV];
+    for (int k = 0; k < K; k++) {
+        const uint8_t *row = A + (size_t)k * rb;
+        __m512 a[MX_V];
 #pragma GCC unroll 4
-        for (int v = 0; v < SC_CV; v++)
-            k[v] = type == GGML_TYPE_F16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m[v], row + 2 * (size_t)(c0 + 16 * v)))
-                                         : _mm512_maskz_loadu_ps(m[v], (const float *)row + c0 + 16 * v);
+        for (int v = 0; v < MX_V; v++)
+            a[v] = type == GGML_TYPE_F16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m[v], row + 2 * (size_t)(j0 + 16 * v)))
+                                         : _mm512_maskz_loadu_ps(m[v], (const float *)row + j0 + 16 * v);
 #pragma GCC unroll 4
         for (int q = 0; q < NQ; q++) {
-            __m512 xb = _mm512_set1_ps(X[(size_t)q * dims + d]);
+            __m512 xb = _mm512_set1_ps(X[(size_t)q * ldx + k]);
 #pragma GCC unroll 4
-            for (int v = 0; v < SC_CV; v++) acc[q][v] = _mm512_fmadd_ps(xb, k[v], acc[q][v]);
+            for (int v = 0; v < MX_V; v++) acc[q][v] = _mm512_fmadd_ps(xb, a[v], acc[q][v]);
         }
     }
 #pragma GCC unroll 4
     for (int q = 0; q < NQ; q++)
 #pragma GCC unroll 4
-        for (int v = 0; v < SC_CV; v++)
-            if (m[v]) _mm512_mask_storeu_ps(Y + (size_t)q * ldy + c0 + 16 * v, m[v], acc[q][v]);
+        for (int v = 0; v < MX_V; v++)
+            if (m[v]) _mm512_mask_storeu_ps(Y + (size_t)q * ldy + j0 + 16 * v, m[v], acc[q][v]);
 }
 
-KERNELS_INLINE void scores_typed(uint32_t type, const void *Kt, size_t rb, int dims, const float *X, int R, float *Y,
-                                 int ldy, int n) {
-    for (int c0 = 0; c0 < n; c0 += 16 * SC_CV)
-        for (int r = 0; r < R; r += SC_Q) {
-            const float *x = X + (size_t)r * dims;
+KERNELS_INLINE void mix_typed(uint32_t type, const void *A, size_t rb, int K, int N, const float *X, int ldx, int R,
+                              float *Y, int ldy) {
+    for (int j0 = 0; j0 < N; j0 += 16 * MX_V)
+        for (int r = 0; r < R; r += MX_Q) {
+            const float *x = X + (size_t)r * ldx;
             float *y = Y + (size_t)r * ldy;
-            switch (R - r < SC_Q ? R - r : SC_Q) {
-            case 1: scores_tile(type, Kt, rb, dims, x, 1, y, ldy, c0, n); break;
-            case 2: scores_tile(type, Kt, rb, dims, x, 2, y, ldy, c0, n); break;
-            case 3: scores_tile(type, Kt, rb, dims, x, 3, y, ldy, c0, n); break;
-            default: scores_tile(type, Kt, rb, dims, x, 4, y, ldy, c0, n);
+            switch (R - r < MX_Q ? R - r : MX_Q) {
+            case 1: mix_tile(type, A, rb, K, N, x, ldx, 1, y, ldy, j0); break;
+            case 2: mix_tile(type, A, rb, K, N, x, ldx, 2, y, ldy, j0); break;
+            case 3: mix_tile(type, A, rb, K, N, x, ldx, 3, y, ldy, j0); break;
+            default: mix_tile(type, A, rb, K, N, x, ldx, 4, y, ldy, j0);
             }
         }
 }
 
-static void scores(uint32_t type, const void *Kt, size_t row_bytes, int dims, const float *X, int R, float *Y,
-                   int ldy, int n) {
-    if (type == GGML_TYPE_F16) scores_typed(GGML_TYPE_F16, Kt, row_bytes, dims, X, R, Y, ldy, n);
-    else scores_typed(GGML_TYPE_F32, Kt, row_bytes, dims, X, R, Y, ldy, n);
-}
-
-/* ---- attention output (kernels_mix): values by cell ----
- * A tile is MX_DV vectors of 16 dimensions by up to SC_Q queries: for each cell c its values are
- * widened once and FMA'd into every query's accumulators with p_c broadcast, so each (query,
- * dimension) lane is the defined fma chain over c. Dimensions past dims are masked off. */
-#define MX_DV 4
-
-KERNELS_INLINE void mix_tile(uint32_t type, const uint8_t *V, size_t rb, int dims, const float *P, int ldp, int NQ,
-                             float *Y, int ldy, int d0, int n) {
-    __m512 acc[SC_Q][MX_DV];
-    __mmask16 m[MX_DV];
-#pragma GCC unroll 4
-    for (int v = 0; v < MX_DV; v++) {
-        int left = dims - d0 - 16 * v;
-        m[v] = left <= 0 ? 0 : tail_mask(left);
-#pragma GCC unroll 4
-        for (int q = 0; q < NQ; q++) acc[q][v] = _mm512_setzero_ps();
-    }
-    for (int c = 0; c < n; c++) {
-        const uint8_t *row = V + (size_t)c * rb;
-        __m512 x[MX_DV];
-#pragma GCC unroll 4
-        for (int v = 0; v < MX_DV; v++)
-            x[v] = type == GGML_TYPE_F16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m[v], row + 2 * (size_t)(d0 + 16 * v)))
-                                         : _mm512_maskz_loadu_ps(m[v], (const float *)row + d0 + 16 * v);
-#pragma GCC unroll 4
-        for (int q = 0; q < NQ; q++) {
-            __m512 pb = _mm512_set1_ps(P[(size_t)q * ldp + c]);
-#pragma GCC unroll 4
-            for (int v = 0; v < MX_DV; v++) acc[q][v] = _mm512_fmadd_ps(pb, x[v], acc[q][v]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int q = 0; q < NQ; q++)
-#pragma GCC unroll 4
-        for (int v = 0; v < MX_DV; v++)
-            if (m[v]) _mm512_mask_storeu_ps(Y + (size_t)q * ldy + d0 + 16 * v, m[v], acc[q][v]);
-}
-
-KERNELS_INLINE void mix_typed(uint32_t type, const void *V, size_t rb, int dims, const float *P, int ldp, int R,
-                              float *Y, int ldy, int n) {
-    for (int d0 = 0; d0 < dims; d0 += 16 * MX_DV)
-        for (int r = 0; r < R; r += SC_Q) {
-            const float *p = P + (size_t)r * ldp;
-            float *y = Y + (size_t)r * ldy;
-            switch (R - r < SC_Q ? R - r : SC_Q) {
-            case 1: mix_tile(type, V, rb, dims, p, ldp, 1, y, ldy, d0, n); break;
-            case 2: mix_tile(type, V, rb, dims, p, ldp, 2, y, ldy, d0, n); break;
-            case 3: mix_tile(type, V, rb, dims, p, ldp, 3, y, ldy, d0, n); break;
-            default: mix_tile(type, V, rb, dims, p, ldp, 4, y, ldy, d0, n);
-            }
-        }
-}
-
-static void mix(uint32_t type, const void *V, size_t row_bytes, int dims, const float *P, int ldp, int R, float *Y,
-                int ldy, int n) {
-    if (type == GGML_TYPE_F16) mix_typed(GGML_TYPE_F16, V, row_bytes, dims, P, ldp, R, Y, ldy, n);
-    else mix_typed(GGML_TYPE_F32, V, row_bytes, dims, P, ldp, R, Y, ldy, n);
+static void mix(uint32_t type, const void *A, size_t row_bytes, int K, int N, const float *X, int ldx, int R, float *Y,
+                int ldy) {
+    if (type == GGML_TYPE_F16) mix_typed(GGML_TYPE_F16, A, row_bytes, K, N, X, ldx, R, Y, ldy);
+    else mix_typed(GGML_TYPE_F32, A, row_bytes, K, N, X, ldx, R, Y, ldy);
 }
 
 static void rms_norm(float *out, const float *x, const float *w, int n, float eps) {
@@ -925,7 +866,7 @@ static uint64_t read_bytes(const void *p, size_t n) {
     return (uint64_t)_mm_cvtsi128_si64(h) ^ (uint64_t)_mm_extract_epi64(h, 1);
 }
 
-const kernels_ops kernels_avx512_ops = {matvec,   matmul, quantize_act, matvec_q,  matmul_q, scores, mix,
+const kernels_ops kernels_avx512_ops = {matvec,   matmul, quantize_act, matvec_q,  matmul_q, mix,
                                         rms_norm, swiglu, softmax_span, f32_to_f16, read_bytes};
 
 #endif

@@ -90,10 +90,8 @@ typedef struct kernels_ops {
      * bytes, 64-byte aligned. */
     void (*matmul_q)(uint32_t type, const void *W, size_t row_bytes, int cols, kernels_act fmt, const void *Xq,
                      int T, float *Y, int ldy, int r0, int r1, int add, void *scratch);
-    void (*scores)(uint32_t type, const void *Kt, size_t row_bytes, int dims, const float *X, int R, float *Y,
-                   int ldy, int n);
-    void (*mix)(uint32_t type, const void *V, size_t row_bytes, int dims, const float *P, int ldp, int R, float *Y,
-                int ldy, int n);
+    void (*mix)(uint32_t type, const void *A, size_t row_bytes, int K, int N, const float *X, int ldx, int R, float *Y,
+                int ldy);
     void (*rms_norm)(float *out, const float *x, const float *w, int n, float eps);
     void (*swiglu)(float *out, const float *g, const float *u, int n);
     float (*softmax_span)(float *p, int n, float scale, float *max);
@@ -109,13 +107,13 @@ extern const kernels_ops kernels_avx512_ops;
 
 #if defined(__GNUC__)
 #define KERNELS_INLINE static inline __attribute__((always_inline))
-/* Per-block scales are stored to a small array and each is then broadcast from memory into the
- * FMAs. Without this barrier the compiler forwards the stored vector and builds every broadcast
- * from shuffles, and the shuffle unit is what the SIMD loops run short of. */
-#define FROM_MEMORY(array) __asm__("" : "+m"(array))
+/* An x86 vector value materialised in its register at this point: integer adds are associative,
+ * and GCC otherwise rebalances a long accumulation chain into a tree of products computed ahead
+ * and spilled. */
+#define KEEP_IN_REGISTER(v) __asm__("" : "+x"(v))
 #else
 #define KERNELS_INLINE static inline
-#define FROM_MEMORY(array) ((void)0)
+#define KEEP_IN_REGISTER(v) ((void)0)
 #endif
 
 /* One specialisation per integer weight type and activation format: fn(type, fmt, ...) with both

@@ -147,27 +147,16 @@ static void matmul_q(uint32_t type, const void *W, size_t row_bytes, int cols, k
                  Y + (size_t)t * ldy, r0, r1, add);
 }
 
-/* ---- attention: the defined fma chains of kernels_scores and kernels_mix ---- */
+/* ---- kernels_mix: the defined fma chains, one output at a time ---- */
 
-static void scores(uint32_t type, const void *Kt, size_t row_bytes, int dims, const float *X, int R, float *Y,
-                   int ldy, int n) {
+static void mix(uint32_t type, const void *A, size_t row_bytes, int K, int N, const float *X, int ldx, int R, float *Y,
+                int ldy) {
     for (int r = 0; r < R; r++)
-        for (int c = 0; c < n; c++) {
+        for (int j = 0; j < N; j++) {
             float acc = 0;
-            for (int d = 0; d < dims; d++)
-                acc = fmaf(X[(size_t)r * dims + d], load_w(type, (const uint8_t *)Kt + (size_t)d * row_bytes, c), acc);
-            Y[(size_t)r * ldy + c] = acc;
-        }
-}
-
-static void mix(uint32_t type, const void *V, size_t row_bytes, int dims, const float *P, int ldp, int R, float *Y,
-                int ldy, int n) {
-    for (int r = 0; r < R; r++)
-        for (int d = 0; d < dims; d++) {
-            float acc = 0;
-            for (int c = 0; c < n; c++)
-                acc = fmaf(P[(size_t)r * ldp + c], load_w(type, (const uint8_t *)V + (size_t)c * row_bytes, d), acc);
-            Y[(size_t)r * ldy + d] = acc;
+            for (int k = 0; k < K; k++)
+                acc = fmaf(X[(size_t)r * ldx + k], load_w(type, (const uint8_t *)A + (size_t)k * row_bytes, j), acc);
+            Y[(size_t)r * ldy + j] = acc;
         }
 }
 
@@ -211,5 +200,5 @@ static uint64_t read_bytes(const void *p, size_t n) {
     return a[0] ^ a[1] ^ a[2] ^ a[3] ^ a[4] ^ a[5] ^ a[6] ^ a[7];
 }
 
-const kernels_ops kernels_scalar_ops = {matvec,   matmul,  quantize_act, matvec_q,    matmul_q, scores, mix,
+const kernels_ops kernels_scalar_ops = {matvec,   matmul,  quantize_act, matvec_q,    matmul_q, mix,
                                         rms_norm, swiglu,  softmax_span, f32_to_f16, read_bytes};

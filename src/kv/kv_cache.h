@@ -6,9 +6,8 @@
  * Elements are F16 (default: half the memory and half the bytes attention reads per step) or
  * F32. Keys are stored transposed, [seq][kv_dim][n_ctx], and values by cell, [seq][cell][kv_dim]:
  * so both products of attention run along the vector lanes with no sum across lanes (which, for
- * a head of 64 dimensions, cost more than the products): a head's scores with its cells in the
- * lanes (kernels_scores), the weighted sum of its values with its dimensions in the lanes
- * (kernels_mix). */
+ * a head of 64 dimensions, cost more than the products): kernels_mix computes a head's scores
+ * with its cells in the lanes and the weighted sum of its values with its dimensions in them. */
 #ifndef NC_KV_CACHE_H
 #define NC_KV_CACHE_H
 

@@ -587,144 +587,79 @@ static void test_dispatch(void) {
     printf("kernel sets available up to %s\n", isa_names[best]);
 }
 
-/* Attention scores over transposed keys: every set gives the defined fma chain (written here
- * with fmaf) bit for bit, for tile-edge cell counts and query counts, F16 and F32 keys; it is
- * within rounding of the float64 dot product; nothing is written past n cells. */
-static void test_scores(void) {
-    static const int dims_[] = {64, 128, 7};
-    static const int ns[] = {1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 130};
-    enum { CAP = 144, MAXR = 9 };
-    for (int ti = 0; ti < 2; ti++) {
-        uint32_t type = ti ? GGML_TYPE_F16 : GGML_TYPE_F32;
-        size_t elem = ti ? 2 : 4, rb = CAP * elem;
-        for (size_t di = 0; di < sizeof dims_ / sizeof dims_[0]; di++) {
-            int dims = dims_[di];
-            uint8_t *kt = malloc(rb * (size_t)dims);
-            float *X = malloc(sizeof(float) * MAXR * (size_t)dims), *k = malloc(sizeof(float) * CAP * (size_t)dims);
-            for (int d = 0; d < dims; d++)
-                for (int c = 0; c < CAP; c++) {
-                    float v = frand();
-                    if (ti) {
-                        uint16_t h = quant_f32_to_fp16(v);
-                        put16(kt + (size_t)d * rb + 2 * (size_t)c, h);
-                        v = quant_fp16_to_f32(h);
-                    } else {
-                        memcpy(kt + (size_t)d * rb + 4 * (size_t)c, &v, 4);
-                    }
-                    k[(size_t)d * CAP + c] = v;
-                }
-            for (int i = 0; i < MAXR * dims; i++) X[i] = frand();
-            for (int isa = KERNELS_SCALAR; isa <= KERNELS_AVX512; isa++) {
-                if (!available((kernels_isa)isa)) continue;
-                int bad = 0, far = 0, spill = 0;
-                for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
-                    for (int R = 1; R <= MAXR; R++) {
-                        int n = ns[ni], ldy = n + 3;
-                        float Y[MAXR * (130 + 3)];
-                        for (int i = 0; i < R * ldy; i++) Y[i] = 12345.0f;
-                        kernels_scores(type, kt, rb, dims, X, R, Y, ldy, n);
-                        for (int r = 0; r < R; r++) {
-                            for (int c = 0; c < n; c++) {
-                                float acc = 0;
-                                double exact = 0, mag = 0;
-                                for (int d = 0; d < dims; d++) {
-                                    acc = fmaf(X[r * dims + d], k[(size_t)d * CAP + c], acc);
-                                    exact += (double)X[r * dims + d] * k[(size_t)d * CAP + c];
-                                    mag += fabs((double)X[r * dims + d] * k[(size_t)d * CAP + c]);
-                                }
-                                bad += !same_bits(acc, Y[r * ldy + c]);
-                                far += fabs(Y[r * ldy + c] - exact) > 1e-6 * dims * mag;
-                            }
-                            for (int c = n; c < ldy; c++) spill += Y[r * ldy + c] != 12345.0f;
-                        }
-                    }
-                CHECK_MSG(bad == 0, "%s scores type %u dims %d: %d results differ from the fma chain", isa_names[isa], type,
-                          dims, bad);
-                CHECK_MSG(far == 0, "%s scores type %u dims %d: %d results far from the exact dot", isa_names[isa], type,
-                          dims, far);
-                CHECK_MSG(spill == 0, "%s scores type %u dims %d: %d writes past n", isa_names[isa], type, dims, spill);
-            }
-            free(kt);
-            free(X);
-            free(k);
-        }
-    }
-}
-
-/* The attention output over values stored by cell: every set gives the defined fma chain over
- * the cells (written here with fmaf) bit for bit, for tile-edge dimension, query and cell counts,
- * F16 and F32 values; within rounding of the float64 sum; nothing written past dims; zero
- * weights appended to a row change no bit (what attention relies on for masked cells). */
+/* kernels_mix (attention's two products): every set gives the defined fma chain over the rows
+ * of A (written here with fmaf) bit for bit, for tile-edge row, column and X-row counts, F16 and
+ * F32 A, in both of attention's shapes (scores: K = 64 or 128 dimensions, N up to 130 cells;
+ * outputs: K up to 130 cells, N = 7..128 dimensions); within rounding of the float64 sum; nothing
+ * written past N columns; weights of 0 for five more rows change no bit (what attention relies
+ * on for masked cells). */
 static void test_mix(void) {
-    static const int dims_[] = {64, 128, 80, 7, 24};
-    static const int ns[] = {0, 1, 7, 16, 17, 130};
-    enum { CAP = 136, MAXD = 128, MAXR = 9 };
+    static const int Ks[] = {0, 1, 7, 16, 17, 64, 128, 130};
+    static const int Ns[] = {1, 7, 8, 9, 15, 16, 17, 24, 63, 64, 65, 80, 128, 130};
+    static const int Rs[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    enum { CAPK = 136, CAPN = 130, MAXR = 9 };
     for (int ti = 0; ti < 2; ti++) {
         uint32_t type = ti ? GGML_TYPE_F16 : GGML_TYPE_F32;
-        size_t elem = ti ? 2 : 4;
-        for (size_t di = 0; di < sizeof dims_ / sizeof dims_[0]; di++) {
-            int dims = dims_[di];
-            size_t rb = (size_t)dims * elem;
-            uint8_t *V = malloc(rb * CAP);
-            float *P = malloc(sizeof(float) * MAXR * CAP), *v = malloc(sizeof(float) * CAP * (size_t)dims);
-            for (int c = 0; c < CAP; c++)
-                for (int d = 0; d < dims; d++) {
-                    float x = frand();
-                    if (ti) {
-                        uint16_t h = quant_f32_to_fp16(x);
-                        put16(V + (size_t)c * rb + 2 * (size_t)d, h);
-                        x = quant_fp16_to_f32(h);
-                    } else {
-                        memcpy(V + (size_t)c * rb + 4 * (size_t)d, &x, 4);
-                    }
-                    v[(size_t)c * dims + d] = x;
+        size_t rb = CAPN * (ti ? 2 : 4);
+        uint8_t *A = malloc(rb * CAPK);
+        float *a = malloc(sizeof(float) * CAPK * CAPN), *X = malloc(sizeof(float) * MAXR * CAPK);
+        float *Xz = malloc(sizeof(float) * MAXR * CAPK);
+        for (int k = 0; k < CAPK; k++)
+            for (int j = 0; j < CAPN; j++) {
+                float v = frand();
+                if (ti) {
+                    uint16_t h = quant_f32_to_fp16(v);
+                    put16(A + (size_t)k * rb + 2 * (size_t)j, h);
+                    v = quant_fp16_to_f32(h);
+                } else {
+                    memcpy(A + (size_t)k * rb + 4 * (size_t)j, &v, 4);
                 }
-            for (int i = 0; i < MAXR * CAP; i++) P[i] = (frand() + 1.0f) / 2.0f;
-            for (int isa = KERNELS_SCALAR; isa <= KERNELS_AVX512; isa++) {
-                if (!available((kernels_isa)isa)) continue;
-                int bad = 0, far = 0, spill = 0, padded = 0;
-                for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
-                    for (int R = 1; R <= MAXR; R++) {
-                        int n = ns[ni], ldy = dims + 3;
-                        float Y[MAXR * (MAXD + 3)], Z[MAXR * (MAXD + 3)];
+                a[k * CAPN + j] = v;
+            }
+        for (int i = 0; i < MAXR * CAPK; i++) X[i] = frand();
+        for (int isa = KERNELS_SCALAR; isa <= KERNELS_AVX512; isa++) {
+            if (!available((kernels_isa)isa)) continue;
+            int bad = 0, far = 0, spill = 0, padded = 0;
+            for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
+                for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0]; ni++)
+                    for (size_t ri = 0; ri < sizeof Rs / sizeof Rs[0]; ri++) {
+                        int K = Ks[ki], N = Ns[ni], R = Rs[ri], ldy = N + 3;
+                        float Y[MAXR * (CAPN + 3)], Z[MAXR * (CAPN + 3)];
                         for (int i = 0; i < R * ldy; i++) Y[i] = 12345.0f;
-                        kernels_mix(type, V, rb, dims, P, CAP, R, Y, ldy, n);
+                        kernels_mix(type, A, rb, K, N, X, CAPK, R, Y, ldy);
                         for (int r = 0; r < R; r++) {
-                            for (int d = 0; d < dims; d++) {
+                            for (int j = 0; j < N; j++) {
                                 float acc = 0;
                                 double exact = 0, mag = 0;
-                                for (int c = 0; c < n; c++) {
-                                    acc = fmaf(P[r * CAP + c], v[(size_t)c * dims + d], acc);
-                                    exact += (double)P[r * CAP + c] * v[(size_t)c * dims + d];
-                                    mag += fabs((double)P[r * CAP + c] * v[(size_t)c * dims + d]);
+                                for (int k = 0; k < K; k++) {
+                                    float x = X[r * CAPK + k], w = a[k * CAPN + j];
+                                    acc = fmaf(x, w, acc);
+                                    exact += (double)x * w;
+                                    mag += fabs((double)x * w);
                                 }
-                                bad += !same_bits(acc, Y[r * ldy + d]);
-                                far += fabs(Y[r * ldy + d] - exact) > 1e-6 * (n + 1) * mag;
+                                bad += !same_bits(acc, Y[r * ldy + j]);
+                                far += fabs(Y[r * ldy + j] - exact) > 1e-6 * (K + 1) * mag;
                             }
-                            for (int d = dims; d < ldy; d++) spill += Y[r * ldy + d] != 12345.0f;
+                            for (int j = N; j < ldy; j++) spill += Y[r * ldy + j] != 12345.0f;
                         }
-                        if (n + 5 <= CAP) { /* the same rows with five more cells of weight 0 */
-                            float Pz[MAXR * CAP];
-                            memcpy(Pz, P, sizeof Pz);
+                        if (K + 5 <= CAPK) { /* the same with five more rows of weight 0 */
+                            memcpy(Xz, X, sizeof(float) * MAXR * CAPK);
                             for (int r = 0; r < R; r++)
-                                for (int c = n; c < n + 5; c++) Pz[r * CAP + c] = 0.0f;
-                            kernels_mix(type, V, rb, dims, Pz, CAP, R, Z, ldy, n + 5);
+                                for (int k = K; k < K + 5; k++) Xz[r * CAPK + k] = 0.0f;
+                            kernels_mix(type, A, rb, K + 5, N, Xz, CAPK, R, Z, ldy);
                             for (int r = 0; r < R; r++)
-                                for (int d = 0; d < dims; d++) padded += !same_bits(Y[r * ldy + d], Z[r * ldy + d]);
+                                for (int j = 0; j < N; j++) padded += !same_bits(Y[r * ldy + j], Z[r * ldy + j]);
                         }
                     }
-                CHECK_MSG(bad == 0, "%s mix type %u dims %d: %d results differ from the fma chain", isa_names[isa], type, dims,
-                          bad);
-                CHECK_MSG(far == 0, "%s mix type %u dims %d: %d results far from the exact sum", isa_names[isa], type, dims,
-                          far);
-                CHECK_MSG(spill == 0, "%s mix type %u dims %d: %d writes past dims", isa_names[isa], type, dims, spill);
-                CHECK_MSG(padded == 0, "%s mix type %u dims %d: %d results changed by zero weights", isa_names[isa], type,
-                          dims, padded);
-            }
-            free(V);
-            free(P);
-            free(v);
+            CHECK_MSG(bad == 0, "%s mix type %u: %d results differ from the fma chain", isa_names[isa], type, bad);
+            CHECK_MSG(far == 0, "%s mix type %u: %d results far from the exact sum", isa_names[isa], type, far);
+            CHECK_MSG(spill == 0, "%s mix type %u: %d writes past N", isa_names[isa], type, spill);
+            CHECK_MSG(padded == 0, "%s mix type %u: %d results changed by zero weights", isa_names[isa], type, padded);
         }
+        free(A);
+        free(a);
+        free(X);
+        free(Xz);
     }
 }
 
@@ -738,7 +673,6 @@ int main(void) {
     test_real_rows();
     test_helpers();
     test_zero_padding();
-    test_scores();
     test_mix();
     return test_summary("test_kernels");
 }
