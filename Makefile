@@ -1,6 +1,8 @@
 # nucleus — build with `make`, test with `make test`.
-# Release objects go to build/rel, sanitized test objects to build/san (ASan + UBSan).
+# Release objects go to $(BUILD)/rel, sanitized test objects to $(BUILD)/san (ASan + UBSan);
+# BUILD (default build) lets parallel work use separate trees: make BUILD=build-x unit.
 CC      ?= cc
+BUILD   ?= build
 CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter
 INC     := -Iinclude -Isrc
@@ -24,63 +26,63 @@ LIB_SRC  := $(shell find src -name '*.c' | sort)
 CLI_SRC  := $(shell find cli -name '*.c' | sort)
 UNIT_SRC := $(shell find tests/unit -name 'test_*.c' | sort)
 
-REL_LIB_OBJ := $(LIB_SRC:%.c=build/rel/%.o)
-SAN_LIB_OBJ := $(LIB_SRC:%.c=build/san/%.o)
-REL_CLI_OBJ := $(CLI_SRC:%.c=build/rel/%.o)
-SAN_CLI_OBJ := $(CLI_SRC:%.c=build/san/%.o)
-UNIT_BIN    := $(UNIT_SRC:tests/unit/%.c=build/san/tests/%)
+REL_LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/rel/%.o)
+SAN_LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/san/%.o)
+REL_CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/rel/%.o)
+SAN_CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/san/%.o)
+UNIT_BIN    := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%)
 
 .PHONY: all test unit clean fuzz deps
-all: build/nucleus
+all: $(BUILD)/nucleus
 
 deps:
 	bash scripts/install-deps.sh
 
 isa_flags = $(if $(findstring _avx512,$1),$(AVX512_FLAGS),$(if $(findstring _avx2,$1),$(AVX2_FLAGS),))
 
-build/rel/%.o: %.c
+$(BUILD)/rel/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(REL_CFLAGS) $(call isa_flags,$<) -MMD -MP -c $< -o $@
-build/san/%.o: %.c
+$(BUILD)/san/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(SAN_CFLAGS) $(call isa_flags,$<) -MMD -MP -c $< -o $@
 
-build/rel/libnucleus.a: $(REL_LIB_OBJ)
+$(BUILD)/rel/libnucleus.a: $(REL_LIB_OBJ)
 	@rm -f $@; ar rcs $@ $^
-build/san/libnucleus.a: $(SAN_LIB_OBJ)
+$(BUILD)/san/libnucleus.a: $(SAN_LIB_OBJ)
 	@rm -f $@; ar rcs $@ $^
 
-build/nucleus: $(REL_CLI_OBJ) build/rel/libnucleus.a
+$(BUILD)/nucleus: $(REL_CLI_OBJ) $(BUILD)/rel/libnucleus.a
 	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS)
-build/san/nucleus: $(SAN_CLI_OBJ) build/san/libnucleus.a
+$(BUILD)/san/nucleus: $(SAN_CLI_OBJ) $(BUILD)/san/libnucleus.a
 	$(CC) $(SAN_CFLAGS) -o $@ $^ $(LDLIBS)
 
-build/san/tests/%: tests/unit/%.c build/san/libnucleus.a
+$(BUILD)/san/tests/%: tests/unit/%.c $(BUILD)/san/libnucleus.a
 	@mkdir -p $(dir $@)
-	$(CC) $(SAN_CFLAGS) $(call isa_flags,$<) -Itests -o $@ $< build/san/libnucleus.a $(LDLIBS)
+	$(CC) $(SAN_CFLAGS) $(call isa_flags,$<) -Itests -o $@ $< $(BUILD)/san/libnucleus.a $(LDLIBS)
 
 unit: $(UNIT_BIN)
 
 # Benchmarks that are not part of `make test` (see bench/ and README's Performance section).
-build/tokenize_bench: bench/tokenize_bench.c build/rel/libnucleus.a
+$(BUILD)/tokenize_bench: bench/tokenize_bench.c $(BUILD)/rel/libnucleus.a
 	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS)
-build/kernels_bench: bench/kernels_bench.c build/rel/libnucleus.a
+$(BUILD)/kernels_bench: bench/kernels_bench.c $(BUILD)/rel/libnucleus.a
 	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS)
 
 # Fuzz harnesses need clang's libFuzzer.
 FUZZ_SRC := $(shell find tests/fuzz -name 'fuzz_*.c' | sort)
-FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 # A harness links only the parsers it exercises (the format layer and the shared helpers).
 FUZZ_LIB_SRC := src/common.c $(shell find src/format -name '*.c' | sort)
-build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRC)
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRC)
 	@mkdir -p $(dir $@)
 	clang $(CSTD) $(INC) -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $< $(FUZZ_LIB_SRC) $(LDLIBS)
 fuzz: $(FUZZ_BIN)
 
-test: build/nucleus build/san/nucleus unit fuzz
+test: $(BUILD)/nucleus $(BUILD)/san/nucleus unit fuzz
 	bash tests/run.sh
 
 clean:
-	rm -rf build
+	rm -rf $(BUILD)
 
--include $(shell find build -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -30,11 +30,13 @@ int nc_model_load(nc_model **out, const char *path, nc_err *err);
 void nc_model_free(nc_model *m);
 
 typedef struct nc_model_info {
-    const char *arch;          /* "llama" or "qwen2" */
+    const char *arch;          /* the architecture ("llama", "qwen3", "gemma3", ...) */
     const char *name;          /* general.name, or "" */
     int32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_rot, n_ctx_train;
     float rope_freq_base, norm_eps;
     bool rope_neox;            /* rotates the two halves of a head (qwen2) rather than pairs */
+    int32_t n_expert, n_expert_used; /* mixture of experts (0: a dense FFN) */
+    int32_t swa_window;        /* sliding-window layers see this many positions (0: none) */
     uint64_t n_params;         /* weights in all tensors */
     uint64_t weight_bytes;     /* bytes of tensor data */
     uint64_t decode_bytes;     /* weight bytes one decode step reads (layers and output matrix) */
@@ -132,8 +134,8 @@ void nc_kv_seq_clear(nc_context *c, int32_t seq);
 void nc_kv_seq_truncate(nc_context *c, int32_t seq, int32_t n_keep);
 /* Make dst a copy of src's cache (shared prompts, beams). */
 int nc_kv_seq_copy(nc_context *c, int32_t src, int32_t dst, nc_err *err);
-uint64_t nc_kv_bytes_per_token(const nc_context *c);  /* all layers, keys and values */
-uint64_t nc_kv_bytes_total(const nc_context *c);
+uint64_t nc_kv_bytes_per_token(const nc_context *c);  /* keys and values of the layers keeping every token */
+uint64_t nc_kv_bytes_total(const nc_context *c);      /* the whole cache (sliding layers keep only their window) */
 
 /* ---- Sampling -------------------------------------------------------------------------- */
 

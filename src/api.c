@@ -12,6 +12,7 @@
 #include "forward/forward.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
+#include "tensor/quant.h"
 #include "vocab/vocab.h"
 
 struct nc_model {
@@ -59,14 +60,29 @@ void nc_model_free(nc_model *m) {
     free(m);
 }
 
-static uint64_t matrix_bytes(const model_weight *w) { return (uint64_t)w->rows * w->row_bytes; }
+/* Bytes of a weight's own elements (a view of a fused matrix counts only its rows). */
+static uint64_t matrix_bytes(const model_weight *w) {
+    if (!w->data) return 0;
+    if (w->transposed) return (uint64_t)w->cols * w->row_bytes;
+    return (uint64_t)w->rows * quant_row_bytes(w->type, w->cols);
+}
 
+/* The weight bytes one decode step reads: every layer's attention, its dense FFN or the router and
+ * n_expert_used experts, and the output matrix. */
 static uint64_t decode_bytes(const model *m) {
+    const model_hparams *hp = &m->hp;
     uint64_t n = matrix_bytes(&m->output);
-    for (int il = 0; il < m->hp.n_layer; il++) {
+    for (int il = 0; il < hp->n_layer; il++) {
         const model_layer *L = &m->layers[il];
-        n += matrix_bytes(&L->wq) + matrix_bytes(&L->wk) + matrix_bytes(&L->wv) + matrix_bytes(&L->wo) +
-             matrix_bytes(&L->ffn_gate) + matrix_bytes(&L->ffn_up) + matrix_bytes(&L->ffn_down);
+        n += matrix_bytes(&L->wq) + matrix_bytes(&L->wk) + matrix_bytes(&L->wv) + matrix_bytes(&L->wo);
+        if (!L->router.data) {
+            n += matrix_bytes(&L->ffn_gate) + matrix_bytes(&L->ffn_up) + matrix_bytes(&L->ffn_down);
+            continue;
+        }
+        uint64_t expert = matrix_bytes(&L->exp_down[0]) +
+                          (L->exp_gate ? matrix_bytes(&L->exp_gate[0]) + matrix_bytes(&L->exp_up[0])
+                                       : matrix_bytes(&L->exp_gate_up[0]));
+        n += matrix_bytes(&L->router) + (uint64_t)hp->n_expert_used * expert;
     }
     return n;
 }
@@ -82,10 +98,11 @@ void nc_model_get_info(const nc_model *nm, nc_model_info *info) {
     const model *m = nm->m;
     const model_hparams *hp = &m->hp;
     *info = (nc_model_info){
-        .arch = model_arch_name(hp->arch), .name = m->name, .n_vocab = hp->n_vocab, .n_embd = hp->n_embd,
+        .arch = model_arch_name(m), .name = m->name, .n_vocab = hp->n_vocab, .n_embd = hp->n_embd,
         .n_layer = hp->n_layer, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim,
-        .n_ff = hp->n_ff, .n_rot = hp->n_rot, .n_ctx_train = hp->n_ctx_train, .rope_freq_base = hp->rope_freq_base,
-        .norm_eps = hp->norm_eps, .rope_neox = hp->rope_neox, .n_params = m->n_params,
+        .n_ff = hp->n_ff, .n_rot = hp->n_rot, .n_ctx_train = hp->n_ctx_train, .rope_freq_base = (float)hp->rope[0].base,
+        .norm_eps = hp->norm_eps, .rope_neox = hp->rope_neox, .n_expert = hp->n_expert,
+        .n_expert_used = hp->n_expert_used, .swa_window = hp->swa_window, .n_params = m->n_params,
         .weight_bytes = m->weight_bytes, .decode_bytes = decode_bytes(m), .file_bytes = gguf_file_size(m->file)};
 }
 
@@ -222,5 +239,5 @@ void nc_kv_seq_truncate(nc_context *c, int32_t seq, int32_t n_keep) { kv_seq_tru
 int nc_kv_seq_copy(nc_context *c, int32_t src, int32_t dst, nc_err *err) { return kv_seq_copy(&c->fwd.kv, src, dst, err); }
 uint64_t nc_kv_bytes_per_token(const nc_context *c) { return kv_bytes_per_token(&c->fwd.kv); }
 uint64_t nc_kv_bytes_total(const nc_context *c) {
-    return kv_bytes_per_token(&c->fwd.kv) * (uint64_t)c->fwd.kv.n_ctx * (uint64_t)c->fwd.kv.n_seq;
+    return kv_bytes_total(&c->fwd.kv);
 }

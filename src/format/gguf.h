@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "format/tensor.h"
 
 typedef enum gguf_vtype {
     GGUF_T_UINT8 = 0,
@@ -57,17 +58,8 @@ typedef struct gguf_kv {
     } v;
 } gguf_kv;
 
-typedef struct gguf_tensor {
-    const char *name;        /* NUL-terminated copy */
-    uint32_t n_dims;
-    uint64_t ne[4];          /* ne[0] is the row length (contiguous); unused dims are 1 */
-    uint32_t type;           /* ggml type id (ggml_types.h) */
-    uint64_t n_elems;
-    uint64_t n_bytes;
-    uint64_t data_offset;    /* absolute file offset of the data */
-    uint64_t info_offset;    /* file offset of this entry in the tensor table */
-    const void *data;        /* data inside the mapping */
-} gguf_tensor;
+/* A tensor of the table (see format/tensor.h). */
+typedef fmt_tensor gguf_tensor;
 
 typedef struct gguf_file gguf_file;
 

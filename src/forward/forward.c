@@ -27,6 +27,84 @@ static int32_t chunk_rows(int rows, int n_threads) {
 
 static int n_chunks(int rows, int cr) { return (rows + cr - 1) / cr; }
 
+static bool int_weight(const model_weight *w) { return w->data && kernels_int_type(w->type) != 0; }
+
+/* ---- set-up ---------------------------------------------------------------------------------- */
+
+static bool any_expert_int(const model *m) {
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const model_layer *L = &m->layers[il];
+        for (int e = 0; L->router.data && e < m->hp.n_expert; e++)
+            if ((L->exp_gate && (int_weight(&L->exp_gate[e]) || int_weight(&L->exp_up[e]))) ||
+                (L->exp_gate_up && int_weight(&L->exp_gate_up[e])) || int_weight(&L->exp_down[e]))
+                return true;
+    }
+    return false;
+}
+
+static int alloc_moe(fwd_state *s) {
+    const model_hparams *hp = &s->m->hp;
+    fwd_moe *mo = &s->moe;
+    size_t B = (size_t)s->n_batch, K = (size_t)hp->n_expert_used, N = (size_t)hp->n_expert;
+    size_t E = (size_t)hp->n_embd, F = (size_t)hp->n_ff_exp, rows = B * K;
+    size_t max_chunks = N * (size_t)(n_chunks((int)(F > E ? F : E), s->exp_rows > s->embd_rows ? s->embd_rows : s->exp_rows) + 1);
+    mo->expert = malloc(rows * sizeof *mo->expert);
+    mo->weight = malloc(rows * sizeof *mo->weight);
+    mo->logits = malloc(B * N * sizeof *mo->logits);
+    mo->start = malloc((N + 1) * sizeof *mo->start);
+    mo->row = malloc(rows * sizeof *mo->row);
+    mo->token = malloc(rows * sizeof *mo->token);
+    mo->chunks = malloc(2 * max_chunks * sizeof *mo->chunks);
+    mo->in = alloc64(rows * E * sizeof(float));
+    mo->act = alloc64(rows * F * sizeof(float));
+    mo->out = alloc64(rows * E * sizeof(float));
+    mo->gate_up = alloc64((size_t)s->n_threads * B * 2 * (size_t)s->exp_rows * sizeof(float));
+    bool ok = mo->expert && mo->weight && mo->logits && mo->start && mo->row && mo->token && mo->chunks && mo->in &&
+              mo->act && mo->out && mo->gate_up;
+    if (ok && any_expert_int(s->m)) {
+        mo->inq = alloc64(rows * s->act_embd);
+        mo->actq = alloc64(rows * s->act_ffe);
+        ok = mo->inq && mo->actq;
+    }
+    return ok ? 0 : -1;
+}
+
+static void free_moe(fwd_moe *mo) {
+    free(mo->expert);
+    free(mo->weight);
+    free(mo->logits);
+    free(mo->start);
+    free(mo->row);
+    free(mo->token);
+    free(mo->chunks);
+    free(mo->in);
+    free(mo->inq);
+    free(mo->act);
+    free(mo->actq);
+    free(mo->out);
+    free(mo->gate_up);
+}
+
+/* Sliding layers keep a ring of their window plus a micro-batch, rounded to whole spans, when that
+ * is smaller than the context; 0 when they keep the whole context. */
+static int32_t ring_cells(const model *m, int32_t n_ctx, int32_t n_batch) {
+    int64_t r = ((int64_t)m->hp.swa_window + n_batch - 1 + FWD_ATTN_SPAN - 1) / FWD_ATTN_SPAN * FWD_ATTN_SPAN;
+    return m->hp.swa_window > 0 && r < n_ctx ? (int32_t)r : 0;
+}
+
+static int init_cache(fwd_state *s, int32_t n_ctx, int32_t n_seq, uint32_t kv_type, nc_err *err) {
+    const model_hparams *hp = &s->m->hp;
+    bool *sliding = malloc((size_t)hp->n_layer * sizeof *sliding);
+    if (!sliding) return nc_fail(err, "out of memory");
+    for (int il = 0; il < hp->n_layer; il++) sliding[il] = s->m->layers[il].sliding;
+    int r = kv_init(&s->kv, hp->n_layer, n_seq, n_ctx, (int32_t)kv_dim(hp), kv_type, ring_cells(s->m, n_ctx, s->n_batch),
+                    sliding, err);
+    free(sliding);
+    return r;
+}
+
+static bool same_rope(const model_rope *a, const model_rope *b) { return memcmp(a, b, sizeof *a) == 0; }
+
 int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t n_threads, int32_t n_batch,
              uint32_t kv_type, bool fast, nc_err *err) {
     memset(s, 0, sizeof *s);
@@ -42,14 +120,16 @@ int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t
         return nc_fail(err, "%d query heads per KV head: at most %d are supported", hp->n_head / hp->n_head_kv,
                        FWD_MAX_GROUP);
     for (int il = 0; il < hp->n_layer; il++)
-        if (kernels_int_type(m->layers[il].wo.type) && span % 32)
+        if (int_weight(&m->layers[il].wo) && span % 32)
             return nc_fail(err, "attn_output.weight of layer %d: quantised, with query-head groups of %d dimensions "
                                 "(not a multiple of 32)", il, span);
-    if (kv_init(&s->kv, hp->n_layer, n_seq, n_ctx, (int32_t)kv_dim(hp), kv_type, err)) return -1;
+    if (init_cache(s, n_ctx, n_seq, kv_type, err)) return -1;
     s->pool = pool_create(n_threads);
-    size_t B = (size_t)n_batch, E = (size_t)hp->n_embd, Q = q_dim(hp), KV = kv_dim(hp), F = (size_t)hp->n_ff;
+    size_t B = (size_t)n_batch, E = (size_t)hp->n_embd, Q = q_dim(hp), KV = kv_dim(hp);
+    size_t F = (size_t)(hp->n_ff > 0 ? hp->n_ff : 1), FE = (size_t)(hp->n_ff_exp > 0 ? hp->n_ff_exp : 1);
     size_t half = (size_t)hp->n_rot / 2;
-    s->ffn_rows = chunk_rows(hp->n_ff, n_threads);
+    s->ffn_rows = chunk_rows((int)F, n_threads);
+    s->exp_rows = chunk_rows((int)FE, n_threads);
     s->embd_rows = chunk_rows(hp->n_embd, n_threads);
     s->out_rows = chunk_rows(hp->n_vocab, n_threads);
     /* integer types need whole groups of 32; a width that is not a multiple of 32 only meets
@@ -57,6 +137,7 @@ int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t
     s->act_embd = kernels_act_bytes(KERNELS_ACT_I16, (int)(E / 32 * 32));
     s->act_q = kernels_act_bytes(KERNELS_ACT_I16, (int)(Q / 32 * 32));
     s->act_ff = kernels_act_bytes(KERNELS_ACT_I16, (int)(F / 32 * 32));
+    s->act_ffe = kernels_act_bytes(KERNELS_ACT_I16, (int)(FE / 32 * 32));
     s->x = alloc64(B * E * sizeof(float));
     s->xn = alloc64(B * E * sizeof(float));
     s->xnq = alloc64(B * s->act_embd);
@@ -67,23 +148,28 @@ int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t
     s->attnq = alloc64(B * s->act_q);
     s->ffn = alloc64(B * F * sizeof(float));
     s->ffnq = alloc64(B * s->act_ff);
-    s->rope_cos = malloc((B * half + 1) * sizeof(float));
-    s->rope_sin = malloc((B * half + 1) * sizeof(float));
-    s->inv_freq = malloc((half + 1) * sizeof(double));
+    s->o = alloc64(B * E * sizeof(float));
+    s->n_ropes = same_rope(&hp->rope[0], &hp->rope[1]) ? 1 : 2;
+    for (int k = 0; k < s->n_ropes; k++) {
+        s->rope_cos[k] = malloc((B * half + 1) * sizeof(float));
+        s->rope_sin[k] = malloc((B * half + 1) * sizeof(float));
+        s->inv_freq[k] = malloc((half + 1) * sizeof(double));
+    }
     s->cells = malloc(B * sizeof(int32_t));
     s->out_tokens = malloc(B * sizeof(int32_t));
     s->attn_blocks = malloc((B + 1) * sizeof(int32_t));
     s->thr = calloc((size_t)n_threads, sizeof *s->thr);
     bool ok = s->pool && s->x && s->xn && s->xnq && s->q && s->k && s->v && s->attn && s->attnq && s->ffn &&
-              s->ffnq && s->rope_cos && s->rope_sin && s->inv_freq && s->cells && s->out_tokens && s->attn_blocks && s->thr;
-    size_t group = (size_t)(hp->n_head / hp->n_head_kv);
+              s->ffnq && s->o && s->cells && s->out_tokens && s->attn_blocks && s->thr;
+    for (int k = 0; k < s->n_ropes; k++) ok = ok && s->rope_cos[k] && s->rope_sin[k] && s->inv_freq[k];
+    size_t group = (size_t)(hp->n_head / hp->n_head_kv), rows = (size_t)(s->ffn_rows > s->exp_rows ? s->ffn_rows : s->exp_rows);
     for (int i = 0; ok && i < n_threads; i++) {
         fwd_thread *t = &s->thr[i];
         t->xn = alloc64(FWD_PRIVATE_T * E * sizeof(float));
         t->xq = alloc64(FWD_PRIVATE_T * s->act_embd);
         t->pack = alloc64(kernels_mul_scratch_bytes());
-        t->gate = alloc64(B * (size_t)s->ffn_rows * sizeof(float));
-        t->up = alloc64(B * (size_t)s->ffn_rows * sizeof(float));
+        t->gate = alloc64(B * rows * sizeof(float));
+        t->up = alloc64(B * rows * sizeof(float));
         size_t R = FWD_ATTN_BLOCK * group;
         t->attn_q = alloc64(R * (size_t)hp->head_dim * sizeof(float));
         t->scores = alloc64(R * FWD_ATTN_SPAN * sizeof(float));
@@ -93,16 +179,13 @@ int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t
         ok = t->xn && t->xq && t->pack && t->gate && t->up && t->attn_q && t->scores && t->attn_part && t->attn_max &&
              t->attn_sum;
     }
+    if (ok && hp->n_expert > 0) ok = alloc_moe(s) == 0;
     if (!ok) {
         fwd_free(s);
         return nc_fail(err, "out of memory for the forward pass scratch (batch %d, context %d)", n_batch, n_ctx);
     }
-    /* theta_i = base^(-2i/n_rot), divided by the file's per-frequency factor when it has one
-     * (Llama 3 stores its rope scaling that way, as the rope_freqs tensor). */
-    for (size_t i = 0; i < half; i++) {
-        double f = pow((double)hp->rope_freq_base, -2.0 * (double)i / (double)hp->n_rot);
-        s->inv_freq[i] = m->rope_freqs ? f / (double)m->rope_freqs[i] : f;
-    }
+    for (int k = 0; k < s->n_ropes; k++)
+        s->rope_mscale[k] = (float)model_rope_freqs(&hp->rope[k], hp->n_rot, n_ctx, s->inv_freq[k]);
     return 0;
 }
 
@@ -133,9 +216,13 @@ void fwd_free(fwd_state *s) {
     free(s->attnq);
     free(s->ffn);
     free(s->ffnq);
-    free(s->rope_cos);
-    free(s->rope_sin);
-    free(s->inv_freq);
+    free(s->o);
+    for (int k = 0; k < 2; k++) {
+        free(s->rope_cos[k]);
+        free(s->rope_sin[k]);
+        free(s->inv_freq[k]);
+    }
+    free_moe(&s->moe);
     free(s->cells);
     free(s->out_tokens);
     free(s->attn_blocks);
@@ -144,10 +231,42 @@ void fwd_free(fwd_state *s) {
     memset(s, 0, sizeof *s);
 }
 
+/* ---- element-wise pieces ------------------------------------------------------------------- */
+
+/* The gated FFN's activation, out = act(g) * u, as the architecture defines it. */
+static void glu(arch_act act, float *out, const float *g, const float *u, int n) {
+    switch (act) {
+    case ACT_SILU: kernels_swiglu(out, g, u, n); break;
+    case ACT_GELU_TANH: /* GELU's tanh approximation (Hendrycks & Gimpel 2016), as gelu_pytorch_tanh */
+        for (int i = 0; i < n; i++) {
+            float x = g[i];
+            out[i] = 0.5f * x * (1.0f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x))) * u[i];
+        }
+        break;
+    case ACT_SWIGLU_OAI: /* gpt-oss: gate clamped above, up clamped both ways, sigmoid(1.702 g), (u + 1) */
+        for (int i = 0; i < n; i++) {
+            float x = g[i] < 7.0f ? g[i] : 7.0f, y = u[i] < -7.0f ? -7.0f : u[i] > 7.0f ? 7.0f : u[i];
+            out[i] = x / (1.0f + expf(-1.702f * x)) * (y + 1.0f);
+        }
+        break;
+    }
+}
+
+/* cap * tanh(x / cap): Gemma 2's soft-capping of attention scores and logits. */
+static void softcap(float *x, int n, float scale, float cap) {
+    for (int i = 0; i < n; i++) x[i] = cap * tanhf(x[i] * scale / cap);
+}
+
+/* RMSNorm of x into out; no weight (a block without that norm): a copy. */
+static void norm_or_copy(float *out, const float *x, const float *w, int n, float eps) {
+    if (w) kernels_rms_norm(out, x, w, n, eps);
+    else if (out != x) memcpy(out, x, (size_t)n * sizeof *out);
+}
+
 /* ---- normalised inputs ------------------------------------------------------------------- */
 
-/* The input of a group of products: RMSNorm(x) * w of the listed tokens, and its quantisation
- * when one of the products has an integer weight type. */
+/* The input of a group of products: RMSNorm(x) * w of the listed tokens (x itself when w is NULL),
+ * and its quantisation when one of the products has an integer weight type. */
 typedef struct norm_spec {
     const float *w;
     bool quantise;
@@ -160,7 +279,7 @@ static void norm_tokens(const fwd_state *s, const norm_spec *ns, int i0, int i1,
     int E = hp->n_embd;
     for (int i = i0; i < i1; i++) {
         int t = ns->tokens ? ns->tokens[i] : i;
-        kernels_rms_norm(xn + (size_t)i * E, s->x + (size_t)t * E, ns->w, E, hp->norm_eps);
+        norm_or_copy(xn + (size_t)i * E, s->x + (size_t)t * E, ns->w, E, hp->norm_eps);
         if (ns->quantise) kernels_quantize_act(ns->fmt, xn + (size_t)i * E, E, xq + kernels_act_bytes(ns->fmt, E) * i);
     }
 }
@@ -177,7 +296,6 @@ typedef struct mat_job {
     bool private_in;
     const float *in;                 /* otherwise the input rows, f32 and quantised */
     const uint8_t *inq;
-    size_t inq_bytes;
     int rows_per_chunk;
     const model_weight *w;           /* the weight of single-weight jobs */
     float *out;                      /* its output, [T][ldy] */
@@ -185,8 +303,6 @@ typedef struct mat_job {
     bool add;                        /* add to out (the residual) */
     kernels_act fmt;                 /* of the quantised input */
 } mat_job;
-
-static bool int_weight(const model_weight *w) { return kernels_int_type(w->type) != 0; }
 
 /* The activations of a job's normalised input: int8 in the fast mode when every integer weight of
  * the job is Q8_0 or Q4_0, int16 otherwise. */
@@ -214,17 +330,25 @@ static void job_input(const mat_job *j, int ith, const float **in, const uint8_t
     }
 }
 
+/* Rows [r0, r1) of w times T input rows (f32 X, quantised Xq rows of xq_bytes) into Y (ldy apart).
+ * A transposed weight (Hugging Face's [in][out] experts, float only) is the product X A over
+ * its columns r0..r1, which kernels_mix computes. */
+static void weight_mul(const model_weight *w, const float *X, kernels_act fmt, const uint8_t *Xq, int T, float *Y,
+                       int ldy, int r0, int r1, bool add, void *scratch) {
+    if (w->transposed) {
+        kernels_mix(w->type, (const uint8_t *)w->data + quant_row_bytes(w->type, r0), w->row_bytes, w->cols, r1 - r0, X,
+                    w->cols, T, Y, ldy);
+        return;
+    }
+    kernels_mul(w->type, w->data, w->row_bytes, w->cols, X, fmt, Xq, T, Y, ldy, r0, r1, add, scratch);
+}
+
 /* Rows [r0, r1) of w for tokens [t0, t1) of the job's input into Y (token t0's row first). */
 static void mul_tokens(const mat_job *j, const model_weight *w, const float *in, const uint8_t *inq, int t0, int t1,
                        float *Y, int ldy, int r0, int r1, bool add, int ith) {
-    kernels_mul(w->type, w->data, w->row_bytes, w->cols, in ? in + (size_t)t0 * w->cols : NULL, j->fmt,
-                inq ? inq + (size_t)t0 * kernels_act_bytes(j->fmt, w->cols) : NULL, t1 - t0, Y, ldy, r0, r1, add,
-                j->s->thr[ith].pack);
-}
-
-static void mul(const mat_job *j, const model_weight *w, const float *in, const uint8_t *inq, float *Y, int ldy,
-                int r0, int r1, bool add, int ith) {
-    mul_tokens(j, w, in, inq, 0, j->T, Y, ldy, r0, r1, add, ith);
+    weight_mul(w, in ? in + (size_t)t0 * w->cols : NULL, j->fmt,
+               inq ? inq + (size_t)t0 * kernels_act_bytes(j->fmt, w->cols) : NULL, t1 - t0, Y, ldy, r0, r1, add,
+               j->s->thr[ith].pack);
 }
 
 static void single_chunk(void *arg, int c, int ith) {
@@ -233,7 +357,7 @@ static void single_chunk(void *arg, int c, int ith) {
     const uint8_t *inq;
     job_input(j, ith, &in, &inq);
     int r0 = c * j->rows_per_chunk, r1 = r0 + j->rows_per_chunk < j->w->rows ? r0 + j->rows_per_chunk : j->w->rows;
-    mul(j, j->w, in, inq, j->out + r0, j->ldy, r0, r1, j->add, ith);
+    mul_tokens(j, j->w, in, inq, 0, j->T, j->out + r0, j->ldy, r0, r1, j->add, ith);
 }
 
 static void norm_chunk(void *arg, int c, int ith) {
@@ -241,21 +365,26 @@ static void norm_chunk(void *arg, int c, int ith) {
     norm_tokens(j->s, &j->norm, c, c + 1, j->s->xn, j->s->xnq);
 }
 
+/* Normalise the job's tokens once into the shared xn / xnq. */
+static void run_norm(fwd_state *s, mat_job *j) {
+    pool_run_chunks(s->pool, &(pool_task){.chunk = norm_chunk, .arg = j, .n_chunks = j->T});
+    j->in = s->xn;
+    j->inq = s->xnq;
+}
+
 /* Runs job j with the normalised input: few tokens normalise per thread as the job starts, more
  * in a job of their own. */
 static void run_normed(fwd_state *s, mat_job *j, void (*chunk)(void *, int, int), int n) {
     j->private_in = j->T <= FWD_PRIVATE_T;
-    if (!j->private_in) {
-        pool_run_chunks(s->pool, &(pool_task){.chunk = norm_chunk, .arg = j, .n_chunks = j->T});
-        j->in = s->xn;
-        j->inq = s->xnq;
-    }
+    if (!j->private_in) run_norm(s, j);
     pool_run_chunks(s->pool, &(pool_task){.prepare = j->private_in ? prepare_private : NULL, .chunk = chunk, .arg = j,
                                            .n_chunks = n});
 }
 
-/* Rotate the first n_rot dimensions of one head: llama pairs adjacent dimensions (2i, 2i+1);
- * qwen2 ("neox" in ggml) pairs dimension i with i + n_rot/2. */
+/* ---- queries, keys and values ----------------------------------------------------------------- */
+
+/* Rotate the first n_rot dimensions of one head: pairs of adjacent dimensions (2i, 2i+1), or
+ * dimension i with i + n_rot/2 ("neox": the halves, as transformers' rotate_half). */
 static void rope_head(float *v, const model_hparams *hp, const float *cs, const float *sn) {
     int half = hp->n_rot / 2;
     for (int i = 0; i < half; i++) {
@@ -275,9 +404,40 @@ static int qkv_parts(const fwd_state *s, int T) {
     return T >= 16 && (hp->n_head + 2 * hp->n_head_kv) % s->n_threads ? s->n_threads : 1;
 }
 
-/* One head of Q, K or V for one part of the tokens: its rows, bias, rotary embedding, and for K
- * and V the write to the cache. Heads 0..n_head-1 are query heads, then the key heads, then the
- * values; chunk c is part c % parts of head c / parts. */
+/* The rotary table of a layer for the tokens of the micro-batch. */
+static void layer_rope(const fwd_state *s, const model_layer *L, const float **cs, const float **sn) {
+    int k = L->sliding && s->n_ropes > 1;
+    *cs = s->rope_cos[k];
+    *sn = s->rope_sin[k];
+}
+
+/* A query or key head after its projection: bias, per-head norm, rotation; keys and values go
+ * to the cache. kind: 0 query, 1 key, 2 value. */
+static void finish_head(const mat_job *j, int t, int kind, int h, float *v, const float *bias) {
+    fwd_state *s = j->s;
+    const model_hparams *hp = &s->m->hp;
+    const model_layer *L = j->L;
+    int hd = hp->head_dim;
+    if (bias)
+        for (int i = 0; i < hd; i++) v[i] += bias[h * hd + i];
+    if (hp->arch->qk_norm == QK_NORM_ALL) { /* normalised over all heads once every head is done */
+        if (kind == 2) kv_store_part(&s->kv, j->layer, j->entries[t].seq, kv_layer_cell(&s->kv, j->layer, s->cells[t], j->entries[t].pos), h * hd, hd, NULL, v);
+        return;
+    }
+    if (kind < 2 && hp->arch->qk_norm == QK_NORM_HEAD) kernels_rms_norm(v, v, kind ? L->k_norm : L->q_norm, hd, hp->norm_eps);
+    if (kind < 2 && L->rope) {
+        const float *cs, *sn;
+        layer_rope(s, L, &cs, &sn);
+        size_t half = (size_t)hp->n_rot / 2;
+        rope_head(v, hp, cs + t * half, sn + t * half);
+    }
+    if (kind > 0)
+        kv_store_part(&s->kv, j->layer, j->entries[t].seq, kv_layer_cell(&s->kv, j->layer, s->cells[t], j->entries[t].pos),
+                      h * hd, hd, kind == 1 ? v : NULL, kind == 2 ? v : NULL);
+}
+
+/* One head of Q, K or V for one part of the tokens. Heads 0..n_head-1 are query heads, then the
+ * key heads, then the values; chunk c is part c % parts of head c / parts. */
 static void qkv_chunk(void *arg, int c, int ith) {
     const mat_job *j = arg;
     fwd_state *s = j->s;
@@ -289,7 +449,7 @@ static void qkv_chunk(void *arg, int c, int ith) {
     const model_weight *w;
     const float *bias;
     float *out;
-    int h, ld, kind; /* 0 query, 1 key, 2 value */
+    int h, ld, kind;
     if (c < nq) { w = &L->wq; bias = L->bq; out = s->q; h = c; ld = (int)q_dim(hp); kind = 0; }
     else if (c < nq + nkv) { w = &L->wk; bias = L->bk; out = s->k; h = c - nq; ld = (int)kv_dim(hp); kind = 1; }
     else { w = &L->wv; bias = L->bv; out = s->v; h = c - nq - nkv; ld = (int)kv_dim(hp); kind = 2; }
@@ -297,37 +457,28 @@ static void qkv_chunk(void *arg, int c, int ith) {
     const uint8_t *inq;
     job_input(j, ith, &in, &inq);
     mul_tokens(j, w, in, inq, t0, t1, out + (size_t)t0 * ld + h * hd, ld, h * hd, (h + 1) * hd, false, ith);
-    size_t half = (size_t)hp->n_rot / 2;
-    for (int t = t0; t < t1; t++) {
-        float *v = out + (size_t)t * ld + h * hd;
-        if (bias)
-            for (int i = 0; i < hd; i++) v[i] += bias[h * hd + i];
-        if (kind < 2) rope_head(v, hp, s->rope_cos + t * half, s->rope_sin + t * half);
-        if (kind > 0)
-            kv_store_part(&s->kv, j->layer, j->entries[t].seq, s->cells[t], h * hd, hd, kind == 1 ? v : NULL,
-                          kind == 2 ? v : NULL);
-    }
+    for (int t = t0; t < t1; t++) finish_head(j, t, kind, h, out + (size_t)t * ld + h * hd, bias);
 }
 
-/* Rows [r0, r1) of gate and up for all tokens, then SwiGLU into ffn (and its quantisation when
- * the down projection has an integer type; r0 and r1 are then multiples of 32). */
-static void ffn_chunk(void *arg, int c, int ith) {
+/* OLMo 2 normalises all query heads together and all key heads together: per token, after
+ * every head's projection; then the rotation and the keys' write to the cache. */
+static void qk_all_chunk(void *arg, int t, int ith) {
     const mat_job *j = arg;
     fwd_state *s = j->s;
+    const model_hparams *hp = &s->m->hp;
     const model_layer *L = j->L;
-    int F = s->m->hp.n_ff, r0 = c * j->rows_per_chunk, r1 = r0 + j->rows_per_chunk < F ? r0 + j->rows_per_chunk : F;
-    int n = r1 - r0;
-    const float *in;
-    const uint8_t *inq;
-    job_input(j, ith, &in, &inq);
-    fwd_thread *th = &s->thr[ith];
-    mul(j, &L->ffn_gate, in, inq, th->gate, n, r0, r1, false, ith);
-    mul(j, &L->ffn_up, in, inq, th->up, n, r0, r1, false, ith);
-    bool quantise = int_weight(&L->ffn_down);
-    for (int t = 0; t < j->T; t++) {
-        float *o = s->ffn + (size_t)t * F;
-        kernels_swiglu(o + r0, th->gate + (size_t)t * n, th->up + (size_t)t * n, n);
-        if (quantise) kernels_quantize_act_part(KERNELS_ACT_I16, o, F, r0 / 32, r1 / 32, s->ffnq + (size_t)t * s->act_ff);
+    int hd = hp->head_dim;
+    float *q = s->q + (size_t)t * q_dim(hp), *k = s->k + (size_t)t * kv_dim(hp);
+    kernels_rms_norm(q, q, L->q_norm, (int)q_dim(hp), hp->norm_eps);
+    kernels_rms_norm(k, k, L->k_norm, (int)kv_dim(hp), hp->norm_eps);
+    const float *cs, *sn;
+    layer_rope(s, L, &cs, &sn);
+    size_t half = (size_t)hp->n_rot / 2;
+    for (int h = 0; L->rope && h < hp->n_head; h++) rope_head(q + h * hd, hp, cs + t * half, sn + t * half);
+    for (int h = 0; h < hp->n_head_kv; h++) {
+        if (L->rope) rope_head(k + h * hd, hp, cs + t * half, sn + t * half);
+        kv_store_part(&s->kv, j->layer, j->entries[t].seq, kv_layer_cell(&s->kv, j->layer, s->cells[t], j->entries[t].pos),
+                      h * hd, hd, k + h * hd, NULL);
     }
 }
 
@@ -348,63 +499,109 @@ static float *attn_row(const fwd_state *s, int t0, int g, int r) {
     return s->attn + (size_t)(t0 + r / rep) * q_dim(hp) + (size_t)(g * rep + r % rep) * hp->head_dim;
 }
 
+/* Where a block's spans are: cells of the sequence in order (full layers), or positions, each
+ * span of positions a contiguous run of a ring's cells (sliding layers keeping a ring). */
+typedef struct attn_cells {
+    bool ring;
+    int32_t begin, end;              /* span coordinates (cells, or positions) to visit */
+    const int32_t *label;            /* position held by each cell */
+} attn_cells;
+
+/* The first index of the sorted positions pos[0..n) that is >= p. */
+static int32_t lower_bound(const int32_t *pos, int32_t n, int32_t p) {
+    int32_t lo = 0, hi = n;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (pos[mid] < p) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static attn_cells block_cells(const fwd_state *s, int layer, int seq, int32_t lo, int32_t hi) {
+    const kv_cache *kv = &s->kv;
+    attn_cells c = {.ring = kv_is_ring(kv, layer)};
+    if (c.ring) {
+        c.label = kv_ring_positions(kv, seq);
+        c.begin = lo / FWD_ATTN_SPAN * FWD_ATTN_SPAN;
+        c.end = hi + 1;
+    } else {
+        c.label = kv_positions(kv, seq);
+        c.begin = lower_bound(c.label, kv->len[seq], lo) / FWD_ATTN_SPAN * FWD_ATTN_SPAN;
+        c.end = lower_bound(c.label, kv->len[seq], hi + 1);
+    }
+    return c;
+}
+
 /* Causal attention of a block of queries: consecutive tokens t0..t0+nt-1 of one sequence, and the
- * query heads of group g, which share one KV head (GQA). Each query sees the cells of its sequence
- * whose position is at most its own (the batch's keys are already in the cache). Streaming
- * softmax: the cells go by in spans of FWD_ATTN_SPAN, each adding to running maxima, sums and
- * outputs (rescaled when the maximum grows), so no score matrix longer than a span exists
- * whatever the context. Both products go through the kernels, so the block reads its keys and
- * values once: the scores of all its queries (kernels_mix over the transposed keys), then their
- * weighted sums of the values (kernels_mix over the values by cell). A query's weights past its
- * own cells are zero, which leave its fma chains as they were, and the spans start at cell 0: a
- * token's result is the same bits whatever block, batch, or decode versus prefill computed it. */
+ * query heads of group g, which share one KV head (GQA). Query i sees the cached positions in
+ * [lo_i, pos_i]: everything up to its own position, or the last swa_window of them in a sliding
+ * layer (the batch's keys are already in the cache). Streaming softmax: the cells go by in spans
+ * of FWD_ATTN_SPAN, each adding to running maxima, sums and outputs (rescaled when the maximum
+ * grows), so no score matrix longer than a span exists whatever the context; an attention sink
+ * (gpt-oss) starts the running sum as one more logit with no value. Both products go through the
+ * kernels, so the block reads its keys and values once: the scores of all its queries
+ * (kernels_mix over the transposed keys), then their weighted sums of the values (kernels_mix over
+ * the values by cell). A query's hidden cells get weight zero, which leaves its fma chains and its
+ * softmax sums as they were, and spans sit at fixed multiples of the span: a token's result is
+ * the same bits whatever block, batch, or decode versus prefill computed it. */
 static void attend_block(fwd_state *s, int layer, const nc_batch_entry *e, int t0, int nt, int g, fwd_thread *th) {
     const model_hparams *hp = &s->m->hp;
+    const model_layer *L = &s->m->layers[layer];
     const kv_cache *kv = &s->kv;
     int hd = hp->head_dim, rep = hp->n_head / hp->n_head_kv, R = nt * rep, seq = e[t0].seq;
-    const int32_t *pos = kv_positions(kv, seq);
-    int n[FWD_ATTN_BLOCK], n_max = 0;
-    for (int i = 0; i < nt; i++) { /* cells visible to each query: positions increase along the cells */
-        int c = kv->len[seq];
-        while (c > 0 && pos[c - 1] > e[t0 + i].pos) c--;
-        n[i] = c;
-        n_max = c > n_max ? c : n_max;
-    }
+    int32_t window = L->sliding ? hp->swa_window : 0, lo[FWD_ATTN_BLOCK], hi[FWD_ATTN_BLOCK], lo_min = INT32_MAX,
+            hi_max = 0;
     for (int i = 0; i < nt; i++) {
+        hi[i] = e[t0 + i].pos;
+        lo[i] = window && hi[i] - window + 1 > 0 ? hi[i] - window + 1 : 0;
+        lo_min = lo[i] < lo_min ? lo[i] : lo_min;
+        hi_max = hi[i] > hi_max ? hi[i] : hi_max;
         memcpy(th->attn_q + (size_t)i * rep * hd, s->q + (size_t)(t0 + i) * q_dim(hp) + (size_t)g * rep * hd,
                sizeof(float) * (size_t)rep * hd);
         memset(s->attn + (size_t)(t0 + i) * q_dim(hp) + (size_t)g * rep * hd, 0, sizeof(float) * (size_t)rep * hd);
     }
-    for (int r = 0; r < R; r++) {
-        th->attn_max[r] = -INFINITY;
-        th->attn_sum[r] = 0;
+    for (int r = 0; r < R; r++) { /* a sink is a first logit whose value vector is zero */
+        th->attn_max[r] = L->sinks ? L->sinks[g * rep + r % rep] : -INFINITY;
+        th->attn_sum[r] = L->sinks ? 1.0 : 0.0;
     }
-    const uint8_t *keys = kv_kt(kv, layer, seq, g * hd);
-    const uint8_t *values = (const uint8_t *)kv_v(kv, layer, seq, 0) + (size_t)g * hd * kv->elem;
-    float scale = 1.0f / sqrtf((float)hd);
-    for (int c0 = 0; c0 < n_max; c0 += FWD_ATTN_SPAN) {
-        int nc = n_max - c0 < FWD_ATTN_SPAN ? n_max - c0 : FWD_ATTN_SPAN;
+    attn_cells cells = block_cells(s, layer, seq, lo_min, hi_max);
+    float scale = hp->attn_scale, cap = hp->attn_softcap;
+    for (int32_t c0 = cells.begin; c0 < cells.end; c0 += FWD_ATTN_SPAN) {
+        int nc = cells.end - c0 < FWD_ATTN_SPAN ? cells.end - c0 : FWD_ATTN_SPAN;
+        int32_t cell = cells.ring ? c0 % kv->ring : c0;
+        const int32_t *label = cells.label + cell;
+        const uint8_t *keys = (const uint8_t *)kv_kt(kv, layer, seq, g * hd) + (size_t)cell * kv->elem;
+        const uint8_t *values = (const uint8_t *)kv_v(kv, layer, seq, cell) + (size_t)g * hd * kv->elem;
         float *p = th->scores; /* [R][nc] */
-        kernels_mix(kv->type, keys + (size_t)c0 * kv->elem, kv_kt_row_bytes(kv), hd, nc, th->attn_q, hd, R, p, nc);
+        kernels_mix(kv->type, keys, kv_kt_row_bytes(kv, layer), hd, nc, th->attn_q, hd, R, p, nc);
+        bool seen[FWD_ATTN_BLOCK];
         for (int r = 0; r < R; r++) {
+            int i = r / rep;
             float *pr = p + (size_t)r * nc;
-            int nr = n[r / rep] - c0;
-            nr = nr < 0 ? 0 : nr > nc ? nc : nr;
-            if (nr > 0) {
-                float m = th->attn_max[r], add = kernels_softmax_span(pr, nr, scale, &m);
-                float corr = expf(th->attn_max[r] - m); /* 0 on the first span */
-                th->attn_sum[r] = th->attn_sum[r] * corr + add;
-                th->attn_max[r] = m;
-                float *out = attn_row(s, t0, g, r);
-                if (corr != 1.0f)
-                    for (int d = 0; d < hd; d++) out[d] *= corr;
+            if (cap > 0) softcap(pr, nc, scale, cap);
+            int nv = 0;
+            for (int c = 0; c < nc; c++) {
+                bool visible = label[c] >= lo[i] && label[c] <= hi[i];
+                nv += visible;
+                if (!visible) pr[c] = -INFINITY;
             }
-            memset(pr + nr, 0, sizeof(float) * (size_t)(nc - nr));
+            if (r % rep == 0) seen[i] = nv > 0;
+            if (nv == 0) {
+                memset(pr, 0, sizeof(float) * (size_t)nc);
+                continue;
+            }
+            float m = th->attn_max[r], add = kernels_softmax_span(pr, nc, cap > 0 ? 1.0f : scale, &m);
+            float corr = expf(th->attn_max[r] - m); /* 0 on the first span without a sink */
+            th->attn_sum[r] = th->attn_sum[r] * corr + add;
+            th->attn_max[r] = m;
+            float *out = attn_row(s, t0, g, r);
+            if (corr != 1.0f)
+                for (int d = 0; d < hd; d++) out[d] *= corr;
         }
-        kernels_mix(kv->type, values + (size_t)c0 * kv_v_row_bytes(kv), kv_v_row_bytes(kv), nc, hd, p, nc, R,
-                    th->attn_part, hd);
+        kernels_mix(kv->type, values, kv_v_row_bytes(kv), nc, hd, p, nc, R, th->attn_part, hd);
         for (int r = 0; r < R; r++) {
-            if (n[r / rep] <= c0) continue;
+            if (!seen[r / rep]) continue;
             float *out = attn_row(s, t0, g, r);
             const float *part = th->attn_part + (size_t)r * hd;
             for (int d = 0; d < hd; d++) out[d] += part[d];
@@ -441,51 +638,308 @@ static void attn_blocks(fwd_state *s, const nc_batch_entry *e, int T) {
     s->n_attn_blocks = n;
 }
 
+/* ---- residual ------------------------------------------------------------------------------- */
+
+/* A block's output o (bias, post-norm) added to the residual stream, scaled. */
+typedef struct residual_job {
+    fwd_state *s;
+    const float *bias, *post_norm;
+} residual_job;
+
+static void residual_chunk(void *arg, int t, int ith) {
+    const residual_job *j = arg;
+    fwd_state *s = j->s;
+    const model_hparams *hp = &s->m->hp;
+    int E = hp->n_embd;
+    float *o = s->o + (size_t)t * E, *x = s->x + (size_t)t * E;
+    if (j->bias)
+        for (int i = 0; i < E; i++) o[i] += j->bias[i];
+    norm_or_copy(o, o, j->post_norm, E, hp->norm_eps);
+    for (int i = 0; i < E; i++) x[i] += hp->residual_scale * o[i];
+}
+
+/* Whether a block's output goes straight into the residual (added by the product itself). */
+static bool plain_residual(const fwd_state *s, const float *bias, const float *post_norm) {
+    return !bias && !post_norm && s->m->hp.residual_scale == 1.0f;
+}
+
+/* x += residual_scale * post_norm(W in + bias) for rows split into chunks. */
+static void project_residual(fwd_state *s, int T, const model_weight *w, const float *in, const uint8_t *inq,
+                             const float *bias, const float *post_norm) {
+    int E = s->m->hp.n_embd;
+    bool plain = plain_residual(s, bias, post_norm);
+    mat_job j = {.s = s, .T = T, .in = in, .inq = inq, .rows_per_chunk = s->embd_rows, .w = w,
+                 .out = plain ? s->x : s->o, .ldy = E, .add = plain, .fmt = KERNELS_ACT_I16};
+    pool_run_chunks(s->pool, &(pool_task){.chunk = single_chunk, .arg = &j, .n_chunks = n_chunks(E, s->embd_rows)});
+    if (!plain) {
+        residual_job r = {.s = s, .bias = bias, .post_norm = post_norm};
+        pool_run_chunks(s->pool, &(pool_task){.chunk = residual_chunk, .arg = &r, .n_chunks = T});
+    }
+}
+
+/* ---- dense FFN ------------------------------------------------------------------------------- */
+
+/* Rows [r0, r1) of gate and up for all tokens, then the activation into ffn (and its
+ * quantisation when the down projection has an integer type; r0 and r1 are then multiples of 32). */
+static void ffn_chunk(void *arg, int c, int ith) {
+    const mat_job *j = arg;
+    fwd_state *s = j->s;
+    const model_layer *L = j->L;
+    int F = s->m->hp.n_ff, r0 = c * j->rows_per_chunk, r1 = r0 + j->rows_per_chunk < F ? r0 + j->rows_per_chunk : F;
+    int n = r1 - r0;
+    const float *in;
+    const uint8_t *inq;
+    job_input(j, ith, &in, &inq);
+    fwd_thread *th = &s->thr[ith];
+    mul_tokens(j, &L->ffn_gate, in, inq, 0, j->T, th->gate, n, r0, r1, false, ith);
+    mul_tokens(j, &L->ffn_up, in, inq, 0, j->T, th->up, n, r0, r1, false, ith);
+    bool quantise = int_weight(&L->ffn_down);
+    for (int t = 0; t < j->T; t++) {
+        float *o = s->ffn + (size_t)t * F;
+        glu(s->m->hp.arch->act, o + r0, th->gate + (size_t)t * n, th->up + (size_t)t * n, n);
+        if (quantise) kernels_quantize_act_part(KERNELS_ACT_I16, o, F, r0 / 32, r1 / 32, s->ffnq + (size_t)t * s->act_ff);
+    }
+}
+
+static void dense_ffn(fwd_state *s, int il, int T) {
+    const model_layer *L = &s->m->layers[il];
+    kernels_act fmt = normed_fmt(s, (const model_weight *[]){&L->ffn_gate, &L->ffn_up}, 2);
+    mat_job ffn = {.s = s, .T = T, .L = L, .rows_per_chunk = s->ffn_rows, .fmt = fmt,
+                   .norm = {.w = L->ffn_norm, .quantise = int_weight(&L->ffn_gate) || int_weight(&L->ffn_up), .fmt = fmt}};
+    run_normed(s, &ffn, ffn_chunk, n_chunks(s->m->hp.n_ff, s->ffn_rows));
+    project_residual(s, T, &L->ffn_down, s->ffn, s->ffnq, NULL, L->ffn_post_norm);
+}
+
+/* ---- mixture of experts ------------------------------------------------------------------------ */
+
+/* Route token t: its router logits to k experts and weights. Ties go to the lower expert id. */
+static void route(fwd_state *s, const model_layer *L, int t) {
+    const model_hparams *hp = &s->m->hp;
+    int N = hp->n_expert, K = hp->n_expert_used;
+    float *z = s->moe.logits + (size_t)t * N;
+    int32_t *ex = s->moe.expert + (size_t)t * K;
+    float *w = s->moe.weight + (size_t)t * K;
+    if (L->router_bias)
+        for (int e = 0; e < N; e++) z[e] += L->router_bias[e];
+    double mx = -INFINITY, total = 0;
+    for (int e = 0; e < N; e++) mx = z[e] > mx ? z[e] : mx;
+    for (int e = 0; e < N; e++) total += exp((double)z[e] - mx);
+    for (int k = 0; k < K; k++) { /* selection: k is small */
+        int best = -1;
+        for (int e = 0; e < N; e++) {
+            bool taken = false;
+            for (int i = 0; i < k; i++) taken = taken || ex[i] == e;
+            if (!taken && (best < 0 || z[e] > z[best])) best = e;
+        }
+        ex[k] = best;
+    }
+    /* gpt-oss: softmax over the chosen logits; otherwise their share of the softmax over all
+     * experts, renormalised to sum to one when the model asks (the same numbers then) */
+    double chosen = 0;
+    for (int k = 0; k < K; k++) chosen += exp((double)z[ex[k]] - mx);
+    double denom = hp->arch->router_softmax_topk || hp->expert_norm ? chosen : total;
+    for (int k = 0; k < K; k++) w[k] = (float)(exp((double)z[ex[k]] - mx) / denom);
+}
+
+/* Rows of the experts' work: (token, slot) pairs sorted by expert (then token), their inputs
+ * gathered; and the chunks of the two expert jobs. */
+static void group_by_expert(fwd_state *s, int T) {
+    const model_hparams *hp = &s->m->hp;
+    fwd_moe *mo = &s->moe;
+    int N = hp->n_expert, K = hp->n_expert_used, E = hp->n_embd;
+    memset(mo->start, 0, (size_t)(N + 1) * sizeof *mo->start);
+    for (int i = 0; i < T * K; i++) mo->start[mo->expert[i] + 1]++;
+    for (int e = 0; e < N; e++) mo->start[e + 1] += mo->start[e];
+    int32_t *next = mo->chunks; /* borrowed as a cursor per expert before the chunks are listed */
+    memcpy(next, mo->start, (size_t)N * sizeof *next);
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < K; k++) {
+            int r = next[mo->expert[t * K + k]]++;
+            mo->row[t * K + k] = r;
+            mo->token[r] = t;
+            memcpy(mo->in + (size_t)r * E, s->xn + (size_t)t * E, (size_t)E * sizeof(float));
+            if (mo->inq) memcpy(mo->inq + (size_t)r * s->act_embd, s->xnq + (size_t)t * s->act_embd, s->act_embd);
+        }
+}
+
+/* List (expert, first row) chunks over `rows` output rows of every expert that has tokens. */
+static int list_chunks(fwd_state *s, int rows, int per) {
+    fwd_moe *mo = &s->moe;
+    int n = 0;
+    for (int e = 0; e < s->m->hp.n_expert; e++)
+        if (mo->start[e + 1] > mo->start[e])
+            for (int r0 = 0; r0 < rows; r0 += per) {
+                mo->chunks[2 * n] = e;
+                mo->chunks[2 * n + 1] = r0;
+                n++;
+            }
+    return mo->n_chunks = n;
+}
+
+typedef struct moe_job {
+    fwd_state *s;
+    const model_layer *L;
+    kernels_act fmt;                 /* of the gathered inputs */
+} moe_job;
+
+static void add_bias(float *y, int ldy, int n_rows, const float *bias, int n) {
+    for (int r = 0; bias && r < n_rows; r++)
+        for (int i = 0; i < n; i++) y[(size_t)r * ldy + i] += bias[i];
+}
+
+/* Rows [r0, r1) of one expert's gate and up for its tokens, then the activation. */
+static void moe_gate_up_chunk(void *arg, int c, int ith) {
+    const moe_job *j = arg;
+    fwd_state *s = j->s;
+    const model_hparams *hp = &s->m->hp;
+    const model_layer *L = j->L;
+    fwd_moe *mo = &s->moe;
+    fwd_thread *th = &s->thr[ith];
+    int e = mo->chunks[2 * c], r0 = mo->chunks[2 * c + 1], F = hp->n_ff_exp, E = hp->n_embd;
+    int r1 = r0 + s->exp_rows < F ? r0 + s->exp_rows : F, n = r1 - r0;
+    int first = mo->start[e], T = mo->start[e + 1] - first;
+    const float *X = mo->in + (size_t)first * E;
+    const uint8_t *Xq = mo->inq ? mo->inq + (size_t)first * s->act_embd : NULL;
+    if (L->exp_gate) {
+        weight_mul(&L->exp_gate[e], X, j->fmt, Xq, T, th->gate, n, r0, r1, false, th->pack);
+        weight_mul(&L->exp_up[e], X, j->fmt, Xq, T, th->up, n, r0, r1, false, th->pack);
+        add_bias(th->gate, n, T, L->exp_gate_b ? L->exp_gate_b + (size_t)e * F + r0 : NULL, n);
+        add_bias(th->up, n, T, L->exp_up_b ? L->exp_up_b + (size_t)e * F + r0 : NULL, n);
+    } else { /* fused: output rows of gate and up interleaved, or gate's then up's */
+        float *gu = mo->gate_up + (size_t)ith * s->n_batch * 2 * s->exp_rows;
+        const model_weight *w = &L->exp_gate_up[e];
+        const float *b = L->exp_gate_up_b ? L->exp_gate_up_b + (size_t)e * 2 * F : NULL;
+        if (hp->gate_up == GATE_UP_INTERLEAVED) {
+            weight_mul(w, X, j->fmt, Xq, T, gu, 2 * n, 2 * r0, 2 * r1, false, th->pack);
+            add_bias(gu, 2 * n, T, b ? b + 2 * r0 : NULL, 2 * n);
+            for (int t = 0; t < T; t++)
+                for (int i = 0; i < n; i++) {
+                    th->gate[(size_t)t * n + i] = gu[(size_t)t * 2 * n + 2 * i];
+                    th->up[(size_t)t * n + i] = gu[(size_t)t * 2 * n + 2 * i + 1];
+                }
+        } else {
+            weight_mul(w, X, j->fmt, Xq, T, th->gate, n, r0, r1, false, th->pack);
+            weight_mul(w, X, j->fmt, Xq, T, th->up, n, F + r0, F + r1, false, th->pack);
+            add_bias(th->gate, n, T, b ? b + r0 : NULL, n);
+            add_bias(th->up, n, T, b ? b + F + r0 : NULL, n);
+        }
+    }
+    bool quantise = mo->actq != NULL && int_weight(&L->exp_down[e]);
+    for (int t = 0; t < T; t++) {
+        float *a = mo->act + (size_t)(first + t) * F;
+        glu(hp->arch->act, a + r0, th->gate + (size_t)t * n, th->up + (size_t)t * n, n);
+        if (quantise) kernels_quantize_act_part(KERNELS_ACT_I16, a, F, r0 / 32, r1 / 32, mo->actq + (size_t)(first + t) * s->act_ffe);
+    }
+}
+
+/* Rows [r0, r1) of one expert's down projection for its tokens, plus its bias. */
+static void moe_down_chunk(void *arg, int c, int ith) {
+    const moe_job *j = arg;
+    fwd_state *s = j->s;
+    const model_hparams *hp = &s->m->hp;
+    const model_layer *L = j->L;
+    fwd_moe *mo = &s->moe;
+    int e = mo->chunks[2 * c], r0 = mo->chunks[2 * c + 1], F = hp->n_ff_exp, E = hp->n_embd;
+    int r1 = r0 + s->embd_rows < E ? r0 + s->embd_rows : E;
+    int first = mo->start[e], T = mo->start[e + 1] - first;
+    float *Y = mo->out + (size_t)first * E + r0;
+    weight_mul(&L->exp_down[e], mo->act + (size_t)first * F, KERNELS_ACT_I16,
+               mo->actq ? mo->actq + (size_t)first * s->act_ffe : NULL, T, Y, E, r0, r1, false, s->thr[ith].pack);
+    add_bias(Y, E, T, L->exp_down_b ? L->exp_down_b + (size_t)e * E + r0 : NULL, r1 - r0);
+}
+
+static void router_chunk(void *arg, int t, int ith) {
+    const moe_job *j = arg;
+    route(j->s, j->L, t);
+}
+
+/* o[t] = the weighted sum of token t's expert outputs, in the order of its slots. */
+static void combine_chunk(void *arg, int t, int ith) {
+    const moe_job *j = arg;
+    fwd_state *s = j->s;
+    const model_hparams *hp = &s->m->hp;
+    int E = hp->n_embd, K = hp->n_expert_used;
+    float *o = s->o + (size_t)t * E;
+    memset(o, 0, (size_t)E * sizeof *o);
+    for (int k = 0; k < K; k++) {
+        float w = s->moe.weight[t * K + k];
+        const float *y = s->moe.out + (size_t)s->moe.row[t * K + k] * E;
+        for (int i = 0; i < E; i++) o[i] = fmaf(w, y[i], o[i]);
+    }
+}
+
+/* The experts' FFN: normalise, route, group the tokens by expert, run each expert's products once
+ * for all its tokens, combine, add to the residual. */
+static void moe_ffn(fwd_state *s, int il, int T) {
+    const model_hparams *hp = &s->m->hp;
+    const model_layer *L = &s->m->layers[il];
+    bool quantise = s->moe.inq != NULL || int_weight(&L->router);
+    mat_job norm = {.s = s, .T = T, .norm = {.w = L->ffn_norm, .quantise = quantise, .fmt = KERNELS_ACT_I16}};
+    run_norm(s, &norm);
+    int rr = chunk_rows(hp->n_expert, s->n_threads);
+    mat_job router = {.s = s, .T = T, .in = s->xn, .inq = s->xnq, .rows_per_chunk = rr, .w = &L->router,
+                      .out = s->moe.logits, .ldy = hp->n_expert, .fmt = KERNELS_ACT_I16};
+    pool_run_chunks(s->pool, &(pool_task){.chunk = single_chunk, .arg = &router, .n_chunks = n_chunks(hp->n_expert, rr)});
+    moe_job j = {.s = s, .L = L, .fmt = KERNELS_ACT_I16};
+    pool_run_chunks(s->pool, &(pool_task){.chunk = router_chunk, .arg = &j, .n_chunks = T});
+    group_by_expert(s, T);
+    pool_run_chunks(s->pool, &(pool_task){.chunk = moe_gate_up_chunk, .arg = &j,
+                                           .n_chunks = list_chunks(s, hp->n_ff_exp, s->exp_rows)});
+    pool_run_chunks(s->pool, &(pool_task){.chunk = moe_down_chunk, .arg = &j,
+                                           .n_chunks = list_chunks(s, hp->n_embd, s->embd_rows)});
+    pool_run_chunks(s->pool, &(pool_task){.chunk = combine_chunk, .arg = &j, .n_chunks = T});
+    residual_job r = {.s = s, .post_norm = L->ffn_post_norm};
+    pool_run_chunks(s->pool, &(pool_task){.chunk = residual_chunk, .arg = &r, .n_chunks = T});
+}
+
 /* ---- the pass ---------------------------------------------------------------------------- */
 
 static void rope_tables(fwd_state *s, const nc_batch_entry *e, int T) {
     int half = s->m->hp.n_rot / 2;
-    for (int t = 0; t < T; t++)
-        for (int i = 0; i < half; i++) {
-            double a = (double)e[t].pos * s->inv_freq[i];
-            s->rope_cos[t * half + i] = (float)cos(a);
-            s->rope_sin[t * half + i] = (float)sin(a);
-        }
+    for (int k = 0; k < s->n_ropes; k++)
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < half; i++) {
+                double a = (double)e[t].pos * s->inv_freq[k][i];
+                s->rope_cos[k][t * half + i] = (float)(cos(a) * s->rope_mscale[k]);
+                s->rope_sin[k][t * half + i] = (float)(sin(a) * s->rope_mscale[k]);
+            }
 }
 
 static void embed(fwd_state *s, const nc_batch_entry *e, int T) {
     const model_weight *w = &s->m->tok_embd;
-    for (int t = 0; t < T; t++)
-        quant_dequantize_row(w->type, (const char *)w->data + (size_t)e[t].token * w->row_bytes,
-                             s->x + (size_t)t * w->cols, w->cols);
+    const model_hparams *hp = &s->m->hp;
+    float scale = hp->embd_scale * (hp->arch->embd_scale_sqrt ? sqrtf((float)hp->n_embd) : 1.0f);
+    for (int t = 0; t < T; t++) {
+        float *x = s->x + (size_t)t * w->cols;
+        quant_dequantize_row(w->type, (const char *)w->data + (size_t)e[t].token * w->row_bytes, x, w->cols);
+        if (scale != 1.0f)
+            for (int i = 0; i < w->cols; i++) x[i] *= scale;
+    }
+}
+
+static void attention(fwd_state *s, int il, const nc_batch_entry *e, int T) {
+    const model_layer *L = &s->m->layers[il];
+    const model_hparams *hp = &s->m->hp;
+    kernels_act fmt = normed_fmt(s, (const model_weight *[]){&L->wq, &L->wk, &L->wv}, 3);
+    mat_job qkv = {.s = s, .T = T, .layer = il, .entries = e, .L = L, .fmt = fmt,
+                   .norm = {.w = L->attn_norm, .quantise = int_weight(&L->wq) || int_weight(&L->wk) || int_weight(&L->wv),
+                            .fmt = fmt}};
+    run_normed(s, &qkv, qkv_chunk, (hp->n_head + 2 * hp->n_head_kv) * qkv_parts(s, T));
+    if (hp->arch->qk_norm == QK_NORM_ALL)
+        pool_run_chunks(s->pool, &(pool_task){.chunk = qk_all_chunk, .arg = &qkv, .n_chunks = T});
+    attn_job aj = {.s = s, .layer = il, .T = T, .entries = e, .quantise = int_weight(&L->wo)};
+    pool_run_chunks(s->pool, &(pool_task){.chunk = attn_chunk, .arg = &aj, .n_chunks = s->n_attn_blocks * hp->n_head_kv});
+    project_residual(s, T, &L->wo, s->attn, s->attnq, L->bo, L->attn_post_norm);
 }
 
 static void run_layer(fwd_state *s, int il, const nc_batch_entry *e, int T) {
-    const model_layer *L = &s->m->layers[il];
-    const model_hparams *hp = &s->m->hp;
-    int E = hp->n_embd;
-    kernels_act qkv_fmt = normed_fmt(s, (const model_weight *[]){&L->wq, &L->wk, &L->wv}, 3);
-    mat_job qkv = {.s = s, .T = T, .layer = il, .entries = e, .L = L, .fmt = qkv_fmt,
-                   .norm = {.w = L->attn_norm, .quantise = int_weight(&L->wq) || int_weight(&L->wk) || int_weight(&L->wv),
-                            .fmt = qkv_fmt}};
-    run_normed(s, &qkv, qkv_chunk, (hp->n_head + 2 * hp->n_head_kv) * qkv_parts(s, T));
-    attn_job aj = {.s = s, .layer = il, .T = T, .entries = e, .quantise = int_weight(&L->wo)};
-    pool_run_chunks(s->pool, &(pool_task){.chunk = attn_chunk, .arg = &aj, .n_chunks = s->n_attn_blocks * hp->n_head_kv});
-    mat_job wo = {.s = s, .T = T, .in = s->attn, .inq = s->attnq, .rows_per_chunk = s->embd_rows, .w = &L->wo,
-                  .out = s->x, .ldy = E, .add = true, .fmt = KERNELS_ACT_I16};
-    pool_run_chunks(s->pool, &(pool_task){.chunk = single_chunk, .arg = &wo, .n_chunks = n_chunks(E, s->embd_rows)});
-    kernels_act ffn_fmt = normed_fmt(s, (const model_weight *[]){&L->ffn_gate, &L->ffn_up}, 2);
-    mat_job ffn = {.s = s, .T = T, .L = L, .rows_per_chunk = s->ffn_rows, .fmt = ffn_fmt,
-                   .norm = {.w = L->ffn_norm, .quantise = int_weight(&L->ffn_gate) || int_weight(&L->ffn_up),
-                            .fmt = ffn_fmt}};
-    run_normed(s, &ffn, ffn_chunk, n_chunks(hp->n_ff, s->ffn_rows));
-    mat_job down = {.s = s, .T = T, .in = s->ffn, .inq = s->ffnq, .rows_per_chunk = s->embd_rows, .w = &L->ffn_down,
-                    .out = s->x, .ldy = E, .add = true, .fmt = KERNELS_ACT_I16};
-    pool_run_chunks(s->pool, &(pool_task){.chunk = single_chunk, .arg = &down, .n_chunks = n_chunks(E, s->embd_rows)});
+    attention(s, il, e, T);
+    if (s->m->layers[il].router.data) moe_ffn(s, il, T);
+    else dense_ffn(s, il, T);
 }
 
 /* Final norm of the entries that want logits, then the output projection into their rows of
- * the logits buffer. */
+ * the logits buffer, scaled and soft-capped as the model says. */
 static void output_logits(fwd_state *s, const nc_batch_entry *e, int T, int first_entry) {
     int n_out = 0, row0 = -1;
     for (int t = 0; t < T; t++) {
@@ -494,13 +948,21 @@ static void output_logits(fwd_state *s, const nc_batch_entry *e, int T, int firs
         s->out_tokens[n_out++] = t;
     }
     if (n_out == 0) return;
-    int V = s->m->hp.n_vocab;
+    const model_hparams *hp = &s->m->hp;
+    int V = hp->n_vocab;
     const model_weight *w = &s->m->output;
+    float *logits = s->logits + (size_t)row0 * V;
     mat_job j = {.s = s, .T = n_out, .norm = {.w = s->m->output_norm, .quantise = int_weight(w), .fmt = KERNELS_ACT_I16,
                           .tokens = s->out_tokens},
                  .fmt = KERNELS_ACT_I16,
-                 .rows_per_chunk = s->out_rows, .w = w, .out = s->logits + (size_t)row0 * V, .ldy = V};
+                 .rows_per_chunk = s->out_rows, .w = w, .out = logits, .ldy = V};
     run_normed(s, &j, single_chunk, n_chunks(V, s->out_rows));
+    for (int i = 0; i < n_out; i++) {
+        float *l = logits + (size_t)i * V;
+        if (hp->final_softcap > 0) softcap(l, V, hp->logit_scale, hp->final_softcap);
+        else if (hp->logit_scale != 1.0f)
+            for (int k = 0; k < V; k++) l[k] *= hp->logit_scale;
+    }
 }
 
 static int prepare_outputs(fwd_state *s, const nc_batch_entry *batch, int n, nc_err *err) {
@@ -535,7 +997,7 @@ static int claim_cells(fwd_state *s, const nc_batch_entry *batch, int n, int32_t
             goto fail;
         }
         cells[i] = kv_append(&s->kv, batch[i].seq, batch[i].pos, err);
-        if (cells[i] < 0) {
+        if (cells[i] < 0 || kv_window_check(&s->kv, batch[i].seq, batch[i].pos, s->m->hp.swa_window, err)) {
             nc_fail_prefix(err, "batch entry %d", i);
             goto fail;
         }
@@ -562,6 +1024,7 @@ int fwd_run(fwd_state *s, const nc_batch_entry *batch, int n, nc_err *err) {
         int T = n - start < s->n_batch ? n - start : s->n_batch;
         const nc_batch_entry *e = batch + start;
         memcpy(s->cells, cells + start, (size_t)T * sizeof *cells);
+        for (int t = 0; t < T; t++) kv_ring_claim(&s->kv, e[t].seq, e[t].pos);
         embed(s, e, T);
         rope_tables(s, e, T);
         attn_blocks(s, e, T);

@@ -1,16 +1,26 @@
-/* One batched forward pass of a llama-family decoder:
- * embed -> n_layer x (RMSNorm, Q/K/V, RoPE, attention over the KV cache, output projection,
- * RMSNorm, SwiGLU FFN) -> RMSNorm -> logits for the entries that ask for them.
- * A batch is any list of (token, position, sequence, want-logits); prefill and decode are the
- * same code. Long batches run in micro-batches of n_batch tokens.
+/* One batched forward pass of a decoder-only transformer, as the model's architecture row
+ * (model/arch.h) describes it:
  *
- * Each layer is five jobs on the thread pool, split into chunks the threads claim: Q/K/V (a chunk
- * is one head: its rows, bias, RoPE and its write to the cache), attention (a chunk is one token
- * and one group of query heads sharing a KV head), the output projection (added to the residual
- * stream), gate and up with SwiGLU, and the down projection (added to the residual). RMSNorm and
- * the quantisation of activations happen where their input is complete: for a few tokens each
- * thread normalises its own copy before its first chunk (no extra barrier), for more a job of its
- * own normalises them once; attention and SwiGLU quantise their own outputs. */
+ *   h = embed(token) * embedding scale
+ *   every layer:  a = attention(norm(h))            q/k norms, RoPE, GQA, window, soft-cap, sinks
+ *                 h = h + residual scale * post_norm(W_o a + b_o)
+ *                 f = ffn(norm(h))                  gated (SwiGLU, GeGLU, gpt-oss's), or experts
+ *                 h = h + residual scale * post_norm(f)
+ *   logits = softcap(W_out norm(h) * logit scale)
+ *
+ * where each norm is present or not as the architecture places it. A batch is any list of
+ * (token, position, sequence, want-logits); prefill and decode are the same code. Long batches
+ * run in micro-batches of n_batch tokens.
+ *
+ * Each layer is a few jobs on the thread pool, split into chunks the threads claim: Q/K/V (a
+ * chunk is one head: its rows, bias, q/k norm, RoPE and its write to the cache), attention (a
+ * chunk is a block of one sequence's tokens and one group of query heads sharing a KV head), the
+ * output projection (added straight to the residual stream when nothing comes between), the FFN's
+ * gate and up with the activation, and the down projection. RMSNorm and the quantisation of
+ * activations happen where their input is complete: for a few tokens each thread normalises its
+ * own copy before its first chunk (no extra barrier), for more a job of its own normalises them
+ * once. A mixture-of-experts FFN routes every token, groups the tokens by expert, and runs each
+ * expert's products once for all its tokens. */
 #ifndef NC_FORWARD_H
 #define NC_FORWARD_H
 
@@ -34,8 +44,9 @@ typedef struct fwd_thread {
     double *attn_sum;                /* [R] running sums */
 } fwd_thread;
 
-/* Cells per step of the streaming softmax, the most query tokens of one sequence attended
- * together (their keys and values read once), and the most query heads per KV head. */
+/* Cells per step of the streaming softmax (a sliding layer's ring is a multiple of it), the most
+ * query tokens of one sequence attended together (their keys and values read once), and the most
+ * query heads per KV head. */
 #define FWD_ATTN_SPAN 256
 #define FWD_ATTN_BLOCK 16
 #define FWD_MAX_GROUP 64
@@ -43,23 +54,46 @@ typedef struct fwd_thread {
 /* Micro-batches of at most this many tokens normalise per thread. */
 #define FWD_PRIVATE_T 4
 
+/* The experts' part of a micro-batch: each (token, slot) of the routing is a row, rows grouped by
+ * expert. */
+typedef struct fwd_moe {
+    int32_t *expert;                 /* [n_batch][k] chosen experts of each token, best first */
+    float *weight;                   /* [n_batch][k] their weights */
+    float *logits;                   /* [n_batch][n_expert] router outputs */
+    int32_t *start;                  /* [n_expert + 1] first row of each expert */
+    int32_t *row;                    /* [n_batch][k] the row of each (token, slot) */
+    int32_t *token;                  /* [n_batch * k] the token of each row */
+    int32_t *chunks;                 /* (expert, first output row) of each chunk of an expert job */
+    int32_t n_chunks;
+    float *in;                       /* [rows][n_embd] gathered inputs, and quantised */
+    uint8_t *inq;
+    float *act;                      /* [rows][n_ff_exp] activations, and quantised */
+    uint8_t *actq;
+    float *out;                      /* [rows][n_embd] expert outputs */
+    float *gate_up;                  /* [n_threads][n_batch][2 * ffn rows] fused products (transposed weights) */
+} fwd_moe;
+
 typedef struct fwd_state {
     const model *m;
     kv_cache kv;
     pool *pool;
     int32_t n_batch, n_threads;      /* micro-batch capacity */
     bool fast;                       /* int8 activations where they keep llama.cpp's precision */
-    int32_t ffn_rows, out_rows, embd_rows; /* rows per chunk of the FFN, output and n_embd-row jobs */
+    int32_t ffn_rows, exp_rows, out_rows, embd_rows; /* rows per chunk of the FFN, experts, output, n_embd-row jobs */
     /* activations, [n_batch][dim], 64-byte aligned; *q: the quantised rows (act_* bytes each) */
     float *x;                        /* residual stream */
     float *xn;                       /* normalised input of the next products */
     uint8_t *xnq;
-    float *q, *k, *v, *attn, *ffn;   /* attn: attention output, ffn: SwiGLU output */
+    float *q, *k, *v, *attn, *ffn;   /* attn: attention output, ffn: the FFN's activations */
     uint8_t *attnq, *ffnq;
-    size_t act_embd, act_q, act_ff;  /* bytes per quantised row of each width (int16: the larger) */
+    float *o;                        /* a block's output before its post-norm and residual add */
+    size_t act_embd, act_q, act_ff, act_ffe; /* bytes per quantised row of each width (int16: the larger) */
     fwd_thread *thr;                 /* [n_threads] */
-    float *rope_cos, *rope_sin;      /* [n_batch][n_rot/2] */
-    double *inv_freq;                /* [n_rot/2] */
+    int n_ropes;                     /* 1, or 2 when sliding layers rotate differently */
+    double *inv_freq[2];             /* [n_rot/2] of each rope */
+    float rope_mscale[2];
+    float *rope_cos[2], *rope_sin[2]; /* [n_batch][n_rot/2] */
+    fwd_moe moe;
     int32_t *cells;                  /* cache cell of each micro-batch entry */
     int32_t *out_tokens;             /* micro-batch entries that want logits */
     int32_t *attn_blocks, n_attn_blocks; /* starts of the query blocks of the micro-batch (+ end) */

@@ -1,228 +1,513 @@
+/* Binding a model's tensors (see model.h): the parts shared by both formats, and GGUF's
+ * hyper-parameters. The Hugging Face directory's config.json is read in model_hf.c. */
 #include "model/model.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/bind.h"
 #include "tensor/quant.h"
 
-const char *model_arch_name(model_arch a) { return a == ARCH_QWEN2 ? "qwen2" : "llama"; }
+const char *model_arch_name(const model *m) { return m->hp.arch->name; }
 
-typedef struct binder {
-    model *m;
-    const gguf_file *f;
-    const char *arch;
-    nc_err *err;
-} binder;
+/* ---- tensors ------------------------------------------------------------------------------ */
 
-static int arch_from_file(const gguf_file *f, model_arch *arch, gguf_str *name, nc_err *err) {
-    int r = gguf_get_str(f, "general.architecture", name, err);
-    if (r < 0) return -1;
-    if (r == 0) return nc_fail(err, "%s: missing key 'general.architecture'", gguf_path(f));
-    if (gguf_str_eq(*name, "llama")) *arch = ARCH_LLAMA;
-    else if (gguf_str_eq(*name, "qwen2")) *arch = ARCH_QWEN2;
-    else {
-        const gguf_kv *kv = gguf_find_kv(f, "general.architecture");
-        return nc_fail(err, "%s: architecture '%.*s' (key at offset %llu) is not supported; supported: llama, qwen2",
-                       gguf_path(f), (int)(name->len > 64 ? 64 : name->len), name->data,
-                       (unsigned long long)kv->offset);
+const fmt_tensor *bind_find(binder *b, tensor_role r, int il, int e, char name[BIND_NAME_MAX]) {
+    const char *pat = b->hf_names ? arch_hf_name(b->a, r) : arch_gguf_name(b->a, r);
+    name[0] = 0;
+    if (!pat) return NULL;
+    snprintf(name, BIND_NAME_MAX, pat, il, e); /* a pattern uses none, one or both numbers */
+    return b->lookup(b->src, name);
+}
+
+static int missing(binder *b, const char *name) {
+    return nc_fail(b->err, "%s: missing tensor '%s' (a %s model needs it)", b->path, name, b->a->name);
+}
+
+static void shape_str(const fmt_tensor *t, char *buf, size_t cap) {
+    size_t n = (size_t)snprintf(buf, cap, "[");
+    for (uint32_t d = 0; d < t->n_dims && n < cap; d++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%llu", d ? ", " : "", (unsigned long long)t->ne[d]);
+    if (n < cap) snprintf(buf + n, cap - n, "]");
+}
+
+/* ne[] must be exactly want[0..n) (then ones). */
+static int check_shape(binder *b, const fmt_tensor *t, int n, const int64_t *want) {
+    bool ok = true;
+    for (int d = 0; d < 4; d++) ok = ok && t->ne[d] == (uint64_t)(d < n ? want[d] : 1);
+    if (ok) return 0;
+    char have[96], exp[96];
+    shape_str(t, have, sizeof have);
+    size_t k = (size_t)snprintf(exp, sizeof exp, "[");
+    for (int d = 0; d < n && k < sizeof exp; d++) k += (size_t)snprintf(exp + k, sizeof exp - k, "%s%lld", d ? ", " : "", (long long)want[d]);
+    if (k < sizeof exp) snprintf(exp + k, sizeof exp - k, "]");
+    return nc_fail(b->err, "%s: tensor '%s' (%s at offset %llu) has shape %s, expected %s (%s order: row length first)",
+                   b->path, t->name, b->hf_names ? "header entry" : "table entry", (unsigned long long)t->info_offset,
+                   have, exp, b->hf_names ? "reversed safetensors" : "ggml");
+}
+
+static int check_type(binder *b, const fmt_tensor *t) {
+    if (quant_type_supported(t->type)) return 0;
+    char buf[24];
+    return nc_fail(b->err, "%s: tensor '%s' (offset %llu) has type %s, which nucleus cannot compute with; supported: %s",
+                   b->path, t->name, (unsigned long long)t->info_offset, ggml_type_name(t->type, buf),
+                   "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K");
+}
+
+static void account(binder *b, const fmt_tensor *t) {
+    b->m->n_params += t->n_elems;
+    b->m->weight_bytes += t->n_bytes;
+}
+
+static void *own(binder *b, size_t bytes) {
+    void *p = calloc(1, bytes ? bytes : 1);
+    void **list = p ? realloc(b->m->owned, (size_t)(b->m->n_owned + 1) * sizeof *list) : NULL;
+    if (!list) {
+        free(p);
+        nc_fail(b->err, "out of memory binding the model");
+        return NULL;
     }
+    b->m->owned = list;
+    list[b->m->n_owned++] = p;
+    return p;
+}
+
+static void set_weight(model_weight *w, const fmt_tensor *t, const void *data, int64_t cols, int64_t rows) {
+    w->name = t->name;
+    w->data = data;
+    w->type = t->type;
+    w->rows = (int32_t)rows;
+    w->cols = (int32_t)cols;
+    w->row_bytes = quant_row_bytes(t->type, cols);
+    w->transposed = false;
+}
+
+static int bind_matrix(binder *b, tensor_role r, int il, int64_t cols, int64_t rows, bool required, model_weight *w) {
+    char name[BIND_NAME_MAX];
+    const fmt_tensor *t = bind_find(b, r, il, 0, name);
+    memset(w, 0, sizeof *w);
+    if (!t) return required ? missing(b, name[0] ? name : arch_gguf_name(b->a, r)) : 0;
+    if (check_shape(b, t, 2, (int64_t[]){cols, rows}) || check_type(b, t)) return -1;
+    account(b, t);
+    set_weight(w, t, t->data, cols, rows);
     return 0;
 }
 
-/* An hparam "<arch>.<suffix>"; required ones fail when absent, others take `dflt`. */
-static int hp_u32(binder *b, const char *suffix, bool required, int64_t dflt, int32_t *out) {
+static bool is_norm(tensor_role r) {
+    return r == T_OUTPUT_NORM || r == L_ATTN_NORM || r == L_ATTN_POST_NORM || r == L_FFN_NORM ||
+           r == L_FFN_POST_NORM || r == L_Q_NORM || r == L_K_NORM;
+}
+
+/* 1-D and small 2-D tensors (norms, biases, sinks, rope factors) become f32 copies, so the
+ * forward pass reads plain floats whatever the file stores. Hugging Face's Gemma norms hold w
+ * where the model computes with 1 + w (llama.cpp's converter stores 1 + w): added here. */
+static int bind_floats(binder *b, tensor_role r, int il, int n_dims, const int64_t *shape, bool required, const float **out) {
+    char name[BIND_NAME_MAX];
+    const fmt_tensor *t = bind_find(b, r, il, 0, name);
+    *out = NULL;
+    if (!t) return required ? missing(b, name[0] ? name : arch_gguf_name(b->a, r)) : 0;
+    if (check_shape(b, t, n_dims, shape) || check_type(b, t)) return -1;
+    account(b, t);
+    float *copy = own(b, (size_t)t->n_elems * sizeof(float));
+    if (!copy) return -1;
+    int64_t row = (int64_t)t->ne[0];
+    for (uint64_t i = 0; i < t->n_elems; i += (uint64_t)row)
+        quant_dequantize_row(t->type, (const uint8_t *)t->data + i / (uint64_t)row * quant_row_bytes(t->type, row),
+                             copy + i, row);
+    if (b->hf_names && b->a->hf_norm_plus_one && is_norm(r))
+        for (uint64_t i = 0; i < t->n_elems; i++) copy[i] += 1.0f;
+    *out = copy;
+    return 0;
+}
+
+static int bind_vector(binder *b, tensor_role r, int il, int64_t n, bool required, const float **out) {
+    return bind_floats(b, r, il, 1, (int64_t[]){n}, required, out);
+}
+
+/* n_expert weights of rows x cols: one 3-D tensor (ggml order [cols, rows, n_expert], or
+ * [rows, cols, n_expert] when the checkpoint stores them transposed), or one 2-D tensor per
+ * expert when the name pattern numbers them. Returns 1 when bound, 0 when absent. */
+static int bind_experts(binder *b, tensor_role r, int il, int64_t cols, int64_t rows, bool transposed, model_weight **out) {
+    int n = b->m->hp.n_expert;
+    const char *pat = b->hf_names ? arch_hf_name(b->a, r) : arch_gguf_name(b->a, r);
+    char name[BIND_NAME_MAX];
+    *out = NULL;
+    if (!pat) return 0;
+    model_weight *w = own(b, (size_t)n * sizeof *w);
+    if (!w) return -1;
+    bool per_expert = strstr(strstr(pat, "%d") + 2, "%d") != NULL;
+    if (per_expert) {
+        for (int e = 0; e < n; e++) {
+            const fmt_tensor *t = bind_find(b, r, il, e, name);
+            if (!t) {
+                if (e == 0) return 0;
+                return missing(b, name);
+            }
+            if (check_shape(b, t, 2, (int64_t[]){cols, rows}) || check_type(b, t)) return -1;
+            account(b, t);
+            set_weight(&w[e], t, t->data, cols, rows);
+        }
+    } else {
+        const fmt_tensor *t = bind_find(b, r, il, 0, name);
+        if (!t) return 0;
+        int64_t shape[3] = {transposed ? rows : cols, transposed ? cols : rows, n};
+        if (check_shape(b, t, 3, shape) || check_type(b, t)) return -1;
+        if (transposed && t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_F16 && t->type != GGML_TYPE_BF16)
+            return nc_fail(b->err, "%s: tensor '%s' is stored [in][out] and quantised: not supported", b->path, t->name);
+        account(b, t);
+        size_t per = (size_t)(t->n_bytes / (uint64_t)n);
+        for (int e = 0; e < n; e++) {
+            set_weight(&w[e], t, (const uint8_t *)t->data + (size_t)e * per, cols, rows);
+            if (transposed) {
+                w[e].transposed = true;
+                w[e].row_bytes = quant_row_bytes(t->type, rows);
+            }
+        }
+    }
+    *out = w;
+    return 1;
+}
+
+/* ---- GGUF hyper-parameters ---------------------------------------------------------------- */
+
+static int gguf_u32(binder *b, const char *suffix, bool required, int64_t dflt, int32_t *out) {
     char key[128];
-    snprintf(key, sizeof key, "%s.%s", b->arch, suffix);
+    snprintf(key, sizeof key, "%s.%s", b->a->gguf, suffix);
     uint32_t v;
-    int r = gguf_get_uint32(b->f, key, &v, b->err);
+    int r = gguf_get_uint32(b->src, key, &v, b->err);
     if (r < 0) return -1;
     if (r == 0) {
-        if (required) return nc_fail(b->err, "%s: missing key '%s'", gguf_path(b->f), key);
+        if (required) return nc_fail(b->err, "%s: missing key '%s'", b->path, key);
         *out = (int32_t)dflt;
         return 0;
     }
-    if (v == 0 || v > (1u << 30)) {
-        const gguf_kv *kv = gguf_find_kv(b->f, key);
-        return nc_fail(b->err, "%s: key '%s' (offset %llu) has value %u, outside 1..2^30", gguf_path(b->f), key,
+    if (v > (1u << 30)) {
+        const gguf_kv *kv = gguf_find_kv(b->src, key);
+        return nc_fail(b->err, "%s: key '%s' (offset %llu) has value %u, above 2^30", b->path, key,
                        (unsigned long long)kv->offset, v);
     }
     *out = (int32_t)v;
     return 0;
 }
 
-static int hp_f32(binder *b, const char *suffix, double dflt, float *out) {
+static int gguf_f64(binder *b, const char *suffix, double dflt, double *out) {
     char key[128];
-    snprintf(key, sizeof key, "%s.%s", b->arch, suffix);
+    snprintf(key, sizeof key, "%s.%s", b->a->gguf, suffix);
+    int r = gguf_get_float(b->src, key, out, b->err);
+    if (r < 0) return -1;
+    if (r == 0) *out = dflt;
+    return 0;
+}
+
+static int gguf_f32(binder *b, const char *suffix, double dflt, float *out) {
     double v;
-    int r = gguf_get_float(b->f, key, &v, b->err);
-    if (r < 0) return -1;
-    *out = (float)(r == 0 ? dflt : v);
+    if (gguf_f64(b, suffix, dflt, &v)) return -1;
+    *out = (float)v;
     return 0;
 }
 
-static int read_hparams(binder *b, model_hparams *hp) {
-    if (hp_u32(b, "embedding_length", true, 0, &hp->n_embd) || hp_u32(b, "block_count", true, 0, &hp->n_layer) ||
-        hp_u32(b, "attention.head_count", true, 0, &hp->n_head) ||
-        hp_u32(b, "attention.head_count_kv", false, hp->n_head, &hp->n_head_kv) ||
-        hp_u32(b, "feed_forward_length", true, 0, &hp->n_ff) ||
-        hp_u32(b, "context_length", false, 2048, &hp->n_ctx_train) ||
-        hp_u32(b, "attention.key_length", false, hp->n_embd / hp->n_head, &hp->head_dim))
-        return -1;
-    if (hp_u32(b, "rope.dimension_count", false, hp->head_dim, &hp->n_rot) ||
-        hp_f32(b, "rope.freq_base", 10000.0, &hp->rope_freq_base) ||
-        hp_f32(b, "attention.layer_norm_rms_epsilon", 1e-5, &hp->norm_eps))
-        return -1;
-    const char *path = gguf_path(b->f);
-    if (hp->head_dim <= 0) return nc_fail(b->err, "%s: head dimension is 0 (%s.attention.key_length)", path, b->arch);
-    if (hp->n_head % hp->n_head_kv)
-        return nc_fail(b->err, "%s: %s.attention.head_count %d is not a multiple of head_count_kv %d", path, b->arch,
-                       hp->n_head, hp->n_head_kv);
-    if (hp->n_rot > hp->head_dim || hp->n_rot % 2)
-        return nc_fail(b->err, "%s: %s.rope.dimension_count %d must be even and at most the head dimension %d", path,
-                       b->arch, hp->n_rot, hp->head_dim);
-    if (!(hp->rope_freq_base > 0)) return nc_fail(b->err, "%s: %s.rope.freq_base must be positive", path, b->arch);
-    if (!(hp->norm_eps >= 0)) return nc_fail(b->err, "%s: %s.attention.layer_norm_rms_epsilon must be >= 0", path, b->arch);
+/* rope.scaling.* of the file: none, linear, yarn, longrope (Llama 3's scaling is the rope_freqs
+ * tensor, bound later as per-frequency divisors). */
+static int gguf_rope(binder *b, model_hparams *hp) {
+    model_rope *r = &hp->rope[0];
+    if (gguf_f64(b, "rope.freq_base", 10000.0, &r->base)) return -1;
     char key[128];
-    snprintf(key, sizeof key, "%s.rope.scaling.type", b->arch);
-    gguf_str scaling;
-    int r = gguf_get_str(b->f, key, &scaling, b->err);
-    if (r < 0) return -1;
-    if (r == 1 && !gguf_str_eq(scaling, "none"))
-        return nc_fail(b->err, "%s: key '%s' = '%.*s': rope scaling of this type is not supported (none; Llama 3 scaling comes as the rope_freqs tensor)",
-                       path, key, (int)(scaling.len > 32 ? 32 : scaling.len), scaling.data);
+    snprintf(key, sizeof key, "%s.rope.scaling.type", b->a->gguf);
+    gguf_str type = {"none", 4};
+    if (gguf_get_str(b->src, key, &type, b->err) < 0) return -1;
+    double linear;
+    if (gguf_f64(b, "rope.scale_linear", 0, &linear) || gguf_f64(b, "rope.scaling.factor", linear, &r->factor) ||
+        gguf_f64(b, "rope.scaling.original_context_length", hp->n_ctx_train, &r->orig_ctx) ||
+        gguf_f64(b, "rope.scaling.yarn_beta_fast", 32, &r->beta_fast) ||
+        gguf_f64(b, "rope.scaling.yarn_beta_slow", 1, &r->beta_slow) ||
+        gguf_f64(b, "rope.scaling.attn_factor", 0, &r->attn_factor))
+        return -1;
+    r->exact_range = b->a->yarn_exact_range;
+    if (gguf_str_eq(type, "none")) r->kind = linear > 1 ? ROPE_LINEAR : ROPE_DEFAULT;
+    else if (gguf_str_eq(type, "linear")) r->kind = ROPE_LINEAR;
+    else if (gguf_str_eq(type, "yarn")) r->kind = ROPE_YARN;
+    else if (gguf_str_eq(type, "longrope")) r->kind = ROPE_LONGROPE;
+    else
+        return nc_fail(b->err, "%s: key '%s' = '%.*s': rope scaling of this type is not supported (none, linear, yarn, longrope)",
+                       b->path, key, (int)(type.len > 32 ? 32 : type.len), type.data);
+    if (r->kind != ROPE_DEFAULT && r->kind != ROPE_LONGROPE && !(r->factor > 0))
+        return nc_fail(b->err, "%s: rope scaling '%.*s' needs a positive %s.rope.scaling.factor", b->path,
+                       (int)type.len, type.data, b->a->gguf);
+    /* sliding layers: their own base when the file gives one (Gemma 3), unscaled */
+    hp->rope[1] = *r;
+    double swa_base;
+    if (gguf_f64(b, "rope.freq_base_swa", 0, &swa_base)) return -1;
+    if (swa_base > 0) hp->rope[1] = (model_rope){.base = swa_base, .kind = ROPE_DEFAULT};
     return 0;
 }
 
-static const gguf_tensor *find(binder *b, const char *name, bool required) {
-    const gguf_tensor *t = gguf_find_tensor(b->f, name);
-    if (!t && required) nc_fail(b->err, "%s: missing tensor '%s'", gguf_path(b->f), name);
-    return t;
-}
-
-static int check_shape(binder *b, const gguf_tensor *t, uint32_t n_dims, int64_t ne0, int64_t ne1) {
-    bool ok = t->ne[0] == (uint64_t)ne0 && t->ne[1] == (uint64_t)(n_dims > 1 ? ne1 : 1) && t->ne[2] == 1 && t->ne[3] == 1;
-    if (ok) return 0;
-    char want[64];
-    if (n_dims == 1) snprintf(want, sizeof want, "[%lld]", (long long)ne0);
-    else snprintf(want, sizeof want, "[%lld, %lld]", (long long)ne0, (long long)ne1);
-    return nc_fail(b->err, "%s: tensor '%s' (table entry at offset %llu) has shape [%llu, %llu, %llu, %llu], expected %s",
-                   gguf_path(b->f), t->name, (unsigned long long)t->info_offset, (unsigned long long)t->ne[0],
-                   (unsigned long long)t->ne[1], (unsigned long long)t->ne[2], (unsigned long long)t->ne[3], want);
-}
-
-static int check_type(binder *b, const gguf_tensor *t) {
-    if (quant_type_supported(t->type)) return 0;
-    char buf[24];
-    return nc_fail(b->err, "%s: tensor '%s' (table entry at offset %llu) has type %s, which nucleus cannot compute with; supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K",
-                   gguf_path(b->f), t->name, (unsigned long long)t->info_offset, ggml_type_name(t->type, buf));
-}
-
-static void account(binder *b, const gguf_tensor *t) {
-    b->m->n_params += t->n_elems;
-    b->m->weight_bytes += t->n_bytes;
-}
-
-static int bind_matrix(binder *b, const char *name, int64_t cols, int64_t rows, bool required, model_weight *w) {
-    const gguf_tensor *t = find(b, name, required);
-    if (!t) return required ? -1 : 0;
-    if (check_shape(b, t, 2, cols, rows) || check_type(b, t)) return -1;
-    account(b, t);
-    w->name = t->name;
-    w->data = t->data;
-    w->type = t->type;
-    w->rows = (int32_t)rows;
-    w->cols = (int32_t)cols;
-    w->row_bytes = quant_row_bytes(t->type, cols);
-    return 0;
-}
-
-/* 1-D tensors (norms, biases, rope factors) are tiny: use them in place when they are aligned
- * F32, else convert once to an owned f32 copy so the forward pass reads plain floats. */
-static int bind_vector(binder *b, const char *name, int64_t n, bool required, const float **out) {
-    *out = NULL;
-    const gguf_tensor *t = find(b, name, required);
-    if (!t) return required ? -1 : 0;
-    if (check_shape(b, t, 1, n, 1) || check_type(b, t)) return -1;
-    account(b, t);
-    if (t->type == GGML_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
-        *out = t->data;
+/* Which layers slide: attention.sliding_window_pattern (a bool per layer, or a period), else the
+ * architecture's period. */
+static int gguf_sliding(binder *b, bool *sliding) {
+    const model_hparams *hp = &b->m->hp;
+    int period = b->a->swa_period;
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", b->a->gguf);
+    const gguf_kv *kv = gguf_find_kv(b->src, key);
+    if (kv && kv->type == GGUF_T_ARRAY) {
+        if (kv->v.arr.n != (uint64_t)hp->n_layer || (kv->v.arr.type != GGUF_T_BOOL && kv->v.arr.type > GGUF_T_INT32))
+            return nc_fail(b->err, "%s: key '%s' must be %d booleans", b->path, key, hp->n_layer);
+        for (int il = 0; il < hp->n_layer; il++) sliding[il] = gguf_arr_int(kv, (uint64_t)il) != 0;
         return 0;
     }
-    float *copy = malloc((size_t)n * sizeof *copy);
-    float **list = realloc(b->m->owned, (size_t)(b->m->n_owned + 1) * sizeof *list);
-    if (!copy || !list) {
-        free(copy);
-        if (list) b->m->owned = list;
-        return nc_fail(b->err, "out of memory converting tensor '%s'", name);
-    }
-    b->m->owned = list;
-    list[b->m->n_owned++] = copy;
-    quant_dequantize_row(t->type, t->data, copy, n);
-    *out = copy;
+    if (kv && gguf_u32(b, "attention.sliding_window_pattern", false, period, &period)) return -1;
+    for (int il = 0; il < hp->n_layer; il++) sliding[il] = period > 0 && (il + 1) % period != 0;
     return 0;
+}
+
+static int gguf_hparams(binder *b, model_hparams *hp) {
+    int32_t window;
+    if (gguf_u32(b, "embedding_length", true, 0, &hp->n_embd) || gguf_u32(b, "block_count", true, 0, &hp->n_layer) ||
+        gguf_u32(b, "attention.head_count", true, 0, &hp->n_head) ||
+        gguf_u32(b, "attention.head_count_kv", false, hp->n_head, &hp->n_head_kv) ||
+        gguf_u32(b, "feed_forward_length", false, 0, &hp->n_ff) ||
+        gguf_u32(b, "context_length", false, 2048, &hp->n_ctx_train) ||
+        gguf_u32(b, "attention.key_length", false, hp->n_head ? hp->n_embd / hp->n_head : 0, &hp->head_dim) ||
+        gguf_u32(b, "rope.dimension_count", false, hp->head_dim, &hp->n_rot) ||
+        gguf_u32(b, "expert_count", false, 0, &hp->n_expert) ||
+        gguf_u32(b, "expert_used_count", false, 0, &hp->n_expert_used) ||
+        gguf_u32(b, "expert_feed_forward_length", false, hp->n_ff, &hp->n_ff_exp) ||
+        gguf_u32(b, "attention.sliding_window", false, 0, &window) ||
+        gguf_f32(b, "attention.layer_norm_rms_epsilon", 1e-5, &hp->norm_eps) ||
+        gguf_f32(b, "attention.scale", 0, &hp->attn_scale) ||
+        gguf_f32(b, "attn_logit_softcapping", 0, &hp->attn_softcap) ||
+        gguf_f32(b, "final_logit_softcapping", 0, &hp->final_softcap) ||
+        gguf_f32(b, "embedding_scale", 1, &hp->embd_scale) || gguf_f32(b, "residual_scale", 1, &hp->residual_scale) ||
+        gguf_f32(b, "logit_scale", 1, &hp->logit_scale))
+        return -1;
+    hp->swa_window = window;
+    /* llama.cpp's logit_scale divides the logits (Granite's logits_scaling) */
+    hp->logit_scale = hp->logit_scale != 0 ? 1.0f / hp->logit_scale : 1.0f;
+    char key[128];
+    snprintf(key, sizeof key, "%s.expert_weights_norm", b->a->gguf);
+    hp->expert_norm = true; /* Mixtral and Qwen3-MoE renormalise; the key says otherwise */
+    if (gguf_get_bool(b->src, key, &hp->expert_norm, b->err) < 0) return -1;
+    if (gguf_rope(b, hp)) return -1;
+    hp->rope_neox = !b->a->gguf_rope_pairs;
+    if (hp->attn_scale == 0 && hp->n_layer == b->a->gguf_wide_query_layers && hp->n_head > 0)
+        hp->attn_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));
+    if (hp->n_layer <= 0 || hp->n_layer > 4096) return nc_fail(b->err, "%s: %s.block_count %d is outside 1..4096", b->path, b->a->gguf, hp->n_layer);
+    return 0;
+}
+
+/* ---- binding ------------------------------------------------------------------------------ */
+
+static int check_hparams(binder *b) {
+    const model_hparams *hp = &b->m->hp;
+    const char *p = b->path;
+    if (hp->n_embd <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0 || hp->head_dim <= 0)
+        return nc_fail(b->err, "%s: embedding length %d, heads %d, KV heads %d and head dimension %d must be positive",
+                       p, hp->n_embd, hp->n_head, hp->n_head_kv, hp->head_dim);
+    if (hp->n_head % hp->n_head_kv)
+        return nc_fail(b->err, "%s: %d attention heads are not a multiple of the %d KV heads", p, hp->n_head, hp->n_head_kv);
+    if ((int64_t)hp->n_head * hp->head_dim > (1 << 20))
+        return nc_fail(b->err, "%s: %d heads of %d dimensions is too large", p, hp->n_head, hp->head_dim);
+    if (hp->n_rot > hp->head_dim || hp->n_rot % 2 || hp->n_rot < 0)
+        return nc_fail(b->err, "%s: the rotary dimension count %d must be even and at most the head dimension %d", p,
+                       hp->n_rot, hp->head_dim);
+    for (int k = 0; k < 2; k++) {
+        const model_rope *r = &hp->rope[k];
+        if (!(r->base > 0)) return nc_fail(b->err, "%s: the rope base must be positive", p);
+        if ((r->kind == ROPE_LLAMA3 || r->kind == ROPE_YARN || r->kind == ROPE_LONGROPE) && !(r->orig_ctx > 0))
+            return nc_fail(b->err, "%s: rope scaling needs a positive original context length", p);
+        if (r->kind == ROPE_LLAMA3 && !(r->high_freq_factor > r->low_freq_factor))
+            return nc_fail(b->err, "%s: Llama 3 rope scaling needs high_freq_factor > low_freq_factor", p);
+    }
+    if (!(hp->norm_eps >= 0)) return nc_fail(b->err, "%s: the RMS norm epsilon must be >= 0", p);
+    if (hp->n_expert < 0 || hp->n_expert > 4096 || hp->n_expert_used < 0 || hp->n_expert_used > hp->n_expert ||
+        (hp->n_expert > 0 && hp->n_expert_used == 0))
+        return nc_fail(b->err, "%s: %d experts with %d used per token: need 1 <= used <= experts <= 4096", p,
+                       hp->n_expert, hp->n_expert_used);
+    if (hp->swa_window < 0) return nc_fail(b->err, "%s: negative sliding window", p);
+    if (hp->attn_scale == 0) b->m->hp.attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    if (!(hp->attn_scale > 0)) return nc_fail(b->err, "%s: the attention scale must be positive", p);
+    if (!(hp->attn_softcap >= 0) || !(hp->final_softcap >= 0))
+        return nc_fail(b->err, "%s: soft-capping values must be >= 0", p);
+    return 0;
+}
+
+/* Views of rows [r0, r0 + rows) of a fused matrix, every `step`-th row. */
+static model_weight view(const model_weight *w, int r0, int rows, int step) {
+    model_weight v = *w;
+    v.data = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
+    v.rows = rows;
+    v.row_bytes = w->row_bytes * (size_t)step;
+    return v;
+}
+
+static int bind_attention(binder *b, int il, model_layer *L) {
+    const model_hparams *hp = &b->m->hp;
+    const arch_desc *a = b->a;
+    int64_t E = hp->n_embd, Q = (int64_t)hp->n_head * hp->head_dim, KV = (int64_t)hp->n_head_kv * hp->head_dim;
+    model_weight qkv;
+    if (bind_matrix(b, L_QKV, il, E, Q + 2 * KV, false, &qkv)) return -1;
+    if (qkv.data) {
+        L->wq = view(&qkv, 0, (int)Q, 1);
+        L->wk = view(&qkv, (int)Q, (int)KV, 1);
+        L->wv = view(&qkv, (int)(Q + KV), (int)KV, 1);
+    } else if (bind_matrix(b, L_Q, il, E, Q, true, &L->wq) || bind_matrix(b, L_K, il, E, KV, true, &L->wk) ||
+               bind_matrix(b, L_V, il, E, KV, true, &L->wv))
+        return -1;
+    bool need_bias = a->qkv_bias || a->attn_bias;
+    if (bind_matrix(b, L_O, il, Q, E, true, &L->wo) || bind_vector(b, L_Q_BIAS, il, Q, need_bias, &L->bq) ||
+        bind_vector(b, L_K_BIAS, il, KV, need_bias, &L->bk) || bind_vector(b, L_V_BIAS, il, KV, need_bias, &L->bv) ||
+        bind_vector(b, L_O_BIAS, il, E, a->attn_bias, &L->bo) ||
+        bind_vector(b, L_SINKS, il, hp->n_head, a->sinks, &L->sinks))
+        return -1;
+    if (a->qk_norm != QK_NORM_NONE) {
+        bool all = a->qk_norm == QK_NORM_ALL;
+        if (bind_vector(b, L_Q_NORM, il, all ? Q : hp->head_dim, true, &L->q_norm) ||
+            bind_vector(b, L_K_NORM, il, all ? KV : hp->head_dim, true, &L->k_norm))
+            return -1;
+    }
+    return 0;
+}
+
+static int bind_dense_ffn(binder *b, int il, model_layer *L) {
+    const model_hparams *hp = &b->m->hp;
+    int64_t E = hp->n_embd, F = hp->n_ff;
+    if (F <= 0) return nc_fail(b->err, "%s: layer %d has a dense FFN but the feed-forward length is 0", b->path, il);
+    model_weight gate_up;
+    if (bind_matrix(b, L_GATE_UP, il, E, 2 * F, false, &gate_up)) return -1;
+    if (gate_up.data) { /* gate rows first (Phi-3) */
+        L->ffn_gate = view(&gate_up, 0, (int)F, 1);
+        L->ffn_up = view(&gate_up, (int)F, (int)F, 1);
+    } else if (bind_matrix(b, L_GATE, il, E, F, true, &L->ffn_gate) || bind_matrix(b, L_UP, il, E, F, true, &L->ffn_up))
+        return -1;
+    return bind_matrix(b, L_DOWN, il, F, E, true, &L->ffn_down);
+}
+
+/* Per-expert biases, [n_expert][n] f32. */
+static int bind_expert_bias(binder *b, tensor_role r, int il, int64_t n, const float **out) {
+    *out = NULL;
+    if (!b->a->expert_bias) return 0;
+    return bind_floats(b, r, il, 2, (int64_t[]){n, b->m->hp.n_expert}, true, out);
+}
+
+static int bind_moe(binder *b, int il, model_layer *L) {
+    const model_hparams *hp = &b->m->hp;
+    const arch_desc *a = b->a;
+    int64_t E = hp->n_embd, F = hp->n_ff_exp, N = hp->n_expert;
+    bool tr = b->hf_names && a->hf_experts_transposed;
+    if (F <= 0) return nc_fail(b->err, "%s: the experts' feed-forward length is 0", b->path);
+    if (bind_matrix(b, L_ROUTER, il, E, N, true, &L->router) ||
+        bind_vector(b, L_ROUTER_BIAS, il, N, a->expert_bias, &L->router_bias))
+        return -1;
+    char name[BIND_NAME_MAX];
+    int got = bind_experts(b, L_GATE_EXPS, il, E, F, tr, &L->exp_gate);
+    if (got < 0) return -1;
+    if (got) {
+        got = bind_experts(b, L_UP_EXPS, il, E, F, tr, &L->exp_up);
+        if (got <= 0) return got < 0 ? -1 : missing(b, (bind_find(b, L_UP_EXPS, il, 0, name), name));
+        if (bind_expert_bias(b, L_GATE_EXPS_BIAS, il, F, &L->exp_gate_b) ||
+            bind_expert_bias(b, L_UP_EXPS_BIAS, il, F, &L->exp_up_b))
+            return -1;
+    } else {
+        got = bind_experts(b, L_GATE_UP_EXPS, il, E, 2 * F, tr, &L->exp_gate_up);
+        if (got <= 0) return got < 0 ? -1 : missing(b, (bind_find(b, L_GATE_EXPS, il, 0, name), name));
+        if (bind_expert_bias(b, L_GATE_UP_EXPS_BIAS, il, 2 * F, &L->exp_gate_up_b)) return -1;
+    }
+    got = bind_experts(b, L_DOWN_EXPS, il, F, E, tr, &L->exp_down);
+    if (got <= 0) return got < 0 ? -1 : missing(b, (bind_find(b, L_DOWN_EXPS, il, 0, name), name));
+    return bind_expert_bias(b, L_DOWN_EXPS_BIAS, il, E, &L->exp_down_b);
 }
 
 static int bind_layer(binder *b, int il, model_layer *L) {
     const model_hparams *hp = &b->m->hp;
-    int64_t E = hp->n_embd, q_dim = (int64_t)hp->n_head * hp->head_dim, kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
-    char n[96];
-#define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
-    if (bind_vector(b, NAME("attn_norm.weight"), E, true, &L->attn_norm) ||
-        bind_matrix(b, NAME("attn_q.weight"), E, q_dim, true, &L->wq) ||
-        bind_matrix(b, NAME("attn_k.weight"), E, kv_dim, true, &L->wk) ||
-        bind_matrix(b, NAME("attn_v.weight"), E, kv_dim, true, &L->wv) ||
-        bind_matrix(b, NAME("attn_output.weight"), q_dim, E, true, &L->wo) ||
-        bind_vector(b, NAME("ffn_norm.weight"), E, true, &L->ffn_norm) ||
-        bind_matrix(b, NAME("ffn_gate.weight"), E, hp->n_ff, true, &L->ffn_gate) ||
-        bind_matrix(b, NAME("ffn_up.weight"), E, hp->n_ff, true, &L->ffn_up) ||
-        bind_matrix(b, NAME("ffn_down.weight"), hp->n_ff, E, true, &L->ffn_down))
+    int64_t E = hp->n_embd;
+    /* the norms the placement has, and only those (gpt-oss's file names its pre-FFN norm as
+     * other architectures name a post-attention one) */
+    bool pre = b->a->norms != NORMS_POST, post = b->a->norms != NORMS_PRE;
+    if ((pre && (bind_vector(b, L_ATTN_NORM, il, E, true, &L->attn_norm) ||
+                 bind_vector(b, L_FFN_NORM, il, E, true, &L->ffn_norm))) ||
+        (post && (bind_vector(b, L_ATTN_POST_NORM, il, E, true, &L->attn_post_norm) ||
+                  bind_vector(b, L_FFN_POST_NORM, il, E, true, &L->ffn_post_norm))) ||
+        bind_attention(b, il, L))
         return -1;
-    /* qwen2 always has Q/K/V biases; llama files may carry them too (some fine-tunes do). */
-    bool need_bias = hp->arch == ARCH_QWEN2;
-    if (bind_vector(b, NAME("attn_q.bias"), q_dim, need_bias, &L->bq) ||
-        bind_vector(b, NAME("attn_k.bias"), kv_dim, need_bias, &L->bk) ||
-        bind_vector(b, NAME("attn_v.bias"), kv_dim, need_bias, &L->bv))
+    /* A layer with a router is a mixture of experts, one without a dense FFN (Qwen3-MoE may mix them). */
+    char name[BIND_NAME_MAX];
+    bool moe = hp->n_expert > 0 && bind_find(b, L_ROUTER, il, 0, name) != NULL;
+    return moe ? bind_moe(b, il, L) : bind_dense_ffn(b, il, L);
+}
+
+int bind_model(binder *b, const bool *sliding, const bool *rope) {
+    model *m = b->m;
+    model_hparams *hp = &m->hp;
+    hp->arch = b->a;
+    if (check_hparams(b)) return -1;
+    char name[BIND_NAME_MAX];
+    const fmt_tensor *emb = bind_find(b, T_TOK_EMBD, 0, 0, name);
+    if (!emb) return missing(b, name);
+    if (emb->ne[1] == 0 || emb->ne[1] > (1u << 24))
+        return nc_fail(b->err, "%s: tensor '%s' has %llu rows, outside 1..2^24", b->path, name,
+                       (unsigned long long)emb->ne[1]);
+    hp->n_vocab = (int32_t)emb->ne[1];
+    int64_t E = hp->n_embd, V = hp->n_vocab;
+    if (bind_matrix(b, T_TOK_EMBD, 0, E, V, true, &m->tok_embd) || bind_matrix(b, T_OUTPUT, 0, E, V, false, &m->output) ||
+        bind_vector(b, T_OUTPUT_NORM, 0, E, true, &m->output_norm) ||
+        bind_vector(b, T_ROPE_FREQS, 0, hp->n_rot / 2, false, &hp->rope[0].freq_factors))
         return -1;
-#undef NAME
+    if (hp->rope[0].kind == ROPE_LONGROPE &&
+        (bind_vector(b, T_ROPE_SHORT, 0, hp->n_rot / 2, false, &hp->rope[0].freq_factors) ||
+         bind_vector(b, T_ROPE_LONG, 0, hp->n_rot / 2, false, &hp->rope[0].long_factors)))
+        return -1;
+    if (hp->rope[1].kind == hp->rope[0].kind && hp->rope[1].base == hp->rope[0].base) hp->rope[1] = hp->rope[0];
+    if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
+    m->layers = own(b, (size_t)hp->n_layer * sizeof *m->layers);
+    if (!m->layers) return -1;
+    for (int il = 0; il < hp->n_layer; il++) {
+        model_layer *L = &m->layers[il];
+        L->sliding = hp->swa_window > 0 && sliding && sliding[il];
+        L->rope = rope ? rope[il] : true;
+        if (bind_layer(b, il, L)) return -1;
+    }
     return 0;
 }
 
 int model_bind(model **out, gguf_file *file, nc_err *err) {
     *out = NULL;
+    gguf_str arch_name;
+    int r = gguf_get_str(file, "general.architecture", &arch_name, err);
+    if (r < 0) return -1;
+    if (r == 0) return nc_fail(err, "%s: missing key 'general.architecture'", gguf_path(file));
+    const arch_desc *a = arch_by_gguf(arch_name.data, arch_name.len);
+    if (!a) {
+        const gguf_kv *kv = gguf_find_kv(file, "general.architecture");
+        return nc_fail(err, "%s: architecture '%.*s' (key at offset %llu) is not supported; supported: %s",
+                       gguf_path(file), (int)(arch_name.len > 64 ? 64 : arch_name.len), arch_name.data,
+                       (unsigned long long)kv->offset, arch_gguf_list());
+    }
     model *m = calloc(1, sizeof *m);
     if (!m) return nc_fail(err, "out of memory");
-    m->file = file;
-    binder b = {.m = m, .f = file, .err = err};
-    gguf_str arch_name;
-    if (arch_from_file(file, &m->hp.arch, &arch_name, err)) goto fail;
-    b.arch = model_arch_name(m->hp.arch);
-    m->hp.rope_neox = m->hp.arch == ARCH_QWEN2;
-    if (read_hparams(&b, &m->hp)) goto fail;
+    binder b = {.m = m, .a = a, .src = file, .lookup = (bind_lookup)gguf_find_tensor, .path = gguf_path(file), .err = err};
+    bool *sliding = NULL, *rope = NULL;
+    if (gguf_hparams(&b, &m->hp)) goto fail;
+    sliding = calloc((size_t)m->hp.n_layer, sizeof *sliding);
+    rope = calloc((size_t)m->hp.n_layer, sizeof *rope);
+    if (!sliding || !rope) { nc_fail(err, "out of memory"); goto fail; }
+    if (gguf_sliding(&b, sliding)) goto fail;
+    for (int il = 0; il < m->hp.n_layer; il++) rope[il] = !(a->no_rope_period && (il + 1) % a->no_rope_period == 0);
     gguf_str name;
     if (gguf_get_str(file, "general.name", &name, NULL) == 1)
         snprintf(m->name, sizeof m->name, "%.*s", (int)(name.len > 127 ? 127 : name.len), name.data);
-
-    const gguf_tensor *emb = find(&b, "token_embd.weight", true);
-    if (!emb) goto fail;
-    if (emb->ne[1] == 0 || emb->ne[1] > (1u << 24))
-        { nc_fail(err, "%s: tensor 'token_embd.weight' has %llu rows, outside 1..2^24", gguf_path(file), (unsigned long long)emb->ne[1]); goto fail; }
-    m->hp.n_vocab = (int32_t)emb->ne[1];
-    int64_t E = m->hp.n_embd, V = m->hp.n_vocab;
-    if (bind_matrix(&b, "token_embd.weight", E, V, true, &m->tok_embd) ||
-        bind_matrix(&b, "output.weight", E, V, false, &m->output) ||
-        bind_vector(&b, "output_norm.weight", E, true, &m->output_norm) ||
-        bind_vector(&b, "rope_freqs.weight", m->hp.n_rot / 2, false, &m->rope_freqs))
-        goto fail;
-    if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
-    m->layers = calloc((size_t)m->hp.n_layer, sizeof *m->layers);
-    if (!m->layers) { nc_fail(err, "out of memory"); goto fail; }
-    for (int il = 0; il < m->hp.n_layer; il++)
-        if (bind_layer(&b, il, &m->layers[il])) goto fail;
+    if (bind_model(&b, sliding, rope)) goto fail;
+    free(sliding);
+    free(rope);
+    m->file = file;
+    m->source = file;
+    m->close = (void (*)(void *))gguf_close;
     *out = m;
     return 0;
 fail:
-    m->file = NULL; /* the caller still owns the file on failure */
+    free(sliding);
+    free(rope);
     model_free(m);
     return -1;
 }
@@ -231,7 +516,6 @@ void model_free(model *m) {
     if (!m) return;
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
-    free(m->layers);
-    gguf_close(m->file);
+    if (m->close) m->close(m->source);
     free(m);
 }

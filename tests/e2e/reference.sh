@@ -56,7 +56,7 @@ refuse() { # name needle tiny-args...
 refuse missing-tensor "missing tensor 'blk.1.ffn_up.weight'" --omit blk.1.ffn_up.weight
 refuse wrong-shape "tensor 'blk.0.attn_k.weight'" --reshape blk.0.attn_k.weight=64,48
 refuse bad-arch "architecture 'gpt2'" --arch-name gpt2
-refuse bad-arch-lists "supported: llama, qwen2" --arch-name falcon
+refuse bad-arch-lists "supported: llama, granite, smollm3, qwen2, qwen3" --arch-name falcon
 refuse unsupported-type "type Q5_K" --bad-type blk.0.ffn_down.weight --ff 256
 refuse qwen2-no-bias "attn_q.bias" --arch qwen2 --omit blk.0.attn_q.bias
 
