@@ -1,0 +1,118 @@
+#!/usr/bin/python3
+"""Write a mixture-of-experts GGUF with the shapes of a real model and seeded random weights, for
+benchmarks (shared/tools/synth-gguf makes dense models only; its writer and weight generator are
+reused here).
+
+  bench/synth_moe.py --shape qwen3-30b-a3b --layers 4 --type q8_0 -o moe.gguf
+
+Output is deterministic for a given --seed. Never commit the files.
+"""
+import argparse, importlib.machinery, importlib.util, os, random, struct, sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SHARED = os.environ.get("SHARED") or os.path.join(HERE, "..", "..", "shared")
+_spec = importlib.util.spec_from_loader("synth", importlib.machinery.SourceFileLoader(
+    "synth", os.path.join(SHARED, "tools", "synth-gguf")))
+synth = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(synth)
+
+# From the models' config.json files.
+SHAPES = {
+    # Qwen3-30B-A3B: 128 experts, 8 used, q/k norms, head_dim 128
+    "qwen3-30b-a3b": dict(arch="qwen3moe", n_embd=2048, n_layer=48, n_head=32, n_head_kv=4, head_dim=128,
+                          n_expert=128, n_used=8, n_ff_exp=768, ctx=40960, rope_theta=1000000.0, eps=1e-6,
+                          vocab="vocab/qwen2/ggml-vocab-qwen2.gguf"),
+    # Mixtral-8x7B: 8 experts, 2 used
+    "mixtral-8x7b": dict(arch="llama", n_embd=4096, n_layer=32, n_head=32, n_head_kv=8, head_dim=128,
+                         n_expert=8, n_used=2, n_ff_exp=14336, ctx=32768, rope_theta=1000000.0, eps=1e-5,
+                         vocab="vocab/llama-spm/ggml-vocab-llama-spm.gguf"),
+}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shape", choices=sorted(SHAPES), required=True)
+    ap.add_argument("--type", default="q8_0", choices=["f16", "q8_0", "q4_0", "q4_k"])
+    ap.add_argument("--layers", type=int)
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("-o", "--output", required=True)
+    a = ap.parse_args()
+    sh = dict(SHAPES[a.shape])
+    if a.layers: sh["n_layer"] = a.layers
+    arch, E, L, H, HKV, hd = sh["arch"], sh["n_embd"], sh["n_layer"], sh["n_head"], sh["n_head_kv"], sh["head_dim"]
+    N, K, F = sh["n_expert"], sh["n_used"], sh["n_ff_exp"]
+    tok_kv = synth.read_gguf_tokenizer(os.path.join(SHARED, sh["vocab"]))
+    n_vocab = len([v for k, _, v, _ in tok_kv if k == "tokenizer.ggml.tokens"][0])
+    U32, F32, STR = synth.T_U32, synth.T_F32, synth.T_STR
+    kv = [("general.architecture", STR, arch, None),
+          ("general.name", STR, "synthetic %s (random weights)" % a.shape, None),
+          ("general.alignment", U32, 32, None),
+          (arch + ".context_length", U32, sh["ctx"], None),
+          (arch + ".embedding_length", U32, E, None),
+          (arch + ".block_count", U32, L, None),
+          (arch + ".feed_forward_length", U32, F, None),
+          (arch + ".expert_feed_forward_length", U32, F, None),
+          (arch + ".expert_count", U32, N, None),
+          (arch + ".expert_used_count", U32, K, None),
+          (arch + ".attention.head_count", U32, H, None),
+          (arch + ".attention.head_count_kv", U32, HKV, None),
+          (arch + ".attention.key_length", U32, hd, None),
+          (arch + ".attention.value_length", U32, hd, None),
+          (arch + ".rope.dimension_count", U32, hd, None),
+          (arch + ".rope.freq_base", F32, sh["rope_theta"], None),
+          (arch + ".attention.layer_norm_rms_epsilon", F32, sh["eps"], None)] + tok_kv
+    qt = a.type
+    qe = "q6_k" if qt == "q4_k" else qt
+    tensors = [("token_embd.weight", (E, n_vocab), qe, "emb"), ("output_norm.weight", (E,), "f32", "norm"),
+               ("output.weight", (E, n_vocab), qe, "emb")]
+    for i in range(L):
+        p = "blk.%d." % i
+        tensors += [(p + "attn_norm.weight", (E,), "f32", "norm"),
+                    (p + "attn_q.weight", (E, H * hd), qt, "w"),
+                    (p + "attn_k.weight", (E, HKV * hd), qt, "w"),
+                    (p + "attn_v.weight", (E, HKV * hd), qt, "w"),
+                    (p + "attn_output.weight", (H * hd, E), qt, "w"),
+                    (p + "ffn_norm.weight", (E,), "f32", "norm"),
+                    (p + "ffn_gate_inp.weight", (E, N), "f32", "w"),
+                    (p + "ffn_gate_exps.weight", (E, F, N), qt, "w"),
+                    (p + "ffn_up_exps.weight", (E, F, N), qt, "w"),
+                    (p + "ffn_down_exps.weight", (F, E, N), qt, "w")]
+        if arch == "qwen3moe":
+            tensors += [(p + "attn_q_norm.weight", (hd,), "f32", "norm"), (p + "attn_k_norm.weight", (hd,), "f32", "norm")]
+    align = 32
+    header = [b"GGUF", struct.pack("<IQQ", 3, len(tensors), len(kv))]
+    for k, t, v, e in kv:
+        header += [synth.s(k), struct.pack("<I", t), synth.enc_val(t, v, e)]
+    offset, infos = 0, []
+    for name, dims, typ, kind in tensors:
+        if dims[0] % synth.GGML[typ][1]:
+            typ = "q8_0" if dims[0] % 32 == 0 else "f16"
+        n = 1
+        for d in dims: n *= d
+        _, blk, bsz = synth.GGML[typ]
+        size = n // blk * bsz
+        infos.append((name, typ, kind, n, size))
+        header += [synth.s(name), struct.pack("<I", len(dims)), struct.pack("<%dQ" % len(dims), *dims),
+                   struct.pack("<IQ", synth.GGML[typ][0], offset)]
+        offset += (size + align - 1) // align * align
+    head = b"".join(header)
+    rng = random.Random(a.seed)
+    tmp = a.output + ".part"
+    with open(tmp, "wb") as f:
+        f.write(head)
+        f.write(b"\0" * ((-len(head)) % align))
+        for name, typ, kind, n, size in infos:
+            done = 0
+            while done < n:  # in pieces: one call must stay below 2^31 random bits
+                part = min(n - done, 1 << 26)
+                f.write(synth.tensor_bytes(rng, typ, part, kind))
+                done += part
+            f.write(b"\0" * ((-size) % align))
+    os.replace(tmp, a.output)
+    print("%s: %s %s, %d layers, %d experts (%d used), %.1f MB" % (a.output, a.shape, a.type, L, N, K,
+                                                                    os.path.getsize(a.output) / 1e6))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
