@@ -49,7 +49,8 @@ void nc_model_get_info(const nc_model *m, nc_model_info *info);
 const char *nc_model_meta_str(const nc_model *m, const char *key, size_t *len);
 
 /* Print a GGUF file's metadata (long arrays abbreviated) and tensor table; the file may be any
- * valid GGUF (vocab-only, other architectures). */
+ * valid GGUF (vocab-only, other architectures). A Hugging Face directory: its config.json, weight
+ * files and tensors. */
 int nc_inspect(const char *path, FILE *out, nc_err *err);
 
 /* The kernel set chosen for this CPU ("avx512", "avx2", "scalar"). */

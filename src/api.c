@@ -9,6 +9,8 @@
 #include "format/gguf.h"
 #include "format/ggml_types.h"
 #include "format/gguf_dump.h"
+#include "format/hf_dir.h"
+#include "format/hf_dump.h"
 #include "forward/forward.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
@@ -18,6 +20,8 @@
 struct nc_model {
     model *m;
     vocab *v;
+    char *chat_template;  /* a Hugging Face directory's (GGUF files keep theirs in the metadata) */
+    size_t chat_template_len;
 };
 
 struct nc_context {
@@ -35,16 +39,40 @@ struct nc_detok {
     vocab_stream stream;
 };
 
-int nc_model_load(nc_model **out, const char *path, nc_err *err) {
-    *out = NULL;
+/* A Hugging Face directory: config.json and safetensors, its tokenizer and chat template. */
+static int load_hf(nc_model *nm, const char *path, nc_err *err) {
+    hf_dir *d;
+    if (hf_dir_open(&d, path, err)) return -1;
+    if (model_bind_hf(&nm->m, d, err)) {
+        hf_dir_close(d);
+        return -1;
+    }
+    if (vocab_load_hf_dir(&nm->v, path, err)) return -1;
+    return hf_dir_chat_template(d, &nm->chat_template, &nm->chat_template_len, err) < 0 ? -1 : 0;
+}
+
+static int load_gguf(nc_model *nm, const char *path, nc_err *err) {
     gguf_file *f;
     if (gguf_open(&f, path, err)) return -1;
+    if (model_bind(&nm->m, f, err)) {
+        gguf_close(f);
+        return -1;
+    }
+    return vocab_load(&nm->v, f, err);
+}
+
+int nc_model_load(nc_model **out, const char *path, nc_err *err) {
+    *out = NULL;
     nc_model *nm = calloc(1, sizeof *nm);
-    if (!nm) { gguf_close(f); return nc_fail(err, "out of memory"); }
-    if (model_bind(&nm->m, f, err)) { gguf_close(f); free(nm); return -1; }
-    if (vocab_load(&nm->v, f, err)) { model_free(nm->m); free(nm); return -1; }
+    if (!nm) return nc_fail(err, "out of memory");
+    struct stat st;
+    bool dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+    if (dir ? load_hf(nm, path, err) : load_gguf(nm, path, err)) {
+        nc_model_free(nm);
+        return -1;
+    }
     if (vocab_n_tokens(nm->v) < nm->m->hp.n_vocab) {
-        nc_fail(err, "%s: the vocabulary has %d tokens but token_embd.weight has %d rows", path, vocab_n_tokens(nm->v),
+        nc_fail(err, "%s: the vocabulary has %d tokens but the token embedding has %d rows", path, vocab_n_tokens(nm->v),
                 nm->m->hp.n_vocab);
         nc_model_free(nm);
         return -1;
@@ -55,6 +83,7 @@ int nc_model_load(nc_model **out, const char *path, nc_err *err) {
 
 void nc_model_free(nc_model *m) {
     if (!m) return;
+    free(m->chat_template);
     vocab_free(m->v);
     model_free(m->m);
     free(m);
@@ -88,6 +117,11 @@ static uint64_t decode_bytes(const model *m) {
 }
 
 const char *nc_model_meta_str(const nc_model *m, const char *key, size_t *len) {
+    if (!m->m->file) { /* a Hugging Face directory offers its chat template under the GGUF key */
+        if (strcmp(key, "tokenizer.chat_template") || !m->chat_template) return NULL;
+        *len = m->chat_template_len;
+        return m->chat_template;
+    }
     const gguf_kv *kv = gguf_find_kv(m->m->file, key);
     if (!kv || kv->type != GGUF_T_STRING) return NULL;
     *len = (size_t)kv->v.s.len;
@@ -103,7 +137,8 @@ void nc_model_get_info(const nc_model *nm, nc_model_info *info) {
         .n_ff = hp->n_ff, .n_rot = hp->n_rot, .n_ctx_train = hp->n_ctx_train, .rope_freq_base = (float)hp->rope[0].base,
         .norm_eps = hp->norm_eps, .rope_neox = hp->rope_neox, .n_expert = hp->n_expert,
         .n_expert_used = hp->n_expert_used, .swa_window = hp->swa_window, .n_params = m->n_params,
-        .weight_bytes = m->weight_bytes, .decode_bytes = decode_bytes(m), .file_bytes = gguf_file_size(m->file)};
+        .weight_bytes = m->weight_bytes, .decode_bytes = decode_bytes(m),
+        .file_bytes = m->file ? gguf_file_size(m->file) : hf_dir_file_bytes(m->hf)};
 }
 
 double nc_measure_read_bandwidth(int n_threads) {
@@ -115,10 +150,19 @@ double nc_measure_read_bandwidth(int n_threads) {
 }
 
 int nc_inspect(const char *path, FILE *out, nc_err *err) {
-    gguf_file *f;
-    if (gguf_open(&f, path, err)) return -1;
-    int r = gguf_dump(f, out);
-    gguf_close(f);
+    struct stat st;
+    int r;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        hf_dir *d;
+        if (hf_dir_open(&d, path, err)) return -1;
+        r = hf_dump(d, out);
+        hf_dir_close(d);
+    } else {
+        gguf_file *f;
+        if (gguf_open(&f, path, err)) return -1;
+        r = gguf_dump(f, out);
+        gguf_close(f);
+    }
     if (r) return nc_fail(err, "could not write the dump");
     return 0;
 }
@@ -142,7 +186,7 @@ int nc_tokenize(const nc_model *m, const char *text, size_t len, bool add_specia
 }
 
 /* A GGUF file, a Hugging Face tokenizer.json (any path ending in ".json"), or a directory
- * holding a tokenizer.json. */
+ * holding a tokenizer.json or tokenizer.model. */
 int nc_vocab_file_load(nc_vocab_file **out, const char *path, nc_err *err) {
     *out = NULL;
     nc_vocab_file *vf = calloc(1, sizeof *vf);
@@ -150,12 +194,7 @@ int nc_vocab_file_load(nc_vocab_file **out, const char *path, nc_err *err) {
     size_t n = strlen(path);
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        char json[4096];
-        if (snprintf(json, sizeof json, "%s/tokenizer.json", path) >= (int)sizeof json) {
-            free(vf);
-            return nc_fail(err, "%s: path too long", path);
-        }
-        if (vocab_load_hf(&vf->v, json, err)) { free(vf); return -1; }
+        if (vocab_load_hf_dir(&vf->v, path, err)) { free(vf); return -1; }
     } else if (n >= 5 && strcmp(path + n - 5, ".json") == 0) {
         if (vocab_load_hf(&vf->v, path, err)) { free(vf); return -1; }
     } else {

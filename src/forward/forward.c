@@ -533,6 +533,20 @@ static attn_cells block_cells(const fwd_state *s, int layer, int seq, int32_t lo
     return c;
 }
 
+/* The cells [*a, *z) of the span at c0 (nc cells) whose positions lie in [lo, hi]: a contiguous
+ * run, since positions increase along a sequence's cells and a ring span holds consecutive
+ * positions. */
+static void span_range(const attn_cells *c, int32_t c0, int nc, int32_t lo, int32_t hi, int *a, int *z) {
+    if (c->ring) { /* cell c0 + k holds position c0 + k, when it holds it at all */
+        int32_t first = lo > c0 ? lo : c0, last = hi < c0 + nc - 1 ? hi : c0 + nc - 1;
+        *a = first - c0;
+        *z = last >= first ? last - c0 + 1 : *a;
+    } else {
+        *a = lower_bound(c->label + c0, nc, lo);
+        *z = lower_bound(c->label + c0, nc, hi + 1);
+    }
+}
+
 /* Causal attention of a block of queries: consecutive tokens t0..t0+nt-1 of one sequence, and the
  * query heads of group g, which share one KV head (GQA). Query i sees the cached positions in
  * [lo_i, pos_i]: everything up to its own position, or the last swa_window of them in a sliding
@@ -542,9 +556,10 @@ static attn_cells block_cells(const fwd_state *s, int layer, int seq, int32_t lo
  * (gpt-oss) starts the running sum as one more logit with no value. Both products go through the
  * kernels, so the block reads its keys and values once: the scores of all its queries
  * (kernels_mix over the transposed keys), then their weighted sums of the values (kernels_mix over
- * the values by cell). A query's hidden cells get weight zero, which leaves its fma chains and its
- * softmax sums as they were, and spans sit at fixed multiples of the span: a token's result is
- * the same bits whatever block, batch, or decode versus prefill computed it. */
+ * the values by cell). Each query's softmax runs over exactly its visible cells of a span, its
+ * hidden cells get weight zero (which leaves its fma chains as they were), and spans sit at fixed
+ * multiples of the span: a token's result is the same bits whatever block, batch, or decode
+ * versus prefill computed it. */
 static void attend_block(fwd_state *s, int layer, const nc_batch_entry *e, int t0, int nt, int g, fwd_thread *th) {
     const model_hparams *hp = &s->m->hp;
     const model_layer *L = &s->m->layers[layer];
@@ -577,21 +592,22 @@ static void attend_block(fwd_state *s, int layer, const nc_batch_entry *e, int t
         kernels_mix(kv->type, keys, kv_kt_row_bytes(kv, layer), hd, nc, th->attn_q, hd, R, p, nc);
         bool seen[FWD_ATTN_BLOCK];
         for (int r = 0; r < R; r++) {
-            int i = r / rep;
+            int i = r / rep, a, z; /* the row's visible cells are [a, z) of the span */
+            span_range(&cells, c0, nc, lo[i], hi[i], &a, &z);
+            if (r % rep == 0) seen[i] = z > a;
             float *pr = p + (size_t)r * nc;
-            if (cap > 0) softcap(pr, nc, scale, cap);
-            int nv = 0;
-            for (int c = 0; c < nc; c++) {
-                bool visible = label[c] >= lo[i] && label[c] <= hi[i];
-                nv += visible;
-                if (!visible) pr[c] = -INFINITY;
-            }
-            if (r % rep == 0) seen[i] = nv > 0;
-            if (nv == 0) {
+            if (z <= a) {
                 memset(pr, 0, sizeof(float) * (size_t)nc);
                 continue;
             }
-            float m = th->attn_max[r], add = kernels_softmax_span(pr, nc, cap > 0 ? 1.0f : scale, &m);
+            if (cap > 0) softcap(pr + a, z - a, scale, cap);
+            for (int c = a; c < z; c++) /* a ring cell that holds another position (a gap in them) */
+                if (cells.ring && label[c] != c0 + c) pr[c] = -INFINITY;
+            /* exactly the visible cells: their sums then depend on the query alone, whatever cells
+             * the block around it spans */
+            float m = th->attn_max[r], add = kernels_softmax_span(pr + a, z - a, cap > 0 ? 1.0f : scale, &m);
+            memset(pr, 0, sizeof(float) * (size_t)a);
+            memset(pr + z, 0, sizeof(float) * (size_t)(nc - z));
             float corr = expf(th->attn_max[r] - m); /* 0 on the first span without a sink */
             th->attn_sum[r] = th->attn_sum[r] * corr + add;
             th->attn_max[r] = m;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/safetensors.h"
 #include "model/bind.h"
 #include "tensor/quant.h"
 
@@ -52,7 +53,7 @@ static int check_type(binder *b, const fmt_tensor *t) {
     if (quant_type_supported(t->type)) return 0;
     char buf[24];
     return nc_fail(b->err, "%s: tensor '%s' (offset %llu) has type %s, which nucleus cannot compute with; supported: %s",
-                   b->path, t->name, (unsigned long long)t->info_offset, ggml_type_name(t->type, buf),
+                   b->path, t->name, (unsigned long long)t->info_offset, st_type_name(t->type, buf),
                    "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K");
 }
 

@@ -13,7 +13,9 @@
  * single_word flag is not honoured.
  * BOS and EOS: the post_processor's TemplateProcessing decides whether they are added and which
  * they are; otherwise bos_token / eos_token of tokenizer_config.json, then bos_token_id /
- * eos_token_id of config.json, both beside tokenizer.json. */
+ * eos_token_id of config.json, both beside tokenizer.json. tokenizer_config.json's
+ * add_bos_token / add_eos_token override the template, and generation_config.json's
+ * eos_token_id (else config.json's) lists more end-of-generation tokens (hf_side.c). */
 #include <cjson/cJSON.h>
 #include <limits.h>
 #include <stdio.h>
@@ -58,17 +60,6 @@ static cJSON *parse_file(const char *path, size_t *len_out) {
     free(text);
     if (len_out) *len_out = len;
     return j;
-}
-
-/* A JSON file beside path (NULL when absent or malformed: these files are optional). */
-static cJSON *sibling(const char *path, const char *name) {
-    const char *slash = strrchr(path, '/');
-    size_t dir = slash ? (size_t)(slash - path + 1) : 0;
-    char buf[4096];
-    if (dir + strlen(name) >= sizeof buf) return NULL;
-    memcpy(buf, path, dir);
-    strcpy(buf + dir, name);
-    return parse_file(buf, NULL);
 }
 
 /* ---- small JSON helpers ---------------------------------------------------------------------- */
@@ -448,46 +439,31 @@ static void read_template(vocab *v, const cJSON *tp) {
     }
 }
 
-/* bos_token / eos_token: a string or an object with "content". */
-static const char *config_token(const cJSON *cfg, const char *key) {
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(cfg, key);
-    return cJSON_IsString(x) ? x->valuestring : str_of(x, "content");
-}
-
-static int32_t config_id(const vocab *v, const cJSON *cfg, const char *key) {
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(cfg, key);
-    if (cJSON_IsArray(x)) x = cJSON_GetArrayItem(x, 0);
-    return cJSON_IsNumber(x) && x->valuedouble >= 0 && x->valuedouble < v->n_tokens ? (int32_t)x->valuedouble : -1;
-}
-
-static void read_special_ids(hf_ctx *c) {
+/* BOS / EOS: the template first, then the files beside tokenizer.json (hf_side.c), whose
+ * add_bos_token / add_eos_token override the template's choice. */
+static int read_special_ids(hf_ctx *c, const hf_side *side, nc_err *err) {
     vocab *v = c->v;
     v->bos = v->eos = v->eot = v->eom = -1;
     v->unk = id_of_text(v, str_of(cJSON_GetObjectItemCaseSensitive(c->root, "model"), "unk_token"));
     read_template(v, find_template(cJSON_GetObjectItemCaseSensitive(c->root, "post_processor")));
-    cJSON *tc = sibling(c->path, "tokenizer_config.json"), *mc = sibling(c->path, "config.json");
-    if (v->bos < 0) v->bos = id_of_text(v, config_token(tc, "bos_token"));
-    if (v->eos < 0) v->eos = id_of_text(v, config_token(tc, "eos_token"));
-    if (v->bos < 0) v->bos = config_id(v, mc, "bos_token_id");
-    if (v->eos < 0) v->eos = config_id(v, mc, "eos_token_id");
-    cJSON_Delete(tc);
-    cJSON_Delete(mc);
+    hf_side_special_ids(v, side);
+    return hf_side_add_flags(v, side, err);
 }
 
 /* ---- entry ------------------------------------------------------------------------------------- */
 
-static int load(hf_ctx *c, nc_err *err) {
+static int load(hf_ctx *c, const hf_side *side, nc_err *err) {
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(c->root, "model");
     if (read_model_options(c, model, err) || read_kind(c, err)) return -1;
     if (c->v->kind == VOCAB_BPE && read_pre_tokenizer(c, cJSON_GetObjectItemCaseSensitive(c->root, "pre_tokenizer"), err))
         return -1;
     if (read_tokens(c, model, err) || vocab_index(c->v, c->path, err)) return -1;
-    read_special_ids(c); /* by text: after the index; before vocab_finish, which marks EOS */
-    if (vocab_finish(c->v, c->path, err)) return -1;
+    /* by text: after the index; before vocab_finish, which marks EOS */
+    if (read_special_ids(c, side, err) || vocab_finish(c->v, c->path, err) || hf_side_eog(c->v, side, err)) return -1;
     return read_merges(c, model, err);
 }
 
-int vocab_load_hf(vocab **out, const char *path, nc_err *err) {
+int vocab_load_hf_side(vocab **out, const char *path, const hf_side *side, nc_err *err) {
     *out = NULL;
     hf_ctx c = {.path = path};
     size_t len = 0;
@@ -499,7 +475,7 @@ int vocab_load_hf(vocab **out, const char *path, nc_err *err) {
         return nc_fail(err, "%s: not valid JSON (%zu bytes read)", path, len);
     }
     c.v = calloc(1, sizeof *c.v);
-    int rc = c.v ? load(&c, err) : nc_fail(err, "%s: out of memory", path);
+    int rc = c.v ? load(&c, side, err) : nc_fail(err, "%s: out of memory", path);
     free(c.texts);
     free(c.types);
     free(c.flags);
@@ -510,4 +486,16 @@ int vocab_load_hf(vocab **out, const char *path, nc_err *err) {
     }
     *out = c.v;
     return 0;
+}
+
+int vocab_load_hf(vocab **out, const char *path, nc_err *err) {
+    *out = NULL;
+    FILE *fp = fopen(path, "rb"); /* the tokenizer's own errors first */
+    if (!fp) return nc_fail(err, "%s: cannot open", path);
+    fclose(fp);
+    hf_side side;
+    if (hf_side_load_beside(&side, path, err)) return -1;
+    int rc = vocab_load_hf_side(out, path, &side, err);
+    hf_side_free(&side);
+    return rc;
 }

@@ -177,7 +177,7 @@ static char *escape_spaces(const char *text, size_t len, bool space_prefix, uint
 
 int spm_encode(const vocab *v, const char *text, size_t len, bool space_prefix, tok_sink *sink, nc_err *err) {
     uint32_t n = 0;
-    char *buf = escape_spaces(text, len, space_prefix, &n);
+    char *buf = v->norm ? spm_norm_apply(v->norm, text, len, space_prefix, &n) : escape_spaces(text, len, space_prefix, &n);
     spm_session s = {.v = v, .text = buf};
     if (buf) s.sym = malloc((n ? n : 1) * sizeof *s.sym);
     int rc;

@@ -456,6 +456,7 @@ void vocab_free(vocab *v) {
     free(v->merges);
     free(v->raw_slots);
     pretok_free(v->pre);
+    spm_norm_free(v->norm);
     free(v);
 }
 

@@ -51,9 +51,31 @@ int vocab_load(vocab **out, const gguf_file *f, nc_err *err);
  * alone or after Split / Digits / Punctuation steps) or SentencePiece-style (normalizer
  * Prepend("\u2581") + Replace(" ", "\u2581"), or a Metaspace pre_tokenizer; byte_fallback).
  * Added tokens become control tokens (special) or user-defined ones. BOS / EOS: the
- * post_processor's template, else tokenizer_config.json and config.json beside the file.
+ * post_processor's template, else tokenizer_config.json and config.json beside the file;
+ * tokenizer_config.json's add_bos_token / add_eos_token override the template, and
+ * generation_config.json's eos_token_id list marks end-of-generation tokens (see
+ * vocab_load_hf_dir). A malformed file beside it is an error naming that file.
  * Anything else (other models, normalizers, pre-tokenizer types) is an error naming it. */
 int vocab_load_hf(vocab **out, const char *tokenizer_json_path, nc_err *err);
+
+/* Reads a SentencePiece tokenizer.model (a protobuf ModelProto, spm_proto.h) into the vocabulary
+ * llama.cpp's converter makes of it (tokenizer.ggml.model "llama"): the pieces' texts, scores and
+ * types, add_space_prefix from the normalizer's add_dummy_prefix, BOS / EOS / UNK from the
+ * trainer_spec, BOS added. The normalizer's rules (charsmap, remove_extra_whitespaces), which
+ * llama.cpp drops, are kept for the encoder (spm_norm.c). Malformed files are errors naming the
+ * field and its offset. */
+int vocab_load_spm(vocab **out, const char *path, nc_err *err);
+/* The same from bytes (tests, fuzzing); name is used in messages. */
+int vocab_load_spm_buffer(vocab **out, const void *data, size_t size, const char *name, nc_err *err);
+
+/* The tokenizer of a Hugging Face model directory: tokenizer.json when present, else
+ * tokenizer.model (then sized to config.json's vocab_size and amended by added_tokens.json and
+ * tokenizer_config.json's added_tokens_decoder, as llama.cpp's converter does). Then, either way:
+ * tokenizer_config.json's bos_token / eos_token (strings or {"content"} objects) and
+ * add_bos_token / add_eos_token; config.json's bos_token_id / eos_token_id where those leave a
+ * token unset; and every id of generation_config.json's eos_token_id (an id or a list; else
+ * config.json's) ends generation (vocab_is_eog). Malformed JSON files are errors naming them. */
+int vocab_load_hf_dir(vocab **out, const char *dir, nc_err *err);
 void vocab_free(vocab *v);
 
 vocab_kind vocab_get_kind(const vocab *v);

@@ -51,6 +51,10 @@ struct vocab {
     int32_t n_merges;
     int32_t unit_tok[256];         /* VOCAB_BPE: the token of each byte's stand-in, -1 if none */
     int32_t *raw_slots;            /* VOCAB_BPE: rendered bytes -> normal token (same size as slots) */
+
+    /* VOCAB_SPM from a tokenizer.model: SentencePiece's normalizer, NULL when it only escapes
+     * spaces (spm_norm.c). */
+    struct spm_norm *norm;
 };
 
 /* Collects token ids: counts them all, stores the first cap. */
@@ -99,5 +103,54 @@ int bpe_encode(const vocab *v, const char *text, size_t len, bool space_prefix, 
 /* A byte-level token text to the bytes it stands for (never longer); characters that stand for
  * no byte are copied as they are, and then *clean is false. */
 size_t bytelevel_decode(const char *s, size_t n, char *out, bool *clean);
+
+/* ---- Hugging Face directories (hf_side.c, spm_model.c, hf_dir_vocab.c) ---- */
+
+/* The JSON files beside a tokenizer in a Hugging Face directory; NULL for an absent file. */
+typedef struct hf_side {
+    char *dir;
+    struct cJSON *tok_config; /* tokenizer_config.json */
+    struct cJSON *config;     /* config.json */
+    struct cJSON *gen_config; /* generation_config.json */
+    struct cJSON *added;      /* added_tokens.json */
+} hf_side;
+
+/* Reads the files of dir (a malformed one is an error naming it). */
+int hf_side_load(hf_side *s, const char *dir, nc_err *err);
+/* The same for the directory holding file_path. */
+int hf_side_load_beside(hf_side *s, const char *file_path, nc_err *err);
+void hf_side_free(hf_side *s);
+/* BOS / EOS not set yet (< 0): tokenizer_config.json's bos_token / eos_token (a string or an
+ * object with "content") by text, then config.json's bos_token_id / eos_token_id (an id, or the
+ * first of a list). Needs the text index. */
+void hf_side_special_ids(vocab *v, const hf_side *s);
+/* tokenizer_config.json's add_bos_token / add_eos_token, when booleans, override the
+ * tokenizer's own choice (as llama.cpp's converter lets them); asking for a token the
+ * vocabulary lacks is an error. */
+int hf_side_add_flags(vocab *v, const hf_side *s, nc_err *err);
+/* After vocab_finish: every id of generation_config.json's eos_token_id (an id or a list), else
+ * of config.json's, ends generation (and the first becomes EOS when there is none). An id
+ * outside the vocabulary is an error naming the file. */
+int hf_side_eog(vocab *v, const hf_side *s, nc_err *err);
+/* config.json's vocabulary size (vocab_size_per_layer_input, vocab_size, then
+ * text_config.vocab_size): *n = 0 when absent; -1 when it is not a positive whole number. */
+int hf_side_vocab_size(const hf_side *s, int32_t *n, nc_err *err);
+
+/* SentencePiece's normalizer (spm_norm.c), as the model's normalizer_spec asks: *out NULL when
+ * it does nothing beyond escaping spaces (no charsmap, remove_extra_whitespaces false). */
+struct spm_proto;
+typedef struct spm_norm spm_norm;
+int spm_norm_new(spm_norm **out, const struct spm_proto *m, const char *where, nc_err *err);
+void spm_norm_free(spm_norm *n);
+/* text[0..len) normalized, spaces escaped as U+2581, one more in front with space_prefix: a new
+ * string of *out_len bytes (NUL-terminated), or NULL when out of memory. */
+char *spm_norm_apply(const spm_norm *n, const char *text, size_t len, bool space_prefix, uint32_t *out_len);
+
+/* tokenizer.json with the side files already read (hf_json.c). */
+int vocab_load_hf_side(vocab **out, const char *tokenizer_json_path, const hf_side *side, nc_err *err);
+/* tokenizer.model bytes (the caller keeps them alive until this returns) as llama.cpp's converter
+ * makes a vocabulary of them; side may be NULL (a tokenizer.model alone) (spm_model.c). */
+int vocab_load_spm_side(vocab **out, const void *data, size_t size, const char *name, const hf_side *side,
+                        nc_err *err);
 
 #endif

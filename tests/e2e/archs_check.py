@@ -1,7 +1,10 @@
 #!/usr/bin/python3
 """Check nucleus against shared/archs/<name>/golden.jsonl (transformers' float64 forward pass; the
 record format is in shared/archs/README.md), for every architecture in both forms the directory
-holds: the GGUF llama.cpp's converter made and the Hugging Face directory.
+holds: the GGUF llama.cpp's converter made and the Hugging Face directory; and in two forms made
+from the directory here: "v4", its config.json rewritten as transformers 4 wrote them (rope_theta
+and rope_scaling, rope_local_base_freq, no layer_types, num_experts), and "sharded", its weights
+split into two safetensors files with a model.safetensors.index.json.
 
 Per record and form: (1) the prompt tokenizes to prompt_ids; (2) teacher forcing
 prompt_ids + ids[:-1]: every listed log-probability, after the prompt's positions
@@ -10,7 +13,7 @@ cache and within 1e-4 with an F32 one; (3) free greedy decoding reproduces ids u
 step whose reference top-2 gap is below 0.04. Prints the table of largest deviations and the
 closing line "archs: N passed, N failed".
 """
-import argparse, json, os, subprocess, sys
+import argparse, json, os, shutil, struct, subprocess, sys, tempfile
 
 TOL = {"f16": 0.02, "f32": 1e-4}
 
@@ -67,12 +70,73 @@ def check_form(args, rec, arch, form, model, where, check):
     return worst
 
 
+def v4_config(cfg):
+    """The same model's config.json in transformers 4's style."""
+    c = dict(cfg)
+    rp = c.pop("rope_parameters", None)
+    if rp is not None:
+        if "rope_theta" not in rp:  # one dictionary per layer type (Gemma 3)
+            local = rp.get("sliding_attention", {})
+            if "rope_theta" in local: c["rope_local_base_freq"] = local["rope_theta"]
+            rp = rp.get("full_attention", local)
+        rp = dict(rp)
+        c["rope_theta"] = rp.pop("rope_theta")
+        if "partial_rotary_factor" in rp: c["partial_rotary_factor"] = rp.pop("partial_rotary_factor")
+        if rp.get("rope_type", "default") != "default": c["rope_scaling"] = rp
+    if c.get("model_type") != "gpt_oss": c.pop("layer_types", None)  # gpt-oss had them in version 4 too
+    if c.get("model_type") == "qwen3_moe" and "num_local_experts" in c: c["num_experts"] = c.pop("num_local_experts")
+    return c
+
+
+def link_dir(src, dst, skip):
+    os.makedirs(dst)
+    for f in os.listdir(src):
+        if f not in skip: os.symlink(os.path.abspath(os.path.join(src, f)), os.path.join(dst, f))
+
+
+def make_v4(src, dst):
+    link_dir(src, dst, ["config.json"])
+    json.dump(v4_config(json.load(open(os.path.join(src, "config.json")))), open(os.path.join(dst, "config.json"), "w"))
+
+
+def make_sharded(src, dst):
+    """Two shards, each tensor in one of them, and the index that maps names to shards."""
+    link_dir(src, dst, ["model.safetensors"])
+    data = open(os.path.join(src, "model.safetensors"), "rb").read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    names = sorted(k for k in header if k != "__metadata__")
+    weight_map = {}
+    for part, chunk in enumerate((names[::2], names[1::2])):
+        fname = "model-%05d-of-00002.safetensors" % (part + 1)
+        h, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
+        for k in chunk:
+            b, e = header[k]["data_offsets"]
+            blobs.append(data[8 + n + b:8 + n + e])
+            h[k] = dict(header[k], data_offsets=[off, off + e - b])
+            off += e - b
+            weight_map[k] = fname
+        hj = json.dumps(h).encode()
+        hj += b" " * (-len(hj) % 8)
+        open(os.path.join(dst, fname), "wb").write(struct.pack("<Q", len(hj)) + hj + b"".join(blobs))
+    json.dump({"metadata": {}, "weight_map": weight_map}, open(os.path.join(dst, "model.safetensors.index.json"), "w"))
+
+
+def model_of(args, rec, arch, form, tmp):
+    if form == "gguf": return os.path.join(args.shared, rec["file"])
+    hf = os.path.join(args.shared, rec["hf_dir"])
+    if form == "hf": return hf
+    dst = os.path.join(tmp, arch + "-" + form)
+    if not os.path.exists(dst): (make_v4 if form == "v4" else make_sharded)(hf, dst)
+    return dst
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--nucleus", required=True)
     ap.add_argument("--shared", required=True)
     ap.add_argument("--threads", default="2")
-    ap.add_argument("--forms", default="gguf")
+    ap.add_argument("--forms", default="gguf,hf,v4,sharded", help="any of gguf,hf,v4,sharded")
     args = ap.parse_args()
     passed = failed = 0
 
@@ -84,6 +148,7 @@ def main():
             failed += 1
             print("FAIL: " + msg)
 
+    tmp = tempfile.mkdtemp()
     root = os.path.join(args.shared, "archs")
     print("| architecture | form | largest deviation, F16 KV cache (tolerance 0.02) | F32 KV cache (1e-4) |")
     print("|---|---|---|---|")
@@ -96,12 +161,13 @@ def main():
             worst = {"f16": 0.0, "f32": 0.0}
             try:
                 for i, rec in enumerate(records):
-                    model = os.path.join(args.shared, rec["file"] if form == "gguf" else rec["hf_dir"])
+                    model = model_of(args, rec, arch, form, tmp)
                     w = check_form(args, rec, arch, form, model, "%s %s record %d" % (arch, form, i), check)
                     worst = {c: max(worst[c], w[c]) for c in worst}
                 print("| %s | %s | %.2g | %.2g |" % (arch, form, worst["f16"], worst["f32"]))
             except RuntimeError as e:
                 check(False, "%s %s: %s" % (arch, form, e))
+    shutil.rmtree(tmp)
     print("archs: %d passed, %d failed" % (passed, failed))
     return 0 if failed == 0 else 1
 

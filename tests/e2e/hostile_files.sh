@@ -20,7 +20,7 @@ passed=0 failed=0
 checker=$work/gguf_check
 if ! ${CC:-cc} -std=c11 -D_GNU_SOURCE -Wall -Wextra -Iinclude -Isrc -O1 -g -fno-omit-frame-pointer \
         -fsanitize=address,undefined -fno-sanitize-recover=undefined \
-        -o "$checker" tests/tools/gguf_check.c src/common.c src/format/*.c -lm; then
+        -o "$checker" tests/tools/gguf_check.c src/common.c src/format/*.c -lm -lcjson; then
     echo "hostile_files: cannot build the checker"
     echo "hostile_files: 0 passed, 1 failed"
     exit 1

@@ -95,7 +95,7 @@ printf '{"model": {"type": "Unigram"}}' >"$tmp/bad.json"
 got=$("$NUCLEUS" tokenize -m "$tmp/bad.json" -p x 2>&1); rc=$?
 [ $rc -eq 1 ] && [[ $got == *"'Unigram' is not supported"* ]] && ok || bad "unsupported tokenizer.json: rc $rc: $got"
 got=$("$NUCLEUS" tokenize -m "$tmp" -p x 2>&1); rc=$?
-[ $rc -eq 1 ] && [[ $got == *"tokenizer.json: cannot open"* ]] && ok || bad "directory without tokenizer.json: rc $rc: $got"
+[ $rc -eq 1 ] && [[ $got == *"no tokenizer.json or tokenizer.model"* ]] && ok || bad "directory without a tokenizer: rc $rc: $got"
 
 echo "tokenizer: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,12 +1,21 @@
 #!/usr/bin/env python3
-"""Writes the seed corpus for fuzz_gguf: small valid GGUF files (v2 and v3) covering every value
-type, nested and string arrays, a custom alignment and a few tensor types. They are generated at
-test time (model-like files are never committed): make_seeds.py DIR writes them into DIR."""
+"""Writes seed corpora for the fuzzers. They are generated at test time (model-like files are never
+committed):
+  make_seeds.py DIR                  fuzz_gguf: small valid GGUF files (v2 and v3) covering every
+                                     value type, nested and string arrays, a custom alignment and a
+                                     few tensor types;
+  make_seeds.py --safetensors DIR    fuzz_safetensors: small valid .safetensors files (every dtype,
+                                     metadata, scalars, empty tensors, rank 5, padded and unpadded);
+  make_seeds.py --spm DIR            fuzz_spm_model: small SentencePiece tokenizer.model files
+                                     (protobuf ModelProto: byte pieces, BPE / UNIGRAM, normalizer
+                                     options, unknown fields and skipped sub-messages)."""
+import json
 import os
 import struct
 import sys
 
-OUT = sys.argv[1] if len(sys.argv) > 1 else "."
+KIND = sys.argv[1] if len(sys.argv) > 2 else "--gguf"
+OUT = sys.argv[-1] if len(sys.argv) > 1 else "."
 
 U8, I8, U16, I16, U32, I32, F32, BOOL, STR, ARR, U64, I64, F64 = range(13)
 SCALAR = {U8: "B", I8: "b", U16: "H", I16: "h", U32: "I", I32: "i", F32: "f", BOOL: "?",
@@ -84,5 +93,119 @@ def main():
                                 ("blk.0.ffn_down.weight", [256, 2], "Q6_K"), ("blk.0.attn_q.weight", [8, 2, 2], "BF16")]))
 
 
+# ---- safetensors ------------------------------------------------------------------------------
+
+ST_BITS = {"BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8,
+           "F8_E8M0": 8, "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32,
+           "C64": 64, "F64": 64, "I64": 64, "U64": 64}
+
+
+def safetensors(tensors, metadata=None, pad=True):
+    """tensors: [(name, dtype, shape)], data laid out in order (bytes i % 251)."""
+    header, off = {}, 0
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    for name, dtype, shape in tensors:
+        n = 1
+        for d in shape:
+            n *= d
+        size = n * ST_BITS[dtype] // 8
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + size]}
+        off += size
+    text = json.dumps(header).encode()
+    if pad:
+        text += b" " * ((-len(text)) % 8)
+    return struct.pack("<Q", len(text)) + text + bytes(i % 251 for i in range(off))
+
+
+def main_safetensors():
+    os.makedirs(OUT, exist_ok=True)
+    write("st_empty.bin", safetensors([]))
+    write("st_small.bin", safetensors([("model.embed_tokens.weight", "BF16", [8, 4]),
+                                       ("model.norm.weight", "F32", [4])], {"format": "pt"}))
+    write("st_every_dtype.bin", safetensors([("t.%s" % d, d, [4, 6]) for d in ST_BITS]))
+    write("st_odd.bin", safetensors([("scalar", "F64", []), ("empty", "F16", [0, 3]), ("five", "U8", [1, 2, 1, 3, 2]),
+                                     ("blk.0.mlp.experts.gate_up_proj_blocks", "U8", [2, 4, 1, 16]),
+                                     ("blk.0.mlp.experts.gate_up_proj_scales", "U8", [2, 4, 1])],
+                                    {"model.embed_tokens.weight": "scalar", "x": "y"}, pad=False))
+
+
+# ---- SentencePiece models (protobuf) ---------------------------------------------------------------
+
+def varint(v):
+    v &= (1 << 64) - 1
+    out = b""
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        out += bytes([b | (0x80 if v else 0)])
+        if not v:
+            return out
+
+
+def pb_int(field, v):
+    return varint(field << 3) + varint(v)
+
+
+def pb_bytes(field, b):
+    b = b.encode() if isinstance(b, str) else b
+    return varint(field << 3 | 2) + varint(len(b)) + b
+
+
+def pb_float(field, f):
+    return varint(field << 3 | 5) + struct.pack("<f", f)
+
+
+def tiny_charsmap():
+    """A precompiled charsmap mapping "A" to "a" and "B" to nothing: a darts-clone double array whose
+    root (unit 0) points at 256; 256 ^ byte holds the byte's label with the leaf bit, and the unit
+    at (256 ^ byte) ^ 1 the value: an offset into the NUL-separated replacements after the trie."""
+    units = [0] * 324
+    units[0] = 256 << 10
+    for byte, value in ((0x41, 0), (0x42, 2)):
+        at = 256 ^ byte
+        units[at] = 1 << 10 | 1 << 8 | byte
+        units[at ^ 1] = 1 << 31 | value
+    trie = struct.pack("<%dI" % len(units), *units)
+    return struct.pack("<I", len(trie)) + trie + b"a\0\0"
+
+
+def spm_model(pieces, model_type=2, dummy_prefix=True, byte_fallback=True, extra=b"", charsmap=None, collapse=False):
+    """pieces: [(text, score, type)]; type None leaves the field out (NORMAL)."""
+    out = b""
+    for text, score, ptype in pieces:
+        body = pb_bytes(1, text) + pb_float(2, score) + (pb_int(3, ptype) if ptype is not None else b"")
+        out += pb_bytes(1, body)
+    trainer = pb_bytes(1, "corpus.txt") + pb_int(3, model_type) + pb_int(4, len(pieces)) + pb_int(35, byte_fallback)
+    trainer += pb_int(40, 0) + pb_int(41, 1) + pb_int(42, 2) + pb_int(43, -1) + pb_bytes(31, "<start_of_turn>")
+    out += pb_bytes(2, trainer)
+    norm = pb_bytes(1, "identity") + pb_bytes(2, charsmap or b"\x04\0\0\0\0\0\0\0") + pb_int(3, dummy_prefix)
+    norm += pb_int(4, collapse)
+    out += pb_bytes(3, norm)
+    return out + extra
+
+
+def spm_pieces(n_normal, with_bytes=True):
+    pieces = [("<unk>", 0.0, 2), ("<s>", 0.0, 3), ("</s>", 0.0, 3), ("<start_of_turn>", 0.0, 4)]
+    if with_bytes:
+        pieces += [("<0x%02X>" % b, 0.0, 6) for b in range(256)]
+    words = ["\u2581", "a", "b", "c", "\u2581a", "ab", "\u2581ab", "\u2581the", "th", "e", "\u2581t", "he",
+             "\u2581\u2581", "\u00e9", "\u4f60", "\u2581w", "or", "ld", "\u2581wor", "\u2581world", "H", "el", "lo"]
+    pieces += [(w, -float(i), None if i % 2 else 1) for i, w in enumerate(words[:n_normal])]
+    return pieces
+
+
+def main_spm():
+    os.makedirs(OUT, exist_ok=True)
+    write("spm_bpe.bin", spm_model(spm_pieces(23)))
+    write("spm_unigram_no_prefix.bin", spm_model(spm_pieces(23), model_type=1, dummy_prefix=False))
+    write("spm_no_bytes.bin", spm_model(spm_pieces(12, with_bytes=False), byte_fallback=False))
+    write("spm_charsmap.bin", spm_model(spm_pieces(23, with_bytes=False), charsmap=tiny_charsmap(), collapse=True))
+    # skipped parts: self_test_data, denormalizer_spec, an extension field, a fixed64 field
+    extra = pb_bytes(4, pb_bytes(1, pb_bytes(1, "x") + pb_bytes(2, "y"))) + pb_bytes(5, pb_bytes(1, "n"))
+    extra += pb_int(200, 5) + varint(201 << 3 | 1) + b"\0" * 8
+    write("spm_extras.bin", spm_model(spm_pieces(8, with_bytes=False), extra=extra))
+
+
 if __name__ == "__main__":
-    main()
+    {"--gguf": main, "--safetensors": main_safetensors, "--spm": main_spm}[KIND]()
