@@ -24,6 +24,13 @@ const fmt_tensor *bind_find(binder *b, tensor_role r, int il, int e, char name[B
 }
 
 static int missing(binder *b, const char *name) {
+    /* gpt-oss's released checkpoints hold the experts as MXFP4 "<name>_blocks" and "<name>_scales" */
+    char blocks[BIND_NAME_MAX + 8];
+    snprintf(blocks, sizeof blocks, "%s_blocks", name);
+    if (b->hf_names && b->lookup(b->src, blocks))
+        return nc_fail(b->err, "%s: tensor '%s' is stored as MXFP4 blocks and scales, which nucleus reads only from GGUF "
+                               "files (llama.cpp's convert_hf_to_gguf.py keeps them MXFP4), or dequantised to BF16",
+                       b->path, blocks);
     return nc_fail(b->err, "%s: missing tensor '%s' (a %s model needs it)", b->path, name, b->a->name);
 }
 

@@ -60,5 +60,42 @@ refuse bad-arch-lists "supported: llama, granite, smollm3, qwen2, qwen3" --arch-
 refuse unsupported-type "type Q5_K" --bad-type blk.0.ffn_down.weight --ff 256
 refuse qwen2-no-bias "attn_q.bias" --arch qwen2 --omit blk.0.attn_q.bias
 
+# Hugging Face directories: a copy of a shared one with its config.json edited or a tensor
+# renamed / retyped must be refused with an error naming the problem and what is supported.
+hf_variant() { # name python-edit -> a directory under $tmp, from shared/archs/${ARCH:-qwen3}/hf
+    /usr/bin/python3 - "$SHARED/archs/${ARCH:-qwen3}/hf" "$tmp/$1" "$2" <<'PY'
+import json, os, struct, sys
+src, dst, edit = sys.argv[1:4]
+os.makedirs(dst)
+for f in os.listdir(src):
+    if f not in ("config.json", "model.safetensors"): os.symlink(os.path.join(src, f), os.path.join(dst, f))
+cfg = json.load(open(os.path.join(src, "config.json")))
+data = open(os.path.join(src, "model.safetensors"), "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+header, body = json.loads(data[8:8 + n]), data[8 + n:]
+exec(edit)
+hj = json.dumps(header).encode()
+open(os.path.join(dst, "model.safetensors"), "wb").write(struct.pack("<Q", len(hj)) + hj + body)
+json.dump(cfg, open(os.path.join(dst, "config.json"), "w"))
+PY
+}
+refuse_hf() { # name needle python-edit
+    hf_variant "$1" "$3" || { bad "$1: variant failed"; return; }
+    local out rc
+    out=$($BIN run -m "$tmp/$1" -p hi -n 1 2>&1 >/dev/null); rc=$?
+    if [ $rc -eq 1 ] && grep -qF -- "$2" <<<"$out"; then ok; else bad "$1: rc=$rc: $out"; fi
+}
+refuse_hf hf-model-type 'model_type "bert" is not supported; supported: llama, mistral' 'cfg["model_type"] = "bert"'
+refuse_hf hf-multimodal 'wraps a text model with other modalities' 'cfg["model_type"] = "gemma3"; cfg["text_config"] = {}'
+refuse_hf hf-activation 'activation "gelu" is not what a qwen3 model computes with (silu)' 'cfg["hidden_act"] = "gelu"'
+refuse_hf hf-missing "missing tensor 'model.layers.1.mlp.up_proj.weight'" 'header["model.layers.1.mlp.upx.weight"] = header.pop("model.layers.1.mlp.up_proj.weight")'
+refuse_hf hf-dtype "has type I16, which nucleus cannot compute with; supported: F32, F16, BF16" 'header["model.layers.0.mlp.up_proj.weight"]["dtype"] = "I16"'
+refuse_hf hf-shape "tensor 'model.layers.0.self_attn.k_proj.weight'" 'cfg["num_key_value_heads"] = 4'
+refuse_hf hf-rope "rope type \"dynamic\" is not supported (default, linear, llama3, yarn, longrope)" 'cfg["rope_parameters"] = {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}'
+refuse_hf hf-config-null "config.json" 'cfg = None'
+# gpt-oss as released: experts in MXFP4 blocks and scales (U8)
+ARCH=gptoss refuse_hf hf-mxfp4 "'model.layers.0.mlp.experts.gate_up_proj_blocks' is stored as MXFP4 blocks and scales" \
+    'header["model.layers.0.mlp.experts.gate_up_proj_blocks"] = dict(header.pop("model.layers.0.mlp.experts.gate_up_proj"), dtype="U8", shape=[4, 64, 256])' 
+
 echo "reference: $pass passed, $fail failed"
 [ $fail -eq 0 ]
