@@ -419,7 +419,12 @@ static int bind_moe(binder *b, int il, model_layer *L) {
             return -1;
     } else {
         got = bind_experts(b, L_GATE_UP_EXPS, il, E, 2 * F, tr, &L->exp_gate_up);
-        if (got <= 0) return got < 0 ? -1 : missing(b, (bind_find(b, L_GATE_EXPS, il, 0, name), name));
+        if (got < 0) return -1;
+        if (got == 0) { /* neither form: name the one this format uses */
+            bind_find(b, L_GATE_UP_EXPS, il, 0, name);
+            if (!name[0]) bind_find(b, L_GATE_EXPS, il, 0, name);
+            return missing(b, name);
+        }
         if (bind_expert_bias(b, L_GATE_UP_EXPS_BIAS, il, 2 * F, &L->exp_gate_up_b)) return -1;
     }
     got = bind_experts(b, L_DOWN_EXPS, il, F, E, tr, &L->exp_down);
