@@ -22,6 +22,11 @@ SHAPES = {
     "qwen3-30b-a3b": dict(arch="qwen3moe", n_embd=2048, n_layer=48, n_head=32, n_head_kv=4, head_dim=128,
                           n_expert=128, n_used=8, n_ff_exp=768, ctx=40960, rope_theta=1000000.0, eps=1e-6,
                           vocab="vocab/qwen2/ggml-vocab-qwen2.gguf"),
+    # gpt-oss-20b: 32 experts, 4 used, MXFP4 experts (--type mxfp4), biases, sinks, sliding window
+    # 128 on alternate layers, YaRN (its o200k vocabulary is not in shared/: Qwen2's stands in)
+    "gpt-oss-20b": dict(arch="gpt-oss", n_embd=2880, n_layer=24, n_head=64, n_head_kv=8, head_dim=64,
+                        n_expert=32, n_used=4, n_ff_exp=2880, ctx=131072, rope_theta=150000.0, eps=1e-5,
+                        swa=128, yarn=(32.0, 4096, 32.0, 1.0), vocab="vocab/qwen2/ggml-vocab-qwen2.gguf"),
     # Mixtral-8x7B: 8 experts, 2 used
     "mixtral-8x7b": dict(arch="llama", n_embd=4096, n_layer=32, n_head=32, n_head_kv=8, head_dim=128,
                          n_expert=8, n_used=2, n_ff_exp=14336, ctx=32768, rope_theta=1000000.0, eps=1e-5,
@@ -29,10 +34,20 @@ SHAPES = {
 }
 
 
+def mxfp4_bytes(rng, n):
+    """Random MXFP4 blocks: an E8M0 scale of 2^-8 (values within +-0.024), then 16 random bytes of
+    E2M1 nibbles."""
+    nb = n // 32
+    buf = bytearray(rng.randbytes(nb * 17))
+    buf[0::17] = bytes([119]) * nb
+    return bytes(buf)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shape", choices=sorted(SHAPES), required=True)
-    ap.add_argument("--type", default="q8_0", choices=["f16", "q8_0", "q4_0", "q4_k"])
+    ap.add_argument("--type", default="q8_0", choices=["f16", "q8_0", "q4_0", "q4_k", "mxfp4"],
+                    help="type of the 2-D weights; mxfp4: MXFP4 experts, Q8_0 elsewhere (as gpt-oss's release)")
     ap.add_argument("--layers", type=int)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("-o", "--output", required=True)
@@ -61,7 +76,15 @@ def main():
           (arch + ".rope.dimension_count", U32, hd, None),
           (arch + ".rope.freq_base", F32, sh["rope_theta"], None),
           (arch + ".attention.layer_norm_rms_epsilon", F32, sh["eps"], None)] + tok_kv
-    qt = a.type
+    if sh.get("swa"): kv.append((arch + ".attention.sliding_window", U32, sh["swa"], None))
+    if sh.get("yarn"):
+        factor, orig, fast, slow = sh["yarn"]
+        kv += [(arch + ".rope.scaling.type", STR, "yarn", None), (arch + ".rope.scaling.factor", F32, factor, None),
+               (arch + ".rope.scaling.original_context_length", U32, orig, None),
+               (arch + ".rope.scaling.yarn_beta_fast", F32, fast, None),
+               (arch + ".rope.scaling.yarn_beta_slow", F32, slow, None)]
+    qx = a.type  # the experts
+    qt = "q8_0" if qx == "mxfp4" else qx
     qe = "q6_k" if qt == "q4_k" else qt
     tensors = [("token_embd.weight", (E, n_vocab), qe, "emb"), ("output_norm.weight", (E,), "f32", "norm"),
                ("output.weight", (E, n_vocab), qe, "emb")]
@@ -72,28 +95,35 @@ def main():
                     (p + "attn_k.weight", (E, HKV * hd), qt, "w"),
                     (p + "attn_v.weight", (E, HKV * hd), qt, "w"),
                     (p + "attn_output.weight", (H * hd, E), qt, "w"),
-                    (p + "ffn_norm.weight", (E,), "f32", "norm"),
+                    (p + ("post_attention_norm" if arch == "gpt-oss" else "ffn_norm") + ".weight", (E,), "f32", "norm"),
                     (p + "ffn_gate_inp.weight", (E, N), "f32", "w"),
-                    (p + "ffn_gate_exps.weight", (E, F, N), qt, "w"),
-                    (p + "ffn_up_exps.weight", (E, F, N), qt, "w"),
-                    (p + "ffn_down_exps.weight", (F, E, N), qt, "w")]
+                    (p + "ffn_gate_exps.weight", (E, F, N), qx, "w"),
+                    (p + "ffn_up_exps.weight", (E, F, N), qx, "w"),
+                    (p + "ffn_down_exps.weight", (F, E, N), qx, "w")]
+        if arch == "gpt-oss":
+            tensors += [(p + "attn_q.bias", (H * hd,), "f32", "w"), (p + "attn_k.bias", (HKV * hd,), "f32", "w"),
+                        (p + "attn_v.bias", (HKV * hd,), "f32", "w"), (p + "attn_output.bias", (E,), "f32", "w"),
+                        (p + "attn_sinks.weight", (H,), "f32", "w"), (p + "ffn_gate_inp.bias", (N,), "f32", "w"),
+                        (p + "ffn_gate_exps.bias", (F, N), "f32", "w"), (p + "ffn_up_exps.bias", (F, N), "f32", "w"),
+                        (p + "ffn_down_exps.bias", (E, N), "f32", "w")]
         if arch == "qwen3moe":
             tensors += [(p + "attn_q_norm.weight", (hd,), "f32", "norm"), (p + "attn_k_norm.weight", (hd,), "f32", "norm")]
+    GGML = dict(synth.GGML, mxfp4=(39, 32, 17))
     align = 32
     header = [b"GGUF", struct.pack("<IQQ", 3, len(tensors), len(kv))]
     for k, t, v, e in kv:
         header += [synth.s(k), struct.pack("<I", t), synth.enc_val(t, v, e)]
     offset, infos = 0, []
     for name, dims, typ, kind in tensors:
-        if dims[0] % synth.GGML[typ][1]:
+        if dims[0] % GGML[typ][1]:
             typ = "q8_0" if dims[0] % 32 == 0 else "f16"
         n = 1
         for d in dims: n *= d
-        _, blk, bsz = synth.GGML[typ]
+        _, blk, bsz = GGML[typ]
         size = n // blk * bsz
         infos.append((name, typ, kind, n, size))
         header += [synth.s(name), struct.pack("<I", len(dims)), struct.pack("<%dQ" % len(dims), *dims),
-                   struct.pack("<IQ", synth.GGML[typ][0], offset)]
+                   struct.pack("<IQ", GGML[typ][0], offset)]
         offset += (size + align - 1) // align * align
     head = b"".join(header)
     rng = random.Random(a.seed)
@@ -105,7 +135,7 @@ def main():
             done = 0
             while done < n:  # in pieces: one call must stay below 2^31 random bits
                 part = min(n - done, 1 << 26)
-                f.write(synth.tensor_bytes(rng, typ, part, kind))
+                f.write(mxfp4_bytes(rng, part) if typ == "mxfp4" else synth.tensor_bytes(rng, typ, part, kind))
                 done += part
             f.write(b"\0" * ((-size) % align))
     os.replace(tmp, a.output)
