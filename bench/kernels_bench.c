@@ -3,7 +3,8 @@
  * (prefill is compute bound). Every type, every instruction set the machine has.
  *
  * Build (from the repository root): make build/kernels_bench
- * Run: build/kernels_bench [seconds per measurement, default 1] [type, e.g. Q4_K] */
+ * Run: build/kernels_bench [seconds per measurement, default 1] [types, e.g. Q4_K or Q4_0,Q4_K,Q8_0]
+ * (every type the engine computes with by default). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,28 +22,41 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Where a block keeps its fp16 scales (the scale d, and a min or dmin, or -1). */
+static void scale_offsets(uint32_t type, int off[2]) {
+    off[0] = 0, off[1] = -1;
+    switch (type) {
+    case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_1: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: off[1] = 2; break;
+    case GGML_TYPE_Q2_K: off[0] = 80, off[1] = 82; break;
+    case GGML_TYPE_Q3_K: off[0] = 108; break;
+    case GGML_TYPE_Q6_K: off[0] = 208; break;
+    case GGML_TYPE_MXFP4: off[0] = -1; break;
+    default: break;
+    }
+}
+
 /* Random bytes with every half-float scale field set to a small normal value (random bytes
- * there could be inf or nan, which some CPUs handle slowly). */
+ * there could be inf or nan, which some CPUs handle slowly); MXFP4's exponents 2^-7. */
 static uint8_t *make_weights(uint32_t type, int rows, int cols, size_t *row_bytes) {
+    const quant_type *qt = quant_type_of(type);
     size_t rb = quant_row_bytes(type, cols), n = rb * (size_t)rows;
     uint8_t *w = aligned_alloc(64, (n + 63) / 64 * 64);
     for (size_t i = 0; i < n; i++) w[i] = (uint8_t)rand();
     float *f = malloc(sizeof(float) * (size_t)cols);
     for (int r = 0; r < rows; r++) {
         uint8_t *row = w + rb * (size_t)r;
-        if (type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_BF16) {
+        if (!qt->group) {
             for (int i = 0; i < cols; i++) f[i] = (float)rand() / RAND_MAX - 0.5f;
             quant_quantize_row(type, f, row, cols);
             continue;
         }
-        size_t bs = quant_row_bytes(type, type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K ? 256 : 32);
-        size_t off = type == GGML_TYPE_Q6_K ? 208 : 0;
-        int per = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K ? 256 : 32;
-        for (int b = 0; b < cols / per; b++) {
-            uint8_t *s = row + bs * (size_t)b + off;
-            s[0] = 0x00;
-            s[1] = 0x20; /* 0.0078125 */
-            if (type == GGML_TYPE_Q4_K) s[2] = 0x00, s[3] = 0x1C;
+        int off[2];
+        scale_offsets(type, off);
+        for (int b = 0; b < cols / (int)qt->block_elems; b++) {
+            uint8_t *s = row + qt->block_bytes * (size_t)b;
+            if (type == GGML_TYPE_MXFP4) s[0] = 121;
+            for (int k = 0; k < 2; k++)
+                if (off[k] >= 0) s[off[k]] = 0x00, s[off[k] + 1] = 0x20; /* 0.0078125 */
         }
     }
     free(f);
@@ -91,12 +105,16 @@ static double bench(const problem *p, int rows, int T, int chunk, float *Y, doub
     return best;
 }
 
+/* Whether name is one of the comma-separated names of list. */
+static int listed(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == 0)) return 1;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     double secs = argc > 1 ? atof(argv[1]) : 1.0;
-    static const struct { uint32_t type; const char *name; } types[] = {
-        {GGML_TYPE_F32, "F32"}, {GGML_TYPE_F16, "F16"}, {GGML_TYPE_BF16, "BF16"}, {GGML_TYPE_Q8_0, "Q8_0"},
-        {GGML_TYPE_Q4_0, "Q4_0"}, {GGML_TYPE_Q4_K, "Q4_K"}, {GGML_TYPE_Q6_K, "Q6_K"},
-    };
     static const char *const isas[] = {"scalar", "avx2", "avx512"};
     static const char *const fmts[] = {"i16", "i8"};
     /* cache: 128 rows (150 KB to 1 MB); memory: 256 MB of weights, far beyond any cache */
@@ -113,16 +131,16 @@ int main(int argc, char **argv) {
     printf("%-6s %-11s %14s %14s %14s %16s\n", "type", "isa", "matvec-cache", "matvec-memory", "64-row calls",
            "matmul T=128");
     printf("%-6s %-11s %14s %14s %14s %16s\n", "", "", "GB/s", "GB/s", "GB/s", "GFLOP/s");
-    const char *only = argc > 2 ? argv[2] : NULL; /* optional: one type name */
-    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
-        if (only && strcmp(only, types[ti].name) != 0) continue;
-        uint32_t type = types[ti].type;
+    const char *only = argc > 2 ? argv[2] : NULL; /* optional: type names, "Q4_0,Q4_K" */
+    for (uint32_t type = 0; type < GGML_TYPE_COUNT; type++) {
+        const quant_type *qt = quant_type_of(type);
+        if (!qt || (only && !listed(only, qt->name))) continue;
         size_t rb = quant_row_bytes(type, cols);
         int big_rows = (int)(big_bytes / rb);
         uint8_t *w = make_weights(type, big_rows, cols, &rb);
         for (int isa = KERNELS_SCALAR; isa <= KERNELS_AVX512; isa++) {
             if ((int)kernels_force((kernels_isa)isa) != isa) continue;
-            for (int f = 0; f < (kernels_int_type(type) ? 2 : 1); f++) {
+            for (int f = 0; f < (kernels_int8_type(type) ? 2 : 1); f++) {
                 problem p = {type, w, rb, cols, X, (kernels_act)f, Xq, scratch};
                 for (int t = 0; t < T; t++)
                     kernels_quantize_act(p.fmt, X + (size_t)t * cols, cols, Xq + (size_t)t * kernels_act_bytes(p.fmt, cols));
@@ -133,7 +151,7 @@ int main(int argc, char **argv) {
                 char name[32];
                 snprintf(name, sizeof name, "%s%s%s", isas[isa], kernels_int_type(type) ? " " : "",
                          kernels_int_type(type) ? fmts[f] : "");
-                printf("%-6s %-11s %14.1f %14.1f %14.1f %16.1f\n", types[ti].name, name, cache, mem, chunked, mm);
+                printf("%-6s %-11s %14.1f %14.1f %14.1f %16.1f\n", qt->name, name, cache, mem, chunked, mm);
                 fflush(stdout);
             }
         }

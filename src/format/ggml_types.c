@@ -38,6 +38,7 @@ static const ggml_type_info type_table[] = {
     [35] = {"TQ2_0", 256, 66},
     [39] = {"MXFP4", 32, 17},
 };
+_Static_assert(sizeof type_table / sizeof type_table[0] == GGML_TYPE_COUNT, "GGML_TYPE_COUNT");
 
 const ggml_type_info *ggml_type_get(uint32_t type) {
     if (type >= sizeof type_table / sizeof type_table[0]) return NULL;

@@ -87,9 +87,9 @@ static const kernels_ops *ops(void) {
     }
 }
 
-int kernels_int_type(uint32_t type) {
-    return type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K;
-}
+int kernels_int_type(uint32_t type) { return type < GGML_TYPE_COUNT && kernels_scalar_ops.q[type].matvec != NULL; }
+
+int kernels_int8_type(uint32_t type) { return kernels_int_type(type) && int_takes_i8(type); }
 
 size_t kernels_act_bytes(kernels_act fmt, int cols) { return act_row_bytes(fmt, cols); }
 
@@ -103,6 +103,23 @@ void kernels_quantize_act_part(kernels_act fmt, const float *x, int cols, int g0
 
 size_t kernels_mul_scratch_bytes(void) { return KERNELS_MUL_SCRATCH; }
 
+/* T tokens' int8 activations as int16 (the same integers and groups): what the types without int8
+ * kernels are handed. */
+static void *widen_act(const uint8_t *xq, int T, int cols) {
+    size_t s8 = act_row_bytes(KERNELS_ACT_I8, cols), s16 = act_row_bytes(KERNELS_ACT_I16, cols);
+    uint8_t *w = aligned_alloc(64, s16 * (size_t)T);
+    if (!w) abort();
+    memset(w, 0, s16 * (size_t)T);
+    for (int t = 0; t < T; t++) {
+        const int8_t *q8 = (const int8_t *)(xq + s8 * (size_t)t);
+        int16_t *q16 = (int16_t *)(w + s16 * (size_t)t);
+        for (int i = 0; i < cols; i++) q16[i] = q8[i];
+        memcpy((void *)act_groups(q16, KERNELS_ACT_I16, cols), act_groups(q8, KERNELS_ACT_I8, cols),
+               (size_t)cols / 32 * sizeof(act_group));
+    }
+    return w;
+}
+
 void kernels_mul(uint32_t type, const void *W, size_t row_bytes, int cols, const float *x, kernels_act fmt,
                  const void *xq, int T, float *Y, int ldy, int r0, int r1, int add, void *scratch) {
     const kernels_ops *o = ops();
@@ -110,14 +127,21 @@ void kernels_mul(uint32_t type, const void *W, size_t row_bytes, int cols, const
     if (!kernels_int_type(type)) {
         if (T == 1) o->matvec(type, W, row_bytes, cols, x, Y, r0, r1, add);
         else o->matmul(type, W, row_bytes, cols, x, T, Y, ldy, r0, r1, add);
-    } else if (T == 1) {
-        o->matvec_q(type, W, row_bytes, cols, fmt, xq, Y, r0, r1, add);
-    } else {
-        void *own = scratch ? NULL : aligned_alloc(64, KERNELS_MUL_SCRATCH);
-        if (!scratch && !own) abort(); /* 100 KB: only a broken heap fails here */
-        o->matmul_q(type, W, row_bytes, cols, fmt, xq, T, Y, ldy, r0, r1, add, scratch ? scratch : own);
-        free(own);
+        return;
     }
+    void *wide = NULL, *own = NULL;
+    if (fmt == KERNELS_ACT_I8 && !int_takes_i8(type)) {
+        xq = wide = widen_act(xq, T, cols);
+        fmt = KERNELS_ACT_I16;
+    }
+    if (T == 1) {
+        o->q[type].matvec(W, row_bytes, cols, fmt, xq, Y, r0, r1, add);
+    } else {
+        if (!scratch && !(scratch = own = aligned_alloc(64, KERNELS_MUL_SCRATCH))) abort(); /* only a broken heap */
+        o->q[type].matmul(W, row_bytes, cols, fmt, xq, T, Y, ldy, r0, r1, add, scratch);
+    }
+    free(own);
+    free(wide);
 }
 
 /* The f32 entry points quantise integer types' activations to the default format first. */
@@ -136,7 +160,7 @@ void kernels_matvec(uint32_t type, const void *W, size_t row_bytes, int cols, co
         return;
     }
     void *q = quantize_tokens(x, 1, cols);
-    ops()->matvec_q(type, W, row_bytes, cols, KERNELS_ACT_I16, q, y, r0, r1, 0);
+    ops()->q[type].matvec(W, row_bytes, cols, KERNELS_ACT_I16, q, y, r0, r1, 0);
     free(q);
 }
 

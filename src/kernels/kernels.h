@@ -20,8 +20,9 @@ const char *kernels_name(void); /* "avx512", "avx2", "scalar" */
 kernels_isa kernels_force(kernels_isa isa);
 
 /* y[r - r0] = dot(row r of W, x) for rows r in [r0, r1).
- * W: rows of `cols` elements of `type`, each row `row_bytes` long; x: cols floats (quantised to
- * KERNELS_ACT_I16 first for the integer types). */
+ * W: rows of `cols` elements of `type`, row r at W + r * row_bytes: row_bytes is a stride, at least
+ * quant_row_bytes(type, cols) (larger for a view of every other row of a fused matrix, say);
+ * x: cols floats (quantised to KERNELS_ACT_I16 first for the integer types). */
 void kernels_matvec(uint32_t type, const void *W, size_t row_bytes, int cols, const float *x,
                     float *y, int r0, int r1);
 
@@ -31,16 +32,20 @@ void kernels_matmul(uint32_t type, const void *W, size_t row_bytes, int cols, co
                     float *Y, int ldy, int r0, int r1);
 
 /* ---- integer activations ----------------------------------------------------------------
- * Weights of the integer types (Q8_0, Q4_0, Q4_K, Q6_K) are multiplied with
- * activations quantised per group of 32: x ~ d * q with d = max|x| / QMAX and q integers
- * (QMAX = 32767 for KERNELS_ACT_I16, the default: about 1.5e-5 of the group's largest value;
- * 127 for KERNELS_ACT_I8, llama.cpp's Q8 activations, the fast mode). A row's result is defined
- * exactly (see kernels_impl.h), so every set and every path (matvec, packed matmul) gives the
- * same bits. */
+ * Weights of the integer types (every quantised type: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K .. Q6_K,
+ * IQ4_NL, IQ3_S, IQ4_XS, MXFP4) are multiplied with activations quantised per group of 32:
+ * x ~ d * q with d = max|x| / QMAX and q integers (QMAX = 32767 for KERNELS_ACT_I16, the default:
+ * about 1.5e-5 of the group's largest value; 127 for KERNELS_ACT_I8, llama.cpp's Q8 activations,
+ * the fast mode). A row's result is defined exactly from the integers (see kernels_impl.h), so
+ * every set and every path (matvec, packed matmul) gives the same bits. */
 typedef enum kernels_act { KERNELS_ACT_I16 = 0, KERNELS_ACT_I8 = 1 } kernels_act;
 
 /* True for the weight types computed with integer activations. */
 int kernels_int_type(uint32_t type);
+/* True for those whose kernels take KERNELS_ACT_I8 as it is: Q8_0, Q4_0, Q4_K, Q6_K. Every integer
+ * type accepts either format (the others are handed int8 activations widened to int16 per call:
+ * the same result, at the cost of a copy, so the fast mode should choose int8 only for these). */
+int kernels_int8_type(uint32_t type);
 /* Bytes of one token's quantised activations (cols a multiple of 32): a multiple of 64. */
 size_t kernels_act_bytes(kernels_act fmt, int cols);
 /* Quantise one token's activations into dst (kernels_act_bytes long, 64-byte aligned). */
@@ -58,7 +63,7 @@ void kernels_mul(uint32_t type, const void *W, size_t row_bytes, int cols, const
 size_t kernels_mul_scratch_bytes(void);
 
 /* Rows of A weighted by X: for r < R and columns j < N, Y[r * ldy + j] = sum over k < K of
- * X[r * ldx + k] * A[k][j], where A's rows (F16 or F32) are row_bytes apart. Each result is one
+ * X[r * ldx + k] * A[k][j], where A's rows (F32, F16 or BF16) are row_bytes apart. Each result is one
  * f32 fma chain over k in increasing order, acc = fma(x_k, a_kj, acc) from 0: the same bits in
  * every set whatever R, N and tiling (the columns run along the vector lanes; no sum crosses
  * lanes), and a weight x_k of 0 leaves the chain as it was (finite A). Attention's two products:

@@ -16,21 +16,12 @@
 #define KT 2   /* tokens per matmul tile */
 #define NACC 4 /* accumulators per token */
 
-static inline __m256 bcast_fp16(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, sizeof h);
-    return _mm256_cvtph_ps(_mm_set1_epi16((short)h));
-}
-
 static inline float hsum(__m256 v) {
     __m128 b = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     b = _mm_add_ps(b, _mm_movehl_ps(b, b));
     b = _mm_add_ss(b, _mm_movehdup_ps(b));
     return _mm_cvtss_f32(b);
 }
-
-/* 8 int8 values (the low 8 bytes of v) as floats. */
-static inline __m256 i8_to_f32(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
 
 KERNELS_INLINE void zero_acc(__m256 acc[KT][NACC], int nt) {
 #pragma GCC unroll 8
@@ -111,12 +102,14 @@ KERNELS_DEFINE_DISPATCH()
 /* ---- integer activations ----
  * matvec: 8 rows at a time. Each row's products of a group go to one vector of 8 partial sums
  * (vpmaddwd on int16; int8 activations are widened first), an exact reduction puts each row's
- * S_g in its own lane, and the f32 scaling runs on 8 rows at once.
+ * S (S_a and S_b for the types with scales per 16) in its own lane, and the f32 scaling runs on 8
+ * rows at once.
  * matmul: up to 16 rows are first packed (each group's weights as signed int16, transposed so a
  * vector holds one k-pair of 8 rows, and the rows' scales as f32), then every tile of tokens
  * multiplies the packed panel with broadcast activation pairs: no reduction, one vpmaddwd and one
- * vpaddd per 16 multiply-adds. Both give S_g exactly, so their results agree bit for bit. Both are
- * specialised per type and format (BY_TYPE_AND_FORMAT). */
+ * vpaddd per 16 multiply-adds. Both give S exactly, so their results agree bit for bit. Both are
+ * specialised per type and format (KERNELS_DEFINE_INT). What each type brings: how a group's
+ * integers unpack (weights_i16) and where its scales come from (group_scales, kblock_scales). */
 
 static void quantize_act(kernels_act fmt, const float *x, int cols, int g0, int g1, void *dst) {
     float qmax = fmt == KERNELS_ACT_I16 ? ACT_QMAX_I16 : ACT_QMAX_I8;
@@ -162,40 +155,129 @@ static void quantize_act(kernels_act fmt, const float *x, int cols, int g0, int 
     }
 }
 
-/* Group g's 32 weights of a row as int16 in the stored form, w[0] weights 0-15, w[1] 16-31:
- * Q8_0 signed; Q4_0 and Q4_K the nibbles (0..15); Q6_K the value + 32. The offsets come out
- * through the activations' sums (matvec) or are subtracted when packing (matmul). */
-KERNELS_INLINE void weights_i16(uint32_t type, const uint8_t *row, int g, __m256i w[2]) {
-    const __m256i lo4 = _mm256_set1_epi16(0xF);
-    if (type == GGML_TYPE_Q8_0) {
-        const uint8_t *blk = row + (size_t)g * 34;
-        w[0] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 2)));
-        w[1] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 18)));
-    } else if (type == GGML_TYPE_Q4_0) {
-        __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(row + (size_t)g * 18 + 2)));
-        w[0] = _mm256_and_si256(v, lo4);
-        w[1] = _mm256_srli_epi16(v, 4);
-    } else if (type == GGML_TYPE_Q4_K) { /* sub-block j: nibble j % 2 of bytes 32 * (j / 2) .. +31 */
-        const uint8_t *q = row + (size_t)(g / 8) * sizeof(block_q4_K) + 4 + K_SCALE_SIZE + 32 * ((g % 8) / 2);
-        __m256i v0 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)q));
-        __m256i v1 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(q + 16)));
-        w[0] = g % 2 ? _mm256_srli_epi16(v0, 4) : _mm256_and_si256(v0, lo4);
-        w[1] = g % 2 ? _mm256_srli_epi16(v1, 4) : _mm256_and_si256(v1, lo4);
-    } else {
-        const uint8_t *blk = row + (size_t)(g / 8) * sizeof(block_q6_K);
-        int j = g % 8;
-        __m128i nib = _mm_cvtsi32_si128(4 * Q6K_NIBBLE(j)), sh = _mm_cvtsi32_si128(Q6K_QH_SHIFT(j));
+static inline uint32_t ld32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static inline __m256i load16_u8(const uint8_t *p) { return _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)p)); }
+
+/* 16 bytes of nibbles as int16: w[0] the low nibbles (weights 0-15), w[1] the high ones. */
+KERNELS_INLINE void nibbles_i16(const uint8_t *qs, __m256i w[2]) {
+    __m256i v = load16_u8(qs);
+    w[0] = _mm256_and_si256(v, _mm256_set1_epi16(0xF));
+    w[1] = _mm256_srli_epi16(v, 4);
+}
+
+/* The same nibbles as indices into 16 int8 values. */
+KERNELS_INLINE void lookup_i16(const uint8_t *qs, const int8_t values[16], __m256i w[2]) {
+    const __m128i lo4 = _mm_set1_epi8(0xF), table = _mm_loadu_si128((const __m128i *)values);
+    __m128i b = _mm_loadu_si128((const __m128i *)qs);
+    w[0] = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(table, _mm_and_si128(b, lo4)));
+    w[1] = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(b, 4), lo4)));
+}
+
+/* Bits 16h .. 16h+15 of m as int16 lanes of -1 (set) or 0. */
+KERNELS_INLINE __m256i bits16(uint32_t m, int h) {
+    const __m256i bit = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, (short)0x8000);
+    return _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16((short)(m >> (16 * h))), bit), bit);
+}
+
+/* Bit j of each of 16 bytes as int16 lanes of -1 (set) or 0. */
+KERNELS_INLINE __m256i bit_of_bytes(const uint8_t *q, int j) {
+    const __m256i bit = _mm256_set1_epi16((short)(1 << j));
+    return _mm256_cmpeq_epi16(_mm256_and_si256(load16_u8(q), bit), bit);
+}
+
+/* The 2-bit fields at bits 2p of 32 bytes (Q2_K, Q3_K) as int16. */
+KERNELS_INLINE void crumbs_i16(const uint8_t *q, int p, __m256i w[2]) {
+    __m128i n = _mm_cvtsi32_si128(2 * p);
 #pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            __m256i ql = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(blk + Q6K_QL(j) + 16 * h)));
-            __m256i qh = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(blk + Q6K_QH(j) + 16 * h)));
-            w[h] = _mm256_or_si256(_mm256_and_si256(_mm256_srl_epi16(ql, nib), lo4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, sh), _mm256_set1_epi16(3)), 4));
-        }
+    for (int h = 0; h < 2; h++) w[h] = _mm256_and_si256(_mm256_srl_epi16(load16_u8(q + 16 * h), n), _mm256_set1_epi16(3));
+}
+
+/* The nibbles j % 2 of 32 bytes (Q4_K, Q5_K) as int16. */
+KERNELS_INLINE void nibble_run_i16(const uint8_t *q, int j, __m256i w[2]) {
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        __m256i v = load16_u8(q + 16 * h);
+        w[h] = j % 2 ? _mm256_srli_epi16(v, 4) : _mm256_and_si256(v, _mm256_set1_epi16(0xF));
     }
 }
 
-/* What the stored form adds to each weight: subtracted when packing. */
+/* IQ3_S group j of block b: eight grid entries of four magnitudes, signs from 32 bits. */
+KERNELS_INLINE void iq3_s_i16(const uint8_t *b, int j, __m256i w[2]) {
+    __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(b + offsetof(block_IQ3_S, qs) + 8 * j)));
+    __m256i high = _mm256_sllv_epi32(_mm256_set1_epi32(b[offsetof(block_IQ3_S, qh) + j]), _mm256_setr_epi32(8, 7, 6, 5, 4, 3, 2, 1));
+    idx = _mm256_or_si256(idx, _mm256_and_si256(high, _mm256_set1_epi32(256))); /* bit i of qh to bit 8 of entry i */
+    __m256i mag = _mm256_i32gather_epi32((const int *)quant_iq3_s_grid, idx, 4);
+    uint32_t signs = ld32(b + offsetof(block_IQ3_S, signs) + 4 * j);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        __m256i v = _mm256_cvtepu8_epi16(h ? _mm256_extracti128_si256(mag, 1) : _mm256_castsi256_si128(mag));
+        __m256i neg = bits16(signs, h);
+        w[h] = _mm256_sub_epi16(_mm256_xor_si256(v, neg), neg);
+    }
+}
+
+/* Group g's 32 weights of a row as int16, w[0] weights 0-15, w[1] 16-31: the integers w of the
+ * definition, except Q4_0 (its nibbles) and Q6_K (the value + 32), whose offsets come out through
+ * the activations' sums (matvec) or are subtracted when packing (matmul). */
+KERNELS_INLINE void weights_i16(uint32_t type, const uint8_t *row, int g, __m256i w[2]) {
+    const uint8_t *b = int_block(type, row, g);
+    const int j = g % int_block_groups(type);
+    const __m256i c16 = _mm256_set1_epi16(16);
+    switch (type) {
+    case GGML_TYPE_Q8_0:
+        w[0] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 2)));
+        w[1] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 18)));
+        break;
+    case GGML_TYPE_Q4_0: nibbles_i16(b + 2, w); break;
+    case GGML_TYPE_Q4_1: nibbles_i16(b + 4, w); break;
+    case GGML_TYPE_Q5_0: /* (q | h << 4) - 16: minus 16 where the fifth bit is clear */
+        nibbles_i16(b + 6, w);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) w[h] = _mm256_sub_epi16(w[h], _mm256_andnot_si256(bits16(ld32(b + 2), h), c16));
+        break;
+    case GGML_TYPE_Q5_1:
+        nibbles_i16(b + 8, w);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) w[h] = _mm256_add_epi16(w[h], _mm256_and_si256(bits16(ld32(b + 4), h), c16));
+        break;
+    case GGML_TYPE_IQ4_NL: lookup_i16(b + 2, quant_iq4_values, w); break;
+    case GGML_TYPE_MXFP4: lookup_i16(b + 1, quant_e2m1x2_values, w); break;
+    case GGML_TYPE_Q2_K: crumbs_i16(b + offsetof(block_Q2_K, qs) + 32 * (j / 4), j % 4, w); break;
+    case GGML_TYPE_Q3_K: /* minus 4 where the high bit is clear */
+        crumbs_i16(b + offsetof(block_Q3_K, qs) + 32 * (j / 4), j % 4, w);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++)
+            w[h] = _mm256_sub_epi16(w[h], _mm256_andnot_si256(bit_of_bytes(b + offsetof(block_Q3_K, hmask) + 16 * h, j),
+                                                              _mm256_set1_epi16(4)));
+        break;
+    case GGML_TYPE_Q4_K: nibble_run_i16(b + offsetof(block_Q4_K, qs) + 32 * (j / 2), j, w); break;
+    case GGML_TYPE_Q5_K:
+        nibble_run_i16(b + offsetof(block_Q5_K, qs) + 32 * (j / 2), j, w);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++)
+            w[h] = _mm256_add_epi16(w[h], _mm256_and_si256(bit_of_bytes(b + offsetof(block_Q5_K, qh) + 16 * h, j), c16));
+        break;
+    case GGML_TYPE_Q6_K: {
+        __m128i nib = _mm_cvtsi32_si128(4 * Q6K_NIBBLE(j)), sh = _mm_cvtsi32_si128(Q6K_QH_SHIFT(j));
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m256i ql = load16_u8(b + Q6K_QL(j) + 16 * h), qh = load16_u8(b + Q6K_QH(j) + 16 * h);
+            w[h] = _mm256_or_si256(_mm256_and_si256(_mm256_srl_epi16(ql, nib), _mm256_set1_epi16(0xF)),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, sh), _mm256_set1_epi16(3)), 4));
+        }
+        break;
+    }
+    case GGML_TYPE_IQ4_XS: lookup_i16(b + offsetof(block_IQ4_XS, qs) + 16 * j, quant_iq4_values, w); break;
+    default: iq3_s_i16(b, j, w);
+    }
+}
+
+/* What weights_i16 adds to each weight: subtracted when packing. */
 KERNELS_INLINE int16_t stored_offset(uint32_t type) {
     return type == GGML_TYPE_Q4_0 ? 8 : type == GGML_TYPE_Q6_K ? 32 : 0;
 }
@@ -226,40 +308,108 @@ KERNELS_INLINE __m128i low_words(__m256i v) {
     return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, pick), 0x08));
 }
 
-/* The f32 scales of the K-quant block of 8 rows (blk: row 0's block; idx: the rows' byte
- * offsets from row 0). Q4_K: s[j] = d * sc_j and s[8 + j] = dmin * m_j for the sub-blocks j < 8;
- * Q6_K: s[i] = d * sc_i for the sub-blocks of 16, i < 16. All exact products. Unpacked once per
- * block: the 6-bit scales of Q4_K cost more to unpack than a group's arithmetic. */
-KERNELS_INLINE void kblock_scales(uint32_t type, const uint8_t *blk, __m256i idx, __m256 s[16]) {
-    const __m256i byte = _mm256_set1_epi32(0xFF);
-    if (type == GGML_TYPE_Q4_K) {
-        __m256i dd = _mm256_i32gather_epi32((const int *)blk, idx, 1); /* d | dmin << 16 */
-        __m256 d = _mm256_cvtph_ps(low_words(dd)), dmin = _mm256_cvtph_ps(low_words(_mm256_srli_epi32(dd, 16)));
-        __m256i a = _mm256_i32gather_epi32((const int *)(blk + 4), idx, 1);
-        __m256i b = _mm256_i32gather_epi32((const int *)(blk + 8), idx, 1);
-        __m256i c = _mm256_i32gather_epi32((const int *)(blk + 12), idx, 1);
+/* fp16 values in the low 16 bits of each dword, as f32. */
+KERNELS_INLINE __m256 low_halves(__m256i v) { return _mm256_cvtph_ps(low_words(v)); }
+
+/* The dword at base + idx of 8 rows. */
+KERNELS_INLINE __m256i gather_rows(const uint8_t *base, __m256i idx) { return _mm256_i32gather_epi32((const int *)base, idx, 1); }
+
+/* (v >> shift) & mask as f32. */
+KERNELS_INLINE __m256 field_ps(__m256i v, int shift, int mask) {
+    return _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(v, shift), _mm256_set1_epi32(mask)));
+}
+
+/* MXFP4's scales 2^(e-128) (quant_e8m0_half) from E8M0 bytes, one per dword: the exponent e - 1,
+ * or below e = 2 a subnormal's bit; e = 255 is NaN. */
+KERNELS_INLINE __m256 e8m0_half(__m256i e) {
+    __m256i v = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    v = _mm256_blendv_epi8(v, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e));
+    v = _mm256_blendv_epi8(v, _mm256_set1_epi32(0x7FC00000), _mm256_cmpeq_epi32(e, _mm256_set1_epi32(0xFF)));
+    return _mm256_castsi256_ps(v);
+}
+
+/* The scales of a 256-block of 8 rows (blk: row 0's block; idx: the rows' byte offsets from row
+ * 0), per sub-block of 16 weights i (0..15): a in ka[i], b in kb[i]; the types with one scale
+ * per 32 fill only the even i (group j: 2j). All exact products. Unpacked once per block: the
+ * 6-bit scales of Q4_K cost more to unpack than a group's arithmetic. */
+KERNELS_INLINE void kblock_scales(uint32_t type, const uint8_t *blk, __m256i idx, __m256 ka[16], __m256 kb[16]) {
+    switch (type) {
+    case GGML_TYPE_Q4_K:
+    case GGML_TYPE_Q5_K: {
+        __m256i dd = gather_rows(blk, idx); /* d | dmin << 16 */
+        __m256 d = low_halves(dd), ndmin = _mm256_sub_ps(_mm256_setzero_ps(), low_halves(_mm256_srli_epi32(dd, 16)));
+        __m256i a = gather_rows(blk + 4, idx), b = gather_rows(blk + 8, idx), c = gather_rows(blk + 12, idx);
         /* quant_q4_K_scales64 on 8 rows at once: four sub-blocks per word */
         const __m256i lo6 = _mm256_set1_epi32(0x3F3F3F3F), lo4 = _mm256_set1_epi32(0x0F0F0F0F);
         const __m256i top2 = _mm256_set1_epi32(0x30303030);
-        __m256i w[4] = {_mm256_and_si256(a, lo6),
-                        _mm256_or_si256(_mm256_and_si256(c, lo4), _mm256_and_si256(_mm256_srli_epi32(a, 2), top2)),
-                        _mm256_and_si256(b, lo6),
+        __m256i sc[2] = {_mm256_and_si256(a, lo6),
+                         _mm256_or_si256(_mm256_and_si256(c, lo4), _mm256_and_si256(_mm256_srli_epi32(a, 2), top2))};
+        __m256i m[2] = {_mm256_and_si256(b, lo6),
                         _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(c, 4), lo4), _mm256_and_si256(_mm256_srli_epi32(b, 2), top2))};
-#pragma GCC unroll 16
-        for (int i = 0; i < 16; i++) {
-            __m256i v = _mm256_and_si256(_mm256_srli_epi32(w[i / 4], 8 * (i % 4)), byte);
-            s[i] = _mm256_mul_ps(i < 8 ? d : dmin, _mm256_cvtepi32_ps(v));
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            ka[2 * j] = _mm256_mul_ps(d, field_ps(sc[j / 4], 8 * (j % 4), 0xFF));
+            kb[2 * j] = _mm256_mul_ps(ndmin, field_ps(m[j / 4], 8 * (j % 4), 0xFF));
         }
-    } else {
-        __m256 d = _mm256_cvtph_ps(low_words(_mm256_srli_epi32(
-            _mm256_i32gather_epi32((const int *)(blk + offsetof(block_q6_K, d) - 2), idx, 1), 16)));
+        break;
+    }
+    case GGML_TYPE_Q6_K: {
+        __m256 d = low_halves(_mm256_srli_epi32(gather_rows(blk + offsetof(block_Q6_K, d) - 2, idx), 16));
 #pragma GCC unroll 4
         for (int q = 0; q < 4; q++) {
-            __m256i w = _mm256_i32gather_epi32((const int *)(blk + offsetof(block_q6_K, scales) + 4 * q), idx, 1);
+            __m256i w = gather_rows(blk + offsetof(block_Q6_K, scales) + 4 * q, idx);
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) /* byte k, sign-extended */
-                s[4 * q + k] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(w, 24 - 8 * k), 24)));
+                ka[4 * q + k] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(w, 24 - 8 * k), 24)));
         }
+        break;
+    }
+    case GGML_TYPE_Q3_K: {
+        const uint8_t *s = blk + offsetof(block_Q3_K, scales);
+        __m256 d = low_halves(_mm256_srli_epi32(gather_rows(blk + offsetof(block_Q3_K, d) - 2, idx), 16));
+        __m256i lo[2] = {gather_rows(s, idx), gather_rows(s + 4, idx)}, hi = gather_rows(s + 8, idx);
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) { /* nibble i / 8 of byte i % 8, then bits 2 (i / 4) of byte 8 + i % 4 */
+            __m256i v = _mm256_and_si256(_mm256_srli_epi32(lo[(i % 8) / 4], 8 * (i % 4) + 4 * (i / 8)), _mm256_set1_epi32(0xF));
+            v = _mm256_or_si256(v, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hi, 8 * (i % 4) + 2 * (i / 4)),
+                                                                     _mm256_set1_epi32(3)), 4));
+            ka[i] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(v, _mm256_set1_epi32(32))));
+        }
+        break;
+    }
+    case GGML_TYPE_Q2_K: {
+        __m256i dd = gather_rows(blk + offsetof(block_Q2_K, d), idx); /* d | dmin << 16 */
+        __m256 d = low_halves(dd), ndmin = _mm256_sub_ps(_mm256_setzero_ps(), low_halves(_mm256_srli_epi32(dd, 16)));
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) {
+            __m256i w = gather_rows(blk + offsetof(block_Q2_K, scales) + 4 * q, idx);
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                ka[4 * q + k] = _mm256_mul_ps(d, field_ps(w, 8 * k, 0xF));
+                kb[4 * q + k] = _mm256_mul_ps(ndmin, field_ps(w, 8 * k + 4, 0xF));
+            }
+        }
+        break;
+    }
+    case GGML_TYPE_IQ4_XS: {
+        __m256i dh = gather_rows(blk, idx), l = gather_rows(blk + offsetof(block_IQ4_XS, scales_l), idx); /* d | scales_h << 16 */
+        __m256 d = low_halves(dh);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            __m256i ls = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(l, 4 * j), _mm256_set1_epi32(0xF)),
+                                         _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(dh, 16 + 2 * j), _mm256_set1_epi32(3)), 4));
+            ka[2 * j] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(ls, _mm256_set1_epi32(32))));
+        }
+        break;
+    }
+    default: { /* IQ3_S */
+        __m256 d = low_halves(gather_rows(blk, idx));
+        __m256i s = gather_rows(blk + offsetof(block_IQ3_S, scales), idx);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++)
+            ka[2 * j] = _mm256_mul_ps(d, _mm256_fmadd_ps(field_ps(s, 4 * j, 0xF), _mm256_set1_ps(2.0f), _mm256_set1_ps(1.0f)));
+    }
     }
 }
 
@@ -281,9 +431,44 @@ KERNELS_INLINE __m256 row_scales(const uint8_t *const row[8], size_t o) {
     return _mm256_cvtph_ps(_mm_insert_epi16(a, ld16(row[7] + o), 7)); /* exact */
 }
 
-/* The K-quant block holding group g of a row. */
-KERNELS_INLINE const uint8_t *kblock_ptr(uint32_t type, const uint8_t *row, int g) {
-    return row + (size_t)(g / 8) * (type == GGML_TYPE_Q4_K ? sizeof(block_q4_K) : sizeof(block_q6_K));
+/* The scales a and offsets b (per half) of group g of 8 rows: from the block's (ka, kb from
+ * kblock_scales) for the 256-blocks, else from each row's block (base: row 0's row; idx: the
+ * rows' offsets). */
+KERNELS_INLINE void group_scales(uint32_t type, const uint8_t *const row[8], const uint8_t *base, __m256i idx, int g,
+                                 const __m256 ka[16], const __m256 kb[16], __m256 a[2], __m256 b[2]) {
+    if (int_block_groups(type) > 1) {
+        int j = g % 8;
+        a[0] = ka[2 * j];
+        if (int_halves(type)) a[1] = ka[2 * j + 1];
+        if (int_has_min(type)) b[0] = kb[2 * j];
+        if (int_has_min(type) && int_halves(type)) b[1] = kb[2 * j + 1];
+        return;
+    }
+    size_t o = (size_t)g * int_block_bytes(type);
+    if (type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_1) { /* d | m << 16 */
+        __m256i dm = gather_rows(base + o, idx);
+        a[0] = low_halves(dm);
+        b[0] = low_halves(_mm256_srli_epi32(dm, 16));
+    } else if (type == GGML_TYPE_MXFP4) {
+        a[0] = e8m0_half(_mm256_and_si256(gather_rows(base + o, idx), _mm256_set1_epi32(0xFF)));
+    } else {
+        a[0] = row_scales(row, o);
+    }
+}
+
+/* acc plus group g's scaled sums, half h's part of the defined order (kernels_impl.h): half 0 only
+ * for the types with scales per 16 (S_a), half 1 the rest (S or S_b, then the offsets). */
+KERNELS_INLINE __m256 scale_half(uint32_t type, int h, __m256 acc, __m256i S, const __m256 a[2], const __m256 b[2],
+                                 const act_group *x) {
+    __m256 d = _mm256_set1_ps(x->d);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S), _mm256_mul_ps(a[int_halves(type) ? h : 0], d), acc);
+    if (h == 1 && int_has_min(type) && int_halves(type)) {
+        acc = _mm256_fmadd_ps(b[0], _mm256_set1_ps(x->d * (float)x->sum16), acc);
+        acc = _mm256_fmadd_ps(b[1], _mm256_set1_ps(x->d * (float)(x->sum - x->sum16)), acc);
+    } else if (h == 1 && int_has_min(type)) {
+        acc = _mm256_fmadd_ps(b[0], _mm256_set1_ps(x->d * (float)x->sum), acc);
+    }
+    return acc;
 }
 
 /* One token's group g activations as int16: x[0] elements 0-15, x[1] 16-31. */
@@ -297,8 +482,9 @@ KERNELS_INLINE void act_i16(kernels_act fmt, const void *xq, int g, __m256i x[2]
     }
 }
 
-/* Rows [0, n) (n <= 8) of W, y[0..n). Missing rows repeat the last one (results dropped). */
-KERNELS_INLINE void matvec_q8(uint32_t type, kernels_act fmt, const uint8_t *W, size_t rb, int n, int cols,
+/* Rows [0, n) (n <= 8) of W (rows rb apart, rs bytes each), y[0..n). Missing rows repeat the last
+ * one (results dropped). */
+KERNELS_INLINE void matvec_q8(uint32_t type, kernels_act fmt, const uint8_t *W, size_t rb, size_t rs, int n, int cols,
                               const void *xq, float *y, int add) {
     const act_group *grp = act_groups(xq, fmt, cols);
     const uint8_t *row[8];
@@ -308,45 +494,41 @@ KERNELS_INLINE void matvec_q8(uint32_t type, kernels_act fmt, const uint8_t *W, 
         row[i] = W + offs[i];
     }
     const __m256i idx = _mm256_loadu_si256((const __m256i *)offs);
-    const int kq = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K, G = cols / 32;
-    const size_t pf_step = 8 * rb / (size_t)G;
-    __m256 acc = _mm256_setzero_ps(), ks[16];
+    const int G = cols / 32, halves = int_halves(type);
+    const size_t pf_step = 8 * rs / (size_t)G;
+    __m256 acc = _mm256_setzero_ps(), ka[16], kb[16];
     for (int g = 0; g < G; g++) {
-        __m256i x[2], P[2][8], S[2];
+        __m256i x[2], P[2][8];
         /* The next tile of 8 rows into L2 as this one is consumed: see the AVX-512 matvec. */
-        for (size_t p = 0; p < pf_step; p += 64) _mm_prefetch((const char *)W + 8 * rb + g * pf_step + p, _MM_HINT_T2);
+        if (rb == rs)
+            for (size_t p = 0; p < pf_step; p += 64) _mm_prefetch((const char *)W + 8 * rb + g * pf_step + p, _MM_HINT_T2);
+        else
+            for (int i = 8; i < 16; i++) _mm_prefetch((const char *)W + i * rb + (size_t)g * rs / (size_t)G, _MM_HINT_T2);
         act_i16(fmt, xq, g, x);
 #pragma GCC unroll 8
         for (int r = 0; r < 8; r++) {
             __m256i w[2];
             weights_i16(type, row[r], g, w);
-            if (type == GGML_TYPE_Q6_K) { /* the halves stay apart */
+            if (halves) { /* the halves stay apart */
                 P[0][SLOT8(r)] = _mm256_madd_epi16(w[0], x[0]);
                 P[1][SLOT8(r)] = _mm256_madd_epi16(w[1], x[1]);
             } else {
                 P[0][SLOT8(r)] = _mm256_add_epi32(_mm256_madd_epi16(w[0], x[0]), _mm256_madd_epi16(w[1], x[1]));
             }
         }
-        if (kq && g % 8 == 0) kblock_scales(type, kblock_ptr(type, W, g), idx, ks);
-        __m256 d = _mm256_set1_ps(grp[g].d);
-        S[0] = reduce8(P[0]);
-        if (type == GGML_TYPE_Q4_0) S[0] = _mm256_sub_epi32(S[0], _mm256_set1_epi32(8 * grp[g].sum));
-        switch (type) {
-        case GGML_TYPE_Q4_K:
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[0]), _mm256_mul_ps(ks[g % 8], d), acc);
-            acc = _mm256_fnmadd_ps(ks[8 + g % 8], _mm256_set1_ps(grp[g].d * (float)grp[g].sum), acc);
-            break;
-        case GGML_TYPE_Q6_K:
-            S[1] = reduce8(P[1]);
-            S[0] = _mm256_sub_epi32(S[0], _mm256_set1_epi32(32 * grp[g].sum16));
-            S[1] = _mm256_sub_epi32(S[1], _mm256_set1_epi32(32 * (grp[g].sum - grp[g].sum16)));
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[0]), _mm256_mul_ps(ks[2 * (g % 8)], d), acc);
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[1]), _mm256_mul_ps(ks[2 * (g % 8) + 1], d), acc);
-            break;
-        default:
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[0]), _mm256_mul_ps(row_scales(row, (size_t)g * int_block_bytes(type)), d),
-                                  acc);
+        if (int_block_groups(type) > 1 && g % 8 == 0) kblock_scales(type, int_block(type, W, g), idx, ka, kb);
+        __m256 a[2], b[2];
+        group_scales(type, row, W, idx, g, ka, kb, a, b);
+        const act_group *xg = &grp[g];
+        __m256i S = reduce8(P[0]);
+        if (type == GGML_TYPE_Q4_0) S = _mm256_sub_epi32(S, _mm256_set1_epi32(8 * xg->sum));
+        if (type == GGML_TYPE_Q6_K) S = _mm256_sub_epi32(S, _mm256_set1_epi32(32 * xg->sum16));
+        if (halves) {
+            acc = scale_half(type, 0, acc, S, a, b, xg);
+            S = reduce8(P[1]);
+            if (type == GGML_TYPE_Q6_K) S = _mm256_sub_epi32(S, _mm256_set1_epi32(32 * (xg->sum - xg->sum16)));
         }
+        acc = scale_half(type, 1, acc, S, a, b, xg);
     }
     float out[8];
     _mm256_storeu_ps(out, acc);
@@ -355,30 +537,26 @@ KERNELS_INLINE void matvec_q8(uint32_t type, kernels_act fmt, const uint8_t *W, 
 
 KERNELS_INLINE void matvec_tiles(uint32_t type, kernels_act fmt, const uint8_t *W, size_t row_bytes, int cols,
                                  const void *xq, float *y, int r0, int r1, int add) {
+    const size_t rs = (size_t)(cols / 32 / int_block_groups(type)) * int_block_bytes(type);
     for (int r = r0; r < r1; r += 8)
-        matvec_q8(type, fmt, W + (size_t)r * row_bytes, row_bytes, r1 - r < 8 ? r1 - r : 8, cols, xq, y + (r - r0), add);
-}
-
-static void matvec_q(uint32_t type, const void *W, size_t row_bytes, int cols, kernels_act fmt, const void *xq,
-                     float *y, int r0, int r1, int add) {
-    BY_TYPE_AND_FORMAT(matvec_tiles, (const uint8_t *)W, row_bytes, cols, xq, y, r0, r1, add)
+        matvec_q8(type, fmt, W + (size_t)r * row_bytes, row_bytes, rs, r1 - r < 8 ? r1 - r : 8, cols, xq, y + (r - r0), add);
 }
 
 /* The packed matmul is blocked for the caches: a block of MM_TB tokens and MM_RB rows keeps its
  * f32 accumulators in scratch (32 KB); the weights go by k-blocks of MM_KG groups (512 k), each
- * 16-row panel of a k-block packed once (18 KB, within L1) and used by every token of the block,
- * whose activations for the k-block stay in L2 across the block's panels. */
+ * 16-row panel of a k-block packed once (20 KB) and used by every token of the block, whose
+ * activations for the k-block stay in L2 across the block's panels. */
 #define MM_TB 128
 #define MM_RB 64
 #define MM_KG 16
 #define PANEL_NT 4 /* tokens per tile: 8 int32 accumulators for two sets of 8 rows */
 
 /* A packed panel of up to 16 rows (two sets of 8 lanes) over MM_KG groups: for group g, step j
- * (k-pair, 0..15) and set s, 32 bytes at ((g * 16 + j) * 2 + s) * 32; then two scale vectors per
- * group and set, 8 floats each at ((g * 2 + s) * 2 + v) * 8: the block scale (Q8_0, Q4_0),
- * d * sc and dmin * m (Q4_K), or d * sc of each half (Q6_K). */
+ * (k-pair, 0..15) and set s, 32 bytes at ((g * 16 + j) * 2 + s) * 32; then four scale vectors per
+ * group and set, 8 floats each at ((g * 2 + s) * 4 + v) * 8: a and b of the first half, then of
+ * the second (the types with scales per 32 store the first only). */
 #define PANEL_BYTES (MM_KG * 16 * 64)
-#define PANEL_SCALES (MM_KG * 2 * 2 * 8)
+#define PANEL_SCALES (MM_KG * 2 * 4 * 8)
 _Static_assert(PANEL_BYTES + PANEL_SCALES * 4 + MM_RB * MM_TB * 4 <= KERNELS_MUL_SCRATCH, "matmul scratch");
 
 /* Rows as 8 vectors of 8 dwords in, columns out: c[j] lane i = r[i] lane j. */
@@ -406,7 +584,6 @@ KERNELS_INLINE void transpose8(__m256i r[8]) {
 /* Pack groups [g0, g0 + ng) of rows [0, n) of W (n <= 16; g0 a multiple of 8): the signed
  * weights (the stored form minus its offset), so the packed product is S itself. */
 KERNELS_INLINE void pack_panel(uint32_t type, const uint8_t *W, size_t rb, int n, int g0, int ng, uint8_t *panel) {
-    const int kq = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K;
     const __m256i off = _mm256_set1_epi16(stored_offset(type));
     float *sc = (float *)(panel + PANEL_BYTES);
     for (int s = 0; s < (n + 7) / 8; s++) {
@@ -418,7 +595,7 @@ KERNELS_INLINE void pack_panel(uint32_t type, const uint8_t *W, size_t rb, int n
             row[i] = W + offs[i];
         }
         const __m256i idx = _mm256_loadu_si256((const __m256i *)offs);
-        __m256 ks[16];
+        __m256 ka[16], kb[16];
         for (int gi = 0; gi < ng; gi++) {
             int g = g0 + gi;
             __m256i v[16];
@@ -434,17 +611,14 @@ KERNELS_INLINE void pack_panel(uint32_t type, const uint8_t *W, size_t rb, int n
             uint8_t *dst = panel + (size_t)gi * 16 * 64 + (size_t)s * 32;
 #pragma GCC unroll 16
             for (int j = 0; j < 16; j++) _mm256_store_si256((__m256i *)(dst + (size_t)j * 64), v[j]);
-            float *gs = sc + (size_t)(gi * 2 + s) * 16;
-            if (kq && (gi == 0 || g % 8 == 0)) kblock_scales(type, kblock_ptr(type, W, g), idx, ks);
-            if (type == GGML_TYPE_Q4_K) {
-                _mm256_store_ps(gs, ks[g % 8]);
-                _mm256_store_ps(gs + 8, ks[8 + g % 8]);
-            } else if (type == GGML_TYPE_Q6_K) {
-                _mm256_store_ps(gs, ks[2 * (g % 8)]);
-                _mm256_store_ps(gs + 8, ks[2 * (g % 8) + 1]);
-            } else {
-                _mm256_store_ps(gs, row_scales(row, (size_t)g * int_block_bytes(type)));
-            }
+            if (int_block_groups(type) > 1 && (gi == 0 || g % 8 == 0)) kblock_scales(type, int_block(type, W, g), idx, ka, kb);
+            __m256 a[2], b[2];
+            group_scales(type, row, W, idx, g, ka, kb, a, b);
+            float *gs = sc + (size_t)(gi * 2 + s) * 32;
+            _mm256_store_ps(gs, a[0]);
+            if (int_has_min(type)) _mm256_store_ps(gs + 8, b[0]);
+            if (int_halves(type)) _mm256_store_ps(gs + 16, a[1]);
+            if (int_halves(type) && int_has_min(type)) _mm256_store_ps(gs + 24, b[1]);
         }
     }
 }
@@ -452,12 +626,13 @@ KERNELS_INLINE void pack_panel(uint32_t type, const uint8_t *W, size_t rb, int n
 /* One tile: NS sets of 8 packed rows times NT tokens over the panel's ng groups (absolute groups
  * g0...), continuing the f32 accumulators in acc ([t][16] floats; zero before the first group).
  * X: the tokens' activations (xs bytes apart). int8 activations are widened into xw first, so the
- * inner loop always broadcasts an int16 pair. The steps of a group go in two halves: Q6_K scales
- * each half's S on its own; the other types carry the integer sums across. Every (row, token)
- * does the same operations whatever NT and NS are. */
+ * inner loop always broadcasts an int16 pair. The steps of a group go in two halves: the types
+ * with scales per 16 scale each half's S on its own; the others carry the integer sums across.
+ * Every (row, token) does the same operations whatever NT and NS are. */
 KERNELS_INLINE void panel_tile(uint32_t type, kernels_act fmt, const uint8_t *panel, int cols, int g0, int ng,
                                const uint8_t *X, size_t xs, int NT, int NS, float *acc) {
     const float *sc = (const float *)(panel + PANEL_BYTES);
+    const int halves = int_halves(type);
     const act_group *grp[PANEL_NT];
     const int16_t *xk[PANEL_NT]; /* token t's int16 activations from group g0 on */
     int16_t xw[PANEL_NT][MM_KG * 32] __attribute__((aligned(32)));
@@ -474,11 +649,11 @@ KERNELS_INLINE void panel_tile(uint32_t type, kernels_act fmt, const uint8_t *pa
     for (int gi = 0; gi < ng; gi++) {
         int g = g0 + gi;
         const uint8_t *pg = panel + (size_t)gi * 16 * 64;
-        const float *gs = sc + (size_t)gi * 32;
+        const float *gs = sc + (size_t)gi * 64;
         __m256i iacc[PANEL_NT][2];
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
-            if (h == 0 || type == GGML_TYPE_Q6_K)
+            if (h == 0 || halves)
 #pragma GCC unroll 4
                 for (int t = 0; t < NT; t++)
 #pragma GCC unroll 2
@@ -500,21 +675,21 @@ KERNELS_INLINE void panel_tile(uint32_t type, kernels_act fmt, const uint8_t *pa
                     }
                 }
             }
-            if (h == 0 && type != GGML_TYPE_Q6_K) continue;
+            if (h == 0 && !halves) continue;
 #pragma GCC unroll 4
             for (int t = 0; t < NT; t++) {
-                __m256 d = _mm256_set1_ps(grp[t][g].d);
 #pragma GCC unroll 2
                 for (int s = 0; s < NS; s++) {
-                    const float *v = gs + s * 16;
+                    const float *v = gs + s * 32;
                     float *a = acc + t * 16 + s * 8;
+                    __m256 as[2], bs[2]; /* what pack_panel stored */
+                    as[0] = _mm256_load_ps(v);
+                    if (halves) as[1] = _mm256_load_ps(v + 16);
+                    if (int_has_min(type)) bs[0] = _mm256_load_ps(v + 8);
+                    if (int_has_min(type) && halves) bs[1] = _mm256_load_ps(v + 24);
                     /* the first group's first scaling starts from zero */
-                    __m256 f = g == 0 && (h == 0 || type != GGML_TYPE_Q6_K) ? _mm256_setzero_ps() : _mm256_load_ps(a);
-                    __m256 scale = _mm256_load_ps(v + (type == GGML_TYPE_Q6_K ? 8 * h : 0));
-                    f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[t][s]), _mm256_mul_ps(scale, d), f);
-                    if (type == GGML_TYPE_Q4_K)
-                        f = _mm256_fnmadd_ps(_mm256_load_ps(v + 8), _mm256_set1_ps(grp[t][g].d * (float)grp[t][g].sum), f);
-                    _mm256_store_ps(a, f);
+                    __m256 f = g == 0 && (h == 0 || !halves) ? _mm256_setzero_ps() : _mm256_load_ps(a);
+                    _mm256_store_ps(a, scale_half(type, h, f, iacc[t][s], as, bs, &grp[t][g]));
                 }
             }
         }
@@ -562,11 +737,7 @@ KERNELS_INLINE void matmul_blocks(uint32_t type, kernels_act fmt, const uint8_t 
     }
 }
 
-static void matmul_q(uint32_t type, const void *W, size_t row_bytes, int cols, kernels_act fmt, const void *Xq,
-                     int T, float *Y, int ldy, int r0, int r1, int add, void *scratch) {
-    BY_TYPE_AND_FORMAT(matmul_blocks, (const uint8_t *)W, row_bytes, cols, (const uint8_t *)Xq, T, Y, ldy, r0, r1, add,
-                       scratch)
-}
+QUANT_INT_TYPES(KERNELS_DEFINE_INT)
 
 /* ---- kernels_mix: rows of A weighted by X, the output columns along the lanes ----
  * A tile is NV (1 or 2) vectors of 8 columns by up to MX_Q rows of X: for each k, row k of A is
@@ -574,12 +745,6 @@ static void matmul_q(uint32_t type, const void *W, size_t row_bytes, int cols, k
  * defined fma chain over k. The last N % 8 columns go one at a time through the same chain in a
  * scalar register. */
 #define MX_Q 4
-
-/* 8 elements (F16 or F32) from element j of a row, as f32. */
-KERNELS_INLINE __m256 load_row8(uint32_t type, const uint8_t *row, int j) {
-    if (type == GGML_TYPE_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * (size_t)j)));
-    return _mm256_loadu_ps((const float *)row + j);
-}
 
 KERNELS_INLINE void mix_tile(uint32_t type, const uint8_t *A, size_t rb, int K, const float *X, int ldx, int NQ, int NV,
                              float *Y, int ldy, int j0) {
@@ -592,7 +757,7 @@ KERNELS_INLINE void mix_tile(uint32_t type, const uint8_t *A, size_t rb, int K, 
         const uint8_t *row = A + (size_t)k * rb;
         __m256 a[2];
 #pragma GCC unroll 2
-        for (int v = 0; v < NV; v++) a[v] = load_row8(type, row, j0 + 8 * v);
+        for (int v = 0; v < NV; v++) a[v] = load_w(type, row, j0 + 8 * v);
 #pragma GCC unroll 4
         for (int q = 0; q < NQ; q++) {
             __m256 xb = _mm256_broadcast_ss(X + (size_t)q * ldx + k);
@@ -633,8 +798,9 @@ KERNELS_INLINE void mix_typed(uint32_t type, const uint8_t *A, size_t rb, int K,
             __m128 acc = _mm_setzero_ps();
             for (int k = 0; k < K; k++) {
                 const uint8_t *row = A + (size_t)k * rb;
-                __m128 a = type == GGML_TYPE_F16 ? _mm_cvtph_ps(_mm_cvtsi32_si128(ld16(row + 2 * (size_t)j)))
-                                                 : _mm_load_ss((const float *)row + j);
+                __m128 a = type == GGML_TYPE_F32   ? _mm_load_ss((const float *)row + j)
+                           : type == GGML_TYPE_F16 ? _mm_cvtph_ps(_mm_cvtsi32_si128(ld16(row + 2 * (size_t)j)))
+                                                   : _mm_castsi128_ps(_mm_cvtsi32_si128((int)((uint32_t)ld16(row + 2 * (size_t)j) << 16)));
                 acc = _mm_fmadd_ss(_mm_load_ss(X + (size_t)r * ldx + k), a, acc);
             }
             Y[(size_t)r * ldy + j] = _mm_cvtss_f32(acc);
@@ -643,8 +809,11 @@ KERNELS_INLINE void mix_typed(uint32_t type, const uint8_t *A, size_t rb, int K,
 
 static void mix(uint32_t type, const void *A, size_t row_bytes, int K, int N, const float *X, int ldx, int R, float *Y,
                 int ldy) {
-    if (type == GGML_TYPE_F16) mix_typed(GGML_TYPE_F16, A, row_bytes, K, N, X, ldx, R, Y, ldy);
-    else mix_typed(GGML_TYPE_F32, A, row_bytes, K, N, X, ldx, R, Y, ldy);
+    switch (type) {
+    case GGML_TYPE_F16: mix_typed(GGML_TYPE_F16, A, row_bytes, K, N, X, ldx, R, Y, ldy); break;
+    case GGML_TYPE_BF16: mix_typed(GGML_TYPE_BF16, A, row_bytes, K, N, X, ldx, R, Y, ldy); break;
+    default: mix_typed(GGML_TYPE_F32, A, row_bytes, K, N, X, ldx, R, Y, ldy);
+    }
 }
 
 /* ---- element-wise helpers ---- */
@@ -769,7 +938,17 @@ static uint64_t read_bytes(const void *p, size_t n) {
     return (uint64_t)_mm_cvtsi128_si64(h) ^ (uint64_t)_mm_extract_epi64(h, 1);
 }
 
-const kernels_ops kernels_avx2_ops = {matvec,   matmul, quantize_act, matvec_q,  matmul_q, mix,
-                                      rms_norm, swiglu, softmax_span, f32_to_f16, read_bytes};
+const kernels_ops kernels_avx2_ops = {
+    .matvec = matvec,
+    .matmul = matmul,
+    .quantize_act = quantize_act,
+    .q = {QUANT_INT_TYPES(KERNELS_INT_ENTRY)},
+    .mix = mix,
+    .rms_norm = rms_norm,
+    .swiglu = swiglu,
+    .softmax_span = softmax_span,
+    .f32_to_f16 = f32_to_f16,
+    .read = read_bytes,
+};
 
 #endif

@@ -16,12 +16,6 @@
 #define KT 4   /* tokens per matmul tile */
 #define NACC 4 /* accumulators per token */
 
-static inline __m512 bcast_fp16(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, sizeof h);
-    return _mm512_cvtph_ps(_mm256_set1_epi16((short)h));
-}
-
 static inline float hsum(__m512 v) {
     __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
     __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
@@ -110,15 +104,17 @@ KERNELS_DEFINE_DRIVERS(f16, KT)
 KERNELS_DEFINE_DRIVERS(bf16, KT)
 KERNELS_DEFINE_DISPATCH()
 
-/* ---- integer activations: Q8_0 and Q4_0 ----
+/* ---- integer activations ----
  * matvec: 16 rows at a time. For each group of 32 weights, every row's integer products go to
  * one vector of 16 partial sums (vpmaddwd: pairs of int16; vpdpbusd: quads of int8), and an
- * exact reduction tree turns the 16 vectors into one vector holding each row's S_g, one row per
- * lane; the f32 scaling then runs on 16 rows at once.
+ * exact reduction tree turns the 16 vectors into one vector holding each row's S (S_a and S_b for
+ * the types with scales per 16), one row per lane; the f32 scaling then runs on 16 rows at once.
  * matmul: up to 32 rows are first packed (the weights of each group as int16 or uint8, transposed
  * so a vector holds one k-pair or k-quad of 16 rows, and the rows' scales as f32), then every
  * tile of tokens multiplies the packed panel with broadcast activations: no reduction at all, one
- * vpdpwssd per 32 multiply-adds. Both give S_g exactly, so their results agree bit for bit. */
+ * vpdpwssd per 32 multiply-adds. Both give S exactly, so their results agree bit for bit.
+ * What each type brings: how a group's integers unpack (weights_i16; weights_u8x2 for int8
+ * activations) and where its scales come from (group_scales, kblock_scales). */
 
 static void quantize_act(kernels_act fmt, const float *x, int cols, int g0, int g1, void *dst) {
     float qmax = fmt == KERNELS_ACT_I16 ? ACT_QMAX_I16 : ACT_QMAX_I8;
@@ -141,18 +137,54 @@ static void quantize_act(kernels_act fmt, const float *x, int cols, int g0, int 
     }
 }
 
-/* Where group g's weights of a row start: Q8_0 / Q4_0 blocks of 32; Q4_K and Q6_K blocks of 256. */
-KERNELS_INLINE const uint8_t *group_ptr(uint32_t type, const uint8_t *row, int g) {
-    switch (type) {
-    case GGML_TYPE_Q4_K: return row + (size_t)(g / 8) * sizeof(block_q4_K) + 4 + K_SCALE_SIZE + 32 * ((g % 8) / 2);
-    case GGML_TYPE_Q6_K: return row + (size_t)(g / 8) * sizeof(block_q6_K);
-    default: return row + (size_t)g * int_block_bytes(type);
-    }
+static inline uint32_t ld32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
 }
 
-/* The K-quant block holding group g of a row. */
-KERNELS_INLINE const uint8_t *kblock_ptr(uint32_t type, const uint8_t *row, int g) {
-    return row + (size_t)(g / 8) * (type == GGML_TYPE_Q4_K ? sizeof(block_q4_K) : sizeof(block_q6_K));
+/* 16 bytes of nibbles as 32 int16: the low nibbles (weights 0-15) in the low 256 bits, the high
+ * ones (16-31) above. */
+KERNELS_INLINE __m512i nibbles_i16(const uint8_t *qs) {
+    const __m512i shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+    __m512i w = _mm512_cvtepu8_epi16(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs)));
+    return _mm512_and_si512(_mm512_srlv_epi16(w, shift), _mm512_set1_epi16(0xF));
+}
+
+/* The same nibbles as indices into 16 int8 values. */
+KERNELS_INLINE __m512i lookup_i16(const uint8_t *qs, const int8_t values[16]) {
+    const __m128i lo4 = _mm_set1_epi8(0xF);
+    __m128i b = _mm_loadu_si128((const __m128i *)qs);
+    __m256i idx = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(b, lo4)),
+                                          _mm_and_si128(_mm_srli_epi16(b, 4), lo4), 1);
+    __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)values));
+    return _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(table, idx));
+}
+
+/* The 2-bit fields at bits 2p of 32 bytes (Q2_K, Q3_K) as int16. */
+KERNELS_INLINE __m512i crumbs_i16(const uint8_t *q, int p) {
+    __m512i w = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)q));
+    return _mm512_and_si512(_mm512_srl_epi16(w, _mm_cvtsi32_si128(2 * p)), _mm512_set1_epi16(3));
+}
+
+/* The nibbles j % 2 of 32 bytes (Q4_K, Q5_K) as int16. */
+KERNELS_INLINE __m512i nibble_run_i16(const uint8_t *q, int j) {
+    __m512i w = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)q));
+    return j % 2 ? _mm512_srli_epi16(w, 4) : _mm512_and_si512(w, _mm512_set1_epi16(0xF));
+}
+
+/* Bit j of each of 32 bytes, as a mask. */
+KERNELS_INLINE __mmask32 bit_of_bytes(const uint8_t *q, int j) {
+    return _mm256_test_epi8_mask(_mm256_loadu_si256((const __m256i *)q), _mm256_set1_epi8((char)(1 << j)));
+}
+
+/* IQ3_S group j of block b: eight grid entries of four magnitudes, signs from 32 bits. */
+KERNELS_INLINE __m512i iq3_s_i16(const uint8_t *b, int j) {
+    __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(b + offsetof(block_IQ3_S, qs) + 8 * j)));
+    __m256i high = _mm256_sllv_epi32(_mm256_set1_epi32(b[offsetof(block_IQ3_S, qh) + j]), _mm256_setr_epi32(8, 7, 6, 5, 4, 3, 2, 1));
+    idx = _mm256_or_si256(idx, _mm256_and_si256(high, _mm256_set1_epi32(256))); /* bit i of qh to bit 8 of entry i */
+    __m512i w = _mm512_cvtepu8_epi16(_mm256_i32gather_epi32((const int *)quant_iq3_s_grid, idx, 4));
+    return _mm512_mask_sub_epi16(w, ld32(b + offsetof(block_IQ3_S, signs) + 4 * j), _mm512_setzero_si512(), w);
 }
 
 /* Q6_K group j (of its block at blk) as bytes 0..63 (the value + 32). */
@@ -164,30 +196,52 @@ KERNELS_INLINE __m256i q6_K_u8(const uint8_t *blk, int j) {
     return _mm256_or_si256(ql, _mm256_slli_epi16(qh, 4)); /* each byte's two bits move to bits 4-5 */
 }
 
-/* Group g's 32 weights of a row as int16, in the stored form: Q8_0 signed; Q4_0 and Q4_K the
- * nibbles (0..15); Q6_K the value + 32. The offsets come out later through the activations' sums
- * (group_offsets). Weights 0-15 in the low 256 bits. */
+/* Group g's 32 weights of a row as int16, weights 0-15 in the low 256 bits: the integers w of the
+ * definition, except Q4_0 (its nibbles) and Q6_K (the value + 32), whose offsets come out later
+ * through the activations' sums (group_offsets) or when packing (stored_offset). */
 KERNELS_INLINE __m512i weights_i16(uint32_t type, const uint8_t *row, int g) {
-    const uint8_t *p = group_ptr(type, row, g);
+    const uint8_t *b = int_block(type, row, g);
+    const int j = g % int_block_groups(type);
+    const __m512i c16 = _mm512_set1_epi16(16);
     switch (type) {
-    case GGML_TYPE_Q8_0: return _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(p + 2)));
-    case GGML_TYPE_Q4_0: {
-        const __m512i shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
-        __m512i w = _mm512_cvtepu8_epi16(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(p + 2))));
-        return _mm512_and_si512(_mm512_srlv_epi16(w, shift), _mm512_set1_epi16(0xF));
+    case GGML_TYPE_Q8_0: return _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(b + 2)));
+    case GGML_TYPE_Q4_0: return nibbles_i16(b + 2);
+    case GGML_TYPE_Q4_1: return nibbles_i16(b + 4);
+    case GGML_TYPE_Q5_0: { /* (q | h << 4) - 16: minus 16 where the fifth bit is clear */
+        __m512i w = nibbles_i16(b + 6);
+        return _mm512_mask_sub_epi16(w, ~ld32(b + 2), w, c16);
     }
-    case GGML_TYPE_Q4_K: {
-        __m512i w = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)p));
-        return g % 2 ? _mm512_srli_epi16(w, 4) : _mm512_and_si512(w, _mm512_set1_epi16(0xF));
+    case GGML_TYPE_Q5_1: {
+        __m512i w = nibbles_i16(b + 8);
+        return _mm512_mask_add_epi16(w, ld32(b + 4), w, c16);
     }
-    default: return _mm512_cvtepu8_epi16(q6_K_u8(p, g % 8));
+    case GGML_TYPE_IQ4_NL: return lookup_i16(b + 2, quant_iq4_values);
+    case GGML_TYPE_MXFP4: return lookup_i16(b + 1, quant_e2m1x2_values);
+    case GGML_TYPE_Q2_K: return crumbs_i16(b + offsetof(block_Q2_K, qs) + 32 * (j / 4), j % 4);
+    case GGML_TYPE_Q3_K: { /* minus 4 where the high bit is clear */
+        __m512i w = crumbs_i16(b + offsetof(block_Q3_K, qs) + 32 * (j / 4), j % 4);
+        return _mm512_mask_sub_epi16(w, ~bit_of_bytes(b + offsetof(block_Q3_K, hmask), j), w, _mm512_set1_epi16(4));
+    }
+    case GGML_TYPE_Q4_K: return nibble_run_i16(b + offsetof(block_Q4_K, qs) + 32 * (j / 2), j);
+    case GGML_TYPE_Q5_K: {
+        __m512i w = nibble_run_i16(b + offsetof(block_Q5_K, qs) + 32 * (j / 2), j);
+        return _mm512_mask_add_epi16(w, bit_of_bytes(b + offsetof(block_Q5_K, qh), j), w, c16);
+    }
+    case GGML_TYPE_Q6_K: return _mm512_cvtepu8_epi16(q6_K_u8(b, j));
+    case GGML_TYPE_IQ4_XS: return lookup_i16(b + offsetof(block_IQ4_XS, qs) + 16 * j, quant_iq4_values);
+    default: return iq3_s_i16(b, j);
     }
 }
 
-/* Group g of rows a and b as uint8 in one vector (a in the low 256 bits): Q4_0 and Q4_K nibbles
- * as they are, Q8_0 plus 128 (x ^ 0x80), Q6_K the value + 32. */
+/* What weights_i16 adds to each weight: subtracted when packing. */
+KERNELS_INLINE int16_t stored_offset(uint32_t type) {
+    return type == GGML_TYPE_Q4_0 ? 8 : type == GGML_TYPE_Q6_K ? 32 : 0;
+}
+
+/* Group g of rows a and b as uint8 in one vector (a in the low 256 bits), for the types of
+ * int_takes_i8: Q4_0 and Q4_K nibbles as they are, Q8_0 plus 128 (x ^ 0x80), Q6_K the value + 32. */
 KERNELS_INLINE __m512i weights_u8x2(uint32_t type, const uint8_t *a, const uint8_t *b, int g) {
-    const uint8_t *pa = group_ptr(type, a, g), *pb = group_ptr(type, b, g);
+    const uint8_t *pa = int_block(type, a, g), *pb = int_block(type, b, g);
     switch (type) {
     case GGML_TYPE_Q8_0: {
         __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(pa + 2))),
@@ -202,8 +256,9 @@ KERNELS_INLINE __m512i weights_u8x2(uint32_t type, const uint8_t *a, const uint8
         return _mm512_and_si512(w, _mm512_set1_epi8(0xF));
     }
     case GGML_TYPE_Q4_K: {
-        __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)pa)),
-                                       _mm256_loadu_si256((const __m256i *)pb), 1);
+        size_t o = offsetof(block_Q4_K, qs) + 32 * ((g % 8) / 2);
+        __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(pa + o))),
+                                       _mm256_loadu_si256((const __m256i *)(pb + o)), 1);
         if (g % 2) w = _mm512_srli_epi16(w, 4);
         return _mm512_and_si512(w, _mm512_set1_epi8(0xF));
     }
@@ -259,7 +314,7 @@ KERNELS_INLINE __m512i reduce8x2(const __m512i P[8]) {
     return transpose_add4(R);
 }
 
-/* Q6_K's halves: R[i] (i < 8) holds rows 2i and 2i+1 as 128-bit lanes (2i first half, 2i second
+/* The halves: R[i] (i < 8) holds rows 2i and 2i+1 as 128-bit lanes (2i first half, 2i second
  * half, 2i+1 first, 2i+1 second); out: each row's total of each half, lane r = row r. */
 KERNELS_INLINE void reduce_halves(const __m512i R[8], __m512i S[2]) {
     const __m512i ia = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 16, 24, 17, 25, 18, 26, 19, 27);
@@ -269,43 +324,105 @@ KERNELS_INLINE void reduce_halves(const __m512i R[8], __m512i S[2]) {
     S[1] = _mm512_permutex2var_epi32(v0, ib, v1);
 }
 
-/* The fp16 scales of one block of 16 rows (byte offsets idx from base) as f32. */
-KERNELS_INLINE __m512 gather_scales(const uint8_t *base, __m512i idx) {
-    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(idx, base, 1)));
+/* fp16 values in the low 16 bits of each dword, as f32. */
+KERNELS_INLINE __m512 low_halves(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)); }
+
+/* The dword at base + idx of 16 rows. */
+KERNELS_INLINE __m512i gather_rows(const uint8_t *base, __m512i idx) { return _mm512_i32gather_epi32(idx, base, 1); }
+
+/* MXFP4's scales 2^(e-128) (quant_e8m0_half) from E8M0 bytes, one per dword: the exponent e - 1,
+ * or below e = 2 a subnormal's bit; e = 255 is NaN. */
+KERNELS_INLINE __m512 e8m0_half(__m512i e) {
+    __m512i v = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    v = _mm512_mask_sllv_epi32(v, _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), _mm512_set1_epi32(0x00200000), e);
+    v = _mm512_mask_mov_epi32(v, _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(0xFF)), _mm512_set1_epi32(0x7FC00000));
+    return _mm512_castsi512_ps(v);
 }
 
-/* The f32 scales of a K-quant block of 16 rows (blk: row 0's block; idx: the rows' offsets).
- * Q4_K: s[j] = d * sc_j and s[8 + j] = dmin * m_j for the sub-blocks j < 8; Q6_K: s[i] = d * sc_i
- * for the sub-blocks of 16, i < 16. All exact products. */
-KERNELS_INLINE void kblock_scales(uint32_t type, const uint8_t *blk, __m512i idx, __m512 s[16]) {
-    const __m512i byte = _mm512_set1_epi32(0xFF);
-    if (type == GGML_TYPE_Q4_K) {
-        __m512i dd = _mm512_i32gather_epi32(idx, blk, 1); /* d | dmin << 16 */
-        __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)), dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
-        __m512i a = _mm512_i32gather_epi32(idx, blk + 4, 1), b = _mm512_i32gather_epi32(idx, blk + 8, 1);
-        __m512i c = _mm512_i32gather_epi32(idx, blk + 12, 1);
+/* Bits [8k + s, 8k + s + n) of each dword's byte k... as f32: (v >> shift) & mask. */
+KERNELS_INLINE __m512 field_ps(__m512i v, int shift, int mask) {
+    return _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(v, (unsigned)shift), _mm512_set1_epi32(mask)));
+}
+
+/* The scales of a 256-block of 16 rows (blk: row 0's block; idx: the rows' offsets), per
+ * sub-block of 16 weights i (0..15): a in ka[i], b in kb[i]; the types with one scale per 32 fill
+ * only the even i (group j: 2j). All exact products (kernels_impl.h). */
+KERNELS_INLINE void kblock_scales(uint32_t type, const uint8_t *blk, __m512i idx, __m512 ka[16], __m512 kb[16]) {
+    switch (type) {
+    case GGML_TYPE_Q4_K:
+    case GGML_TYPE_Q5_K: {
+        __m512i dd = gather_rows(blk, idx); /* d | dmin << 16 */
+        __m512 d = low_halves(dd), ndmin = _mm512_sub_ps(_mm512_setzero_ps(), low_halves(_mm512_srli_epi32(dd, 16)));
+        __m512i a = gather_rows(blk + 4, idx), b = gather_rows(blk + 8, idx), c = gather_rows(blk + 12, idx);
         /* quant_q4_K_scales64 on 16 rows at once: four sub-blocks per word */
         const __m512i lo6 = _mm512_set1_epi32(0x3F3F3F3F), lo4 = _mm512_set1_epi32(0x0F0F0F0F), top2 = _mm512_set1_epi32(0x30303030);
-        __m512i w[4] = {_mm512_and_si512(a, lo6),
-                        _mm512_or_si512(_mm512_and_si512(c, lo4), _mm512_and_si512(_mm512_srli_epi32(a, 2), top2)),
-                        _mm512_and_si512(b, lo6),
+        __m512i sc[2] = {_mm512_and_si512(a, lo6),
+                         _mm512_or_si512(_mm512_and_si512(c, lo4), _mm512_and_si512(_mm512_srli_epi32(a, 2), top2))};
+        __m512i m[2] = {_mm512_and_si512(b, lo6),
                         _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(c, 4), lo4), _mm512_and_si512(_mm512_srli_epi32(b, 2), top2))};
-#pragma GCC unroll 16
-        for (int i = 0; i < 16; i++) {
-            __m512i v = _mm512_and_si512(_mm512_srlv_epi32(w[i / 4], _mm512_set1_epi32(8 * (i % 4))), byte);
-            s[i] = _mm512_mul_ps(i < 8 ? d : dmin, _mm512_cvtepi32_ps(v));
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            ka[2 * j] = _mm512_mul_ps(d, field_ps(sc[j / 4], 8 * (j % 4), 0xFF));
+            kb[2 * j] = _mm512_mul_ps(ndmin, field_ps(m[j / 4], 8 * (j % 4), 0xFF));
         }
-    } else {
-        __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(
-            _mm512_i32gather_epi32(idx, blk + offsetof(block_q6_K, d) - 2, 1), 16)));
+        break;
+    }
+    case GGML_TYPE_Q6_K: {
+        __m512 d = low_halves(_mm512_srli_epi32(gather_rows(blk + offsetof(block_Q6_K, d) - 2, idx), 16));
 #pragma GCC unroll 4
         for (int q = 0; q < 4; q++) {
-            __m512i w = _mm512_i32gather_epi32(idx, blk + offsetof(block_q6_K, scales) + 4 * q, 1);
+            __m512i w = gather_rows(blk + offsetof(block_Q6_K, scales) + 4 * q, idx);
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) /* byte k, sign-extended */
-                s[4 * q + k] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(
-                                                    _mm512_sllv_epi32(w, _mm512_set1_epi32(24 - 8 * k)), 24)));
+                ka[4 * q + k] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(w, 24 - 8 * k), 24)));
         }
+        break;
+    }
+    case GGML_TYPE_Q3_K: {
+        const uint8_t *s = blk + offsetof(block_Q3_K, scales);
+        __m512 d = low_halves(_mm512_srli_epi32(gather_rows(blk + offsetof(block_Q3_K, d) - 2, idx), 16));
+        __m512i lo[2] = {gather_rows(s, idx), gather_rows(s + 4, idx)}, hi = gather_rows(s + 8, idx);
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) { /* nibble i / 8 of byte i % 8, then bits 2 (i / 4) of byte 8 + i % 4 */
+            __m512i v = _mm512_and_si512(_mm512_srli_epi32(lo[(i % 8) / 4], (unsigned)(8 * (i % 4) + 4 * (i / 8))), _mm512_set1_epi32(0xF));
+            v = _mm512_or_si512(v, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hi, (unsigned)(8 * (i % 4) + 2 * (i / 4))),
+                                                                     _mm512_set1_epi32(3)), 4));
+            ka[i] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(v, _mm512_set1_epi32(32))));
+        }
+        break;
+    }
+    case GGML_TYPE_Q2_K: {
+        __m512i dd = gather_rows(blk + offsetof(block_Q2_K, d), idx); /* d | dmin << 16 */
+        __m512 d = low_halves(dd), ndmin = _mm512_sub_ps(_mm512_setzero_ps(), low_halves(_mm512_srli_epi32(dd, 16)));
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) {
+            __m512i w = gather_rows(blk + offsetof(block_Q2_K, scales) + 4 * q, idx);
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                ka[4 * q + k] = _mm512_mul_ps(d, field_ps(w, 8 * k, 0xF));
+                kb[4 * q + k] = _mm512_mul_ps(ndmin, field_ps(w, 8 * k + 4, 0xF));
+            }
+        }
+        break;
+    }
+    case GGML_TYPE_IQ4_XS: {
+        __m512i dh = gather_rows(blk, idx), l = gather_rows(blk + offsetof(block_IQ4_XS, scales_l), idx); /* d | scales_h << 16 */
+        __m512 d = low_halves(dh);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            __m512i ls = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(l, (unsigned)(4 * j)), _mm512_set1_epi32(0xF)),
+                                         _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(dh, (unsigned)(16 + 2 * j)), _mm512_set1_epi32(3)), 4));
+            ka[2 * j] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(ls, _mm512_set1_epi32(32))));
+        }
+        break;
+    }
+    default: { /* IQ3_S */
+        __m512 d = low_halves(gather_rows(blk, idx));
+        __m512i s = gather_rows(blk + offsetof(block_IQ3_S, scales), idx);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++)
+            ka[2 * j] = _mm512_mul_ps(d, _mm512_fmadd_ps(field_ps(s, 4 * j, 0xF), _mm512_set1_ps(2.0f), _mm512_set1_ps(1.0f)));
+    }
     }
 }
 
@@ -330,12 +447,12 @@ KERNELS_INLINE __m512 row_scales(const uint8_t *const row[16], size_t o) {
     return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(scales8(row, o)), scales8(row + 8, o), 1));
 }
 
-/* Q4_0: the fp16 scales of 4 consecutive blocks of 16 rows, as f32 vectors s[0..4). The 18-byte
- * blocks put 4 scales within 56 bytes: one masked load per row takes them (no byte past the last
- * scale is read), then a tree of word permutes turns rows x blocks into blocks x rows: fewer
- * instructions than 16 word inserts per block (measured 5% faster; for Q8_0's 34-byte blocks,
- * two per load, no gain). */
-KERNELS_INLINE void q4_0_scales4(const uint8_t *const row[16], size_t o, __m512 s[4]) {
+/* Q4_0 and IQ4_NL: the fp16 scales of 4 consecutive blocks of 16 rows, as f32 vectors s[0..4).
+ * The 18-byte blocks put 4 scales within 56 bytes: one masked load per row takes them (no byte
+ * past the last scale is read), then a tree of word permutes turns rows x blocks into blocks x
+ * rows: fewer instructions than 16 word inserts per block (measured 5% faster; for Q8_0's 34-byte
+ * blocks, two per load, no gain). */
+KERNELS_INLINE void scales4_18(const uint8_t *const row[16], size_t o, __m512 s[4]) {
     const __mmask64 m = ((__mmask64)1 << 56) - 1;
     /* pairs of rows: words [row 2i: blocks 0..3, row 2i+1: blocks 0..3] (a block is 9 words) */
     const __m512i idx1 = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
@@ -365,35 +482,121 @@ KERNELS_INLINE void q4_0_scales4(const uint8_t *const row[16], size_t o, __m512 
     s[3] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(v23, 1));
 }
 
+/* The scales a and offsets b (per half) of group g of 16 rows: from the block's (ka, kb from
+ * kblock_scales) for the 256-blocks, else from each row's block (base: row 0's row; idx: the
+ * rows' offsets). */
+KERNELS_INLINE void group_scales(uint32_t type, const uint8_t *const row[16], const uint8_t *base, __m512i idx, int g,
+                                 const __m512 ka[16], const __m512 kb[16], __m512 a[2], __m512 b[2]) {
+    if (int_block_groups(type) > 1) {
+        int j = g % 8;
+        a[0] = ka[2 * j];
+        if (int_halves(type)) a[1] = ka[2 * j + 1];
+        if (int_has_min(type)) b[0] = kb[2 * j];
+        if (int_has_min(type) && int_halves(type)) b[1] = kb[2 * j + 1];
+        return;
+    }
+    size_t o = (size_t)g * int_block_bytes(type);
+    if (type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_1) { /* d | m << 16 */
+        __m512i dm = gather_rows(base + o, idx);
+        a[0] = low_halves(dm);
+        b[0] = low_halves(_mm512_srli_epi32(dm, 16));
+    } else if (type == GGML_TYPE_MXFP4) {
+        a[0] = e8m0_half(_mm512_and_si512(gather_rows(base + o, idx), _mm512_set1_epi32(0xFF)));
+    } else {
+        a[0] = row_scales(row, o);
+    }
+}
+
+/* acc plus group g's scaled sums, in the defined order (kernels_impl.h). */
+KERNELS_INLINE __m512 scale_group(uint32_t type, __m512 acc, const __m512i S[2], const __m512 a[2], const __m512 b[2],
+                                  const act_group *x) {
+    __m512 d = _mm512_set1_ps(x->d);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[0]), _mm512_mul_ps(a[0], d), acc);
+    if (int_halves(type)) acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[1]), _mm512_mul_ps(a[1], d), acc);
+    if (int_has_min(type) && int_halves(type)) {
+        acc = _mm512_fmadd_ps(b[0], _mm512_set1_ps(x->d * (float)x->sum16), acc);
+        acc = _mm512_fmadd_ps(b[1], _mm512_set1_ps(x->d * (float)(x->sum - x->sum16)), acc);
+    } else if (int_has_min(type)) {
+        acc = _mm512_fmadd_ps(b[0], _mm512_set1_ps(x->d * (float)x->sum), acc);
+    }
+    return acc;
+}
+
 KERNELS_INLINE void store_rows(float *y, __m512 v, int n, int add) {
     __mmask16 m = (__mmask16)((1u << n) - 1);
     if (add) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, y));
     _mm512_mask_storeu_ps(y, m, v);
 }
 
-/* The group's exact S of 16 rows (lane r = row r); Q6_K: S[0], S[1] for the halves. */
+/* The types whose group of 32 is 16 bytes of nibbles, weights 0-15 (low) and 16-31 (high), and
+ * where group g's bytes start in its block. */
+KERNELS_INLINE int split_nibbles(uint32_t type) {
+    return type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_0 || type == GGML_TYPE_Q5_1 ||
+           type == GGML_TYPE_IQ4_NL || type == GGML_TYPE_MXFP4 || type == GGML_TYPE_IQ4_XS;
+}
+KERNELS_INLINE size_t nibbles_at(uint32_t type, int g) {
+    switch (type) {
+    case GGML_TYPE_Q4_1: return offsetof(block_Q4_1, qs);
+    case GGML_TYPE_Q5_0: return offsetof(block_Q5_0, qs);
+    case GGML_TYPE_Q5_1: return offsetof(block_Q5_1, qs);
+    case GGML_TYPE_MXFP4: return offsetof(block_MXFP4, qs);
+    case GGML_TYPE_IQ4_XS: return offsetof(block_IQ4_XS, qs) + 16 * (size_t)(g % 8);
+    default: return 2;
+    }
+}
+
+/* Those types' group g of rows a and b as weights_i16 gives them, two rows per vector: weights
+ * 0-15 of a, then of b, in *lo; weights 16-31 in *hi. */
+KERNELS_INLINE void weights_i16x2(uint32_t type, const uint8_t *a, const uint8_t *b, int g, __m512i *lo, __m512i *hi) {
+    const uint8_t *pa = int_block(type, a, g), *pb = int_block(type, b, g);
+    const size_t o = nibbles_at(type, g);
+    __m256i bytes = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(pa + o))),
+                                            _mm_loadu_si128((const __m128i *)(pb + o)), 1);
+    if (type == GGML_TYPE_IQ4_NL || type == GGML_TYPE_IQ4_XS || type == GGML_TYPE_MXFP4) { /* looked up as bytes */
+        const int8_t *values = type == GGML_TYPE_MXFP4 ? quant_e2m1x2_values : quant_iq4_values;
+        const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)values)), lo4 = _mm256_set1_epi8(0xF);
+        *lo = _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(table, _mm256_and_si256(bytes, lo4)));
+        *hi = _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(bytes, 4), lo4)));
+        return;
+    }
+    __m512i w = _mm512_cvtepu8_epi16(bytes);
+    *lo = _mm512_and_si512(w, _mm512_set1_epi16(0xF));
+    *hi = _mm512_srli_epi16(w, 4);
+    if (type == GGML_TYPE_Q5_0 || type == GGML_TYPE_Q5_1) { /* the fifth bits: a's and b's words side by side */
+        uint32_t ha = ld32(pa + (type == GGML_TYPE_Q5_0 ? 2 : 4)), hb = ld32(pb + (type == GGML_TYPE_Q5_0 ? 2 : 4));
+        __mmask32 mlo = (ha & 0xFFFF) | hb << 16, mhi = ha >> 16 | (hb & 0xFFFF0000u);
+        const __m512i c16 = _mm512_set1_epi16(16);
+        if (type == GGML_TYPE_Q5_1) {
+            *lo = _mm512_mask_add_epi16(*lo, mlo, *lo, c16);
+            *hi = _mm512_mask_add_epi16(*hi, mhi, *hi, c16);
+        } else {
+            *lo = _mm512_mask_sub_epi16(*lo, ~mlo, *lo, c16);
+            *hi = _mm512_mask_sub_epi16(*hi, ~mhi, *hi, c16);
+        }
+    }
+}
+
+/* The group's exact S of 16 rows (lane r = row r); halves: S[0], S[1]. */
 KERNELS_INLINE void group_sums(uint32_t type, kernels_act fmt, const uint8_t *const row[16], int g, const void *xq,
                                const act_group *a, __m512i S[2]) {
-    if (fmt == KERNELS_ACT_I16 && type == GGML_TYPE_Q4_0) {
-        /* Two rows per vector, 16 weights each: rows a and b's low nibbles (weights 0-15) in one
-         * vector, their high nibbles (16-31) in another, against x's two halves broadcast: half
-         * the unpacking and reduction work of one row per vector. */
+    if (fmt == KERNELS_ACT_I16 && split_nibbles(type)) {
+        /* Two rows per vector, 16 weights each: rows a and b's weights 0-15 in one vector, their
+         * weights 16-31 in another, against x's two halves broadcast: half the unpacking and
+         * reduction work of one row per vector. */
         const __m256i *xg = (const __m256i *)((const int16_t *)xq + 32 * g);
         __m512i x0 = _mm512_broadcast_i64x4(_mm256_loadu_si256(xg)), x1 = _mm512_broadcast_i64x4(_mm256_loadu_si256(xg + 1));
         __m512i P[8];
 #pragma GCC unroll 8
         for (int p = 0; p < 8; p++) { /* rows (p % 2) * 8 + p / 2 and 4 more: see reduce8x2 */
             int ra = (p % 2) * 8 + p / 2;
-            const uint8_t *qa = row[ra] + (size_t)g * 18 + 2, *qb = row[ra + 4] + (size_t)g * 18 + 2;
-            __m512i w = _mm512_cvtepu8_epi16(_mm256_inserti128_si256(
-                _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)qa)), _mm_loadu_si128((const __m128i *)qb), 1));
-            __m512i lo = _mm512_and_si512(w, _mm512_set1_epi16(0xF)), hi = _mm512_srli_epi16(w, 4);
+            __m512i lo, hi;
+            weights_i16x2(type, row[ra], row[ra + 4], g, &lo, &hi);
             P[p] = _mm512_dpwssd_epi32(_mm512_madd_epi16(lo, x0), hi, x1); /* VNNI: the add fused */
         }
         S[0] = reduce8x2(P);
     } else if (fmt == KERNELS_ACT_I16) {
         __m512i x = _mm512_loadu_si512((const int16_t *)xq + 32 * g), P[16];
-        if (type == GGML_TYPE_Q6_K) {
+        if (int_halves(type)) {
 #pragma GCC unroll 16
             for (int r = 0; r < 16; r++) P[r] = _mm512_madd_epi16(weights_i16(type, row[r], g), x);
             __m512i R[8];
@@ -408,7 +611,7 @@ KERNELS_INLINE void group_sums(uint32_t type, kernels_act fmt, const uint8_t *co
     } else {
         __m512i x = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)((const int8_t *)xq + 32 * g)));
         __m512i P[8];
-        if (type == GGML_TYPE_Q6_K) {
+        if (int_halves(type)) {
 #pragma GCC unroll 8
             for (int i = 0; i < 8; i++)
                 P[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), weights_u8x2(type, row[2 * i], row[2 * i + 1], g), x);
@@ -428,8 +631,9 @@ KERNELS_INLINE void group_sums(uint32_t type, kernels_act fmt, const uint8_t *co
     if (off[1]) S[1] = _mm512_sub_epi32(S[1], _mm512_set1_epi32(off[1]));
 }
 
-/* Rows [0, n) (n <= 16) of W, y[0..n). Missing rows repeat the last one (results dropped). */
-KERNELS_INLINE void matvec_q16(uint32_t type, kernels_act fmt, const uint8_t *W, size_t rb, int n, int cols,
+/* Rows [0, n) (n <= 16) of W (rows rb apart, rs bytes each), y[0..n). Missing rows repeat the last
+ * one (results dropped). */
+KERNELS_INLINE void matvec_q16(uint32_t type, kernels_act fmt, const uint8_t *W, size_t rb, size_t rs, int n, int cols,
                                const void *xq, float *y, int add) {
     const act_group *grp = act_groups(xq, fmt, cols);
     const uint8_t *row[16];
@@ -439,55 +643,42 @@ KERNELS_INLINE void matvec_q16(uint32_t type, kernels_act fmt, const uint8_t *W,
         row[i] = W + offs[i];
     }
     const __m512i idx = _mm512_loadu_si512(offs);
-    const int G = cols / 32;
-    const size_t pf_step = 16 * rb / (size_t)G;
-    __m512 acc = _mm512_setzero_ps(), ks[16];
+    const int G = cols / 32, by4 = type == GGML_TYPE_Q4_0 || type == GGML_TYPE_IQ4_NL;
+    const size_t pf_step = 16 * rs / (size_t)G;
+    __m512 acc = _mm512_setzero_ps(), ka[16], kb[16], a4[4];
     for (int g = 0; g < G; g++) {
-        if (type == GGML_TYPE_Q4_0 && g % 4 == 0 && g + 4 <= G) q4_0_scales4(row, (size_t)g * 18, ks);
         /* The 16 rows are read as 16 slow streams, which the hardware prefetchers follow poorly;
-         * the next tile is contiguous, so fetch it linearly, as fast as this one is consumed.
-         * Into L2, not L1: a tile is 18-50 KB, and the next one fetched into a 32 KB L1 beside the
-         * current one is evicted before it is used (T0 measured 30 tok/s, T2 41-43 tok/s decoding
-         * TinyLlama Q4_0 with 2 threads on Zen 4). */
-        for (size_t p = 0; p < pf_step; p += 64) _mm_prefetch((const char *)W + 16 * rb + g * pf_step + p, _MM_HINT_T2);
-        if ((type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K) && g % 8 == 0)
-            kblock_scales(type, kblock_ptr(type, W, g), idx, ks);
+         * the next tile, when its rows are contiguous, is fetched linearly, as fast as this one is
+         * consumed (else row by row). Into L2, not L1: a tile is 18-50 KB, and the next one
+         * fetched into a 32 KB L1 beside the current one is evicted before it is used (T0
+         * measured 30 tok/s, T2 41-43 tok/s decoding TinyLlama Q4_0 with 2 threads on Zen 4). */
+        if (rb == rs)
+            for (size_t p = 0; p < pf_step; p += 64) _mm_prefetch((const char *)W + 16 * rb + g * pf_step + p, _MM_HINT_T2);
+        else
+            for (int i = 16; i < 32; i++) _mm_prefetch((const char *)W + i * rb + (size_t)g * rs / (size_t)G, _MM_HINT_T2);
+        if (int_block_groups(type) > 1 && g % 8 == 0) kblock_scales(type, int_block(type, W, g), idx, ka, kb);
+        __m512 a[2], b[2];
+        if (by4 && g % 4 == 0 && g + 4 <= G) scales4_18(row, (size_t)g * 18, a4);
+        if (by4 && g - g % 4 + 4 <= G) a[0] = a4[g % 4]; /* by fours except the last blocks */
+        else group_scales(type, row, W, idx, g, ka, kb, a, b);
         __m512i S[2];
         group_sums(type, fmt, row, g, xq, &grp[g], S);
-        __m512 d = _mm512_set1_ps(grp[g].d);
-        switch (type) {
-        case GGML_TYPE_Q4_K:
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[0]), _mm512_mul_ps(ks[g % 8], d), acc);
-            acc = _mm512_fnmadd_ps(ks[8 + g % 8], _mm512_set1_ps(grp[g].d * (float)grp[g].sum), acc);
-            break;
-        case GGML_TYPE_Q6_K:
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[0]), _mm512_mul_ps(ks[2 * (g % 8)], d), acc);
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[1]), _mm512_mul_ps(ks[2 * (g % 8) + 1], d), acc);
-            break;
-        default: { /* Q4_0 by fours except its last blocks */
-            __m512 dw = type == GGML_TYPE_Q4_0 && g - g % 4 + 4 <= G ? ks[g % 4]
-                                                                     : row_scales(row, (size_t)g * int_block_bytes(type));
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[0]), _mm512_mul_ps(dw, d), acc);
-        }
-        }
+        acc = scale_group(type, acc, S, a, b, &grp[g]);
     }
     store_rows(y, acc, n, add);
 }
 
 KERNELS_INLINE void matvec_tiles(uint32_t type, kernels_act fmt, const uint8_t *W, size_t row_bytes, int cols,
                                  const void *xq, float *y, int r0, int r1, int add) {
+    const size_t rs = (size_t)(cols / 32 / int_block_groups(type)) * int_block_bytes(type);
     for (int r = r0; r < r1; r += 16)
-        matvec_q16(type, fmt, W + (size_t)r * row_bytes, row_bytes, r1 - r < 16 ? r1 - r : 16, cols, xq, y + (r - r0), add);
-}
-
-static void matvec_q(uint32_t type, const void *W, size_t row_bytes, int cols, kernels_act fmt, const void *xq,
-                     float *y, int r0, int r1, int add) {
-    BY_TYPE_AND_FORMAT(matvec_tiles, (const uint8_t *)W, row_bytes, cols, xq, y, r0, r1, add)
+        matvec_q16(type, fmt, W + (size_t)r * row_bytes, row_bytes, rs, r1 - r < 16 ? r1 - r : 16, cols, xq, y + (r - r0),
+                   add);
 }
 
 /* The packed matmul is blocked for the caches: a block of MM_TB tokens and MM_RB rows keeps its
  * f32 accumulators in scratch (64 KB); the weights go by k-blocks of MM_KG groups (512 k), each
- * 32-row panel of a k-block packed once (36 KB) and used by every token of the block, whose
+ * 32-row panel of a k-block packed once (40 KB) and used by every token of the block, whose
  * activations for the k-block (up to 128 KB of int16) stay in L2 across the block's panels. */
 #define MM_TB 128
 #define MM_RB 128
@@ -496,10 +687,10 @@ static void matvec_q(uint32_t type, const void *W, size_t row_bytes, int cols, k
 
 /* A packed panel of up to 32 rows (two sets of 16 lanes) over MM_KG groups: for group g, step j
  * (k-pair for int16, k-quad for uint8) and set s, 64 bytes at ((g * 16 + j) * 2 + s) * 64; then
- * two scale vectors per group and set, 16 floats each at ((g * 2 + s) * 2 + v) * 16: the block
- * scale (Q8_0, Q4_0), d * sc and dmin * m (Q4_K), or d * sc of each half (Q6_K). */
+ * four scale vectors per group and set, 16 floats each at ((g * 2 + s) * 4 + v) * 16: a and b of
+ * the first half, then of the second (the same for the types with scales per 32). */
 #define PANEL_BYTES (MM_KG * 16 * 128)
-#define PANEL_SCALES (MM_KG * 2 * 2 * 16)
+#define PANEL_SCALES (MM_KG * 2 * 4 * 16)
 _Static_assert(PANEL_BYTES + PANEL_SCALES * 4 + MM_RB * MM_TB * 4 <= KERNELS_MUL_SCRATCH, "matmul scratch");
 
 /* Rows as 16 vectors of 16 dwords in, columns out: c[j] lane i = r[i] lane j. */
@@ -533,10 +724,9 @@ KERNELS_INLINE void transpose16(__m512i r[16]) {
 /* Pack groups [g0, g0 + ng) of rows [0, n) of W (n <= 32; g0 a multiple of 8). int16: the signed
  * weights (the stored form minus its offset), so the packed product is S itself; uint8: the
  * stored form of weights_u8x2, corrected through the activations' sums. */
-static void pack_panel(uint32_t type, kernels_act fmt, const uint8_t *W, size_t rb, int n, int g0, int ng,
-                       uint8_t *panel) {
-    const int kq = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K;
-    const int16_t off16 = type == GGML_TYPE_Q4_0 ? 8 : type == GGML_TYPE_Q6_K ? 32 : 0;
+KERNELS_INLINE void pack_panel(uint32_t type, kernels_act fmt, const uint8_t *W, size_t rb, int n, int g0, int ng,
+                               uint8_t *panel) {
+    const __m512i off16 = _mm512_set1_epi16(stored_offset(type));
     float *sc = (float *)(panel + PANEL_BYTES);
     for (int s = 0; s < (n + 15) / 16; s++) {
         const uint8_t *row[16];
@@ -547,13 +737,13 @@ static void pack_panel(uint32_t type, kernels_act fmt, const uint8_t *W, size_t 
             row[i] = W + offs[i];
         }
         const __m512i idx = _mm512_loadu_si512(offs);
-        __m512 ks[16];
+        __m512 ka[16], kb[16];
         for (int gi = 0; gi < ng; gi++) {
             int g = g0 + gi;
             __m512i v[16];
             if (fmt == KERNELS_ACT_I16) {
 #pragma GCC unroll 16
-                for (int i = 0; i < 16; i++) v[i] = _mm512_sub_epi16(weights_i16(type, row[i], g), _mm512_set1_epi16(off16));
+                for (int i = 0; i < 16; i++) v[i] = _mm512_sub_epi16(weights_i16(type, row[i], g), off16);
             } else { /* 32 bytes per row: both 256-bit halves of a pair's vector */
 #pragma GCC unroll 8
                 for (int i = 0; i < 16; i += 2) {
@@ -567,17 +757,14 @@ static void pack_panel(uint32_t type, kernels_act fmt, const uint8_t *W, size_t 
             int steps = fmt == KERNELS_ACT_I16 ? 16 : 8;
 #pragma GCC unroll 16
             for (int j = 0; j < steps; j++) _mm512_store_si512(dst + (size_t)j * 128, v[j]);
-            float *gs = sc + (size_t)(gi * 2 + s) * 32;
-            if (kq && (gi == 0 || g % 8 == 0)) kblock_scales(type, kblock_ptr(type, W, g), idx, ks);
-            if (type == GGML_TYPE_Q4_K) {
-                _mm512_store_ps(gs, ks[g % 8]);
-                _mm512_store_ps(gs + 16, ks[8 + g % 8]);
-            } else if (type == GGML_TYPE_Q6_K) {
-                _mm512_store_ps(gs, ks[2 * (g % 8)]);
-                _mm512_store_ps(gs + 16, ks[2 * (g % 8) + 1]);
-            } else {
-                _mm512_store_ps(gs, gather_scales(W + (size_t)g * int_block_bytes(type), idx));
-            }
+            if (int_block_groups(type) > 1 && (gi == 0 || g % 8 == 0)) kblock_scales(type, int_block(type, W, g), idx, ka, kb);
+            __m512 a[2], b[2];
+            group_scales(type, row, W, idx, g, ka, kb, a, b);
+            float *gs = sc + (size_t)(gi * 2 + s) * 64;
+            _mm512_store_ps(gs, a[0]);
+            if (int_has_min(type)) _mm512_store_ps(gs + 16, b[0]);
+            if (int_halves(type)) _mm512_store_ps(gs + 32, a[1]);
+            if (int_halves(type) && int_has_min(type)) _mm512_store_ps(gs + 48, b[1]);
         }
     }
 }
@@ -585,12 +772,12 @@ static void pack_panel(uint32_t type, kernels_act fmt, const uint8_t *W, size_t 
 /* One tile: NS sets of 16 packed rows times NT tokens over the panel's ng groups (absolute
  * groups g0...), continuing the accumulators in acc ([t][2][16] floats, MM_TB * 32 apart per
  * panel). Generic in type, format, NT and NS (compile-time constants after inlining); every
- * (row, token) does the same operations. The steps of a group go in two halves: Q6_K scales
- * each half's S on its own; the other types carry the integer sums across. */
+ * (row, token) does the same operations. The steps of a group go in two halves: the types with
+ * scales per 16 scale each half's S on its own; the others carry the integer sums across. */
 KERNELS_INLINE void panel_tile(uint32_t type, kernels_act fmt, const uint8_t *panel, int cols, int g0, int ng,
                                const uint8_t *X, size_t xs, int NT, int NS, float *acc) {
     const float *sc = (const float *)(panel + PANEL_BYTES);
-    const int steps = fmt == KERNELS_ACT_I16 ? 16 : 8;
+    const int steps = fmt == KERNELS_ACT_I16 ? 16 : 8, halves = int_halves(type);
     __m512 facc[4][2];
     const act_group *grp[4];
 #pragma GCC unroll 4
@@ -602,11 +789,11 @@ KERNELS_INLINE void panel_tile(uint32_t type, kernels_act fmt, const uint8_t *pa
     for (int gi = 0; gi < ng; gi++) {
         int g = g0 + gi;
         const uint8_t *pg = panel + (size_t)gi * 16 * 128;
-        const float *gs = sc + (size_t)gi * 64;
+        const float *gs = sc + (size_t)gi * 128;
         __m512i iacc[4][2];
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
-            if (h == 0 || type == GGML_TYPE_Q6_K)
+            if (h == 0 || halves)
 #pragma GCC unroll 4
                 for (int t = 0; t < NT; t++) {
                     /* the uint8 panel's offsets (zero for the int16 one) */
@@ -632,18 +819,25 @@ KERNELS_INLINE void panel_tile(uint32_t type, kernels_act fmt, const uint8_t *pa
                                                             : _mm512_dpbusd_epi32(iacc[t][s], w[s], xb);
                 }
             }
-            if (h == 0 && type != GGML_TYPE_Q6_K) continue;
+            if (h == 0 && !halves) continue;
+            /* the defined order: S (or S_a, then S_b) scaled, then the offsets */
 #pragma GCC unroll 4
             for (int t = 0; t < NT; t++) {
-                __m512 d = _mm512_set1_ps(grp[t][g].d);
+                const act_group *x = &grp[t][g];
+                __m512 d = _mm512_set1_ps(x->d);
 #pragma GCC unroll 2
                 for (int s = 0; s < NS; s++) {
-                    const float *v = gs + s * 32;
-                    __m512 scale = _mm512_load_ps(v + (type == GGML_TYPE_Q6_K ? 16 * h : 0));
-                    facc[t][s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[t][s]), _mm512_mul_ps(scale, d), facc[t][s]);
-                    if (type == GGML_TYPE_Q4_K)
-                        facc[t][s] = _mm512_fnmadd_ps(_mm512_load_ps(v + 16),
-                                                      _mm512_set1_ps(grp[t][g].d * (float)grp[t][g].sum), facc[t][s]);
+                    const float *v = gs + s * 64 + (halves ? 32 * h : 0);
+                    facc[t][s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[t][s]), _mm512_mul_ps(_mm512_load_ps(v), d), facc[t][s]);
+                    if (h == 1 && int_has_min(type) && halves) {
+                        facc[t][s] = _mm512_fmadd_ps(_mm512_load_ps(gs + s * 64 + 16), _mm512_set1_ps(x->d * (float)x->sum16),
+                                                     facc[t][s]);
+                        facc[t][s] = _mm512_fmadd_ps(_mm512_load_ps(gs + s * 64 + 48),
+                                                     _mm512_set1_ps(x->d * (float)(x->sum - x->sum16)), facc[t][s]);
+                    } else if (h == 1 && int_has_min(type)) {
+                        facc[t][s] = _mm512_fmadd_ps(_mm512_load_ps(gs + s * 64 + 16), _mm512_set1_ps(x->d * (float)x->sum),
+                                                     facc[t][s]);
+                    }
                 }
             }
         }
@@ -654,11 +848,12 @@ KERNELS_INLINE void panel_tile(uint32_t type, kernels_act fmt, const uint8_t *pa
         for (int s = 0; s < NS; s++) _mm512_store_ps(acc + (t * 2 + s) * 16, facc[t][s]);
 }
 
-/* Fetch what pack_panel will read for rows [0, n) of W and groups [g0, g0 + ng): 32 slow
- * strided streams, which the hardware prefetchers follow poorly, requested while the current
- * panel computes (thousands of cycles per panel, far more than the memory latency). */
-static void prefetch_panel(const uint8_t *W, size_t rb, int n, int G, int g0, int ng) {
-    size_t lo = rb * (size_t)g0 / (size_t)G, hi = rb * (size_t)(g0 + ng) / (size_t)G; /* exact at block edges */
+/* Fetch what pack_panel will read for rows [0, n) of W (rows rb apart, rs bytes each) and groups
+ * [g0, g0 + ng): 32 slow strided streams, which the hardware prefetchers follow poorly, requested
+ * while the current panel computes (thousands of cycles per panel, far more than the memory
+ * latency). */
+static void prefetch_panel(const uint8_t *W, size_t rb, size_t rs, int n, int G, int g0, int ng) {
+    size_t lo = rs * (size_t)g0 / (size_t)G, hi = rs * (size_t)(g0 + ng) / (size_t)G; /* exact at block edges */
     for (int r = 0; r < n; r++)
         for (size_t o = lo & ~(size_t)63; o < hi; o += 64) _mm_prefetch((const char *)W + (size_t)r * rb + o, _MM_HINT_T0);
 }
@@ -667,6 +862,7 @@ KERNELS_INLINE void matmul_blocks(uint32_t type, kernels_act fmt, const uint8_t 
                                   const uint8_t *Xq, int T, float *Y, int ldy, int r0, int r1, int add, void *scratch) {
     const size_t xs = act_row_bytes(fmt, cols);
     const int G = cols / 32;
+    const size_t rs = (size_t)(G / int_block_groups(type)) * int_block_bytes(type);
     uint8_t *panel = scratch;
     float *acc = (float *)(panel + PANEL_BYTES + PANEL_SCALES * sizeof(float)); /* [MM_RB / 32][MM_TB][2][16] */
     for (int tb = 0; tb < T; tb += MM_TB) {
@@ -681,10 +877,10 @@ KERNELS_INLINE void matmul_blocks(uint32_t type, kernels_act fmt, const uint8_t 
                     float *pa = acc + (size_t)p * MM_TB * 32;
                     pack_panel(type, fmt, W + (size_t)(rb0 + 32 * p) * row_bytes, row_bytes, n, g0, ng, panel);
                     if (p + 1 < np) /* the next panel of this k-block, else the first of the next k-block */
-                        prefetch_panel(W + (size_t)(rb0 + 32 * (p + 1)) * row_bytes, row_bytes,
+                        prefetch_panel(W + (size_t)(rb0 + 32 * (p + 1)) * row_bytes, row_bytes, rs,
                                        nr - 32 * (p + 1) < 32 ? nr - 32 * (p + 1) : 32, G, g0, ng);
                     else if (g0 + MM_KG < G)
-                        prefetch_panel(W + (size_t)rb0 * row_bytes, row_bytes, nr < 32 ? nr : 32, G, g0 + MM_KG,
+                        prefetch_panel(W + (size_t)rb0 * row_bytes, row_bytes, rs, nr < 32 ? nr : 32, G, g0 + MM_KG,
                                        G - g0 - MM_KG < MM_KG ? G - g0 - MM_KG : MM_KG);
                     if (n > 16) {
                         for (; t + PANEL_NT <= nt; t += PANEL_NT)
@@ -709,11 +905,7 @@ KERNELS_INLINE void matmul_blocks(uint32_t type, kernels_act fmt, const uint8_t 
     }
 }
 
-static void matmul_q(uint32_t type, const void *W, size_t row_bytes, int cols, kernels_act fmt, const void *Xq,
-                     int T, float *Y, int ldy, int r0, int r1, int add, void *scratch) {
-    BY_TYPE_AND_FORMAT(matmul_blocks, (const uint8_t *)W, row_bytes, cols, (const uint8_t *)Xq, T, Y, ldy, r0, r1, add,
-                       scratch)
-}
+QUANT_INT_TYPES(KERNELS_DEFINE_INT)
 
 /* ---- element-wise helpers ---- */
 
@@ -760,8 +952,8 @@ KERNELS_INLINE void mix_tile(uint32_t type, const uint8_t *A, size_t rb, int K, 
         __m512 a[MX_V];
 #pragma GCC unroll 4
         for (int v = 0; v < MX_V; v++)
-            a[v] = type == GGML_TYPE_F16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m[v], row + 2 * (size_t)(j0 + 16 * v)))
-                                         : _mm512_maskz_loadu_ps(m[v], (const float *)row + j0 + 16 * v);
+            a[v] = type == GGML_TYPE_F32 ? _mm512_maskz_loadu_ps(m[v], (const float *)row + j0 + 16 * v)
+                                         : widen_w(type, _mm256_maskz_loadu_epi16(m[v], row + 2 * (size_t)(j0 + 16 * v)));
 #pragma GCC unroll 4
         for (int q = 0; q < NQ; q++) {
             __m512 xb = _mm512_set1_ps(X[(size_t)q * ldx + k]);
@@ -793,8 +985,11 @@ KERNELS_INLINE void mix_typed(uint32_t type, const void *A, size_t rb, int K, in
 
 static void mix(uint32_t type, const void *A, size_t row_bytes, int K, int N, const float *X, int ldx, int R, float *Y,
                 int ldy) {
-    if (type == GGML_TYPE_F16) mix_typed(GGML_TYPE_F16, A, row_bytes, K, N, X, ldx, R, Y, ldy);
-    else mix_typed(GGML_TYPE_F32, A, row_bytes, K, N, X, ldx, R, Y, ldy);
+    switch (type) {
+    case GGML_TYPE_F16: mix_typed(GGML_TYPE_F16, A, row_bytes, K, N, X, ldx, R, Y, ldy); break;
+    case GGML_TYPE_BF16: mix_typed(GGML_TYPE_BF16, A, row_bytes, K, N, X, ldx, R, Y, ldy); break;
+    default: mix_typed(GGML_TYPE_F32, A, row_bytes, K, N, X, ldx, R, Y, ldy);
+    }
 }
 
 static void rms_norm(float *out, const float *x, const float *w, int n, float eps) {
@@ -866,7 +1061,17 @@ static uint64_t read_bytes(const void *p, size_t n) {
     return (uint64_t)_mm_cvtsi128_si64(h) ^ (uint64_t)_mm_extract_epi64(h, 1);
 }
 
-const kernels_ops kernels_avx512_ops = {matvec,   matmul, quantize_act, matvec_q,  matmul_q, mix,
-                                        rms_norm, swiglu, softmax_span, f32_to_f16, read_bytes};
+const kernels_ops kernels_avx512_ops = {
+    .matvec = matvec,
+    .matmul = matmul,
+    .quantize_act = quantize_act,
+    .q = {QUANT_INT_TYPES(KERNELS_INT_ENTRY)},
+    .mix = mix,
+    .rms_norm = rms_norm,
+    .swiglu = swiglu,
+    .softmax_span = softmax_span,
+    .f32_to_f16 = f32_to_f16,
+    .read = read_bytes,
+};
 
 #endif

@@ -11,21 +11,34 @@
  * nt = 1, matmul with tiles of KT tokens and one smaller tile of the leftover tokens. These
  * results do depend on the instruction set (lane counts differ).
  *
- * Integer weight types (Q8_0, Q4_0, Q4_K, Q6_K) are defined exactly, identically in every set.
- * Activations come quantised per group of 32 (act_group: scale d, integers q, their sums). Over
- * each group g of 32 weights, integer dot products S = sum_k w_k * q_k of the weights' integers
- * are exact in int32, whatever order a set adds in; then, in group order, starting from acc = 0
- * (every product of two scales rounded to f32 first, then the fma):
- *   Q8_0, Q4_0 (w: -128..127, nibble - 8; block scale dw):  acc = fma(S, dw * d, acc)
- *   Q4_K (w: the sub-block's nibbles 0..15):                 acc = fma(S, (dk * sc) * d, acc);
- *                                                            acc = fma(-(dmin * m), d * sum, acc)
- *   Q6_K (w: -32..31; S_a, S_b over each half of 16):        acc = fma(S_a, (dk * sc_a) * d, acc);
- *                                                            acc = fma(S_b, (dk * sc_b) * d, acc)
- * where dk, dmin are a K-quant block's fp16 scales and sc, m (sc_a, sc_b) the sub-blocks' integer
- * scales and mins; dk * sc and dmin * m are exact. So the sets may vectorise across rows (packed
- * matmul: one row per lane) or across a row's weights (matvec: integer partial sums reduced
- * exactly) and still agree bit for bit. The build uses -std=c11, where GCC does not contract a*b+c into fma on
- * its own; the kernels spell every fma explicitly. */
+ * Integer weight types (every quantised type: QUANT_INT_TYPES) are defined exactly, identically
+ * in every set, from the type's integer form (tensor/quant.h: per group of 32 weights, integers
+ * w_k and per half a scale a and an offset b, weight k = a * w_k + b). Activations come quantised
+ * per group of 32 (act_group: scale d, integers q, their sums). Over each group g, the integer dot
+ * products of the weights' integers with the q are exact in int32, whatever order a set adds in:
+ * S = sum_k w_k * q_k, or for the types with scales per 16 weights ("halves": Q2_K, Q3_K, Q6_K)
+ * S_a over k < 16 and S_b over k >= 16. Then, in group order, starting from acc = 0 (each product
+ * of two scales rounded to f32 first, then the fma):
+ *   one scale per 32:   acc = fma(S, a * d, acc)
+ *   halves:             acc = fma(S_a, a_a * d, acc);  acc = fma(S_b, a_b * d, acc)
+ * and for the types with offsets (mins), after those:
+ *   one offset per 32:  acc = fma(b, d * sum, acc)                          (Q4_1, Q5_1, Q4_K, Q5_K)
+ *   halves:             acc = fma(b_a, d * sum16, acc);  acc = fma(b_b, d * (sum - sum16), acc)  (Q2_K)
+ * The types' a and b (all exact in f32):
+ *   Q8_0, Q4_0, Q5_0, IQ4_NL (w: int8, nibble - 8, 5 bits - 16, IQ4 value): a = the block's fp16 d
+ *   MXFP4 (w: the E2M1 value times 2, -12..12):                a = 2^(e-128) from the E8M0 byte
+ *   Q4_1, Q5_1 (w: 0..15, 0..31):                              a = d, b = m (fp16)
+ *   Q4_K, Q5_K (w: 0..15, 0..31):                              a = dk * sc, b = -(dmin * m)
+ *   Q2_K (w: 0..3; per 16):                                    a = dk * sc, b = -(dmin * m)
+ *   Q3_K (w: -4..3; per 16):                                   a = dk * (sc - 32)
+ *   Q6_K (w: -32..31; per 16):                                 a = dk * sc
+ *   IQ4_XS (w: IQ4 value):                                     a = dk * (ls - 32)
+ *   IQ3_S (w: +-grid magnitude, -15..15):                      a = dk * (1 + 2 s)
+ * where dk, dmin are a 256-block's fp16 scales and sc, m, ls, s its sub-blocks' integer scales
+ * and mins. So the sets may vectorise across rows (packed matmul: one row per lane) or across a
+ * row's weights (matvec: integer partial sums reduced exactly) and still agree bit for bit. The
+ * build uses -std=c11, where GCC does not contract a*b+c into fma on its own; the kernels spell
+ * every fma explicitly. */
 #ifndef NC_KERNELS_IMPL_H
 #define NC_KERNELS_IMPL_H
 
@@ -34,10 +47,11 @@
 
 #include "format/ggml_types.h"
 #include "kernels/kernels.h"
+#include "tensor/quant.h"
 
-/* One group of 32 quantised activations: x_k ~ d * q_k; sum = sum_k q_k (the min term of Q4_K,
- * and it turns a product with unsigned or offset weights into the signed one), sum16 the same
- * over k < 16 (Q6_K's halves). */
+/* One group of 32 quantised activations: x_k ~ d * q_k; sum = sum_k q_k (the min terms, and it
+ * turns a product with unsigned or offset weights into the signed one), sum16 the same over
+ * k < 16 (the halves). */
 typedef struct act_group {
     float d;
     int32_t sum, sum16;
@@ -60,20 +74,57 @@ static inline const act_group *act_groups(const void *xq, kernels_act fmt, int c
 }
 
 /* Bytes of kernels_mul's scratch, the largest a set's packed matmul needs: AVX-512's panel (32
- * rows by 512 int16 weights, two f32 scales per row and group) and block of f32 accumulators (128
+ * rows by 512 int16 weights, four f32 scales per row and group) and block of f32 accumulators (128
  * rows by 128 tokens); AVX2's are half as many rows. */
-#define KERNELS_MUL_SCRATCH (16 * 16 * 128 + 16 * 2 * 2 * 16 * 4 + 128 * 128 * 4)
+#define KERNELS_MUL_SCRATCH (16 * 16 * 128 + 16 * 2 * 4 * 16 * 4 + 128 * 128 * 4)
 
-/* Bytes of one block of 32 weights of Q8_0 / Q4_0 (its fp16 scale comes first). */
-static inline size_t int_block_bytes(uint32_t type) { return type == GGML_TYPE_Q8_0 ? 34 : 18; }
+/* A type's block and the shape of its definition (above) as compile-time constants for the
+ * specialised kernels: bytes and groups of 32 per block, scales per 16 weights, offsets. From the
+ * list of quantised types (tensor/quant.h). */
+#define KERNELS_BYTES_CASE(NAME, GROUPS, HALVES, MIN, WRITER) case GGML_TYPE_##NAME: return sizeof(block_##NAME);
+#define KERNELS_GROUPS_CASE(NAME, GROUPS, HALVES, MIN, WRITER) case GGML_TYPE_##NAME: return GROUPS;
+#define KERNELS_HALVES_CASE(NAME, GROUPS, HALVES, MIN, WRITER) case GGML_TYPE_##NAME: return HALVES;
+#define KERNELS_MIN_CASE(NAME, GROUPS, HALVES, MIN, WRITER) case GGML_TYPE_##NAME: return MIN;
+static inline size_t int_block_bytes(uint32_t type) {
+    switch (type) { QUANT_INT_TYPES(KERNELS_BYTES_CASE) default: return 0; }
+}
+static inline int int_block_groups(uint32_t type) {
+    switch (type) { QUANT_INT_TYPES(KERNELS_GROUPS_CASE) default: return 1; }
+}
+static inline int int_halves(uint32_t type) {
+    switch (type) { QUANT_INT_TYPES(KERNELS_HALVES_CASE) default: return 0; }
+}
+static inline int int_has_min(uint32_t type) {
+    switch (type) { QUANT_INT_TYPES(KERNELS_MIN_CASE) default: return 0; }
+}
+/* The block holding group g of a row. */
+static inline const uint8_t *int_block(uint32_t type, const uint8_t *row, int g) {
+    return row + (size_t)(g / int_block_groups(type)) * int_block_bytes(type);
+}
 
-/* Q6_K: the 32 values (-32..31) of group j (0..7) of a block: weights 32j..32j+31 in the order of
- * quant_q6_K_unpack. In half h = j / 4 (ql + 64h, qh + 32h), part p = j % 4 takes nibble p / 2
- * of ql[32 * (p % 2) + l] and bits 2p, 2p+1 of qh[l] as its top two bits, for l = 0..31. */
+/* The types whose kernels also take int8 activations (KERNELS_ACT_I8); kernels_mul hands the
+ * others int8 activations widened to int16 (the same integers, so the same result). */
+static inline int int_takes_i8(uint32_t type) {
+    return type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K;
+}
+
+/* Q6_K: the 32 values (-32..31) of group j (0..7) of a block: in half h = j / 4 (ql + 64h,
+ * qh + 32h), part p = j % 4 takes nibble p / 2 of ql[32 * (p % 2) + l] and bits 2p, 2p+1 of
+ * qh[l] as its top two bits, for l = 0..31. */
 #define Q6K_QL(j) (64 * ((j) / 4) + 32 * ((j) % 2 ? 1 : 0))
 #define Q6K_NIBBLE(j) (((j) % 4) / 2)
 #define Q6K_QH(j) (128 + 32 * ((j) / 4))
 #define Q6K_QH_SHIFT(j) (2 * ((j) % 4))
+
+/* One integer type's products. Xq: T rows of act_row_bytes(fmt, cols); y[r - r0] (+)= for
+ * matvec, Y[t * ldy + r - r0] for matmul; scratch: KERNELS_MUL_SCRATCH bytes, 64-byte aligned.
+ * fmt is KERNELS_ACT_I8 only for the types of int_takes_i8. */
+typedef struct kernels_int_ops {
+    void (*matvec)(const void *W, size_t row_bytes, int cols, kernels_act fmt, const void *xq, float *y, int r0, int r1,
+                   int add);
+    void (*matmul)(const void *W, size_t row_bytes, int cols, kernels_act fmt, const void *Xq, int T, float *Y, int ldy,
+                   int r0, int r1, int add, void *scratch);
+} kernels_int_ops;
 
 typedef struct kernels_ops {
     /* Float weight types, f32 activations; y[r - r0] (+)= for matvec, Y[t * ldy + r - r0] for matmul. */
@@ -84,12 +135,7 @@ typedef struct kernels_ops {
     /* Integer weight types. */
     /* Groups [g0, g1) of one token's activations (x and dst: the whole row). */
     void (*quantize_act)(kernels_act fmt, const float *x, int cols, int g0, int g1, void *dst);
-    void (*matvec_q)(uint32_t type, const void *W, size_t row_bytes, int cols, kernels_act fmt, const void *xq,
-                     float *y, int r0, int r1, int add);
-    /* Xq: T rows of act_row_bytes(fmt, cols); Y[t * ldy + r - r0]; scratch: KERNELS_MUL_SCRATCH
-     * bytes, 64-byte aligned. */
-    void (*matmul_q)(uint32_t type, const void *W, size_t row_bytes, int cols, kernels_act fmt, const void *Xq,
-                     int T, float *Y, int ldy, int r0, int r1, int add, void *scratch);
+    kernels_int_ops q[GGML_TYPE_COUNT]; /* by type; NULL entries for the others */
     void (*mix)(uint32_t type, const void *A, size_t row_bytes, int K, int N, const float *X, int ldx, int R, float *Y,
                 int ldy);
     void (*rms_norm)(float *out, const float *x, const float *w, int n, float eps);
@@ -98,6 +144,31 @@ typedef struct kernels_ops {
     void (*f32_to_f16)(uint16_t *dst, const float *src, int n);
     uint64_t (*read)(const void *p, size_t n);
 } kernels_ops;
+
+/* A set's integer entry points for each type, from its generic
+ * matvec_tiles(type, fmt, W, row_bytes, cols, xq, y, r0, r1, add) and
+ * matmul_blocks(type, fmt, W, row_bytes, cols, Xq, T, Y, ldy, r0, r1, add, scratch), specialised on
+ * the type and the format (both compile-time constants there, so the inlined kernels lose their
+ * branches on them): KERNELS_DEFINE_INT defines them, KERNELS_INT_ENTRY names them in the table
+ * (QUANT_INT_TYPES(KERNELS_DEFINE_INT) and .q = {QUANT_INT_TYPES(KERNELS_INT_ENTRY)}). */
+#define KERNELS_DEFINE_INT(NAME, GROUPS, HALVES, MIN, WRITER)                                                          \
+    static void matvec_##NAME(const void *W, size_t rb, int cols, kernels_act fmt, const void *xq, float *y,           \
+                              int r0, int r1, int add) {                                                               \
+        if (int_takes_i8(GGML_TYPE_##NAME) && fmt == KERNELS_ACT_I8)                                                   \
+            matvec_tiles(GGML_TYPE_##NAME, KERNELS_ACT_I8, (const uint8_t *)W, rb, cols, xq, y, r0, r1, add);          \
+        else                                                                                                           \
+            matvec_tiles(GGML_TYPE_##NAME, KERNELS_ACT_I16, (const uint8_t *)W, rb, cols, xq, y, r0, r1, add);         \
+    }                                                                                                                  \
+    static void matmul_##NAME(const void *W, size_t rb, int cols, kernels_act fmt, const void *Xq, int T,              \
+                              float *Y, int ldy, int r0, int r1, int add, void *scratch) {                             \
+        if (int_takes_i8(GGML_TYPE_##NAME) && fmt == KERNELS_ACT_I8)                                                   \
+            matmul_blocks(GGML_TYPE_##NAME, KERNELS_ACT_I8, (const uint8_t *)W, rb, cols, (const uint8_t *)Xq,         \
+                          T, Y, ldy, r0, r1, add, scratch);                                                            \
+        else                                                                                                           \
+            matmul_blocks(GGML_TYPE_##NAME, KERNELS_ACT_I16, (const uint8_t *)W, rb, cols,                             \
+                          (const uint8_t *)Xq, T, Y, ldy, r0, r1, add, scratch);                                       \
+    }
+#define KERNELS_INT_ENTRY(NAME, GROUPS, HALVES, MIN, WRITER) [GGML_TYPE_##NAME] = {matvec_##NAME, matmul_##NAME},
 
 extern const kernels_ops kernels_scalar_ops;
 #if defined(__x86_64__)
@@ -115,21 +186,6 @@ extern const kernels_ops kernels_avx512_ops;
 #define KERNELS_INLINE static inline
 #define KEEP_IN_REGISTER(v) ((void)0)
 #endif
-
-/* One specialisation per integer weight type and activation format: fn(type, fmt, ...) with both
- * compile-time constants, so an inlined kernel loses its branches on them. */
-#define BY_TYPE_AND_FORMAT(fn, ...)                                                                   \
-    switch (type) {                                                                                   \
-    case GGML_TYPE_Q8_0: fmt == KERNELS_ACT_I16 ? fn(GGML_TYPE_Q8_0, KERNELS_ACT_I16, __VA_ARGS__)     \
-                                                : fn(GGML_TYPE_Q8_0, KERNELS_ACT_I8, __VA_ARGS__); break; \
-    case GGML_TYPE_Q4_0: fmt == KERNELS_ACT_I16 ? fn(GGML_TYPE_Q4_0, KERNELS_ACT_I16, __VA_ARGS__)     \
-                                                : fn(GGML_TYPE_Q4_0, KERNELS_ACT_I8, __VA_ARGS__); break; \
-    case GGML_TYPE_Q4_K: fmt == KERNELS_ACT_I16 ? fn(GGML_TYPE_Q4_K, KERNELS_ACT_I16, __VA_ARGS__)     \
-                                                : fn(GGML_TYPE_Q4_K, KERNELS_ACT_I8, __VA_ARGS__); break; \
-    case GGML_TYPE_Q6_K: fmt == KERNELS_ACT_I16 ? fn(GGML_TYPE_Q6_K, KERNELS_ACT_I16, __VA_ARGS__)     \
-                                                : fn(GGML_TYPE_Q6_K, KERNELS_ACT_I8, __VA_ARGS__); break; \
-    default: break;                                                                                   \
-    }
 
 /* The SIMD sets' exp(x) (Cephes' expf): x clamped to [EXP_LO, EXP_HI] (below EXP_LO the result
  * flushes to 0), x = n ln2 + r with ln2 = EXP_LN2_HI + EXP_LN2_LO in two parts (so r is exact),

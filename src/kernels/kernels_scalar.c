@@ -12,8 +12,6 @@
 
 static uint16_t load_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 
-static float load_fp16(const uint8_t *p) { return quant_fp16_to_f32(load_u16(p)); }
-
 /* Sum of w[i] * x[i], in index order. */
 static float dot_seq(const float *w, const float *x, int n) {
     float s = 0.0f;
@@ -85,67 +83,65 @@ static void quantize_act(kernels_act fmt, const float *x, int cols, int g0, int 
     }
 }
 
-/* The 32 integer weights of group g of a row. */
-static void int_weights(uint32_t type, const uint8_t *row, int g, int32_t w[32]) {
-    if (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0) {
-        const uint8_t *blk = row + (size_t)g * int_block_bytes(type);
-        for (int k = 0; k < 32; k++)
-            w[k] = type == GGML_TYPE_Q8_0 ? (int8_t)blk[2 + k] : ((blk[2 + k % 16] >> (k < 16 ? 0 : 4)) & 0xF) - 8;
-    } else if (type == GGML_TYPE_Q4_K) { /* sub-block j: nibble j % 2 of bytes 32 * (j / 2) .. +31 */
-        const uint8_t *qs = row + (size_t)(g / 8) * sizeof(block_q4_K) + 4 + K_SCALE_SIZE;
-        int j = g % 8;
-        for (int k = 0; k < 32; k++) w[k] = (qs[32 * (j / 2) + k] >> (4 * (j % 2))) & 0xF;
-    } else {
-        const uint8_t *blk = row + (size_t)(g / 8) * sizeof(block_q6_K);
-        int j = g % 8;
-        for (int k = 0; k < 32; k++)
-            w[k] = (((blk[Q6K_QL(j) + k] >> (4 * Q6K_NIBBLE(j))) & 0xF) |
-                    (((blk[Q6K_QH(j) + k] >> Q6K_QH_SHIFT(j)) & 3) << 4)) - 32;
-    }
-}
-
-/* The defining computation (kernels_impl.h) for one row and one token. */
-static float int_row(uint32_t type, const uint8_t *w, int cols, kernels_act fmt, const void *xq) {
-    const act_group *grp = act_groups(xq, fmt, cols);
-    float acc = 0.0f;
-    uint8_t sc[8], m[8]; /* Q4_K: the current block's sub-block scales and mins, unpacked once */
+/* The defining computation (kernels_impl.h) for one row and nt <= KQ tokens (xq: their
+ * activations, xs bytes apart), from the type's integer form: each group is unpacked once for all
+ * the tokens, and each token's result is the same whatever nt is. */
+#define KQ 8
+static void int_rows(uint32_t type, kernels_act fmt, const uint8_t *w, int cols, const uint8_t *xq, size_t xs, int nt,
+                     float *out) {
+    const quant_type *qt = quant_type_of(type);
+    const int gpb = (int)qt->block_elems / 32;
+    float acc[KQ] = {0};
     for (int g = 0; g < cols / 32; g++) {
-        int32_t wi[32], s[2] = {0, 0};
-        int_weights(type, w, g, wi);
-        for (int k = 0; k < 32; k++)
-            s[k / 16] += wi[k] * (fmt == KERNELS_ACT_I16 ? ((const int16_t *)xq)[32 * g + k] : ((const int8_t *)xq)[32 * g + k]);
-        float d = grp[g].d;
-        if (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0) {
-            acc = fmaf((float)(s[0] + s[1]), load_fp16(w + (size_t)g * int_block_bytes(type)) * d, acc);
-        } else if (type == GGML_TYPE_Q4_K) {
-            const uint8_t *blk = w + (size_t)(g / 8) * sizeof(block_q4_K);
-            if (g % 8 == 0) quant_q4_K_scales(blk + 4, sc, m);
-            float dsc = load_fp16(blk) * (float)sc[g % 8], dm = load_fp16(blk + 2) * (float)m[g % 8];
-            acc = fmaf((float)(s[0] + s[1]), dsc * d, acc);
-            acc = fmaf(-dm, d * (float)grp[g].sum, acc);
-        } else {
-            const uint8_t *blk = w + (size_t)(g / 8) * sizeof(block_q6_K);
-            const int8_t *sc6 = (const int8_t *)(blk + offsetof(block_q6_K, scales)) + 2 * (g % 8);
-            float dk = load_fp16(blk + offsetof(block_q6_K, d));
-            acc = fmaf((float)s[0], dk * (float)sc6[0] * d, acc);
-            acc = fmaf((float)s[1], dk * (float)sc6[1] * d, acc);
+        quant_group q;
+        qt->group(w + (size_t)(g / gpb) * qt->block_bytes, g % gpb, &q);
+        for (int t = 0; t < nt; t++) {
+            const uint8_t *x = xq + xs * (size_t)t;
+            const act_group *a = &act_groups(x, fmt, cols)[g];
+            int32_t s[2] = {0, 0};
+            if (fmt == KERNELS_ACT_I16)
+                for (int k = 0; k < 32; k++) s[k / 16] += q.w[k] * ((const int16_t *)x)[32 * g + k];
+            else
+                for (int k = 0; k < 32; k++) s[k / 16] += q.w[k] * ((const int8_t *)x)[32 * g + k];
+            if (qt->halves) {
+                acc[t] = fmaf((float)s[0], q.a[0] * a->d, acc[t]);
+                acc[t] = fmaf((float)s[1], q.a[1] * a->d, acc[t]);
+            } else {
+                acc[t] = fmaf((float)(s[0] + s[1]), q.a[0] * a->d, acc[t]);
+            }
+            if (qt->has_min && qt->halves) {
+                acc[t] = fmaf(q.b[0], a->d * (float)a->sum16, acc[t]);
+                acc[t] = fmaf(q.b[1], a->d * (float)(a->sum - a->sum16), acc[t]);
+            } else if (qt->has_min) {
+                acc[t] = fmaf(q.b[0], a->d * (float)a->sum, acc[t]);
+            }
         }
     }
-    return acc;
+    for (int t = 0; t < nt; t++) out[t] = acc[t];
 }
 
-static void matvec_q(uint32_t type, const void *W, size_t row_bytes, int cols, kernels_act fmt, const void *xq,
-                     float *y, int r0, int r1, int add) {
+KERNELS_INLINE void matvec_tiles(uint32_t type, kernels_act fmt, const uint8_t *W, size_t row_bytes, int cols,
+                                 const void *xq, float *y, int r0, int r1, int add) {
+    for (int r = r0; r < r1; r++) {
+        float out;
+        int_rows(type, fmt, W + (size_t)r * row_bytes, cols, xq, 0, 1, &out);
+        kernels_store(&y[r - r0], out, add);
+    }
+}
+
+KERNELS_INLINE void matmul_blocks(uint32_t type, kernels_act fmt, const uint8_t *W, size_t row_bytes, int cols,
+                                  const uint8_t *Xq, int T, float *Y, int ldy, int r0, int r1, int add, void *scratch) {
+    const size_t xs = act_row_bytes(fmt, cols);
     for (int r = r0; r < r1; r++)
-        kernels_store(&y[r - r0], int_row(type, (const uint8_t *)W + (size_t)r * row_bytes, cols, fmt, xq), add);
+        for (int t0 = 0; t0 < T; t0 += KQ) {
+            float out[KQ];
+            int nt = T - t0 < KQ ? T - t0 : KQ;
+            int_rows(type, fmt, W + (size_t)r * row_bytes, cols, Xq + xs * (size_t)t0, xs, nt, out);
+            for (int t = 0; t < nt; t++) kernels_store(&Y[(size_t)(t0 + t) * ldy + (r - r0)], out[t], add);
+        }
 }
 
-static void matmul_q(uint32_t type, const void *W, size_t row_bytes, int cols, kernels_act fmt, const void *Xq,
-                     int T, float *Y, int ldy, int r0, int r1, int add, void *scratch) {
-    for (int t = 0; t < T; t++)
-        matvec_q(type, W, row_bytes, cols, fmt, (const uint8_t *)Xq + (size_t)t * act_row_bytes(fmt, cols),
-                 Y + (size_t)t * ldy, r0, r1, add);
-}
+QUANT_INT_TYPES(KERNELS_DEFINE_INT)
 
 /* ---- kernels_mix: the defined fma chains, one output at a time ---- */
 
@@ -200,5 +196,15 @@ static uint64_t read_bytes(const void *p, size_t n) {
     return a[0] ^ a[1] ^ a[2] ^ a[3] ^ a[4] ^ a[5] ^ a[6] ^ a[7];
 }
 
-const kernels_ops kernels_scalar_ops = {matvec,   matmul,  quantize_act, matvec_q,    matmul_q, mix,
-                                        rms_norm, swiglu,  softmax_span, f32_to_f16, read_bytes};
+const kernels_ops kernels_scalar_ops = {
+    .matvec = matvec,
+    .matmul = matmul,
+    .quantize_act = quantize_act,
+    .q = {QUANT_INT_TYPES(KERNELS_INT_ENTRY)},
+    .mix = mix,
+    .rms_norm = rms_norm,
+    .swiglu = swiglu,
+    .softmax_span = softmax_span,
+    .f32_to_f16 = f32_to_f16,
+    .read = read_bytes,
+};

@@ -61,7 +61,7 @@ static int check_type(binder *b, const fmt_tensor *t) {
     char buf[24];
     return nc_fail(b->err, "%s: tensor '%s' (offset %llu) has type %s, which nucleus cannot compute with; supported: %s",
                    b->path, t->name, (unsigned long long)t->info_offset, st_type_name(t->type, buf),
-                   "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K");
+                   quant_supported_names());
 }
 
 static void account(binder *b, const fmt_tensor *t) {

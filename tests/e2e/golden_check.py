@@ -1,13 +1,17 @@
 #!/usr/bin/python3
 """Check nucleus against shared/golden/*.jsonl (format in shared/golden/README.md).
 
-For every record: (1) the prompt tokenizes to prompt_ids;
+For every record: (1) the prompt tokenizes to prompt_ids (records that carry the prompt text);
 (2) teacher forcing prompt_ids + ids[:-1]: every listed log-probability within the tolerance
-(0.02 for F32/F16 models, 0.05 for quantised ones); (3) free greedy decoding reproduces ids up
+(0.02 for F32/F16 models, 0.05 for quantised ones), after every prompt position too where the
+record lists them (prompt_top_logprobs); (3) free greedy decoding reproduces ids up
 to the first step whose reference top-2 gap is below twice the tolerance. Prints a table of the
 largest deviations next to llama.cpp's, and the closing line "golden: N passed, N failed".
+
+--set quants checks shared/quants/*.jsonl instead (every file within 0.05; llama.cpp's deviations
+from that folder's README), and with --beat-llama that ours are smaller than llama.cpp's.
 """
-import argparse, glob, json, os, subprocess, sys
+import argparse, glob, json, os, re, subprocess, sys
 
 
 def tolerance(name):
@@ -52,8 +56,9 @@ def check_record(rec, where, model, tol, args, check):
     """Tokenization, teacher forcing (F16 and F32 KV cache) and greedy decoding of one record;
     returns ({cache type: our largest deviation}, llama.cpp's, whether greedy matched)."""
     llama_worst = 0.0
-    got = json.loads(run([args.nucleus, "tokenize", "-m", model, "-p", rec["prompt"], "--json"]))
-    check(got == rec["prompt_ids"], "%s tokenize %r: %s != %s" % (where, rec["prompt"], got, rec["prompt_ids"]))
+    if "prompt" in rec:
+        got = json.loads(run([args.nucleus, "tokenize", "-m", model, "-p", rec["prompt"], "--json"]))
+        check(got == rec["prompt_ids"], "%s tokenize %r: %s != %s" % (where, rec["prompt"], got, rec["prompt_ids"]))
     ids = rec["prompt_ids"] + rec["ids"][:-1]
     n_prompt = len(rec["prompt_ids"])
     worst_by_cache = {}
@@ -61,13 +66,16 @@ def check_record(rec, where, model, tol, args, check):
         out = json.loads(run([args.nucleus, "score", "-m", model, "--ids", ",".join(map(str, ids)), "--all",
                               "--top", "50", "-t", args.threads, "--cache-type", cache] + args.mode))
         worst = 0.0
-        for k, ref_step in enumerate(rec["top_logprobs"]):
-            ours = dict((t, lp) for t, lp in out["top_logprobs"][n_prompt - 1 + k])
+        # (position, reference top list): the generated steps, and the prompt's positions if listed
+        steps = [(n_prompt - 1 + k, ref_step) for k, ref_step in enumerate(rec["top_logprobs"])]
+        steps += [(k, ref_step) for k, ref_step in enumerate(rec.get("prompt_top_logprobs", [])[:n_prompt - 1])]
+        for pos, ref_step in steps:
+            ours = dict((t, lp) for t, lp in out["top_logprobs"][pos])
             for tok, ref_lp in ref_step:
                 dev = abs(ours[tok] - ref_lp) if tok in ours else float("inf")
                 worst = max(worst, dev)
-                check(dev <= tol, "%s (%s KV cache) step %d token %d: %s vs reference %.6f (tol %.2f)" %
-                      (where, cache, k, tok, ours.get(tok), ref_lp, tol))
+                check(dev <= tol, "%s (%s KV cache) position %d token %d: %s vs reference %.6f (tol %.2f)" %
+                      (where, cache, pos, tok, ours.get(tok), ref_lp, tol))
         worst_by_cache[cache] = worst
     g = json.loads(run([args.nucleus, "score", "-m", model, "--ids", ",".join(map(str, rec["prompt_ids"])),
                         "--greedy", str(len(rec["ids"])), "-t", args.threads] + args.mode))
@@ -83,13 +91,24 @@ def check_record(rec, where, model, tol, args, check):
     return worst_by_cache, llama_worst, same
 
 
+def quants_llama_devs(shared):
+    """llama.cpp's largest deviations per file of shared/quants, from its README ("... differ from
+    the golden ones by at most: F16 0.0017, Q4_1 0.041, ..."), by type name."""
+    text = open(os.path.join(shared, "quants", "README.md"), encoding="utf-8").read()
+    m = re.search(r"by at most:(.*?)\(", text, re.S)
+    return dict((k.upper(), float(v)) for k, v in re.findall(r"([A-Za-z0-9_]+) ([0-9.]+)", m.group(1))) if m else {}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--nucleus", required=True); ap.add_argument("--shared", required=True)
     ap.add_argument("--models", required=True); ap.add_argument("--threads", default="2")
     ap.add_argument("--only", default="")
     ap.add_argument("--fast", action="store_true", help="check the fast mode (nucleus score --fast)")
+    ap.add_argument("--set", default="golden", choices=["golden", "quants"], help="which records (a folder of shared/)")
+    ap.add_argument("--beat-llama", action="store_true", help="also check our deviations are below llama.cpp's")
     args = ap.parse_args()
+    llama_devs = quants_llama_devs(args.shared) if args.set == "quants" else {}
     args.mode = ["--fast"] if args.fast else []
     passed = failed = 0
     table = []
@@ -101,10 +120,10 @@ def main():
             failed += 1
             print("FAIL", what)
 
-    for path in sorted(glob.glob(os.path.join(args.shared, "golden", "*.jsonl"))):
+    for path in sorted(glob.glob(os.path.join(args.shared, args.set, "*.jsonl"))):
         name = os.path.basename(path)[:-6]
         if args.only and args.only not in name: continue
-        tol = tolerance(name)
+        tol = tolerance(name) if args.set == "golden" else 0.05
         worst = worst32 = llama_worst = 0.0
         greedy_ok = greedy_total = 0
         for line_no, line in enumerate(open(path, encoding="utf-8"), 1):
@@ -121,13 +140,18 @@ def main():
             llama_worst = max(llama_worst, lw)
             greedy_total += 1
             greedy_ok += same
+        if args.set == "quants":
+            llama_worst = llama_devs.get(name.split("-")[-1].upper(), float("nan"))
+        if args.beat_llama:
+            check(max(worst, worst32) < llama_worst, "%s: our deviation %.5f is not below llama.cpp's %.4f" %
+                  (name, max(worst, worst32), llama_worst))
         table.append((name, tol, worst, worst32, llama_worst, greedy_ok, greedy_total))
 
     print("\n| model | tolerance | nucleus, F16 KV (default) | nucleus, F32 KV | llama.cpp | greedy matches |")
     print("|---|---|---|---|---|---|")
     for name, tol, worst, worst32, lw, gok, gt in table:
         print("| %s | %.2f | %.5f | %.5f | %.4f | %d/%d |" % (name, tol, worst, worst32, lw, gok, gt))
-    print("golden: %d passed, %d failed" % (passed, failed))
+    print("%s: %d passed, %d failed" % (args.set, passed, failed))
     return 1 if failed else 0
 
 

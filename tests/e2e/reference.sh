@@ -57,7 +57,7 @@ refuse missing-tensor "missing tensor 'blk.1.ffn_up.weight'" --omit blk.1.ffn_up
 refuse wrong-shape "tensor 'blk.0.attn_k.weight'" --reshape blk.0.attn_k.weight=64,48
 refuse bad-arch "architecture 'gpt2'" --arch-name gpt2
 refuse bad-arch-lists "supported: llama, granite, smollm3, qwen2, qwen3" --arch-name falcon
-refuse unsupported-type "type Q5_K" --bad-type blk.0.ffn_down.weight --ff 256
+refuse unsupported-type "type IQ2_XXS, which nucleus cannot compute with; supported: F32, F16, Q4_0" --bad-type blk.0.ffn_down.weight --ff 256
 refuse qwen2-no-bias "attn_q.bias" --arch qwen2 --omit blk.0.attn_q.bias
 
 # Hugging Face directories: a copy of a shared one with its config.json edited or a tensor
@@ -89,7 +89,7 @@ refuse_hf hf-model-type 'model_type "bert" is not supported; supported: llama, m
 refuse_hf hf-multimodal 'wraps a text model with other modalities' 'cfg["model_type"] = "gemma3"; cfg["text_config"] = {}'
 refuse_hf hf-activation 'activation "gelu" is not what a qwen3 model computes with (silu)' 'cfg["hidden_act"] = "gelu"'
 refuse_hf hf-missing "missing tensor 'model.layers.1.mlp.up_proj.weight'" 'header["model.layers.1.mlp.upx.weight"] = header.pop("model.layers.1.mlp.up_proj.weight")'
-refuse_hf hf-dtype "has type I16, which nucleus cannot compute with; supported: F32, F16, BF16" 'header["model.layers.0.mlp.up_proj.weight"]["dtype"] = "I16"'
+refuse_hf hf-dtype "has type I16, which nucleus cannot compute with; supported: F32, F16, Q4_0" 'header["model.layers.0.mlp.up_proj.weight"]["dtype"] = "I16"'
 refuse_hf hf-shape "tensor 'model.layers.0.self_attn.k_proj.weight'" 'cfg["num_key_value_heads"] = 4'
 refuse_hf hf-rope "rope type \"dynamic\" is not supported (default, linear, llama3, yarn, longrope)" 'cfg["rope_parameters"] = {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}'
 refuse_hf hf-config-null "config.json" 'cfg = None'

@@ -45,7 +45,7 @@ def main():
     ap.add_argument("--tied", action="store_true")
     ap.add_argument("--omit", action="append", default=[], help="leave out this tensor")
     ap.add_argument("--reshape", action="append", default=[], help="NAME=d0,d1: write other dims for NAME")
-    ap.add_argument("--bad-type", help="NAME: store this tensor as Q5_K (a type nucleus refuses)")
+    ap.add_argument("--bad-type", help="NAME: store this tensor as IQ2_XXS (a type nucleus refuses)")
     ap.add_argument("--seed", type=int, default=7)
     a = ap.parse_args()
     sg = load_synth()
@@ -84,7 +84,7 @@ def main():
     reshape = dict((r.split("=")[0], tuple(int(x) for x in r.split("=")[1].split(","))) for r in a.reshape)
     tensors = [(n, reshape.get(n, d), ty, k) for n, d, ty, k in tensors if n not in a.omit]
 
-    types = dict(sg.GGML, bf16=(30, 1, 2), q5_k=(13, 256, 176))
+    types = dict(sg.GGML, bf16=(30, 1, 2), iq2_xxs=(16, 256, 66))
     align = 32
     header = [b"GGUF", struct.pack("<IQQ", 3, len(tensors), len(kv))]
     for k, ty, v, e in kv: header += [sg.s(k), struct.pack("<I", ty), sg.enc_val(ty, v, e)]
@@ -93,8 +93,8 @@ def main():
         n = 1
         for d in dims: n *= d
         if name == a.bad_type:
-            ty = "q5_k"
-            data = bytes(rng.getrandbits(8) for _ in range(n // 256 * 176))
+            ty = "iq2_xxs"
+            data = bytes(rng.getrandbits(8) for _ in range(n // 256 * 66))
         elif ty == "bf16":
             data = bf16_bytes(rng, n, 0.2 if kind == "emb" else 0.1)
         elif ty == "f32" and kind == "norm":

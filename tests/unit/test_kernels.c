@@ -1,6 +1,8 @@
 /* Kernels: for every type and every instruction set this machine has, matvec and matmul against a
  * float64 dot product of the dequantised rows; bit-exact agreement between matvec and matmul and
- * across row splits and token counts; the sets against each other; a real model row. */
+ * across row splits and token counts; for the integer types, every set and path against the
+ * defined computation (kernels_impl.h, written out here from the types' integer form), with
+ * strided rows; the sets against each other; a real model row. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,40 +32,44 @@ static uint16_t rand_scale(float lo, float hi, int signed_) {
     return quant_f32_to_fp16(s);
 }
 
-/* Random weights of a type: random quant bytes with sane half-float scales. */
+/* Where a block keeps its fp16 scales: off[0] the scale d, off[1] the min (or dmin) or -1. */
+static void scale_offsets(uint32_t type, int off[2]) {
+    off[0] = 0, off[1] = -1;
+    switch (type) {
+    case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_1: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: off[1] = 2; break;
+    case GGML_TYPE_Q2_K: off[0] = 80, off[1] = 82; break;
+    case GGML_TYPE_Q3_K: off[0] = 108; break;
+    case GGML_TYPE_Q6_K: off[0] = 208; break;
+    default: break;
+    }
+}
+
+/* Random weights of a type: random quant bytes with sane scales (fp16 scales as in real files,
+ * signed where the format's are; MXFP4 exponents around 2^0). */
 static void fill_weights(uint32_t type, uint8_t *w, int rows, int cols) {
     size_t rb = quant_row_bytes(type, cols), n = rb * (size_t)rows;
     for (size_t i = 0; i < n; i++) w[i] = (uint8_t)rand();
+    const quant_type *qt = quant_type_of(type);
     for (int r = 0; r < rows; r++) {
         uint8_t *row = w + rb * (size_t)r;
-        switch (type) {
-        case GGML_TYPE_F32:
+        if (type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_BF16) {
             for (int i = 0; i < cols; i++) {
                 float f = frand();
-                memcpy(row + 4 * i, &f, 4);
+                if (type == GGML_TYPE_F32) memcpy(row + 4 * i, &f, 4);
+                else put16(row + 2 * i, type == GGML_TYPE_F16 ? quant_f32_to_fp16(f) : quant_f32_to_bf16(f));
             }
-            break;
-        case GGML_TYPE_F16:
-            for (int i = 0; i < cols; i++) put16(row + 2 * i, quant_f32_to_fp16(frand()));
-            break;
-        case GGML_TYPE_BF16:
-            for (int i = 0; i < cols; i++) put16(row + 2 * i, quant_f32_to_bf16(frand()));
-            break;
-        case GGML_TYPE_Q8_0:
-        case GGML_TYPE_Q4_0: {
-            size_t bs = type == GGML_TYPE_Q8_0 ? 34 : 18;
-            for (int b = 0; b < cols / 32; b++) put16(row + bs * b, rand_scale(0.001f, 0.1f, 1));
-            break;
+            continue;
         }
-        case GGML_TYPE_Q4_K:
-            for (int b = 0; b < cols / 256; b++) {
-                put16(row + 144 * b, rand_scale(0.001f, 0.01f, 0));
-                put16(row + 144 * b + 2, rand_scale(0.001f, 0.01f, 0));
+        int off[2], big = qt->block_elems == 256;
+        scale_offsets(type, off);
+        for (int b = 0; b < cols / (int)qt->block_elems; b++) {
+            uint8_t *blk = row + qt->block_bytes * (size_t)b;
+            if (type == GGML_TYPE_MXFP4) {
+                blk[0] = (uint8_t)(122 + rand() % 10);
+                continue;
             }
-            break;
-        case GGML_TYPE_Q6_K:
-            for (int b = 0; b < cols / 256; b++) put16(row + 210 * b + 208, rand_scale(0.0005f, 0.005f, 1));
-            break;
+            put16(blk + off[0], big ? rand_scale(0.0005f, 0.01f, !qt->has_min) : rand_scale(0.001f, 0.1f, 1));
+            if (off[1] >= 0) put16(blk + off[1], big ? rand_scale(0.001f, 0.01f, 0) : rand_scale(0.01f, 0.5f, 1));
         }
     }
 }
@@ -74,21 +80,34 @@ typedef struct {
     int cols[6];
 } type_case;
 
+#define COLS_32 {32, 64, 96, 160, 288, 1024}
+#define COLS_256 {256, 512, 768, 1280, 2304, 256}
 static const type_case cases[] = {
     {GGML_TYPE_F32, "F32", {1, 5, 16, 37, 64, 300}},
     {GGML_TYPE_F16, "F16", {3, 8, 17, 40, 128, 333}},
     {GGML_TYPE_BF16, "BF16", {2, 15, 16, 47, 96, 250}},
-    {GGML_TYPE_Q8_0, "Q8_0", {32, 64, 96, 160, 288, 1024}},
-    {GGML_TYPE_Q4_0, "Q4_0", {32, 64, 96, 160, 288, 1024}},
-    {GGML_TYPE_Q4_K, "Q4_K", {256, 512, 768, 1280, 2304, 256}},
-    {GGML_TYPE_Q6_K, "Q6_K", {256, 512, 768, 1280, 2304, 256}},
+    {GGML_TYPE_Q4_0, "Q4_0", COLS_32},
+    {GGML_TYPE_Q4_1, "Q4_1", COLS_32},
+    {GGML_TYPE_Q5_0, "Q5_0", COLS_32},
+    {GGML_TYPE_Q5_1, "Q5_1", COLS_32},
+    {GGML_TYPE_Q8_0, "Q8_0", COLS_32},
+    {GGML_TYPE_Q2_K, "Q2_K", COLS_256},
+    {GGML_TYPE_Q3_K, "Q3_K", COLS_256},
+    {GGML_TYPE_Q4_K, "Q4_K", COLS_256},
+    {GGML_TYPE_Q5_K, "Q5_K", COLS_256},
+    {GGML_TYPE_Q6_K, "Q6_K", COLS_256},
+    {GGML_TYPE_IQ4_NL, "IQ4_NL", COLS_32},
+    {GGML_TYPE_IQ3_S, "IQ3_S", COLS_256},
+    {GGML_TYPE_IQ4_XS, "IQ4_XS", COLS_256},
+    {GGML_TYPE_MXFP4, "MXFP4", COLS_32},
 };
+#define NCASES (sizeof cases / sizeof cases[0])
 
 typedef struct {
     uint32_t type;
     int cols;
     size_t rb;
-    const uint8_t *w;   /* ROWS rows, deliberately misaligned */
+    const uint8_t *w;   /* ROWS rows rb apart, deliberately misaligned */
     const float *X;     /* MAXT tokens, misaligned */
     double ref[MAXT][ROWS], mag[MAXT][ROWS]; /* exact dot and sum |w*x| */
 } problem;
@@ -167,10 +186,17 @@ static int available(kernels_isa isa) { return kernels_force(isa) == isa; }
 static void test_type(const type_case *tc) {
     for (int ci = 0; ci < 6; ci++) {
         int cols = tc->cols[ci];
-        problem p = {.type = tc->type, .cols = cols, .rb = quant_row_bytes(tc->type, cols)};
-        uint8_t *wbuf = malloc(p.rb * ROWS + 1);
+        /* rows a stride apart (odd ones: 5 bytes more than a row) */
+        size_t rs = quant_row_bytes(tc->type, cols);
+        problem p = {.type = tc->type, .cols = cols, .rb = rs + (ci % 2 ? 5 : 0)};
+        uint8_t *wbuf = malloc(p.rb * ROWS + 1), *one = malloc(rs);
         float *xbuf = malloc(sizeof(float) * ((size_t)MAXT * cols + 1));
-        fill_weights(tc->type, wbuf + 1, ROWS, cols);
+        memset(wbuf, 0xFF, p.rb * ROWS + 1); /* the gaps: NaN patterns for the float types */
+        for (int r = 0; r < ROWS; r++) {
+            fill_weights(tc->type, one, 1, cols);
+            memcpy(wbuf + 1 + p.rb * r, one, rs);
+        }
+        free(one);
         /* odd tokens get a positive mean, so Q4_K's min terms do not cancel out */
         for (int t = 0; t < MAXT; t++)
             for (int i = 0; i < cols; i++) xbuf[1 + (size_t)t * cols + i] = frand() + (t % 2 ? 0.5f : 0.0f);
@@ -235,13 +261,14 @@ static void test_exact_rows(void) {
 /* ---- the integer path against its definition (kernels_impl.h) ---- */
 
 /* Beyond one block of the packed matmul (128 rows, 128 tokens, 512 columns): each token's
- * result equals its matvec bit for bit. */
+ * result equals its matvec bit for bit, in the SIMD sets (the scalar set's matmul is its matvec
+ * token by token); int8 activations for the types that take them natively. */
 static void test_int_blocks(void) {
     enum { R = 150, T = 131, COLS = 768 };
-    static const uint32_t types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
-    for (int c = 0; c < 8; c++) {
+    for (size_t c = 0; c < 2 * NCASES; c++) {
         kernels_act fmt = (kernels_act)(c % 2);
-        uint32_t type = types[c / 2];
+        uint32_t type = cases[c / 2].type;
+        if (!kernels_int_type(type) || (fmt == KERNELS_ACT_I8 && !kernels_int8_type(type))) continue;
         size_t rb = quant_row_bytes(type, COLS), xs = kernels_act_bytes(fmt, COLS);
         uint8_t *w = malloc(rb * R), *Xq = aligned_alloc(64, xs * T);
         float *x = malloc(sizeof(float) * COLS), *Y = malloc(sizeof(float) * T * R), y[R];
@@ -250,7 +277,7 @@ static void test_int_blocks(void) {
             for (int i = 0; i < COLS; i++) x[i] = frand();
             kernels_quantize_act(fmt, x, COLS, Xq + xs * t);
         }
-        for (int isa = KERNELS_SCALAR; isa <= KERNELS_AVX512; isa++) {
+        for (int isa = KERNELS_AVX2; isa <= KERNELS_AVX512; isa++) {
             if (!available((kernels_isa)isa)) continue;
             int bad = 0;
             kernels_mul(type, w, rb, COLS, NULL, fmt, Xq, T, Y, R, 0, R, 0, NULL);
@@ -258,7 +285,8 @@ static void test_int_blocks(void) {
                 kernels_mul(type, w, rb, COLS, NULL, fmt, Xq + xs * t, 1, y, R, 0, R, 0, NULL);
                 for (int r = 0; r < R; r++) bad += !same_bits(y[r], Y[t * R + r]);
             }
-            CHECK_MSG(bad == 0, "%s type %u fmt=%d: %d matmul results differ from matvec", isa_names[isa], type, c % 2, bad);
+            CHECK_MSG(bad == 0, "%s %s fmt=%d: %d matmul results differ from matvec", isa_names[isa], cases[c / 2].name,
+                      (int)(c % 2), bad);
         }
         free(w);
         free(Xq);
@@ -287,13 +315,13 @@ static void read_act(kernels_act fmt, const uint8_t *xq, int cols, int32_t *q, f
     }
 }
 
-static float fp16_at(const uint8_t *p) { return quant_fp16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
-
-/* The defined result (kernels_impl.h: exact integer sums per group, then the f32 fma chain),
- * written independently of the kernels, and the bound on its distance from the exact product with
- * the unquantised x: every |x - d*q| <= d/2 (times |w|), plus f32 rounding. */
+/* The defined result (kernels_impl.h: exact integer sums per group, then the f32 fma chain in
+ * the defined order), written out here from the type's integer form (quant_group, checked
+ * against the formats' definitions in test_quant), and the bound on its distance from the exact
+ * product with the unquantised x: every |x - d*q| <= d/2 (times |w|), plus f32 rounding. */
 static float int_defined(uint32_t type, const uint8_t *row, int cols, const int32_t *q, const float *d,
-                         const int32_t *sum, const float *x, double *bound) {
+                         const int32_t *sum, const int32_t *sum16, const float *x, double *bound) {
+    const quant_type *qt = quant_type_of(type);
     float acc = 0, *deq = malloc(sizeof(float) * (size_t)cols);
     double err = 0, mag = 0;
     quant_dequantize_row(type, row, deq, cols);
@@ -301,32 +329,23 @@ static float int_defined(uint32_t type, const uint8_t *row, int cols, const int3
         err += fabs((double)deq[i]) * d[i / 32] * 0.5;
         mag += fabs((double)deq[i] * x[i]);
     }
+    int per = (int)qt->block_elems / 32;
     for (int g = 0; g < cols / 32; g++) {
-        int32_t w[32];
+        quant_group grp;
+        qt->group(row + qt->block_bytes * (size_t)(g / per), g % per, &grp);
         int64_t S[2] = {0, 0};
-        if (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0) {
-            const uint8_t *blk = row + (type == GGML_TYPE_Q8_0 ? 34 : 18) * (size_t)g;
-            for (int k = 0; k < 32; k++)
-                w[k] = type == GGML_TYPE_Q8_0 ? (int8_t)blk[2 + k] : k < 16 ? (blk[2 + k] & 0xF) - 8 : (blk[2 + k - 16] >> 4) - 8;
-            for (int k = 0; k < 32; k++) S[0] += (int64_t)w[k] * q[32 * g + k];
-            acc = fmaf((float)S[0], fp16_at(blk) * d[g], acc);
-        } else if (type == GGML_TYPE_Q4_K) {
-            const uint8_t *blk = row + 144 * (size_t)(g / 8);
-            int j = g % 8;
-            uint8_t sc[8], m[8];
-            quant_q4_K_scales(blk + 4, sc, m);
-            for (int k = 0; k < 32; k++) S[0] += (int64_t)((blk[16 + 32 * (j / 2) + k] >> (4 * (j % 2))) & 0xF) * q[32 * g + k];
-            acc = fmaf((float)S[0], fp16_at(blk) * (float)sc[j] * d[g], acc);
-            acc = fmaf(-(fp16_at(blk + 2) * (float)m[j]), d[g] * (float)sum[g], acc);
+        for (int k = 0; k < 32; k++) S[k / 16] += (int64_t)grp.w[k] * q[32 * g + k];
+        if (qt->halves) {
+            acc = fmaf((float)S[0], grp.a[0] * d[g], acc);
+            acc = fmaf((float)S[1], grp.a[1] * d[g], acc);
         } else {
-            const uint8_t *blk = row + 210 * (size_t)(g / 8);
-            int j = g % 8;
-            int8_t v[128];
-            quant_q6_K_unpack(blk + 64 * (j / 4), blk + 128 + 32 * (j / 4), v);
-            for (int k = 0; k < 32; k++) S[k / 16] += (int64_t)v[32 * (j % 4) + k] * q[32 * g + k];
-            const int8_t *sc = (const int8_t *)(blk + 192) + 2 * j;
-            acc = fmaf((float)S[0], fp16_at(blk + 208) * (float)sc[0] * d[g], acc);
-            acc = fmaf((float)S[1], fp16_at(blk + 208) * (float)sc[1] * d[g], acc);
+            acc = fmaf((float)(S[0] + S[1]), grp.a[0] * d[g], acc);
+        }
+        if (qt->has_min && qt->halves) {
+            acc = fmaf(grp.b[0], d[g] * (float)sum16[g], acc);
+            acc = fmaf(grp.b[1], d[g] * (float)(sum[g] - sum16[g]), acc);
+        } else if (qt->has_min) {
+            acc = fmaf(grp.b[0], d[g] * (float)sum[g], acc);
         }
     }
     free(deq);
@@ -357,27 +376,30 @@ static int sets_agree_on_quantisation(kernels_act fmt, const float *x, int cols)
     return same;
 }
 
-/* For both activation formats and every set: matvec (T = 1) and the packed matmul give the defined
- * result bit for bit, for any row range and token count; add adds; the result is within the
- * quantisation bound of the exact product, and the int16 bound is far below the int8 one. */
+/* For every integer type, both activation formats and every set: matvec (T = 1) and the packed
+ * matmul give the defined result bit for bit, for any row range and token count (1..40), with rows
+ * a stride apart that is not their size (an odd number of bytes more); add adds; the result is
+ * within the quantisation bound of the exact product, and the int16 bound is far below the int8
+ * one. The types without int8 kernels take int8 activations widened: the same definition. */
 static void test_int_path(void) {
-    static const struct { uint32_t type; const char *name; int cols[5]; } cases_[] = {
-        {GGML_TYPE_Q8_0, "Q8_0", {32, 64, 96, 288, 2048}},
-        {GGML_TYPE_Q4_0, "Q4_0", {32, 64, 96, 288, 2048}},
-        {GGML_TYPE_Q4_K, "Q4_K", {256, 512, 768, 2304, 256}},
-        {GGML_TYPE_Q6_K, "Q6_K", {256, 512, 768, 2304, 256}},
-    };
-    enum { R = 37, NT = 9 };
-    for (size_t ti = 0; ti < sizeof cases_ / sizeof cases_[0]; ti++)
+    static const int col_index[] = {0, 1, 2, 4, 5};
+    static const int Ts[] = {1, 2, 3, 4, 7, 16, 17, 40};
+    enum { R = 37, NT = 40, GAP = 37 };
+    for (size_t ti = 0; ti < NCASES; ti++)
         for (size_t ci = 0; ci < 5; ci++) {
-            uint32_t type = cases_[ti].type;
-            const char *tname = cases_[ti].name;
-            int cols = cases_[ti].cols[ci];
-            size_t rb = quant_row_bytes(type, cols);
-            uint8_t *w = malloc(rb * R);
-            fill_weights(type, w, R, cols);
+            uint32_t type = cases[ti].type;
+            if (!kernels_int_type(type)) continue;
+            const char *tname = cases[ti].name;
+            int cols = cases[ti].cols[col_index[ci]];
+            size_t rs = quant_row_bytes(type, cols), rb = rs + GAP;
+            uint8_t *w = malloc(rb * R), *one = malloc(rs);
+            for (int r = 0; r < R; r++) {
+                fill_weights(type, one, 1, cols);
+                memcpy(w + rb * r, one, rs);
+                for (int i = 0; i < GAP; i++) w[rb * r + rs + i] = (uint8_t)rand(); /* not part of the row */
+            }
             float *X = malloc(sizeof(float) * (size_t)NT * cols);
-            for (int i = 0; i < NT * cols; i++) X[i] = frand() * (i % 97 == 0 ? 20.0f : 1.0f); /* a few outliers */
+            for (int i = 0; i < NT * cols; i++) X[i] = frand() * (i % 97 == 0 ? 20.0f : 1.0f) + (i / cols % 2 ? 0.3f : 0.0f);
             double worst_rel[2] = {0, 0};
             for (int f = 0; f < 2; f++) {
                 kernels_act fmt = (kernels_act)f;
@@ -387,10 +409,11 @@ static void test_int_path(void) {
                 float d[72], *want = malloc(sizeof(float) * NT * R), *Y = malloc(sizeof(float) * NT * (R + 2));
                 void *scratch = aligned_alloc(64, kernels_mul_scratch_bytes());
                 int agree = 1;
-                for (int t = 0; t < NT; t++) agree &= sets_agree_on_quantisation(fmt, X + (size_t)t * cols, cols);
+                for (int t = 0; t < NT; t += 7) agree &= sets_agree_on_quantisation(fmt, X + (size_t)t * cols, cols);
                 CHECK_MSG(agree, "%s cols=%d fmt=%d: the sets quantise differently", tname, cols, f);
                 kernels_force(KERNELS_SCALAR);
                 int bad_bound = 0;
+                float *deq = malloc(sizeof(float) * cols);
                 for (int t = 0; t < NT; t++) {
                     kernels_quantize_act(fmt, X + (size_t)t * cols, cols, Xq + xs * t);
                     read_act(fmt, Xq + xs * t, cols, q, d, sum, sum16);
@@ -400,20 +423,21 @@ static void test_int_path(void) {
                         qs16 += k < 16 ? q[k] : 0;
                     }
                     bad_bound += qs != sum[0] || qs16 != sum16[0];
-                    float *deq = malloc(sizeof(float) * cols);
                     for (int r = 0; r < R; r++) {
-                        double bound, exact = 0;
-                        want[t * R + r] = int_defined(type, w + rb * r, cols, q, d, sum, X + (size_t)t * cols, &bound);
+                        double bound, exact = 0, scale = 0;
+                        const float *x = X + (size_t)t * cols;
+                        want[t * R + r] = int_defined(type, w + rb * r, cols, q, d, sum, sum16, x, &bound);
                         quant_dequantize_row(type, w + rb * r, deq, cols);
-                        for (int i = 0; i < cols; i++) exact += (double)deq[i] * X[(size_t)t * cols + i];
+                        for (int i = 0; i < cols; i++) {
+                            exact += (double)deq[i] * x[i];
+                            scale += fabs((double)deq[i] * x[i]);
+                        }
                         double dev = fabs(want[t * R + r] - exact);
                         bad_bound += dev > bound;
-                        double scale = 0;
-                        for (int i = 0; i < cols; i++) scale += fabs((double)deq[i] * X[(size_t)t * cols + i]);
                         if (dev / scale > worst_rel[f]) worst_rel[f] = dev / scale;
                     }
-                    free(deq);
                 }
+                free(deq);
                 CHECK_MSG(bad_bound == 0, "%s cols=%d fmt=%d: %d results outside the quantisation bound", tname, cols, f,
                           bad_bound);
                 for (int isa = KERNELS_SCALAR; isa <= KERNELS_AVX512; isa++) {
@@ -422,7 +446,9 @@ static void test_int_path(void) {
                     static const int ranges[][2] = {{0, R}, {0, 16}, {3, 35}, {16, 33}, {36, 37}};
                     for (size_t g = 0; g < sizeof ranges / sizeof ranges[0]; g++) {
                         int r0 = ranges[g][0], r1 = ranges[g][1];
-                        for (int T = 1; T <= NT; T += (T < 3 ? 1 : 3)) {
+                        for (size_t k = 0; k < sizeof Ts / sizeof Ts[0]; k++) {
+                            int T = Ts[k];
+                            if (isa == KERNELS_SCALAR && T != 1 && T != 3 && T != NT) continue; /* slow, and simple */
                             for (int i = 0; i < NT * (R + 2); i++) Y[i] = -777.0f;
                             kernels_mul(type, w, rb, cols, NULL, fmt, Xq, T, Y + r0, R + 2, r0, r1, 0, scratch);
                             for (int t = 0; t < NT; t++)
@@ -437,7 +463,7 @@ static void test_int_path(void) {
                     kernels_mul(type, w, rb, cols, NULL, fmt, Xq, NT, Y, R + 2, 0, R, 1, NULL);
                     for (int t = 0; t < NT; t++)
                         for (int r = 0; r < R; r++) bad += !same_bits(Y[t * (R + 2) + r], 0.75f + want[t * R + r]);
-                    for (int t = 0; t < NT; t++) {
+                    for (int t = 0; t < NT; t += 5) {
                         for (int i = 0; i < R + 2; i++) Y[i] = 0.75f;
                         kernels_mul(type, w, rb, cols, NULL, fmt, Xq + xs * t, 1, Y, R + 2, 0, R, 1, NULL);
                         for (int r = 0; r < R; r++) bad += !same_bits(Y[r], 0.75f + want[t * R + r]);
@@ -455,8 +481,71 @@ static void test_int_path(void) {
             CHECK_MSG(worst_rel[0] < 5e-4 && worst_rel[0] * 16 < worst_rel[1] + 1e-12,
                       "%s cols=%d: relative deviations int16 %g, int8 %g", tname, cols, worst_rel[0], worst_rel[1]);
             free(w);
+            free(one);
             free(X);
         }
+}
+
+/* MXFP4's scale bytes at the ends of their range: subnormal scales (e = 0, 1), the first normal
+ * one, the largest (results overflow to infinity) and NaN (e = 255, OCP): every set and path gives
+ * the scalar set's bits, and NaN for the NaN blocks. */
+static void test_mxfp4_scales(void) {
+    enum { R = 19, COLS = 64, T = 5 };
+    static const uint8_t es[] = {0, 1, 2, 127, 254, 255, 100, 3};
+    size_t rb = quant_row_bytes(GGML_TYPE_MXFP4, COLS), xs = kernels_act_bytes(KERNELS_ACT_I16, COLS);
+    uint8_t *w = malloc(rb * R), *Xq = aligned_alloc(64, xs * T);
+    float x[COLS], want[T][R], Y[T][R];
+    fill_weights(GGML_TYPE_MXFP4, w, R, COLS);
+    for (int r = 0; r < R; r++)
+        for (int b = 0; b < 2; b++) w[rb * r + 17 * b] = es[(r + 3 * b) % 8];
+    kernels_force(KERNELS_SCALAR);
+    for (int t = 0; t < T; t++) {
+        for (int i = 0; i < COLS; i++) x[i] = frand();
+        kernels_quantize_act(KERNELS_ACT_I16, x, COLS, Xq + xs * t);
+    }
+    for (int t = 0; t < T; t++) kernels_mul(GGML_TYPE_MXFP4, w, rb, COLS, NULL, KERNELS_ACT_I16, Xq + xs * t, 1, want[t], R, 0, R, 0, NULL);
+    int nan = 0, inf = 0, bad_nan = 0;
+    for (int r = 0; r < R; r++) {
+        int has_nan = es[r % 8] == 255 || es[(r + 3) % 8] == 255;
+        bad_nan += has_nan != !!isnan(want[0][r]);
+        nan += has_nan;
+        inf += isinf(want[0][r]);
+    }
+    CHECK_MSG(bad_nan == 0 && nan > 0 && inf > 0, "MXFP4 scalar: %d NaN rows wrong (%d NaN, %d inf)", bad_nan, nan, inf);
+    for (int isa = KERNELS_AVX2; isa <= KERNELS_AVX512; isa++) {
+        if (!available((kernels_isa)isa)) continue;
+        int bad = 0;
+        kernels_mul(GGML_TYPE_MXFP4, w, rb, COLS, NULL, KERNELS_ACT_I16, Xq, T, &Y[0][0], R, 0, R, 0, NULL);
+        for (int t = 0; t < T; t++)
+            for (int r = 0; r < R; r++) bad += isnan(want[t][r]) ? !isnan(Y[t][r]) : !same_bits(Y[t][r], want[t][r]);
+        for (int t = 0; t < T; t++) {
+            kernels_mul(GGML_TYPE_MXFP4, w, rb, COLS, NULL, KERNELS_ACT_I16, Xq + xs * t, 1, Y[t], R, 0, R, 0, NULL);
+            for (int r = 0; r < R; r++) bad += isnan(want[t][r]) ? !isnan(Y[t][r]) : !same_bits(Y[t][r], want[t][r]);
+        }
+        CHECK_MSG(bad == 0, "%s MXFP4 extreme scales: %d results differ", isa_names[isa], bad);
+    }
+    free(w);
+    free(Xq);
+}
+
+/* Every type the engine computes with has kernels: the float types' or the integer ones. */
+static void test_coverage(void) {
+    int missing = 0, listed = 0, supported = 0;
+    for (uint32_t type = 0; type < GGML_TYPE_COUNT; type++) {
+        const quant_type *qt = quant_type_of(type);
+        if (!qt) {
+            missing += kernels_int_type(type);
+            continue;
+        }
+        supported++;
+        int is_int = qt->group != NULL;
+        missing += is_int != kernels_int_type(type);
+        for (size_t i = 0; i < NCASES; i++) listed += cases[i].type == type;
+    }
+    CHECK_MSG(missing == 0, "%d types with kernels and no trait entry, or the other way", missing);
+    CHECK_MSG(listed == supported && supported == (int)NCASES, "the cases cover %d of %d types", listed, supported);
+    CHECK(kernels_int8_type(GGML_TYPE_Q8_0) && kernels_int8_type(GGML_TYPE_Q4_0) && !kernels_int8_type(GGML_TYPE_Q5_0));
+    CHECK(!kernels_int_type(GGML_TYPE_Q8_K) && !kernels_int_type(GGML_TYPE_F16) && !kernels_int_type(9999));
 }
 
 /* token_embd.weight of TinyStories-656K-Q8_0.gguf (2048 rows of 128, Q8_0, at byte 51360) times
@@ -587,9 +676,9 @@ static void test_dispatch(void) {
     printf("kernel sets available up to %s\n", isa_names[best]);
 }
 
-/* kernels_mix (attention's two products): every set gives the defined fma chain over the rows
- * of A (written here with fmaf) bit for bit, for tile-edge row, column and X-row counts, F16 and
- * F32 A, in both of attention's shapes (scores: K = 64 or 128 dimensions, N up to 130 cells;
+/* kernels_mix (attention's two products, and products with weights stored transposed): every
+ * set gives the defined fma chain over the rows of A (written here with fmaf) bit for bit, for
+ * tile-edge row, column and X-row counts, F32, F16 and BF16 A, in both of attention's shapes (scores: K = 64 or 128 dimensions, N up to 130 cells;
  * outputs: K up to 130 cells, N = 7..128 dimensions); within rounding of the float64 sum; nothing
  * written past N columns; weights of 0 for five more rows change no bit (what attention relies
  * on for masked cells). */
@@ -598,8 +687,9 @@ static void test_mix(void) {
     static const int Ns[] = {1, 7, 8, 9, 15, 16, 17, 24, 63, 64, 65, 80, 128, 130};
     static const int Rs[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
     enum { CAPK = 136, CAPN = 130, MAXR = 9 };
-    for (int ti = 0; ti < 2; ti++) {
-        uint32_t type = ti ? GGML_TYPE_F16 : GGML_TYPE_F32;
+    static const uint32_t types[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16};
+    for (int ti = 0; ti < 3; ti++) {
+        uint32_t type = types[ti];
         size_t rb = CAPN * (ti ? 2 : 4);
         uint8_t *A = malloc(rb * CAPK);
         float *a = malloc(sizeof(float) * CAPK * CAPN), *X = malloc(sizeof(float) * MAXR * CAPK);
@@ -608,9 +698,9 @@ static void test_mix(void) {
             for (int j = 0; j < CAPN; j++) {
                 float v = frand();
                 if (ti) {
-                    uint16_t h = quant_f32_to_fp16(v);
+                    uint16_t h = ti == 1 ? quant_f32_to_fp16(v) : quant_f32_to_bf16(v);
                     put16(A + (size_t)k * rb + 2 * (size_t)j, h);
-                    v = quant_fp16_to_f32(h);
+                    v = ti == 1 ? quant_fp16_to_f32(h) : quant_bf16_to_f32(h);
                 } else {
                     memcpy(A + (size_t)k * rb + 4 * (size_t)j, &v, 4);
                 }
@@ -668,7 +758,9 @@ int main(void) {
     test_dispatch();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_type(&cases[i]);
     test_exact_rows();
+    test_coverage();
     test_int_path();
+    test_mxfp4_scales();
     test_int_blocks();
     test_real_rows();
     test_helpers();
