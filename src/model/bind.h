@@ -16,6 +16,7 @@ typedef struct binder {
     const void *src;        /* the gguf_file or hf_dir */
     bind_lookup lookup;
     bool hf_names;          /* the source names tensors as transformers does */
+    bool own_swa_rope;      /* sliding layers rotate as hp.rope[1] says, not as the others do */
     const char *path;       /* for messages */
     nc_err *err;
 } binder;

@@ -247,7 +247,10 @@ static int gguf_rope(binder *b, model_hparams *hp) {
     hp->rope[1] = *r;
     double swa_base;
     if (gguf_f64(b, "rope.freq_base_swa", 0, &swa_base)) return -1;
-    if (swa_base > 0) hp->rope[1] = (model_rope){.base = swa_base, .kind = ROPE_DEFAULT};
+    if (swa_base > 0) {
+        hp->rope[1] = (model_rope){.base = swa_base, .kind = ROPE_DEFAULT};
+        b->own_swa_rope = true;
+    }
     return 0;
 }
 
@@ -266,7 +269,8 @@ static int gguf_sliding(binder *b, bool *sliding) {
         return 0;
     }
     if (kv && gguf_u32(b, "attention.sliding_window_pattern", false, period, &period)) return -1;
-    for (int il = 0; il < hp->n_layer; il++) sliding[il] = period > 0 && (il + 1) % period != 0;
+    /* without a pattern a window applies to every layer (Phi-3-mini's 2047) */
+    for (int il = 0; il < hp->n_layer; il++) sliding[il] = period > 0 ? (il + 1) % period != 0 : hp->swa_window > 0;
     return 0;
 }
 
@@ -467,11 +471,21 @@ int bind_model(binder *b, const bool *sliding, const bool *rope) {
         bind_vector(b, T_OUTPUT_NORM, 0, E, true, &m->output_norm) ||
         bind_vector(b, T_ROPE_FREQS, 0, hp->n_rot / 2, false, &hp->rope[0].freq_factors))
         return -1;
-    if (hp->rope[0].kind == ROPE_LONGROPE &&
-        (bind_vector(b, T_ROPE_SHORT, 0, hp->n_rot / 2, false, &hp->rope[0].freq_factors) ||
-         bind_vector(b, T_ROPE_LONG, 0, hp->n_rot / 2, false, &hp->rope[0].long_factors)))
+    /* LongRoPE in a GGUF file is its two factor tensors (llama.cpp's converter writes no scaling
+     * type for Phi-3); a Hugging Face config gave them already */
+    const float *lf, *sf;
+    if (bind_vector(b, T_ROPE_SHORT, 0, hp->n_rot / 2, false, &sf) ||
+        bind_vector(b, T_ROPE_LONG, 0, hp->n_rot / 2, false, &lf))
         return -1;
-    if (hp->rope[1].kind == hp->rope[0].kind && hp->rope[1].base == hp->rope[0].base) hp->rope[1] = hp->rope[0];
+    if (lf || sf) {
+        model_rope *r = &hp->rope[0];
+        if (!lf || !sf) return nc_fail(b->err, "%s: LongRoPE needs both rope factor tensors (long and short)", b->path);
+        r->kind = ROPE_LONGROPE;
+        r->freq_factors = sf;
+        r->long_factors = lf;
+        if (!(r->factor > 0)) r->factor = r->orig_ctx > 0 ? hp->n_ctx_train / r->orig_ctx : 1.0;
+    }
+    if (!b->own_swa_rope) hp->rope[1] = hp->rope[0]; /* with the factors bound just now */
     if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
     m->layers = own(b, (size_t)hp->n_layer * sizeof *m->layers);
     if (!m->layers) return -1;

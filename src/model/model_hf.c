@@ -144,8 +144,9 @@ static int read_ropes(hf_reader *r, model_hparams *hp) {
     double local;
     int got = params ? 0 : number(r, r->cfg, "rope_local_base_freq", &local); /* Gemma 3, version 4 */
     if (got < 0) return -1;
+    r->b->own_swa_rope = got || sliding != full;
     if (got) hp->rope[1] = (model_rope){.base = local, .kind = ROPE_DEFAULT};
-    else if (sliding == full) hp->rope[1] = hp->rope[0];
+    else if (sliding == full) hp->rope[1] = hp->rope[0]; /* bind_model copies it again once factors are bound */
     else if (read_rope(r, sliding, base, &hp->rope[1])) return -1;
     return 0;
 }
