@@ -235,27 +235,13 @@ void fwd_free(fwd_state *s) {
 
 /* The gated FFN's activation, out = act(g) * u, as the architecture defines it. */
 static void glu(arch_act act, float *out, const float *g, const float *u, int n) {
-    switch (act) {
-    case ACT_SILU: kernels_swiglu(out, g, u, n); break;
-    case ACT_GELU_TANH: /* GELU's tanh approximation (Hendrycks & Gimpel 2016), as gelu_pytorch_tanh */
-        for (int i = 0; i < n; i++) {
-            float x = g[i];
-            out[i] = 0.5f * x * (1.0f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x))) * u[i];
-        }
-        break;
-    case ACT_SWIGLU_OAI: /* gpt-oss: gate clamped above, up clamped both ways, sigmoid(1.702 g), (u + 1) */
-        for (int i = 0; i < n; i++) {
-            float x = g[i] < 7.0f ? g[i] : 7.0f, y = u[i] < -7.0f ? -7.0f : u[i] > 7.0f ? 7.0f : u[i];
-            out[i] = x / (1.0f + expf(-1.702f * x)) * (y + 1.0f);
-        }
-        break;
-    }
+    static const kernels_glu kind[] = {[ACT_SILU] = KERNELS_SILU, [ACT_GELU_TANH] = KERNELS_GELU_TANH,
+                                       [ACT_SWIGLU_OAI] = KERNELS_SILU_OAI};
+    kernels_glu_act(kind[act], out, g, u, n);
 }
 
-/* cap * tanh(x / cap): Gemma 2's soft-capping of attention scores and logits. */
-static void softcap(float *x, int n, float scale, float cap) {
-    for (int i = 0; i < n; i++) x[i] = cap * tanhf(x[i] * scale / cap);
-}
+/* cap * tanh(x * scale / cap): Gemma 2's soft-capping of attention scores and logits. */
+static void softcap(float *x, int n, float scale, float cap) { kernels_softcap(x, n, scale, cap); }
 
 /* RMSNorm of x into out; no weight (a block without that norm): a copy. */
 static void norm_or_copy(float *out, const float *x, const float *w, int n, float eps) {

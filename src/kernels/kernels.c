@@ -184,7 +184,11 @@ void kernels_rms_norm(float *out, const float *x, const float *w, int n, float e
     ops()->rms_norm(out, x, w, n, eps);
 }
 
-void kernels_swiglu(float *out, const float *g, const float *u, int n) { ops()->swiglu(out, g, u, n); }
+void kernels_glu_act(kernels_glu act, float *out, const float *g, const float *u, int n) {
+    ops()->glu(act, out, g, u, n);
+}
+
+void kernels_softcap(float *x, int n, float scale, float cap) { ops()->softcap(x, n, scale, cap); }
 
 float kernels_softmax_span(float *p, int n, float scale, float *max) { return ops()->softmax_span(p, n, scale, max); }
 

@@ -76,8 +76,17 @@ void kernels_mix(uint32_t type, const void *A, size_t row_bytes, int K, int N, c
  * the SIMD sets use their own exp, within 2 ulp of the exact value). */
 /* out = RMSNorm(x) * w: x * (1 / sqrt(mean(x^2) + eps)) * w. */
 void kernels_rms_norm(float *out, const float *x, const float *w, int n, float eps);
-/* out = silu(g) * u = g / (1 + exp(-g)) * u. */
-void kernels_swiglu(float *out, const float *g, const float *u, int n);
+/* The gated activations out = act(g) * u of the FFNs:
+ *   KERNELS_SILU       silu(g) * u = g / (1 + exp(-g)) * u                          (SwiGLU)
+ *   KERNELS_GELU_TANH  gelu_tanh(g) * u = g / (1 + exp(-2 y)) * u,                  (GeGLU)
+ *                      y = sqrt(2 / pi) (g + 0.044715 g^3): 0.5 g (1 + tanh y) rewritten as a
+ *                      sigmoid, which has no cancellation near zero
+ *   KERNELS_SILU_OAI   gpt-oss: x = min(g, 7), v = clamp(u, -7, 7): x / (1 + exp(-1.702 x)) * (v + 1) */
+typedef enum kernels_glu { KERNELS_SILU, KERNELS_GELU_TANH, KERNELS_SILU_OAI } kernels_glu;
+void kernels_glu_act(kernels_glu act, float *out, const float *g, const float *u, int n);
+/* Soft-capping (Gemma 2): x = cap * tanh(x * scale / cap), tanh z computed as
+ * sign(z) (1 - e) / (1 + e) with e = exp(-2 |z|). */
+void kernels_softcap(float *x, int n, float scale, float cap);
 /* One span of a streaming softmax: p *= scale; *max = max(*max, max p); p = exp(p - *max);
  * returns the sum of the new p. */
 float kernels_softmax_span(float *p, int n, float scale, float *max);

@@ -857,25 +857,55 @@ static void rms_norm(float *out, const float *x, const float *w, int n, float ep
 /* Elements [i, n) as a masked tail: the helpers below run whole vectors over a copy. */
 #define TAIL_COPY(dst, src, i, n) memcpy(dst, (src) + (i), sizeof(float) * (size_t)((n) - (i)))
 
-static void swiglu(float *out, const float *g, const float *u, int n) {
-    const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+static inline __m256 x_sigmoid(__m256 x, __m256 arg) {
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), exp_ps(arg)));
+}
+
+static __m256 glu8(kernels_glu act, __m256 x, __m256 v) {
+    const __m256 lim = _mm256_set1_ps(OAI_LIMIT), zero = _mm256_setzero_ps();
+    if (act == KERNELS_SILU) return _mm256_mul_ps(x_sigmoid(x, _mm256_sub_ps(zero, x)), v);
+    if (act == KERNELS_GELU_TANH) {
+        __m256 y = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(GELU_A), x), _mm256_mul_ps(x, x), x);
+        return _mm256_mul_ps(x_sigmoid(x, _mm256_mul_ps(_mm256_set1_ps(GELU_2C), y)), v);
+    }
+    x = _mm256_min_ps(x, lim);
+    v = _mm256_max_ps(_mm256_min_ps(v, lim), _mm256_sub_ps(zero, lim));
+    return _mm256_mul_ps(x_sigmoid(x, _mm256_mul_ps(_mm256_set1_ps(-OAI_ALPHA), x)), _mm256_add_ps(v, _mm256_set1_ps(1.0f)));
+}
+
+static void glu(kernels_glu act, float *out, const float *g, const float *u, int n) {
     for (int i = 0; i < n; i += 8) {
+        if (n - i >= 8) {
+            _mm256_storeu_ps(out + i, glu8(act, _mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
+            continue;
+        }
         float gb[8] = {0}, ub[8] = {0}, ob[8];
-        const float *gp = g + i, *up = u + i;
-        if (n - i < 8) {
-            TAIL_COPY(gb, g, i, n);
-            TAIL_COPY(ub, u, i, n);
-            gp = gb;
-            up = ub;
+        TAIL_COPY(gb, g, i, n);
+        TAIL_COPY(ub, u, i, n);
+        _mm256_storeu_ps(ob, glu8(act, _mm256_loadu_ps(gb), _mm256_loadu_ps(ub)));
+        memcpy(out + i, ob, sizeof(float) * (size_t)(n - i));
+    }
+}
+
+static __m256 softcap8(__m256 x, __m256 k, __m256 c) {
+    const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+    __m256 z = _mm256_mul_ps(x, k);
+    __m256 e = exp_ps(_mm256_mul_ps(_mm256_set1_ps(-2.0f), _mm256_andnot_ps(sign, z)));
+    __m256 t = _mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e));
+    return _mm256_mul_ps(c, _mm256_or_ps(t, _mm256_and_ps(z, sign)));
+}
+
+static void softcap(float *x, int n, float scale, float cap) {
+    const __m256 k = _mm256_set1_ps(scale / cap), c = _mm256_set1_ps(cap);
+    for (int i = 0; i < n; i += 8) {
+        if (n - i >= 8) {
+            _mm256_storeu_ps(x + i, softcap8(_mm256_loadu_ps(x + i), k, c));
+            continue;
         }
-        __m256 gv = _mm256_loadu_ps(gp);
-        __m256 r = _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(one, exp_ps(_mm256_xor_ps(gv, sign)))), _mm256_loadu_ps(up));
-        if (n - i < 8) {
-            _mm256_storeu_ps(ob, r);
-            memcpy(out + i, ob, sizeof(float) * (size_t)(n - i));
-        } else {
-            _mm256_storeu_ps(out + i, r);
-        }
+        float b[8] = {0};
+        TAIL_COPY(b, x, i, n);
+        _mm256_storeu_ps(b, softcap8(_mm256_loadu_ps(b), k, c));
+        memcpy(x + i, b, sizeof(float) * (size_t)(n - i));
     }
 }
 
@@ -945,7 +975,8 @@ const kernels_ops kernels_avx2_ops = {
     .q = {QUANT_INT_TYPES(KERNELS_INT_ENTRY)},
     .mix = mix,
     .rms_norm = rms_norm,
-    .swiglu = swiglu,
+    .glu = glu,
+    .softcap = softcap,
     .softmax_span = softmax_span,
     .f32_to_f16 = f32_to_f16,
     .read = read_bytes,

@@ -1007,14 +1007,42 @@ static void rms_norm(float *out, const float *x, const float *w, int n, float ep
     }
 }
 
-static void swiglu(float *out, const float *g, const float *u, int n) {
-    const __m512 one = _mm512_set1_ps(1.0f);
+/* x * sigmoid(k x) with k = -exp's argument's slope (see kernels_glu). */
+static inline __m512 x_sigmoid(__m512 x, __m512 arg) {
+    return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), exp_ps(arg)));
+}
+
+static void glu(kernels_glu act, float *out, const float *g, const float *u, int n) {
+    const __m512 lim = _mm512_set1_ps(OAI_LIMIT);
     for (int i = 0; i < n; i += 16) {
         __mmask16 m = tail_mask(n - i);
-        __m512 gv = _mm512_maskz_loadu_ps(m, g + i);
-        __m512 e = exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), gv));
-        _mm512_mask_storeu_ps(out + i, m,
-                              _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(one, e)), _mm512_maskz_loadu_ps(m, u + i)));
+        __m512 x = _mm512_maskz_loadu_ps(m, g + i), v = _mm512_maskz_loadu_ps(m, u + i), r;
+        if (act == KERNELS_SILU) {
+            r = _mm512_mul_ps(x_sigmoid(x, _mm512_sub_ps(_mm512_setzero_ps(), x)), v);
+        } else if (act == KERNELS_GELU_TANH) {
+            __m512 y = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(GELU_A), x), _mm512_mul_ps(x, x), x);
+            r = _mm512_mul_ps(x_sigmoid(x, _mm512_mul_ps(_mm512_set1_ps(GELU_2C), y)), v);
+        } else {
+            x = _mm512_min_ps(x, lim);
+            v = _mm512_max_ps(_mm512_min_ps(v, lim), _mm512_sub_ps(_mm512_setzero_ps(), lim));
+            r = _mm512_mul_ps(x_sigmoid(x, _mm512_mul_ps(_mm512_set1_ps(-OAI_ALPHA), x)),
+                              _mm512_add_ps(v, _mm512_set1_ps(1.0f)));
+        }
+        _mm512_mask_storeu_ps(out + i, m, r);
+    }
+}
+
+static void softcap(float *x, int n, float scale, float cap) {
+    const __m512 k = _mm512_set1_ps(scale / cap), c = _mm512_set1_ps(cap), one = _mm512_set1_ps(1.0f);
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 m = tail_mask(n - i);
+        __m512 z = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), k);
+        __m512 e = exp_ps(_mm512_mul_ps(_mm512_set1_ps(-2.0f), _mm512_abs_ps(z)));
+        __m512 t = _mm512_div_ps(_mm512_sub_ps(one, e), _mm512_add_ps(one, e));
+        /* the sign of z onto t */
+        t = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(t), _mm512_and_si512(_mm512_castps_si512(z),
+                                                                                            _mm512_set1_epi32(INT32_MIN))));
+        _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(c, t));
     }
 }
 
@@ -1068,7 +1096,8 @@ const kernels_ops kernels_avx512_ops = {
     .q = {QUANT_INT_TYPES(KERNELS_INT_ENTRY)},
     .mix = mix,
     .rms_norm = rms_norm,
-    .swiglu = swiglu,
+    .glu = glu,
+    .softcap = softcap,
     .softmax_span = softmax_span,
     .f32_to_f16 = f32_to_f16,
     .read = read_bytes,

@@ -139,7 +139,8 @@ typedef struct kernels_ops {
     void (*mix)(uint32_t type, const void *A, size_t row_bytes, int K, int N, const float *X, int ldx, int R, float *Y,
                 int ldy);
     void (*rms_norm)(float *out, const float *x, const float *w, int n, float eps);
-    void (*swiglu)(float *out, const float *g, const float *u, int n);
+    void (*glu)(kernels_glu act, float *out, const float *g, const float *u, int n);
+    void (*softcap)(float *x, int n, float scale, float cap);
     float (*softmax_span)(float *p, int n, float scale, float *max);
     void (*f32_to_f16)(uint16_t *dst, const float *src, int n);
     uint64_t (*read)(const void *p, size_t n);
@@ -201,6 +202,13 @@ extern const kernels_ops kernels_avx512_ops;
 #define EXP_P3 4.1665795894e-2f
 #define EXP_P4 1.6666665459e-1f
 #define EXP_P5 5.0000001201e-1f
+
+/* The gated activations' constants (kernels_glu): GELU's -2 sqrt(2 / pi) and cubic coefficient;
+ * gpt-oss's clamp and sigmoid slope. */
+#define GELU_2C -1.5957691216f
+#define GELU_A 0.044715f
+#define OAI_LIMIT 7.0f
+#define OAI_ALPHA 1.702f
 
 /* Weight rows a matmul keeps hot in cache while it walks all token tiles (about 256 KB). */
 static inline int kernels_row_tile(size_t row_bytes) {

@@ -165,8 +165,26 @@ static void rms_norm(float *out, const float *x, const float *w, int n, float ep
     for (int i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
 }
 
-static void swiglu(float *out, const float *g, const float *u, int n) {
-    for (int i = 0; i < n; i++) out[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+static void glu(kernels_glu act, float *out, const float *g, const float *u, int n) {
+    for (int i = 0; i < n; i++) {
+        float x = g[i], v = u[i];
+        switch (act) {
+        case KERNELS_SILU: out[i] = x / (1.0f + expf(-x)) * v; break;
+        case KERNELS_GELU_TANH: out[i] = x / (1.0f + expf(GELU_2C * (x + GELU_A * x * x * x))) * v; break;
+        case KERNELS_SILU_OAI:
+            x = x < OAI_LIMIT ? x : OAI_LIMIT;
+            v = v < -OAI_LIMIT ? -OAI_LIMIT : v > OAI_LIMIT ? OAI_LIMIT : v;
+            out[i] = x / (1.0f + expf(-OAI_ALPHA * x)) * (v + 1.0f);
+            break;
+        }
+    }
+}
+
+static void softcap(float *x, int n, float scale, float cap) {
+    for (int i = 0; i < n; i++) {
+        float z = x[i] * (scale / cap), e = expf(-2.0f * fabsf(z)), t = (1.0f - e) / (1.0f + e);
+        x[i] = cap * (z < 0 ? -t : t);
+    }
 }
 
 static float softmax_span(float *p, int n, float scale, float *max) {
@@ -203,7 +221,8 @@ const kernels_ops kernels_scalar_ops = {
     .q = {QUANT_INT_TYPES(KERNELS_INT_ENTRY)},
     .mix = mix,
     .rms_norm = rms_norm,
-    .swiglu = swiglu,
+    .glu = glu,
+    .softcap = softcap,
     .softmax_span = softmax_span,
     .f32_to_f16 = f32_to_f16,
     .read = read_bytes,

@@ -615,7 +615,7 @@ static void test_helpers(void) {
     static const int lens[] = {1, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 100, 1000};
     for (int isa = KERNELS_SCALAR; isa <= KERNELS_AVX512; isa++) {
         if (!available((kernels_isa)isa)) continue;
-        int bad_norm = 0, bad_swiglu = 0, bad_soft = 0, bad_f16 = 0;
+        int bad_norm = 0, bad_glu = 0, bad_soft = 0, bad_f16 = 0;
         for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
             int n = lens[li];
             float x[1001], w[1001], u[1001], out[1002], p[1001];
@@ -625,7 +625,7 @@ static void test_helpers(void) {
                 u[i] = frand();
                 p[i] = frand() * 30.0f;
             }
-            x[0] = n > 3 ? -95.0f : x[0]; /* exp(-x) beyond the float range in swiglu */
+            x[0] = n > 3 ? -95.0f : x[0]; /* exp(-x) beyond the float range in the gated activations */
             out[n] = 777.0f;
             double ss = 0;
             for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
@@ -633,12 +633,42 @@ static void test_helpers(void) {
             kernels_rms_norm(out, x, w, n, 1e-5f);
             for (int i = 0; i < n; i++) bad_norm += fabs(out[i] - x[i] * sc * w[i]) > 1e-6 * fabs(x[i] * sc * w[i]) + 1e-30;
             bad_norm += out[n] != 777.0f;
-            kernels_swiglu(out, x, u, n);
+            /* gpt-oss's clamps need inputs past 7: its gate and up are scaled by 3 and 12 */
+            float g3[1001], u12[1001];
             for (int i = 0; i < n; i++) {
-                double want = x[i] / (1.0 + exp(-(double)x[i])) * u[i];
-                bad_swiglu += fabs(out[i] - want) > 1e-6 * fabs(want) + 1e-30;
+                g3[i] = 3.0f * x[i];
+                u12[i] = 12.0f * u[i];
             }
-            bad_swiglu += out[n] != 777.0f;
+            for (int act = KERNELS_SILU; act <= KERNELS_SILU_OAI; act++) {
+                const float *gi = act == KERNELS_SILU_OAI ? g3 : x, *ui = act == KERNELS_SILU_OAI ? u12 : u;
+                kernels_glu_act((kernels_glu)act, out, gi, ui, n);
+                for (int i = 0; i < n; i++) {
+                    double g = gi[i], v = ui[i], want;
+                    if (act == KERNELS_SILU) want = g / (1.0 + exp(-g)) * v;
+                    else if (act == KERNELS_GELU_TANH) /* the textbook form of the tanh approximation */
+                        want = 0.5 * g * (1.0 + tanh(sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g))) * v;
+                    else {
+                        g = fmin(g, 7.0);
+                        v = fmin(fmax(v, -7.0), 7.0);
+                        want = g / (1.0 + exp(-1.702 * g)) * (v + 1.0);
+                    }
+                    bad_glu += fabs(out[i] - want) > 2e-6 * fabs(want) + 1e-30;
+                }
+                bad_glu += out[n] != 777.0f;
+            }
+            /* soft-capping: cap 30, scores up to +-120 (tanh saturates) and near 0 (no cancellation
+             * beyond an ulp of 1, i.e. cap * 6e-8) */
+            float sc30[1002];
+            for (int i = 0; i < n; i++) sc30[i] = i % 3 == 0 ? frand() * 1e-3f : frand() * 120.0f;
+            sc30[n] = 777.0f;
+            float keep[1001];
+            memcpy(keep, sc30, sizeof(float) * n);
+            kernels_softcap(sc30, n, 0.5f, 30.0f);
+            for (int i = 0; i < n; i++) {
+                double want = 30.0 * tanh(0.5 * keep[i] / 30.0);
+                bad_glu += fabs(sc30[i] - want) > 2e-6 * fabs(want) + 30 * 1.2e-7;
+            }
+            bad_glu += sc30[n] != 777.0f;
             float q[1001], mx = 2.0f;
             memcpy(q, p, sizeof(float) * n);
             float sum = kernels_softmax_span(q, n, 0.5f, &mx);
@@ -660,7 +690,7 @@ static void test_helpers(void) {
             bad_f16 += h[n] != 0xABCD;
         }
         CHECK_MSG(bad_norm == 0, "%s rms_norm: %d values off", isa_names[isa], bad_norm);
-        CHECK_MSG(bad_swiglu == 0, "%s swiglu: %d values off", isa_names[isa], bad_swiglu);
+        CHECK_MSG(bad_glu == 0, "%s gated activations / soft-capping: %d values off", isa_names[isa], bad_glu);
         CHECK_MSG(bad_soft == 0, "%s softmax_span: %d values off", isa_names[isa], bad_soft);
         CHECK_MSG(bad_f16 == 0, "%s f32_to_f16: %d values differ from quant_f32_to_fp16", isa_names[isa], bad_f16);
     }
