@@ -24,8 +24,9 @@ typedef struct nc_err {
 
 typedef struct nc_model nc_model;
 
-/* Open a GGUF model: validates the file, binds every tensor (mmapped, not copied) and loads the
- * tokenizer. Architectures: llama, qwen2. Element types: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K. */
+/* Open a model: a GGUF file or a Hugging Face directory (config.json, safetensors, tokenizer).
+ * Validates it, binds every tensor (mmapped, not copied) and loads the tokenizer. Architectures
+ * and element types: README's Supported section; an unsupported one is an error naming it. */
 int nc_model_load(nc_model **out, const char *path, nc_err *err);
 void nc_model_free(nc_model *m);
 
