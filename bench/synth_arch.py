@@ -1,9 +1,9 @@
 #!/usr/bin/python3
-"""Write a mixture-of-experts GGUF with the shapes of a real model and seeded random weights, for
-benchmarks (shared/tools/synth-gguf makes dense models only; its writer and weight generator are
-reused here).
+"""Write a GGUF of an architecture shared/tools/synth-gguf does not make (mixtures of experts,
+Gemma 3) with the shapes of a real model and seeded random weights, for benchmarks (synth-gguf's
+writer and weight generator are reused here).
 
-  bench/synth_moe.py --shape qwen3-30b-a3b --layers 4 --type q8_0 -o moe.gguf
+  bench/synth_arch.py --shape qwen3-30b-a3b --layers 4 --type q8_0 -o moe.gguf
 
 Output is deterministic for a given --seed. Never commit the files.
 """
@@ -27,6 +27,11 @@ SHAPES = {
     "gpt-oss-20b": dict(arch="gpt-oss", n_embd=2880, n_layer=24, n_head=64, n_head_kv=8, head_dim=64,
                         n_expert=32, n_used=4, n_ff_exp=2880, ctx=131072, rope_theta=150000.0, eps=1e-5,
                         swa=128, yarn=(32.0, 4096, 32.0, 1.0), vocab="vocab/qwen2/ggml-vocab-qwen2.gguf"),
+    # Gemma 3 1B: q/k norms, norms around both blocks, GeGLU, 5 sliding layers (window 512, their
+    # own rope base) per global one (its 262k vocabulary is not in shared/: Llama 2's stands in)
+    "gemma3-1b": dict(arch="gemma3", n_embd=1152, n_layer=26, n_head=4, n_head_kv=1, head_dim=256, n_ff=6912,
+                      ctx=32768, rope_theta=1000000.0, rope_swa=10000.0, eps=1e-6, swa=512,
+                      vocab="vocab/llama-spm/ggml-vocab-llama-spm.gguf"),
     # Mixtral-8x7B: 8 experts, 2 used
     "mixtral-8x7b": dict(arch="llama", n_embd=4096, n_layer=32, n_head=32, n_head_kv=8, head_dim=128,
                          n_expert=8, n_used=2, n_ff_exp=14336, ctx=32768, rope_theta=1000000.0, eps=1e-5,
@@ -55,7 +60,7 @@ def main():
     sh = dict(SHAPES[a.shape])
     if a.layers: sh["n_layer"] = a.layers
     arch, E, L, H, HKV, hd = sh["arch"], sh["n_embd"], sh["n_layer"], sh["n_head"], sh["n_head_kv"], sh["head_dim"]
-    N, K, F = sh["n_expert"], sh["n_used"], sh["n_ff_exp"]
+    N, K, F = sh.get("n_expert", 0), sh.get("n_used", 0), sh.get("n_ff_exp", sh.get("n_ff"))
     tok_kv = synth.read_gguf_tokenizer(os.path.join(SHARED, sh["vocab"]))
     n_vocab = len([v for k, _, v, _ in tok_kv if k == "tokenizer.ggml.tokens"][0])
     U32, F32, STR = synth.T_U32, synth.T_F32, synth.T_STR
@@ -66,9 +71,6 @@ def main():
           (arch + ".embedding_length", U32, E, None),
           (arch + ".block_count", U32, L, None),
           (arch + ".feed_forward_length", U32, F, None),
-          (arch + ".expert_feed_forward_length", U32, F, None),
-          (arch + ".expert_count", U32, N, None),
-          (arch + ".expert_used_count", U32, K, None),
           (arch + ".attention.head_count", U32, H, None),
           (arch + ".attention.head_count_kv", U32, HKV, None),
           (arch + ".attention.key_length", U32, hd, None),
@@ -76,7 +78,10 @@ def main():
           (arch + ".rope.dimension_count", U32, hd, None),
           (arch + ".rope.freq_base", F32, sh["rope_theta"], None),
           (arch + ".attention.layer_norm_rms_epsilon", F32, sh["eps"], None)] + tok_kv
+    if N: kv += [(arch + ".expert_feed_forward_length", U32, F, None), (arch + ".expert_count", U32, N, None),
+                 (arch + ".expert_used_count", U32, K, None)]
     if sh.get("swa"): kv.append((arch + ".attention.sliding_window", U32, sh["swa"], None))
+    if sh.get("rope_swa"): kv.append((arch + ".rope.freq_base_swa", F32, sh["rope_swa"], None))
     if sh.get("yarn"):
         factor, orig, fast, slow = sh["yarn"]
         kv += [(arch + ".rope.scaling.type", STR, "yarn", None), (arch + ".rope.scaling.factor", F32, factor, None),
@@ -86,8 +91,8 @@ def main():
     qx = a.type  # the experts
     qt = "q8_0" if qx == "mxfp4" else qx
     qe = "q6_k" if qt == "q4_k" else qt
-    tensors = [("token_embd.weight", (E, n_vocab), qe, "emb"), ("output_norm.weight", (E,), "f32", "norm"),
-               ("output.weight", (E, n_vocab), qe, "emb")]
+    tensors = [("token_embd.weight", (E, n_vocab), qe, "emb"), ("output_norm.weight", (E,), "f32", "norm")]
+    if arch != "gemma3": tensors.append(("output.weight", (E, n_vocab), qe, "emb"))  # Gemma ties them
     for i in range(L):
         p = "blk.%d." % i
         tensors += [(p + "attn_norm.weight", (E,), "f32", "norm"),
@@ -95,18 +100,25 @@ def main():
                     (p + "attn_k.weight", (E, HKV * hd), qt, "w"),
                     (p + "attn_v.weight", (E, HKV * hd), qt, "w"),
                     (p + "attn_output.weight", (H * hd, E), qt, "w"),
-                    (p + ("post_attention_norm" if arch == "gpt-oss" else "ffn_norm") + ".weight", (E,), "f32", "norm"),
-                    (p + "ffn_gate_inp.weight", (E, N), "f32", "w"),
-                    (p + "ffn_gate_exps.weight", (E, F, N), qx, "w"),
-                    (p + "ffn_up_exps.weight", (E, F, N), qx, "w"),
-                    (p + "ffn_down_exps.weight", (F, E, N), qx, "w")]
+                    (p + ("post_attention_norm" if arch == "gpt-oss" else "ffn_norm") + ".weight", (E,), "f32", "norm")]
+        if N:
+            tensors += [(p + "ffn_gate_inp.weight", (E, N), "f32", "w"),
+                        (p + "ffn_gate_exps.weight", (E, F, N), qx, "w"),
+                        (p + "ffn_up_exps.weight", (E, F, N), qx, "w"),
+                        (p + "ffn_down_exps.weight", (F, E, N), qx, "w")]
+        else:
+            tensors += [(p + "ffn_gate.weight", (E, F), qt, "w"), (p + "ffn_up.weight", (E, F), qt, "w"),
+                        (p + "ffn_down.weight", (F, E), qt, "w")]
+        if arch == "gemma3":
+            tensors += [(p + "post_attention_norm.weight", (E,), "f32", "norm"),
+                        (p + "post_ffw_norm.weight", (E,), "f32", "norm")]
         if arch == "gpt-oss":
             tensors += [(p + "attn_q.bias", (H * hd,), "f32", "w"), (p + "attn_k.bias", (HKV * hd,), "f32", "w"),
                         (p + "attn_v.bias", (HKV * hd,), "f32", "w"), (p + "attn_output.bias", (E,), "f32", "w"),
                         (p + "attn_sinks.weight", (H,), "f32", "w"), (p + "ffn_gate_inp.bias", (N,), "f32", "w"),
                         (p + "ffn_gate_exps.bias", (F, N), "f32", "w"), (p + "ffn_up_exps.bias", (F, N), "f32", "w"),
                         (p + "ffn_down_exps.bias", (E, N), "f32", "w")]
-        if arch == "qwen3moe":
+        if arch in ("qwen3moe", "gemma3"):
             tensors += [(p + "attn_q_norm.weight", (hd,), "f32", "norm"), (p + "attn_k_norm.weight", (hd,), "f32", "norm")]
     GGML = dict(synth.GGML, mxfp4=(39, 32, 17))
     align = 32

@@ -8,7 +8,7 @@
 # ../shared/tools/build-llamacpp from a fetched snapshot (the 2026-04 fork Mesh-LLM/llama.cpp knows
 # every type and architecture here; --llamacpp-old adds b4748's figures where it can load the file).
 # The files go to build/models (never committed): TinyLlama-1.1B's shape (synth-gguf, F16)
-# quantised by that llama-quantize into each type, and bench/synth_moe.py's Qwen3-30B-A3B and
+# quantised by that llama-quantize into each type, and bench/synth_arch.py's Qwen3-30B-A3B and
 # gpt-oss-20b shapes with 4 layers. Not part of `make test`: it takes about an hour.
 set -eu
 cd "$(dirname "$0")/.."
@@ -36,8 +36,8 @@ model() { # name -> path, made on first use
         case $1 in
             tinyllama-1.1b-f16) ;;
             tinyllama-1.1b-*) "$lc/bin/llama-quantize" "$base" "$out.part" "${1#tinyllama-1.1b-}" 2 >/dev/null && mv "$out.part" "$out" ;;
-            qwen3-30b-a3b-l4-*) /usr/bin/python3 bench/synth_moe.py --shape qwen3-30b-a3b --layers 4 --type "${1##*-}" -o "$out" >/dev/null ;;
-            gpt-oss-20b-l4-*) /usr/bin/python3 bench/synth_moe.py --shape gpt-oss-20b --layers 4 --type "${1##*-}" -o "$out" >/dev/null ;;
+            qwen3-30b-a3b-l4-*) /usr/bin/python3 bench/synth_arch.py --shape qwen3-30b-a3b --layers 4 --type "${1##*-}" -o "$out" >/dev/null ;;
+            gpt-oss-20b-l4-*) /usr/bin/python3 bench/synth_arch.py --shape gpt-oss-20b --layers 4 --type "${1##*-}" -o "$out" >/dev/null ;;
         esac
     fi
     echo "$out"
