@@ -24,13 +24,6 @@ const fmt_tensor *bind_find(binder *b, tensor_role r, int il, int e, char name[B
 }
 
 static int missing(binder *b, const char *name) {
-    /* gpt-oss's released checkpoints hold the experts as MXFP4 "<name>_blocks" and "<name>_scales" */
-    char blocks[BIND_NAME_MAX + 8];
-    snprintf(blocks, sizeof blocks, "%s_blocks", name);
-    if (b->hf_names && b->lookup(b->src, blocks))
-        return nc_fail(b->err, "%s: tensor '%s' is stored as MXFP4 blocks and scales, which nucleus reads only from GGUF "
-                               "files (llama.cpp's convert_hf_to_gguf.py keeps them MXFP4), or dequantised to BF16",
-                       b->path, blocks);
     return nc_fail(b->err, "%s: missing tensor '%s' (a %s model needs it)", b->path, name, b->a->name);
 }
 
@@ -137,6 +130,52 @@ static int bind_vector(binder *b, tensor_role r, int il, int64_t n, bool require
 /* n_expert weights of rows x cols: one 3-D tensor (ggml order [cols, rows, n_expert], or
  * [rows, cols, n_expert] when the checkpoint stores them transposed), or one 2-D tensor per
  * expert when the name pattern numbers them. Returns 1 when bound, 0 when absent. */
+/* gpt-oss as released: each 3-D expert tensor as MXFP4 (OCP MX v1.0) in "<name>_blocks" (U8,
+ * [n][rows][cols / 32][16]) and "<name>_scales" (U8, [n][rows][cols / 32], E8M0), rows being
+ * outputs. transformers decodes element 2i of a block from the low nibble of byte i and 2i + 1
+ * from the high one; GGUF's MXFP4 block, which the kernels read, puts its scale in front and holds
+ * elements i and i + 16 in byte i. So these experts are repacked into that layout once, at load:
+ * the one place nucleus copies weights (same size; the kernels need a block's scale beside its
+ * nibbles). Returns 1 when bound, 0 when there are no blocks. */
+static int bind_mxfp4_experts(binder *b, const char *name, int64_t cols, int64_t rows, model_weight *w) {
+    char bn[BIND_NAME_MAX + 8], sn[BIND_NAME_MAX + 8];
+    snprintf(bn, sizeof bn, "%s_blocks", name);
+    snprintf(sn, sizeof sn, "%s_scales", name);
+    const fmt_tensor *blocks = b->lookup(b->src, bn), *scales = b->lookup(b->src, sn);
+    if (!blocks) return 0;
+    if (!scales) return nc_fail(b->err, "%s: '%s' has no '%s' (MXFP4 needs both)", b->path, bn, sn);
+    int64_t n = b->m->hp.n_expert, g = cols / 32;
+    if (cols % 32) return nc_fail(b->err, "%s: '%s': MXFP4 rows of %lld are not whole blocks of 32", b->path, bn, (long long)cols);
+    uint32_t u8 = st_dtype_type(ST_U8);
+    const fmt_tensor *ts[2] = {blocks, scales};
+    for (int k = 0; k < 2; k++)
+        if (ts[k]->type != u8) {
+            char buf[24];
+            return nc_fail(b->err, "%s: tensor '%s' has type %s; MXFP4 blocks and scales are U8", b->path, ts[k]->name,
+                           st_type_name(ts[k]->type, buf));
+        }
+    if (check_shape(b, blocks, 4, (int64_t[]){16, g, rows, n}) || check_shape(b, scales, 3, (int64_t[]){g, rows, n}))
+        return -1;
+    size_t nb = (size_t)(n * rows * g);
+    block_MXFP4 *dst = own(b, nb * sizeof *dst);
+    if (!dst) return -1;
+    const uint8_t *q = blocks->data, *e = scales->data;
+    for (size_t i = 0; i < nb; i++, q += 16) {
+        dst[i].e = e[i];
+        for (int j = 0; j < 16; j++) {
+            int lo = q[j / 2] >> (j % 2 * 4) & 15, hi = q[(j + 16) / 2] >> (j % 2 * 4) & 15;
+            dst[i].qs[j] = (uint8_t)(lo | hi << 4);
+        }
+    }
+    b->m->n_params += (uint64_t)(n * rows * cols);
+    b->m->weight_bytes += blocks->n_bytes + scales->n_bytes;
+    for (int64_t x = 0; x < n; x++)
+        w[x] = (model_weight){.name = blocks->name, .data = dst + x * rows * g, .type = GGML_TYPE_MXFP4,
+                              .rows = (int32_t)rows, .cols = (int32_t)cols,
+                              .row_bytes = quant_row_bytes(GGML_TYPE_MXFP4, cols)};
+    return 1;
+}
+
 static int bind_experts(binder *b, tensor_role r, int il, int64_t cols, int64_t rows, bool transposed, model_weight **out) {
     int n = b->m->hp.n_expert;
     const char *pat = b->hf_names ? arch_hf_name(b->a, r) : arch_gguf_name(b->a, r);
@@ -159,7 +198,11 @@ static int bind_experts(binder *b, tensor_role r, int il, int64_t cols, int64_t 
         }
     } else {
         const fmt_tensor *t = bind_find(b, r, il, 0, name);
-        if (!t) return 0;
+        if (!t) {
+            int got = b->hf_names ? bind_mxfp4_experts(b, name, cols, rows, w) : 0;
+            if (got > 0) *out = w;
+            return got;
+        }
         int64_t shape[3] = {transposed ? rows : cols, transposed ? cols : rows, n};
         if (check_shape(b, t, 3, shape) || check_type(b, t)) return -1;
         if (transposed && t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_F16 && t->type != GGML_TYPE_BF16)

@@ -93,9 +93,18 @@ refuse_hf hf-dtype "has type I16, which nucleus cannot compute with; supported: 
 refuse_hf hf-shape "tensor 'model.layers.0.self_attn.k_proj.weight'" 'cfg["num_key_value_heads"] = 4'
 refuse_hf hf-rope "rope type \"dynamic\" is not supported (default, linear, llama3, yarn, longrope)" 'cfg["rope_parameters"] = {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}'
 refuse_hf hf-config-null "config.json" 'cfg = None'
-# gpt-oss as released: experts in MXFP4 blocks and scales (U8)
-ARCH=gptoss refuse_hf hf-mxfp4 "'model.layers.0.mlp.experts.gate_up_proj_blocks' is stored as MXFP4 blocks and scales" \
-    'header["model.layers.0.mlp.experts.gate_up_proj_blocks"] = dict(header.pop("model.layers.0.mlp.experts.gate_up_proj"), dtype="U8", shape=[4, 64, 256])' 
+# gpt-oss as released: experts in MXFP4 blocks and scales (U8); tests/e2e/hf_mxfp4_check.py
+# checks the ones that load
+ARCH=gptoss refuse_hf hf-mxfp4-no-scales "'model.layers.0.mlp.experts.gate_up_proj_blocks' has no 'model.layers.0.mlp.experts.gate_up_proj_scales'" \
+    'header["model.layers.0.mlp.experts.gate_up_proj_blocks"] = dict(header.pop("model.layers.0.mlp.experts.gate_up_proj"), dtype="U8", shape=[4, 128, 2, 16, 4])'
+ARCH=gptoss refuse_hf hf-mxfp4-scales-shape "tensor 'model.layers.0.mlp.experts.gate_up_proj_scales' (header entry" \
+    'g = header.pop("model.layers.0.mlp.experts.gate_up_proj"); a, z = g["data_offsets"]
+header["model.layers.0.mlp.experts.gate_up_proj_blocks"] = dict(dtype="U8", shape=[4, 128, 2, 16], data_offsets=[a, a + 16384])
+header["model.layers.0.mlp.experts.gate_up_proj_scales"] = dict(dtype="U8", shape=[4, 128, 96], data_offsets=[a + 16384, z])'
+ARCH=gptoss refuse_hf hf-mxfp4-dtype "tensor 'model.layers.0.mlp.experts.gate_up_proj_blocks' has type BF16; MXFP4 blocks and scales are U8" \
+    'g = header.pop("model.layers.0.mlp.experts.gate_up_proj"); a, z = g["data_offsets"]
+header["model.layers.0.mlp.experts.gate_up_proj_blocks"] = dict(dtype="BF16", shape=[4, 128, 2, 16], data_offsets=[a, a + 32768])
+header["model.layers.0.mlp.experts.gate_up_proj_scales"] = dict(dtype="U8", shape=[4, 128, 64], data_offsets=[a + 32768, z])'
 
 echo "reference: $pass passed, $fail failed"
 [ $fail -eq 0 ]
