@@ -137,6 +137,7 @@ def main():
     ap.add_argument("--shared", required=True)
     ap.add_argument("--threads", default="2")
     ap.add_argument("--forms", default="gguf,hf,v4,sharded", help="any of gguf,hf,v4,sharded")
+    ap.add_argument("--only", default="", help="architectures (comma-separated folder names of shared/archs)")
     args = ap.parse_args()
     passed = failed = 0
 
@@ -154,7 +155,7 @@ def main():
     print("|---|---|---|---|")
     for arch in sorted(os.listdir(root)):
         path = os.path.join(root, arch, "golden.jsonl")
-        if not os.path.exists(path):
+        if not os.path.exists(path) or (args.only and arch not in args.only.split(",")):
             continue
         records = [json.loads(line) for line in open(path)]
         for form in args.forms.split(","):
