@@ -8,8 +8,8 @@
 # ../shared/tools/build-llamacpp from a fetched snapshot (the 2026-04 fork Mesh-LLM/llama.cpp knows
 # every type and architecture here; --llamacpp-old adds b4748's figures where it can load the file).
 # The files go to build/models (never committed): TinyLlama-1.1B's shape (synth-gguf, F16)
-# quantised by that llama-quantize into each type, and bench/synth_arch.py's Qwen3-30B-A3B and
-# gpt-oss-20b shapes with 4 layers. Not part of `make test`: it takes about an hour.
+# quantised by that llama-quantize into each type, bench/synth_arch.py's Gemma 3 1B (Q5_K_M, as users
+# download it) and its Qwen3-30B-A3B and gpt-oss-20b shapes with 4 layers. Not part of `make test`: it takes about an hour.
 set -eu
 cd "$(dirname "$0")/.."
 . tests/lib/models.sh
@@ -37,6 +37,8 @@ model() { # name -> path, made on first use
             tinyllama-1.1b-f16) ;;
             tinyllama-1.1b-*) "$lc/bin/llama-quantize" "$base" "$out.part" "${1#tinyllama-1.1b-}" 2 >/dev/null && mv "$out.part" "$out" ;;
             qwen3-30b-a3b-l4-*) /usr/bin/python3 bench/synth_arch.py --shape qwen3-30b-a3b --layers 4 --type "${1##*-}" -o "$out" >/dev/null ;;
+            gemma3-1b-f16) /usr/bin/python3 bench/synth_arch.py --shape gemma3-1b --type f16 -o "$out" >/dev/null ;;
+            gemma3-1b-*) "$lc/bin/llama-quantize" "$(model gemma3-1b-f16)" "$out.part" "${1#gemma3-1b-}" 2 >/dev/null && mv "$out.part" "$out" ;;
             gpt-oss-20b-l4-*) /usr/bin/python3 bench/synth_arch.py --shape gpt-oss-20b --layers 4 --type "${1##*-}" -o "$out" >/dev/null ;;
         esac
     fi
@@ -45,7 +47,7 @@ model() { # name -> path, made on first use
 
 names="tinyllama-1.1b-f16 tinyllama-1.1b-Q8_0 tinyllama-1.1b-Q4_0 tinyllama-1.1b-Q4_1 tinyllama-1.1b-Q5_0
 tinyllama-1.1b-Q5_1 tinyllama-1.1b-Q2_K tinyllama-1.1b-Q3_K_M tinyllama-1.1b-Q4_K_M tinyllama-1.1b-Q5_K_M
-tinyllama-1.1b-Q6_K tinyllama-1.1b-IQ4_NL tinyllama-1.1b-IQ4_XS tinyllama-1.1b-IQ3_S
+tinyllama-1.1b-Q6_K tinyllama-1.1b-IQ4_NL tinyllama-1.1b-IQ4_XS tinyllama-1.1b-IQ3_S gemma3-1b-Q5_K_M
 qwen3-30b-a3b-l4-q8_0 qwen3-30b-a3b-l4-q4_0 gpt-oss-20b-l4-mxfp4"
 
 out=$(mktemp); trap 'rm -f "$out"' EXIT
