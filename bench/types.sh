@@ -9,7 +9,7 @@
 # every type and architecture here; --llamacpp-old adds b4748's figures where it can load the file).
 # The files go to build/models (never committed): TinyLlama-1.1B's shape (synth-gguf, F16)
 # quantised by that llama-quantize into each type, bench/synth_arch.py's Gemma 3 1B (Q5_K_M, as users
-# download it) and its Qwen3-30B-A3B and gpt-oss-20b shapes with 4 layers. Not part of `make test`: it takes about an hour.
+# download it) and its Qwen3-30B-A3B and gpt-oss-20b shapes with 4 layers. Not part of `make test`: 20 minutes with -r 2 once the files exist, more to make them.
 set -eu
 cd "$(dirname "$0")/.."
 . tests/lib/models.sh
