@@ -1,16 +1,12 @@
 #include "format/gguf.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "format/ggml_types.h"
+#include "format/mapped.h"
 
 /* GGUF is little-endian; values are read by copying their bytes into host integers. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the GGUF reader assumes a little-endian host");
@@ -538,33 +534,16 @@ int gguf_open_buffer(gguf_file **out, const void *data, size_t size, const char 
 
 int gguf_open(gguf_file **out, const char *path, nc_err *err) {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return nc_fail(err, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return nc_fail(err, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return nc_fail(err, "%s: not a regular file", path);
-    }
-    if (st.st_size == 0) { /* nothing to map: the parser's message names the missing magic */
-        close(fd);
-        return gguf_open_buffer(out, "", 0, path, err);
-    }
-    size_t size = (size_t)st.st_size;
-    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    close(fd);
-    if (map == MAP_FAILED) return nc_fail(err, "%s: cannot map %zu bytes: %s", path, size, strerror(e));
+    const void *data;
+    size_t size;
+    void *map;
+    if (fmt_map(path, &data, &size, &map, err)) return -1;
     gguf_file *f = file_new(path, err);
     if (!f) {
-        munmap(map, size);
+        fmt_unmap(map, size);
         return -1;
     }
-    f->base = map;
+    f->base = data;
     f->size = size;
     f->map = map;
     if (parse(f, err)) {
@@ -587,7 +566,7 @@ void gguf_close(gguf_file *f) {
     free(f->tensors);
     index_free(&f->kv_index);
     index_free(&f->tensor_index);
-    if (f->map) munmap(f->map, f->size);
+    fmt_unmap(f->map, f->size);
     free(f->path);
     free(f);
 }

@@ -1,17 +1,13 @@
 #include "format/safetensors.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "format/ggml_types.h"
+#include "format/mapped.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the safetensors reader assumes a little-endian host");
 
@@ -455,33 +451,16 @@ int st_open_buffer(st_file **out, const void *data, size_t size, const char *nam
 
 int st_open(st_file **out, const char *path, nc_err *err) {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return nc_fail(err, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return nc_fail(err, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return nc_fail(err, "%s: not a regular file", path);
-    }
-    if (st.st_size == 0) { /* nothing to map: the parser's message names the missing header */
-        close(fd);
-        return st_open_buffer(out, "", 0, path, err);
-    }
-    size_t size = (size_t)st.st_size;
-    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    close(fd);
-    if (map == MAP_FAILED) return nc_fail(err, "%s: cannot map %zu bytes: %s", path, size, strerror(e));
+    const void *data;
+    size_t size;
+    void *map;
+    if (fmt_map(path, &data, &size, &map, err)) return -1;
     st_file *f = file_new(path, err);
     if (!f) {
-        munmap(map, size);
+        fmt_unmap(map, size);
         return -1;
     }
-    f->base = map;
+    f->base = data;
     f->size = size;
     f->map = map;
     if (parse(f, err)) {
@@ -498,7 +477,7 @@ void st_close(st_file *f) {
     free(f->tensors);
     free(f->slots);
     free(f->meta);
-    if (f->map) munmap(f->map, f->size);
+    fmt_unmap(f->map, f->size);
     free(f->path);
     free(f);
 }
