@@ -14,34 +14,12 @@
 
 #include "format/gguf.h"
 #include "test.h"
+#include "test_files.h"
 #include "vocab/vocab_impl.h"
 
 #define MAX_IDS 16384
 
 /* ---- files and loading ------------------------------------------------------------------------ */
-
-static const char *shared_dir(void) {
-    const char *s = getenv("SHARED");
-    return s && *s ? s : "../shared";
-}
-
-static char *read_all(const char *path, size_t *len) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    char *buf = NULL;
-    long n = fseek(fp, 0, SEEK_END) == 0 ? ftell(fp) : -1;
-    if (n >= 0 && fseek(fp, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1))) {
-        if (fread(buf, 1, (size_t)n, fp) != (size_t)n) {
-            free(buf);
-            buf = NULL;
-        } else {
-            buf[n] = '\0';
-            *len = (size_t)n;
-        }
-    }
-    fclose(fp);
-    return buf;
-}
 
 static vocab *load_gguf(const char *path) {
     nc_err err;
@@ -58,7 +36,7 @@ static vocab *load_gguf(const char *path) {
 
 static vocab *load_shared(const char *rel) {
     char path[1024];
-    snprintf(path, sizeof path, "%s/%s", shared_dir(), rel);
+    snprintf(path, sizeof path, "%s/%s", test_shared_dir(), rel);
     return load_gguf(path);
 }
 
@@ -139,7 +117,7 @@ static bool round_trips(const vocab *v, const char *s, size_t n) {
 /* Calls f on every line of the corpus (without its newline); returns the line count. */
 static int for_each_line(const char *path, void (*f)(void *ctx, const char *line, size_t n), void *ctx) {
     size_t len;
-    char *text = read_all(path, &len);
+    char *text = test_read_all(path, &len);
     CHECK_MSG(text, "cannot read %s", path);
     if (!text) return 0;
     int lines = 0;
@@ -186,10 +164,10 @@ static void test_vectors(const char *name) {
     vocab *v = load_family(name);
     char path[1024];
     size_t n_inp, n_out;
-    snprintf(path, sizeof path, "%s/vocab/%s/ggml-vocab-%s.gguf.inp", shared_dir(), name, name);
-    char *inp = read_all(path, &n_inp);
-    snprintf(path, sizeof path, "%s/vocab/%s/ggml-vocab-%s.gguf.out", shared_dir(), name, name);
-    char *out = read_all(path, &n_out);
+    snprintf(path, sizeof path, "%s/vocab/%s/ggml-vocab-%s.gguf.inp", test_shared_dir(), name, name);
+    char *inp = test_read_all(path, &n_inp);
+    snprintf(path, sizeof path, "%s/vocab/%s/ggml-vocab-%s.gguf.out", test_shared_dir(), name, name);
+    char *out = test_read_all(path, &n_out);
     CHECK_MSG(v && inp && out, "%s: cannot read the vocabulary or its test vectors", name);
     if (v && inp && out) {
         int k = 0;
@@ -466,14 +444,14 @@ static const char *smollm2_gguf(void) {
     snprintf(cmd, sizeof cmd,
              "mkdir -p build/models && /usr/bin/python3 %s/tools/synth-gguf --shape smollm2-135m --layers 1 "
              "--type q8_0 -o %s >/dev/null",
-             shared_dir(), path);
+             test_shared_dir(), path);
     CHECK_MSG(system(cmd) == 0, "could not run: %s", cmd);
     return path;
 }
 
 static void test_smollm2_json(void) {
     char path[1024];
-    snprintf(path, sizeof path, "%s/vocab/smollm2-135m-instruct/tokenizer.json", shared_dir());
+    snprintf(path, sizeof path, "%s/vocab/smollm2-135m-instruct/tokenizer.json", test_shared_dir());
     vocab *j = load_json(path), *g = load_gguf(smollm2_gguf());
     if (j && g) {
         CHECK(vocab_get_kind(j) == VOCAB_BPE && vocab_n_tokens(j) == vocab_n_tokens(g) && vocab_n_tokens(j) == 49152);
@@ -500,7 +478,7 @@ static void test_smollm2_json(void) {
  * (tests/e2e/tokenizer_npm.sh) and against ids from it here. */
 static void test_tinystories_json(void) {
     char path[1024];
-    snprintf(path, sizeof path, "%s/models/tinystories-656k/hf/tokenizer.json", shared_dir());
+    snprintf(path, sizeof path, "%s/models/tinystories-656k/hf/tokenizer.json", test_shared_dir());
     vocab *j = load_json(path), *g = load_shared("models/tinystories-656k/TinyStories-656K-Q8_0.gguf");
     if (j && g) {
         CHECK(vocab_get_kind(j) == VOCAB_SPM_BPE && vocab_bos(j) == 1 && vocab_add_bos(j) && vocab_eos(j) == 2);
@@ -529,8 +507,8 @@ static void test_tinystories_json(void) {
 static vocab *tinystories_metaspace(const char *scheme, bool split) {
     char path[1024];
     size_t len;
-    snprintf(path, sizeof path, "%s/models/tinystories-656k/hf/tokenizer.json", shared_dir());
-    char *text = read_all(path, &len);
+    snprintf(path, sizeof path, "%s/models/tinystories-656k/hf/tokenizer.json", test_shared_dir());
+    char *text = test_read_all(path, &len);
     cJSON *j = text ? cJSON_ParseWithLength(text, len) : NULL;
     free(text);
     CHECK_MSG(j, "cannot read %s", path);
@@ -574,7 +552,7 @@ static void meta_line(void *p, const char *line, size_t n) {
 
 static void test_metaspace(void) {
     char path[1024];
-    snprintf(path, sizeof path, "%s/models/tinystories-656k/hf/tokenizer.json", shared_dir());
+    snprintf(path, sizeof path, "%s/models/tinystories-656k/hf/tokenizer.json", test_shared_dir());
     vocab *orig = load_json(path), *always = tinystories_metaspace("always", false);
     vocab *first = tinystories_metaspace("first", false), *split = tinystories_metaspace("always", true);
     if (orig && always && first && split) {
@@ -694,7 +672,7 @@ static void test_json_variants(void) {
  * tested in test_vocab.c, which writes GGUF files.) */
 static void test_gpt2_gguf(void) {
     char path[1024];
-    snprintf(path, sizeof path, "%s/vocab/gpt-2/ggml-vocab-gpt-2.gguf", shared_dir());
+    snprintf(path, sizeof path, "%s/vocab/gpt-2/ggml-vocab-gpt-2.gguf", test_shared_dir());
     vocab *v = load_gguf(path);
     if (!v) return;
     CHECK(vocab_get_kind(v) == VOCAB_BPE && !vocab_add_bos(v) && vocab_eos(v) == 50256 && vocab_is_eog(v, 50256));

@@ -11,44 +11,12 @@
 
 #include "format/hf_dir.h"
 #include "test.h"
+#include "test_files.h"
 
 static const char *const DIRS[] = {
     "archs/gemma2/hf", "archs/gemma3/hf", "archs/gptoss/hf",  "archs/granite/hf", "archs/llama3/hf",
     "archs/mixtral/hf", "archs/olmo2/hf", "archs/phi3/hf",    "archs/qwen2/hf",   "archs/qwen3/hf",
     "archs/qwen3moe/hf", "archs/smollm3/hf", "models/tinystories-656k/hf"};
-
-static const char *shared_dir(void) {
-    const char *s = getenv("SHARED");
-    return s && *s ? s : "../shared";
-}
-
-static char *read_all(const char *path, size_t *len) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    char *buf = NULL;
-    long n = fseek(fp, 0, SEEK_END) == 0 ? ftell(fp) : -1;
-    if (n >= 0 && fseek(fp, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1))) {
-        if (fread(buf, 1, (size_t)n, fp) != (size_t)n) {
-            free(buf);
-            buf = NULL;
-        } else {
-            buf[n] = '\0';
-            if (len) *len = (size_t)n;
-        }
-    }
-    fclose(fp);
-    return buf;
-}
-
-static void write_file(const char *dir, const char *name, const void *data, size_t n) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *fp = fopen(path, "wb");
-    CHECK_MSG(fp && fwrite(data, 1, n, fp) == n, "cannot write %s", path);
-    if (fp) fclose(fp);
-}
-
-static void write_text(const char *dir, const char *name, const char *text) { write_file(dir, name, text, strlen(text)); }
 
 static void remove_file(const char *dir, const char *name) {
     char path[1024];
@@ -93,15 +61,15 @@ static void check_tensor(const hf_dir *d, const cJSON *entry, const unsigned cha
     }
 }
 
-static void test_shared_dir(const char *rel) {
+static void test_one_shared_dir(const char *rel) {
     char dir[1024], path[1100];
-    snprintf(dir, sizeof dir, "%s/%s", shared_dir(), rel);
+    snprintf(dir, sizeof dir, "%s/%s", test_shared_dir(), rel);
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     nc_err err;
     hf_dir *d = NULL;
     CHECK_MSG(hf_dir_open(&d, dir, &err) == 0, "%s", err.msg);
     size_t len = 0;
-    unsigned char *file = (unsigned char *)read_all(path, &len);
+    unsigned char *file = (unsigned char *)test_read_all(path, &len);
     CHECK_MSG(file && len > 8, "%s: cannot read", path);
     if (!d || !file) {
         hf_dir_close(d);
@@ -143,7 +111,7 @@ static void test_shared_dir(const char *rel) {
     CHECK(found == hf_dir_n_tensors(d) && !hf_dir_tensor_at(d, found) && !hf_dir_find_tensor(d, "nope"));
     /* config.json */
     snprintf(path, sizeof path, "%s/config.json", dir);
-    char *text = read_all(path, NULL);
+    char *text = test_read_all(path, NULL);
     cJSON *cfg = text ? cJSON_Parse(text) : NULL;
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(hf_dir_config(d), "model_type");
     CHECK_MSG(cfg && cJSON_IsString(mt) &&
@@ -155,7 +123,7 @@ static void test_shared_dir(const char *rel) {
     size_t tlen;
     snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
     size_t jlen = 0;
-    char *jinja = read_all(path, &jlen);
+    char *jinja = test_read_all(path, &jlen);
     int r = hf_dir_chat_template(d, &tmpl, &tlen, &err);
     if (jinja) CHECK_MSG(r == 1 && tlen == jlen && memcmp(tmpl, jinja, jlen) == 0, "%s: chat template", rel);
     else CHECK_MSG(r == 0 && !tmpl, "%s: no chat template expected (r %d)", rel, r);
@@ -200,7 +168,7 @@ static void write_shard(const char *dir, const char *name, const hf_dir *src, si
         memcpy(buf + 8 + hl + off, t->data, t->n_bytes);
         off += t->n_bytes;
     }
-    write_file(dir, name, buf, 8 + hl + off);
+    test_write_file(dir, name, buf, 8 + hl + off);
     free(buf);
     free(text);
     cJSON_Delete(h);
@@ -226,7 +194,7 @@ static void write_index(const char *dir, const hf_dir *src, size_t half, const c
         free(text);
         text = t2;
     }
-    write_text(dir, "model.safetensors.index.json", text);
+    test_write_text(dir, "model.safetensors.index.json", text);
     free(text);
     cJSON_Delete(idx);
 }
@@ -243,7 +211,7 @@ static void expect_open_error(const char *dir, const char *n1, const char *n2, c
 
 static void test_sharded(const char *dir) {
     char src_dir[1024];
-    snprintf(src_dir, sizeof src_dir, "%s/archs/llama3/hf", shared_dir());
+    snprintf(src_dir, sizeof src_dir, "%s/archs/llama3/hf", test_shared_dir());
     nc_err err;
     hf_dir *src = NULL;
     if (hf_dir_open(&src, src_dir, &err)) {
@@ -252,7 +220,7 @@ static void test_sharded(const char *dir) {
     }
     size_t n = hf_dir_n_tensors(src), half = n / 2;
     char *cfg = cJSON_PrintUnformatted(hf_dir_config(src));
-    write_text(dir, "config.json", cfg);
+    test_write_text(dir, "config.json", cfg);
     free(cfg);
     write_shard(dir, "model-00001-of-00002.safetensors", src, 0, half);
     write_shard(dir, "model-00002-of-00002.safetensors", src, half, n);
@@ -294,11 +262,11 @@ static void test_sharded(const char *dir) {
     }
     write_index(dir, src, half, "\"x\": 5");
     expect_open_error(dir, "the value of 'x' is not a file name", NULL, "shard not a string");
-    write_text(dir, "model.safetensors.index.json", "{\"weight_map\": {}}");
+    test_write_text(dir, "model.safetensors.index.json", "{\"weight_map\": {}}");
     expect_open_error(dir, "\"weight_map\" is empty", NULL, "empty weight map");
-    write_text(dir, "model.safetensors.index.json", "{\"metadata\": {}}");
+    test_write_text(dir, "model.safetensors.index.json", "{\"metadata\": {}}");
     expect_open_error(dir, "no \"weight_map\" object", NULL, "no weight map");
-    write_text(dir, "model.safetensors.index.json", "{\"weight_map\": {\"a\": ");
+    test_write_text(dir, "model.safetensors.index.json", "{\"weight_map\": {\"a\": ");
     expect_open_error(dir, "model.safetensors.index.json: not valid JSON", NULL, "bad index JSON");
     /* a tensor in both shards */
     write_shard(dir, "model-00002-of-00002.safetensors", src, half - 1, n);
@@ -306,7 +274,7 @@ static void test_sharded(const char *dir) {
     snprintf(extra, sizeof extra, "tensor '%s' is in two files", hf_dir_tensor_at(src, half - 1)->name);
     expect_open_error(dir, extra, "model-00002-of-00002.safetensors (header offset", "tensor in two shards");
     /* a corrupt shard: its own error, naming the file */
-    write_text(dir, "model-00002-of-00002.safetensors", "\x10\0\0\0\0\0\0\0{\"a\": 1}");
+    test_write_text(dir, "model-00002-of-00002.safetensors", "\x10\0\0\0\0\0\0\0{\"a\": 1}");
     expect_open_error(dir, "model-00002-of-00002.safetensors: header", NULL, "corrupt shard");
     /* model.safetensors wins over the index (as transformers prefers it) */
     write_shard(dir, "model.safetensors", src, 0, n);
@@ -319,18 +287,18 @@ static void test_sharded(const char *dir) {
     /* missing files */
     expect_open_error(dir, "no model.safetensors or model.safetensors.index.json", "a Hugging Face model directory holds",
                       "no weights");
-    write_text(dir, "pytorch_model.bin", "x");
+    test_write_text(dir, "pytorch_model.bin", "x");
     expect_open_error(dir, "only pytorch_model.bin (only safetensors weights are supported)", NULL, "torch weights");
     remove_file(dir, "pytorch_model.bin");
     remove_file(dir, "config.json");
     expect_open_error(dir, "no config.json", "a Hugging Face model directory holds config.json", "no config");
-    write_text(dir, "config.json", "[1]");
+    test_write_text(dir, "config.json", "[1]");
     expect_open_error(dir, "config.json: not a JSON object", NULL, "config not an object");
-    write_text(dir, "config.json", "{\"a\": 1} x");
+    test_write_text(dir, "config.json", "{\"a\": 1} x");
     expect_open_error(dir, "config.json: not valid JSON (error at byte offset 9", NULL, "config with garbage");
     remove_file(dir, "config.json");
     char file[1100];
-    snprintf(file, sizeof file, "%s/archs/llama3/hf/config.json", shared_dir());
+    snprintf(file, sizeof file, "%s/archs/llama3/hf/config.json", test_shared_dir());
     expect_open_error(file, "not a directory", NULL, "a file");
     expect_open_error("/nonexistent-dir", "/nonexistent-dir: cannot open", NULL, "no directory");
     hf_dir_close(src);
@@ -351,36 +319,36 @@ static void expect_template(const hf_dir *d, int want_rc, const char *want, cons
 
 static void test_templates(const char *dir) {
     char src[2048], cwd[512];
-    if (shared_dir()[0] == '/' || !getcwd(cwd, sizeof cwd))
-        snprintf(src, sizeof src, "%s/archs/gemma2/hf/model.safetensors", shared_dir());
-    else snprintf(src, sizeof src, "%s/%s/archs/gemma2/hf/model.safetensors", cwd, shared_dir());
+    if (test_shared_dir()[0] == '/' || !getcwd(cwd, sizeof cwd))
+        snprintf(src, sizeof src, "%s/archs/gemma2/hf/model.safetensors", test_shared_dir());
+    else snprintf(src, sizeof src, "%s/%s/archs/gemma2/hf/model.safetensors", cwd, test_shared_dir());
     char dst[1100];
     snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
     CHECK(symlink(src, dst) == 0); /* symlinked weights, as in the Hugging Face cache */
-    write_text(dir, "config.json", "{}");
+    test_write_text(dir, "config.json", "{}");
     nc_err err;
     hf_dir *d = NULL;
     CHECK_MSG(hf_dir_open(&d, dir, &err) == 0, "%s", err.msg);
     if (!d) return;
     expect_template(d, 0, NULL, NULL, "no template");
-    write_text(dir, "tokenizer_config.json", "{\"chat_template\": null}");
+    test_write_text(dir, "tokenizer_config.json", "{\"chat_template\": null}");
     expect_template(d, 0, NULL, NULL, "null template");
-    write_text(dir, "tokenizer_config.json", "{\"chat_template\": \"{{ x }}\"}");
+    test_write_text(dir, "tokenizer_config.json", "{\"chat_template\": \"{{ x }}\"}");
     expect_template(d, 1, "{{ x }}", NULL, "tokenizer_config string");
-    write_text(dir, "tokenizer_config.json", "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"T\"}, "
+    test_write_text(dir, "tokenizer_config.json", "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"T\"}, "
                                              "{\"name\": \"default\", \"template\": \"D\"}]}");
     expect_template(d, 1, "D", NULL, "named list");
-    write_text(dir, "tokenizer_config.json", "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"T\"}]}");
+    test_write_text(dir, "tokenizer_config.json", "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"T\"}]}");
     expect_template(d, -1, NULL, "none named \"default\"", "list without default");
-    write_text(dir, "tokenizer_config.json", "{\"chat_template\": [{\"name\": 1}]}");
+    test_write_text(dir, "tokenizer_config.json", "{\"chat_template\": [{\"name\": 1}]}");
     expect_template(d, -1, NULL, "\"chat_template\"[0] is not an object", "bad list entry");
-    write_text(dir, "tokenizer_config.json", "{\"chat_template\": 7}");
+    test_write_text(dir, "tokenizer_config.json", "{\"chat_template\": 7}");
     expect_template(d, -1, NULL, "neither a string nor a list", "number");
-    write_text(dir, "tokenizer_config.json", "{\"chat_template\": ");
+    test_write_text(dir, "tokenizer_config.json", "{\"chat_template\": ");
     expect_template(d, -1, NULL, "tokenizer_config.json: not valid JSON", "malformed tokenizer_config");
-    write_text(dir, "chat_template.json", "{\"chat_template\": \"J\"}");
+    test_write_text(dir, "chat_template.json", "{\"chat_template\": \"J\"}");
     expect_template(d, 1, "J", NULL, "chat_template.json first");
-    write_text(dir, "chat_template.jinja", "{{ jinja }}\n");
+    test_write_text(dir, "chat_template.jinja", "{{ jinja }}\n");
     expect_template(d, 1, "{{ jinja }}\n", NULL, "chat_template.jinja first");
     hf_dir_close(d);
     remove_file(dir, "chat_template.jinja");
@@ -396,7 +364,7 @@ static void test_helpers(const char *dir) {
     cJSON *j = NULL;
     nc_err err;
     CHECK(hf_read_json(dir, "absent.json", false, &j, &err) == 0 && !j);
-    write_text(dir, "a.json", " [1, 2] \n");
+    test_write_text(dir, "a.json", " [1, 2] \n");
     CHECK(hf_read_json(dir, "a.json", false, &j, &err) == 1 && cJSON_GetArraySize(j) == 2);
     cJSON_Delete(j);
     CHECK(hf_read_json(dir, "a.json", true, &j, &err) == -1 && strstr(err.msg, "a.json: not a JSON object"));
@@ -405,7 +373,7 @@ static void test_helpers(const char *dir) {
     CHECK(hf_join(buf, sizeof buf, "ab", "cd") && strcmp(buf, "ab/cd") == 0 && !hf_join(buf, sizeof buf, "abcd", "efgh"));
     char *text;
     size_t len;
-    write_text(dir, "big.txt", "0123456789");
+    test_write_text(dir, "big.txt", "0123456789");
     CHECK(hf_read_file(dir, "big.txt", 5, &text, &len, &err) == -1 && strstr(err.msg, "more than the 5 allowed"));
     CHECK(hf_read_file(dir, "big.txt", 10, &text, &len, &err) == 1 && len == 10 && text[10] == 0);
     free(text);
@@ -413,7 +381,7 @@ static void test_helpers(const char *dir) {
 }
 
 int main(void) {
-    for (size_t i = 0; i < sizeof DIRS / sizeof DIRS[0]; i++) test_shared_dir(DIRS[i]);
+    for (size_t i = 0; i < sizeof DIRS / sizeof DIRS[0]; i++) test_one_shared_dir(DIRS[i]);
     char dir[] = "/tmp/nc_test_hf_dir_XXXXXX";
     if (!mkdtemp(dir)) {
         CHECK_MSG(0, "mkdtemp");

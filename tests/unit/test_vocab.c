@@ -6,34 +6,12 @@
 
 #include "format/gguf.h"
 #include "test.h"
+#include "test_files.h"
 #include "vocab/vocab.h"
 
 #define MAX_IDS 4096
 
 /* ---- files ----------------------------------------------------------------------------------- */
-
-static const char *shared_dir(void) {
-    const char *s = getenv("SHARED");
-    return s && *s ? s : "../shared";
-}
-
-static char *read_all(const char *path, size_t *len) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    char *buf = NULL;
-    long n = fseek(fp, 0, SEEK_END) == 0 ? ftell(fp) : -1;
-    if (n >= 0 && fseek(fp, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1))) {
-        if (fread(buf, 1, (size_t)n, fp) != (size_t)n) {
-            free(buf);
-            buf = NULL;
-        } else {
-            buf[n] = '\0';
-            *len = (size_t)n;
-        }
-    }
-    fclose(fp);
-    return buf;
-}
 
 static vocab *load_path(const char *path) {
     nc_err err;
@@ -50,7 +28,7 @@ static vocab *load_path(const char *path) {
 
 static vocab *load_shared(const char *rel) {
     char path[1024];
-    snprintf(path, sizeof path, "%s/%s", shared_dir(), rel);
+    snprintf(path, sizeof path, "%s/%s", test_shared_dir(), rel);
     return load_path(path);
 }
 
@@ -133,10 +111,10 @@ static void test_vectors(const char *name) {
     snprintf(path, sizeof path, "vocab/%s/ggml-vocab-%s.gguf", name, name);
     vocab *v = load_shared(path);
     size_t n_inp, n_out;
-    snprintf(path, sizeof path, "%s/vocab/%s/ggml-vocab-%s.gguf.inp", shared_dir(), name, name);
-    char *inp = read_all(path, &n_inp);
-    snprintf(path, sizeof path, "%s/vocab/%s/ggml-vocab-%s.gguf.out", shared_dir(), name, name);
-    char *out = read_all(path, &n_out);
+    snprintf(path, sizeof path, "%s/vocab/%s/ggml-vocab-%s.gguf.inp", test_shared_dir(), name, name);
+    char *inp = test_read_all(path, &n_inp);
+    snprintf(path, sizeof path, "%s/vocab/%s/ggml-vocab-%s.gguf.out", test_shared_dir(), name, name);
+    char *out = test_read_all(path, &n_out);
     CHECK_MSG(v && inp && out, "%s: cannot read the vocabulary or its test vectors", name);
     if (v && inp && out) {
         int k = 0;
@@ -216,8 +194,8 @@ static void test_golden(const char *jsonl, const char *model) {
     vocab *v = load_shared(model);
     char path[1024];
     size_t len;
-    snprintf(path, sizeof path, "%s/golden/%s", shared_dir(), jsonl);
-    char *text = read_all(path, &len);
+    snprintf(path, sizeof path, "%s/golden/%s", test_shared_dir(), jsonl);
+    char *text = test_read_all(path, &len);
     CHECK_MSG(v && text, "%s: cannot read", jsonl);
     int lines = 0;
     for (char *line = text; v && line && *line; lines++) {

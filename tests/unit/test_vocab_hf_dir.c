@@ -12,6 +12,7 @@
 
 #include "format/gguf.h"
 #include "test.h"
+#include "test_files.h"
 #include "vocab/spm_proto.h"
 #include "vocab/vocab.h"
 #include "vocab/vocab_impl.h" /* to flip the GGUF's add_space_prefix for gemma2 (see test_arch) */
@@ -22,39 +23,6 @@ static const char *const ARCHS[] = {"gemma2", "gemma3",  "gptoss", "granite",  "
                                     "olmo2",  "phi3",    "qwen2",  "qwen3",    "qwen3moe", "smollm3"};
 
 /* ---- files ------------------------------------------------------------------------------------- */
-
-static const char *shared_dir(void) {
-    const char *s = getenv("SHARED");
-    return s && *s ? s : "../shared";
-}
-
-static char *read_all(const char *path, size_t *len) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    char *buf = NULL;
-    long n = fseek(fp, 0, SEEK_END) == 0 ? ftell(fp) : -1;
-    if (n >= 0 && fseek(fp, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1))) {
-        if (fread(buf, 1, (size_t)n, fp) != (size_t)n) {
-            free(buf);
-            buf = NULL;
-        } else {
-            buf[n] = '\0';
-            if (len) *len = (size_t)n;
-        }
-    }
-    fclose(fp);
-    return buf;
-}
-
-static void write_file(const char *dir, const char *name, const void *data, size_t n) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *fp = fopen(path, "wb");
-    CHECK_MSG(fp && fwrite(data, 1, n, fp) == n, "cannot write %s", path);
-    if (fp) fclose(fp);
-}
-
-static void write_text(const char *dir, const char *name, const char *text) { write_file(dir, name, text, strlen(text)); }
 
 static void remove_file(const char *dir, const char *name) {
     char path[1024];
@@ -149,8 +117,8 @@ static bool encoder_normalizes(vocab *v) {
 /* Every golden record's prompt gives its prompt_ids (with BOS when the tokenizer adds one). */
 static void check_golden(const vocab *v, const char *name, tokenize_fn tok) {
     char path[1024];
-    snprintf(path, sizeof path, "%s/archs/%s/golden.jsonl", shared_dir(), name);
-    char *text = read_all(path, NULL);
+    snprintf(path, sizeof path, "%s/archs/%s/golden.jsonl", test_shared_dir(), name);
+    char *text = test_read_all(path, NULL);
     CHECK_MSG(text, "%s: cannot read", path);
     int records = 0;
     for (char *line = text; text && line && *line; records++) {
@@ -260,7 +228,7 @@ static void compare_strings(const vocab *d, const vocab *g, const char *name) {
     char path[1024];
     size_t len = 0;
     snprintf(path, sizeof path, "%s/tests/data/multilingual.txt", getenv("NUCLEUS_ROOT") ? getenv("NUCLEUS_ROOT") : ".");
-    char *text = read_all(path, &len);
+    char *text = test_read_all(path, &len);
     CHECK_MSG(text, "cannot read %s", path);
     int before = n_compared;
     if (text) {
@@ -289,8 +257,8 @@ static void compare_strings(const vocab *d, const vocab *g, const char *name) {
 
 static void test_arch(const char *name) {
     char dir[1024], gpath[1024];
-    snprintf(dir, sizeof dir, "%s/archs/%s/hf", shared_dir(), name);
-    snprintf(gpath, sizeof gpath, "%s/archs/%s/%s-f16.gguf", shared_dir(), name, name);
+    snprintf(dir, sizeof dir, "%s/archs/%s/hf", test_shared_dir(), name);
+    snprintf(gpath, sizeof gpath, "%s/archs/%s/%s-f16.gguf", test_shared_dir(), name, name);
     vocab *d = load_dir(dir), *g = load_gguf(gpath);
     /* gemma2's tokenizer.model asks for SentencePiece's normalizer (nmt_nfkc charsmap,
      * remove_extra_whitespaces), which transformers applies (its golden prompt_ids collapse the
@@ -323,7 +291,7 @@ static void test_spm_files(void) {
     char path[1024];
     nc_err err;
     vocab *v = NULL;
-    snprintf(path, sizeof path, "%s/archs/gemma2/hf/tokenizer.model", shared_dir());
+    snprintf(path, sizeof path, "%s/archs/gemma2/hf/tokenizer.model", test_shared_dir());
     CHECK_MSG(vocab_load_spm(&v, path, &err) == 0, "%s", err.msg);
     if (v) {
         size_t n;
@@ -340,7 +308,7 @@ static void test_spm_files(void) {
     /* phi3's directory keeps a tokenizer.model beside its tokenizer.json (its GGUF is made from
      * the latter: tokenizer_class GPT2Tokenizer): the model alone is a SentencePiece vocabulary
      * that encodes every text losslessly (byte fallback). */
-    snprintf(path, sizeof path, "%s/archs/phi3/hf/tokenizer.model", shared_dir());
+    snprintf(path, sizeof path, "%s/archs/phi3/hf/tokenizer.model", test_shared_dir());
     CHECK_MSG(vocab_load_spm(&v, path, &err) == 0, "%s", err.msg);
     if (v) {
         CHECK(vocab_n_tokens(v) == 1024 && v->unk == 3 && vocab_bos(v) == 2 && vocab_eos(v) == 1 && v->byte_tok[0] == 6);
@@ -350,7 +318,7 @@ static void test_spm_files(void) {
         char root[1024];
         snprintf(root, sizeof root, "%s/tests/data/multilingual.txt", getenv("NUCLEUS_ROOT") ? getenv("NUCLEUS_ROOT") : ".");
         size_t len;
-        char *text = read_all(root, &len);
+        char *text = test_read_all(root, &len);
         for (char *line = text; text && line < text + len; lines++) {
             static int32_t ids[MAX_IDS];
             static char back[4 * MAX_IDS];
@@ -367,7 +335,7 @@ static void test_spm_files(void) {
         vocab_free(v);
     }
     /* The phi3 directory itself loads its tokenizer.json, as llama.cpp's converter did. */
-    snprintf(path, sizeof path, "%s/archs/phi3/hf", shared_dir());
+    snprintf(path, sizeof path, "%s/archs/phi3/hf", test_shared_dir());
     v = load_dir(path);
     CHECK(v && vocab_get_kind(v) == VOCAB_BPE);
     vocab_free(v);
@@ -387,7 +355,7 @@ static void test_normalizer(void) {
     char path[1024];
     nc_err err;
     vocab *v = NULL;
-    snprintf(path, sizeof path, "%s/archs/gemma2/hf/tokenizer.model", shared_dir());
+    snprintf(path, sizeof path, "%s/archs/gemma2/hf/tokenizer.model", test_shared_dir());
     if (vocab_load_spm(&v, path, &err)) {
         CHECK_MSG(0, "%s", err.msg);
         return;
@@ -665,8 +633,8 @@ static void test_model_errors(void) {
 
 static void link_shared(const char *dir, const char *from, const char *name) {
     char src[2048], dst[1024], cwd[512];
-    if (shared_dir()[0] == '/' || !getcwd(cwd, sizeof cwd)) snprintf(src, sizeof src, "%s/%s", shared_dir(), from);
-    else snprintf(src, sizeof src, "%s/%s/%s", cwd, shared_dir(), from);
+    if (test_shared_dir()[0] == '/' || !getcwd(cwd, sizeof cwd)) snprintf(src, sizeof src, "%s/%s", test_shared_dir(), from);
+    else snprintf(src, sizeof src, "%s/%s/%s", cwd, test_shared_dir(), from);
     snprintf(dst, sizeof dst, "%s/%s", dir, name);
     remove(dst);
     CHECK_MSG(symlink(src, dst) == 0, "cannot link %s", dst);
@@ -683,14 +651,14 @@ static void expect_dir_error(const char *dir, const char *needle, const char *wh
 
 static void test_spm_dir(const char *dir) {
     link_shared(dir, "archs/gemma2/hf/tokenizer.model", "tokenizer.model");
-    write_text(dir, "config.json", "{\"vocab_size\": 1030, \"bos_token_id\": 2, \"eos_token_id\": 1}");
-    write_text(dir, "tokenizer_config.json",
+    test_write_text(dir, "config.json", "{\"vocab_size\": 1030, \"bos_token_id\": 2, \"eos_token_id\": 1}");
+    test_write_text(dir, "tokenizer_config.json",
                "{\"add_eos_token\": true, \"bos_token\": {\"content\": \"<s>\"}, \"eos_token\": \"<end_of_turn>\", "
                "\"added_tokens_decoder\": {\"4\": {\"content\": \"<start_of_turn>\", \"special\": true}, \"1025\": "
                "{\"content\": \"\\u2581user\\u2581tok\", \"special\": false}, \"1026\": {\"content\": \"<|tool|>\"}, "
                "\"5000\": {\"content\": \"ignored\"}}}");
-    write_text(dir, "generation_config.json", "{\"eos_token_id\": [1, 5, 700]}");
-    write_text(dir, "added_tokens.json", "{\"<extra>\": 1027}");
+    test_write_text(dir, "generation_config.json", "{\"eos_token_id\": [1, 5, 700]}");
+    test_write_text(dir, "added_tokens.json", "{\"<extra>\": 1027}");
     vocab *v = load_dir(dir);
     if (v) {
         size_t n;
@@ -709,25 +677,25 @@ static void test_spm_dir(const char *dir) {
         CHECK(k >= 3 && ids[0] == 2 && ids[k - 2] == 1025 && ids[k - 1] == 5);
         vocab_free(v);
     }
-    write_text(dir, "generation_config.json", "{\"eos_token_id\": 1030}");
+    test_write_text(dir, "generation_config.json", "{\"eos_token_id\": 1030}");
     expect_dir_error(dir, "generation_config.json: eos_token_id 1030 is not a token id", "eos id out of range");
-    write_text(dir, "generation_config.json", "{\"eos_token_id\": [1, \"x\"]}");
+    test_write_text(dir, "generation_config.json", "{\"eos_token_id\": [1, \"x\"]}");
     expect_dir_error(dir, "generation_config.json: eos_token_id \"x\"", "eos id a string");
-    write_text(dir, "generation_config.json", "{\"eos_token_id\": ");
+    test_write_text(dir, "generation_config.json", "{\"eos_token_id\": ");
     expect_dir_error(dir, "generation_config.json: not valid JSON", "malformed generation_config.json");
     remove_file(dir, "generation_config.json");
-    write_text(dir, "config.json", "{\"vocab_size\": 1024, \"eos_token_id\": [1, 4]}");
+    test_write_text(dir, "config.json", "{\"vocab_size\": 1024, \"eos_token_id\": [1, 4]}");
     v = load_dir(dir); /* config.json's list when there is no generation_config.json */
     CHECK(v && vocab_n_tokens(v) == 1024 && vocab_is_eog(v, 4));
     vocab_free(v);
-    write_text(dir, "config.json", "{\"vocab_size\": -3}");
+    test_write_text(dir, "config.json", "{\"vocab_size\": -3}");
     expect_dir_error(dir, "config.json: vocab_size is not a positive whole number", "negative vocab_size");
-    write_text(dir, "config.json", "{\"vocab_size\": 1024}");
-    write_text(dir, "tokenizer_config.json", "{\"add_eos_token\": true, \"eos_token\": \"<nope>\"}");
+    test_write_text(dir, "config.json", "{\"vocab_size\": 1024}");
+    test_write_text(dir, "tokenizer_config.json", "{\"add_eos_token\": true, \"eos_token\": \"<nope>\"}");
     v = load_dir(dir); /* the trainer_spec's eos_id when no file names one */
     CHECK(v && vocab_eos(v) == 1 && vocab_add_eos(v));
     vocab_free(v);
-    write_text(dir, "tokenizer_config.json", "[1, 2]");
+    test_write_text(dir, "tokenizer_config.json", "[1, 2]");
     expect_dir_error(dir, "tokenizer_config.json: not a JSON object", "tokenizer_config.json an array");
     remove_file(dir, "tokenizer_config.json");
     remove_file(dir, "added_tokens.json");
@@ -737,8 +705,8 @@ static void test_spm_dir(const char *dir) {
 
 static void test_json_dir(const char *dir) {
     link_shared(dir, "archs/llama3/hf/tokenizer.json", "tokenizer.json");
-    write_text(dir, "tokenizer_config.json", "{\"add_bos_token\": true, \"bos_token\": \"<|endoftext|>\"}");
-    write_text(dir, "generation_config.json", "{\"eos_token_id\": [2, 77]}");
+    test_write_text(dir, "tokenizer_config.json", "{\"add_bos_token\": true, \"bos_token\": \"<|endoftext|>\"}");
+    test_write_text(dir, "generation_config.json", "{\"eos_token_id\": [2, 77]}");
     vocab *v = load_dir(dir);
     if (v) {
         CHECK(vocab_add_bos(v) && vocab_bos(v) == 0 && vocab_eos(v) == 2 && vocab_is_eog(v, 77) && !vocab_is_eog(v, 78));
@@ -747,10 +715,10 @@ static void test_json_dir(const char *dir) {
         CHECK(k >= 2 && ids[0] == 0);
         vocab_free(v);
     }
-    write_text(dir, "tokenizer_config.json", "{\"add_bos_token\": true, \"bos_token\": \"<nope>\"}");
+    test_write_text(dir, "tokenizer_config.json", "{\"add_bos_token\": true, \"bos_token\": \"<nope>\"}");
     expect_dir_error(dir, "add_bos_token is true but the vocabulary has no BOS token", "add_bos without BOS");
     /* the same files beside a tokenizer.json loaded by its path */
-    write_text(dir, "tokenizer_config.json", "{}");
+    test_write_text(dir, "tokenizer_config.json", "{}");
     char path[1024];
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     nc_err err;
