@@ -102,6 +102,8 @@ typedef struct nc_context nc_context;
 typedef struct nc_context_params {
     int32_t n_ctx;        /* cells per sequence (0: min(model's training context, 4096)) */
     int32_t n_seq_max;    /* sequences the KV cache holds (0: 1) */
+    int64_t kv_cells;     /* the KV cache's pool, shared by all sequences, in tokens
+                             (0: n_seq_max * n_ctx, room for every sequence to fill its context) */
     int32_t n_threads;    /* 0: all online cores */
     int32_t n_batch;      /* tokens per internal micro-batch (0: 512) */
     bool kv_f32;          /* keep the KV cache in F32 instead of F16 */
@@ -129,15 +131,39 @@ int nc_forward(nc_context *c, const nc_batch_entry *batch, int n, nc_err *err);
 /* Logits of the i-th entry of the last batch that asked for logits (n_vocab floats), else NULL. */
 const float *nc_logits(const nc_context *c, int i);
 
-/* KV cache management. Positions are per sequence. */
+/* KV cache management. Positions are per sequence.
+ *
+ * The cache is a pool of blocks of NC_KV_BLOCK cells shared by every sequence (paged, as vLLM's
+ * PagedAttention): a sequence holds the blocks its cells need, nc_forward fails with a message
+ * naming the pool when none is left (nc_kv_blocks_needed / nc_kv_blocks_available let a caller
+ * plan around that). Copies share blocks, copy-on-write. The blocks of prompts that started at
+ * position 0 stay cached after their sequence lets go of them, found again by a hash of their
+ * tokens (least recently used ones are reclaimed first): nc_kv_seq_reuse_prefix. */
+#define NC_KV_BLOCK 256
 int32_t nc_kv_seq_len(const nc_context *c, int32_t seq);        /* cells in use */
 void nc_kv_seq_clear(nc_context *c, int32_t seq);
 /* Keep only the first n_keep cells of a sequence. */
 void nc_kv_seq_truncate(nc_context *c, int32_t seq, int32_t n_keep);
 /* Make dst a copy of src's cache (shared prompts, beams). */
 int nc_kv_seq_copy(nc_context *c, int32_t src, int32_t dst, nc_err *err);
+/* An empty sequence takes the longest cached prefix of tokens[0..n), at positions 0..: returns
+ * the number of tokens it now holds, whose keys and values need no computing. Pass n - 1 for a
+ * prompt whose last token's logits are wanted. Same tokens, same results: a cached cell holds
+ * exactly what computing it again would. 0 when the model keeps sliding layers in rings. */
+int32_t nc_kv_seq_reuse_prefix(nc_context *c, int32_t seq, const int32_t *tokens, int32_t n);
+/* Blocks the pool must provide for n more tokens of seq, and the blocks it can provide now. */
+int32_t nc_kv_blocks_needed(const nc_context *c, int32_t seq, int32_t n);
+int32_t nc_kv_blocks_available(const nc_context *c);
 uint64_t nc_kv_bytes_per_token(const nc_context *c);  /* keys and values of the layers keeping every token */
 uint64_t nc_kv_bytes_total(const nc_context *c);      /* the whole cache (sliding layers keep only their window) */
+
+typedef struct nc_kv_stats {
+    int32_t n_blocks, used, cached, free;  /* pool blocks: held by sequences, cached for reuse, empty */
+    uint64_t lookups, hits;                /* nc_kv_seq_reuse_prefix calls, and those that reused tokens */
+    uint64_t tokens_looked_up, tokens_reused;
+    uint64_t evictions;                    /* cached blocks reclaimed */
+} nc_kv_stats;
+void nc_kv_get_stats(const nc_context *c, nc_kv_stats *out);
 
 /* ---- Sampling -------------------------------------------------------------------------- */
 

@@ -231,9 +231,9 @@ int nc_detok_flush(nc_detok *d, char *out, int cap) { return vocab_stream_flush(
 int nc_context_new(nc_context **out, nc_model *m, const nc_context_params *p, nc_err *err) {
     *out = NULL;
     nc_context_params d = p ? *p : (nc_context_params){0};
-    if (d.n_ctx < 0 || d.n_seq_max < 0 || d.n_threads < 0 || d.n_batch < 0)
-        return nc_fail(err, "context parameters must not be negative (n_ctx %d, n_seq_max %d, n_threads %d, n_batch %d)",
-                       d.n_ctx, d.n_seq_max, d.n_threads, d.n_batch);
+    if (d.n_ctx < 0 || d.n_seq_max < 0 || d.n_threads < 0 || d.n_batch < 0 || d.kv_cells < 0)
+        return nc_fail(err, "context parameters must not be negative (n_ctx %d, n_seq_max %d, n_threads %d, n_batch %d, "
+                            "kv_cells %lld)", d.n_ctx, d.n_seq_max, d.n_threads, d.n_batch, (long long)d.kv_cells);
     if (d.n_ctx == 0) d.n_ctx = m->m->hp.n_ctx_train < 4096 ? m->m->hp.n_ctx_train : 4096;
     if (d.n_seq_max == 0) d.n_seq_max = 1;
     if (d.n_threads == 0) {
@@ -246,7 +246,7 @@ int nc_context_new(nc_context **out, nc_model *m, const nc_context_params *p, nc
     if (!c) return nc_fail(err, "out of memory");
     c->model = m;
     c->n_threads = d.n_threads;
-    if (fwd_init(&c->fwd, m->m, d.n_ctx, d.n_seq_max, d.n_threads, d.n_batch,
+    if (fwd_init(&c->fwd, m->m, d.n_ctx, d.n_seq_max, d.n_threads, d.n_batch, d.kv_cells,
                  d.kv_f32 ? GGML_TYPE_F32 : GGML_TYPE_F16, d.fast, err)) {
         free(c);
         return -1;
@@ -270,13 +270,23 @@ int nc_forward(nc_context *c, const nc_batch_entry *batch, int n, nc_err *err) {
 
 const float *nc_logits(const nc_context *c, int i) { return fwd_logits(&c->fwd, i); }
 
-int32_t nc_kv_seq_len(const nc_context *c, int32_t seq) {
-    return seq >= 0 && seq < c->fwd.kv.n_seq ? c->fwd.kv.len[seq] : 0;
-}
+_Static_assert(NC_KV_BLOCK == KV_BLOCK, "one block size");
+
+static bool seq_ok(const nc_context *c, int32_t seq) { return seq >= 0 && seq < c->fwd.kv.n_seq; }
+int32_t nc_kv_seq_len(const nc_context *c, int32_t seq) { return seq_ok(c, seq) ? kv_seq_len(&c->fwd.kv, seq) : 0; }
 void nc_kv_seq_clear(nc_context *c, int32_t seq) { kv_seq_truncate(&c->fwd.kv, seq, 0); }
 void nc_kv_seq_truncate(nc_context *c, int32_t seq, int32_t n_keep) { kv_seq_truncate(&c->fwd.kv, seq, n_keep); }
 int nc_kv_seq_copy(nc_context *c, int32_t src, int32_t dst, nc_err *err) { return kv_seq_copy(&c->fwd.kv, src, dst, err); }
+int32_t nc_kv_seq_reuse_prefix(nc_context *c, int32_t seq, const int32_t *tokens, int32_t n) {
+    return kv_seq_reuse_prefix(&c->fwd.kv, seq, tokens, n);
+}
+int32_t nc_kv_blocks_needed(const nc_context *c, int32_t seq, int32_t n) { return kv_blocks_needed(&c->fwd.kv, seq, n); }
+int32_t nc_kv_blocks_available(const nc_context *c) { return kv_blocks_available(&c->fwd.kv); }
 uint64_t nc_kv_bytes_per_token(const nc_context *c) { return kv_bytes_per_token(&c->fwd.kv); }
-uint64_t nc_kv_bytes_total(const nc_context *c) {
-    return kv_bytes_total(&c->fwd.kv);
+uint64_t nc_kv_bytes_total(const nc_context *c) { return kv_bytes_total(&c->fwd.kv); }
+void nc_kv_get_stats(const nc_context *c, nc_kv_stats *out) {
+    kv_stats s = kv_get_stats(&c->fwd.kv);
+    *out = (nc_kv_stats){.n_blocks = s.n_blocks, .used = s.used, .cached = s.cached, .free = s.free, .lookups = s.lookups,
+                         .hits = s.hits, .tokens_looked_up = s.tokens_looked_up, .tokens_reused = s.tokens_reused,
+                         .evictions = s.evictions};
 }

@@ -92,12 +92,12 @@ static int32_t ring_cells(const model *m, int32_t n_ctx, int32_t n_batch) {
     return m->hp.swa_window > 0 && r < n_ctx ? (int32_t)r : 0;
 }
 
-static int init_cache(fwd_state *s, int32_t n_ctx, int32_t n_seq, uint32_t kv_type, nc_err *err) {
+static int init_cache(fwd_state *s, int32_t n_ctx, int32_t n_seq, int64_t n_cells, uint32_t kv_type, nc_err *err) {
     const model_hparams *hp = &s->m->hp;
     bool *sliding = malloc((size_t)hp->n_layer * sizeof *sliding);
     if (!sliding) return nc_fail(err, "out of memory");
     for (int il = 0; il < hp->n_layer; il++) sliding[il] = s->m->layers[il].sliding;
-    int r = kv_init(&s->kv, hp->n_layer, n_seq, n_ctx, (int32_t)kv_dim(hp), kv_type, ring_cells(s->m, n_ctx, s->n_batch),
+    int r = kv_init(&s->kv, hp->n_layer, n_seq, n_ctx, (int32_t)kv_dim(hp), kv_type, n_cells, ring_cells(s->m, n_ctx, s->n_batch),
                     sliding, err);
     free(sliding);
     return r;
@@ -106,7 +106,7 @@ static int init_cache(fwd_state *s, int32_t n_ctx, int32_t n_seq, uint32_t kv_ty
 static bool same_rope(const model_rope *a, const model_rope *b) { return memcmp(a, b, sizeof *a) == 0; }
 
 int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t n_threads, int32_t n_batch,
-             uint32_t kv_type, bool fast, nc_err *err) {
+             int64_t n_cells, uint32_t kv_type, bool fast, nc_err *err) {
     memset(s, 0, sizeof *s);
     const model_hparams *hp = &m->hp;
     s->m = m;
@@ -123,7 +123,7 @@ int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t
         if (int_weight(&m->layers[il].wo) && span % 32)
             return nc_fail(err, "attn_output.weight of layer %d: quantised, with query-head groups of %d dimensions "
                                 "(not a multiple of 32)", il, span);
-    if (init_cache(s, n_ctx, n_seq, kv_type, err)) return -1;
+    if (init_cache(s, n_ctx, n_seq, n_cells, kv_type, err)) return -1;
     s->pool = pool_create(n_threads);
     size_t B = (size_t)n_batch, E = (size_t)hp->n_embd, Q = q_dim(hp), KV = kv_dim(hp);
     size_t F = (size_t)(hp->n_ff > 0 ? hp->n_ff : 1), FE = (size_t)(hp->n_ff_exp > 0 ? hp->n_ff_exp : 1);
@@ -397,6 +397,13 @@ static void layer_rope(const fwd_state *s, const model_layer *L, const float **c
     *sn = s->rope_sin[k];
 }
 
+/* Head h of token t's key and/or value into its cache cell. */
+static void store_head(const mat_job *j, int t, int h, const float *k, const float *v) {
+    fwd_state *s = j->s;
+    int hd = s->m->hp.head_dim;
+    kv_store(&s->kv, j->layer, j->entries[t].seq, s->cells[t], j->entries[t].pos, h * hd, hd, k, v);
+}
+
 /* A query or key head after its projection: bias, per-head norm, rotation; keys and values go
  * to the cache. kind: 0 query, 1 key, 2 value. */
 static void finish_head(const mat_job *j, int t, int kind, int h, float *v, const float *bias) {
@@ -407,7 +414,7 @@ static void finish_head(const mat_job *j, int t, int kind, int h, float *v, cons
     if (bias)
         for (int i = 0; i < hd; i++) v[i] += bias[h * hd + i];
     if (hp->arch->qk_norm == QK_NORM_ALL) { /* normalised over all heads once every head is done */
-        if (kind == 2) kv_store_part(&s->kv, j->layer, j->entries[t].seq, kv_layer_cell(&s->kv, j->layer, s->cells[t], j->entries[t].pos), h * hd, hd, NULL, v);
+        if (kind == 2) store_head(j, t, h, NULL, v);
         return;
     }
     if (kind < 2 && hp->arch->qk_norm == QK_NORM_HEAD) kernels_rms_norm(v, v, kind ? L->k_norm : L->q_norm, hd, hp->norm_eps);
@@ -418,8 +425,7 @@ static void finish_head(const mat_job *j, int t, int kind, int h, float *v, cons
         rope_head(v, hp, cs + t * half, sn + t * half);
     }
     if (kind > 0)
-        kv_store_part(&s->kv, j->layer, j->entries[t].seq, kv_layer_cell(&s->kv, j->layer, s->cells[t], j->entries[t].pos),
-                      h * hd, hd, kind == 1 ? v : NULL, kind == 2 ? v : NULL);
+        store_head(j, t, h, kind == 1 ? v : NULL, kind == 2 ? v : NULL);
 }
 
 /* One head of Q, K or V for one part of the tokens. Heads 0..n_head-1 are query heads, then the
@@ -463,8 +469,7 @@ static void qk_all_chunk(void *arg, int t, int ith) {
     for (int h = 0; L->rope && h < hp->n_head; h++) rope_head(q + h * hd, hp, cs + t * half, sn + t * half);
     for (int h = 0; h < hp->n_head_kv; h++) {
         if (L->rope) rope_head(k + h * hd, hp, cs + t * half, sn + t * half);
-        kv_store_part(&s->kv, j->layer, j->entries[t].seq, kv_layer_cell(&s->kv, j->layer, s->cells[t], j->entries[t].pos),
-                      h * hd, hd, k + h * hd, NULL);
+        store_head(j, t, h, k + h * hd, NULL);
     }
 }
 
@@ -485,12 +490,11 @@ static float *attn_row(const fwd_state *s, int t0, int g, int r) {
     return s->attn + (size_t)(t0 + r / rep) * q_dim(hp) + (size_t)(g * rep + r % rep) * hp->head_dim;
 }
 
-/* Where a block's spans are: cells of the sequence in order (full layers), or positions, each
- * span of positions a contiguous run of a ring's cells (sliding layers keeping a ring). */
+/* Which spans a block visits: cells of the sequence (full layers), or positions (sliding layers
+ * keeping a ring); both in spans of KV_BLOCK (= FWD_ATTN_SPAN) starting at its multiples. */
 typedef struct attn_cells {
     bool ring;
     int32_t begin, end;              /* span coordinates (cells, or positions) to visit */
-    const int32_t *label;            /* position held by each cell */
 } attn_cells;
 
 /* The first index of the sorted positions pos[0..n) that is >= p. */
@@ -508,28 +512,29 @@ static attn_cells block_cells(const fwd_state *s, int layer, int seq, int32_t lo
     const kv_cache *kv = &s->kv;
     attn_cells c = {.ring = kv_is_ring(kv, layer)};
     if (c.ring) {
-        c.label = kv_ring_positions(kv, seq);
         c.begin = lo / FWD_ATTN_SPAN * FWD_ATTN_SPAN;
         c.end = hi + 1;
     } else {
-        c.label = kv_positions(kv, seq);
-        c.begin = lower_bound(c.label, kv->len[seq], lo) / FWD_ATTN_SPAN * FWD_ATTN_SPAN;
-        c.end = lower_bound(c.label, kv->len[seq], hi + 1);
+        const int32_t *pos = kv_positions(kv, seq);
+        int32_t n = kv_seq_len(kv, seq);
+        c.begin = lower_bound(pos, n, lo) / FWD_ATTN_SPAN * FWD_ATTN_SPAN;
+        c.end = lower_bound(pos, n, hi + 1);
     }
     return c;
 }
 
-/* The cells [*a, *z) of the span at c0 (nc cells) whose positions lie in [lo, hi]: a contiguous
- * run, since positions increase along a sequence's cells and a ring span holds consecutive
- * positions. */
-static void span_range(const attn_cells *c, int32_t c0, int nc, int32_t lo, int32_t hi, int *a, int *z) {
+/* The cells [*a, *z) of the span at c0 (nc cells, positions `label`) whose positions lie in
+ * [lo, hi]: a contiguous run, since positions increase along a sequence's cells and a ring span
+ * holds consecutive positions. */
+static void span_range(const attn_cells *c, const int32_t *label, int32_t c0, int nc, int32_t lo, int32_t hi, int *a,
+                       int *z) {
     if (c->ring) { /* cell c0 + k holds position c0 + k, when it holds it at all */
         int32_t first = lo > c0 ? lo : c0, last = hi < c0 + nc - 1 ? hi : c0 + nc - 1;
         *a = first - c0;
         *z = last >= first ? last - c0 + 1 : *a;
     } else {
-        *a = lower_bound(c->label + c0, nc, lo);
-        *z = lower_bound(c->label + c0, nc, hi + 1);
+        *a = lower_bound(label, nc, lo);
+        *z = lower_bound(label, nc, hi + 1);
     }
 }
 
@@ -570,16 +575,15 @@ static void attend_block(fwd_state *s, int layer, const nc_batch_entry *e, int t
     float scale = hp->attn_scale, cap = hp->attn_softcap;
     for (int32_t c0 = cells.begin; c0 < cells.end; c0 += FWD_ATTN_SPAN) {
         int nc = cells.end - c0 < FWD_ATTN_SPAN ? cells.end - c0 : FWD_ATTN_SPAN;
-        int32_t cell = cells.ring ? c0 % kv->ring : c0;
-        const int32_t *label = cells.label + cell;
-        const uint8_t *keys = (const uint8_t *)kv_kt(kv, layer, seq, g * hd) + (size_t)cell * kv->elem;
-        const uint8_t *values = (const uint8_t *)kv_v(kv, layer, seq, cell) + (size_t)g * hd * kv->elem;
+        kv_span sp = kv_span_at(kv, layer, seq, c0);
+        const int32_t *label = sp.label;
+        const uint8_t *keys = sp.kt + (size_t)g * hd * sp.kt_row, *values = sp.v + (size_t)g * hd * kv->elem;
         float *p = th->scores; /* [R][nc] */
-        kernels_mix(kv->type, keys, kv_kt_row_bytes(kv, layer), hd, nc, th->attn_q, hd, R, p, nc);
+        kernels_mix(kv->type, keys, sp.kt_row, hd, nc, th->attn_q, hd, R, p, nc);
         bool seen[FWD_ATTN_BLOCK];
         for (int r = 0; r < R; r++) {
             int i = r / rep, a, z; /* the row's visible cells are [a, z) of the span */
-            span_range(&cells, c0, nc, lo[i], hi[i], &a, &z);
+            span_range(&cells, label, c0, nc, lo[i], hi[i], &a, &z);
             if (r % rep == 0) seen[i] = z > a;
             float *pr = p + (size_t)r * nc;
             if (z <= a) {
@@ -601,7 +605,7 @@ static void attend_block(fwd_state *s, int layer, const nc_batch_entry *e, int t
             if (corr != 1.0f)
                 for (int d = 0; d < hd; d++) out[d] *= corr;
         }
-        kernels_mix(kv->type, values, kv_v_row_bytes(kv), nc, hd, p, nc, R, th->attn_part, hd);
+        kernels_mix(kv->type, values, sp.v_row, nc, hd, p, nc, R, th->attn_part, hd);
         for (int r = 0; r < R; r++) {
             if (!seen[r / rep]) continue;
             float *out = attn_row(s, t0, g, r);
@@ -991,14 +995,14 @@ static int prepare_outputs(fwd_state *s, const nc_batch_entry *batch, int n, nc_
 static int claim_cells(fwd_state *s, const nc_batch_entry *batch, int n, int32_t *cells, nc_err *err) {
     int32_t *saved = malloc((size_t)s->kv.n_seq * sizeof *saved);
     if (!saved) return nc_fail(err, "out of memory");
-    memcpy(saved, s->kv.len, (size_t)s->kv.n_seq * sizeof *saved);
+    for (int32_t q = 0; q < s->kv.n_seq; q++) saved[q] = kv_seq_len(&s->kv, q);
     for (int i = 0; i < n; i++) {
         int32_t tok = batch[i].token;
         if (tok < 0 || tok >= s->m->hp.n_vocab) {
             nc_fail(err, "batch entry %d: token id %d is outside the vocabulary 0..%d", i, tok, s->m->hp.n_vocab - 1);
             goto fail;
         }
-        cells[i] = kv_append(&s->kv, batch[i].seq, batch[i].pos, err);
+        cells[i] = kv_append(&s->kv, batch[i].seq, batch[i].pos, tok, err);
         if (cells[i] < 0 || kv_window_check(&s->kv, batch[i].seq, batch[i].pos, s->m->hp.swa_window, err)) {
             nc_fail_prefix(err, "batch entry %d", i);
             goto fail;
@@ -1007,7 +1011,7 @@ static int claim_cells(fwd_state *s, const nc_batch_entry *batch, int n, int32_t
     free(saved);
     return 0;
 fail:
-    memcpy(s->kv.len, saved, (size_t)s->kv.n_seq * sizeof *saved);
+    for (int32_t q = 0; q < s->kv.n_seq; q++) kv_seq_truncate(&s->kv, q, saved[q]);
     free(saved);
     return -1;
 }
@@ -1033,6 +1037,7 @@ int fwd_run(fwd_state *s, const nc_batch_entry *batch, int n, nc_err *err) {
         for (int il = 0; il < s->m->hp.n_layer; il++) run_layer(s, il, e, T);
         output_logits(s, e, T, start);
     }
+    kv_commit(&s->kv);
     free(cells);
     return 0;
 }

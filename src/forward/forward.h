@@ -47,7 +47,7 @@ typedef struct fwd_thread {
 /* Cells per step of the streaming softmax (a sliding layer's ring is a multiple of it), the most
  * query tokens of one sequence attended together (their keys and values read once), and the most
  * query heads per KV head. */
-#define FWD_ATTN_SPAN 256
+#define FWD_ATTN_SPAN KV_BLOCK
 #define FWD_ATTN_BLOCK 16
 #define FWD_MAX_GROUP 64
 
@@ -104,13 +104,13 @@ typedef struct fwd_state {
     int32_t logit_row_cap, n_entries;
 } fwd_state;
 
-/* kv_type: GGML_TYPE_F16 or GGML_TYPE_F32. Products with integer weight types take int16
+/* n_cells: the KV pool's capacity (0: n_seq * n_ctx); kv_type: GGML_TYPE_F16 or GGML_TYPE_F32. Products with integer weight types take int16
  * activations; fast: int8 for the products of RMS-normalised inputs (Q/K/V, gate/up: 64% of a
  * layer's arithmetic) with Q8_0 or Q4_0 weights, which keeps the deviation from the exact
  * reference below llama.cpp's. Int8 everywhere would not, nor int8 on Q4_K: see the README's
  * Performance section. */
 int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t n_threads, int32_t n_batch,
-             uint32_t kv_type, bool fast, nc_err *err);
+             int64_t n_cells, uint32_t kv_type, bool fast, nc_err *err);
 void fwd_free(fwd_state *s);
 
 int fwd_run(fwd_state *s, const nc_batch_entry *batch, int n, nc_err *err);

@@ -7,33 +7,192 @@
 #include "kernels/kernels.h"
 #include "tensor/quant.h"
 
-int kv_init(kv_cache *kv, int32_t n_layer, int32_t n_seq, int32_t n_ctx, int32_t kv_dim, uint32_t type, int32_t ring,
-            const bool *ring_layer, nc_err *err) {
+/* The chain hash of the empty prefix. */
+#define CHAIN_SEED 0x6e75636c65757321ull /* "nucleus!" */
+
+/* ---- the prefix index: linear probing over the hashes of full blocks ------------------------ */
+
+static uint64_t mix64(uint64_t z) { /* splitmix64's finaliser */
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t chain_hash(uint64_t parent, const int32_t *tok, int n) {
+    uint64_t h = parent;
+    for (int i = 0; i < n; i++) h = mix64(h ^ (uint32_t)tok[i]) + 0x9e3779b97f4a7c15ull;
+    return h;
+}
+
+static int32_t *block_tokens(const kv_cache *kv, int32_t b) { return kv->block_tok + (size_t)b * KV_BLOCK; }
+
+static int32_t index_find(const kv_cache *kv, uint64_t h, const int32_t *tok) {
+    uint32_t mask = (uint32_t)kv->index_cap - 1;
+    for (uint32_t i = (uint32_t)h & mask;; i = (i + 1) & mask) {
+        int32_t b = kv->index[i];
+        if (b < 0) return -1;
+        if (kv->blocks[b].hash == h && !memcmp(block_tokens(kv, b), tok, KV_BLOCK * sizeof *tok)) return b;
+    }
+}
+
+static void index_insert(kv_cache *kv, int32_t b) {
+    uint32_t mask = (uint32_t)kv->index_cap - 1;
+    uint32_t i = (uint32_t)kv->blocks[b].hash & mask;
+    while (kv->index[i] >= 0) i = (i + 1) & mask;
+    kv->index[i] = b;
+    kv->blocks[b].indexed = true;
+}
+
+/* Backward-shift deletion keeps every probe sequence unbroken without tombstones. */
+static void index_remove(kv_cache *kv, int32_t b) {
+    uint32_t mask = (uint32_t)kv->index_cap - 1;
+    uint32_t i = (uint32_t)kv->blocks[b].hash & mask;
+    while (kv->index[i] != b) i = (i + 1) & mask;
+    for (uint32_t j = (i + 1) & mask; kv->index[j] >= 0; j = (j + 1) & mask) {
+        uint32_t home = (uint32_t)kv->blocks[kv->index[j]].hash & mask;
+        if (((j - home) & mask) >= ((j - i) & mask)) { /* j's entry may move back to i */
+            kv->index[i] = kv->index[j];
+            i = j;
+        }
+    }
+    kv->index[i] = -1;
+    kv->blocks[b].indexed = false;
+}
+
+/* ---- the pool: a stack of free blocks, a list of cached ones ----------------------------------- */
+
+static void lru_unlink(kv_cache *kv, int32_t b) {
+    kv_block *k = &kv->blocks[b];
+    if (k->prev >= 0) kv->blocks[k->prev].next = k->next;
+    else kv->lru_head = k->next;
+    if (k->next >= 0) kv->blocks[k->next].prev = k->prev;
+    else kv->lru_tail = k->prev;
+    k->prev = k->next = -1;
+    kv->stats.cached--;
+}
+
+static void lru_push(kv_cache *kv, int32_t b) {
+    kv_block *k = &kv->blocks[b];
+    k->prev = kv->lru_tail;
+    k->next = -1;
+    if (kv->lru_tail >= 0) kv->blocks[kv->lru_tail].next = b;
+    else kv->lru_head = b;
+    kv->lru_tail = b;
+    kv->stats.cached++;
+}
+
+static void free_push(kv_cache *kv, int32_t b) {
+    kv->blocks[b] = (kv_block){.prev = -1, .next = kv->free_head};
+    kv->free_head = b;
+    kv->stats.free++;
+}
+
+/* A block of the pool for a sequence: a free one, else the least recently used cached one; -1
+ * when every block is held. */
+static int32_t block_take_new(kv_cache *kv) {
+    int32_t b = kv->free_head;
+    if (b >= 0) {
+        kv->free_head = kv->blocks[b].next;
+        kv->stats.free--;
+    } else {
+        b = kv->lru_head;
+        if (b < 0) return -1;
+        lru_unlink(kv, b);
+        if (kv->blocks[b].indexed) index_remove(kv, b);
+        kv->stats.evictions++;
+    }
+    kv->blocks[b] = (kv_block){.ref = 1, .prev = -1, .next = -1};
+    kv->stats.used++;
+    return b;
+}
+
+/* One more holder of a block that may be cached. */
+static void block_hold(kv_cache *kv, int32_t b) {
+    if (kv->blocks[b].ref++ == 0) {
+        lru_unlink(kv, b);
+        kv->stats.used++;
+    }
+}
+
+/* A holder lets go: a block nobody holds stays cached when its tokens can be found again. */
+static void block_release(kv_cache *kv, int32_t b) {
+    kv_block *k = &kv->blocks[b];
+    if (--k->ref > 0) return;
+    kv->stats.used--;
+    if (k->indexed || (k->chained && k->n > 0 && !kv->ring)) lru_push(kv, b);
+    else free_push(kv, b);
+}
+
+/* Copy the first n cells of block src (keys, values, tokens) into block dst. */
+static void copy_cells(kv_cache *kv, int32_t dst, int32_t src, int32_t n) {
+    size_t kd = (size_t)kv->kv_dim, e = kv->elem;
+    for (int l = 0; l < kv->n_layer; l++) {
+        if (kv_is_ring(kv, l)) continue;
+        for (size_t d = 0; d < kd; d++)
+            memcpy(kv->kt[l] + ((size_t)dst * kd + d) * KV_BLOCK * e, kv->kt[l] + ((size_t)src * kd + d) * KV_BLOCK * e,
+                   (size_t)n * e);
+        memcpy(kv->v[l] + (size_t)dst * KV_BLOCK * kd * e, kv->v[l] + (size_t)src * KV_BLOCK * kd * e, (size_t)n * kd * e);
+    }
+    memcpy(block_tokens(kv, dst), block_tokens(kv, src), (size_t)n * sizeof(int32_t));
+}
+
+/* ---- set-up ------------------------------------------------------------------------------- */
+
+int kv_init(kv_cache *kv, int32_t n_layer, int32_t n_seq, int32_t n_ctx, int32_t kv_dim, uint32_t type,
+            int64_t n_cells, int32_t ring, const bool *ring_layer, nc_err *err) {
     memset(kv, 0, sizeof *kv);
-    if (type != GGML_TYPE_F16 && type != GGML_TYPE_F32)
-        return nc_fail(err, "KV cache type must be F16 or F32");
-    if (ring < 0 || ring % 256) return nc_fail(err, "KV ring of %d cells: must be a multiple of 256", ring);
+    if (type != GGML_TYPE_F16 && type != GGML_TYPE_F32) return nc_fail(err, "KV cache type must be F16 or F32");
+    if (ring < 0 || ring % KV_BLOCK)
+        return nc_fail(err, "KV ring of %d cells: must be a multiple of %d", ring, KV_BLOCK);
+    if (n_seq < 1 || n_ctx < 1 || kv_dim < 1 || n_cells < 0)
+        return nc_fail(err, "KV cache of %d sequences x %d cells x %d: every size must be positive", n_seq, n_ctx,
+                       kv_dim);
     kv->n_layer = n_layer;
     kv->n_seq = n_seq;
     kv->n_ctx = n_ctx;
     kv->kv_dim = kv_dim;
     kv->type = type;
     kv->elem = type == GGML_TYPE_F16 ? 2 : 4;
-    uint64_t full, in_ring, cells;
-    if (!nc_mul_u64((uint64_t)n_seq * (uint64_t)n_ctx, (uint64_t)kv_dim * kv->elem, &full) || full > (1ull << 40) ||
-        !nc_mul_u64((uint64_t)n_seq * (uint64_t)ring, (uint64_t)kv_dim * kv->elem, &in_ring) || in_ring > (1ull << 40) ||
-        !nc_mul_u64((uint64_t)n_seq, (uint64_t)n_ctx + (uint64_t)ring, &cells) || cells > (1ull << 32))
-        return nc_fail(err, "KV cache of %d sequences x %d cells x %d is too large", n_seq, n_ctx, kv_dim);
+    kv->max_blocks = (n_ctx + KV_BLOCK - 1) / KV_BLOCK;
+    int64_t blocks = n_cells ? (n_cells + KV_BLOCK - 1) / KV_BLOCK : (int64_t)n_seq * kv->max_blocks;
+    uint64_t pool_bytes, ring_bytes, cells;
+    if (blocks > (1 << 24) || !nc_mul_u64((uint64_t)blocks * KV_BLOCK, (uint64_t)kv_dim * kv->elem, &pool_bytes) ||
+        pool_bytes > (1ull << 40) ||
+        !nc_mul_u64((uint64_t)n_seq * (uint64_t)ring, (uint64_t)kv_dim * kv->elem, &ring_bytes) ||
+        ring_bytes > (1ull << 40) || !nc_mul_u64((uint64_t)n_seq, (uint64_t)n_ctx + (uint64_t)ring, &cells) ||
+        cells > (1ull << 32))
+        return nc_fail(err, "KV cache of %d sequences x %d cells x %d (pool of %lld blocks) is too large", n_seq, n_ctx,
+                       kv_dim, (long long)blocks);
+    kv->n_blocks = (int32_t)blocks;
+    kv->index_cap = 16;
+    while (kv->index_cap < 2 * kv->n_blocks) kv->index_cap *= 2;
     kv->kt = calloc((size_t)n_layer, sizeof *kv->kt);
     kv->v = calloc((size_t)n_layer, sizeof *kv->v);
-    kv->cells = calloc((size_t)n_layer, sizeof *kv->cells);
+    kv->rkt = calloc((size_t)n_layer, sizeof *kv->rkt);
+    kv->rv = calloc((size_t)n_layer, sizeof *kv->rv);
     kv->in_ring = calloc((size_t)n_layer, sizeof *kv->in_ring);
-    kv->pos = calloc((size_t)n_seq * (size_t)n_ctx, sizeof *kv->pos);
-    kv->len = calloc((size_t)n_seq, sizeof *kv->len);
-    if (!kv->kt || !kv->v || !kv->cells || !kv->in_ring || !kv->pos || !kv->len) goto oom;
+    kv->blocks = malloc((size_t)kv->n_blocks * sizeof *kv->blocks);
+    kv->index = malloc((size_t)kv->index_cap * sizeof *kv->index);
+    kv->block_tok = malloc((size_t)kv->n_blocks * KV_BLOCK * sizeof *kv->block_tok);
+    kv->seqs = calloc((size_t)n_seq, sizeof *kv->seqs);
+    if (!kv->kt || !kv->v || !kv->rkt || !kv->rv || !kv->in_ring || !kv->blocks || !kv->index || !kv->block_tok ||
+        !kv->seqs)
+        goto oom;
+    for (int32_t s = 0; s < n_seq; s++) {
+        kv_seq *q = &kv->seqs[s];
+        q->pos = malloc((size_t)n_ctx * sizeof *q->pos);
+        q->tok = malloc((size_t)n_ctx * sizeof *q->tok);
+        q->table = malloc((size_t)kv->max_blocks * sizeof *q->table);
+        if (!q->pos || !q->tok || !q->table) goto oom;
+        memset(q->table, 0xFF, (size_t)kv->max_blocks * sizeof *q->table); /* -1 */
+        q->chained = true;
+    }
+    memset(kv->index, 0xFF, (size_t)kv->index_cap * sizeof *kv->index);
+    kv->free_head = kv->lru_head = kv->lru_tail = -1;
+    kv->stats.n_blocks = kv->n_blocks;
+    for (int32_t b = kv->n_blocks - 1; b >= 0; b--) free_push(kv, b); /* block 0 on top */
     for (int l = 0; l < n_layer; l++) {
         kv->in_ring[l] = ring_layer && ring_layer[l] && ring > 0;
-        kv->cells[l] = kv->in_ring[l] ? ring : n_ctx;
         if (kv->in_ring[l]) kv->ring = ring;
     }
     if (kv->ring) {
@@ -43,32 +202,98 @@ int kv_init(kv_cache *kv, int32_t n_layer, int32_t n_seq, int32_t n_ctx, int32_t
         memset(kv->ring_pos, 0xFF, (size_t)n_seq * (size_t)ring * sizeof *kv->ring_pos); /* -1 */
         memset(kv->ring_hole, 0xFF, (size_t)n_seq * sizeof *kv->ring_hole);
     }
-    /* calloc of large blocks maps zero pages lazily: untouched cells cost no resident memory. */
+    /* calloc of large blocks maps zero pages lazily, and free blocks are a stack: the pool costs
+     * resident memory for the most blocks ever held at once, not for its capacity. */
     for (int l = 0; l < n_layer; l++) {
-        size_t bytes = (size_t)(kv->in_ring[l] ? in_ring : full);
-        kv->kt[l] = calloc(bytes ? bytes : 1, 1);
-        kv->v[l] = calloc(bytes ? bytes : 1, 1);
-        if (!kv->kt[l] || !kv->v[l]) goto oom;
+        size_t bytes = (size_t)(kv->in_ring[l] ? ring_bytes : pool_bytes);
+        uint8_t **k = kv->in_ring[l] ? kv->rkt : kv->kt, **v = kv->in_ring[l] ? kv->rv : kv->v;
+        k[l] = calloc(bytes ? bytes : 1, 1);
+        v[l] = calloc(bytes ? bytes : 1, 1);
+        if (!k[l] || !v[l]) goto oom;
     }
     return 0;
 oom:
     kv_free(kv);
-    return nc_fail(err, "out of memory allocating the KV cache (%d sequences x %d cells x %d layers)", n_seq, n_ctx,
-                   n_layer);
+    return nc_fail(err, "out of memory allocating the KV cache (%d sequences x %d cells x %d layers, %lld blocks)",
+                   n_seq, n_ctx, n_layer, (long long)blocks);
 }
 
 void kv_free(kv_cache *kv) {
-    for (int l = 0; kv->kt && l < kv->n_layer; l++) free(kv->kt[l]);
-    for (int l = 0; kv->v && l < kv->n_layer; l++) free(kv->v[l]);
+    for (int l = 0; l < kv->n_layer; l++) {
+        if (kv->kt) free(kv->kt[l]);
+        if (kv->v) free(kv->v[l]);
+        if (kv->rkt) free(kv->rkt[l]);
+        if (kv->rv) free(kv->rv[l]);
+    }
+    for (int32_t s = 0; kv->seqs && s < kv->n_seq; s++) {
+        free(kv->seqs[s].pos);
+        free(kv->seqs[s].tok);
+        free(kv->seqs[s].table);
+    }
     free(kv->kt);
     free(kv->v);
-    free(kv->cells);
+    free(kv->rkt);
+    free(kv->rv);
     free(kv->in_ring);
-    free(kv->pos);
-    free(kv->len);
+    free(kv->blocks);
+    free(kv->index);
+    free(kv->block_tok);
+    free(kv->seqs);
     free(kv->ring_pos);
     free(kv->ring_hole);
     memset(kv, 0, sizeof *kv);
+}
+
+/* ---- where a cell lives ------------------------------------------------------------------- */
+
+kv_span kv_span_at(const kv_cache *kv, int layer, int32_t seq, int32_t first) {
+    size_t kd = (size_t)kv->kv_dim, e = kv->elem;
+    if (kv_is_ring(kv, layer)) {
+        size_t cell = (size_t)(first % kv->ring), ring = (size_t)kv->ring;
+        return (kv_span){.kt = kv->rkt[layer] + ((size_t)seq * kd * ring + cell) * e,
+                         .v = kv->rv[layer] + ((size_t)seq * ring + cell) * kd * e, .kt_row = ring * e, .v_row = kd * e,
+                         .label = kv_ring_positions(kv, seq) + cell};
+    }
+    size_t b = (size_t)kv->seqs[seq].table[first / KV_BLOCK];
+    return (kv_span){.kt = kv->kt[layer] + b * kd * KV_BLOCK * e, .v = kv->v[layer] + b * KV_BLOCK * kd * e,
+                     .kt_row = KV_BLOCK * e, .v_row = kd * e, .label = kv->seqs[seq].pos + first};
+}
+
+/* The span holding a sequence's cell, and the cell's index in it. */
+static kv_span cell_span(const kv_cache *kv, int layer, int32_t seq, int32_t cell, int32_t pos, int32_t *at) {
+    int32_t first = kv_is_ring(kv, layer) ? pos / KV_BLOCK * KV_BLOCK : cell / KV_BLOCK * KV_BLOCK;
+    *at = kv_is_ring(kv, layer) ? pos % KV_BLOCK : cell % KV_BLOCK;
+    return kv_span_at(kv, layer, seq, first);
+}
+
+/* ---- writing ------------------------------------------------------------------------------ */
+
+/* F16 elements are converted by the kernels (F16C where the CPU has it), a run at a time. */
+void kv_store(kv_cache *kv, int layer, int32_t seq, int32_t cell, int32_t pos, int dim0, int n, const float *k,
+              const float *v) {
+    int32_t at;
+    kv_span sp = cell_span(kv, layer, seq, cell, pos, &at);
+    uint16_t h[64];
+    for (int i0 = 0; i0 < n; i0 += 64) {
+        int m = n - i0 < 64 ? n - i0 : 64;
+        if (k) { /* transposed: one element per row of the key matrix */
+            if (kv->type == GGML_TYPE_F16) kernels_f32_to_f16(h, k + i0, m);
+            for (int i = 0; i < m; i++) {
+                uint8_t *dst = (uint8_t *)sp.kt + (size_t)(dim0 + i0 + i) * sp.kt_row + (size_t)at * kv->elem;
+                if (kv->type == GGML_TYPE_F16) memcpy(dst, &h[i], 2);
+                else memcpy(dst, &k[i0 + i], 4);
+            }
+        }
+        if (v) {
+            uint8_t *dst = (uint8_t *)sp.v + (size_t)at * sp.v_row + (size_t)(dim0 + i0) * kv->elem;
+            if (kv->type == GGML_TYPE_F16) {
+                kernels_f32_to_f16(h, v + i0, m);
+                memcpy(dst, h, (size_t)m * 2);
+            } else {
+                memcpy(dst, v + i0, (size_t)m * 4);
+            }
+        }
+    }
 }
 
 static float get(const kv_cache *kv, const uint8_t *src) {
@@ -82,55 +307,78 @@ static float get(const kv_cache *kv, const uint8_t *src) {
     return x;
 }
 
-/* F16 elements are converted by the kernels (F16C where the CPU has it), a run at a time. */
-void kv_store_part(kv_cache *kv, int layer, int seq, int cell, int dim0, int n, const float *k, const float *v) {
-    uint16_t h[64];
-    for (int i0 = 0; i0 < n; i0 += 64) {
-        int m = n - i0 < 64 ? n - i0 : 64;
-        if (k) { /* transposed: one element per row of the key matrix */
-            if (kv->type == GGML_TYPE_F16) kernels_f32_to_f16(h, k + i0, m);
-            for (int i = 0; i < m; i++) {
-                uint8_t *dst = (uint8_t *)kv_kt(kv, layer, seq, dim0 + i0 + i) + (size_t)cell * kv->elem;
-                if (kv->type == GGML_TYPE_F16) memcpy(dst, &h[i], 2);
-                else memcpy(dst, &k[i0 + i], 4);
-            }
-        }
-        if (v) {
-            uint8_t *dst = (uint8_t *)kv_v(kv, layer, seq, cell) + (size_t)(dim0 + i0) * kv->elem;
-            if (kv->type == GGML_TYPE_F16) {
-                kernels_f32_to_f16(h, v + i0, m);
-                memcpy(dst, h, (size_t)m * 2);
-            } else {
-                memcpy(dst, v + i0, (size_t)m * 4);
-            }
-        }
+float kv_get_k(const kv_cache *kv, int layer, int32_t seq, int32_t cell, int dim) {
+    int32_t at;
+    kv_span sp = cell_span(kv, layer, seq, cell, kv->seqs[seq].pos[cell], &at);
+    return get(kv, sp.kt + (size_t)dim * sp.kt_row + (size_t)at * kv->elem);
+}
+
+float kv_get_v(const kv_cache *kv, int layer, int32_t seq, int32_t cell, int dim) {
+    int32_t at;
+    kv_span sp = cell_span(kv, layer, seq, cell, kv->seqs[seq].pos[cell], &at);
+    return get(kv, sp.v + (size_t)at * sp.v_row + (size_t)dim * kv->elem);
+}
+
+/* The block a sequence writes cell c into: a new one at a block's first cell, a copy of a block
+ * someone else holds (or the index keeps). */
+static int32_t writable_block(kv_cache *kv, kv_seq *q, int32_t c) {
+    int32_t i = c / KV_BLOCK, o = c % KV_BLOCK, b = q->table[i];
+    if (o == 0 && b < 0) {
+        b = block_take_new(kv);
+        if (b < 0) return -1;
+        kv->blocks[b].chained = q->chained;
+        kv->blocks[b].parent = i == 0 ? CHAIN_SEED : kv->blocks[q->table[i - 1]].hash;
+        q->table[i] = b;
+        return b;
     }
+    if (kv->blocks[b].ref == 1 && !kv->blocks[b].indexed) return b;
+    int32_t nb = block_take_new(kv);
+    if (nb < 0) return -1;
+    copy_cells(kv, nb, b, o);
+    kv->blocks[nb].chained = kv->blocks[b].chained;
+    kv->blocks[nb].parent = kv->blocks[b].parent;
+    block_release(kv, b);
+    q->table[i] = nb;
+    return nb;
 }
 
-void kv_store(kv_cache *kv, int layer, int seq, int cell, const float *k, const float *v) {
-    kv_store_part(kv, layer, seq, cell, 0, kv->kv_dim, k, v);
-}
-
-float kv_get_k(const kv_cache *kv, int layer, int seq, int cell, int dim) {
-    return get(kv, (const uint8_t *)kv_kt(kv, layer, seq, dim) + (size_t)cell * kv->elem);
-}
-
-float kv_get_v(const kv_cache *kv, int layer, int seq, int cell, int dim) {
-    return get(kv, (const uint8_t *)kv_v(kv, layer, seq, cell) + (size_t)dim * kv->elem);
-}
-
-int32_t kv_append(kv_cache *kv, int32_t seq, int32_t pos, nc_err *err) {
+int32_t kv_append(kv_cache *kv, int32_t seq, int32_t pos, int32_t token, nc_err *err) {
     if (seq < 0 || seq >= kv->n_seq)
         return nc_fail(err, "sequence id %d is outside 0..%d (n_seq_max)", seq, kv->n_seq - 1);
-    int32_t n = kv->len[seq];
-    if (n >= kv->n_ctx)
+    kv_seq *q = &kv->seqs[seq];
+    int32_t c = q->len;
+    if (c >= kv->n_ctx)
         return nc_fail(err, "sequence %d is full: the context holds %d tokens (raise -c / n_ctx)", seq, kv->n_ctx);
-    if (pos < 0 || (n > 0 && pos <= kv_positions(kv, seq)[n - 1]))
+    if (pos < 0 || (c > 0 && pos <= q->pos[c - 1]))
         return nc_fail(err, "sequence %d: position %d does not follow the cached position %d", seq, pos,
-                       n > 0 ? kv_positions(kv, seq)[n - 1] : -1);
-    kv->pos[(size_t)seq * kv->n_ctx + n] = pos;
-    kv->len[seq] = n + 1;
-    return n;
+                       c > 0 ? q->pos[c - 1] : -1);
+    if (pos != c) q->chained = false;
+    int32_t b = writable_block(kv, q, c);
+    if (b < 0)
+        return nc_fail(err, "the KV cache pool is exhausted: all %d blocks of %d cells are held by sequences",
+                       kv->n_blocks, KV_BLOCK);
+    kv_block *k = &kv->blocks[b];
+    int32_t o = c % KV_BLOCK;
+    k->chained = k->chained && q->chained;
+    k->n = o + 1;
+    block_tokens(kv, b)[o] = token;
+    if (k->n == KV_BLOCK && k->chained) k->hash = chain_hash(k->parent, block_tokens(kv, b), KV_BLOCK);
+    q->pos[c] = pos;
+    q->tok[c] = token;
+    q->len = c + 1;
+    return c;
+}
+
+void kv_commit(kv_cache *kv) {
+    if (kv->ring) return;
+    for (int32_t s = 0; s < kv->n_seq; s++) {
+        const kv_seq *q = &kv->seqs[s];
+        for (int32_t i = 0; i < q->len / KV_BLOCK; i++) {
+            kv_block *k = &kv->blocks[q->table[i]];
+            if (k->chained && !k->indexed && index_find(kv, k->hash, block_tokens(kv, q->table[i])) < 0)
+                index_insert(kv, q->table[i]);
+        }
+    }
 }
 
 void kv_ring_claim(kv_cache *kv, int32_t seq, int32_t pos) {
@@ -144,14 +392,33 @@ int kv_window_check(const kv_cache *kv, int32_t seq, int32_t pos, int32_t window
                    seq, kv->ring_hole[seq]);
 }
 
+/* ---- sequences ---------------------------------------------------------------------------- */
+
+static bool all_chained(const kv_seq *q, int32_t n) {
+    for (int32_t c = 0; c < n; c++)
+        if (q->pos[c] != c) return false;
+    return true;
+}
+
 void kv_seq_truncate(kv_cache *kv, int32_t seq, int32_t n_keep) {
     if (seq < 0 || seq >= kv->n_seq) return;
+    kv_seq *q = &kv->seqs[seq];
     if (n_keep < 0) n_keep = 0;
-    if (n_keep < kv->len[seq]) kv->len[seq] = n_keep;
+    if (n_keep >= q->len) return;
+    for (int32_t i = (n_keep + KV_BLOCK - 1) / KV_BLOCK; i < kv->max_blocks && q->table[i] >= 0; i++) {
+        block_release(kv, q->table[i]);
+        q->table[i] = -1;
+    }
+    if (n_keep % KV_BLOCK) { /* the cells after n_keep are dead, unless someone else sees them */
+        kv_block *k = &kv->blocks[q->table[n_keep / KV_BLOCK]];
+        if (k->ref == 1 && !k->indexed) k->n = n_keep % KV_BLOCK;
+    }
+    q->len = n_keep;
+    if (!q->chained) q->chained = all_chained(q, n_keep);
     if (!kv->ring) return;
     /* Forget the ring cells of the dropped positions; the positions they had overwritten are
      * lost, and any kept position whose cell no longer holds it is a hole a later window may need. */
-    const int32_t *pos = kv_positions(kv, seq);
+    const int32_t *pos = q->pos;
     int32_t last = n_keep ? pos[n_keep - 1] : -1, *rp = kv->ring_pos + (size_t)seq * kv->ring;
     for (int c = 0; c < kv->ring; c++)
         if (rp[c] > last) rp[c] = -1;
@@ -167,21 +434,103 @@ int kv_seq_copy(kv_cache *kv, int32_t src, int32_t dst, nc_err *err) {
     if (src < 0 || src >= kv->n_seq || dst < 0 || dst >= kv->n_seq)
         return nc_fail(err, "sequence copy %d -> %d: ids must be in 0..%d", src, dst, kv->n_seq - 1);
     if (src == dst) return 0;
-    int32_t n = kv->len[src];
-    for (int l = 0; l < kv->n_layer; l++) {
-        int32_t cells = kv_is_ring(kv, l) ? kv->ring : n; /* a ring is copied whole */
-        for (int d = 0; d < kv->kv_dim; d++)
-            memcpy((void *)kv_kt(kv, l, dst, d), kv_kt(kv, l, src, d), (size_t)cells * kv->elem);
-        memcpy((void *)kv_v(kv, l, dst, 0), kv_v(kv, l, src, 0), (size_t)cells * kv_v_row_bytes(kv));
-    }
-    memcpy(kv->pos + (size_t)dst * kv->n_ctx, kv_positions(kv, src), (size_t)n * sizeof *kv->pos);
-    kv->len[dst] = n;
-    if (kv->ring) {
+    kv_seq_truncate(kv, dst, 0);
+    const kv_seq *s = &kv->seqs[src];
+    kv_seq *d = &kv->seqs[dst];
+    int32_t nb = (s->len + KV_BLOCK - 1) / KV_BLOCK;
+    for (int32_t i = 0; i < nb; i++) block_hold(kv, d->table[i] = s->table[i]);
+    memcpy(d->pos, s->pos, (size_t)s->len * sizeof *d->pos);
+    memcpy(d->tok, s->tok, (size_t)s->len * sizeof *d->tok);
+    d->len = s->len;
+    d->chained = s->chained;
+    if (kv->ring) { /* a ring is copied whole */
+        for (int l = 0; l < kv->n_layer; l++) {
+            if (!kv_is_ring(kv, l)) continue;
+            size_t bytes = (size_t)kv->ring * (size_t)kv->kv_dim * kv->elem;
+            memcpy(kv->rkt[l] + (size_t)dst * bytes, kv->rkt[l] + (size_t)src * bytes, bytes);
+            memcpy(kv->rv[l] + (size_t)dst * bytes, kv->rv[l] + (size_t)src * bytes, bytes);
+        }
         memcpy(kv->ring_pos + (size_t)dst * kv->ring, kv_ring_positions(kv, src), (size_t)kv->ring * sizeof *kv->ring_pos);
         kv->ring_hole[dst] = kv->ring_hole[src];
     }
     return 0;
 }
+
+/* The cached block that continues the chain `parent` with the longest run of tokens[0..n):
+ * full blocks found again and partly filled ones, held or not. */
+static int32_t best_continuation(const kv_cache *kv, uint64_t parent, const int32_t *tok, int32_t n, int32_t *len) {
+    int32_t best = -1;
+    *len = 0;
+    for (int32_t b = 0; b < kv->n_blocks; b++) {
+        const kv_block *k = &kv->blocks[b];
+        if (!k->chained || k->n == 0 || k->parent != parent) continue; /* free blocks are neither */
+        const int32_t *bt = block_tokens(kv, b);
+        int32_t m = 0, lim = k->n < n ? k->n : n;
+        while (m < lim && bt[m] == tok[m]) m++;
+        if (m > *len) {
+            *len = m;
+            best = b;
+        }
+    }
+    return best;
+}
+
+int32_t kv_seq_reuse_prefix(kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t n) {
+    if (seq < 0 || seq >= kv->n_seq || kv->seqs[seq].len > 0 || n <= 0) return 0;
+    kv->stats.lookups++;
+    kv->stats.tokens_looked_up += (uint64_t)n;
+    if (kv->ring) return 0;
+    kv_seq *q = &kv->seqs[seq];
+    if (n > kv->n_ctx) n = kv->n_ctx;
+    uint64_t h = CHAIN_SEED;
+    int32_t m = 0, i = 0;
+    for (; m + KV_BLOCK <= n; m += KV_BLOCK, i++) {
+        uint64_t hh = chain_hash(h, tokens + m, KV_BLOCK);
+        int32_t b = index_find(kv, hh, tokens + m);
+        if (b < 0) break;
+        block_hold(kv, q->table[i] = b);
+        h = hh;
+    }
+    int32_t part, src = best_continuation(kv, h, tokens + m, n - m, &part);
+    if (src >= 0) {
+        block_hold(kv, src); /* so that taking a new block does not reclaim it */
+        int32_t b = block_take_new(kv);
+        if (b >= 0) {
+            copy_cells(kv, b, src, part);
+            kv->blocks[b] = (kv_block){.ref = 1, .n = part, .chained = true, .parent = h, .prev = -1, .next = -1};
+            if (part == KV_BLOCK) kv->blocks[b].hash = chain_hash(h, block_tokens(kv, b), KV_BLOCK);
+            q->table[i] = b;
+            m += part;
+        }
+        block_release(kv, src);
+    }
+    for (int32_t c = 0; c < m; c++) {
+        q->pos[c] = c;
+        q->tok[c] = tokens[c];
+    }
+    q->len = m;
+    q->chained = true;
+    if (m > 0) {
+        kv->stats.hits++;
+        kv->stats.tokens_reused += (uint64_t)m;
+    }
+    return m;
+}
+
+int32_t kv_blocks_needed(const kv_cache *kv, int32_t seq, int32_t n) {
+    if (seq < 0 || seq >= kv->n_seq || n <= 0) return 0;
+    const kv_seq *q = &kv->seqs[seq];
+    int32_t need = (q->len + n + KV_BLOCK - 1) / KV_BLOCK - (q->len + KV_BLOCK - 1) / KV_BLOCK;
+    if (q->len % KV_BLOCK) {
+        const kv_block *k = &kv->blocks[q->table[q->len / KV_BLOCK]];
+        need += k->ref > 1 || k->indexed;
+    }
+    return need;
+}
+
+int32_t kv_blocks_available(const kv_cache *kv) { return kv->stats.free + kv->stats.cached; }
+
+/* ---- accounting --------------------------------------------------------------------------- */
 
 uint64_t kv_bytes_per_token(const kv_cache *kv) {
     uint64_t n = 0;
@@ -191,7 +540,10 @@ uint64_t kv_bytes_per_token(const kv_cache *kv) {
 }
 
 uint64_t kv_bytes_total(const kv_cache *kv) {
-    uint64_t n = 0;
-    for (int l = 0; l < kv->n_layer; l++) n += 2u * (uint64_t)kv->kv_dim * kv->elem * (uint64_t)kv->cells[l] * (uint64_t)kv->n_seq;
+    uint64_t n = 0, row = 2u * (uint64_t)kv->kv_dim * kv->elem;
+    for (int l = 0; l < kv->n_layer; l++)
+        n += row * (kv_is_ring(kv, l) ? (uint64_t)kv->ring * (uint64_t)kv->n_seq : (uint64_t)kv->n_blocks * KV_BLOCK);
     return n;
 }
+
+kv_stats kv_get_stats(const kv_cache *kv) { return kv->stats; }

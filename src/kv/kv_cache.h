@@ -1,19 +1,34 @@
-/* The KV cache: for every layer, keys and values of n_seq sequences (GQA stores only the
- * n_head_kv heads). Each sequence owns n_ctx cells, filled in order; each remembers the position
- * of its token, which the attention mask compares against. Sequences can be cleared, truncated
- * and copied (shared prompts, beams).
+/* The KV cache, reached only through these functions.
+ *
+ * Paged (vLLM's PagedAttention, Kwon et al. 2023): one pool of blocks of KV_BLOCK cells serves
+ * every sequence. A sequence is a table of blocks (its cell c lives in cell c % KV_BLOCK of block
+ * table[c / KV_BLOCK]) and the position and token of each cell; its memory grows a block at a
+ * time with what it holds, and claiming a cell when no block is left fails with a message the
+ * caller can act on (wait, preempt). A block of KV_BLOCK cells is one span of the attention's
+ * streaming softmax, so the layout inside a block is the layout attention reads.
+ *
+ * Blocks are shared, copy-on-write: copying a sequence (beams, n choices) copies its table and
+ * counts references; a sequence about to write into a block another sequence (or the prefix
+ * index) still relies on copies it first. Prefix sharing (vLLM's automatic prefix caching): a
+ * full block whose cells hold positions 0.. of a sequence is indexed by a hash chained over all
+ * tokens up to its end; when a sequence lets go of a block that is indexed (or of a partly filled
+ * block, kept for its tokens), the block stays in the pool, least recently used first to be
+ * reclaimed. kv_seq_reuse_prefix finds the longest cached prefix of a token list: whole blocks
+ * are shared, the first block that matches only in part is copied up to where it differs.
  *
  * Sliding-window layers keep only their window: a ring of `ring` cells per sequence in which
- * position p lives in cell p % ring (ring is a multiple of the attention span, so a span of
- * positions aligned to it is a contiguous run of cells). The ring holds the window plus a
- * micro-batch, so a batch's keys never overwrite ones its own queries still see; truncating a
- * sequence by more than that loses positions a later window needs, which kv_window_check reports.
+ * position p lives in cell p % ring (ring is a multiple of KV_BLOCK, so a span of positions
+ * aligned to it is a contiguous run of cells). The ring holds the window plus a micro-batch, so a
+ * batch's keys never overwrite ones its own queries still see; truncating a sequence by more
+ * than that loses positions a later window needs, which kv_window_check reports. A ring is not a
+ * prefix of anything: a cache with rings shares no prefixes (copies still work).
  *
  * Elements are F16 (default: half the memory and half the bytes attention reads per step) or
- * F32. Keys are stored transposed, [seq][kv_dim][cells], and values by cell, [seq][cell][kv_dim]:
- * so both products of attention run along the vector lanes with no sum across lanes (which, for
- * a head of 64 dimensions, cost more than the products): kernels_mix computes a head's scores
- * with its cells in the lanes and the weighted sum of its values with its dimensions in them. */
+ * F32. Keys are stored transposed, [kv_dim][cells] per block (or ring), and values by cell,
+ * [cells][kv_dim]: so both products of attention run along the vector lanes with no sum across
+ * lanes (which, for a head of 64 dimensions, cost more than the products): kernels_mix computes
+ * a head's scores with its cells in the lanes and the weighted sum of its values with its
+ * dimensions in them. */
 #ifndef NC_KV_CACHE_H
 #define NC_KV_CACHE_H
 
@@ -22,70 +37,123 @@
 
 #include "common.h"
 
+#define KV_BLOCK 256
+
+typedef struct kv_block {
+    int32_t ref;            /* sequence tables holding it */
+    int32_t n;              /* cells holding keys and values, from the first */
+    bool chained;           /* its cells hold positions from KV_BLOCK * index, of a sequence from 0 */
+    bool indexed;           /* full and in the prefix index under `hash` */
+    uint64_t parent, hash;  /* chain hash before its first token, and through its n-th (when full) */
+    int32_t prev, next;     /* in the free list or the list of cached blocks, or -1 */
+} kv_block;
+
+typedef struct kv_seq {
+    int32_t len;            /* cells in use */
+    int32_t *pos, *tok;     /* [n_ctx] position and token of each cell */
+    int32_t *table;         /* [n_ctx / KV_BLOCK, rounded up] block of each logical block, -1 */
+    bool chained;           /* every cell holds its own index as position (prefixes can be shared) */
+} kv_seq;
+
+typedef struct kv_stats {
+    int32_t n_blocks, used, cached, free;  /* pool blocks: held by sequences, kept for reuse, empty */
+    uint64_t lookups, hits;                /* kv_seq_reuse_prefix calls, and those that reused a token */
+    uint64_t tokens_looked_up, tokens_reused;
+    uint64_t evictions;                    /* cached blocks reclaimed for new ones */
+} kv_stats;
+
 typedef struct kv_cache {
     int32_t n_layer, n_seq, n_ctx, kv_dim;  /* kv_dim = n_head_kv * head_dim */
     uint32_t type;                          /* GGML_TYPE_F16 or GGML_TYPE_F32 */
     size_t elem;                            /* bytes per element */
-    uint8_t **kt, **v;                      /* per layer, layouts above */
-    int32_t *cells;                         /* [n_layer] cells per sequence: n_ctx, or ring */
-    bool *in_ring;                          /* [n_layer] a sliding layer kept in a ring */
-    int32_t *pos;                           /* [n_seq][n_ctx] position of each cell */
-    int32_t *len;                           /* [n_seq] cells in use */
-    int32_t ring;                           /* ring size of sliding layers (0: none) */
+    int32_t n_blocks, max_blocks;           /* the pool; blocks a sequence can hold */
+    uint8_t **kt, **v;                      /* per layer: the pool's blocks, layouts above */
+    kv_block *blocks;
+    int32_t free_head;                      /* free blocks, a stack */
+    int32_t lru_head, lru_tail;             /* cached blocks no sequence holds, oldest first */
+    int32_t *index;                         /* open addressing: hash -> block, -1 empty, -2 deleted */
+    int32_t index_cap;
+    int32_t *block_tok;                     /* [n_blocks][KV_BLOCK] tokens of each block's cells */
+    kv_seq *seqs;
+    kv_stats stats;
+    /* sliding layers kept in rings */
+    int32_t ring;                           /* cells of a ring (0: none) */
+    bool *in_ring;                          /* [n_layer] */
+    uint8_t **rkt, **rv;                    /* per ring layer: [n_seq] rings */
     int32_t *ring_pos;                      /* [n_seq][ring] position held by each ring cell, or -1 */
     int32_t *ring_hole;                     /* [n_seq] newest position a truncation lost from the ring, or -1 */
 } kv_cache;
 
-/* ring_layer[l] (NULL: none) marks the layers stored in rings of `ring` cells (a multiple of 256). */
-int kv_init(kv_cache *kv, int32_t n_layer, int32_t n_seq, int32_t n_ctx, int32_t kv_dim, uint32_t type, int32_t ring,
-            const bool *ring_layer, nc_err *err);
+/* n_cells: the pool's capacity in cells, rounded up to whole blocks (0: n_seq * n_ctx, room for
+ * every sequence to fill its context). ring_layer[l] (NULL: none) marks the layers kept in rings
+ * of `ring` cells (a multiple of KV_BLOCK). */
+int kv_init(kv_cache *kv, int32_t n_layer, int32_t n_seq, int32_t n_ctx, int32_t kv_dim, uint32_t type,
+            int64_t n_cells, int32_t ring, const bool *ring_layer, nc_err *err);
 void kv_free(kv_cache *kv);
 
 static inline bool kv_is_ring(const kv_cache *kv, int layer) { return kv->in_ring[layer]; }
+static inline int32_t kv_seq_len(const kv_cache *kv, int32_t seq) { return kv->seqs[seq].len; }
+static inline const int32_t *kv_positions(const kv_cache *kv, int seq) { return kv->seqs[seq].pos; }
+static inline const int32_t *kv_tokens(const kv_cache *kv, int seq) { return kv->seqs[seq].tok; }
 
-/* Keys of one dimension across the cells of a sequence (rows of consecutive dimensions
- * kv_kt_row_bytes apart). */
-static inline const void *kv_kt(const kv_cache *kv, int layer, int seq, int dim) {
-    return kv->kt[layer] + ((size_t)seq * kv->kv_dim + dim) * kv->cells[layer] * kv->elem;
-}
-static inline size_t kv_kt_row_bytes(const kv_cache *kv, int layer) { return (size_t)kv->cells[layer] * kv->elem; }
-/* Values of one cell (kv_dim elements; rows of consecutive cells kv_v_row_bytes apart). */
-static inline const void *kv_v(const kv_cache *kv, int layer, int seq, int cell) {
-    return kv->v[layer] + ((size_t)seq * kv->cells[layer] + cell) * kv->kv_dim * kv->elem;
-}
-static inline size_t kv_v_row_bytes(const kv_cache *kv) { return (size_t)kv->kv_dim * kv->elem; }
-static inline const int32_t *kv_positions(const kv_cache *kv, int seq) { return kv->pos + (size_t)seq * kv->n_ctx; }
+/* ---- What attention reads ---- */
+
+/* A span of KV_BLOCK cells of one layer, starting at a multiple of KV_BLOCK: cell `first` of a
+ * sequence (full layers), or position `first` (ring layers: the ring cells holding positions
+ * first..). Keys of dimension d at kt + d * kt_row; values of the span's cell c at v + c * v_row. */
+typedef struct kv_span {
+    const uint8_t *kt, *v;
+    size_t kt_row, v_row;
+    const int32_t *label;   /* position held by each cell of the span */
+} kv_span;
+kv_span kv_span_at(const kv_cache *kv, int layer, int32_t seq, int32_t first);
 static inline const int32_t *kv_ring_positions(const kv_cache *kv, int seq) {
     return kv->ring_pos + (size_t)seq * kv->ring;
 }
-/* The cell of a layer that holds the token of sequence cell `cell` at position pos. */
-static inline int32_t kv_layer_cell(const kv_cache *kv, int layer, int32_t cell, int32_t pos) {
-    return kv_is_ring(kv, layer) ? pos % kv->ring : cell;
-}
 
-/* Write the keys and values of one token (kv_dim floats each) into a claimed cell of a layer. */
-void kv_store(kv_cache *kv, int layer, int seq, int cell, const float *k, const float *v);
-/* The same for dimensions [dim0, dim0 + n) only (one head: the forward pass stores each head as
- * soon as its projection is done); k or v may be NULL. */
-void kv_store_part(kv_cache *kv, int layer, int seq, int cell, int dim0, int n, const float *k, const float *v);
-/* Read back as floats (tests, debugging). */
-float kv_get_k(const kv_cache *kv, int layer, int seq, int cell, int dim);
-float kv_get_v(const kv_cache *kv, int layer, int seq, int cell, int dim);
+/* ---- Writing ---- */
 
-/* Claim the next cell of `seq` for a token at `pos`; positions of a sequence must increase.
- * Returns the cell index, or -1 with err set (unknown sequence, full, position out of order). */
-int32_t kv_append(kv_cache *kv, int32_t seq, int32_t pos, nc_err *err);
+/* Claim the next cell of `seq` for `token` at `pos`; positions of a sequence must increase.
+ * Takes a block from the pool when the sequence enters a new one, and copies a shared block
+ * before the sequence writes into it. Returns the cell index, or -1 with err set (unknown
+ * sequence, context full, pool exhausted, position out of order). */
+int32_t kv_append(kv_cache *kv, int32_t seq, int32_t pos, int32_t token, nc_err *err);
 /* Give the ring cell of position pos to it (when the token's micro-batch starts: earlier
  * micro-batches of the same call still read what it held). */
 void kv_ring_claim(kv_cache *kv, int32_t seq, int32_t pos);
 /* Whether a query at pos can see its window (p - window, p] of seq: fails when a truncation lost
  * some of it. */
 int kv_window_check(const kv_cache *kv, int32_t seq, int32_t pos, int32_t window, nc_err *err);
+/* Write the keys and values of dimensions [dim0, dim0 + n) of the token in cell `cell` (position
+ * pos) of a sequence (kv_dim floats: the forward pass stores each head as soon as its projection
+ * is done); k or v may be NULL. */
+void kv_store(kv_cache *kv, int layer, int32_t seq, int32_t cell, int32_t pos, int dim0, int n, const float *k,
+              const float *v);
+/* The claimed cells now hold their keys and values: index the blocks they filled. */
+void kv_commit(kv_cache *kv);
+/* Read back as floats (tests, debugging). */
+float kv_get_k(const kv_cache *kv, int layer, int32_t seq, int32_t cell, int dim);
+float kv_get_v(const kv_cache *kv, int layer, int32_t seq, int32_t cell, int dim);
+
+/* ---- Sequences ---- */
 
 void kv_seq_truncate(kv_cache *kv, int32_t seq, int32_t n_keep);
+/* Make dst share src's cells (copy-on-write). */
 int kv_seq_copy(kv_cache *kv, int32_t src, int32_t dst, nc_err *err);
+/* An empty sequence takes the longest cached prefix of tokens[0..n) (at most n cells), at
+ * positions 0..: returns how many cells it now holds (0 when nothing is cached, or the cache has
+ * rings). */
+int32_t kv_seq_reuse_prefix(kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t n);
+/* Blocks the pool must provide for seq to take n more cells (new blocks, and the copy of a
+ * shared block it would write into), and blocks it can provide now (free and cached). */
+int32_t kv_blocks_needed(const kv_cache *kv, int32_t seq, int32_t n);
+int32_t kv_blocks_available(const kv_cache *kv);
+
+/* ---- Accounting ---- */
+
 /* Bytes one more cached token takes (layers that keep every token), and the whole allocation. */
 uint64_t kv_bytes_per_token(const kv_cache *kv);
 uint64_t kv_bytes_total(const kv_cache *kv);
+kv_stats kv_get_stats(const kv_cache *kv);
 
 #endif
