@@ -151,6 +151,11 @@ int nc_kv_seq_copy(nc_context *c, int32_t src, int32_t dst, nc_err *err);
  * prompt whose last token's logits are wanted. Same tokens, same results: a cached cell holds
  * exactly what computing it again would. 0 when the model keeps sliding layers in rings. */
 int32_t nc_kv_seq_reuse_prefix(nc_context *c, int32_t seq, const int32_t *tokens, int32_t n);
+/* Keep only the cells cells[0..n) (increasing) of a sequence, which become its cells 0..n-1 at
+ * positions new_pos[0..n) (increasing); their keys are rotated for the new positions (RoPE), so
+ * the sequence goes on as if those tokens had always been there: context shift, attention sinks
+ * and compression windows are policies over this. */
+int nc_kv_seq_keep(nc_context *c, int32_t seq, const int32_t *cells, int32_t n, const int32_t *new_pos, nc_err *err);
 /* Blocks the pool must provide for n more tokens of seq, and the blocks it can provide now. */
 int32_t nc_kv_blocks_needed(const nc_context *c, int32_t seq, int32_t n);
 int32_t nc_kv_blocks_available(const nc_context *c);

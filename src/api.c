@@ -280,6 +280,10 @@ int nc_kv_seq_copy(nc_context *c, int32_t src, int32_t dst, nc_err *err) { retur
 int32_t nc_kv_seq_reuse_prefix(nc_context *c, int32_t seq, const int32_t *tokens, int32_t n) {
     return kv_seq_reuse_prefix(&c->fwd.kv, seq, tokens, n);
 }
+int nc_kv_seq_keep(nc_context *c, int32_t seq, const int32_t *cells, int32_t n, const int32_t *new_pos, nc_err *err) {
+    if (n < 0) return nc_fail(err, "kept cell count %d is negative", n);
+    return fwd_seq_keep(&c->fwd, seq, cells, n, new_pos, err);
+}
 int32_t nc_kv_blocks_needed(const nc_context *c, int32_t seq, int32_t n) { return kv_blocks_needed(&c->fwd.kv, seq, n); }
 int32_t nc_kv_blocks_available(const nc_context *c) { return kv_blocks_available(&c->fwd.kv); }
 uint64_t nc_kv_bytes_per_token(const nc_context *c) { return kv_bytes_per_token(&c->fwd.kv); }

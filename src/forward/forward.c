@@ -1042,6 +1042,46 @@ int fwd_run(fwd_state *s, const nc_batch_entry *batch, int n, nc_err *err) {
     return 0;
 }
 
+/* Keys carry their position's rotation (RoPE, Su et al. 2021): a rotation by angle p * theta_i
+ * of each pair. Moving a key from position p to p' is one more rotation by (p' - p) * theta_i,
+ * since rotations compose; the YaRN magnitude scale was applied once and stays. */
+int fwd_seq_keep(fwd_state *s, int32_t seq, const int32_t *cells, int32_t n, const int32_t *new_pos, nc_err *err) {
+    const model_hparams *hp = &s->m->hp;
+    int half = hp->n_rot / 2, kd = (int)kv_dim(hp);
+    int32_t *old = malloc(((size_t)n + 1) * sizeof *old);
+    float *cs = malloc(((size_t)n * (size_t)half * 2 * (size_t)s->n_ropes + 1) * sizeof *cs);
+    float *key = malloc((size_t)kd * sizeof *key);
+    if (!old || !cs || !key) {
+        free(old);
+        free(cs);
+        free(key);
+        return nc_fail(err, "out of memory re-rotating %d cached keys", n);
+    }
+    int rc = kv_seq_keep(&s->kv, seq, cells, n, new_pos, old, err);
+    for (int k = 0; rc == 0 && k < s->n_ropes; k++) /* cos, sin of each cell's turn */
+        for (int32_t c = 0; c < n; c++)
+            for (int i = 0; i < half; i++) {
+                double a = (double)(new_pos[c] - old[c]) * s->inv_freq[k][i];
+                cs[(((size_t)k * n + c) * 2) * half + i] = (float)cos(a);
+                cs[(((size_t)k * n + c) * 2 + 1) * half + i] = (float)sin(a);
+            }
+    for (int il = 0; rc == 0 && il < hp->n_layer; il++) {
+        const model_layer *L = &s->m->layers[il];
+        int k = L->sliding && s->n_ropes > 1;
+        for (int32_t c = 0; L->rope && c < n; c++) {
+            if (new_pos[c] == old[c] || !kv_holds(&s->kv, il, seq, c)) continue;
+            const float *cosv = cs + (((size_t)k * n + c) * 2) * half, *sinv = cosv + half;
+            kv_read_k(&s->kv, il, seq, c, key);
+            for (int h = 0; h < hp->n_head_kv; h++) rope_head(key + h * hp->head_dim, hp, cosv, sinv);
+            kv_store(&s->kv, il, seq, c, new_pos[c], 0, kd, key, NULL);
+        }
+    }
+    free(old);
+    free(cs);
+    free(key);
+    return rc;
+}
+
 const float *fwd_logits(const fwd_state *s, int i) {
     if (i < 0 || i >= s->n_entries || s->logit_row[i] < 0) return NULL;
     return s->logits + (size_t)s->logit_row[i] * s->m->hp.n_vocab;

@@ -115,5 +115,7 @@ void fwd_free(fwd_state *s);
 
 int fwd_run(fwd_state *s, const nc_batch_entry *batch, int n, nc_err *err);
 const float *fwd_logits(const fwd_state *s, int i);
+/* kv_seq_keep, then the moved keys rotated for their new positions. */
+int fwd_seq_keep(fwd_state *s, int32_t seq, const int32_t *cells, int32_t n, const int32_t *new_pos, nc_err *err);
 
 #endif

@@ -186,6 +186,7 @@ int kv_init(kv_cache *kv, int32_t n_layer, int32_t n_seq, int32_t n_ctx, int32_t
         if (!q->pos || !q->tok || !q->table) goto oom;
         memset(q->table, 0xFF, (size_t)kv->max_blocks * sizeof *q->table); /* -1 */
         q->chained = true;
+        q->exact = n_ctx;
     }
     memset(kv->index, 0xFF, (size_t)kv->index_cap * sizeof *kv->index);
     kv->free_head = kv->lru_head = kv->lru_tail = -1;
@@ -414,7 +415,8 @@ void kv_seq_truncate(kv_cache *kv, int32_t seq, int32_t n_keep) {
         if (k->ref == 1 && !k->indexed) k->n = n_keep % KV_BLOCK;
     }
     q->len = n_keep;
-    if (!q->chained) q->chained = all_chained(q, n_keep);
+    if (n_keep == 0) q->exact = kv->n_ctx;
+    if (!q->chained) q->chained = n_keep <= q->exact && all_chained(q, n_keep);
     if (!kv->ring) return;
     /* Forget the ring cells of the dropped positions; the positions they had overwritten are
      * lost, and any kept position whose cell no longer holds it is a hole a later window may need. */
@@ -430,6 +432,111 @@ void kv_seq_truncate(kv_cache *kv, int32_t seq, int32_t n_keep) {
         }
 }
 
+/* Copy cell `from` of block src to cell `to` of block dst, in every full layer. */
+static void move_cell(kv_cache *kv, int32_t dst, int32_t to, int32_t src, int32_t from) {
+    size_t kd = (size_t)kv->kv_dim, e = kv->elem;
+    for (int l = 0; l < kv->n_layer; l++) {
+        if (kv_is_ring(kv, l)) continue;
+        for (size_t d = 0; d < kd; d++)
+            memcpy(kv->kt[l] + (((size_t)dst * kd + d) * KV_BLOCK + (size_t)to) * e,
+                   kv->kt[l] + (((size_t)src * kd + d) * KV_BLOCK + (size_t)from) * e, e);
+        memcpy(kv->v[l] + ((size_t)dst * KV_BLOCK + (size_t)to) * kd * e,
+               kv->v[l] + ((size_t)src * KV_BLOCK + (size_t)from) * kd * e, kd * e);
+    }
+    block_tokens(kv, dst)[to] = block_tokens(kv, src)[from];
+}
+
+/* The rings of seq hold what they held of the kept cells, at their new positions. */
+static int keep_in_rings(kv_cache *kv, int32_t seq, const int32_t *cells, int32_t n, const int32_t *new_pos,
+                         nc_err *err) {
+    size_t ring = (size_t)kv->ring, kd = (size_t)kv->kv_dim, e = kv->elem, bytes = ring * kd * e;
+    uint8_t *tmp = malloc(2 * bytes);
+    int32_t *old = malloc(ring * sizeof *old);
+    if (!tmp || !old) {
+        free(tmp);
+        free(old);
+        return nc_fail(err, "out of memory moving the sliding-window cache");
+    }
+    int32_t *rp = kv->ring_pos + (size_t)seq * ring;
+    memcpy(old, rp, ring * sizeof *old);
+    for (size_t c = 0; c < ring; c++) rp[c] = -1;
+    for (int l = 0; l < kv->n_layer; l++) {
+        if (!kv_is_ring(kv, l)) continue;
+        uint8_t *k = kv->rkt[l] + (size_t)seq * bytes, *v = kv->rv[l] + (size_t)seq * bytes;
+        memcpy(tmp, k, bytes);
+        memcpy(tmp + bytes, v, bytes);
+        for (int32_t i = 0; i < n; i++) {
+            int32_t p = kv->seqs[seq].pos[cells[i]];
+            size_t from = (size_t)p % ring, to = (size_t)new_pos[i] % ring;
+            if (old[from] != p) continue; /* the ring no longer held it */
+            for (size_t d = 0; d < kd; d++) memcpy(k + (d * ring + to) * e, tmp + (d * ring + from) * e, e);
+            memcpy(v + to * kd * e, tmp + bytes + from * kd * e, kd * e);
+            rp[to] = new_pos[i];
+        }
+    }
+    kv->ring_hole[seq] = -1; /* what is gone was let go on purpose */
+    free(tmp);
+    free(old);
+    return 0;
+}
+
+int kv_seq_keep(kv_cache *kv, int32_t seq, const int32_t *cells, int32_t n, const int32_t *new_pos, int32_t *old_pos,
+                nc_err *err) {
+    if (seq < 0 || seq >= kv->n_seq) return nc_fail(err, "sequence id %d is outside 0..%d", seq, kv->n_seq - 1);
+    kv_seq *q = &kv->seqs[seq];
+    for (int32_t i = 0; i < n; i++)
+        if (cells[i] < 0 || cells[i] >= q->len || (i > 0 && (cells[i] <= cells[i - 1] || new_pos[i] <= new_pos[i - 1])) ||
+            new_pos[i] < 0)
+            return nc_fail(err, "sequence %d: kept cell %d (cell %d, position %d) is out of order or outside 0..%d", seq,
+                           i, cells[i], new_pos[i], q->len - 1);
+    for (int32_t i = 0; old_pos && i < n; i++) old_pos[i] = q->pos[cells[i]];
+    int32_t f = 0; /* cells before f stay where they are */
+    while (f < n && cells[f] == f) f++;
+    /* the blocks written from f on become the sequence's own (copied when shared), and moved
+     * cells are no prefix of anything */
+    for (int32_t i = f / KV_BLOCK; i <= (n - 1) / KV_BLOCK && f < n; i++) {
+        int32_t b = q->table[i];
+        if (kv->blocks[b].ref > 1 || kv->blocks[b].indexed) {
+            int32_t nb = block_take_new(kv);
+            if (nb < 0) return nc_fail(err, "the KV cache pool is exhausted: no block to copy a shared one into");
+            copy_cells(kv, nb, b, kv->blocks[b].n);
+            kv->blocks[nb].n = kv->blocks[b].n;
+            block_release(kv, b);
+            q->table[i] = b = nb;
+        }
+        kv->blocks[b].chained = false;
+    }
+    if (kv->ring && keep_in_rings(kv, seq, cells, n, new_pos, err)) return -1;
+    for (int32_t i = f; i < n; i++) {
+        move_cell(kv, q->table[i / KV_BLOCK], i % KV_BLOCK, q->table[cells[i] / KV_BLOCK], cells[i] % KV_BLOCK);
+        q->tok[i] = q->tok[cells[i]];
+    }
+    for (int32_t i = 0; i < n; i++) q->pos[i] = new_pos[i];
+    if (f < q->exact) q->exact = f;
+    int32_t len = q->len;
+    q->len = n; /* drop the blocks past the kept cells */
+    for (int32_t i = (n + KV_BLOCK - 1) / KV_BLOCK; i < (len + KV_BLOCK - 1) / KV_BLOCK; i++) {
+        block_release(kv, q->table[i]);
+        q->table[i] = -1;
+    }
+    if (n % KV_BLOCK) {
+        kv_block *k = &kv->blocks[q->table[n / KV_BLOCK]];
+        if (k->ref == 1 && !k->indexed) k->n = n % KV_BLOCK;
+    }
+    q->chained = n <= q->exact && all_chained(q, n);
+    return 0;
+}
+
+bool kv_holds(const kv_cache *kv, int layer, int32_t seq, int32_t cell) {
+    if (!kv_is_ring(kv, layer)) return true;
+    int32_t p = kv->seqs[seq].pos[cell];
+    return kv_ring_positions(kv, seq)[p % kv->ring] == p;
+}
+
+void kv_read_k(const kv_cache *kv, int layer, int32_t seq, int32_t cell, float *out) {
+    for (int d = 0; d < kv->kv_dim; d++) out[d] = kv_get_k(kv, layer, seq, cell, d);
+}
+
 int kv_seq_copy(kv_cache *kv, int32_t src, int32_t dst, nc_err *err) {
     if (src < 0 || src >= kv->n_seq || dst < 0 || dst >= kv->n_seq)
         return nc_fail(err, "sequence copy %d -> %d: ids must be in 0..%d", src, dst, kv->n_seq - 1);
@@ -443,6 +550,7 @@ int kv_seq_copy(kv_cache *kv, int32_t src, int32_t dst, nc_err *err) {
     memcpy(d->tok, s->tok, (size_t)s->len * sizeof *d->tok);
     d->len = s->len;
     d->chained = s->chained;
+    d->exact = s->exact;
     if (kv->ring) { /* a ring is copied whole */
         for (int l = 0; l < kv->n_layer; l++) {
             if (!kv_is_ring(kv, l)) continue;

@@ -53,6 +53,8 @@ typedef struct kv_seq {
     int32_t *pos, *tok;     /* [n_ctx] position and token of each cell */
     int32_t *table;         /* [n_ctx / KV_BLOCK, rounded up] block of each logical block, -1 */
     bool chained;           /* every cell holds its own index as position (prefixes can be shared) */
+    int32_t exact;          /* cells [0, exact) hold what computing their tokens afresh would: cells
+                               kv_seq_keep moved saw tokens that are gone */
 } kv_seq;
 
 typedef struct kv_stats {
@@ -138,6 +140,17 @@ float kv_get_v(const kv_cache *kv, int layer, int32_t seq, int32_t cell, int dim
 /* ---- Sequences ---- */
 
 void kv_seq_truncate(kv_cache *kv, int32_t seq, int32_t n_keep);
+/* Keep only cells[0..n) of seq (increasing), which become its cells 0..n-1 with positions
+ * new_pos[0..n) (increasing): the eviction policies (context shift, attention sinks, compression
+ * windows) decide what to keep; re-rotating the keys for their new positions is the caller's (the
+ * forward pass knows the rotary embedding). Ring layers move what they hold to the new positions.
+ * old_pos (n entries, may be NULL) receives the kept cells' former positions. */
+int kv_seq_keep(kv_cache *kv, int32_t seq, const int32_t *cells, int32_t n, const int32_t *new_pos, int32_t *old_pos,
+                nc_err *err);
+/* Whether a layer holds the keys and values of a sequence's cell (a ring may have overwritten it). */
+bool kv_holds(const kv_cache *kv, int layer, int32_t seq, int32_t cell);
+/* The keys of one cell of a layer as floats (kv_dim of them). */
+void kv_read_k(const kv_cache *kv, int layer, int32_t seq, int32_t cell, float *out);
 /* Make dst share src's cells (copy-on-write). */
 int kv_seq_copy(kv_cache *kv, int32_t src, int32_t dst, nc_err *err);
 /* An empty sequence takes the longest cached prefix of tokens[0..n) (at most n cells), at

@@ -201,6 +201,79 @@ static void test_architectures(const char *shared) {
     }
 }
 
+/* The managed cache on the real model: a reused prefix gives the very bits computing it again
+ * gives; moving every cell by the same distance changes nothing (attention with RoPE sees only
+ * relative positions), which the keys' re-rotation must honour; a pool too small for a batch
+ * refuses it whole. */
+static void test_managed_cache(nc_model *m, int V) {
+    enum { N = 300 };
+    int32_t tok[N + 1];
+    for (int i = 0; i <= N; i++) tok[i] = 1 + (i * 37 + i / 7) % (V - 1);
+    nc_batch_entry *b = malloc(sizeof *b * (N + 1));
+    float *ref = malloc(sizeof(float) * V);
+    nc_err err;
+    for (int f32 = 0; f32 < 2; f32++) {
+        nc_context *c;
+        nc_context_params p = {.n_ctx = 1024, .n_seq_max = 3, .n_threads = 2, .kv_f32 = f32};
+        CHECK(nc_context_new(&c, m, &p, &err) == 0);
+        for (int i = 0; i < N; i++) b[i] = (nc_batch_entry){tok[i], i, 0, i == N - 1};
+        CHECK(nc_forward(c, b, N, &err) == 0);
+        memcpy(ref, nc_logits(c, N - 1), sizeof(float) * V);
+        /* another sequence takes the first 299 from the cache (a whole block, 43 cells copied) */
+        CHECK(nc_kv_seq_reuse_prefix(c, 1, tok, N - 1) == N - 1);
+        nc_batch_entry last = {tok[N - 1], N - 1, 1, true};
+        CHECK(nc_forward(c, &last, 1, &err) == 0);
+        CHECK_MSG(max_diff(nc_logits(c, 0), ref, V) == 0, "prefix reuse moved logits by %g",
+                  max_diff(nc_logits(c, 0), ref, V));
+        /* and again after both let go: the blocks stayed cached */
+        nc_kv_seq_clear(c, 0);
+        nc_kv_seq_clear(c, 1);
+        CHECK(nc_kv_seq_reuse_prefix(c, 2, tok, N - 1) == N - 1);
+        last.seq = 2;
+        CHECK(nc_forward(c, &last, 1, &err) == 0);
+        CHECK(max_diff(nc_logits(c, 0), ref, V) == 0);
+        /* every cell 1000 positions later: the next token's logits stay (F32: to rounding of the
+         * rotation; F16 keys round again after it) */
+        nc_batch_entry next = {tok[N], N, 2, true};
+        CHECK(nc_forward(c, &next, 1, &err) == 0);
+        memcpy(ref, nc_logits(c, 0), sizeof(float) * V);
+        nc_kv_seq_truncate(c, 2, N);
+        int32_t cells[N], pos[N];
+        for (int i = 0; i < N; i++) { cells[i] = i; pos[i] = i + 1000; }
+        CHECK(nc_kv_seq_keep(c, 2, cells, N, pos, &err) == 0);
+        next.pos = N + 1000;
+        CHECK(nc_forward(c, &next, 1, &err) == 0);
+        float d = max_diff(nc_logits(c, 0), ref, V);
+        CHECK_MSG(d < (f32 ? 2e-4f : 2e-2f), "shifted by 1000 (f32 %d): logits moved by %g", f32, d);
+        /* moved cells are no one's prefix: a new sequence finds only what a fresh one holds */
+        nc_kv_seq_clear(c, 0);
+        nc_kv_seq_clear(c, 1);
+        for (int i = 0; i < 10; i++) { cells[i] = i < 4 ? i : i + 100; pos[i] = i; }
+        CHECK(nc_kv_seq_keep(c, 2, cells, 10, pos, &err) == 0 && nc_kv_seq_len(c, 2) == 10);
+        int32_t moved[10];
+        for (int i = 0; i < 10; i++) moved[i] = tok[cells[i]];
+        CHECK(nc_kv_seq_reuse_prefix(c, 0, moved, 10) == 4);
+        CHECK(nc_kv_seq_keep(c, 2, (int32_t[]){3, 2}, 2, pos, &err) == -1 && strstr(err.msg, "out of order") != NULL);
+        nc_context_free(c);
+    }
+    /* a pool of two blocks for two sequences of 1024: the second one's batch is refused whole */
+    nc_context *c;
+    nc_context_params p = {.n_ctx = 1024, .n_seq_max = 2, .n_threads = 1, .kv_cells = 2 * NC_KV_BLOCK};
+    CHECK(nc_context_new(&c, m, &p, &err) == 0);
+    for (int i = 0; i < N; i++) b[i] = (nc_batch_entry){tok[i], i, 0, false};
+    CHECK(nc_forward(c, b, N, &err) == 0);
+    for (int i = 0; i < N; i++) b[i].seq = 1;
+    CHECK(nc_kv_blocks_needed(c, 1, N) == 2 && nc_kv_blocks_available(c) == 0);
+    CHECK(nc_forward(c, b, N, &err) == -1 && strstr(err.msg, "pool is exhausted") != NULL);
+    CHECK(nc_kv_seq_len(c, 1) == 0 && nc_kv_seq_len(c, 0) == N);
+    nc_kv_stats st;
+    nc_kv_get_stats(c, &st);
+    CHECK(st.used == 2 && st.n_blocks == 2);
+    nc_context_free(c);
+    free(b);
+    free(ref);
+}
+
 int main(void) {
     const char *shared = getenv("SHARED");
     snprintf(model_path, sizeof model_path, "%s/models/stories260K/stories260K.gguf", shared ? shared : "../shared");
@@ -294,6 +367,7 @@ int main(void) {
     nc_context_free(small);
 
     test_long_context(m);
+    test_managed_cache(m, V);
     test_quantised(shared ? shared : "../shared");
     test_architectures(shared ? shared : "../shared");
 
