@@ -12,9 +12,11 @@
 
 #define USAGE                                                                                                  \
     "usage: nucleus serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [-t THREADS]\n"  \
-    "                     [--api-key KEY] [--max-queue Q] [--prefill-chunk N]\n"                               \
+    "                     [--api-key KEY] [--max-queue Q] [--prefill-chunk N] [--kv-size N]\n"                 \
     "  --parallel N       slots: requests (choices) decoded together (default 4)\n"                            \
     "  -c CTX             context per slot in tokens (default: the model's, at most 4096)\n"                   \
+    "  --kv-size N        tokens of KV cache all slots share, in blocks of 256 (default: parallel x CTX);\n"  \
+    "                     a slot holds what it uses, prompts' blocks stay cached for reuse\n"                \
     "  --max-queue Q      requests that may wait for a slot; past them, 503 (default 64)\n"                    \
     "  --prefill-chunk N  prompt tokens prefilled per step, alongside the decoding slots (default 256)\n"      \
     "  --port 0           picks a free port (printed)\n"
@@ -43,6 +45,8 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
             ok = int_flag(argc, argv, &i, 1, 256, &v) && ((o->cfg.n_parallel = (int32_t)v), true);
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size"))
             ok = int_flag(argc, argv, &i, 0, 1 << 20, &v) && ((o->cfg.n_ctx = (int32_t)v), true);
+        else if (!strcmp(a, "--kv-size"))
+            ok = int_flag(argc, argv, &i, 1, 1L << 30, &v) && ((o->cfg.kv_cells = v), true);
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads"))
             ok = int_flag(argc, argv, &i, 0, 1024, &v) && ((o->cfg.n_threads = (int32_t)v), true);
         else if (!strcmp(a, "--max-queue"))

@@ -202,7 +202,7 @@ static void reply_meta(srv_server *sv, srv_api api, char *id, size_t id_cap, srv
 
 /* Under j->mu. */
 static srv_usage job_usage(const srv_job *j) {
-    srv_usage u = {0, 0};
+    srv_usage u = {.cached_tokens = j->cached_tokens};
     for (int32_t p = 0; p < j->n_prompts; p++) u.prompt_tokens += j->n_prompt[p];
     for (int32_t i = 0; i < j->n_choices; i++) u.completion_tokens += j->out[i].n_tokens;
     return u;
@@ -564,8 +564,15 @@ int srv_start(srv_server **out, nc_model *m, const srv_config *cfg, nc_err *err)
         goto fail;
     }
     nc_context_params cp = {.n_ctx = cfg->n_ctx, .n_seq_max = cfg->n_parallel, .n_threads = cfg->n_threads,
-                            .n_batch = cfg->n_parallel + cfg->chunk};
+                            .n_batch = cfg->n_parallel + cfg->chunk, .kv_cells = cfg->kv_cells};
     if (nc_context_new(&sv->c, m, &cp, err)) goto fail;
+    nc_kv_stats kst;
+    nc_kv_get_stats(sv->c, &kst);
+    if ((int64_t)kst.n_blocks * NC_KV_BLOCK < nc_context_n_ctx(sv->c)) { /* one slot must be able to fill its context */
+        snprintf(err->msg, sizeof err->msg, "--kv-size %lld is smaller than the context of a slot (%d tokens)",
+                 (long long)cfg->kv_cells, nc_context_n_ctx(sv->c));
+        goto fail;
+    }
     if (srv_model_ctx_init(&sv->mc, m, nc_context_n_ctx(sv->c), cfg->n_parallel, sv->note, sizeof sv->note, err))
         goto fail;
     sv->mc_ready = true;

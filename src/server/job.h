@@ -56,6 +56,7 @@ typedef struct srv_job {
     int32_t next_prompt;   /* the next prompt to give slots */
     int32_t live_slots;
     bool first_token_seen;
+    int64_t cached_tokens; /* prompt tokens the prefix cache held (under mu once a slot is running) */
 
     atomic_bool cancelled; /* the client went away: the engine drops the job at its next step */
     atomic_int refs;

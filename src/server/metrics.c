@@ -52,6 +52,18 @@ void srv_metrics_gauges(srv_metrics *m, int64_t queue_length, int64_t busy_slots
     pthread_mutex_unlock(&m->mu);
 }
 
+void srv_metrics_kv(srv_metrics *m, const nc_kv_stats *kv) {
+    pthread_mutex_lock(&m->mu);
+    m->kv = *kv;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void srv_metrics_preempted(srv_metrics *m) {
+    pthread_mutex_lock(&m->mu);
+    m->preemptions++;
+    pthread_mutex_unlock(&m->mu);
+}
+
 static void observe(srv_metrics *m, srv_histogram *h, double v) {
     int b = 0;
     while (b < h->n_bounds && v > h->bounds[b]) b++;
@@ -104,6 +116,28 @@ static void render_gauges(FILE *f, const srv_metrics *m) {
     fprintf(f, "nucleus_slots_total %lld\n", (long long)m->n_slots);
 }
 
+static void render_kv(FILE *f, const srv_metrics *m) {
+    const nc_kv_stats *k = &m->kv;
+    header(f, "nucleus_kv_blocks", "gauge", "Blocks of the KV pool (256 tokens each), by state.");
+    fprintf(f, "nucleus_kv_blocks{state=\"used\"} %d\nnucleus_kv_blocks{state=\"cached\"} %d\n"
+               "nucleus_kv_blocks{state=\"free\"} %d\n", k->used, k->cached, k->free);
+    header(f, "nucleus_prefix_cache_queries_total", "counter", "Prompts looked up in the prefix cache.");
+    fprintf(f, "nucleus_prefix_cache_queries_total %llu\n", (unsigned long long)k->lookups);
+    header(f, "nucleus_prefix_cache_hits_total", "counter", "Prompts that found a cached prefix.");
+    fprintf(f, "nucleus_prefix_cache_hits_total %llu\n", (unsigned long long)k->hits);
+    header(f, "nucleus_prefix_cache_tokens_total", "counter", "Prompt tokens looked up in the prefix cache.");
+    fprintf(f, "nucleus_prefix_cache_tokens_total %llu\n", (unsigned long long)k->tokens_looked_up);
+    header(f, "nucleus_prefix_cache_hit_tokens_total", "counter", "Prompt tokens found in the prefix cache.");
+    fprintf(f, "nucleus_prefix_cache_hit_tokens_total %llu\n", (unsigned long long)k->tokens_reused);
+    header(f, "nucleus_prefix_cache_hit_rate", "gauge", "Share of looked-up prompt tokens found in the cache.");
+    fprintf(f, "nucleus_prefix_cache_hit_rate %.6f\n",
+            k->tokens_looked_up ? (double)k->tokens_reused / (double)k->tokens_looked_up : 0.0);
+    header(f, "nucleus_kv_evictions_total", "counter", "Cached blocks reclaimed for new tokens.");
+    fprintf(f, "nucleus_kv_evictions_total %llu\n", (unsigned long long)k->evictions);
+    header(f, "nucleus_preemptions_total", "counter", "Sequences whose cache was taken back (they resume later).");
+    fprintf(f, "nucleus_preemptions_total %llu\n", (unsigned long long)m->preemptions);
+}
+
 char *srv_metrics_render(srv_metrics *m) {
     char *text = NULL;
     size_t len = 0;
@@ -112,6 +146,7 @@ char *srv_metrics_render(srv_metrics *m) {
     pthread_mutex_lock(&m->mu);
     render_counters(f, m);
     render_gauges(f, m);
+    render_kv(f, m);
     render_histogram(f, "nucleus_time_to_first_token_seconds", "Time from a request's arrival to its first token.",
                      &m->ttft);
     render_histogram(f, "nucleus_time_per_output_token_seconds", "Time between consecutive tokens of a sequence.",

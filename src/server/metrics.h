@@ -1,11 +1,14 @@
 /* Server metrics in Prometheus' text format: requests by endpoint, responses by status, prompt
- * and generated tokens, queue length, busy slots, and histograms of the time to first token and
+ * and generated tokens, queue length, busy slots, the KV pool and its prefix cache (blocks by
+ * state, hit rate, evictions, preemptions), and histograms of the time to first token and
  * of the time between tokens. Every function is thread-safe. */
 #ifndef NC_SERVER_METRICS_H
 #define NC_SERVER_METRICS_H
 
 #include <pthread.h>
 #include <stdint.h>
+
+#include "nucleus.h"
 
 typedef enum srv_endpoint {
     SRV_EP_HEALTH,
@@ -37,6 +40,8 @@ typedef struct srv_metrics {
     uint64_t responses[600];  /* by HTTP status */
     uint64_t prompt_tokens, generated_tokens;
     int64_t queue_length, busy_slots, n_slots;
+    nc_kv_stats kv;                 /* the KV pool and its prefix cache, as of the engine's last step */
+    uint64_t preemptions;           /* sequences whose cache was taken back to make room */
     srv_histogram ttft, token_latency;
 } srv_metrics;
 
@@ -46,6 +51,8 @@ void srv_metrics_request(srv_metrics *m, srv_endpoint ep);
 void srv_metrics_response(srv_metrics *m, int status);
 void srv_metrics_tokens(srv_metrics *m, int64_t prompt, int64_t generated);
 void srv_metrics_gauges(srv_metrics *m, int64_t queue_length, int64_t busy_slots);
+void srv_metrics_kv(srv_metrics *m, const nc_kv_stats *kv);
+void srv_metrics_preempted(srv_metrics *m);
 void srv_metrics_ttft(srv_metrics *m, double seconds);
 void srv_metrics_token_latency(srv_metrics *m, double seconds);
 /* The exposition text, malloc'd; NULL when out of memory. */

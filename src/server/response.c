@@ -191,6 +191,8 @@ static cJSON *usage_item(const srv_usage *u) {
     bool ok = put_num(o, "prompt_tokens", (double)u->prompt_tokens) &&
               put_num(o, "completion_tokens", (double)u->completion_tokens) &&
               put_num(o, "total_tokens", (double)(u->prompt_tokens + u->completion_tokens));
+    cJSON *details = ok ? cJSON_CreateObject() : NULL;
+    ok = ok && put(o, "prompt_tokens_details", details) && put_num(details, "cached_tokens", (double)u->cached_tokens);
     if (!ok) {
         cJSON_Delete(o);
         return NULL;

@@ -47,6 +47,7 @@ typedef struct srv_choice_view {
 
 typedef struct srv_usage {
     int64_t prompt_tokens, completion_tokens;
+    int64_t cached_tokens;  /* prompt tokens whose keys and values came from the prefix cache */
 } srv_usage;
 
 char *srv_json_error(const srv_error *e);

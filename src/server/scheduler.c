@@ -14,7 +14,7 @@
 
 typedef enum slot_state {
     SLOT_FREE,
-    SLOT_PREFILL,  /* a group's leader, feeding its prompt */
+    SLOT_PREFILL,  /* a group's leader feeding its prompt, or a preempted slot feeding its history again */
     SLOT_WAIT,     /* a follower, waiting for its leader's prompt cache */
     SLOT_DECODE,
     SLOT_DONE,     /* finished: released at the next reap */
@@ -31,6 +31,10 @@ typedef struct slot {
     int32_t *history;      /* prompt, then generated tokens */
     int32_t n_history, n_prompt;
     int32_t n_fed;         /* tokens in the cache */
+    int32_t n_target;      /* tokens to feed before sampling (the prompt), or before decoding again */
+    bool resume;           /* feeding its history again after a preemption: nothing is sampled */
+    bool looked_up;        /* the prefix cache was asked for the tokens to feed */
+    bool counted;          /* what it found of the prompt went into the job's cached tokens */
     int32_t row;           /* entry of the current batch holding this slot's logits, or -1 */
     double t_last;         /* when its last token came, 0 before the first */
 } slot;
@@ -146,7 +150,8 @@ static void reap(srv_sched *s) {
 static int init_slot(srv_sched *s, int32_t i, srv_job *j, int32_t p, int32_t choice, int32_t leader, nc_err *err) {
     slot *sl = &s->slots[i];
     *sl = (slot){.state = leader < 0 ? SLOT_PREFILL : SLOT_WAIT, .job = j, .prompt = p, .choice = choice,
-                 .leader = leader < 0 ? i : leader, .order = s->next_order++, .n_prompt = j->n_prompt[p], .row = -1};
+                 .leader = leader < 0 ? i : leader, .order = s->next_order++, .n_prompt = j->n_prompt[p], .row = -1,
+                 .n_target = j->n_prompt[p]};
     s->n_busy++;
     j->live_slots++;
     nc_sampler_params sp = j->sampling;
@@ -232,6 +237,19 @@ static void admit(srv_sched *s) {
             continue;
         }
         if (free_slots(s) < j->n) return;
+        /* the prompt's blocks, and one per choice for its first token (a copy of the shared last
+         * block): wait for them while others run; alone, the pool can never hold it */
+        int32_t need = (j->n_prompt[j->next_prompt] + NC_KV_BLOCK - 1) / NC_KV_BLOCK + j->n;
+        if (nc_kv_blocks_available(s->c) < need) {
+            if (s->n_busy > 0) return;
+            char msg[200];
+            snprintf(msg, sizeof msg, "the prompt needs %d blocks of the KV cache and the pool has %d (raise --kv-size)",
+                     need, nc_kv_blocks_available(s->c));
+            fail_job(j, 400, "invalid_request_error", msg);
+            remove_from(s->queue, &s->n_queue, j);
+            retire_if_done(s, j);
+            continue;
+        }
         start_group(s, j);
         if (j->next_prompt == j->n_prompts || job_dead(j)) {
             remove_from(s->queue, &s->n_queue, j);
@@ -242,28 +260,92 @@ static void admit(srv_sched *s) {
 
 /* ---- One step (engine thread, mu released) ------------------------------------------------- */
 
-/* Prompt chunks of prefilling leaders, oldest first, within the step's budget. A chunk ends at
- * the next multiple of the chunk size (or the prompt's end) whatever else is in the batch. */
-static int add_prefill(srv_sched *s, int n) {
+/* The cache of slot i goes back to the pool (its blocks stay cached for a while): a decoding slot
+ * feeds its history again later and goes on where it was (its sampler and stop state are kept, so
+ * the tokens are those it would have drawn); a prefilling one starts its prompt again. vLLM's
+ * preemption by recomputation. */
+static void preempt(srv_sched *s, int32_t i) {
+    slot *sl = &s->slots[i];
+    nc_kv_seq_clear(s->c, i);
+    if (sl->state == SLOT_DECODE) {
+        sl->state = SLOT_PREFILL;
+        sl->resume = true;
+        sl->n_target = sl->n_history - 1;
+    }
+    sl->n_fed = 0;
+    sl->looked_up = false;
+    srv_metrics_preempted(s->metrics);
+}
+
+/* Make `need` blocks available, preempting the slots admitted after sl (youngest first) that hold
+ * cells and are not in this step's batch. False when that is not enough. */
+static bool make_room(srv_sched *s, const slot *sl, int32_t need) {
+    while (nc_kv_blocks_available(s->c) < need) {
+        int32_t victim = -1;
+        for (int32_t i = 0; i < s->n_slots; i++) {
+            const slot *v = &s->slots[i];
+            if ((v->state == SLOT_DECODE || v->state == SLOT_PREFILL) && v->order > sl->order && v->row == -1 &&
+                nc_kv_seq_len(s->c, i) > 0 && (victim < 0 || v->order > s->slots[victim].order))
+                victim = i;
+        }
+        if (victim < 0) return false;
+        preempt(s, victim);
+    }
+    return true;
+}
+
+/* The first time a slot feeds its tokens, the prefix cache may hold some of them: a prompt's all
+ * but its last token (whose logits are wanted), a resumed history all of it. */
+static void look_up(srv_sched *s, slot *sl) {
+    int32_t seq = (int32_t)(sl - s->slots);
+    sl->looked_up = true;
+    sl->n_fed = nc_kv_seq_reuse_prefix(s->c, seq, sl->history, sl->n_target - !sl->resume);
+    if (!sl->resume && !sl->counted) {
+        sl->counted = true;
+        pthread_mutex_lock(&sl->job->mu);
+        sl->job->cached_tokens += sl->n_fed;
+        pthread_mutex_unlock(&sl->job->mu);
+    }
+}
+
+/* Feed chunks of prefilling slots, oldest first, within the step's budget and the pool (blocks
+ * `reserved` are already promised to the batch). A chunk ends at the next multiple of the chunk
+ * size (or the target) whatever else is in the batch. */
+static int add_prefill(srv_sched *s, int n, int32_t reserved) {
     int32_t budget = s->chunk;
     for (;;) {
         slot *next = NULL;
         for (int32_t i = 0; i < s->n_slots; i++) {
             slot *sl = &s->slots[i];
-            if (sl->state == SLOT_PREFILL && sl->row == -1 && sl->n_fed < sl->n_prompt &&
-                (!next || sl->order < next->order))
-                next = sl;
+            if (sl->state == SLOT_PREFILL && sl->row == -1 && (!next || sl->order < next->order)) next = sl;
         }
         if (!next) return n;
-        int32_t end = (next->n_fed / s->chunk + 1) * s->chunk;
-        if (end > next->n_prompt) end = next->n_prompt;
-        if (end - next->n_fed > budget) return n;
-        budget -= end - next->n_fed;
         int32_t seq = (int32_t)(next - s->slots);
+        if (!next->looked_up) {
+            look_up(s, next);
+            if (nc_kv_blocks_available(s->c) < reserved) { /* what it took was promised to the batch */
+                nc_kv_seq_clear(s->c, seq);
+                next->n_fed = 0;
+                next->looked_up = false;
+                return n;
+            }
+        }
+        if (next->resume && next->n_fed == next->n_target) { /* all of it was cached */
+            next->state = SLOT_DECODE;
+            continue;
+        }
+        int32_t end = (next->n_fed / s->chunk + 1) * s->chunk;
+        if (end > next->n_target) end = next->n_target;
+        int32_t need = nc_kv_blocks_needed(s->c, seq, end - next->n_fed);
+        if (end - next->n_fed > budget || !make_room(s, next, reserved + need)) return n;
+        budget -= end - next->n_fed;
+        reserved += need;
+        bool last = end == next->n_target;
         for (int32_t pos = next->n_fed; pos < end; pos++)
-            s->batch[n++] = (nc_batch_entry){next->history[pos], pos, seq, pos == next->n_prompt - 1};
-        next->row = end == next->n_prompt ? n - 1 : -2; /* -2: in this batch, no logits yet */
+            s->batch[n++] = (nc_batch_entry){next->history[pos], pos, seq, last && !next->resume && pos == end - 1};
+        next->row = last && !next->resume ? n - 1 : -2; /* -2: in this batch, no logits */
         next->n_fed = end;
+        if (last && next->resume) next->state = SLOT_DECODE; /* its last token goes in the next step */
     }
 }
 
@@ -329,16 +411,29 @@ static void fail_batch(srv_sched *s, const nc_err *err) {
     }
 }
 
+/* Decoding slots oldest first, each with the blocks its next token needs, preempting younger
+ * slots for them (or, when even that is not enough, itself); then prompt chunks. */
 static void step(srv_sched *s) {
     int n = 0;
-    for (int32_t i = 0; i < s->n_slots; i++) {
-        slot *sl = &s->slots[i];
-        sl->row = -1;
-        if (sl->state != SLOT_DECODE) continue;
+    int32_t reserved = 0;
+    for (int32_t i = 0; i < s->n_slots; i++) s->slots[i].row = -1;
+    for (;;) {
+        slot *sl = NULL;
+        for (int32_t i = 0; i < s->n_slots; i++) {
+            slot *c = &s->slots[i];
+            if (c->state == SLOT_DECODE && c->row == -1 && (!sl || c->order < sl->order)) sl = c;
+        }
+        if (!sl) break;
+        int32_t i = (int32_t)(sl - s->slots), need = nc_kv_blocks_needed(s->c, i, 1);
+        if (!make_room(s, sl, reserved + need)) {
+            preempt(s, i);
+            continue;
+        }
+        reserved += need;
         sl->row = n;
         s->batch[n++] = (nc_batch_entry){sl->history[sl->n_history - 1], sl->n_history - 1, i, true};
     }
-    n = add_prefill(s, n);
+    n = add_prefill(s, n, reserved);
     if (n == 0) return;
     nc_err err;
     if (nc_forward(s->c, s->batch, n, &err)) {
@@ -362,6 +457,9 @@ static void *engine_main(void *arg) {
         reap(s);
         admit(s);
         srv_metrics_gauges(s->metrics, s->n_queue, s->n_busy);
+        nc_kv_stats st;
+        nc_kv_get_stats(s->c, &st);
+        srv_metrics_kv(s->metrics, &st);
         if (s->n_busy == 0) {
             if (s->stopping) break;
             pthread_cond_wait(&s->wake, &s->mu);

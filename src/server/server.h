@@ -16,6 +16,7 @@ typedef struct srv_config {
     int port;              /* 0: a free port (see srv_port) */
     int32_t n_parallel;    /* slots: sequences decoded together */
     int32_t n_ctx;         /* context cells per slot (0: min(training context, 4096)) */
+    int64_t kv_cells;      /* tokens in the KV pool all slots share (0: n_parallel * n_ctx) */
     int32_t n_threads;     /* 0: all cores */
     int32_t max_queue;     /* requests allowed to wait beyond the slots */
     int32_t chunk;         /* prompt tokens prefilled per step */
