@@ -342,7 +342,8 @@ nc_finish nc_stopper_push(nc_stopper *s, int32_t token, const char **text, int32
 int32_t nc_stopper_n_tokens(const nc_stopper *s);  /* tokens pushed */
 
 /* Autoregressive generation of n_samples continuations of one prompt: the prompt is prefilled
- * once into sequence 0 and its cache copied to sequences 1..n_samples-1 (the context needs
+ * once into sequence 0 (the part the prefix cache holds, e.g. a chat's earlier turns, is taken
+ * from it) and its cache copied to sequences 1..n_samples-1 (the context needs
  * n_seq_max >= n_samples); every step runs all unfinished sequences in one nc_forward call.
  * Sample i draws with seed + i. */
 typedef struct nc_gen_params {
@@ -373,6 +374,7 @@ typedef struct nc_gen_result {
     int32_t n_samples;
     nc_gen_sample *samples;
     double t_prompt, t_gen;  /* seconds spent in prefill and in generation */
+    int32_t n_cached;        /* prompt tokens taken from the prefix cache (not computed again) */
 } nc_gen_result;
 
 int nc_generate(nc_context *c, const nc_model *m, const int32_t *prompt, int32_t n_prompt, const nc_gen_params *p,

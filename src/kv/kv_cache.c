@@ -600,7 +600,11 @@ int32_t kv_seq_reuse_prefix(kv_cache *kv, int32_t seq, const int32_t *tokens, in
         h = hh;
     }
     int32_t part, src = best_continuation(kv, h, tokens + m, n - m, &part);
-    if (src >= 0) {
+    if (src >= 0 && kv->blocks[src].ref == 0) { /* nobody holds it: it becomes this sequence's */
+        block_hold(kv, q->table[i] = src);
+        if (!kv->blocks[src].indexed) kv->blocks[src].n = part; /* an indexed one is copied on write */
+        m += part;
+    } else if (src >= 0) {
         block_hold(kv, src); /* so that taking a new block does not reclaim it */
         int32_t b = block_take_new(kv);
         if (b >= 0) {

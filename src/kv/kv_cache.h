@@ -14,7 +14,8 @@
  * tokens up to its end; when a sequence lets go of a block that is indexed (or of a partly filled
  * block, kept for its tokens), the block stays in the pool, least recently used first to be
  * reclaimed. kv_seq_reuse_prefix finds the longest cached prefix of a token list: whole blocks
- * are shared, the first block that matches only in part is copied up to where it differs.
+ * are shared; of the first block that matches only in part, a cached one nobody holds is taken
+ * over, one another sequence holds is copied up to where it differs.
  *
  * Sliding-window layers keep only their window: a ring of `ring` cells per sequence in which
  * position p lives in cell p % ring (ring is a multiple of KV_BLOCK, so a span of positions

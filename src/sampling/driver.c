@@ -27,6 +27,7 @@ typedef struct gen_run {
     nc_context *c;
     const nc_model *m;
     int32_t n_prompt, n_vocab, n_seq, max_tokens;
+    int32_t n_cached;  /* prompt tokens the prefix cache held */
     bool logprobs;     /* the events carry nc_sample_info */
     gen_seq *seq;
     nc_batch_entry *batch;
@@ -72,12 +73,15 @@ static int run_init(gen_run *g, const int32_t *prompt, const nc_gen_params *p, n
     return 0;
 }
 
-/* Prompt into sequence 0, then its cache copied to every other sample's sequence. */
+/* Prompt into sequence 0 (what the prefix cache holds of it is not computed again), then its cache
+ * copied to every other sample's sequence. */
 static int prefill(gen_run *g, const int32_t *prompt, nc_err *err) {
     nc_kv_seq_clear(g->c, 0);
-    for (int32_t i = 0; i < g->n_prompt; i++) g->batch[i] = (nc_batch_entry){prompt[i], i, 0, i == g->n_prompt - 1};
-    if (nc_forward(g->c, g->batch, g->n_prompt, err)) return -1;
-    memcpy(g->first_logits, nc_logits(g->c, g->n_prompt - 1), (size_t)g->n_vocab * sizeof *g->first_logits);
+    int32_t from = g->n_cached = nc_kv_seq_reuse_prefix(g->c, 0, prompt, g->n_prompt - 1);
+    for (int32_t i = from; i < g->n_prompt; i++)
+        g->batch[i - from] = (nc_batch_entry){prompt[i], i, 0, i == g->n_prompt - 1};
+    if (nc_forward(g->c, g->batch, g->n_prompt - from, err)) return -1;
+    memcpy(g->first_logits, nc_logits(g->c, g->n_prompt - 1 - from), (size_t)g->n_vocab * sizeof *g->first_logits);
     for (int32_t i = 1; i < g->n_seq; i++)
         if (nc_kv_seq_copy(g->c, 0, i, err))
             return nc_fail_prefix(err, "%d samples need a context with n_seq_max >= %d", g->n_seq, g->n_seq);
@@ -133,6 +137,7 @@ static int generate(gen_run *g, const int32_t *prompt, nc_gen_callback cb, void 
         if (nc_forward(g->c, g->batch, n_batch, err)) return -1;
     }
     out->t_prompt = t1 - t0;
+    out->n_cached = g->n_cached;
     out->t_gen = sampling_now() - t1;
     return collect(g, out, err);
 }

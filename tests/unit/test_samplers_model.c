@@ -314,13 +314,23 @@ static void test_driver(void) {
     CHECK(single.n_samples == 1 && same_tokens(&single.samples[0], &one.samples[0]));
     nc_gen_result_free(&one);
     nc_gen_result_free(&two);
-    nc_gen_result_free(&single);
     /* more samples than sequences is refused */
     gp.n_samples = 2;
     nc_context *c = context(1, 1, 64);
     nc_gen_result g;
     nc_err err;
     CHECK(nc_generate(c, model, PROMPT, 5, &gp, NULL, NULL, &g, &err) == -1 && strstr(err.msg, "n_seq_max >= 2"));
+    nc_context_free(c);
+    /* the same context again: the prompt comes from the prefix cache, the tokens are the same */
+    gp.n_samples = 1;
+    c = context(1, 2, 64);
+    nc_gen_result first, again;
+    CHECK(nc_generate(c, model, PROMPT, 5, &gp, NULL, NULL, &first, &err) == 0 && first.n_cached == 0);
+    CHECK(nc_generate(c, model, PROMPT, 5, &gp, NULL, NULL, &again, &err) == 0 && again.n_cached == 4);
+    CHECK(same_tokens(&first.samples[0], &again.samples[0]) && same_tokens(&first.samples[0], &single.samples[0]));
+    nc_gen_result_free(&single);
+    nc_gen_result_free(&first);
+    nc_gen_result_free(&again);
     nc_context_free(c);
 }
 

@@ -66,12 +66,15 @@ static void test_completion(void) {
     srv_choice_view c[2] = {{.index = 0, .text = "t3\xE2", .n_text = 3, .logprobs = true, .lp = lp, .n_lp = 2,
                              .finish = NC_FINISH_LENGTH},
                             {.index = 1, .text = "ok", .n_text = 2, .finish = NC_FINISH_STOP}};
-    srv_usage u = {5, 4};
+    srv_usage u = {5, 4, 3};
     cJSON *j = parsed(srv_json_response(&m, c, 2, &u));
     CHECK(!strcmp(str(j, "id", NULL), "cmpl-1") && !strcmp(str(j, "object", NULL), "text_completion"));
     CHECK(num(j, "created", NULL) == 1700000000 && !strcmp(str(j, "model", NULL), "stories"));
     CHECK(num(j, "usage", "prompt_tokens") == 5 && num(j, "usage", "completion_tokens") == 4 &&
           num(j, "usage", "total_tokens") == 9);
+    const cJSON *details = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "usage"),
+                                                            "prompt_tokens_details");
+    CHECK(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(details, "cached_tokens")) == 3);
     const cJSON *ch = cJSON_GetObjectItemCaseSensitive(j, "choices");
     CHECK(cJSON_GetArraySize(ch) == 2);
     const cJSON *c0 = cJSON_GetArrayItem(ch, 0), *c1 = cJSON_GetArrayItem(ch, 1);
@@ -97,7 +100,7 @@ static void test_chat(void) {
     srv_logprob lp = {.token = 8, .logprob = -0.25f, .n_top = 1, .top = {{8, -0.25f}}};
     srv_choice_view c = {.index = 0, .text = "\xC3\xA9", .n_text = 2, .logprobs = true, .lp = &lp, .n_lp = 1,
                          .finish = NC_FINISH_STOP};
-    srv_usage u = {3, 1};
+    srv_usage u = {3, 1, 0};
     cJSON *j = parsed(srv_json_response(&m, &c, 1, &u));
     CHECK(!strcmp(str(j, "object", NULL), "chat.completion"));
     const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0);
@@ -131,7 +134,7 @@ static void test_chunks(void) {
     CHECK(!strcmp(str(c0, "finish_reason", NULL), "length") && !cJSON_GetObjectItemCaseSensitive(j, "usage"));
     cJSON_Delete(j);
 
-    srv_usage u = {2, 7};
+    srv_usage u = {2, 7, 0};
     j = parsed(srv_json_usage_chunk(&m, &u));
     CHECK(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "choices")) == 0 && num(j, "usage", "total_tokens") == 9);
     cJSON_Delete(j);
