@@ -261,7 +261,7 @@ void nc_context_free(nc_context *c) {
     free(c);
 }
 
-int32_t nc_context_n_ctx(const nc_context *c) { return c->fwd.kv.n_ctx; }
+int32_t nc_context_n_ctx(const nc_context *c) { return kv_n_ctx(&c->fwd.kv); }
 int32_t nc_context_n_threads(const nc_context *c) { return c->n_threads; }
 
 int nc_forward(nc_context *c, const nc_batch_entry *batch, int n, nc_err *err) {
@@ -272,7 +272,7 @@ const float *nc_logits(const nc_context *c, int i) { return fwd_logits(&c->fwd, 
 
 _Static_assert(NC_KV_BLOCK == KV_BLOCK, "one block size");
 
-static bool seq_ok(const nc_context *c, int32_t seq) { return seq >= 0 && seq < c->fwd.kv.n_seq; }
+static bool seq_ok(const nc_context *c, int32_t seq) { return seq >= 0 && seq < kv_n_seq(&c->fwd.kv); }
 int32_t nc_kv_seq_len(const nc_context *c, int32_t seq) { return seq_ok(c, seq) ? kv_seq_len(&c->fwd.kv, seq) : 0; }
 void nc_kv_seq_clear(nc_context *c, int32_t seq) { kv_seq_truncate(&c->fwd.kv, seq, 0); }
 void nc_kv_seq_truncate(nc_context *c, int32_t seq, int32_t n_keep) { kv_seq_truncate(&c->fwd.kv, seq, n_keep); }

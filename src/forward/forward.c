@@ -993,9 +993,9 @@ static int prepare_outputs(fwd_state *s, const nc_batch_entry *batch, int n, nc_
 /* Check every entry and claim its cache cell before computing anything, so a bad batch leaves
  * the cache as it was. */
 static int claim_cells(fwd_state *s, const nc_batch_entry *batch, int n, int32_t *cells, nc_err *err) {
-    int32_t *saved = malloc((size_t)s->kv.n_seq * sizeof *saved);
+    int32_t *saved = malloc((size_t)kv_n_seq(&s->kv) * sizeof *saved);
     if (!saved) return nc_fail(err, "out of memory");
-    for (int32_t q = 0; q < s->kv.n_seq; q++) saved[q] = kv_seq_len(&s->kv, q);
+    for (int32_t q = 0; q < kv_n_seq(&s->kv); q++) saved[q] = kv_seq_len(&s->kv, q);
     for (int i = 0; i < n; i++) {
         int32_t tok = batch[i].token;
         if (tok < 0 || tok >= s->m->hp.n_vocab) {
@@ -1011,7 +1011,7 @@ static int claim_cells(fwd_state *s, const nc_batch_entry *batch, int n, int32_t
     free(saved);
     return 0;
 fail:
-    for (int32_t q = 0; q < s->kv.n_seq; q++) kv_seq_truncate(&s->kv, q, saved[q]);
+    for (int32_t q = 0; q < kv_n_seq(&s->kv); q++) kv_seq_truncate(&s->kv, q, saved[q]);
     free(saved);
     return -1;
 }

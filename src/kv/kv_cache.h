@@ -95,6 +95,8 @@ int kv_init(kv_cache *kv, int32_t n_layer, int32_t n_seq, int32_t n_ctx, int32_t
 void kv_free(kv_cache *kv);
 
 static inline bool kv_is_ring(const kv_cache *kv, int layer) { return kv->in_ring[layer]; }
+static inline int32_t kv_n_seq(const kv_cache *kv) { return kv->n_seq; }
+static inline int32_t kv_n_ctx(const kv_cache *kv) { return kv->n_ctx; }
 static inline int32_t kv_seq_len(const kv_cache *kv, int32_t seq) { return kv->seqs[seq].len; }
 static inline const int32_t *kv_positions(const kv_cache *kv, int seq) { return kv->seqs[seq].pos; }
 static inline const int32_t *kv_tokens(const kv_cache *kv, int seq) { return kv->seqs[seq].tok; }
