@@ -564,7 +564,7 @@ int srv_start(srv_server **out, nc_model *m, const srv_config *cfg, nc_err *err)
         goto fail;
     }
     nc_context_params cp = {.n_ctx = cfg->n_ctx, .n_seq_max = cfg->n_parallel, .n_threads = cfg->n_threads,
-                            .n_batch = cfg->n_parallel + cfg->chunk};
+                            .n_batch = cfg->n_parallel + cfg->chunk, .type_k = cfg->type_k, .type_v = cfg->type_v};
     if (nc_context_new(&sv->c, m, &cp, err)) goto fail;
     if (srv_model_ctx_init(&sv->mc, m, nc_context_n_ctx(sv->c), cfg->n_parallel, sv->note, sizeof sv->note, err))
         goto fail;
