@@ -134,11 +134,37 @@ int cli_tokenize(const nc_model *m, const char *text, bool add_special, int32_t 
     return n;
 }
 
-bool cli_cache_type(const char *flag, const char *s, bool *kv_f32) {
-    if (!strcmp(s, "f16") || !strcmp(s, "f32")) {
-        *kv_f32 = !strcmp(s, "f32");
-        return true;
-    }
-    fprintf(stderr, "error: %s: expected f16 or f32, got '%s'\n", flag, s);
+static const char *const cache_names[] = {[NC_CACHE_F16] = "f16", [NC_CACHE_F32] = "f32", [NC_CACHE_Q8_0] = "q8_0",
+                                          [NC_CACHE_Q4_0] = "q4_0"};
+
+const char *cli_cache_type_name(nc_cache_type t) {
+    return (unsigned)t < sizeof cache_names / sizeof cache_names[0] ? cache_names[t] : "?";
+}
+
+static bool cache_type(const char *flag, const char *s, nc_cache_type *out) {
+    for (size_t i = 0; i < sizeof cache_names / sizeof cache_names[0]; i++)
+        if (!strcmp(s, cache_names[i])) {
+            *out = (nc_cache_type)i;
+            return true;
+        }
+    fprintf(stderr, "error: %s: expected f16, f32, q8_0 or q4_0, got '%s'\n", flag, s);
     return false;
+}
+
+const char *cli_cache_types(nc_cache_type k, nc_cache_type v, char buf[16]) {
+    if (k == v) return cli_cache_type_name(k);
+    snprintf(buf, 16, "%s/%s", cli_cache_type_name(k), cli_cache_type_name(v));
+    return buf;
+}
+
+int cli_cache_arg(int argc, char **argv, int *i, nc_cache_type *k, nc_cache_type *v) {
+    const char *a = argv[*i], *s;
+    bool both = !strcmp(a, "--cache-type"), keys = !strcmp(a, "--cache-type-k") || !strcmp(a, "-ctk"),
+         values = !strcmp(a, "--cache-type-v") || !strcmp(a, "-ctv");
+    if (!both && !keys && !values) return 0;
+    nc_cache_type t;
+    if (!(s = cli_value(argc, argv, i)) || !cache_type(a, s, &t)) return -1;
+    if (both || keys) *k = t;
+    if (both || values) *v = t;
+    return 1;
 }

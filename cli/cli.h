@@ -13,8 +13,17 @@ bool cli_float(const char *flag, const char *s, double lo, double hi, double *ou
 bool cli_u64(const char *flag, const char *s, uint64_t *out);
 /* "1,2,3" -> ids (malloc'd); false with a message on a bad list. */
 bool cli_ids(const char *flag, const char *s, int32_t **ids, int *n);
-/* --cache-type f16|f32 */
-bool cli_cache_type(const char *flag, const char *s, bool *kv_f32);
+/* The KV cache flags: --cache-type-k / -ctk T (keys), --cache-type-v / -ctv T (values),
+ * --cache-type T (both), T one of f16, f32, q8_0, q4_0. 1: argv[*i] was one, consumed with its
+ * value; 0: not one; -1: refused (message printed). */
+int cli_cache_arg(int argc, char **argv, int *i, nc_cache_type *k, nc_cache_type *v);
+const char *cli_cache_type_name(nc_cache_type t);
+/* Both, for reports: "f16" when keys and values share the type, else "q8_0/q4_0" (keys/values). */
+const char *cli_cache_types(nc_cache_type k, nc_cache_type v, char buf[16]);
+#define CLI_CACHE_USAGE "[--cache-type-k T] [--cache-type-v T]"
+#define CLI_CACHE_HELP                                                                                        \
+    "  --cache-type-k T, --cache-type-v T  KV cache keys / values: f16 (default), f32, q8_0, q4_0 (-ctk, -ctv;\n" \
+    "                     --cache-type T sets both; q8_0 and q4_0 need a head_dim that is a multiple of 32)\n"
 /* The value after a flag, or NULL with a message when argv ends. */
 const char *cli_value(int argc, char **argv, int *i);
 

@@ -12,7 +12,8 @@
 typedef struct bench_opts {
     const char *model;
     long n_prompt, n_gen, threads, reps;
-    bool json, no_bandwidth, kv_f32, fast;
+    bool json, no_bandwidth, fast;
+    nc_cache_type type_k, type_v;
 } bench_opts;
 
 typedef struct stats { double mean, sd; } stats;
@@ -35,18 +36,21 @@ static int parse(int argc, char **argv, bench_opts *o) {
     *o = (bench_opts){.n_prompt = 128, .n_gen = 64, .reps = 5};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
+        int r = cli_cache_arg(argc, argv, &i, &o->type_k, &o->type_v);
+        if (r < 0) return 2;
+        if (r > 0) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(o->model = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(a, "-p")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 0, 1 << 16, &o->n_prompt)) return 2; }
         else if (!strcmp(a, "-n")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 0, 1 << 16, &o->n_gen)) return 2; }
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 512, &o->threads)) return 2; }
         else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 1000, &o->reps)) return 2; }
         else if (!strcmp(a, "--json")) o->json = true;
-        else if (!strcmp(a, "--cache-type")) { if (!(v = cli_value(argc, argv, &i)) || !cli_cache_type(a, v, &o->kv_f32)) return 2; }
         else if (!strcmp(a, "--no-bandwidth")) o->no_bandwidth = true;
         else if (!strcmp(a, "--fast")) o->fast = true;
         else {
             fprintf(stderr, "error: bench: unknown option '%s'\n"
-                            "usage: nucleus bench [-m MODEL] [-p 128] [-n 64] [-t THREADS] [-r 5] [--cache-type f16|f32] [--fast] [--json] [--no-bandwidth]\n", a);
+                            "usage: nucleus bench [-m MODEL] [-p 128] [-n 64] [-t THREADS] [-r 5] " CLI_CACHE_USAGE " [--fast] [--json] [--no-bandwidth]\n"
+                            CLI_CACHE_HELP, a);
             return 2;
         }
     }
@@ -110,7 +114,8 @@ int cmd_bench(int argc, char **argv) {
     nc_model_info info;
     nc_model_get_info(m, &info);
     long n_tok = o.n_prompt > o.n_gen ? o.n_prompt : o.n_gen;
-    nc_context_params cp = {.n_ctx = (int32_t)(n_tok + 1), .n_threads = (int32_t)o.threads, .kv_f32 = o.kv_f32, .fast = o.fast};
+    nc_context_params cp = {.n_ctx = (int32_t)(n_tok + 1), .n_threads = (int32_t)o.threads, .type_k = o.type_k,
+                            .type_v = o.type_v, .fast = o.fast};
     if (nc_context_new(&c, m, &cp, &err)) goto fail;
     toks = malloc((size_t)(n_tok + 1) * sizeof *toks);
     if (!toks) { snprintf(err.msg, sizeof err.msg, "out of memory"); goto fail; }
@@ -126,22 +131,25 @@ int cmd_bench(int argc, char **argv) {
     double pct = ceiling > 0 ? 100.0 * tg.mean / ceiling : 0;
     char kern[64]; /* the kernel set, and the fast mode when on */
     snprintf(kern, sizeof kern, "%s%s", nc_kernels_name(), o.fast ? " fast" : "");
+    const char *tk = cli_cache_type_name(o.type_k), *tv = cli_cache_type_name(o.type_v);
+    char buf[16];
+    const char *kvt = cli_cache_types(o.type_k, o.type_v, buf);
     if (o.json) {
         printf("{\"model\": \"%s\", \"arch\": \"%s\", \"file_bytes\": %llu, \"decode_bytes\": %llu, \"threads\": %d, "
-               "\"kernels\": \"%s\", \"fast\": %s, \"repetitions\": %ld, \"pp\": {\"tokens\": %ld, \"mean\": %.2f, \"sd\": %.2f}, "
+               "\"kernels\": \"%s\", \"fast\": %s, \"type_k\": \"%s\", \"type_v\": \"%s\", \"repetitions\": %ld, \"pp\": {\"tokens\": %ld, \"mean\": %.2f, \"sd\": %.2f}, "
                "\"tg\": {\"tokens\": %ld, \"mean\": %.2f, \"sd\": %.2f}, \"read_bandwidth\": %.0f, "
                "\"decode_ceiling\": %.2f, \"decode_pct_of_ceiling\": %.1f}\n",
                base_name(o.model), info.arch, (unsigned long long)info.file_bytes,
-               (unsigned long long)info.decode_bytes, threads, nc_kernels_name(), o.fast ? "true" : "false", o.reps, o.n_prompt, pp.mean, pp.sd,
+               (unsigned long long)info.decode_bytes, threads, nc_kernels_name(), o.fast ? "true" : "false", tk, tv, o.reps, o.n_prompt, pp.mean, pp.sd,
                o.n_gen, tg.mean, tg.sd, bw, ceiling, pct);
     } else {
-        printf("| model | size | threads | kernels | test | tokens/s |\n|---|---|---|---|---|---|\n");
+        printf("| model | size | threads | kernels | KV cache | test | tokens/s |\n|---|---|---|---|---|---|---|\n");
         if (o.n_prompt > 0)
-            printf("| %s | %.1f MB | %d | %s | pp%ld | %.2f ± %.2f |\n", base_name(o.model), info.file_bytes / 1e6,
-                   threads, kern, o.n_prompt, pp.mean, pp.sd);
+            printf("| %s | %.1f MB | %d | %s | %s | pp%ld | %.2f ± %.2f |\n", base_name(o.model), info.file_bytes / 1e6,
+                   threads, kern, kvt, o.n_prompt, pp.mean, pp.sd);
         if (o.n_gen > 0)
-            printf("| %s | %.1f MB | %d | %s | tg%ld | %.2f ± %.2f |\n", base_name(o.model), info.file_bytes / 1e6,
-                   threads, kern, o.n_gen, tg.mean, tg.sd);
+            printf("| %s | %.1f MB | %d | %s | %s | tg%ld | %.2f ± %.2f |\n", base_name(o.model), info.file_bytes / 1e6,
+                   threads, kern, kvt, o.n_gen, tg.mean, tg.sd);
         if (bw > 0)
             printf("\nmemory read bandwidth %.1f GB/s (%d threads); decode reads %.1f MB per token, so its ceiling is "
                    "%.1f tokens/s; tg%ld runs at %.0f%% of it\n",

@@ -13,6 +13,7 @@
 typedef struct run_opts {
     const char *model, *prompt;
     long threads, ctx;
+    nc_cache_type type_k, type_v;
     cli_decoding dec;
 } run_opts;
 
@@ -23,7 +24,8 @@ static double now_s(void) {
 }
 
 static void usage_to(FILE *out) {
-    fprintf(out, "usage: nucleus run [-m MODEL] -p PROMPT [-n N] [-t THREADS] [-c CTX] [decoding options]\n%s",
+    fprintf(out, "usage: nucleus run [-m MODEL] -p PROMPT [-n N] [-t THREADS] [-c CTX] " CLI_CACHE_USAGE
+                 " [decoding options]\n" CLI_CACHE_HELP "%s",
             cli_decoding_usage());
 }
 
@@ -47,6 +49,7 @@ static int parse(int argc, char **argv, run_opts *o) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage_to(stdout); return -1; }
         int r = cli_decoding_arg(argc, argv, &i, &o->dec);
+        if (r == 0) r = cli_cache_arg(argc, argv, &i, &o->type_k, &o->type_v);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(o->model = cli_value(argc, argv, &i))) return 2; }
@@ -288,7 +291,8 @@ static void print_stats(const run_opts *o, const nc_model_info *info, nc_context
     fprintf(stderr, "\n[model] %s: %s, %d layers, %.1f MB, kernels %s, %d threads, seed %llu\n", o->model, info->arch,
             info->n_layer, info->file_bytes / 1e6, nc_kernels_name(), nc_context_n_threads(c),
             (unsigned long long)o->dec.sp.seed);
-    fprintf(stderr, "[kv cache] %.1f KiB per token, %.2f MiB for %d tokens\n", nc_kv_bytes_per_token(c) / 1024.0,
+    fprintf(stderr, "[kv cache] keys %s, values %s: %.1f KiB per token, %.2f MiB for %d tokens\n",
+            cli_cache_type_name(o->type_k), cli_cache_type_name(o->type_v), nc_kv_bytes_per_token(c) / 1024.0,
             nc_kv_bytes_total(c) / (1024.0 * 1024.0), nc_context_n_ctx(c));
     fprintf(stderr, "[time] load %.1f ms | prompt %d tokens, %.1f tok/s | generated %d tokens, %.1f tok/s | stop: %s\n",
             t_load * 1e3, n_prompt, n_prompt / (st->t_prompt > 0 ? st->t_prompt : 1e-9), st->n_gen,
@@ -336,7 +340,8 @@ int cmd_run(int argc, char **argv) {
         goto fail;
     }
     nc_context_params cp = {.n_ctx = (int32_t)n_ctx, .n_threads = (int32_t)o.threads,
-                            .n_seq_max = o.dec.use_beams ? o.dec.beam.n_beams : o.dec.n_samples};
+                            .n_seq_max = o.dec.use_beams ? o.dec.beam.n_beams : o.dec.n_samples,
+                            .type_k = o.type_k, .type_v = o.type_v};
     if (nc_context_new(&c, m, &cp, &err)) goto fail;
     double t_load = now_s() - t0;
     describe_chain(m, info.n_vocab, &o.dec);

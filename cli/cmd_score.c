@@ -76,9 +76,13 @@ int cmd_score(int argc, char **argv) {
     int32_t *ids = NULL;
     int n_ids = 0;
     long top = 5, greedy = 0, threads = 0, ctx = 0;
-    bool all = false, kv_f32 = false, fast = false;
+    bool all = false, fast = false;
+    nc_cache_type type_k = NC_CACHE_F16, type_v = NC_CACHE_F16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
+        int r = cli_cache_arg(argc, argv, &i, &type_k, &type_v);
+        if (r < 0) { free(ids); return 2; }
+        if (r > 0) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(path = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(a, "--ids")) { if (!(v = cli_value(argc, argv, &i)) || !cli_ids(a, v, &ids, &n_ids)) return 2; }
         else if (!strcmp(a, "--top")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 1 << 20, &top)) return 2; }
@@ -87,10 +91,10 @@ int cmd_score(int argc, char **argv) {
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 1 << 24, &ctx)) return 2; }
         else if (!strcmp(a, "--all")) all = true;
         else if (!strcmp(a, "--fast")) fast = true;
-        else if (!strcmp(a, "--cache-type")) { if (!(v = cli_value(argc, argv, &i)) || !cli_cache_type(a, v, &kv_f32)) { free(ids); return 2; } }
         else {
             fprintf(stderr, "error: score: unknown option '%s'\n"
-                            "usage: nucleus score [-m MODEL] --ids 1,2,3 [--all] [--top K] [--greedy N] [-t THREADS] [-c CTX] [--cache-type f16|f32] [--fast]\n", a);
+                            "usage: nucleus score [-m MODEL] --ids 1,2,3 [--all] [--top K] [--greedy N] [-t THREADS] [-c CTX] " CLI_CACHE_USAGE " [--fast]\n"
+                            CLI_CACHE_HELP, a);
             free(ids);
             return 2;
         }
@@ -118,7 +122,8 @@ int cmd_score(int argc, char **argv) {
             fprintf(stderr, "error: --ids: token id %d is outside the vocabulary 0..%d\n", ids[i], info.n_vocab - 1);
             goto done;
         }
-    nc_context_params cp = {.n_ctx = ctx ? (int32_t)ctx : total, .n_threads = (int32_t)threads, .kv_f32 = kv_f32, .fast = fast};
+    nc_context_params cp = {.n_ctx = ctx ? (int32_t)ctx : total, .n_threads = (int32_t)threads, .type_k = type_k,
+                            .type_v = type_v, .fast = fast};
     if (nc_context_new(&c, m, &cp, &err)) { rc = fail(&err); goto done; }
     lp = malloc((size_t)info.n_vocab * sizeof *lp);
     if (!lp) { fprintf(stderr, "error: out of memory\n"); goto done; }

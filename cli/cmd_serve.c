@@ -13,13 +13,15 @@
 #define USAGE                                                                                                  \
     "usage: nucleus serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [-t THREADS]\n"  \
     "                     [--api-key KEY] [--max-queue Q] [--prefill-chunk N] [--kv-size N]\n"                 \
+    "                     " CLI_CACHE_USAGE "\n"                                                            \
     "  --parallel N       slots: requests (choices) decoded together (default 4)\n"                            \
     "  -c CTX             context per slot in tokens (default: the model's, at most 4096)\n"                   \
     "  --kv-size N        tokens of KV cache all slots share, in blocks of 256 (default: parallel x CTX);\n"  \
     "                     a slot holds what it uses, prompts' blocks stay cached for reuse\n"                \
     "  --max-queue Q      requests that may wait for a slot; past them, 503 (default 64)\n"                    \
     "  --prefill-chunk N  prompt tokens prefilled per step, alongside the decoding slots (default 256)\n"      \
-    "  --port 0           picks a free port (printed)\n"
+    "  --port 0           picks a free port (printed)\n"                                                       \
+    CLI_CACHE_HELP
 
 typedef struct serve_opts {
     const char *model;
@@ -37,6 +39,9 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool ok = true;
+        int r = cli_cache_arg(argc, argv, &i, &o->cfg.type_k, &o->cfg.type_v);
+        if (r < 0) return 2;
+        if (r > 0) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) ok = (o->model = cli_value(argc, argv, &i)) != NULL;
         else if (!strcmp(a, "--host")) ok = (o->cfg.host = cli_value(argc, argv, &i)) != NULL;
         else if (!strcmp(a, "--api-key")) ok = (o->cfg.api_key = cli_value(argc, argv, &i)) != NULL;
@@ -128,8 +133,10 @@ int cmd_serve(int argc, char **argv) {
         return 1;
     }
     if (*srv_note(sv)) fprintf(stderr, "note: %s\n", srv_note(sv));
-    fprintf(stderr, "nucleus serve: %s, %d slots, %s kernels\nlistening on http://%s%s%s:%d\n", o.cfg.model_id,
-            o.cfg.n_parallel, nc_kernels_name(), strchr(o.cfg.host, ':') ? "[" : "", o.cfg.host,
+    char kvt[16];
+    fprintf(stderr, "nucleus serve: %s, %d slots, %s kernels, KV cache %s\nlistening on http://%s%s%s:%d\n",
+            o.cfg.model_id, o.cfg.n_parallel, nc_kernels_name(), cli_cache_types(o.cfg.type_k, o.cfg.type_v, kvt),
+            strchr(o.cfg.host, ':') ? "[" : "", o.cfg.host,
             strchr(o.cfg.host, ':') ? "]" : "", srv_port(sv));
     wait_for_stop_signal();
     fprintf(stderr, "nucleus serve: %s, stopping\n", stop_signal == SIGINT ? "SIGINT" : "SIGTERM");

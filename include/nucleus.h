@@ -99,6 +99,13 @@ int nc_detok_flush(nc_detok *d, char *out, int cap);
 
 typedef struct nc_context nc_context;
 
+/* Element types of the KV cache, as llama.cpp names them (--cache-type-k / --cache-type-v):
+ * f16 (the default), f32, and GGML's q8_0 / q4_0 blocks (32 elements and an f16 scale: 34 / 18
+ * bytes per 32), which take about half / a quarter of f16's memory and move the log-probabilities
+ * further from the exact ones (README, Correctness). The quantised types need a head_dim that is a
+ * multiple of 32; nc_context_new refuses them for other models. */
+typedef enum nc_cache_type { NC_CACHE_F16 = 0, NC_CACHE_F32, NC_CACHE_Q8_0, NC_CACHE_Q4_0 } nc_cache_type;
+
 typedef struct nc_context_params {
     int32_t n_ctx;        /* cells per sequence (0: min(model's training context, 4096)) */
     int32_t n_seq_max;    /* sequences the KV cache holds (0: 1) */
@@ -106,7 +113,8 @@ typedef struct nc_context_params {
                              (0: n_seq_max * n_ctx, room for every sequence to fill its context) */
     int32_t n_threads;    /* 0: all online cores */
     int32_t n_batch;      /* tokens per internal micro-batch (0: 512) */
-    bool kv_f32;          /* keep the KV cache in F32 instead of F16 */
+    nc_cache_type type_k; /* the KV cache's keys (0: f16) */
+    nc_cache_type type_v; /* and values (0: f16) */
     bool fast;            /* int8 activations for Q8_0/Q4_0 weights' normalised inputs (faster prefill) */
 } nc_context_params;
 

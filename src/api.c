@@ -228,6 +228,15 @@ int nc_detok_flush(nc_detok *d, char *out, int cap) { return vocab_stream_flush(
 
 /* ---- inference ---- */
 
+/* The element type of a cache type; false for a value outside the enum. */
+static bool cache_ggml_type(nc_cache_type t, uint32_t *out) {
+    static const uint32_t types[] = {[NC_CACHE_F16] = GGML_TYPE_F16, [NC_CACHE_F32] = GGML_TYPE_F32,
+                                     [NC_CACHE_Q8_0] = GGML_TYPE_Q8_0, [NC_CACHE_Q4_0] = GGML_TYPE_Q4_0};
+    if ((unsigned)t >= sizeof types / sizeof types[0]) return false;
+    *out = types[t];
+    return true;
+}
+
 int nc_context_new(nc_context **out, nc_model *m, const nc_context_params *p, nc_err *err) {
     *out = NULL;
     nc_context_params d = p ? *p : (nc_context_params){0};
@@ -242,12 +251,16 @@ int nc_context_new(nc_context **out, nc_model *m, const nc_context_params *p, nc
     }
     if (d.n_threads > 512) return nc_fail(err, "n_threads %d is above the limit of 512", d.n_threads);
     if (d.n_batch == 0) d.n_batch = 512;
+    uint32_t type_k, type_v;
+    if (!cache_ggml_type(d.type_k, &type_k) || !cache_ggml_type(d.type_v, &type_v))
+        return nc_fail(err, "cache types %d (keys) and %d (values): each must be an nc_cache_type (f16, f32, q8_0, q4_0)",
+                       (int)d.type_k, (int)d.type_v);
     nc_context *c = calloc(1, sizeof *c);
     if (!c) return nc_fail(err, "out of memory");
     c->model = m;
     c->n_threads = d.n_threads;
     if (fwd_init(&c->fwd, m->m, d.n_ctx, d.n_seq_max, d.n_threads, d.n_batch, d.kv_cells,
-                 d.kv_f32 ? GGML_TYPE_F32 : GGML_TYPE_F16, d.fast, err)) {
+                 type_k, type_v, d.fast, err)) {
         free(c);
         return -1;
     }

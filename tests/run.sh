@@ -42,6 +42,7 @@ for isa in avx2 scalar; do
     run_suite "reference ($isa)" env NUCLEUS_ISA=$isa bash tests/e2e/reference.sh
     run_suite "archs ($isa)" env NUCLEUS_ISA=$isa bash tests/e2e/archs.sh --forms gguf,hf
     run_suite "quants ($isa)" env NUCLEUS_ISA=$isa bash tests/e2e/quants.sh
+    run_suite "kv_quant ($isa)" env NUCLEUS_ISA=$isa bash tests/e2e/kv_quant.sh
 done
 
 if [ ${#failed_suites[@]} -ne 0 ]; then echo "failing suites: ${failed_suites[*]}"; fi

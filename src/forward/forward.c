@@ -92,13 +92,16 @@ static int32_t ring_cells(const model *m, int32_t n_ctx, int32_t n_batch) {
     return m->hp.swa_window > 0 && r < n_ctx ? (int32_t)r : 0;
 }
 
-static int init_cache(fwd_state *s, int32_t n_ctx, int32_t n_seq, int64_t n_cells, uint32_t kv_type, nc_err *err) {
+static int init_cache(fwd_state *s, int32_t n_ctx, int32_t n_seq, int64_t n_cells, uint32_t type_k, uint32_t type_v,
+                      nc_err *err) {
     const model_hparams *hp = &s->m->hp;
     bool *sliding = malloc((size_t)hp->n_layer * sizeof *sliding);
     if (!sliding) return nc_fail(err, "out of memory");
     for (int il = 0; il < hp->n_layer; il++) sliding[il] = s->m->layers[il].sliding;
-    int r = kv_init(&s->kv, hp->n_layer, n_seq, n_ctx, (int32_t)kv_dim(hp), kv_type, n_cells, ring_cells(s->m, n_ctx, s->n_batch),
-                    sliding, err);
+    kv_config cfg = {.n_layer = hp->n_layer, .n_seq = n_seq, .n_ctx = n_ctx, .n_head_kv = hp->n_head_kv,
+                     .head_dim = hp->head_dim, .type_k = type_k, .type_v = type_v, .n_cells = n_cells,
+                     .ring = ring_cells(s->m, n_ctx, s->n_batch), .ring_layer = sliding};
+    int r = kv_init(&s->kv, &cfg, err);
     free(sliding);
     return r;
 }
@@ -106,7 +109,7 @@ static int init_cache(fwd_state *s, int32_t n_ctx, int32_t n_seq, int64_t n_cell
 static bool same_rope(const model_rope *a, const model_rope *b) { return memcmp(a, b, sizeof *a) == 0; }
 
 int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t n_threads, int32_t n_batch,
-             int64_t n_cells, uint32_t kv_type, bool fast, nc_err *err) {
+             int64_t n_cells, uint32_t type_k, uint32_t type_v, bool fast, nc_err *err) {
     memset(s, 0, sizeof *s);
     const model_hparams *hp = &m->hp;
     s->m = m;
@@ -123,7 +126,7 @@ int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t
         if (int_weight(&m->layers[il].wo) && span % 32)
             return nc_fail(err, "attn_output.weight of layer %d: quantised, with query-head groups of %d dimensions "
                                 "(not a multiple of 32)", il, span);
-    if (init_cache(s, n_ctx, n_seq, n_cells, kv_type, err)) return -1;
+    if (init_cache(s, n_ctx, n_seq, n_cells, type_k, type_v, err)) return -1;
     s->pool = pool_create(n_threads);
     size_t B = (size_t)n_batch, E = (size_t)hp->n_embd, Q = q_dim(hp), KV = kv_dim(hp);
     size_t F = (size_t)(hp->n_ff > 0 ? hp->n_ff : 1), FE = (size_t)(hp->n_ff_exp > 0 ? hp->n_ff_exp : 1);
@@ -178,6 +181,12 @@ int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t
         t->attn_sum = malloc(R * sizeof(double));
         ok = t->xn && t->xq && t->pack && t->gate && t->up && t->attn_q && t->scores && t->attn_part && t->attn_max &&
              t->attn_sum;
+        size_t kv_floats = kv_scratch_floats(&s->kv);
+        if (ok && kv_floats) {
+            t->kv_keys = alloc64(kv_floats * sizeof(float));
+            t->kv_values = alloc64(kv_floats * sizeof(float));
+            ok = t->kv_keys && t->kv_values;
+        }
     }
     if (ok && hp->n_expert > 0) ok = alloc_moe(s) == 0;
     if (!ok) {
@@ -204,6 +213,8 @@ void fwd_free(fwd_state *s) {
         free(t->attn_part);
         free(t->attn_max);
         free(t->attn_sum);
+        free(t->kv_keys);
+        free(t->kv_values);
     }
     free(s->thr);
     free(s->x);
@@ -577,9 +588,9 @@ static void attend_block(fwd_state *s, int layer, const nc_batch_entry *e, int t
         int nc = cells.end - c0 < FWD_ATTN_SPAN ? cells.end - c0 : FWD_ATTN_SPAN;
         kv_span sp = kv_span_at(kv, layer, seq, c0);
         const int32_t *label = sp.label;
-        const uint8_t *keys = sp.kt + (size_t)g * hd * sp.kt_row, *values = sp.v + (size_t)g * hd * kv->elem;
+        kv_mat keys = kv_span_keys(kv, &sp, g, nc, th->kv_keys), values = kv_span_values(kv, &sp, g, nc, th->kv_values);
         float *p = th->scores; /* [R][nc] */
-        kernels_mix(kv->type, keys, sp.kt_row, hd, nc, th->attn_q, hd, R, p, nc);
+        kernels_mix(keys.type, keys.a, keys.row_bytes, hd, nc, th->attn_q, hd, R, p, nc);
         bool seen[FWD_ATTN_BLOCK];
         for (int r = 0; r < R; r++) {
             int i = r / rep, a, z; /* the row's visible cells are [a, z) of the span */
@@ -605,7 +616,7 @@ static void attend_block(fwd_state *s, int layer, const nc_batch_entry *e, int t
             if (corr != 1.0f)
                 for (int d = 0; d < hd; d++) out[d] *= corr;
         }
-        kernels_mix(kv->type, values, sp.v_row, nc, hd, p, nc, R, th->attn_part, hd);
+        kernels_mix(values.type, values.a, values.row_bytes, nc, hd, p, nc, R, th->attn_part, hd);
         for (int r = 0; r < R; r++) {
             if (!seen[r / rep]) continue;
             float *out = attn_row(s, t0, g, r);

@@ -42,6 +42,8 @@ typedef struct fwd_thread {
     float *attn_part;                /* [R][head_dim] one span's share of the output */
     float *attn_max;                 /* [R] running maxima */
     double *attn_sum;                /* [R] running sums */
+    float *kv_keys, *kv_values;      /* a span of a quantised cache dequantised (kv_span_keys / _values),
+                                        NULL when the cache holds floats */
 } fwd_thread;
 
 /* Cells per step of the streaming softmax (a sliding layer's ring is a multiple of it), the most
@@ -104,13 +106,14 @@ typedef struct fwd_state {
     int32_t logit_row_cap, n_entries;
 } fwd_state;
 
-/* n_cells: the KV pool's capacity (0: n_seq * n_ctx); kv_type: GGML_TYPE_F16 or GGML_TYPE_F32. Products with integer weight types take int16
+/* n_cells: the KV pool's capacity (0: n_seq * n_ctx); type_k, type_v: the cache's key and value
+ * types (GGML_TYPE_F16, F32, Q8_0, Q4_0; see kv_cache.h). Products with integer weight types take int16
  * activations; fast: int8 for the products of RMS-normalised inputs (Q/K/V, gate/up: 64% of a
  * layer's arithmetic) with Q8_0 or Q4_0 weights, which keeps the deviation from the exact
  * reference below llama.cpp's. Int8 everywhere would not, nor int8 on Q4_K: see the README's
  * Performance section. */
 int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t n_threads, int32_t n_batch,
-             int64_t n_cells, uint32_t kv_type, bool fast, nc_err *err);
+             int64_t n_cells, uint32_t type_k, uint32_t type_v, bool fast, nc_err *err);
 void fwd_free(fwd_state *s);
 
 int fwd_run(fwd_state *s, const nc_batch_entry *batch, int n, nc_err *err);

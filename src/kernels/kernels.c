@@ -194,4 +194,6 @@ float kernels_softmax_span(float *p, int n, float scale, float *max) { return op
 
 void kernels_f32_to_f16(uint16_t *dst, const float *src, int n) { ops()->f32_to_f16(dst, src, n); }
 
+void kernels_dequantize(uint32_t type, const void *src, float *dst, int n) { ops()->dequantize(type, src, dst, n); }
+
 uint64_t kernels_read(const void *p, size_t n) { return ops()->read(p, n); }

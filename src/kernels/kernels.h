@@ -90,6 +90,9 @@ void kernels_softcap(float *x, int n, float scale, float cap);
 /* One span of a streaming softmax: p *= scale; *max = max(*max, max p); p = exp(p - *max);
  * returns the sum of the new p. */
 float kernels_softmax_span(float *p, int n, float scale, float *max);
+/* n elements (a multiple of 32) of Q8_0 or Q4_0 blocks to f32 (the quantised KV cache's spans):
+ * d * q and d * (q - 8), the values quant_dequantize_row gives, bit for bit, in every set. */
+void kernels_dequantize(uint32_t type, const void *src, float *dst, int n);
 /* Round to nearest even fp16, as quant_f32_to_fp16. */
 void kernels_f32_to_f16(uint16_t *dst, const float *src, int n);
 /* Read n bytes (a multiple of 256, p 64-byte aligned) as fast as the set can, returning their

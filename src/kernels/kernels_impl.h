@@ -143,6 +143,7 @@ typedef struct kernels_ops {
     void (*softcap)(float *x, int n, float scale, float cap);
     float (*softmax_span)(float *p, int n, float scale, float *max);
     void (*f32_to_f16)(uint16_t *dst, const float *src, int n);
+    void (*dequantize)(uint32_t type, const uint8_t *src, float *dst, int n);
     uint64_t (*read)(const void *p, size_t n);
 } kernels_ops;
 

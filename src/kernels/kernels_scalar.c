@@ -205,6 +205,8 @@ static void f32_to_f16(uint16_t *dst, const float *src, int n) {
     for (int i = 0; i < n; i++) dst[i] = quant_f32_to_fp16(src[i]);
 }
 
+static void dequantize(uint32_t type, const uint8_t *src, float *dst, int n) { quant_dequantize_row(type, src, dst, n); }
+
 /* Eight independent 64-bit chains keep enough loads in flight without SIMD. */
 static uint64_t read_bytes(const void *p, size_t n) {
     const uint64_t *q = p;
@@ -225,5 +227,6 @@ const kernels_ops kernels_scalar_ops = {
     .softcap = softcap,
     .softmax_span = softmax_span,
     .f32_to_f16 = f32_to_f16,
+    .dequantize = dequantize,
     .read = read_bytes,
 };

@@ -123,59 +123,85 @@ static void block_release(kv_cache *kv, int32_t b) {
     else free_push(kv, b);
 }
 
+/* Bytes of one element of the transposed (float) keys. */
+static size_t k_elem(const kv_cache *kv) { return kv->k_cell / (size_t)kv->kv_dim; }
+
 /* Copy the first n cells of block src (keys, values, tokens) into block dst. */
 static void copy_cells(kv_cache *kv, int32_t dst, int32_t src, int32_t n) {
-    size_t kd = (size_t)kv->kv_dim, e = kv->elem;
+    size_t kb = KV_BLOCK * kv->k_cell, vb = KV_BLOCK * kv->v_cell, e = k_elem(kv); /* a block's bytes */
     for (int l = 0; l < kv->n_layer; l++) {
         if (kv_is_ring(kv, l)) continue;
-        for (size_t d = 0; d < kd; d++)
-            memcpy(kv->kt[l] + ((size_t)dst * kd + d) * KV_BLOCK * e, kv->kt[l] + ((size_t)src * kd + d) * KV_BLOCK * e,
-                   (size_t)n * e);
-        memcpy(kv->v[l] + (size_t)dst * KV_BLOCK * kd * e, kv->v[l] + (size_t)src * KV_BLOCK * kd * e, (size_t)n * kd * e);
+        uint8_t *kd = kv->k[l] + (size_t)dst * kb;
+        const uint8_t *ks = kv->k[l] + (size_t)src * kb;
+        if (kv->k_by_cell) memcpy(kd, ks, (size_t)n * kv->k_cell);
+        else
+            for (size_t d = 0; d < (size_t)kv->kv_dim; d++)
+                memcpy(kd + d * KV_BLOCK * e, ks + d * KV_BLOCK * e, (size_t)n * e);
+        memcpy(kv->v[l] + (size_t)dst * vb, kv->v[l] + (size_t)src * vb, (size_t)n * kv->v_cell);
     }
     memcpy(block_tokens(kv, dst), block_tokens(kv, src), (size_t)n * sizeof(int32_t));
 }
 
 /* ---- set-up ------------------------------------------------------------------------------- */
 
-int kv_init(kv_cache *kv, int32_t n_layer, int32_t n_seq, int32_t n_ctx, int32_t kv_dim, uint32_t type,
-            int64_t n_cells, int32_t ring, const bool *ring_layer, nc_err *err) {
+static bool quantised(uint32_t type) { return type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0; }
+
+/* The element type of the keys or values (`what`), for a model of head_dim. */
+static int check_type(const char *what, uint32_t type, int32_t head_dim, nc_err *err) {
+    char buf[24];
+    const char *name = ggml_type_name(type, buf);
+    if (type != GGML_TYPE_F16 && type != GGML_TYPE_F32 && !quantised(type))
+        return nc_fail(err, "KV cache %s of type %s: the types are F16, F32, Q8_0 and Q4_0", what, name);
+    if (quantised(type) && head_dim % 32)
+        return nc_fail(err, "KV cache %s of type %s are quantised per head in blocks of 32 dimensions: this model's "
+                            "head_dim %d is not a multiple of 32 (use f16 or f32)", what, name, head_dim);
+    return 0;
+}
+
+int kv_init(kv_cache *kv, const kv_config *cfg, nc_err *err) {
     memset(kv, 0, sizeof *kv);
-    if (type != GGML_TYPE_F16 && type != GGML_TYPE_F32) return nc_fail(err, "KV cache type must be F16 or F32");
+    int32_t n_layer = cfg->n_layer, n_seq = cfg->n_seq, n_ctx = cfg->n_ctx, ring = cfg->ring;
+    int64_t n_cells = cfg->n_cells, kv_dim = (int64_t)cfg->n_head_kv * cfg->head_dim;
     if (ring < 0 || ring % KV_BLOCK)
         return nc_fail(err, "KV ring of %d cells: must be a multiple of %d", ring, KV_BLOCK);
-    if (n_seq < 1 || n_ctx < 1 || kv_dim < 1 || n_cells < 0)
-        return nc_fail(err, "KV cache of %d sequences x %d cells x %d: every size must be positive", n_seq, n_ctx,
-                       kv_dim);
+    if (n_seq < 1 || n_ctx < 1 || cfg->n_head_kv < 1 || cfg->head_dim < 1 || n_cells < 0)
+        return nc_fail(err, "KV cache of %d sequences x %d cells x %d heads of %d: every size must be positive", n_seq,
+                       n_ctx, cfg->n_head_kv, cfg->head_dim);
+    if (check_type("keys", cfg->type_k, cfg->head_dim, err) || check_type("values", cfg->type_v, cfg->head_dim, err))
+        return -1;
+    kv->max_blocks = (n_ctx + KV_BLOCK - 1) / KV_BLOCK;
+    int64_t blocks = n_cells ? (n_cells + KV_BLOCK - 1) / KV_BLOCK : (int64_t)n_seq * kv->max_blocks;
+    uint64_t k_cell = quant_row_bytes(cfg->type_k, kv_dim), v_cell = quant_row_bytes(cfg->type_v, kv_dim);
+    uint64_t cell = k_cell > v_cell ? k_cell : v_cell, pool_bytes, ring_bytes, cells;
+    if (kv_dim > (1 << 24) || blocks > (1 << 24) || !nc_mul_u64((uint64_t)blocks * KV_BLOCK, cell, &pool_bytes) ||
+        pool_bytes > (1ull << 40) || !nc_mul_u64((uint64_t)n_seq * (uint64_t)ring, cell, &ring_bytes) ||
+        ring_bytes > (1ull << 40) || !nc_mul_u64((uint64_t)n_seq, (uint64_t)n_ctx + (uint64_t)ring, &cells) ||
+        cells > (1ull << 32))
+        return nc_fail(err, "KV cache of %d sequences x %d cells x %lld (pool of %lld blocks) is too large", n_seq,
+                       n_ctx, (long long)kv_dim, (long long)blocks);
     kv->n_layer = n_layer;
     kv->n_seq = n_seq;
     kv->n_ctx = n_ctx;
-    kv->kv_dim = kv_dim;
-    kv->type = type;
-    kv->elem = type == GGML_TYPE_F16 ? 2 : 4;
-    kv->max_blocks = (n_ctx + KV_BLOCK - 1) / KV_BLOCK;
-    int64_t blocks = n_cells ? (n_cells + KV_BLOCK - 1) / KV_BLOCK : (int64_t)n_seq * kv->max_blocks;
-    uint64_t pool_bytes, ring_bytes, cells;
-    if (blocks > (1 << 24) || !nc_mul_u64((uint64_t)blocks * KV_BLOCK, (uint64_t)kv_dim * kv->elem, &pool_bytes) ||
-        pool_bytes > (1ull << 40) ||
-        !nc_mul_u64((uint64_t)n_seq * (uint64_t)ring, (uint64_t)kv_dim * kv->elem, &ring_bytes) ||
-        ring_bytes > (1ull << 40) || !nc_mul_u64((uint64_t)n_seq, (uint64_t)n_ctx + (uint64_t)ring, &cells) ||
-        cells > (1ull << 32))
-        return nc_fail(err, "KV cache of %d sequences x %d cells x %d (pool of %lld blocks) is too large", n_seq, n_ctx,
-                       kv_dim, (long long)blocks);
+    kv->kv_dim = (int32_t)kv_dim;
+    kv->head_dim = cfg->head_dim;
+    kv->type_k = cfg->type_k;
+    kv->type_v = cfg->type_v;
+    kv->k_cell = (size_t)k_cell;
+    kv->v_cell = (size_t)v_cell;
+    kv->k_by_cell = quantised(cfg->type_k);
     kv->n_blocks = (int32_t)blocks;
     kv->index_cap = 16;
     while (kv->index_cap < 2 * kv->n_blocks) kv->index_cap *= 2;
-    kv->kt = calloc((size_t)n_layer, sizeof *kv->kt);
+    kv->k = calloc((size_t)n_layer, sizeof *kv->k);
     kv->v = calloc((size_t)n_layer, sizeof *kv->v);
-    kv->rkt = calloc((size_t)n_layer, sizeof *kv->rkt);
+    kv->rk = calloc((size_t)n_layer, sizeof *kv->rk);
     kv->rv = calloc((size_t)n_layer, sizeof *kv->rv);
     kv->in_ring = calloc((size_t)n_layer, sizeof *kv->in_ring);
     kv->blocks = malloc((size_t)kv->n_blocks * sizeof *kv->blocks);
     kv->index = malloc((size_t)kv->index_cap * sizeof *kv->index);
     kv->block_tok = malloc((size_t)kv->n_blocks * KV_BLOCK * sizeof *kv->block_tok);
     kv->seqs = calloc((size_t)n_seq, sizeof *kv->seqs);
-    if (!kv->kt || !kv->v || !kv->rkt || !kv->rv || !kv->in_ring || !kv->blocks || !kv->index || !kv->block_tok ||
+    if (!kv->k || !kv->v || !kv->rk || !kv->rv || !kv->in_ring || !kv->blocks || !kv->index || !kv->block_tok ||
         !kv->seqs)
         goto oom;
     for (int32_t s = 0; s < n_seq; s++) {
@@ -193,7 +219,7 @@ int kv_init(kv_cache *kv, int32_t n_layer, int32_t n_seq, int32_t n_ctx, int32_t
     kv->stats.n_blocks = kv->n_blocks;
     for (int32_t b = kv->n_blocks - 1; b >= 0; b--) free_push(kv, b); /* block 0 on top */
     for (int l = 0; l < n_layer; l++) {
-        kv->in_ring[l] = ring_layer && ring_layer[l] && ring > 0;
+        kv->in_ring[l] = cfg->ring_layer && cfg->ring_layer[l] && ring > 0;
         if (kv->in_ring[l]) kv->ring = ring;
     }
     if (kv->ring) {
@@ -206,10 +232,10 @@ int kv_init(kv_cache *kv, int32_t n_layer, int32_t n_seq, int32_t n_ctx, int32_t
     /* calloc of large blocks maps zero pages lazily, and free blocks are a stack: the pool costs
      * resident memory for the most blocks ever held at once, not for its capacity. */
     for (int l = 0; l < n_layer; l++) {
-        size_t bytes = (size_t)(kv->in_ring[l] ? ring_bytes : pool_bytes);
-        uint8_t **k = kv->in_ring[l] ? kv->rkt : kv->kt, **v = kv->in_ring[l] ? kv->rv : kv->v;
-        k[l] = calloc(bytes ? bytes : 1, 1);
-        v[l] = calloc(bytes ? bytes : 1, 1);
+        size_t n = kv->in_ring[l] ? (size_t)n_seq * (size_t)ring : (size_t)blocks * KV_BLOCK; /* cells */
+        uint8_t **k = kv->in_ring[l] ? kv->rk : kv->k, **v = kv->in_ring[l] ? kv->rv : kv->v;
+        k[l] = calloc(n ? n * kv->k_cell : 1, 1);
+        v[l] = calloc(n ? n * kv->v_cell : 1, 1);
         if (!k[l] || !v[l]) goto oom;
     }
     return 0;
@@ -221,9 +247,9 @@ oom:
 
 void kv_free(kv_cache *kv) {
     for (int l = 0; l < kv->n_layer; l++) {
-        if (kv->kt) free(kv->kt[l]);
+        if (kv->k) free(kv->k[l]);
         if (kv->v) free(kv->v[l]);
-        if (kv->rkt) free(kv->rkt[l]);
+        if (kv->rk) free(kv->rk[l]);
         if (kv->rv) free(kv->rv[l]);
     }
     for (int32_t s = 0; kv->seqs && s < kv->n_seq; s++) {
@@ -231,9 +257,9 @@ void kv_free(kv_cache *kv) {
         free(kv->seqs[s].tok);
         free(kv->seqs[s].table);
     }
-    free(kv->kt);
+    free(kv->k);
     free(kv->v);
-    free(kv->rkt);
+    free(kv->rk);
     free(kv->rv);
     free(kv->in_ring);
     free(kv->blocks);
@@ -248,16 +274,16 @@ void kv_free(kv_cache *kv) {
 /* ---- where a cell lives ------------------------------------------------------------------- */
 
 kv_span kv_span_at(const kv_cache *kv, int layer, int32_t seq, int32_t first) {
-    size_t kd = (size_t)kv->kv_dim, e = kv->elem;
-    if (kv_is_ring(kv, layer)) {
-        size_t cell = (size_t)(first % kv->ring), ring = (size_t)kv->ring;
-        return (kv_span){.kt = kv->rkt[layer] + ((size_t)seq * kd * ring + cell) * e,
-                         .v = kv->rv[layer] + ((size_t)seq * ring + cell) * kd * e, .kt_row = ring * e, .v_row = kd * e,
-                         .label = kv_ring_positions(kv, seq) + cell};
-    }
-    size_t b = (size_t)kv->seqs[seq].table[first / KV_BLOCK];
-    return (kv_span){.kt = kv->kt[layer] + b * kd * KV_BLOCK * e, .v = kv->v[layer] + b * KV_BLOCK * kd * e,
-                     .kt_row = KV_BLOCK * e, .v_row = kd * e, .label = kv->seqs[seq].pos + first};
+    bool ring = kv_is_ring(kv, layer);
+    /* the span lies in a region of n cells: a pool block, or the sequence's ring at `cell` */
+    size_t n = ring ? (size_t)kv->ring : KV_BLOCK, cell = ring ? (size_t)(first % kv->ring) : 0;
+    size_t region = ring ? (size_t)seq : (size_t)kv->seqs[seq].table[first / KV_BLOCK];
+    const uint8_t *k = (ring ? kv->rk : kv->k)[layer] + region * n * kv->k_cell;
+    const uint8_t *v = (ring ? kv->rv : kv->v)[layer] + region * n * kv->v_cell;
+    size_t k_next = kv->k_by_cell ? kv->k_cell : k_elem(kv); /* bytes from a cell's keys to the next's */
+    return (kv_span){.k = k + cell * k_next, .v = v + cell * kv->v_cell,
+                     .k_row = kv->k_by_cell ? kv->k_cell : n * k_elem(kv), .v_row = kv->v_cell,
+                     .label = ring ? kv_ring_positions(kv, seq) + cell : kv->seqs[seq].pos + first};
 }
 
 /* The span holding a sequence's cell, and the cell's index in it. */
@@ -267,57 +293,108 @@ static kv_span cell_span(const kv_cache *kv, int layer, int32_t seq, int32_t cel
     return kv_span_at(kv, layer, seq, first);
 }
 
+/* ---- what attention reads ----------------------------------------------------------------- */
+
+/* Floats from a row of dequantised keys to the next: a span's cells and a cache line more, since
+ * rows a power of two apart would put a cell's column of stores into a few cache sets. */
+#define KEY_ROW (KV_BLOCK + 16)
+
+kv_mat kv_span_keys(const kv_cache *kv, const kv_span *sp, int g, int n, float *scratch) {
+    int hd = kv->head_dim;
+    if (!kv->k_by_cell) return (kv_mat){kv->type_k, sp->k + (size_t)g * (size_t)hd * sp->k_row, sp->k_row};
+    /* a cell's head at a time into the scratch's last row, then down a column of the rows above */
+    const uint8_t *head = sp->k + quant_row_bytes(kv->type_k, (int64_t)g * hd);
+    float *cell = scratch + (size_t)KEY_ROW * (size_t)hd;
+    for (int c = 0; c < n; c++) {
+        kernels_dequantize(kv->type_k, head + (size_t)c * sp->k_row, cell, hd);
+        for (int d = 0; d < hd; d++) scratch[(size_t)d * KEY_ROW + (size_t)c] = cell[d];
+    }
+    return (kv_mat){GGML_TYPE_F32, (const uint8_t *)scratch, KEY_ROW * sizeof(float)};
+}
+
+kv_mat kv_span_values(const kv_cache *kv, const kv_span *sp, int g, int n, float *scratch) {
+    int hd = kv->head_dim;
+    const uint8_t *head = sp->v + quant_row_bytes(kv->type_v, (int64_t)g * hd);
+    if (!quantised(kv->type_v)) return (kv_mat){kv->type_v, head, sp->v_row};
+    for (int c = 0; c < n; c++) kernels_dequantize(kv->type_v, head + (size_t)c * sp->v_row, scratch + (size_t)c * hd, hd);
+    return (kv_mat){GGML_TYPE_F32, (const uint8_t *)scratch, (size_t)hd * sizeof(float)};
+}
+
+size_t kv_scratch_floats(const kv_cache *kv) { /* the keys' rows and a cell's keys (values take less) */
+    return kv->k_by_cell || quantised(kv->type_v) ? (size_t)(KEY_ROW + 1) * (size_t)kv->head_dim : 0;
+}
+
 /* ---- writing ------------------------------------------------------------------------------ */
 
-/* F16 elements are converted by the kernels (F16C where the CPU has it), a run at a time. */
-void kv_store(kv_cache *kv, int layer, int32_t seq, int32_t cell, int32_t pos, int dim0, int n, const float *k,
-              const float *v) {
-    int32_t at;
-    kv_span sp = cell_span(kv, layer, seq, cell, pos, &at);
+/* n floats into a row of `type` elements (F16 converted by the kernels, F16C where the CPU has
+ * it, a run at a time; quantised types in whole blocks). */
+static void put_row(uint32_t type, uint8_t *dst, const float *src, int n) {
+    if (quantised(type)) {
+        quant_quantize_row(type, src, dst, n);
+    } else if (type == GGML_TYPE_F16) {
+        uint16_t h[64];
+        for (int i0 = 0; i0 < n; i0 += 64) {
+            int m = n - i0 < 64 ? n - i0 : 64;
+            kernels_f32_to_f16(h, src + i0, m);
+            memcpy(dst + (size_t)i0 * 2, h, (size_t)m * 2);
+        }
+    } else {
+        memcpy(dst, src, (size_t)n * 4);
+    }
+}
+
+/* n floats down a column of the transposed keys: element i at dst + i * row. */
+static void put_column(uint32_t type, uint8_t *dst, size_t row, const float *src, int n) {
     uint16_t h[64];
     for (int i0 = 0; i0 < n; i0 += 64) {
         int m = n - i0 < 64 ? n - i0 : 64;
-        if (k) { /* transposed: one element per row of the key matrix */
-            if (kv->type == GGML_TYPE_F16) kernels_f32_to_f16(h, k + i0, m);
-            for (int i = 0; i < m; i++) {
-                uint8_t *dst = (uint8_t *)sp.kt + (size_t)(dim0 + i0 + i) * sp.kt_row + (size_t)at * kv->elem;
-                if (kv->type == GGML_TYPE_F16) memcpy(dst, &h[i], 2);
-                else memcpy(dst, &k[i0 + i], 4);
-            }
-        }
-        if (v) {
-            uint8_t *dst = (uint8_t *)sp.v + (size_t)at * sp.v_row + (size_t)(dim0 + i0) * kv->elem;
-            if (kv->type == GGML_TYPE_F16) {
-                kernels_f32_to_f16(h, v + i0, m);
-                memcpy(dst, h, (size_t)m * 2);
-            } else {
-                memcpy(dst, v + i0, (size_t)m * 4);
-            }
+        if (type == GGML_TYPE_F16) kernels_f32_to_f16(h, src + i0, m);
+        for (int i = 0; i < m; i++) {
+            uint8_t *d = dst + (size_t)(i0 + i) * row;
+            if (type == GGML_TYPE_F16) memcpy(d, &h[i], 2);
+            else memcpy(d, &src[i0 + i], 4);
         }
     }
 }
 
-static float get(const kv_cache *kv, const uint8_t *src) {
-    if (kv->type == GGML_TYPE_F16) {
+void kv_store(kv_cache *kv, int layer, int32_t seq, int32_t cell, int32_t pos, int dim0, int n, const float *k,
+              const float *v) {
+    int32_t at;
+    kv_span sp = cell_span(kv, layer, seq, cell, pos, &at);
+    uint8_t *keys = (uint8_t *)sp.k, *values = (uint8_t *)sp.v + (size_t)at * sp.v_row;
+    if (k && kv->k_by_cell) put_row(kv->type_k, keys + (size_t)at * sp.k_row + quant_row_bytes(kv->type_k, dim0), k, n);
+    else if (k) put_column(kv->type_k, keys + (size_t)dim0 * sp.k_row + (size_t)at * k_elem(kv), sp.k_row, k, n);
+    if (v) put_row(kv->type_v, values + quant_row_bytes(kv->type_v, dim0), v, n);
+}
+
+/* Element i of a row of `type` elements. */
+static float get(uint32_t type, const uint8_t *row, int i) {
+    if (quantised(type)) {
+        float x[32];
+        quant_dequantize_row(type, row + quant_row_bytes(type, i / 32 * 32), x, 32);
+        return x[i % 32];
+    }
+    if (type == GGML_TYPE_F16) {
         uint16_t h;
-        memcpy(&h, src, 2);
+        memcpy(&h, row + (size_t)i * 2, 2);
         return quant_fp16_to_f32(h);
     }
     float x;
-    memcpy(&x, src, 4);
+    memcpy(&x, row + (size_t)i * 4, 4);
     return x;
 }
 
 float kv_get_k(const kv_cache *kv, int layer, int32_t seq, int32_t cell, int dim) {
     int32_t at;
     kv_span sp = cell_span(kv, layer, seq, cell, kv->seqs[seq].pos[cell], &at);
-    return get(kv, sp.kt + (size_t)dim * sp.kt_row + (size_t)at * kv->elem);
+    if (kv->k_by_cell) return get(kv->type_k, sp.k + (size_t)at * sp.k_row, dim);
+    return get(kv->type_k, sp.k + (size_t)dim * sp.k_row, at);
 }
 
 float kv_get_v(const kv_cache *kv, int layer, int32_t seq, int32_t cell, int dim) {
     int32_t at;
     kv_span sp = cell_span(kv, layer, seq, cell, kv->seqs[seq].pos[cell], &at);
-    return get(kv, sp.v + (size_t)at * sp.v_row + (size_t)dim * kv->elem);
+    return get(kv->type_v, sp.v + (size_t)at * sp.v_row, dim);
 }
 
 /* The block a sequence writes cell c into: a new one at a block's first cell, a copy of a block
@@ -432,25 +509,34 @@ void kv_seq_truncate(kv_cache *kv, int32_t seq, int32_t n_keep) {
         }
 }
 
-/* Copy cell `from` of block src to cell `to` of block dst, in every full layer. */
-static void move_cell(kv_cache *kv, int32_t dst, int32_t to, int32_t src, int32_t from) {
-    size_t kd = (size_t)kv->kv_dim, e = kv->elem;
+/* Move cells from..from+n-1 to to..to+n-1 (runs that may overlap) between two stores of one
+ * layer's keys and values holding `cap` cells each (a block or a ring): whole cells where they
+ * are stored by cell, a row of each key dimension where the keys are transposed. */
+static void move_run(const kv_cache *kv, uint8_t *kd, uint8_t *vd, size_t to, const uint8_t *ks, const uint8_t *vs,
+                     size_t from, size_t n, size_t cap) {
+    if (kv->k_by_cell) memmove(kd + to * kv->k_cell, ks + from * kv->k_cell, n * kv->k_cell);
+    else
+        for (size_t d = 0, e = k_elem(kv); d < (size_t)kv->kv_dim; d++)
+            memmove(kd + (d * cap + to) * e, ks + (d * cap + from) * e, n * e);
+    memmove(vd + to * kv->v_cell, vs + from * kv->v_cell, n * kv->v_cell);
+}
+
+/* Move cells from..from+n-1 of block src to cells to..to+n-1 of block dst, in every full layer. */
+static void move_cells(kv_cache *kv, int32_t dst, int32_t to, int32_t src, int32_t from, int32_t n) {
+    size_t kb = KV_BLOCK * kv->k_cell, vb = KV_BLOCK * kv->v_cell; /* a block's bytes */
     for (int l = 0; l < kv->n_layer; l++) {
         if (kv_is_ring(kv, l)) continue;
-        for (size_t d = 0; d < kd; d++)
-            memcpy(kv->kt[l] + (((size_t)dst * kd + d) * KV_BLOCK + (size_t)to) * e,
-                   kv->kt[l] + (((size_t)src * kd + d) * KV_BLOCK + (size_t)from) * e, e);
-        memcpy(kv->v[l] + ((size_t)dst * KV_BLOCK + (size_t)to) * kd * e,
-               kv->v[l] + ((size_t)src * KV_BLOCK + (size_t)from) * kd * e, kd * e);
+        move_run(kv, kv->k[l] + (size_t)dst * kb, kv->v[l] + (size_t)dst * vb, (size_t)to, kv->k[l] + (size_t)src * kb,
+                 kv->v[l] + (size_t)src * vb, (size_t)from, (size_t)n, KV_BLOCK);
     }
-    block_tokens(kv, dst)[to] = block_tokens(kv, src)[from];
+    memmove(block_tokens(kv, dst) + to, block_tokens(kv, src) + from, (size_t)n * sizeof(int32_t));
 }
 
 /* The rings of seq hold what they held of the kept cells, at their new positions. */
 static int keep_in_rings(kv_cache *kv, int32_t seq, const int32_t *cells, int32_t n, const int32_t *new_pos,
                          nc_err *err) {
-    size_t ring = (size_t)kv->ring, kd = (size_t)kv->kv_dim, e = kv->elem, bytes = ring * kd * e;
-    uint8_t *tmp = malloc(2 * bytes);
+    size_t ring = (size_t)kv->ring, kb = ring * kv->k_cell, vb = ring * kv->v_cell;
+    uint8_t *tmp = malloc(kb + vb);
     int32_t *old = malloc(ring * sizeof *old);
     if (!tmp || !old) {
         free(tmp);
@@ -462,15 +548,14 @@ static int keep_in_rings(kv_cache *kv, int32_t seq, const int32_t *cells, int32_
     for (size_t c = 0; c < ring; c++) rp[c] = -1;
     for (int l = 0; l < kv->n_layer; l++) {
         if (!kv_is_ring(kv, l)) continue;
-        uint8_t *k = kv->rkt[l] + (size_t)seq * bytes, *v = kv->rv[l] + (size_t)seq * bytes;
-        memcpy(tmp, k, bytes);
-        memcpy(tmp + bytes, v, bytes);
+        uint8_t *k = kv->rk[l] + (size_t)seq * kb, *v = kv->rv[l] + (size_t)seq * vb;
+        memcpy(tmp, k, kb);
+        memcpy(tmp + kb, v, vb);
         for (int32_t i = 0; i < n; i++) {
             int32_t p = kv->seqs[seq].pos[cells[i]];
             size_t from = (size_t)p % ring, to = (size_t)new_pos[i] % ring;
             if (old[from] != p) continue; /* the ring no longer held it */
-            for (size_t d = 0; d < kd; d++) memcpy(k + (d * ring + to) * e, tmp + (d * ring + from) * e, e);
-            memcpy(v + to * kd * e, tmp + bytes + from * kd * e, kd * e);
+            move_run(kv, k, v, to, tmp, tmp + kb, from, 1, ring);
             rp[to] = new_pos[i];
         }
     }
@@ -507,9 +592,13 @@ int kv_seq_keep(kv_cache *kv, int32_t seq, const int32_t *cells, int32_t n, cons
         kv->blocks[b].chained = false;
     }
     if (kv->ring && keep_in_rings(kv, seq, cells, n, new_pos, err)) return -1;
-    for (int32_t i = f; i < n; i++) {
-        move_cell(kv, q->table[i / KV_BLOCK], i % KV_BLOCK, q->table[cells[i] / KV_BLOCK], cells[i] % KV_BLOCK);
-        q->tok[i] = q->tok[cells[i]];
+    /* in runs of consecutive cells that stay within one block at both ends (a window moves its
+     * whole cache by a cell: a few long runs); cell i comes from cells[i] >= i, which no earlier
+     * run has written */
+    for (int32_t i = f, j; i < n; i = j) {
+        for (j = i + 1; j < n && cells[j] == cells[j - 1] + 1 && j % KV_BLOCK && cells[j] % KV_BLOCK; j++) continue;
+        move_cells(kv, q->table[i / KV_BLOCK], i % KV_BLOCK, q->table[cells[i] / KV_BLOCK], cells[i] % KV_BLOCK, j - i);
+        for (int32_t k = i; k < j; k++) q->tok[k] = q->tok[cells[k]];
     }
     for (int32_t i = 0; i < n; i++) q->pos[i] = new_pos[i];
     if (f < q->exact) q->exact = f;
@@ -534,7 +623,13 @@ bool kv_holds(const kv_cache *kv, int layer, int32_t seq, int32_t cell) {
 }
 
 void kv_read_k(const kv_cache *kv, int layer, int32_t seq, int32_t cell, float *out) {
-    for (int d = 0; d < kv->kv_dim; d++) out[d] = kv_get_k(kv, layer, seq, cell, d);
+    if (!kv->k_by_cell) {
+        for (int d = 0; d < kv->kv_dim; d++) out[d] = kv_get_k(kv, layer, seq, cell, d);
+        return;
+    }
+    int32_t at;
+    kv_span sp = cell_span(kv, layer, seq, cell, kv->seqs[seq].pos[cell], &at);
+    kernels_dequantize(kv->type_k, sp.k + (size_t)at * sp.k_row, out, kv->kv_dim);
 }
 
 int kv_seq_copy(kv_cache *kv, int32_t src, int32_t dst, nc_err *err) {
@@ -552,11 +647,11 @@ int kv_seq_copy(kv_cache *kv, int32_t src, int32_t dst, nc_err *err) {
     d->chained = s->chained;
     d->exact = s->exact;
     if (kv->ring) { /* a ring is copied whole */
+        size_t kb = (size_t)kv->ring * kv->k_cell, vb = (size_t)kv->ring * kv->v_cell;
         for (int l = 0; l < kv->n_layer; l++) {
             if (!kv_is_ring(kv, l)) continue;
-            size_t bytes = (size_t)kv->ring * (size_t)kv->kv_dim * kv->elem;
-            memcpy(kv->rkt[l] + (size_t)dst * bytes, kv->rkt[l] + (size_t)src * bytes, bytes);
-            memcpy(kv->rv[l] + (size_t)dst * bytes, kv->rv[l] + (size_t)src * bytes, bytes);
+            memcpy(kv->rk[l] + (size_t)dst * kb, kv->rk[l] + (size_t)src * kb, kb);
+            memcpy(kv->rv[l] + (size_t)dst * vb, kv->rv[l] + (size_t)src * vb, vb);
         }
         memcpy(kv->ring_pos + (size_t)dst * kv->ring, kv_ring_positions(kv, src), (size_t)kv->ring * sizeof *kv->ring_pos);
         kv->ring_hole[dst] = kv->ring_hole[src];
@@ -647,12 +742,12 @@ int32_t kv_blocks_available(const kv_cache *kv) { return kv->stats.free + kv->st
 uint64_t kv_bytes_per_token(const kv_cache *kv) {
     uint64_t n = 0;
     for (int l = 0; l < kv->n_layer; l++)
-        if (!kv_is_ring(kv, l)) n += 2u * (uint64_t)kv->kv_dim * kv->elem;
+        if (!kv_is_ring(kv, l)) n += kv->k_cell + kv->v_cell;
     return n;
 }
 
 uint64_t kv_bytes_total(const kv_cache *kv) {
-    uint64_t n = 0, row = 2u * (uint64_t)kv->kv_dim * kv->elem;
+    uint64_t n = 0, row = kv->k_cell + kv->v_cell;
     for (int l = 0; l < kv->n_layer; l++)
         n += row * (kv_is_ring(kv, l) ? (uint64_t)kv->ring * (uint64_t)kv->n_seq : (uint64_t)kv->n_blocks * KV_BLOCK);
     return n;

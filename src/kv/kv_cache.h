@@ -24,12 +24,17 @@
  * than that loses positions a later window needs, which kv_window_check reports. A ring is not a
  * prefix of anything: a cache with rings shares no prefixes (copies still work).
  *
- * Elements are F16 (default: half the memory and half the bytes attention reads per step) or
- * F32. Keys are stored transposed, [kv_dim][cells] per block (or ring), and values by cell,
- * [cells][kv_dim]: so both products of attention run along the vector lanes with no sum across
- * lanes (which, for a head of 64 dimensions, cost more than the products): kernels_mix computes
- * a head's scores with its cells in the lanes and the weighted sum of its values with its
- * dimensions in them. */
+ * Keys and values each have their own element type: F16 (default: half the memory and half the
+ * bytes attention reads per step), F32, or GGML's Q8_0 / Q4_0 blocks (32 elements and an F16
+ * scale: 8.5 and 4.5 bits an element). Float keys are stored transposed, [kv_dim][cells] per
+ * block (or ring), and values by cell, [cells][kv_dim]: so both products of attention run along
+ * the vector lanes with no sum across lanes (which, for a head of 64 dimensions, cost more than
+ * the products): kernels_mix computes a head's scores with its cells in the lanes and the
+ * weighted sum of its values with its dimensions in them. Quantised keys cannot be transposed (a
+ * group of 32 cells would share a scale that depends on tokens not yet seen), so they are stored
+ * by cell like values, quantised along each head's dimensions (head_dim a multiple of 32), and
+ * attention reads a span of them dequantised into the layouts above (kv_span_keys,
+ * kv_span_values). */
 #ifndef NC_KV_CACHE_H
 #define NC_KV_CACHE_H
 
@@ -67,10 +72,12 @@ typedef struct kv_stats {
 
 typedef struct kv_cache {
     int32_t n_layer, n_seq, n_ctx, kv_dim;  /* kv_dim = n_head_kv * head_dim */
-    uint32_t type;                          /* GGML_TYPE_F16 or GGML_TYPE_F32 */
-    size_t elem;                            /* bytes per element */
+    int32_t head_dim;
+    uint32_t type_k, type_v;                /* GGML_TYPE_F16, F32, Q8_0 or Q4_0 */
+    size_t k_cell, v_cell;                  /* bytes of one cell's keys, values (kv_dim elements) */
+    bool k_by_cell;                         /* keys stored by cell (quantised), not transposed */
     int32_t n_blocks, max_blocks;           /* the pool; blocks a sequence can hold */
-    uint8_t **kt, **v;                      /* per layer: the pool's blocks, layouts above */
+    uint8_t **k, **v;                       /* per layer: the pool's blocks, layouts above */
     kv_block *blocks;
     int32_t free_head;                      /* free blocks, a stack */
     int32_t lru_head, lru_tail;             /* cached blocks no sequence holds, oldest first */
@@ -82,16 +89,22 @@ typedef struct kv_cache {
     /* sliding layers kept in rings */
     int32_t ring;                           /* cells of a ring (0: none) */
     bool *in_ring;                          /* [n_layer] */
-    uint8_t **rkt, **rv;                    /* per ring layer: [n_seq] rings */
+    uint8_t **rk, **rv;                     /* per ring layer: [n_seq] rings */
     int32_t *ring_pos;                      /* [n_seq][ring] position held by each ring cell, or -1 */
     int32_t *ring_hole;                     /* [n_seq] newest position a truncation lost from the ring, or -1 */
 } kv_cache;
 
-/* n_cells: the pool's capacity in cells, rounded up to whole blocks (0: n_seq * n_ctx, room for
- * every sequence to fill its context). ring_layer[l] (NULL: none) marks the layers kept in rings
- * of `ring` cells (a multiple of KV_BLOCK). */
-int kv_init(kv_cache *kv, int32_t n_layer, int32_t n_seq, int32_t n_ctx, int32_t kv_dim, uint32_t type,
-            int64_t n_cells, int32_t ring, const bool *ring_layer, nc_err *err);
+typedef struct kv_config {
+    int32_t n_layer, n_seq, n_ctx;  /* layers, sequences, cells per sequence */
+    int32_t n_head_kv, head_dim;
+    uint32_t type_k, type_v;        /* GGML_TYPE_F16, F32, Q8_0 or Q4_0 (head_dim a multiple of 32) */
+    int64_t n_cells;                /* the pool's capacity in cells, rounded up to whole blocks
+                                       (0: n_seq * n_ctx, room for every sequence to fill its context) */
+    int32_t ring;                   /* cells of a sliding layer's ring (a multiple of KV_BLOCK), */
+    const bool *ring_layer;         /* for the layers marked here (NULL: none) */
+} kv_config;
+
+int kv_init(kv_cache *kv, const kv_config *cfg, nc_err *err);
 void kv_free(kv_cache *kv);
 
 static inline bool kv_is_ring(const kv_cache *kv, int layer) { return kv->in_ring[layer]; }
@@ -105,13 +118,29 @@ static inline const int32_t *kv_tokens(const kv_cache *kv, int seq) { return kv-
 
 /* A span of KV_BLOCK cells of one layer, starting at a multiple of KV_BLOCK: cell `first` of a
  * sequence (full layers), or position `first` (ring layers: the ring cells holding positions
- * first..). Keys of dimension d at kt + d * kt_row; values of the span's cell c at v + c * v_row. */
+ * first..). Float keys of dimension d at k + d * k_row (transposed), quantised keys of the span's
+ * cell c at k + c * k_row; values of cell c at v + c * v_row. */
 typedef struct kv_span {
-    const uint8_t *kt, *v;
-    size_t kt_row, v_row;
+    const uint8_t *k, *v;
+    size_t k_row, v_row;
     const int32_t *label;   /* position held by each cell of the span */
 } kv_span;
 kv_span kv_span_at(const kv_cache *kv, int layer, int32_t seq, int32_t first);
+
+/* A matrix as kernels_mix reads it: rows of `type` elements (F16 or F32), row_bytes apart. */
+typedef struct kv_mat {
+    uint32_t type;
+    const uint8_t *a;
+    size_t row_bytes;
+} kv_mat;
+/* The keys of KV head g over the span's first n cells, [head_dim][n] (a row per dimension), and
+ * its values, [n][head_dim] (a row per cell). Float types are read in place; quantised ones are
+ * dequantised into scratch (kv_scratch_floats floats, the caller's own). */
+kv_mat kv_span_keys(const kv_cache *kv, const kv_span *sp, int g, int n, float *scratch);
+kv_mat kv_span_values(const kv_cache *kv, const kv_span *sp, int g, int n, float *scratch);
+/* Floats of scratch one kv_span_keys or kv_span_values call may fill: 0 when neither keys nor
+ * values are quantised. */
+size_t kv_scratch_floats(const kv_cache *kv);
 static inline const int32_t *kv_ring_positions(const kv_cache *kv, int seq) {
     return kv->ring_pos + (size_t)seq * kv->ring;
 }
@@ -130,8 +159,8 @@ void kv_ring_claim(kv_cache *kv, int32_t seq, int32_t pos);
  * some of it. */
 int kv_window_check(const kv_cache *kv, int32_t seq, int32_t pos, int32_t window, nc_err *err);
 /* Write the keys and values of dimensions [dim0, dim0 + n) of the token in cell `cell` (position
- * pos) of a sequence (kv_dim floats: the forward pass stores each head as soon as its projection
- * is done); k or v may be NULL. */
+ * pos) of a sequence (the forward pass stores each head as soon as its projection is done: dim0
+ * and n are multiples of head_dim, so whole blocks of a quantised type); k or v may be NULL. */
 void kv_store(kv_cache *kv, int layer, int32_t seq, int32_t cell, int32_t pos, int dim0, int n, const float *k,
               const float *v);
 /* The claimed cells now hold their keys and values: index the blocks they filled. */

@@ -564,7 +564,8 @@ int srv_start(srv_server **out, nc_model *m, const srv_config *cfg, nc_err *err)
         goto fail;
     }
     nc_context_params cp = {.n_ctx = cfg->n_ctx, .n_seq_max = cfg->n_parallel, .n_threads = cfg->n_threads,
-                            .n_batch = cfg->n_parallel + cfg->chunk, .kv_cells = cfg->kv_cells};
+                            .n_batch = cfg->n_parallel + cfg->chunk, .kv_cells = cfg->kv_cells,
+                            .type_k = cfg->type_k, .type_v = cfg->type_v};
     if (nc_context_new(&sv->c, m, &cp, err)) goto fail;
     nc_kv_stats kst;
     nc_kv_get_stats(sv->c, &kst);

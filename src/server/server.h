@@ -18,6 +18,7 @@ typedef struct srv_config {
     int32_t n_ctx;         /* context cells per slot (0: min(training context, 4096)) */
     int64_t kv_cells;      /* tokens in the KV pool all slots share (0: n_parallel * n_ctx) */
     int32_t n_threads;     /* 0: all cores */
+    nc_cache_type type_k, type_v; /* the KV cache's key and value types */
     int32_t max_queue;     /* requests allowed to wait beyond the slots */
     int32_t chunk;         /* prompt tokens prefilled per step */
     const char *api_key;   /* NULL: no authentication */

@@ -493,6 +493,19 @@ size_t quant_row_bytes(uint32_t type, int64_t n) {
     return (size_t)(n / ti->block_elems) * ti->block_bytes;
 }
 
+/* The 32 values of a group: a * w is exact, so each value rounds once, in the addition of b (a
+ * half at a time, in loops the compiler vectorises: the KV cache dequantises spans with them). */
+static void group_values(const quant_group *q, bool has_min, float *dst) {
+    for (int h = 0; h < 2; h++) {
+        const int16_t *w = q->w + 16 * h;
+        float a = q->a[h], b = q->b[h], *out = dst + 16 * h;
+        if (has_min)
+            for (int k = 0; k < 16; k++) out[k] = a * (float)w[k] + b;
+        else
+            for (int k = 0; k < 16; k++) out[k] = a * (float)w[k];
+    }
+}
+
 void quant_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n) {
     const quant_type *t = quant_type_of(type);
     if (!t) return;
@@ -505,9 +518,7 @@ void quant_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n)
     for (int64_t g = 0; g < n / 32; g++, dst += 32) {
         quant_group q;
         t->group(s + (size_t)(g / gpb) * t->block_bytes, (int)(g % gpb), &q);
-        /* a * w is exact: each value rounds once, in the addition of b */
-        for (int k = 0; k < 32; k++)
-            dst[k] = t->has_min ? q.a[k / 16] * (float)q.w[k] + q.b[k / 16] : q.a[k / 16] * (float)q.w[k];
+        group_values(&q, t->has_min, dst);
     }
 }
 

@@ -783,6 +783,32 @@ static void test_mix(void) {
     }
 }
 
+/* kernels_dequantize: Q8_0 and Q4_0 blocks (written by the tensor module's quantisers from values
+ * of every scale, F16 scales that are subnormal or zero included) give exactly
+ * quant_dequantize_row's values in every set; nothing is written past n. */
+static void test_dequantize(void) {
+    enum { BLOCKS = 12, N = BLOCKS * 32 };
+    static const uint32_t types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0};
+    static const float scales[] = {1.0f, 300.0f, 1e-3f, 1e-6f, 1e-9f, 0.0f};
+    float x[N], want[N], got[N + 8];
+    for (int i = 0; i < N; i++) x[i] = frand() * scales[(i / 32) % 6];
+    for (int ti = 0; ti < 2; ti++) {
+        uint8_t q[BLOCKS * 34];
+        CHECK(quant_quantize_row(types[ti], x, q, N));
+        quant_dequantize_row(types[ti], q, want, N);
+        for (int isa = KERNELS_SCALAR; isa <= KERNELS_AVX512; isa++) {
+            if (!available((kernels_isa)isa)) continue;
+            for (int i = 0; i < N + 8; i++) got[i] = 12345.0f;
+            kernels_dequantize(types[ti], q, got, N);
+            int bad = 0, spill = 0;
+            for (int i = 0; i < N; i++) bad += !same_bits(got[i], want[i]);
+            for (int i = N; i < N + 8; i++) spill += got[i] != 12345.0f;
+            CHECK_MSG(bad == 0 && spill == 0, "%s dequantize type %u: %d values differ, %d written past n",
+                      isa_names[isa], types[ti], bad, spill);
+        }
+    }
+}
+
 int main(void) {
     srand(12345);
     test_dispatch();
@@ -796,5 +822,6 @@ int main(void) {
     test_helpers();
     test_zero_padding();
     test_mix();
+    test_dequantize();
     return test_summary("test_kernels");
 }
