@@ -320,6 +320,33 @@ float kv_get_v(const kv_cache *kv, int layer, int32_t seq, int32_t cell, int dim
     return get(kv, sp.v + (size_t)at * sp.v_row + (size_t)dim * kv->elem);
 }
 
+size_t kv_row_bytes(const kv_cache *kv) { return (size_t)kv->kv_dim * kv->elem; }
+
+/* Keys are transposed: a cell's key row is gathered from (scattered to) one element per
+ * dimension; its value row is contiguous. */
+void kv_read_row(const kv_cache *kv, int layer, int32_t seq, int32_t cell, uint8_t *k, uint8_t *v) {
+    int32_t at;
+    kv_span sp = cell_span(kv, layer, seq, cell, kv->seqs[seq].pos[cell], &at);
+    size_t e = kv->elem;
+    for (int32_t d = 0; d < kv->kv_dim; d++) memcpy(k + (size_t)d * e, sp.kt + (size_t)d * sp.kt_row + (size_t)at * e, e);
+    memcpy(v, sp.v + (size_t)at * sp.v_row, kv_row_bytes(kv));
+}
+
+void kv_write_row(kv_cache *kv, int layer, int32_t seq, int32_t cell, const uint8_t *k, const uint8_t *v) {
+    int32_t at;
+    kv_span sp = cell_span(kv, layer, seq, cell, kv->seqs[seq].pos[cell], &at);
+    size_t e = kv->elem;
+    for (int32_t d = 0; d < kv->kv_dim; d++)
+        memcpy((uint8_t *)sp.kt + (size_t)d * sp.kt_row + (size_t)at * e, k + (size_t)d * e, e);
+    memcpy((uint8_t *)sp.v + (size_t)at * sp.v_row, v, kv_row_bytes(kv));
+}
+
+void kv_seq_mark_moved(kv_cache *kv, int32_t seq) {
+    kv_seq *q = &kv->seqs[seq];
+    if (q->len < q->exact) q->exact = q->len;
+    q->chained = false;
+}
+
 /* The block a sequence writes cell c into: a new one at a block's first cell, a copy of a block
  * someone else holds (or the index keeps). */
 static int32_t writable_block(kv_cache *kv, kv_seq *q, int32_t c) {

@@ -8,7 +8,10 @@ committed):
                                      metadata, scalars, empty tensors, rank 5, padded and unpadded);
   make_seeds.py --spm DIR            fuzz_spm_model: small SentencePiece tokenizer.model files
                                      (protobuf ModelProto: byte pieces, BPE / UNIGRAM, normalizer
-                                     options, unknown fields and skipped sub-messages)."""
+                                     options, unknown fields and skipped sub-messages);
+  make_seeds.py --kv DIR             fuzz_kv_file: small saved KV cache files (F16 and F32, one or
+                                     several layers and cells, positions with gaps, moved cells),
+                                     checksummed as src/kv/kv_file.h says."""
 import json
 import os
 import struct
@@ -207,5 +210,47 @@ def main_spm():
     write("spm_extras.bin", spm_model(spm_pieces(8, with_bytes=False), extra=extra))
 
 
+# ---- saved KV cache files (src/kv/kv_file.h) -------------------------------------------------------
+
+M64 = (1 << 64) - 1
+
+
+def nc_hash(b):
+    """src/common.c's nc_hasher over the bytes b."""
+    def word(h, w):
+        h = ((h ^ w) * 0x9E3779B97F4A7C15) & M64
+        return h ^ (h >> 32)
+    h, full = 0x6E636B7663616368, len(b) // 8 * 8
+    for i in range(0, full, 8):
+        h = word(h, int.from_bytes(b[i:i + 8], "little"))
+    h = word(word(h, int.from_bytes(b[full:] + bytes(8 - (len(b) - full)), "little")), len(b))
+    h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & M64
+    return h ^ (h >> 31)
+
+
+def kv_file(n_layer, kv_dim, f32, tokens, positions, arch=b"llama", name=b"seed", n_exact=None):
+    elem = 4 if f32 else 2
+    head = b"NCKV" + struct.pack("<IQ", 1, 0x0123456789ABCDEF) + arch.ljust(32, b"\0") + name.ljust(64, b"\0")
+    n_exact = len(tokens) if n_exact is None else n_exact
+    head += struct.pack("<6I", n_layer, kv_dim, 0 if f32 else 1, kv_dim * elem, len(tokens), n_exact)
+    body = struct.pack("<%di" % len(tokens), *tokens) + struct.pack("<%di" % len(positions), *positions)
+    fmt = "<%d%s" % (kv_dim, "f" if f32 else "e")
+    for layer in range(n_layer):
+        for cell in range(len(tokens)):
+            body += struct.pack(fmt, *[layer + cell / 8 + d / 64 for d in range(kv_dim)])
+            body += struct.pack(fmt, *[-layer - cell / 16 - d / 32 for d in range(kv_dim)])
+    data = head + body
+    return data + struct.pack("<Q", nc_hash(data))
+
+
+def main_kv():
+    os.makedirs(OUT, exist_ok=True)
+    write("kv_one.bin", kv_file(1, 4, False, [1], [0]))
+    write("kv_f16.bin", kv_file(2, 8, False, [1, 403, 407, 261, 378], [0, 1, 2, 3, 4]))
+    write("kv_f32.bin", kv_file(3, 4, True, [7, 9, 11], [0, 1, 2], arch=b"qwen2", name=b"other"))
+    write("kv_gaps.bin", kv_file(1, 16, False, [5, 6, 7, 8], [0, 3, 4, 100], n_exact=1))
+
+
 if __name__ == "__main__":
-    {"--gguf": main, "--safetensors": main_safetensors, "--spm": main_spm}[KIND]()
+    {"--gguf": main, "--safetensors": main_safetensors, "--spm": main_spm, "--kv": main_kv}[KIND]()
