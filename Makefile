@@ -77,6 +77,9 @@ FUZZ_LIB_SRC := src/common.c $(shell find src/format -name '*.c' | sort)
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRC)
 	@mkdir -p $(dir $@)
 	clang $(CSTD) $(INC) -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $< $(FUZZ_LIB_SRC) $(LDLIBS)
+# Harnesses that include the source they exercise rebuild when it changes.
+$(BUILD)/fuzz/fuzz_kv_file: src/kv/kv_file_format.c src/kv/kv_file.h
+$(BUILD)/fuzz/fuzz_request: src/server/request.c src/server/request.h
 fuzz: $(FUZZ_BIN)
 
 test: $(BUILD)/nucleus $(BUILD)/san/nucleus unit fuzz

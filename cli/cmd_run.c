@@ -2,16 +2,18 @@
  * streaming the text as soon as it is safe to show: complete UTF-8 characters and nothing that
  * may still turn out to be part of a stop string. Explanations and log-probabilities go to
  * stderr, so stdout stays the text. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "cli.h"
 
 typedef struct run_opts {
-    const char *model, *prompt;
+    const char *model, *prompt, *prompt_cache;
     long threads, ctx;
     nc_cache_type type_k, type_v;
     cli_decoding dec;
@@ -24,8 +26,12 @@ static double now_s(void) {
 }
 
 static void usage_to(FILE *out) {
-    fprintf(out, "usage: nucleus run [-m MODEL] -p PROMPT [-n N] [-t THREADS] [-c CTX] " CLI_CACHE_USAGE
-                 " [decoding options]\n" CLI_CACHE_HELP "%s",
+    fprintf(out,
+            "usage: nucleus run [-m MODEL] -p PROMPT [-n N] [-t THREADS] [-c CTX] " CLI_CACHE_USAGE "\n"
+            "                   [--prompt-cache FILE] [decoding options]\n" CLI_CACHE_HELP
+            "  --prompt-cache FILE  reuse the prompt's keys and values saved in FILE as far as the prompt starts\n"
+            "                       the same, then save this prompt's there; a FILE of another model, or damaged,\n"
+            "                       is an error and is left as it is\n%s",
             cli_decoding_usage());
 }
 
@@ -54,6 +60,7 @@ static int parse(int argc, char **argv, run_opts *o) {
         if (r > 0) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(o->model = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { if (!(o->prompt = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "--prompt-cache")) { if (!(o->prompt_cache = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { if (!(v = cli_value(argc, argv, &i)) || parse_n_predict(a, v, o)) return 2; }
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 512, &o->threads)) return 2; }
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 1 << 24, &o->ctx)) return 2; }
@@ -223,7 +230,7 @@ static int on_event(const nc_gen_event *ev, void *user) {
 
 typedef struct run_stats {
     double t_prompt, t_gen;
-    int32_t n_gen;
+    int32_t n_gen, n_cached;  /* n_cached: prompt tokens taken from the cache, not computed */
     char finish[64];
 } run_stats;
 
@@ -253,6 +260,7 @@ static int run_sampling(nc_context *c, const nc_model *m, const run_opts *o, con
         if (out.n_samples == 1) putchar('\n');
         st->t_prompt = res.t_prompt;
         st->t_gen = res.t_gen;
+        st->n_cached = res.n_cached;
         nc_gen_result_free(&res);
         rc = 0;
     } else if (out.oom) snprintf(err->msg, sizeof err->msg, "out of memory");
@@ -282,6 +290,7 @@ static int run_beams(nc_context *c, const nc_model *m, const run_opts *o, const 
     snprintf(st->finish, sizeof st->finish, "%s", res.n ? nc_finish_name(res.hyps[0].finish) : "");
     st->t_prompt = res.t_prompt;
     st->t_gen = res.t_gen;
+    st->n_cached = res.n_cached;
     nc_beam_result_free(&res);
     return 0;
 }
@@ -294,9 +303,11 @@ static void print_stats(const run_opts *o, const nc_model_info *info, nc_context
     fprintf(stderr, "[kv cache] keys %s, values %s: %.1f KiB per token, %.2f MiB for %d tokens\n",
             cli_cache_type_name(o->type_k), cli_cache_type_name(o->type_v), nc_kv_bytes_per_token(c) / 1024.0,
             nc_kv_bytes_total(c) / (1024.0 * 1024.0), nc_context_n_ctx(c));
-    fprintf(stderr, "[time] load %.1f ms | prompt %d tokens, %.1f tok/s | generated %d tokens, %.1f tok/s | stop: %s\n",
-            t_load * 1e3, n_prompt, n_prompt / (st->t_prompt > 0 ? st->t_prompt : 1e-9), st->n_gen,
-            st->n_gen > 0 ? st->n_gen / (st->t_gen > 0 ? st->t_gen : 1e-9) : 0.0, st->finish);
+    char reused[48] = "";
+    if (st->n_cached) snprintf(reused, sizeof reused, " (%d reused)", st->n_cached);
+    fprintf(stderr, "[time] load %.1f ms | prompt %d tokens%s, %.1f tok/s | generated %d tokens, %.1f tok/s | stop: %s\n",
+            t_load * 1e3, n_prompt, reused, (n_prompt - st->n_cached) / (st->t_prompt > 0 ? st->t_prompt : 1e-9),
+            st->n_gen, st->n_gen > 0 ? st->n_gen / (st->t_gen > 0 ? st->t_gen : 1e-9) : 0.0, st->finish);
 }
 
 /* Cells per sequence: the prompt plus what may be generated, within the training context. */
@@ -305,6 +316,62 @@ static long context_size(const run_opts *o, const nc_model_info *info, int n_pro
     long want = o->dec.stop.max_tokens ? n_prompt + o->dec.stop.max_tokens : info->n_ctx_train;
     if (want > info->n_ctx_train) want = info->n_ctx_train > n_prompt ? info->n_ctx_train : n_prompt + 1;
     return want;
+}
+
+/* ---- --prompt-cache ---- */
+
+/* "--prompt-cache: " before err's message, and `after` behind it. Returns -1. */
+static int cache_error(nc_err *err, const char *after) {
+    char msg[2 * sizeof err->msg];
+    int n = snprintf(msg, sizeof msg, "--prompt-cache: %s%s", err->msg, after);
+    size_t k = n < 0 ? 0 : (size_t)n < sizeof err->msg ? (size_t)n : sizeof err->msg - 1;
+    memcpy(err->msg, msg, k);
+    err->msg[k] = 0;
+    return -1;
+}
+
+/* Load the cells of FILE that hold the start of the prompt into sequence 0: the generation takes
+ * them from the prefix cache. *n_saved: the tokens FILE holds, -1 when it does not exist. A file
+ * that cannot be used (another model, damaged, not a cache file) is an error: it is left for the
+ * user to look at. */
+static int prompt_cache_load(nc_context *c, const char *path, const int32_t *prompt, int n_prompt, int32_t *n_saved,
+                             bool *same, nc_err *err) {
+    struct stat st;
+    *n_saved = -1;
+    *same = false;
+    if (stat(path, &st) != 0 && errno == ENOENT) return 0;
+    nc_kv_file *f;
+    if (nc_kv_file_open(&f, c, path, err))
+        return cache_error(err, " (the file is left as it is: delete it or name another file)");
+    nc_kv_file_info fi;
+    nc_kv_file_get_info(f, &fi);
+    int32_t k = 0;
+    while (k < fi.n_tokens && k < n_prompt && fi.tokens[k] == prompt[k]) k++;
+    *n_saved = fi.n_tokens;
+    *same = k == n_prompt && fi.n_tokens == n_prompt;
+    int rc = nc_kv_file_load(f, 0, k, err);
+    nc_kv_file_close(f);
+    return rc ? cache_error(err, "") : 0;
+}
+
+/* After the generation: the prompt's cells into FILE, unless it holds exactly them already. */
+static int prompt_cache_save(nc_context *c, const char *path, int n_prompt, int32_t n_saved, bool same,
+                             const run_stats *st, nc_err *err) {
+    fprintf(stderr, "[prompt cache] %s: ", path);
+    if (n_saved < 0) fprintf(stderr, "not found, ");
+    else fprintf(stderr, "holds %d tokens, ", n_saved);
+    fprintf(stderr, "reused %d of the prompt's %d tokens", st->n_cached, n_prompt);
+    if (same) {
+        fprintf(stderr, "; it holds this prompt already\n");
+        return 0;
+    }
+    uint64_t bytes;
+    if (nc_kv_seq_save(c, 0, n_prompt, path, &bytes, err)) {
+        fputc('\n', stderr);
+        return cache_error(err, "");
+    }
+    fprintf(stderr, "; saved the prompt (%.1f KiB)\n", bytes / 1024.0);
+    return 0;
 }
 
 static void describe_chain(const nc_model *m, int32_t n_vocab, const cli_decoding *d) {
@@ -339,16 +406,22 @@ int cmd_run(int argc, char **argv) {
         snprintf(err.msg, sizeof err.msg, "the prompt has %d tokens, more than the context of %ld (-c)", n_prompt, n_ctx);
         goto fail;
     }
+    /* a saved prompt needs every position of sliding-window layers, not only a ring's worth (and
+     * rings share no prefixes) */
     nc_context_params cp = {.n_ctx = (int32_t)n_ctx, .n_threads = (int32_t)o.threads,
                             .n_seq_max = o.dec.use_beams ? o.dec.beam.n_beams : o.dec.n_samples,
-                            .type_k = o.type_k, .type_v = o.type_v};
+                            .type_k = o.type_k, .type_v = o.type_v, .swa_full = o.prompt_cache != NULL};
     if (nc_context_new(&c, m, &cp, &err)) goto fail;
+    int32_t n_saved = -1;
+    bool same = false;
+    if (o.prompt_cache && prompt_cache_load(c, o.prompt_cache, prompt, n_prompt, &n_saved, &same, &err)) goto fail;
     double t_load = now_s() - t0;
     describe_chain(m, info.n_vocab, &o.dec);
     run_stats st = {0};
     if (o.dec.use_beams ? run_beams(c, m, &o, prompt, n_prompt, &st, &err)
                         : run_sampling(c, m, &o, prompt, n_prompt, &st, &err))
         goto fail;
+    if (o.prompt_cache && prompt_cache_save(c, o.prompt_cache, n_prompt, n_saved, same, &st, &err)) goto fail;
     print_stats(&o, &info, c, t_load, n_prompt, &st);
     rc = 0;
     goto done;

@@ -13,14 +13,17 @@
 #define USAGE                                                                                                  \
     "usage: nucleus serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [-t THREADS]\n"  \
     "                     [--api-key KEY] [--max-queue Q] [--prefill-chunk N] [--kv-size N]\n"                 \
-    "                     " CLI_CACHE_USAGE "\n"                                                            \
+    "                     " CLI_CACHE_USAGE " [--slot-save-path DIR] [--swa-full]\n"                        \
     "  --parallel N       slots: requests (choices) decoded together (default 4)\n"                            \
     "  -c CTX             context per slot in tokens (default: the model's, at most 4096)\n"                   \
-    "  --kv-size N        tokens of KV cache all slots share, in blocks of 256 (default: parallel x CTX);\n"  \
-    "                     a slot holds what it uses, prompts' blocks stay cached for reuse\n"                \
+    "  --kv-size N        tokens of KV cache all slots share, in blocks of 256 (default: parallel x CTX);\n"   \
+    "                     a slot holds what it uses, prompts' blocks stay cached for reuse\n"                  \
     "  --max-queue Q      requests that may wait for a slot; past them, 503 (default 64)\n"                    \
     "  --prefill-chunk N  prompt tokens prefilled per step, alongside the decoding slots (default 256)\n"      \
     "  --port 0           picks a free port (printed)\n"                                                       \
+    "  --slot-save-path DIR  POST /slots/ID?action=save|restore {\"filename\": NAME} saves a slot's last\n"    \
+    "                     request to DIR/NAME or restores one from there into the prefix cache (off without)\n" \
+    "  --swa-full         sliding-window layers keep every position: their prompts can be cached and saved\n" \
     CLI_CACHE_HELP
 
 typedef struct serve_opts {
@@ -45,6 +48,8 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) ok = (o->model = cli_value(argc, argv, &i)) != NULL;
         else if (!strcmp(a, "--host")) ok = (o->cfg.host = cli_value(argc, argv, &i)) != NULL;
         else if (!strcmp(a, "--api-key")) ok = (o->cfg.api_key = cli_value(argc, argv, &i)) != NULL;
+        else if (!strcmp(a, "--slot-save-path")) ok = (o->cfg.slot_save_path = cli_value(argc, argv, &i)) != NULL;
+        else if (!strcmp(a, "--swa-full")) o->cfg.swa_full = true;
         else if (!strcmp(a, "--port")) ok = int_flag(argc, argv, &i, 0, 65535, &v) && ((o->cfg.port = (int)v), true);
         else if (!strcmp(a, "--parallel") || !strcmp(a, "-np"))
             ok = int_flag(argc, argv, &i, 1, 256, &v) && ((o->cfg.n_parallel = (int32_t)v), true);

@@ -115,6 +115,8 @@ typedef struct nc_context_params {
     int32_t n_batch;      /* tokens per internal micro-batch (0: 512) */
     nc_cache_type type_k; /* the KV cache's keys (0: f16) */
     nc_cache_type type_v; /* and values (0: f16) */
+    bool swa_full;        /* sliding-window layers keep every position, not a ring of their window
+                             (more memory; a ring can only save or keep what it still holds) */
     bool fast;            /* int8 activations for Q8_0/Q4_0 weights' normalised inputs (faster prefill) */
 } nc_context_params;
 
@@ -177,6 +179,36 @@ typedef struct nc_kv_stats {
     uint64_t evictions;                    /* cached blocks reclaimed */
 } nc_kv_stats;
 void nc_kv_get_stats(const nc_context *c, nc_kv_stats *out);
+
+/* Saving a sequence's cache to a file and loading it back (README: "Saving the KV cache"). The
+ * file holds a fingerprint of the model (architecture, hyper-parameters, a sample of every
+ * weight), the cache's shape and element type, the cells' tokens and positions, their keys and
+ * values as the cache stores them, and a checksum; a file from another model or cache, truncated
+ * or corrupt, is refused with a message naming the file and what is wrong, before the cache is
+ * touched. Loaded cells are what computing their tokens gives, and like computed ones they stay
+ * in the prefix cache when their sequence lets go of them: nc_generate and nc_beam_search take a
+ * prompt loaded into sequence 0 from there (not cells nc_kv_seq_keep had moved).
+ *
+ * Save the first n cells of seq (n <= 0: all of them) to path, atomically (a temporary file
+ * beside it, synced, then renamed over it). Sliding-window layers kept in rings can only save
+ * the positions their ring still holds: a context with swa_full saves any. *bytes (may be
+ * NULL): the file's size. */
+int nc_kv_seq_save(nc_context *c, int32_t seq, int32_t n, const char *path, uint64_t *bytes, nc_err *err);
+
+typedef struct nc_kv_file nc_kv_file;
+/* Open and check a saved cache for use with this context (its model, shape and element type). */
+int nc_kv_file_open(nc_kv_file **out, nc_context *c, const char *path, nc_err *err);
+void nc_kv_file_close(nc_kv_file *f);
+typedef struct nc_kv_file_info {
+    int32_t n_tokens;
+    const int32_t *tokens;  /* the saved cells' tokens (valid until nc_kv_file_close) */
+    uint64_t n_bytes;       /* the file's size */
+} nc_kv_file_info;
+void nc_kv_file_get_info(const nc_kv_file *f, nc_kv_file_info *info);
+/* Replace seq's cells with the file's first n cells (0 <= n <= n_tokens), into the context the
+ * file was opened for. More cells than the context's n_ctx are refused with the sequence as it
+ * was; a pool that runs out of blocks half-way leaves the sequence empty. */
+int nc_kv_file_load(nc_kv_file *f, int32_t seq, int32_t n, nc_err *err);
 
 /* ---- Sampling -------------------------------------------------------------------------- */
 
@@ -415,6 +447,7 @@ typedef struct nc_beam_result {
     int32_t n;
     nc_beam_hyp *hyps;     /* best first */
     double t_prompt, t_gen;
+    int32_t n_cached;      /* prompt tokens taken from the prefix cache, as nc_generate does */
 } nc_beam_result;
 
 int nc_beam_search(nc_context *c, const nc_model *m, const int32_t *prompt, int32_t n_prompt,

@@ -11,8 +11,10 @@
 #include "format/gguf_dump.h"
 #include "format/hf_dir.h"
 #include "format/hf_dump.h"
+#include "format/mapped.h"
 #include "forward/forward.h"
 #include "kernels/kernels.h"
+#include "kv/kv_file.h"
 #include "model/model.h"
 #include "tensor/quant.h"
 #include "vocab/vocab.h"
@@ -260,7 +262,7 @@ int nc_context_new(nc_context **out, nc_model *m, const nc_context_params *p, nc
     c->model = m;
     c->n_threads = d.n_threads;
     if (fwd_init(&c->fwd, m->m, d.n_ctx, d.n_seq_max, d.n_threads, d.n_batch, d.kv_cells,
-                 type_k, type_v, d.fast, err)) {
+                 type_k, type_v, d.swa_full, d.fast, err)) {
         free(c);
         return -1;
     }
@@ -306,4 +308,63 @@ void nc_kv_get_stats(const nc_context *c, nc_kv_stats *out) {
     *out = (nc_kv_stats){.n_blocks = s.n_blocks, .used = s.used, .cached = s.cached, .free = s.free, .lookups = s.lookups,
                          .hits = s.hits, .tokens_looked_up = s.tokens_looked_up, .tokens_reused = s.tokens_reused,
                          .evictions = s.evictions};
+}
+
+/* ---- KV cache files ---- */
+
+struct nc_kv_file {
+    nc_context *c;
+    char *path;
+    const void *data;
+    size_t size;
+    void *map;
+    kv_file_view view;
+};
+
+/* What a file saved from this context records: the model, and the cache's shape and type. */
+static kv_file_id context_id(const nc_context *c) {
+    const model *m = c->model->m;
+    kv_file_id id = {.fingerprint = model_fingerprint(m)};
+    snprintf(id.arch, sizeof id.arch, "%s", model_arch_name(m));
+    snprintf(id.name, sizeof id.name, "%.*s", (int)sizeof id.name - 1, m->name);
+    return kv_file_id_of(&c->fwd.kv, &id);
+}
+
+int nc_kv_seq_save(nc_context *c, int32_t seq, int32_t n, const char *path, uint64_t *bytes, nc_err *err) {
+    kv_file_id id = context_id(c);
+    return kv_seq_save(&c->fwd.kv, seq, n > 0 ? n : nc_kv_seq_len(c, seq), &id, path, bytes, err);
+}
+
+void nc_kv_file_close(nc_kv_file *f) {
+    if (!f) return;
+    kv_file_view_free(&f->view);
+    fmt_unmap(f->map, f->size);
+    free(f->path);
+    free(f);
+}
+
+int nc_kv_file_open(nc_kv_file **out, nc_context *c, const char *path, nc_err *err) {
+    *out = NULL;
+    nc_kv_file *f = calloc(1, sizeof *f);
+    if (!f || !(f->path = strdup(path))) {
+        free(f);
+        return nc_fail(err, "out of memory");
+    }
+    f->c = c;
+    kv_file_id want = context_id(c);
+    if (fmt_map(path, &f->data, &f->size, &f->map, err) || kv_file_parse(&f->view, f->data, f->size, path, err) ||
+        kv_file_check(&f->view, &want, c->model->m->hp.n_vocab, path, err)) {
+        nc_kv_file_close(f);
+        return -1;
+    }
+    *out = f;
+    return 0;
+}
+
+void nc_kv_file_get_info(const nc_kv_file *f, nc_kv_file_info *info) {
+    *info = (nc_kv_file_info){.n_tokens = f->view.n_cells, .tokens = f->view.tokens, .n_bytes = f->size};
+}
+
+int nc_kv_file_load(nc_kv_file *f, int32_t seq, int32_t n, nc_err *err) {
+    return kv_seq_load(&f->c->fwd.kv, seq, &f->view, n, f->path, err);
 }

@@ -33,3 +33,45 @@ int nc_fail_prefix(nc_err *err, const char *fmt, ...) {
     }
     return -1;
 }
+
+/* ---- nc_hasher ---- */
+
+#define HASH_MUL 0x9e3779b97f4a7c15ull
+
+static uint64_t load_le64(const uint8_t *p) {
+    uint64_t w = 0;
+    for (int i = 7; i >= 0; i--) w = w << 8 | p[i];
+    return w;
+}
+
+static uint64_t hash_word(uint64_t h, uint64_t w) {
+    h = (h ^ w) * HASH_MUL;
+    return h ^ (h >> 32);
+}
+
+void nc_hash_init(nc_hasher *s) { *s = (nc_hasher){.h = 0x6e636b7663616368ull}; }
+
+void nc_hash_update(nc_hasher *s, const void *data, size_t n) {
+    const uint8_t *p = data;
+    unsigned have = (unsigned)(s->len % 8);
+    s->len += n;
+    if (have) { /* complete the pending word first */
+        size_t k = 8 - have < n ? 8 - have : n;
+        memcpy(s->tail + have, p, k);
+        p += k;
+        n -= k;
+        if (have + k < 8) return;
+        s->h = hash_word(s->h, load_le64(s->tail));
+    }
+    for (; n >= 8; p += 8, n -= 8) s->h = hash_word(s->h, load_le64(p));
+    memcpy(s->tail, p, n);
+}
+
+uint64_t nc_hash_final(const nc_hasher *s) {
+    uint8_t last[8] = {0};
+    memcpy(last, s->tail, s->len % 8);
+    uint64_t h = hash_word(hash_word(s->h, load_le64(last)), s->len);
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull; /* splitmix64's finaliser */
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+    return h ^ (h >> 31);
+}

@@ -19,4 +19,16 @@ int nc_fail_prefix(nc_err *err, const char *fmt, ...) __attribute__((format(prin
 static inline bool nc_mul_u64(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_mul_overflow(a, b, out); }
 static inline bool nc_add_u64(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_add_overflow(a, b, out); }
 
+/* A 64-bit hash of a byte stream, fed in pieces of any size (the result depends only on the
+ * bytes): the checksum of saved KV caches and the fingerprint of a model. Each 8-byte word (read
+ * little-endian) goes through a bijection of the state, so changing any one word always changes
+ * the result; it is not a cryptographic hash. */
+typedef struct nc_hasher {
+    uint64_t h, len;
+    uint8_t tail[8];  /* bytes of an incomplete word */
+} nc_hasher;
+void nc_hash_init(nc_hasher *s);
+void nc_hash_update(nc_hasher *s, const void *data, size_t n);
+uint64_t nc_hash_final(const nc_hasher *s);
+
 #endif

@@ -86,21 +86,22 @@ static void free_moe(fwd_moe *mo) {
 }
 
 /* Sliding layers keep a ring of their window plus a micro-batch, rounded to whole spans, when that
- * is smaller than the context; 0 when they keep the whole context. */
-static int32_t ring_cells(const model *m, int32_t n_ctx, int32_t n_batch) {
+ * is smaller than the context (and swa_full does not ask for every position); 0 when they keep the
+ * whole context. */
+static int32_t ring_cells(const model *m, int32_t n_ctx, int32_t n_batch, bool swa_full) {
     int64_t r = ((int64_t)m->hp.swa_window + n_batch - 1 + FWD_ATTN_SPAN - 1) / FWD_ATTN_SPAN * FWD_ATTN_SPAN;
-    return m->hp.swa_window > 0 && r < n_ctx ? (int32_t)r : 0;
+    return m->hp.swa_window > 0 && r < n_ctx && !swa_full ? (int32_t)r : 0;
 }
 
 static int init_cache(fwd_state *s, int32_t n_ctx, int32_t n_seq, int64_t n_cells, uint32_t type_k, uint32_t type_v,
-                      nc_err *err) {
+                      bool swa_full, nc_err *err) {
     const model_hparams *hp = &s->m->hp;
     bool *sliding = malloc((size_t)hp->n_layer * sizeof *sliding);
     if (!sliding) return nc_fail(err, "out of memory");
     for (int il = 0; il < hp->n_layer; il++) sliding[il] = s->m->layers[il].sliding;
     kv_config cfg = {.n_layer = hp->n_layer, .n_seq = n_seq, .n_ctx = n_ctx, .n_head_kv = hp->n_head_kv,
                      .head_dim = hp->head_dim, .type_k = type_k, .type_v = type_v, .n_cells = n_cells,
-                     .ring = ring_cells(s->m, n_ctx, s->n_batch), .ring_layer = sliding};
+                     .ring = ring_cells(s->m, n_ctx, s->n_batch, swa_full), .ring_layer = sliding};
     int r = kv_init(&s->kv, &cfg, err);
     free(sliding);
     return r;
@@ -109,7 +110,7 @@ static int init_cache(fwd_state *s, int32_t n_ctx, int32_t n_seq, int64_t n_cell
 static bool same_rope(const model_rope *a, const model_rope *b) { return memcmp(a, b, sizeof *a) == 0; }
 
 int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t n_threads, int32_t n_batch,
-             int64_t n_cells, uint32_t type_k, uint32_t type_v, bool fast, nc_err *err) {
+             int64_t n_cells, uint32_t type_k, uint32_t type_v, bool swa_full, bool fast, nc_err *err) {
     memset(s, 0, sizeof *s);
     const model_hparams *hp = &m->hp;
     s->m = m;
@@ -126,7 +127,7 @@ int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t
         if (int_weight(&m->layers[il].wo) && span % 32)
             return nc_fail(err, "attn_output.weight of layer %d: quantised, with query-head groups of %d dimensions "
                                 "(not a multiple of 32)", il, span);
-    if (init_cache(s, n_ctx, n_seq, n_cells, type_k, type_v, err)) return -1;
+    if (init_cache(s, n_ctx, n_seq, n_cells, type_k, type_v, swa_full, err)) return -1;
     s->pool = pool_create(n_threads);
     size_t B = (size_t)n_batch, E = (size_t)hp->n_embd, Q = q_dim(hp), KV = kv_dim(hp);
     size_t F = (size_t)(hp->n_ff > 0 ? hp->n_ff : 1), FE = (size_t)(hp->n_ff_exp > 0 ? hp->n_ff_exp : 1);

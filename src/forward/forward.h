@@ -107,13 +107,14 @@ typedef struct fwd_state {
 } fwd_state;
 
 /* n_cells: the KV pool's capacity (0: n_seq * n_ctx); type_k, type_v: the cache's key and value
- * types (GGML_TYPE_F16, F32, Q8_0, Q4_0; see kv_cache.h). Products with integer weight types take int16
+ * types (GGML_TYPE_F16, F32, Q8_0, Q4_0; see kv_cache.h). swa_full: sliding layers keep every
+ * position rather than a ring of their window. Products with integer weight types take int16
  * activations; fast: int8 for the products of RMS-normalised inputs (Q/K/V, gate/up: 64% of a
  * layer's arithmetic) with Q8_0 or Q4_0 weights, which keeps the deviation from the exact
  * reference below llama.cpp's. Int8 everywhere would not, nor int8 on Q4_K: see the README's
  * Performance section. */
 int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t n_threads, int32_t n_batch,
-             int64_t n_cells, uint32_t type_k, uint32_t type_v, bool fast, nc_err *err);
+             int64_t n_cells, uint32_t type_k, uint32_t type_v, bool swa_full, bool fast, nc_err *err);
 void fwd_free(fwd_state *s);
 
 int fwd_run(fwd_state *s, const nc_batch_entry *batch, int n, nc_err *err);

@@ -397,6 +397,35 @@ float kv_get_v(const kv_cache *kv, int layer, int32_t seq, int32_t cell, int dim
     return get(kv->type_v, sp.v + (size_t)at * sp.v_row, dim);
 }
 
+/* Transposed keys: a cell's key row is gathered from (scattered to) one element per dimension;
+ * keys stored by cell and values are a row already. */
+void kv_read_row(const kv_cache *kv, int layer, int32_t seq, int32_t cell, uint8_t *k, uint8_t *v) {
+    int32_t at;
+    kv_span sp = cell_span(kv, layer, seq, cell, kv->seqs[seq].pos[cell], &at);
+    size_t e = k_elem(kv);
+    if (kv->k_by_cell) memcpy(k, sp.k + (size_t)at * sp.k_row, kv->k_cell);
+    else
+        for (int32_t d = 0; d < kv->kv_dim; d++) memcpy(k + (size_t)d * e, sp.k + (size_t)d * sp.k_row + (size_t)at * e, e);
+    memcpy(v, sp.v + (size_t)at * sp.v_row, kv->v_cell);
+}
+
+void kv_write_row(kv_cache *kv, int layer, int32_t seq, int32_t cell, const uint8_t *k, const uint8_t *v) {
+    int32_t at;
+    kv_span sp = cell_span(kv, layer, seq, cell, kv->seqs[seq].pos[cell], &at);
+    size_t e = k_elem(kv);
+    if (kv->k_by_cell) memcpy((uint8_t *)sp.k + (size_t)at * sp.k_row, k, kv->k_cell);
+    else
+        for (int32_t d = 0; d < kv->kv_dim; d++)
+            memcpy((uint8_t *)sp.k + (size_t)d * sp.k_row + (size_t)at * e, k + (size_t)d * e, e);
+    memcpy((uint8_t *)sp.v + (size_t)at * sp.v_row, v, kv->v_cell);
+}
+
+void kv_seq_mark_moved(kv_cache *kv, int32_t seq) {
+    kv_seq *q = &kv->seqs[seq];
+    if (q->len < q->exact) q->exact = q->len;
+    q->chained = false;
+}
+
 /* The block a sequence writes cell c into: a new one at a block's first cell, a copy of a block
  * someone else holds (or the index keeps). */
 static int32_t writable_block(kv_cache *kv, kv_seq *q, int32_t c) {

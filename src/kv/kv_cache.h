@@ -169,6 +169,25 @@ void kv_commit(kv_cache *kv);
 float kv_get_k(const kv_cache *kv, int layer, int32_t seq, int32_t cell, int dim);
 float kv_get_v(const kv_cache *kv, int layer, int32_t seq, int32_t cell, int dim);
 
+/* ---- One cell's rows, as stored (saving and restoring) ---- */
+
+/* Bytes of the key row and of the value row of one cell of one layer: kv_dim elements of the
+ * cache's key or value type, in dimension order (quantised: blocks of 32 dimensions). */
+static inline size_t kv_k_row_bytes(const kv_cache *kv) { return kv->k_cell; }
+static inline size_t kv_v_row_bytes(const kv_cache *kv) { return kv->v_cell; }
+/* Copy the key and value rows of a sequence's cell out of the cache, or into it (the cell
+ * claimed by kv_append and, for ring layers, the ring cell of its position by kv_ring_claim). */
+void kv_read_row(const kv_cache *kv, int layer, int32_t seq, int32_t cell, uint8_t *k, uint8_t *v);
+void kv_write_row(kv_cache *kv, int layer, int32_t seq, int32_t cell, const uint8_t *k, const uint8_t *v);
+/* The first cells of seq that hold what computing their tokens afresh would (kv_seq_keep's moved
+ * cells do not); and, for a sequence being restored, "the cells appended from now on were moved":
+ * they are no prefix of anything, as kv_seq_keep leaves them. */
+static inline int32_t kv_seq_n_exact(const kv_cache *kv, int32_t seq) {
+    const kv_seq *q = &kv->seqs[seq];
+    return q->exact < q->len ? q->exact : q->len;
+}
+void kv_seq_mark_moved(kv_cache *kv, int32_t seq);
+
 /* ---- Sequences ---- */
 
 void kv_seq_truncate(kv_cache *kv, int32_t seq, int32_t n_keep);

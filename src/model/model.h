@@ -101,6 +101,11 @@ void model_free(model *m);
 
 const char *model_arch_name(const model *m);
 
+/* A hash of the architecture, every hyper-parameter, the norms, and every weight's type, shape
+ * and a sample of its bytes (model/fingerprint.c): what a saved KV cache records so that only
+ * this model loads it. */
+uint64_t model_fingerprint(const model *m);
+
 /* The inverse frequencies theta_i (i < n_rot/2) of a rope for a context of n_ctx positions, and
  * the factor its cos and sin are multiplied by, computed in double as transformers'
  * modeling_rope_utils defines each kind. */

@@ -301,11 +301,10 @@ static void run_free(beam_run *r) {
     nc_sampler_free(r->proc);
 }
 
-static int prefill(beam_run *r, const int32_t *prompt, nc_err *err) {
-    nc_kv_seq_clear(r->c, 0);
-    for (int32_t i = 0; i < r->n_prompt; i++) r->batch[i] = (nc_batch_entry){prompt[i], i, 0, i == r->n_prompt - 1};
-    if (nc_forward(r->c, r->batch, r->n_prompt, err)) return -1;
-    memcpy(r->first_logits, nc_logits(r->c, r->n_prompt - 1), (size_t)r->n_vocab * sizeof *r->first_logits);
+static int prefill(beam_run *r, const int32_t *prompt, int32_t *n_cached, nc_err *err) {
+    const float *last = sampling_prefill(r->c, prompt, r->n_prompt, r->batch, n_cached, err);
+    if (!last) return -1;
+    memcpy(r->first_logits, last, (size_t)r->n_vocab * sizeof *r->first_logits);
     r->cur[0].seq = 0;
     return 0;
 }
@@ -353,7 +352,8 @@ int nc_beam_search(nc_context *c, const nc_model *m, const int32_t *prompt, int3
     pp.n_logprobs = 0;
     double t0 = sampling_now(), t1 = t0;
     int rc = -1;
-    if (!nc_sampler_new(&r.proc, m, info.n_vocab, &pp, err) && !run_alloc(&r, prompt, err) && !prefill(&r, prompt, err)) {
+    if (!nc_sampler_new(&r.proc, m, info.n_vocab, &pp, err) && !run_alloc(&r, prompt, err) &&
+        !prefill(&r, prompt, &out->n_cached, err)) {
         t1 = sampling_now();
         rc = search(&r, err) || take_best(&r, bp->n_best ? bp->n_best : 1, out, err) ? -1 : 0;
     }

@@ -73,15 +73,22 @@ static int run_init(gen_run *g, const int32_t *prompt, const nc_gen_params *p, n
     return 0;
 }
 
+const float *sampling_prefill(nc_context *c, const int32_t *prompt, int32_t n_prompt, nc_batch_entry *batch,
+                              int32_t *n_cached, nc_err *err) {
+    nc_kv_seq_clear(c, 0);
+    int32_t from = nc_kv_seq_reuse_prefix(c, 0, prompt, n_prompt - 1);
+    for (int32_t i = from; i < n_prompt; i++) batch[i - from] = (nc_batch_entry){prompt[i], i, 0, i == n_prompt - 1};
+    if (nc_forward(c, batch, n_prompt - from, err)) return NULL;
+    *n_cached = from;
+    return nc_logits(c, n_prompt - 1 - from);
+}
+
 /* Prompt into sequence 0 (what the prefix cache holds of it is not computed again), then its cache
  * copied to every other sample's sequence. */
 static int prefill(gen_run *g, const int32_t *prompt, nc_err *err) {
-    nc_kv_seq_clear(g->c, 0);
-    int32_t from = g->n_cached = nc_kv_seq_reuse_prefix(g->c, 0, prompt, g->n_prompt - 1);
-    for (int32_t i = from; i < g->n_prompt; i++)
-        g->batch[i - from] = (nc_batch_entry){prompt[i], i, 0, i == g->n_prompt - 1};
-    if (nc_forward(g->c, g->batch, g->n_prompt - from, err)) return -1;
-    memcpy(g->first_logits, nc_logits(g->c, g->n_prompt - 1 - from), (size_t)g->n_vocab * sizeof *g->first_logits);
+    const float *last = sampling_prefill(g->c, prompt, g->n_prompt, g->batch, &g->n_cached, err);
+    if (!last) return -1;
+    memcpy(g->first_logits, last, (size_t)g->n_vocab * sizeof *g->first_logits);
     for (int32_t i = 1; i < g->n_seq; i++)
         if (nc_kv_seq_copy(g->c, 0, i, err))
             return nc_fail_prefix(err, "%d samples need a context with n_seq_max >= %d", g->n_seq, g->n_seq);

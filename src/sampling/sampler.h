@@ -137,4 +137,11 @@ bool stop_is_end_token(const nc_model *m, const nc_stop_params *p, int32_t token
 /* Monotonic seconds, for the drivers' timings. */
 double sampling_now(void);
 
+/* The drivers' prefill: the prompt into sequence 0, what the prefix cache holds of it taken from
+ * there (at most n_prompt - 1 tokens, so that the last token's logits are computed); batch has
+ * room for n_prompt entries. Returns the last token's logits (valid until the next forward call)
+ * and the tokens taken from the cache in *n_cached, or NULL with err set. */
+const float *sampling_prefill(nc_context *c, const int32_t *prompt, int32_t n_prompt, nc_batch_entry *batch,
+                              int32_t *n_cached, nc_err *err);
+
 #endif

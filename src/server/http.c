@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,6 +34,7 @@ struct srv_server {
     srv_model_ctx mc;
     bool mc_ready, metrics_ready;
     char *api_key, *model_id;
+    char *slot_dir;        /* --slot-save-path, or NULL */
     size_t max_body;
     double drain_seconds;
     int port;
@@ -97,9 +99,13 @@ static const route routes[] = {
     {"/metrics", "GET", SRV_EP_METRICS},
 };
 
+/* Every /slots/{id}: the id is checked with the body. */
+static const route slots_route = {"/slots/", "POST", SRV_EP_SLOTS};
+
 static const route *find_route(const char *url) {
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
         if (!strcmp(url, routes[i].path)) return &routes[i];
+    if (!strncmp(url, slots_route.path, strlen(slots_route.path))) return &slots_route;
     return NULL;
 }
 
@@ -463,7 +469,34 @@ static enum MHD_Result handle_detokenize(srv_server *sv, struct MHD_Connection *
     return send_json(sv, conn, 200, body);
 }
 
-static enum MHD_Result respond(srv_server *sv, struct MHD_Connection *conn, conn_req *rq) {
+/* POST /slots/{id}?action=save|restore {"filename"}: the file is NAME in --slot-save-path. */
+static enum MHD_Result handle_slots(srv_server *sv, struct MHD_Connection *conn, const char *url, conn_req *rq) {
+    srv_error e;
+    if (!sv->slot_dir) {
+        srv_error_set(&e, 501, "not_supported_error", "not_supported", NULL,
+                      "saving and restoring slots is off: start the server with --slot-save-path DIR");
+        return send_error(sv, conn, &e);
+    }
+    srv_slot_req r;
+    const char *action = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "action");
+    if (srv_slot_parse(url + strlen(slots_route.path), action, rq->body ? rq->body : "", rq->len, sv->mc.n_slots, &r,
+                       &e))
+        return send_error(sv, conn, &e);
+    char *path = malloc(strlen(sv->slot_dir) + strlen(r.filename) + 2);
+    if (!path) return MHD_NO;
+    sprintf(path, "%s/%s", sv->slot_dir, r.filename);
+    srv_slot_action a = {.op = r.op, .slot = r.id, .path = path, .name = r.filename};
+    int status = srv_sched_slot_action(sv->sched, &a);
+    free(path);
+    if (status != 200) {
+        srv_error_set(&e, status, status >= 500 ? "server_error" : "invalid_request_error", NULL,
+                      status == 409 ? "id_slot" : status == 400 || status == 404 ? "filename" : NULL, "%s", a.message);
+        return send_error(sv, conn, &e);
+    }
+    return send_json(sv, conn, 200, srv_json_slot(r.id, r.filename, r.op == SRV_SLOT_SAVE, a.n_tokens, a.n_bytes, a.ms));
+}
+
+static enum MHD_Result respond(srv_server *sv, struct MHD_Connection *conn, const char *url, conn_req *rq) {
     if (rq->refused)
         return send_body(sv, conn, rq->early.status, srv_json_error(&rq->early), "application/json", rq->allow);
     switch (rq->ep) {
@@ -475,6 +508,7 @@ static enum MHD_Result respond(srv_server *sv, struct MHD_Connection *conn, conn
     case SRV_EP_CHAT: return handle_generation(sv, conn, rq, SRV_API_CHAT);
     case SRV_EP_TOKENIZE: return handle_tokenize(sv, conn, rq);
     case SRV_EP_DETOKENIZE: return handle_detokenize(sv, conn, rq);
+    case SRV_EP_SLOTS: return handle_slots(sv, conn, url, rq);
     default: return MHD_NO;
     }
 }
@@ -495,7 +529,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_size = 0;
         return MHD_YES;
     }
-    return respond(sv, conn, rq);
+    return respond(sv, conn, url, rq);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
@@ -542,6 +576,7 @@ static void server_free(srv_server *sv) {
     nc_context_free(sv->c);
     free(sv->api_key);
     free(sv->model_id);
+    free(sv->slot_dir);
     free(sv);
 }
 
@@ -563,9 +598,22 @@ int srv_start(srv_server **out, nc_model *m, const srv_config *cfg, nc_err *err)
         snprintf(err->msg, sizeof err->msg, "out of memory");
         goto fail;
     }
+    if (cfg->slot_save_path) {
+        struct stat st;
+        int rc = stat(cfg->slot_save_path, &st);
+        if (rc != 0 || !S_ISDIR(st.st_mode)) {
+            snprintf(err->msg, sizeof err->msg, "--slot-save-path %s: %s", cfg->slot_save_path,
+                     rc != 0 ? strerror(errno) : "not a directory");
+            goto fail;
+        }
+        if (!(sv->slot_dir = strdup(cfg->slot_save_path))) {
+            snprintf(err->msg, sizeof err->msg, "out of memory");
+            goto fail;
+        }
+    }
     nc_context_params cp = {.n_ctx = cfg->n_ctx, .n_seq_max = cfg->n_parallel, .n_threads = cfg->n_threads,
                             .n_batch = cfg->n_parallel + cfg->chunk, .kv_cells = cfg->kv_cells,
-                            .type_k = cfg->type_k, .type_v = cfg->type_v};
+                            .type_k = cfg->type_k, .type_v = cfg->type_v, .swa_full = cfg->swa_full};
     if (nc_context_new(&sv->c, m, &cp, err)) goto fail;
     nc_kv_stats kst;
     nc_kv_get_stats(sv->c, &kst);
@@ -577,7 +625,8 @@ int srv_start(srv_server **out, nc_model *m, const srv_config *cfg, nc_err *err)
     if (srv_model_ctx_init(&sv->mc, m, nc_context_n_ctx(sv->c), cfg->n_parallel, sv->note, sizeof sv->note, err))
         goto fail;
     sv->mc_ready = true;
-    srv_sched_config sc = {.n_slots = cfg->n_parallel, .max_queue = cfg->max_queue, .chunk = cfg->chunk};
+    srv_sched_config sc = {.n_slots = cfg->n_parallel, .max_queue = cfg->max_queue, .chunk = cfg->chunk,
+                           .swa_full = cfg->swa_full};
     if (srv_sched_new(&sv->sched, sv->c, m, &sc, &sv->metrics, err) || start_daemon(sv, cfg, err)) goto fail;
     *out = sv;
     return 0;

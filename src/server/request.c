@@ -3,6 +3,7 @@
  * "not given" everywhere, as OpenAI's clients send it for unset options. */
 #include "server/request.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -507,4 +508,42 @@ int srv_detokenize_parse(const char *body, size_t len, int32_t n_vocab, srv_deto
 void srv_detokenize_free(srv_detokenize_req *r) {
     free(r->tokens);
     memset(r, 0, sizeof *r);
+}
+
+/* ---- /slots/{id}?action= ------------------------------------------------------------------- */
+
+static bool plain_file_name(const char *s) {
+    size_t n = strlen(s);
+    if (n < 1 || n > SRV_SLOT_NAME_MAX || s[0] == '.' || strstr(s, "..")) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)s[i]) && !strchr("._-", s[i])) return false;
+    return true;
+}
+
+int srv_slot_parse(const char *id, const char *action, const char *body, size_t len, int32_t n_slots,
+                   srv_slot_req *out, srv_error *err) {
+    *out = (srv_slot_req){0};
+    size_t nd = strspn(id, "0123456789");
+    if (nd == 0 || nd > 9 || id[nd] || atol(id) >= n_slots)
+        return refuse(err, "id_slot", "slot id '%.32s' (in the path /slots/ID): expected a number from 0 to %d", id,
+                      n_slots - 1);
+    out->id = (int32_t)atol(id);
+    if (!action) return refuse(err, "action", "'action' is required in the query: ?action=save or ?action=restore");
+    if (!strcmp(action, "save")) out->op = SRV_SLOT_SAVE;
+    else if (!strcmp(action, "restore")) out->op = SRV_SLOT_RESTORE;
+    else return refuse(err, "action", "'action' must be save or restore, got '%.32s'", action);
+    cJSON *root = parse_object(body, len, err);
+    if (!root) return -1;
+    const cJSON *v = member(root, "filename");
+    /* cJSON ends a string at an escaped NUL: refuse rather than shorten the name */
+    int rc = !v ? refuse(err, "filename", "'filename' is required")
+             : !cJSON_IsString(v) ? refuse(err, "filename", "'filename' must be a string")
+             : !plain_file_name(v->valuestring) || memmem(body, len, "\\u0000", 6)
+                 ? refuse(err, "filename",
+                          "'filename' must be a plain file name: 1 to %d of A-Z a-z 0-9 . _ -, not starting with "
+                          "'.' nor holding '..'", SRV_SLOT_NAME_MAX)
+                 : 0;
+    if (!rc) memcpy(out->filename, v->valuestring, strlen(v->valuestring) + 1);
+    cJSON_Delete(root);
+    return rc;
 }

@@ -94,4 +94,18 @@ typedef struct srv_detokenize_req {
 int srv_detokenize_parse(const char *body, size_t len, int32_t n_vocab, srv_detokenize_req *out, srv_error *err);
 void srv_detokenize_free(srv_detokenize_req *r);
 
+/* POST /slots/{id}?action=save|restore (llama.cpp's shape): {"filename": name}. id is the rest of
+ * the path after "/slots/" (a number below n_slots), action the query's value (NULL: absent), and
+ * the name a plain file name, so that the file stays in the server's --slot-save-path: 1 to
+ * SRV_SLOT_NAME_MAX of A-Z a-z 0-9 . _ -, neither starting with '.' nor holding "..". */
+#define SRV_SLOT_NAME_MAX 128
+typedef enum srv_slot_op { SRV_SLOT_SAVE, SRV_SLOT_RESTORE } srv_slot_op;
+typedef struct srv_slot_req {
+    int32_t id;
+    srv_slot_op op;
+    char filename[SRV_SLOT_NAME_MAX + 1];
+} srv_slot_req;
+int srv_slot_parse(const char *id, const char *action, const char *body, size_t len, int32_t n_slots,
+                   srv_slot_req *out, srv_error *err);
+
 #endif

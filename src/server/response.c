@@ -286,3 +286,12 @@ char *srv_json_content(const char *text, size_t len) {
     cJSON *root = cJSON_CreateObject();
     return print_and_free(root, put_text(root, "content", text, len));
 }
+
+char *srv_json_slot(int32_t id, const char *filename, bool save, int32_t n_tokens, uint64_t n_bytes, double ms) {
+    cJSON *root = cJSON_CreateObject(), *timings = NULL;
+    bool ok = put_num(root, "id_slot", id) && put_str(root, "filename", filename) &&
+              put_num(root, save ? "n_saved" : "n_restored", n_tokens) &&
+              put_num(root, save ? "n_written" : "n_read", (double)n_bytes) &&
+              put(root, "timings", timings = cJSON_CreateObject()) && put_num(timings, save ? "save_ms" : "restore_ms", ms);
+    return print_and_free(root, ok);
+}

@@ -61,6 +61,10 @@ char *srv_json_usage_chunk(const srv_resp_meta *m, const srv_usage *u);
 char *srv_json_models(const char *model_id, int64_t created);
 char *srv_json_tokens(const int32_t *ids, int32_t n);
 char *srv_json_content(const char *text, size_t len);
+/* The reply to POST /slots/{id}?action= (llama.cpp's shape): save {"id_slot", "filename",
+ * "n_saved", "n_written", "timings": {"save_ms"}}, restore {..., "n_restored", "n_read",
+ * "timings": {"restore_ms"}}. */
+char *srv_json_slot(int32_t id, const char *filename, bool save, int32_t n_tokens, uint64_t n_bytes, double ms);
 
 /* text[0..n) as valid UTF-8 without NULs: malloc'd, NUL-terminated. */
 char *srv_utf8_clean(const char *text, size_t n);

@@ -7,9 +7,11 @@
 #include "server/scheduler.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 typedef enum slot_state {
@@ -37,6 +39,9 @@ typedef struct slot {
     bool counted;          /* what it found of the prompt went into the job's cached tokens */
     int32_t row;           /* entry of the current batch holding this slot's logits, or -1 */
     double t_last;         /* when its last token came, 0 before the first */
+    int32_t *last;         /* free: the tokens its cache held when its last request ended (or of the
+                              file restored into it), which a save looks for in the prefix cache */
+    int32_t n_last;
 } slot;
 
 struct srv_sched {
@@ -44,6 +49,7 @@ struct srv_sched {
     const nc_model *m;
     srv_metrics *metrics;
     int32_t n_slots, max_queue, chunk, n_vocab, n_ctx;
+    bool rings;            /* sliding-window layers may keep rings, which share no prefixes */
     slot *slots;
     nc_batch_entry *batch;
     uint64_t next_order;
@@ -52,6 +58,8 @@ struct srv_sched {
     pthread_mutex_t mu;
     pthread_cond_t wake;   /* work arrived, or a job was cancelled */
     pthread_cond_t idle;   /* n_jobs dropped to 0 */
+    pthread_cond_t acted;  /* a slot action is done */
+    srv_slot_action *actions; /* waiting for the engine, oldest first */
     srv_job **queue;       /* jobs with prompts still waiting for slots, oldest first */
     int32_t n_queue;
     srv_job **held;        /* every job the scheduler references (queued or running) */
@@ -114,14 +122,15 @@ static void fail_job(srv_job *j, int status, const char *type, const char *msg) 
 
 /* ---- Slots (engine thread) ----------------------------------------------------------------- */
 
+/* The slot's cells go to the prefix cache; their tokens (the first of its history) stay with it. */
 static void release_slot(srv_sched *s, int32_t i) {
     slot *sl = &s->slots[i];
     srv_job *j = sl->job;
     nc_sampler_free(sl->sampler);
     nc_stopper_free(sl->stopper);
-    free(sl->history);
+    int32_t *last = sl->history, n_last = nc_kv_seq_len(s->c, i);
     nc_kv_seq_clear(s->c, i);
-    *sl = (slot){.state = SLOT_FREE, .row = -1};
+    *sl = (slot){.state = SLOT_FREE, .row = -1, .last = last, .n_last = n_last};
     s->n_busy--;
     j->live_slots--;
     retire_if_done(s, j);
@@ -149,6 +158,7 @@ static void reap(srv_sched *s) {
  * room left in the context) and history. */
 static int init_slot(srv_sched *s, int32_t i, srv_job *j, int32_t p, int32_t choice, int32_t leader, nc_err *err) {
     slot *sl = &s->slots[i];
+    free(sl->last);
     *sl = (slot){.state = leader < 0 ? SLOT_PREFILL : SLOT_WAIT, .job = j, .prompt = p, .choice = choice,
                  .leader = leader < 0 ? i : leader, .order = s->next_order++, .n_prompt = j->n_prompt[p], .row = -1,
                  .n_target = j->n_prompt[p]};
@@ -256,6 +266,120 @@ static void admit(srv_sched *s) {
             retire_if_done(s, j);
         }
     }
+}
+
+/* ---- Saving and restoring slots (engine thread, between steps) ------------------------------ */
+
+__attribute__((format(printf, 3, 4))) static void act_fail(srv_slot_action *a, int status, const char *fmt, ...) {
+    a->status = status;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(a->message, sizeof a->message, fmt, ap);
+    va_end(ap);
+}
+
+/* A library message names the file by its path: name it as the client did. */
+static void act_fail_err(srv_slot_action *a, int status, const nc_err *err) {
+    size_t n = strlen(a->path);
+    if (!strncmp(err->msg, a->path, n)) act_fail(a, status, "%s%s", a->name, err->msg + n);
+    else act_fail(a, status, "%s", err->msg);
+}
+
+static const char *ring_hint(const srv_sched *s) {
+    return s->rings ? " (the model's sliding-window layers keep rings, which share no prefixes: serve with --swa-full)"
+                    : "";
+}
+
+/* The slot's last request, as far as the prefix cache still holds it, into the file. */
+static void save_slot(srv_sched *s, srv_slot_action *a) {
+    slot *sl = &s->slots[a->slot];
+    nc_err err;
+    int32_t n = sl->n_last ? nc_kv_seq_reuse_prefix(s->c, a->slot, sl->last, sl->n_last) : 0;
+    if (sl->n_last == 0) act_fail(a, 409, "slot %d has no request to save", a->slot);
+    else if (n == 0)
+        act_fail(a, 409, "nothing of slot %d's last request (%d tokens) is in the prefix cache any more%s", a->slot,
+                 sl->n_last, ring_hint(s));
+    else if (nc_kv_seq_save(s->c, a->slot, n, a->path, &a->n_bytes, &err)) act_fail_err(a, 500, &err);
+    else {
+        a->status = 200;
+        a->n_tokens = n;
+    }
+    nc_kv_seq_clear(s->c, a->slot);
+}
+
+/* The file, checked whole, into the prefix cache through the slot's sequence; the slot's cache
+ * as it was otherwise. */
+static void restore_slot(srv_sched *s, srv_slot_action *a) {
+    struct stat st;
+    nc_kv_file *f;
+    nc_kv_file_info fi;
+    nc_err err;
+    if (stat(a->path, &st) != 0 && errno == ENOENT) {
+        act_fail(a, 404, "%s: no such slot file", a->name);
+        return;
+    }
+    if (nc_kv_file_open(&f, s->c, a->path, &err)) {
+        act_fail_err(a, 400, &err);
+        return;
+    }
+    nc_kv_file_get_info(f, &fi);
+    int32_t *tokens = malloc((size_t)fi.n_tokens * sizeof *tokens);
+    if (!tokens) act_fail(a, 500, "out of memory");
+    else if (fi.n_tokens > s->n_ctx)
+        act_fail(a, 400, "%s holds %d tokens, more than a slot's context of %d (-c)", a->name, fi.n_tokens, s->n_ctx);
+    else if (nc_kv_file_load(f, a->slot, fi.n_tokens, &err))
+        act_fail(a, 503, "the KV cache pool has no room for %d tokens now: retry when requests have ended",
+                 fi.n_tokens);
+    else {
+        memcpy(tokens, fi.tokens, (size_t)fi.n_tokens * sizeof *tokens);
+        nc_kv_seq_clear(s->c, a->slot); /* its blocks go to the prefix cache: are they found there? */
+        a->n_tokens = nc_kv_seq_reuse_prefix(s->c, a->slot, tokens, fi.n_tokens);
+        nc_kv_seq_clear(s->c, a->slot);
+        a->n_bytes = fi.n_bytes;
+        a->status = 200;
+        if (a->n_tokens == 0) act_fail(a, 409, "%s cannot go into the prefix cache%s", a->name, ring_hint(s));
+    }
+    if (a->status == 200) {
+        slot *sl = &s->slots[a->slot];
+        free(sl->last);
+        sl->last = tokens;
+        sl->n_last = a->n_tokens;
+    } else {
+        free(tokens);
+    }
+    nc_kv_file_close(f);
+}
+
+static void run_action(srv_sched *s, srv_slot_action *a) {
+    double t0 = srv_now();
+    if (s->slots[a->slot].state != SLOT_FREE)
+        act_fail(a, 409, "slot %d is busy with a request: save or restore it once the request has ended", a->slot);
+    else if (a->op == SRV_SLOT_SAVE) save_slot(s, a);
+    else restore_slot(s, a);
+    a->ms = (srv_now() - t0) * 1e3;
+}
+
+/* Run the waiting actions, mu released while each runs. Under mu. */
+static void run_actions(srv_sched *s) {
+    while (s->actions) {
+        srv_slot_action *a = s->actions;
+        s->actions = a->next;
+        pthread_mutex_unlock(&s->mu);
+        run_action(s, a);
+        pthread_mutex_lock(&s->mu);
+        a->done = true;
+        pthread_cond_broadcast(&s->acted);
+    }
+}
+
+/* The engine is leaving: answer what is still waiting. Under mu. */
+static void end_actions(srv_sched *s) {
+    for (srv_slot_action *a = s->actions; a; a = a->next) {
+        act_fail(a, 503, "the server is shutting down");
+        a->done = true;
+    }
+    s->actions = NULL;
+    pthread_cond_broadcast(&s->acted);
 }
 
 /* ---- One step (engine thread, mu released) ------------------------------------------------- */
@@ -455,6 +579,7 @@ static void *engine_main(void *arg) {
     pthread_mutex_lock(&s->mu);
     for (;;) {
         reap(s);
+        run_actions(s);
         admit(s);
         srv_metrics_gauges(s->metrics, s->n_queue, s->n_busy);
         nc_kv_stats st;
@@ -462,13 +587,14 @@ static void *engine_main(void *arg) {
         srv_metrics_kv(s->metrics, &st);
         if (s->n_busy == 0) {
             if (s->stopping) break;
-            pthread_cond_wait(&s->wake, &s->mu);
+            if (!s->actions) pthread_cond_wait(&s->wake, &s->mu);
             continue;
         }
         pthread_mutex_unlock(&s->mu);
         step(s);
         pthread_mutex_lock(&s->mu);
     }
+    end_actions(s);
     pthread_mutex_unlock(&s->mu);
     return NULL;
 }
@@ -479,6 +605,8 @@ static void sched_destroy(srv_sched *s) {
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->wake);
     pthread_cond_destroy(&s->idle);
+    pthread_cond_destroy(&s->acted);
+    for (int32_t i = 0; s->slots && i < s->n_slots; i++) free(s->slots[i].last);
     free(s->slots);
     free(s->batch);
     free(s->queue);
@@ -494,7 +622,8 @@ int srv_sched_new(srv_sched **out, nc_context *c, const nc_model *m, const srv_s
     nc_model_info info;
     nc_model_get_info(m, &info);
     *s = (srv_sched){.c = c, .m = m, .metrics = metrics, .n_slots = cfg->n_slots, .max_queue = cfg->max_queue,
-                     .chunk = cfg->chunk, .n_vocab = info.n_vocab, .n_ctx = nc_context_n_ctx(c), .accepting = true};
+                     .chunk = cfg->chunk, .n_vocab = info.n_vocab, .n_ctx = nc_context_n_ctx(c),
+                     .rings = info.swa_window > 0 && !cfg->swa_full, .accepting = true};
     int32_t cap = cfg->n_slots + cfg->max_queue;
     s->slots = calloc((size_t)cfg->n_slots, sizeof *s->slots);
     s->batch = malloc((size_t)(cfg->n_slots + cfg->chunk) * sizeof *s->batch);
@@ -503,6 +632,7 @@ int srv_sched_new(srv_sched **out, nc_context *c, const nc_model *m, const srv_s
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->wake, NULL);
     pthread_cond_init(&s->idle, NULL);
+    pthread_cond_init(&s->acted, NULL);
     if (!s->slots || !s->batch || !s->queue || !s->held) {
         sched_destroy(s);
         return fail_msg(err, "out of memory");
@@ -529,6 +659,24 @@ int srv_sched_submit(srv_sched *s, srv_job *j) {
     pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&s->mu);
     return 0;
+}
+
+int srv_sched_slot_action(srv_sched *s, srv_slot_action *a) {
+    pthread_mutex_lock(&s->mu);
+    if (s->stopping) {
+        act_fail(a, 503, "the server is shutting down");
+        pthread_mutex_unlock(&s->mu);
+        return a->status;
+    }
+    a->next = NULL;
+    a->done = false;
+    srv_slot_action **tail = &s->actions;
+    while (*tail) tail = &(*tail)->next;
+    *tail = a;
+    pthread_cond_signal(&s->wake);
+    while (!a->done) pthread_cond_wait(&s->acted, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    return a->status;
 }
 
 void srv_sched_cancel(srv_sched *s, srv_job *j) {

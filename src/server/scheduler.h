@@ -8,7 +8,12 @@
  * its cache copied to the others. Prompts are cut into chunks at fixed positions (multiples of
  * the chunk size), so a sequence's computation does not depend on what else is running.
  * Beam-search jobs run alone: the engine waits for the slots to empty, then runs nc_beam_search
- * (no other job advances meanwhile, and the job cannot be cancelled half-way). */
+ * (no other job advances meanwhile, and the job cannot be cancelled half-way).
+ *
+ * Between two steps the engine also saves or restores an idle slot (srv_sched_slot_action). A
+ * slot's cache goes to the prefix cache when its request ends, so saving it takes the tokens of
+ * that request back from there (as far as the pool has not given their blocks to others), and a
+ * restored file goes there too: the next prompt that starts the same, on any slot, reuses it. */
 #ifndef NC_SERVER_SCHEDULER_H
 #define NC_SERVER_SCHEDULER_H
 
@@ -20,6 +25,7 @@ typedef struct srv_sched_config {
     int32_t n_slots;       /* the context's n_seq_max */
     int32_t max_queue;     /* unfinished jobs beyond n_slots before submissions are refused */
     int32_t chunk;         /* prompt tokens prefilled per step (across slots) */
+    bool swa_full;         /* the context keeps every position of sliding-window layers */
 } srv_sched_config;
 
 typedef struct srv_sched srv_sched;
@@ -38,6 +44,28 @@ void srv_sched_drain(srv_sched *s, double timeout_s);
 void srv_sched_stop(srv_sched *s);
 /* Stop if not yet stopped, then free. */
 void srv_sched_free(srv_sched *s);
+
+/* A save or restore of one slot, run by the engine thread between two steps. */
+typedef struct srv_slot_action {
+    srv_slot_op op;
+    int32_t slot;
+    const char *path;      /* the file */
+    const char *name;      /* what messages call it (the client's file name) */
+    /* results */
+    int status;            /* 200; 400 a file that cannot be restored here; 404 no such file to
+                              restore; 409 the slot is busy, or has nothing to save or to restore
+                              into the prefix cache; 500 a file that cannot be written; 503 the pool
+                              has no room now, or the server is stopping */
+    char message[512];     /* why, when status is not 200 */
+    int32_t n_tokens;      /* tokens saved, or restored into the prefix cache */
+    uint64_t n_bytes;      /* bytes written or read */
+    double ms;
+    /* engine */
+    struct srv_slot_action *next;
+    bool done;
+} srv_slot_action;
+/* Queue the action and wait until the engine has run it; returns a->status. */
+int srv_sched_slot_action(srv_sched *s, srv_slot_action *a);
 
 double srv_now(void);  /* monotonic seconds */
 

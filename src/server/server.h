@@ -1,10 +1,11 @@
 /* `nucleus serve`: an OpenAI-compatible HTTP server over one model. Endpoints: GET /health,
  * GET /v1/models, POST /v1/completions, POST /v1/chat/completions, POST /tokenize,
- * POST /detokenize, GET /metrics. Requests run through the continuous-batching scheduler
+ * POST /detokenize, GET /metrics, POST /slots/{id}?action=save|restore. Requests run through the continuous-batching scheduler
  * (scheduler.h); connections are served by libmicrohttpd, one thread each. */
 #ifndef NC_SERVER_SERVER_H
 #define NC_SERVER_SERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,6 +26,8 @@ typedef struct srv_config {
     size_t max_body;       /* bytes; larger bodies get 413 */
     double drain_seconds;  /* at shutdown, how long running requests may finish */
     const char *model_id;  /* the name /v1/models reports */
+    const char *slot_save_path; /* the directory slot files are saved to and restored from; NULL: off */
+    bool swa_full;         /* sliding-window layers keep every position (nc_context_params.swa_full) */
 } srv_config;
 
 typedef struct srv_server srv_server;

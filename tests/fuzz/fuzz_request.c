@@ -1,6 +1,7 @@
 /* libFuzzer harness for the server's request parser (src/server/request.c): any body must give
  * either a request that keeps the parser's promises or a 400 naming a field, never a crash, a
- * leak or undefined behaviour. The first byte picks the endpoint; the rest is the body.
+ * leak or undefined behaviour. The first byte picks the endpoint (and for /slots/{id}, the id
+ * and the action from small tables); the rest is the body.
  *
  * The Makefile's generic fuzz rule links only src/common.c and the format layer, so the parser
  * (which needs nothing but cJSON) is compiled into this harness directly. */
@@ -45,12 +46,20 @@ static void check_request(const srv_request *r) {
     }
 }
 
+/* A file name that stays in the directory it is joined to. */
+static void check_slot(const srv_slot_req *r) {
+    size_t n = strnlen(r->filename, sizeof r->filename);
+    check(r->id >= 0 && r->id < limits.max_n && n >= 1 && n <= SRV_SLOT_NAME_MAX && r->filename[0] != '.');
+    check(!strstr(r->filename, "..") && !strchr(r->filename, '/') && !strchr(r->filename, '\\'));
+    check(r->op == SRV_SLOT_SAVE || r->op == SRV_SLOT_RESTORE);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     const char *body = (const char *)data + 1;
     size_t len = size - 1;
     srv_error e;
-    switch (data[0] % 4) {
+    switch (data[0] % 8) {
     case 0:
     case 1: {
         srv_request r;
@@ -68,11 +77,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         srv_tokenize_free(&t);
         break;
     }
-    default: {
+    case 3: {
         srv_detokenize_req d;
         if (srv_detokenize_parse(body, len, limits.n_vocab, &d, &e) == 0) check(d.n_tokens >= 0);
         else check_error(&e);
         srv_detokenize_free(&d);
+        break;
+    }
+    default: {
+        static const char *const ids[] = {"0", "7", "8", "00", "", "x", "4294967296", "-1"};
+        static const char *const actions[] = {"save", "restore", NULL, "erase"};
+        srv_slot_req r;
+        if (srv_slot_parse(ids[(data[0] >> 3) % 8], actions[data[0] % 4], body, len, limits.max_n, &r, &e) == 0)
+            check_slot(&r);
+        else
+            check_error(&e);
         break;
     }
     }

@@ -8,7 +8,10 @@ committed):
                                      metadata, scalars, empty tensors, rank 5, padded and unpadded);
   make_seeds.py --spm DIR            fuzz_spm_model: small SentencePiece tokenizer.model files
                                      (protobuf ModelProto: byte pieces, BPE / UNIGRAM, normalizer
-                                     options, unknown fields and skipped sub-messages)."""
+                                     options, unknown fields and skipped sub-messages);
+  make_seeds.py --kv DIR             fuzz_kv_file: small saved KV cache files (F16, F32, Q8_0, Q4_0, one or
+                                     several layers and cells, positions with gaps, moved cells),
+                                     checksummed as src/kv/kv_file.h says."""
 import json
 import os
 import struct
@@ -207,5 +210,70 @@ def main_spm():
     write("spm_extras.bin", spm_model(spm_pieces(8, with_bytes=False), extra=extra))
 
 
+# ---- saved KV cache files (src/kv/kv_file.h) -------------------------------------------------------
+
+M64 = (1 << 64) - 1
+
+
+def nc_hash(b):
+    """src/common.c's nc_hasher over the bytes b."""
+    def word(h, w):
+        h = ((h ^ w) * 0x9E3779B97F4A7C15) & M64
+        return h ^ (h >> 32)
+    h, full = 0x6E636B7663616368, len(b) // 8 * 8
+    for i in range(0, full, 8):
+        h = word(h, int.from_bytes(b[i:i + 8], "little"))
+    h = word(word(h, int.from_bytes(b[full:] + bytes(8 - (len(b) - full)), "little")), len(b))
+    h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & M64
+    return h ^ (h >> 31)
+
+
+# ggml type ids and the bytes of one block of 32 elements
+F32, F16, Q4_0, Q8_0 = 0, 1, 2, 8
+
+
+def kv_row(t, xs):
+    """A row of floats as a cache of type t keeps it (quantised rows: GGML's blocks, scale first)."""
+    if t in (F32, F16):
+        return struct.pack("<%d%s" % (len(xs), "f" if t == F32 else "e"), *xs)
+    out = b""
+    for b in range(0, len(xs), 32):
+        blk = xs[b:b + 32]
+        amax = max(abs(x) for x in blk)
+        if t == Q8_0:
+            d = amax / 127
+            out += struct.pack("<e", d) + bytes((round(x / d) if d else 0) & 0xFF for x in blk)
+        else:
+            d = amax / -8
+            q = [min(15, max(0, int(x / d + 8.5))) if d else 8 for x in blk]
+            out += struct.pack("<e", d) + bytes(q[i] | q[i + 16] << 4 for i in range(16))
+    return out
+
+
+def kv_file(n_layer, kv_dim, tk, tv, tokens, positions, arch=b"llama", name=b"seed", n_exact=None):
+    head = b"NCKV" + struct.pack("<IQ", 1, 0x0123456789ABCDEF) + arch.ljust(32, b"\0") + name.ljust(64, b"\0")
+    n_exact = len(tokens) if n_exact is None else n_exact
+    keys = lambda layer, cell: kv_row(tk, [layer + cell / 8 + d / 64 for d in range(kv_dim)])
+    values = lambda layer, cell: kv_row(tv, [-layer - cell / 16 - d / 32 for d in range(kv_dim)])
+    head += struct.pack("<8I", n_layer, kv_dim, tk, tv, len(keys(0, 0)), len(values(0, 0)), len(tokens), n_exact)
+    body = struct.pack("<%di" % len(tokens), *tokens) + struct.pack("<%di" % len(positions), *positions)
+    for layer in range(n_layer):
+        for cell in range(len(tokens)):
+            body += keys(layer, cell) + values(layer, cell)
+    data = head + body
+    return data + struct.pack("<Q", nc_hash(data))
+
+
+def main_kv():
+    os.makedirs(OUT, exist_ok=True)
+    write("kv_one.bin", kv_file(1, 4, F16, F16, [1], [0]))
+    write("kv_f16.bin", kv_file(2, 8, F16, F16, [1, 403, 407, 261, 378], [0, 1, 2, 3, 4]))
+    write("kv_f32.bin", kv_file(3, 4, F32, F32, [7, 9, 11], [0, 1, 2], arch=b"qwen2", name=b"other"))
+    write("kv_gaps.bin", kv_file(1, 16, F16, F32, [5, 6, 7, 8], [0, 3, 4, 100], n_exact=1))
+    write("kv_q8_0.bin", kv_file(2, 64, Q8_0, Q8_0, [1, 2, 3], [0, 1, 2]))
+    write("kv_q4_0.bin", kv_file(1, 32, Q4_0, F16, [4, 5], [0, 7]))
+
+
 if __name__ == "__main__":
-    {"--gguf": main, "--safetensors": main_safetensors, "--spm": main_spm}[KIND]()
+    {"--gguf": main, "--safetensors": main_safetensors, "--spm": main_spm, "--kv": main_kv}[KIND]()

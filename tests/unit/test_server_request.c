@@ -234,6 +234,36 @@ static void test_tokenize_bodies(void) {
     CHECK(srv_detokenize_parse(b6, strlen(b6), 1000, &d, &e) == -1 && e.status == 400);
 }
 
+/* POST /slots/{id}?action=: the id from the path, the action from the query, a plain file name. */
+static void test_slot_bodies(void) {
+    srv_slot_req r;
+    srv_error e;
+    const char *ok = "{\"filename\": \"slot-0_a.bin\"}";
+    CHECK(srv_slot_parse("3", "save", ok, strlen(ok), 4, &r, &e) == 0 && r.id == 3 && r.op == SRV_SLOT_SAVE &&
+          !strcmp(r.filename, "slot-0_a.bin"));
+    CHECK(srv_slot_parse("0", "restore", ok, strlen(ok), 4, &r, &e) == 0 && r.id == 0 && r.op == SRV_SLOT_RESTORE);
+    static const char *const bad_ids[] = {"4", "", "x", "1x", "-1", "00000000001", "99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad_ids / sizeof *bad_ids; i++)
+        CHECK(srv_slot_parse(bad_ids[i], "save", ok, strlen(ok), 4, &r, &e) == -1 && e.status == 400 &&
+              !strcmp(e.param, "id_slot") && strstr(e.message, "expected a number from 0 to 3"));
+    CHECK(srv_slot_parse("1", NULL, ok, strlen(ok), 4, &r, &e) == -1 && !strcmp(e.param, "action"));
+    CHECK(srv_slot_parse("1", "erase", ok, strlen(ok), 4, &r, &e) == -1 && !strcmp(e.param, "action") &&
+          strstr(e.message, "got 'erase'"));
+    static const char *const bad_names[] = {
+        "{\"filename\": \"../x\"}", "{\"filename\": \"a/b\"}", "{\"filename\": \"/etc/passwd\"}",
+        "{\"filename\": \".hidden\"}", "{\"filename\": \"..\"}", "{\"filename\": \"a..b\"}",
+        "{\"filename\": \"\"}", "{\"filename\": \"a b\"}", "{\"filename\": \"a\\\\b\"}",
+        "{\"filename\": \"caf\u00e9\"}", "{\"filename\": \"a\\u0000b\"}", "{\"filename\": 5}", "{}",
+        "{\"filename\": \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+        "xxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"};
+    for (size_t i = 0; i < sizeof bad_names / sizeof *bad_names; i++)
+        CHECK_MSG(srv_slot_parse("1", "save", bad_names[i], strlen(bad_names[i]), 4, &r, &e) == -1 &&
+                      !strcmp(e.param, "filename"),
+                  "%s", bad_names[i]);
+    const char *b = "[\"a.bin\"]";
+    CHECK(srv_slot_parse("1", "save", b, strlen(b), 4, &r, &e) == -1 && strstr(e.message, "JSON object"));
+}
+
 int main(void) {
     test_completion_defaults();
     test_completion_fields();
@@ -242,5 +272,6 @@ int main(void) {
     test_invalid_values();
     test_beams();
     test_tokenize_bodies();
+    test_slot_bodies();
     return test_summary("test_server_request");
 }

@@ -161,6 +161,14 @@ static void test_small_bodies(void) {
     CHECK_MSG(s && !strcmp(s, "{\"content\":\"a\xEF\xBF\xBD" "b\xF0\x9F\x98\x80\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\"}"),
               "%s", s ? s : "(null)");
     free(s);
+    s = srv_json_slot(1, "a.bin", true, 20, 13104, 0.5);
+    CHECK_MSG(s && !strcmp(s, "{\"id_slot\":1,\"filename\":\"a.bin\",\"n_saved\":20,\"n_written\":13104,"
+                              "\"timings\":{\"save_ms\":0.5}}"), "%s", s ? s : "(null)");
+    free(s);
+    s = srv_json_slot(0, "b", false, 3, 7, 2);
+    CHECK_MSG(s && !strcmp(s, "{\"id_slot\":0,\"filename\":\"b\",\"n_restored\":3,\"n_read\":7,"
+                              "\"timings\":{\"restore_ms\":2}}"), "%s", s ? s : "(null)");
+    free(s);
     s = srv_utf8_clean("\xC0\xAF\xE0\x80\x80\xF4\x90\x80\x80ok", 11);
     CHECK(s && !strncmp(s, "\xEF\xBF\xBD\xEF\xBF\xBD", 6) && strlen(s) == 9 * 3 + 2 && !strcmp(s + 27, "ok"));
     free(s);

@@ -1,0 +1,234 @@
+/* The KV cache file format (kv_file.h): the header, and the parser that checks a whole file. It
+ * depends on nothing but common.c and the ggml type table, so the fuzz harness compiles it alone. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format/ggml_types.h"
+#include "kv/kv_file.h"
+
+static uint32_t get_u32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static uint64_t get_u64(const uint8_t *p) { return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32; }
+static void put_u32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> 8 * i);
+}
+static void put_u64(uint8_t *p, uint64_t v) {
+    put_u32(p, (uint32_t)v);
+    put_u32(p + 4, (uint32_t)(v >> 32));
+}
+
+/* The types a cache keeps: elements per block and bytes per block (GGML's formats). */
+static bool type_shape(uint32_t type, uint32_t *block, uint32_t *bytes) {
+    switch (type) {
+    case GGML_TYPE_F32: *block = 1, *bytes = 4; return true;
+    case GGML_TYPE_F16: *block = 1, *bytes = 2; return true;
+    case GGML_TYPE_Q8_0: *block = 32, *bytes = 34; return true;
+    case GGML_TYPE_Q4_0: *block = 32, *bytes = 18; return true;
+    default: return false;
+    }
+}
+
+size_t kv_file_row_bytes(uint32_t type, uint32_t kv_dim) {
+    uint32_t block, bytes;
+    if (!type_shape(type, &block, &bytes) || kv_dim % block) return 0;
+    return (size_t)kv_dim / block * bytes;
+}
+
+void kv_file_header(uint8_t out[KV_FILE_HEADER], const kv_file_id *id, uint32_t n_cells, uint32_t n_exact) {
+    memset(out, 0, KV_FILE_HEADER);
+    memcpy(out, KV_FILE_MAGIC, 4);
+    put_u32(out + 4, KV_FILE_VERSION);
+    put_u64(out + 8, id->fingerprint);
+    memcpy(out + 16, id->arch, strnlen(id->arch, sizeof id->arch - 1));
+    memcpy(out + 48, id->name, strnlen(id->name, sizeof id->name - 1));
+    put_u32(out + 112, id->n_layer);
+    put_u32(out + 116, id->kv_dim);
+    put_u32(out + 120, id->type_k);
+    put_u32(out + 124, id->type_v);
+    put_u32(out + 128, (uint32_t)kv_file_row_bytes(id->type_k, id->kv_dim));
+    put_u32(out + 132, (uint32_t)kv_file_row_bytes(id->type_v, id->kv_dim));
+    put_u32(out + 136, n_cells);
+    put_u32(out + 140, n_exact);
+}
+
+/* A NUL-terminated text field of the header (what follows the NUL is ignored). */
+static int get_text(char *out, size_t cap, const uint8_t *p, const char *field, size_t off, const char *name,
+                    nc_err *err) {
+    const uint8_t *nul = memchr(p, 0, cap);
+    if (!nul) return nc_fail(err, "%s: the %s field (offset %zu) is not NUL-terminated", name, field, off);
+    memset(out, 0, cap);
+    memcpy(out, p, (size_t)(nul - p));
+    return 0;
+}
+
+static int parse_header(kv_file_view *v, const uint8_t *data, size_t size, const char *name, nc_err *err) {
+    if (size == 0) return nc_fail(err, "%s: the file is empty, not a nucleus KV cache file", name);
+    if (size < 4 || memcmp(data, KV_FILE_MAGIC, 4)) {
+        char seen[9] = "";
+        for (size_t i = 0; i < 4 && i < size; i++) snprintf(seen + 2 * i, 3, "%02x", data[i]);
+        return nc_fail(err, "%s: not a nucleus KV cache file (it starts with the bytes %s, not \"%s\")", name, seen,
+                       KV_FILE_MAGIC);
+    }
+    if (size < KV_FILE_HEADER + 8)
+        return nc_fail(err, "%s: %zu bytes, too short for a KV cache file (its header alone takes %d)", name, size,
+                       KV_FILE_HEADER + 8);
+    uint32_t version = get_u32(data + 4);
+    if (version != KV_FILE_VERSION)
+        return nc_fail(err, "%s: KV cache file version %" PRIu32 " (offset 4) is not supported; this build reads version %u",
+                       name, version, KV_FILE_VERSION);
+    kv_file_id *id = &v->id;
+    id->fingerprint = get_u64(data + 8);
+    if (get_text(id->arch, sizeof id->arch, data + 16, "architecture", 16, name, err) ||
+        get_text(id->name, sizeof id->name, data + 48, "model name", 48, name, err))
+        return -1;
+    id->n_layer = get_u32(data + 112);
+    id->kv_dim = get_u32(data + 116);
+    id->type_k = get_u32(data + 120);
+    id->type_v = get_u32(data + 124);
+    uint32_t n_cells = get_u32(data + 136), n_exact = get_u32(data + 140);
+    if (id->n_layer < 1 || id->n_layer > 65536)
+        return nc_fail(err, "%s: n_layer %" PRIu32 " (offset 112) is outside 1..65536", name, id->n_layer);
+    if (id->kv_dim < 1 || id->kv_dim > (1u << 20))
+        return nc_fail(err, "%s: kv_dim %" PRIu32 " (offset 116) is outside 1..%u", name, id->kv_dim, 1u << 20);
+    for (int kind = 0; kind < 2; kind++) { /* keys, then values */
+        uint32_t type = kind ? id->type_v : id->type_k, rows = get_u32(data + 128 + 4 * kind), block, bytes;
+        const char *what = kind ? "value" : "key";
+        char tb[24];
+        if (!type_shape(type, &block, &bytes))
+            return nc_fail(err, "%s: %s type %s (offset %d) is not one a KV cache keeps (F16, F32, Q8_0, Q4_0)", name,
+                           what, ggml_type_name(type, tb), 120 + 4 * kind);
+        if (id->kv_dim % block)
+            return nc_fail(err, "%s: kv_dim %" PRIu32 " (offset 116) is not whole blocks of %" PRIu32 " %s elements",
+                           name, id->kv_dim, block, ggml_type_name(type, tb));
+        if (rows != kv_file_row_bytes(type, id->kv_dim))
+            return nc_fail(err, "%s: %s row_bytes %" PRIu32 " (offset %d) is not what kv_dim %" PRIu32 " elements of %s take (%zu)",
+                           name, what, rows, 128 + 4 * kind, id->kv_dim, ggml_type_name(type, tb),
+                           kv_file_row_bytes(type, id->kv_dim));
+    }
+    if (n_cells < 1 || n_cells > KV_FILE_MAX_CELLS)
+        return nc_fail(err, "%s: n_cells %" PRIu32 " (offset 136) is outside 1..%d", name, n_cells, KV_FILE_MAX_CELLS);
+    if (n_exact > n_cells)
+        return nc_fail(err, "%s: n_exact %" PRIu32 " (offset 140) is more than n_cells %" PRIu32, name, n_exact, n_cells);
+    v->n_cells = (int32_t)n_cells;
+    v->n_exact = (int32_t)n_exact;
+    v->k_row_bytes = kv_file_row_bytes(id->type_k, id->kv_dim);
+    v->v_row_bytes = kv_file_row_bytes(id->type_v, id->kv_dim);
+    /* at most 2^16 layers x 2^24 cells x 2^23 bytes: no overflow in 64 bits */
+    uint64_t cell = v->k_row_bytes + v->v_row_bytes;
+    uint64_t want = KV_FILE_HEADER + 8ull * n_cells + (uint64_t)id->n_layer * n_cells * cell + 8;
+    if (want != size)
+        return nc_fail(err, "%s: %zu bytes, but its header (%" PRIu32 " cells of %" PRIu32 " layers, %" PRIu64
+                            " bytes of keys and values a cell) makes %" PRIu64 ": the file is %s",
+                       name, size, n_cells, id->n_layer, cell, want, size < want ? "truncated" : "longer than that");
+    return 0;
+}
+
+/* Whether an F16 or F32 number's exponent bits are all ones (infinity or NaN). */
+static bool non_finite(const uint8_t *p, uint32_t bytes) {
+    return bytes == 2 ? (p[1] & 0x7c) == 0x7c : ((p[3] & 0x7f) == 0x7f && (p[2] & 0x80));
+}
+
+/* Every number of the rows is finite: each element of a float row, each block's F16 scale (its
+ * first two bytes) of a quantised one. */
+static int check_rows(const kv_file_view *v, const uint8_t *data, const char *name, nc_err *err) {
+    const uint8_t *p = v->rows;
+    for (uint32_t l = 0; l < v->id.n_layer; l++)
+        for (int32_t c = 0; c < v->n_cells; c++)
+            for (int kind = 0; kind < 2; kind++) {
+                uint32_t block = 1, bytes = 1; /* set: the header was checked */
+                size_t n = kind ? v->v_row_bytes : v->k_row_bytes;
+                type_shape(kind ? v->id.type_v : v->id.type_k, &block, &bytes);
+                for (size_t i = 0; i < n; i += bytes)
+                    if (non_finite(p + i, block > 1 ? 2 : bytes))
+                        return nc_fail(err, "%s: layer %" PRIu32 ", cell %d: %s %zu of the %s row (offset %zu) is not finite",
+                                       name, l, c, block > 1 ? "the scale of block" : "element", i / bytes,
+                                       kind ? "value" : "key", (size_t)(p + i - data));
+                p += n;
+            }
+    return 0;
+}
+
+/* The checksum of a file of at least a header: whether it matches, and both values. */
+static bool checksum_ok(const uint8_t *data, size_t size, uint64_t *stored, uint64_t *computed) {
+    if (size < KV_FILE_HEADER + 8) return false;
+    nc_hasher h;
+    nc_hash_init(&h);
+    nc_hash_update(&h, data, size - 8);
+    *stored = get_u64(data + size - 8);
+    *computed = nc_hash_final(&h);
+    return *stored == *computed;
+}
+
+int kv_file_parse(kv_file_view *v, const uint8_t *data, size_t size, const char *name, nc_err *err) {
+    memset(v, 0, sizeof *v);
+    uint64_t stored = 0, computed = 0;
+    if (parse_header(v, data, size, name, err)) {
+        /* a field out of range in a file of this version whose checksum fails too: say it is damaged */
+        if (err && size >= KV_FILE_HEADER + 8 && !memcmp(data, KV_FILE_MAGIC, 4) && get_u32(data + 4) == KV_FILE_VERSION &&
+            !checksum_ok(data, size, &stored, &computed)) {
+            size_t n = strlen(err->msg);
+            snprintf(err->msg + n, sizeof err->msg - n, "; the checksum does not match either: the file is corrupt");
+        }
+        return -1;
+    }
+    if (!checksum_ok(data, size, &stored, &computed))
+        return nc_fail(err, "%s: checksum mismatch (stored %016" PRIx64 " at offset %zu, computed %016" PRIx64 "): the file is corrupt",
+                       name, stored, size - 8, computed);
+    size_t n = (size_t)v->n_cells;
+    v->tokens = malloc(n * sizeof *v->tokens);
+    v->pos = malloc(n * sizeof *v->pos);
+    if (!v->tokens || !v->pos) {
+        kv_file_view_free(v);
+        return nc_fail(err, "%s: out of memory for %zu tokens", name, n);
+    }
+    const uint8_t *tok = data + KV_FILE_HEADER, *pos = tok + 4 * n;
+    for (size_t c = 0; c < n; c++) {
+        v->tokens[c] = (int32_t)get_u32(tok + 4 * c);
+        v->pos[c] = (int32_t)get_u32(pos + 4 * c);
+        if (v->tokens[c] < 0) {
+            nc_fail(err, "%s: the token of cell %zu (offset %zu) is %d", name, c, (size_t)(tok + 4 * c - data), v->tokens[c]);
+            goto fail;
+        }
+        if (v->pos[c] < 0 || (c > 0 && v->pos[c] <= v->pos[c - 1])) {
+            nc_fail(err, "%s: the position of cell %zu (offset %zu) is %d, %s", name, c, (size_t)(pos + 4 * c - data),
+                    v->pos[c], v->pos[c] < 0 ? "negative" : "not after the previous cell's");
+            goto fail;
+        }
+    }
+    v->rows = pos + 4 * n;
+    if (check_rows(v, data, name, err)) goto fail;
+    return 0;
+fail:
+    kv_file_view_free(v);
+    return -1;
+}
+
+void kv_file_view_free(kv_file_view *v) {
+    free(v->tokens);
+    free(v->pos);
+    memset(v, 0, sizeof *v);
+}
+
+int kv_file_check(const kv_file_view *v, const kv_file_id *want, int32_t n_vocab, const char *name, nc_err *err) {
+    const kv_file_id *f = &v->id;
+    if (strcmp(f->arch, want->arch) || f->n_layer != want->n_layer || f->kv_dim != want->kv_dim)
+        return nc_fail(err,
+                       "%s: written for another model, '%s' (%s, %" PRIu32 " layers, KV width %" PRIu32
+                       "); this one is '%s' (%s, %" PRIu32 " layers, KV width %" PRIu32 ")",
+                       name, f->name, f->arch, f->n_layer, f->kv_dim, want->name, want->arch, want->n_layer, want->kv_dim);
+    if (f->fingerprint != want->fingerprint)
+        return nc_fail(err,
+                       "%s: written for another model, '%s' (fingerprint %016" PRIx64 "), of the same architecture "
+                       "and shape as this one, '%s' (fingerprint %016" PRIx64 "): its keys and values do not hold here",
+                       name, f->name, f->fingerprint, want->name, want->fingerprint);
+    char tk[24], tv[24], wk[24], wv[24];
+    if (f->type_k != want->type_k || f->type_v != want->type_v)
+        return nc_fail(err, "%s: its cache keeps keys as %s and values as %s; this context keeps %s and %s", name,
+                       ggml_type_name(f->type_k, tk), ggml_type_name(f->type_v, tv), ggml_type_name(want->type_k, wk),
+                       ggml_type_name(want->type_v, wv));
+    for (int32_t c = 0; c < v->n_cells; c++)
+        if (v->tokens[c] >= n_vocab)
+            return nc_fail(err, "%s: the token of cell %d is %d, outside this model's vocabulary of %d", name, c,
+                           v->tokens[c], n_vocab);
+    return 0;
+}
