@@ -173,7 +173,7 @@ int nc_kv_seq_sink(nc_context *c, int32_t seq, int32_t n_sink, int32_t n_discard
 
 /* What generation does when a sequence's context is full. */
 typedef enum nc_ctx_mode {
-    NC_CTX_STOP,   /* end the sequence (finish "length") */
+    NC_CTX_STOP,   /* end the sequence: NC_FINISH_CONTEXT */
     NC_CTX_SHIFT,  /* context shift: keep the first tokens of the prompt, drop half of the rest */
     NC_CTX_SINKS,  /* attention sinks: keep n_sink first tokens and a window of recent ones */
 } nc_ctx_mode;
@@ -356,11 +356,13 @@ const nc_explain *nc_sampler_explain(const nc_sampler *s);
 
 /* Stop rules. The end-of-generation set (nc_token_is_eog) always stops. */
 typedef enum nc_finish {
-    NC_FINISH_NONE,    /* still going */
-    NC_FINISH_STOP,    /* end-of-generation token, stop token id or stop string */
-    NC_FINISH_LENGTH,  /* max_tokens, or the context is full */
+    NC_FINISH_NONE,     /* still going */
+    NC_FINISH_STOP,     /* end-of-generation token, stop token id or stop string */
+    NC_FINISH_LENGTH,   /* max_tokens */
+    NC_FINISH_CONTEXT,  /* the context is full (and no context policy makes room) */
 } nc_finish;
-const char *nc_finish_name(nc_finish f);  /* "", "stop", "length" */
+/* "", "stop", "length", and "length" for a full context too (OpenAI's finish_reason). */
+const char *nc_finish_name(nc_finish f);
 
 typedef struct nc_stop_params {
     int32_t max_tokens;            /* 0: no limit but the context */
@@ -383,11 +385,16 @@ int32_t nc_stopper_n_tokens(const nc_stopper *s);  /* tokens pushed */
 /* Autoregressive generation of n_samples continuations of one prompt: the prompt is prefilled
  * once into sequence 0 and its cache copied to sequences 1..n_samples-1 (the context needs
  * n_seq_max >= n_samples); every step runs all unfinished sequences in one nc_forward call.
- * Sample i draws with seed + i. */
+ * Sample i draws with seed + i. When a sample's context is full, `context` decides: by default
+ * it ends (NC_FINISH_CONTEXT); a context shift or attention sinks (nc_kv_seq_make_room) make room
+ * and it goes on until max_tokens, an end of generation or a stop rule (with max_tokens 0, for
+ * ever unless the callback aborts). The samplers' history (penalties, DRY, n-grams) stays the
+ * whole text whatever the cache forgot. */
 typedef struct nc_gen_params {
     nc_sampler_params sampling;
     nc_stop_params stop;
     int32_t n_samples;  /* 0: 1 */
+    nc_ctx_policy context;
 } nc_gen_params;
 
 typedef struct nc_gen_event {
@@ -406,6 +413,7 @@ typedef struct nc_gen_sample {
     int32_t *tokens;  /* every token drawn, the one that stopped it included */
     int32_t n_tokens;
     nc_finish finish;
+    int32_t n_evictions, n_evicted;  /* times the context policy made room, and the tokens it dropped */
 } nc_gen_sample;
 
 typedef struct nc_gen_result {

@@ -182,6 +182,120 @@ static void test_make_room(void) {
     nc_context_free(c);
 }
 
+/* ---- generation under a policy ---- */
+
+static const int32_t PROMPT[5] = {1, 403, 407, 261, 378}; /* "Once upon a time" */
+enum { CTX = 32 };
+
+static nc_gen_params greedy(int32_t max_tokens, nc_ctx_policy policy) {
+    nc_gen_params gp = {.stop = {.max_tokens = max_tokens}, .context = policy};
+    nc_sampler_params_default(&gp.sampling);
+    gp.sampling.temp = 0;
+    gp.sampling.ignore_eos = true;
+    return gp;
+}
+
+static int argmax_no_eog(const float *logits) {
+    int best = -1;
+    for (int i = 0; i < n_vocab; i++)
+        if (!nc_token_is_eog(model, i) && (best < 0 || logits[i] > logits[best])) best = i;
+    return best;
+}
+
+/* The same greedy decode driven by hand: prompt and tokens fed one by one, and when the cache is
+ * full the policy's move made explicitly (shift: BOS kept, half of the other 31 dropped; sinks:
+ * 4 kept, a quarter of the 28 after them). Returns how many of g's tokens it reproduces. */
+static int32_t replay(const nc_gen_sample *g, bool sinks) {
+    nc_context *c = NULL;
+    nc_err err;
+    nc_context_params cp = {.n_ctx = CTX, .n_threads = 2};
+    if (nc_context_new(&c, model, &cp, &err)) return -1;
+    nc_batch_entry b[5];
+    for (int i = 0; i < 5; i++) b[i] = (nc_batch_entry){PROMPT[i], i, 0, i == 4};
+    int32_t same = 0;
+    if (nc_forward(c, b, 5, &err) == 0)
+        for (; same < g->n_tokens && argmax_no_eog(nc_logits(c, 4 * (same == 0))) == g->tokens[same]; same++) {
+            if (nc_kv_seq_len(c, 0) == CTX &&
+                (sinks ? nc_kv_seq_sink(c, 0, 4, 7, &err) : nc_kv_seq_shift(c, 0, 1, 15, &err)))
+                break;
+            nc_batch_entry e = {g->tokens[same], nc_kv_seq_len(c, 0), 0, true};
+            if (same + 1 < g->n_tokens && nc_forward(c, &e, 1, &err)) break;
+        }
+    nc_context_free(c);
+    return same;
+}
+
+static int abort_at_200(const nc_gen_event *ev, void *user) {
+    *(int32_t *)user = ev->step + 1;
+    return ev->step + 1 == 200;
+}
+
+static void test_generate(void) {
+    nc_err err;
+    nc_context *c = context(CTX, 2);
+    nc_gen_result stop, shift, sinks, two;
+    /* without a policy: 27 tokens fed and one more drawn fill the 32 cells, then "context full" */
+    nc_gen_params gp = greedy(100, (nc_ctx_policy){.mode = NC_CTX_STOP});
+    CHECK(nc_generate(c, model, PROMPT, 5, &gp, NULL, NULL, &stop, &err) == 0);
+    CHECK(stop.samples[0].n_tokens == CTX - 5 + 1 && stop.samples[0].finish == NC_FINISH_CONTEXT);
+    CHECK(stop.samples[0].n_evictions == 0);
+    /* context shift: all 100 tokens; the first 28 are those made before the first shift, which
+     * cannot change them; shifts before feeds 28, 43, 58, 73 and 88, 15 tokens each */
+    gp = greedy(100, (nc_ctx_policy){.mode = NC_CTX_SHIFT, .n_keep = 0});
+    CHECK(nc_generate(c, model, PROMPT, 5, &gp, NULL, NULL, &shift, &err) == 0);
+    const nc_gen_sample *g = &shift.samples[0];
+    CHECK(g->n_tokens == 100 && g->finish == NC_FINISH_LENGTH);
+    CHECK(memcmp(g->tokens, stop.samples[0].tokens, sizeof(int32_t) * (CTX - 5 + 1)) == 0);
+    CHECK(g->n_evictions == 5 && g->n_evicted == 75);
+    CHECK_MSG(replay(g, false) == 100, "a hand-driven shift reproduces %d of 100 tokens", replay(g, false));
+    /* attention sinks: 4 sinks, 7 dropped every 7 tokens after the first 28 */
+    gp = greedy(100, (nc_ctx_policy){.mode = NC_CTX_SINKS, .n_sink = 4});
+    CHECK(nc_generate(c, model, PROMPT, 5, &gp, NULL, NULL, &sinks, &err) == 0);
+    g = &sinks.samples[0];
+    CHECK(g->n_tokens == 100 && g->finish == NC_FINISH_LENGTH);
+    CHECK(memcmp(g->tokens, stop.samples[0].tokens, sizeof(int32_t) * (CTX - 5 + 1)) == 0);
+    CHECK(g->n_evictions == 11 && g->n_evicted == 77);
+    CHECK_MSG(replay(g, true) == 100, "hand-driven sinks reproduce %d of 100 tokens", replay(g, true));
+    /* two samples share the prompt's blocks; each shift copies what it moves */
+    gp = greedy(100, (nc_ctx_policy){.mode = NC_CTX_SHIFT, .n_keep = 0});
+    gp.n_samples = 2;
+    CHECK(nc_generate(c, model, PROMPT, 5, &gp, NULL, NULL, &two, &err) == 0);
+    for (int i = 0; i < 2; i++)
+        CHECK(two.samples[i].n_tokens == 100 && !memcmp(two.samples[i].tokens, shift.samples[0].tokens, 400));
+    nc_gen_result_free(&stop);
+    nc_gen_result_free(&shift);
+    nc_gen_result_free(&sinks);
+    nc_gen_result_free(&two);
+    /* the samplers see the whole text, not what the cache kept: no bigram of prompt and output
+     * repeats anywhere, across the shifts */
+    gp = greedy(100, (nc_ctx_policy){.mode = NC_CTX_SHIFT, .n_keep = 0});
+    gp.sampling.no_repeat_ngram = 2;
+    CHECK(nc_generate(c, model, PROMPT, 5, &gp, NULL, NULL, &shift, &err) == 0);
+    int32_t all[105];
+    memcpy(all, PROMPT, sizeof PROMPT);
+    memcpy(all + 5, shift.samples[0].tokens, 400);
+    int repeats = 0;
+    for (int i = 0; i + 1 < 105; i++)
+        for (int j = i + 1; j + 1 < 105; j++) repeats += all[i] == all[j] && all[i + 1] == all[j + 1];
+    CHECK_MSG(repeats == 0, "%d bigrams repeat", repeats);
+    nc_gen_result_free(&shift);
+    /* no max_tokens: it goes on past the context until the caller stops it */
+    int32_t made = 0;
+    gp = greedy(0, (nc_ctx_policy){.mode = NC_CTX_SINKS, .n_sink = 4});
+    CHECK(nc_generate(c, model, PROMPT, 5, &gp, abort_at_200, &made, &shift, &err) == -1 && made == 200);
+    CHECK(strstr(err.msg, "aborted") != NULL);
+    /* policies that cannot run are refused before anything is computed */
+    gp = greedy(100, (nc_ctx_policy){.mode = NC_CTX_SINKS, .n_sink = 0});
+    CHECK(nc_generate(c, model, PROMPT, 5, &gp, NULL, NULL, &shift, &err) == -1);
+    CHECK(strstr(err.msg, "context policy: n_sink") != NULL);
+    gp = greedy(100, (nc_ctx_policy){.mode = NC_CTX_SHIFT, .n_keep = -1});
+    int32_t long_prompt[CTX - 1];
+    for (int i = 0; i < CTX - 1; i++) long_prompt[i] = i ? 3 + i : PROMPT[0];
+    CHECK(nc_generate(c, model, long_prompt, CTX - 1, &gp, NULL, NULL, &shift, &err) == -1);
+    CHECK(strstr(err.msg, "context policy: n_keep") != NULL);
+    nc_context_free(c);
+}
+
 int main(void) {
     test_pure();
     const char *shared = getenv("SHARED");
@@ -199,6 +313,7 @@ int main(void) {
     for (int i = 1; i <= N; i++) tok[i] = 3 + (i * 37 + i / 7) % (n_vocab - 3);
     test_model();
     test_make_room();
+    test_generate();
     nc_model_free(model);
     return test_summary("test_kv_policy");
 }
