@@ -330,8 +330,8 @@ int nc_ctx_policy_check(const nc_ctx_policy *p, int32_t n_ctx, int32_t n_prompt,
     }
     case NC_CTX_SINKS:
         if (p->n_sink < 1 || p->n_sink >= n_ctx)
-            return nc_fail(err, "n_sink: %d is outside 1..%d (the context less one cell for the window)", p->n_sink,
-                           n_ctx - 1);
+            return nc_fail(err, "n_sink: %d is outside 1..%d (a context of %d tokens keeps a window of at least one "
+                                "recent token besides the sinks)", p->n_sink, n_ctx - 1, n_ctx);
         return 0;
     }
     return nc_fail(err, "context policy: unknown mode %d", (int)p->mode);
