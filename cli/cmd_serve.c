@@ -10,18 +10,22 @@
 #include "cli.h"
 #include "server/server.h"
 
-#define USAGE                                                                                                  \
-    "usage: nucleus serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [-t THREADS]\n"  \
-    "                     [--api-key KEY] [--max-queue Q] [--prefill-chunk N]\n"                               \
-    "  --parallel N       slots: requests (choices) decoded together (default 4)\n"                            \
-    "  -c CTX             context per slot in tokens (default: the model's, at most 4096)\n"                   \
-    "  --max-queue Q      requests that may wait for a slot; past them, 503 (default 64)\n"                    \
-    "  --prefill-chunk N  prompt tokens prefilled per step, alongside the decoding slots (default 256)\n"      \
-    "  --port 0           picks a free port (printed)\n"
+#define USAGE                                                                                                       \
+    "usage: nucleus serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [-t THREADS]\n"     \
+    "                     [--api-key KEY] [--max-queue Q] [--prefill-chunk N]\n"                                  \
+    "                     [--context-shift [--keep N] | --attention-sinks N]\n"                                   \
+    "  --parallel N       slots: requests (choices) decoded together (default 4)\n"                               \
+    "  -c CTX             context per slot in tokens (default: the model's, at most 4096)\n"                      \
+    "  --max-queue Q      requests that may wait for a slot; past them, 503 (default 64)\n"                       \
+    "  --prefill-chunk N  prompt tokens prefilled per step, alongside the decoding slots (default 256)\n"         \
+    "  --port 0           picks a free port (printed)\n"                                                          \
+    "  --context-shift, --keep N, --attention-sinks N: as in `nucleus run`, for requests that set\n"              \
+    "                     max_tokens (others end at a full context, finish \"length\")\n"
 
 typedef struct serve_opts {
     const char *model;
     srv_config cfg;
+    cli_context context;
 } serve_opts;
 
 /* The value after a numeric flag into *out, within [lo, hi]. */
@@ -35,6 +39,9 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool ok = true;
+        int r = cli_context_arg(argc, argv, &i, &o->context);
+        if (r < 0) return 2;
+        if (r > 0) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) ok = (o->model = cli_value(argc, argv, &i)) != NULL;
         else if (!strcmp(a, "--host")) ok = (o->cfg.host = cli_value(argc, argv, &i)) != NULL;
         else if (!strcmp(a, "--api-key")) ok = (o->cfg.api_key = cli_value(argc, argv, &i)) != NULL;
@@ -59,6 +66,8 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         if (!ok) return 2;
     }
     if (!o->model) o->model = cli_default_model();
+    if (!cli_context_finish(&o->context)) return 2;
+    o->cfg.context = o->context.policy;
     if (o->cfg.api_key && !*o->cfg.api_key) {
         fprintf(stderr, "error: --api-key: the key is empty\n");
         return 2;

@@ -569,7 +569,8 @@ int srv_start(srv_server **out, nc_model *m, const srv_config *cfg, nc_err *err)
     if (srv_model_ctx_init(&sv->mc, m, nc_context_n_ctx(sv->c), cfg->n_parallel, sv->note, sizeof sv->note, err))
         goto fail;
     sv->mc_ready = true;
-    srv_sched_config sc = {.n_slots = cfg->n_parallel, .max_queue = cfg->max_queue, .chunk = cfg->chunk};
+    srv_sched_config sc = {.n_slots = cfg->n_parallel, .max_queue = cfg->max_queue, .chunk = cfg->chunk,
+                           .context = cfg->context};
     if (srv_sched_new(&sv->sched, sv->c, m, &sc, &sv->metrics, err) || start_daemon(sv, cfg, err)) goto fail;
     *out = sv;
     return 0;

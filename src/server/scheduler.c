@@ -40,6 +40,7 @@ struct srv_sched {
     const nc_model *m;
     srv_metrics *metrics;
     int32_t n_slots, max_queue, chunk, n_vocab, n_ctx;
+    nc_ctx_policy context;
     slot *slots;
     nc_batch_entry *batch;
     uint64_t next_order;
@@ -142,7 +143,8 @@ static void reap(srv_sched *s) {
 }
 
 /* Set up slot i for one choice: its sampler (seed + choice), stop rules (max_tokens capped by the
- * room left in the context) and history. */
+ * room left in the context, unless the context policy makes room: only for requests that set
+ * max_tokens, as llama.cpp's server, so none runs for ever) and history. */
 static int init_slot(srv_sched *s, int32_t i, srv_job *j, int32_t p, int32_t choice, int32_t leader, nc_err *err) {
     slot *sl = &s->slots[i];
     *sl = (slot){.state = leader < 0 ? SLOT_PREFILL : SLOT_WAIT, .job = j, .prompt = p, .choice = choice,
@@ -152,8 +154,11 @@ static int init_slot(srv_sched *s, int32_t i, srv_job *j, int32_t p, int32_t cho
     nc_sampler_params sp = j->sampling;
     sp.seed = j->sampling.seed + (uint64_t)choice;
     nc_stop_params st = j->stop;
-    int32_t room = s->n_ctx - sl->n_prompt + 1;
-    st.max_tokens = st.max_tokens > 0 && st.max_tokens < room ? st.max_tokens : room;
+    int32_t room = s->n_ctx - sl->n_prompt + 1, bos = nc_token_bos(s->m);
+    nc_err unfit; /* a shift keeping a prompt too long for it: the request ends at a full context */
+    bool go_on = st.max_tokens > 0 && s->context.mode != NC_CTX_STOP &&
+                 !nc_ctx_policy_check(&s->context, s->n_ctx, sl->n_prompt, bos >= 0 && j->prompts[p][0] == bos, &unfit);
+    if (!go_on) st.max_tokens = st.max_tokens > 0 && st.max_tokens < room ? st.max_tokens : room;
     if (nc_sampler_new(&sl->sampler, s->m, s->n_vocab, &sp, err) || nc_stopper_new(&sl->stopper, s->m, &st, err))
         return -1;
     sl->history = malloc((size_t)(sl->n_prompt + st.max_tokens) * sizeof *sl->history);
@@ -335,8 +340,13 @@ static void step(srv_sched *s) {
         slot *sl = &s->slots[i];
         sl->row = -1;
         if (sl->state != SLOT_DECODE) continue;
-        sl->row = n;
-        s->batch[n++] = (nc_batch_entry){sl->history[sl->n_history - 1], sl->n_history - 1, i, true};
+        nc_err err; /* a full cache: only slots whose max_tokens init_slot left past the room */
+        if (nc_kv_seq_len(s->c, i) == s->n_ctx && nc_kv_seq_make_room(s->c, i, &s->context, sl->n_prompt, &err) < 0) {
+            fail_job(sl->job, 500, "server_error", err.msg);
+            continue;
+        }
+        sl->row = n; /* positions stay 0..len-1 (the policies keep them so) */
+        s->batch[n++] = (nc_batch_entry){sl->history[sl->n_history - 1], nc_kv_seq_len(s->c, i), i, true};
     }
     n = add_prefill(s, n);
     if (n == 0) return;
@@ -391,12 +401,14 @@ static void sched_destroy(srv_sched *s) {
 int srv_sched_new(srv_sched **out, nc_context *c, const nc_model *m, const srv_sched_config *cfg, srv_metrics *metrics,
                   nc_err *err) {
     *out = NULL;
+    if (nc_ctx_policy_check(&cfg->context, nc_context_n_ctx(c), 0, false, err)) return -1;
     srv_sched *s = calloc(1, sizeof *s);
     if (!s) return fail_msg(err, "out of memory");
     nc_model_info info;
     nc_model_get_info(m, &info);
     *s = (srv_sched){.c = c, .m = m, .metrics = metrics, .n_slots = cfg->n_slots, .max_queue = cfg->max_queue,
-                     .chunk = cfg->chunk, .n_vocab = info.n_vocab, .n_ctx = nc_context_n_ctx(c), .accepting = true};
+                     .chunk = cfg->chunk, .n_vocab = info.n_vocab, .n_ctx = nc_context_n_ctx(c), .accepting = true,
+                     .context = cfg->context};
     int32_t cap = cfg->n_slots + cfg->max_queue;
     s->slots = calloc((size_t)cfg->n_slots, sizeof *s->slots);
     s->batch = malloc((size_t)(cfg->n_slots + cfg->chunk) * sizeof *s->batch);

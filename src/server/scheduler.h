@@ -20,6 +20,7 @@ typedef struct srv_sched_config {
     int32_t n_slots;       /* the context's n_seq_max */
     int32_t max_queue;     /* unfinished jobs beyond n_slots before submissions are refused */
     int32_t chunk;         /* prompt tokens prefilled per step (across slots) */
+    nc_ctx_policy context; /* what a full slot does (see srv_config) */
 } srv_sched_config;
 
 typedef struct srv_sched srv_sched;

@@ -23,6 +23,8 @@ typedef struct srv_config {
     size_t max_body;       /* bytes; larger bodies get 413 */
     double drain_seconds;  /* at shutdown, how long running requests may finish */
     const char *model_id;  /* the name /v1/models reports */
+    nc_ctx_policy context; /* a slot whose context is full: ends (finish "length"), or, for requests
+                              with max_tokens, a context shift or attention sinks make room */
 } srv_config;
 
 typedef struct srv_server srv_server;
