@@ -34,13 +34,27 @@ const char *cli_default_model(void);
 /* Tokenize a whole text into a malloc'd array. */
 int cli_tokenize(const nc_model *m, const char *text, bool add_special, int32_t **ids, nc_err *err);
 
+/* What to do when the context is full (cli/decoding_args.c), for `run` and `serve`:
+ * --context-shift [--keep N] or --attention-sinks N; without either, stop and say so. */
+typedef struct cli_context {
+    nc_ctx_policy policy;
+    bool shift, keep_given, sinks_given;
+} cli_context;
+/* 1: argv[*i] was one of these flags, consumed with its value; 0: not one; -1: refused (message printed). */
+int cli_context_arg(int argc, char **argv, int *i, cli_context *cx);
+/* Checks across these flags once all are read; false with a message. */
+bool cli_context_finish(cli_context *cx);
+/* Their part of a usage text. */
+const char *cli_context_usage(void);
+
 /* Decoding flags of `run` (cli/decoding_args.c): sampler chain, stop rules, beams, samples,
- * log-probabilities, explain mode. Strings point into argv or into storage the struct owns. */
+ * log-probabilities, explain mode, the context policy. Strings point into argv or into storage the struct owns. */
 typedef enum cli_explain { CLI_EXPLAIN_OFF, CLI_EXPLAIN_TEXT, CLI_EXPLAIN_JSON } cli_explain;
 typedef struct cli_decoding {
     nc_sampler_params sp;
     nc_stop_params stop;
     nc_beam_params beam;
+    cli_context context;
     bool use_beams, seed_given, breakers_set;
     int32_t n_samples;
     cli_explain explain;

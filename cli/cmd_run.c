@@ -31,8 +31,8 @@ static void usage_to(FILE *out) {
             "                   [--prompt-cache FILE] [decoding options]\n" CLI_CACHE_HELP
             "  --prompt-cache FILE  reuse the prompt's keys and values saved in FILE as far as the prompt starts\n"
             "                       the same, then save this prompt's there; a FILE of another model, or damaged,\n"
-            "                       is an error and is left as it is\n%s",
-            cli_decoding_usage());
+            "                       is an error and is left as it is\n%s%s",
+            cli_decoding_usage(), cli_context_usage());
 }
 
 static void usage(void) { usage_to(stderr); }
@@ -232,6 +232,8 @@ typedef struct run_stats {
     double t_prompt, t_gen;
     int32_t n_gen, n_cached;  /* n_cached: prompt tokens taken from the cache, not computed */
     char finish[64];
+    bool context_full;              /* a sample (the best beam) ended because the context was full */
+    int32_t n_evictions, n_evicted; /* what the context policy did, over all samples */
 } run_stats;
 
 static int run_sampling(nc_context *c, const nc_model *m, const run_opts *o, const int32_t *prompt, int n_prompt,
@@ -241,7 +243,8 @@ static int run_sampling(nc_context *c, const nc_model *m, const run_opts *o, con
     out.len = calloc((size_t)out.n_samples, sizeof *out.len);
     int rc = -1;
     nc_gen_result res;
-    nc_gen_params gp = {.sampling = o->dec.sp, .stop = o->dec.stop, .n_samples = o->dec.n_samples};
+    nc_gen_params gp = {.sampling = o->dec.sp, .stop = o->dec.stop, .n_samples = o->dec.n_samples,
+                        .context = o->dec.context.policy};
     if (!out.dt || !out.text || !out.len) snprintf(err->msg, sizeof err->msg, "out of memory");
     else if (out.n_samples == 1) {
         fputs(o->prompt, stdout);
@@ -254,6 +257,9 @@ static int run_sampling(nc_context *c, const nc_model *m, const run_opts *o, con
                 printf("--- sample %d of %d: %d tokens, finish %s ---\n%s%s\n", i + 1, res.n_samples, s->n_tokens,
                        nc_finish_name(s->finish), o->prompt, out.text[i] ? out.text[i] : "");
             st->n_gen += s->n_tokens;
+            st->context_full |= s->finish == NC_FINISH_CONTEXT;
+            st->n_evictions += s->n_evictions;
+            st->n_evicted += s->n_evicted;
             size_t len = strlen(st->finish);
             snprintf(st->finish + len, sizeof st->finish - len, "%s%s", i ? "," : "", nc_finish_name(s->finish));
         }
@@ -288,6 +294,7 @@ static int run_beams(nc_context *c, const nc_model *m, const run_opts *o, const 
     }
     fflush(stdout);
     snprintf(st->finish, sizeof st->finish, "%s", res.n ? nc_finish_name(res.hyps[0].finish) : "");
+    st->context_full = res.n && res.hyps[0].finish == NC_FINISH_CONTEXT;
     st->t_prompt = res.t_prompt;
     st->t_gen = res.t_gen;
     st->n_cached = res.n_cached;
@@ -310,12 +317,30 @@ static void print_stats(const run_opts *o, const nc_model_info *info, nc_context
             st->n_gen, st->n_gen > 0 ? st->n_gen / (st->t_gen > 0 ? st->t_gen : 1e-9) : 0.0, st->finish);
 }
 
-/* Cells per sequence: the prompt plus what may be generated, within the training context. */
+/* Cells per sequence: -c, else the prompt plus what may be generated, within the training
+ * context (a longer prompt is refused rather than run past what the model was trained on). */
 static long context_size(const run_opts *o, const nc_model_info *info, int n_prompt) {
     if (o->ctx) return o->ctx;
     long want = o->dec.stop.max_tokens ? n_prompt + o->dec.stop.max_tokens : info->n_ctx_train;
-    if (want > info->n_ctx_train) want = info->n_ctx_train > n_prompt ? info->n_ctx_train : n_prompt + 1;
-    return want;
+    return want < info->n_ctx_train ? want : info->n_ctx_train;
+}
+
+/* A refused context policy: which flag, in which context (before the library's reason). */
+static void policy_refused(nc_err *err, const char *flag, long n_ctx) {
+    char why[sizeof err->msg];
+    snprintf(why, sizeof why, "%s", err->msg);
+    snprintf(err->msg, sizeof err->msg, "%s cannot run in a context of %ld tokens: %.400s", flag, n_ctx, why);
+}
+
+/* Why the text ended early, or what the context policy did (stderr). */
+static void print_context(const run_opts *o, nc_context *c, const run_stats *st) {
+    int32_t n_ctx = nc_context_n_ctx(c);
+    if (st->context_full)
+        fprintf(stderr, "[stopped: the context is full (%d tokens)%s]\n", n_ctx,
+                o->dec.use_beams ? "" : "; use --context-shift or --attention-sinks N to go on");
+    if (st->n_evictions)
+        fprintf(stderr, "[context] %s made room %d times in the %d-token context, dropping %d tokens\n",
+                o->dec.context.shift ? "context shift" : "attention sinks", st->n_evictions, n_ctx, st->n_evicted);
 }
 
 /* ---- --prompt-cache ---- */
@@ -365,12 +390,16 @@ static int prompt_cache_save(nc_context *c, const char *path, int n_prompt, int3
         fprintf(stderr, "; it holds this prompt already\n");
         return 0;
     }
+    /* a context shift or attention sinks moved cells of the prompt: the file marks them as moved,
+     * and a later run reuses only the cells before them */
+    int32_t n = nc_kv_seq_len(c, 0) < n_prompt ? nc_kv_seq_len(c, 0) : n_prompt;
     uint64_t bytes;
-    if (nc_kv_seq_save(c, 0, n_prompt, path, &bytes, err)) {
+    if (nc_kv_seq_save(c, 0, n, path, &bytes, err)) {
         fputc('\n', stderr);
         return cache_error(err, "");
     }
-    fprintf(stderr, "; saved the prompt (%.1f KiB)\n", bytes / 1024.0);
+    fprintf(stderr, "; saved the prompt (%.1f KiB%s)\n", bytes / 1024.0,
+            st->n_evictions ? ", with the cells the context policy moved" : "");
     return 0;
 }
 
@@ -403,7 +432,16 @@ int cmd_run(int argc, char **argv) {
     if (n_prompt == 0) { snprintf(err.msg, sizeof err.msg, "the prompt is empty and the model adds no BOS token"); goto fail; }
     long n_ctx = context_size(&o, &info, n_prompt);
     if (n_prompt > n_ctx) {
-        snprintf(err.msg, sizeof err.msg, "the prompt has %d tokens, more than the context of %ld (-c)", n_prompt, n_ctx);
+        if (o.ctx) snprintf(err.msg, sizeof err.msg, "the prompt has %d tokens, more than the context of %ld (-c)",
+                            n_prompt, n_ctx);
+        else snprintf(err.msg, sizeof err.msg, "the prompt has %d tokens, more than the model's context of %ld "
+                                               "(its training length; -c N runs a larger one)", n_prompt, n_ctx);
+        goto fail;
+    }
+    const cli_context *cx = &o.dec.context;
+    int32_t bos = nc_token_bos(m);
+    if (nc_ctx_policy_check(&cx->policy, (int32_t)n_ctx, n_prompt, bos >= 0 && prompt[0] == bos, &err)) {
+        policy_refused(&err, cx->shift ? "--context-shift" : "--attention-sinks", n_ctx);
         goto fail;
     }
     /* a saved prompt needs every position of sliding-window layers, not only a ring's worth (and
@@ -421,6 +459,7 @@ int cmd_run(int argc, char **argv) {
     if (o.dec.use_beams ? run_beams(c, m, &o, prompt, n_prompt, &st, &err)
                         : run_sampling(c, m, &o, prompt, n_prompt, &st, &err))
         goto fail;
+    print_context(&o, c, &st);
     if (o.prompt_cache && prompt_cache_save(c, o.prompt_cache, n_prompt, n_saved, same, &st, &err)) goto fail;
     print_stats(&o, &info, c, t_load, n_prompt, &st);
     rc = 0;

@@ -14,6 +14,7 @@
     "usage: nucleus serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [-t THREADS]\n"  \
     "                     [--api-key KEY] [--max-queue Q] [--prefill-chunk N] [--kv-size N]\n"                 \
     "                     " CLI_CACHE_USAGE " [--slot-save-path DIR] [--swa-full]\n"                        \
+    "                     [--context-shift [--keep N] | --attention-sinks N]\n"                              \
     "  --parallel N       slots: requests (choices) decoded together (default 4)\n"                            \
     "  -c CTX             context per slot in tokens (default: the model's, at most 4096)\n"                   \
     "  --kv-size N        tokens of KV cache all slots share, in blocks of 256 (default: parallel x CTX);\n"   \
@@ -24,11 +25,14 @@
     "  --slot-save-path DIR  POST /slots/ID?action=save|restore {\"filename\": NAME} saves a slot's last\n"    \
     "                     request to DIR/NAME or restores one from there into the prefix cache (off without)\n" \
     "  --swa-full         sliding-window layers keep every position: their prompts can be cached and saved\n" \
+    "  --context-shift, --keep N, --attention-sinks N: as in `nucleus run`, for requests that set\n"         \
+    "                     max_tokens (others end at a full context, finish \"length\")\n"                      \
     CLI_CACHE_HELP
 
 typedef struct serve_opts {
     const char *model;
     srv_config cfg;
+    cli_context context;
 } serve_opts;
 
 /* The value after a numeric flag into *out, within [lo, hi]. */
@@ -43,6 +47,7 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         const char *a = argv[i];
         bool ok = true;
         int r = cli_cache_arg(argc, argv, &i, &o->cfg.type_k, &o->cfg.type_v);
+        if (r == 0) r = cli_context_arg(argc, argv, &i, &o->context);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) ok = (o->model = cli_value(argc, argv, &i)) != NULL;
@@ -73,6 +78,8 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         if (!ok) return 2;
     }
     if (!o->model) o->model = cli_default_model();
+    if (!cli_context_finish(&o->context)) return 2;
+    o->cfg.context = o->context.policy;
     if (o->cfg.api_key && !*o->cfg.api_key) {
         fprintf(stderr, "error: --api-key: the key is empty\n");
         return 2;

@@ -69,7 +69,49 @@ static const char USAGE[] =
     "beams: --beams N  --length-penalty A (1)  --n-best K (1)  --early-stopping\n"
     "output: -N SAMPLES  --logprobs N  --logprobs-mode raw|processed  --explain[=text|json]\n";
 
+static const char CONTEXT_USAGE[] =
+    "a full context (default: generation stops and says so):\n"
+    "  --context-shift     keep the first prompt tokens (--keep), drop half of the rest, go on\n"
+    "  --keep N            prompt tokens a shift keeps besides the BOS (0; -1 = the whole prompt)\n"
+    "  --attention-sinks N keep the first N tokens (StreamingLLM uses 4) and a window of the recent ones\n";
+
+const char *cli_context_usage(void) { return CONTEXT_USAGE; }
+
 const char *cli_decoding_usage(void) { return USAGE; }
+
+int cli_context_arg(int argc, char **argv, int *i, cli_context *cx) {
+    const char *a = argv[*i], *v;
+    long n;
+    if (!strcmp(a, "--context-shift")) {
+        cx->shift = true;
+        return 1;
+    }
+    bool keep = !strcmp(a, "--keep"), sinks = !strcmp(a, "--attention-sinks");
+    if (!keep && !sinks) return 0;
+    if (!(v = cli_value(argc, argv, i)) || !cli_int(a, v, keep ? -1 : 1, 1 << 30, &n)) return -1;
+    if (keep) {
+        cx->keep_given = true;
+        cx->policy.n_keep = (int32_t)n;
+    } else {
+        cx->sinks_given = true;
+        cx->policy.n_sink = (int32_t)n;
+    }
+    return 1;
+}
+
+bool cli_context_finish(cli_context *cx) {
+    if (cx->shift && cx->sinks_given) {
+        fprintf(stderr, "error: --context-shift and --attention-sinks are two ways to go on past a full context: "
+                        "choose one\n");
+        return false;
+    }
+    if (cx->keep_given && !cx->shift) {
+        fprintf(stderr, "error: --keep: says what a context shift keeps; it needs --context-shift\n");
+        return false;
+    }
+    cx->policy.mode = cx->shift ? NC_CTX_SHIFT : cx->sinks_given ? NC_CTX_SINKS : NC_CTX_STOP;
+    return true;
+}
 
 void cli_decoding_init(cli_decoding *d) {
     *d = (cli_decoding){.n_samples = 1, .beam = {.n_beams = 1, .n_best = 1, .length_penalty = 1.0f}};
@@ -268,6 +310,8 @@ static int valued_flag(const char *a, const char *v, cli_decoding *d) {
 
 int cli_decoding_arg(int argc, char **argv, int *i, cli_decoding *d) {
     const char *a = argv[*i];
+    int r = cli_context_arg(argc, argv, i, &d->context);
+    if (r) return r;
     if (!strcmp(a, "--ignore-eos")) { d->sp.ignore_eos = true; return 1; }
     if (!strcmp(a, "--early-stopping")) { d->beam.early_stopping = true; return 1; }
     if (!strncmp(a, "--explain", strlen("--explain")) && (a[9] == 0 || a[9] == '=')) return set_explain(d, a);
@@ -305,6 +349,12 @@ bool cli_decoding_finish(cli_decoding *d) {
     }
     if (d->use_beams && (d->explain || d->sp.n_logprobs)) {
         fprintf(stderr, "error: %s: works with sampling, not with --beams\n", d->explain ? "--explain" : "--logprobs");
+        return false;
+    }
+    if (!cli_context_finish(&d->context)) return false;
+    if (d->use_beams && d->context.policy.mode != NC_CTX_STOP) {
+        fprintf(stderr, "error: %s: works with sampling, not with --beams (beam search stops at a full context)\n",
+                d->context.shift ? "--context-shift" : "--attention-sinks");
         return false;
     }
     return check_samplers(d);

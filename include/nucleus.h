@@ -151,6 +151,9 @@ const float *nc_logits(const nc_context *c, int i);
  * tokens (least recently used ones are reclaimed first): nc_kv_seq_reuse_prefix. */
 #define NC_KV_BLOCK 256
 int32_t nc_kv_seq_len(const nc_context *c, int32_t seq);        /* cells in use */
+/* The token of each cell in use (after a context shift, not the sequence's whole text); NULL for
+ * an unknown sequence. Valid until the sequence changes. */
+const int32_t *nc_kv_seq_tokens(const nc_context *c, int32_t seq);
 void nc_kv_seq_clear(nc_context *c, int32_t seq);
 /* Keep only the first n_keep cells of a sequence. */
 void nc_kv_seq_truncate(nc_context *c, int32_t seq, int32_t n_keep);
@@ -166,6 +169,45 @@ int32_t nc_kv_seq_reuse_prefix(nc_context *c, int32_t seq, const int32_t *tokens
  * the sequence goes on as if those tokens had always been there: context shift, attention sinks
  * and compression windows are policies over this. */
 int nc_kv_seq_keep(nc_context *c, int32_t seq, const int32_t *cells, int32_t n, const int32_t *new_pos, nc_err *err);
+
+/* Eviction policies over nc_kv_seq_keep, for a sequence whose context is full. Both keep the
+ * first cells and the most recent ones and leave the positions of a sequence whose cell i held
+ * position i (as nc_generate and the server make them) at 0..len-1 again, so its next token goes
+ * at position nc_kv_seq_len. n_discard 0 drops each policy's own share (below).
+ *
+ * Context shift (llama.cpp's): keep the first n_keep cells, drop the n_discard after them (0:
+ * half of the cells after n_keep), and move the rest back n_discard positions. */
+int nc_kv_seq_shift(nc_context *c, int32_t seq, int32_t n_keep, int32_t n_discard, nc_err *err);
+/* Attention sinks (StreamingLLM, Xiao et al. 2023): keep the first n_sink cells (the "sinks" that
+ * models attend to whatever they hold) and the most recent ones, dropping the n_discard oldest
+ * after the sinks (0: a quarter of the cells after the sinks, at least one); the kept cells take
+ * their places in the cache as positions. */
+int nc_kv_seq_sink(nc_context *c, int32_t seq, int32_t n_sink, int32_t n_discard, nc_err *err);
+
+/* What generation does when a sequence's context is full. */
+typedef enum nc_ctx_mode {
+    NC_CTX_STOP,   /* end the sequence: NC_FINISH_CONTEXT */
+    NC_CTX_SHIFT,  /* context shift: keep the first tokens of the prompt, drop half of the rest */
+    NC_CTX_SINKS,  /* attention sinks: keep n_sink first tokens and a window of recent ones */
+} nc_ctx_mode;
+
+typedef struct nc_ctx_policy {
+    nc_ctx_mode mode;
+    int32_t n_keep;  /* NC_CTX_SHIFT: prompt tokens kept, besides the BOS the prompt starts with, which
+                        is always kept (llama.cpp's --keep); -1: the whole prompt */
+    int32_t n_sink;  /* NC_CTX_SINKS: first tokens kept, >= 1 (StreamingLLM uses 4) */
+} nc_ctx_policy;
+
+/* Whether the policy can run in a context of n_ctx cells for a prompt of n_prompt tokens
+ * (bos_first: the prompt starts with the BOS token): an unknown mode, a count out of range, or a
+ * kept part that leaves nothing to evict (a context shift drops half of at least two cells) is
+ * refused, naming the field. */
+int nc_ctx_policy_check(const nc_ctx_policy *p, int32_t n_ctx, int32_t n_prompt, bool bos_first, nc_err *err);
+/* Apply the policy to a sequence whose first n_prompt tokens are its prompt: nc_kv_seq_shift or
+ * nc_kv_seq_sink with their own shares. Returns the number of cells dropped (0 for NC_CTX_STOP),
+ * or -1 with err set. */
+int32_t nc_kv_seq_make_room(nc_context *c, int32_t seq, const nc_ctx_policy *p, int32_t n_prompt, nc_err *err);
+
 /* Blocks the pool must provide for n more tokens of seq, and the blocks it can provide now. */
 int32_t nc_kv_blocks_needed(const nc_context *c, int32_t seq, int32_t n);
 int32_t nc_kv_blocks_available(const nc_context *c);
@@ -357,11 +399,13 @@ const nc_explain *nc_sampler_explain(const nc_sampler *s);
 
 /* Stop rules. The end-of-generation set (nc_token_is_eog) always stops. */
 typedef enum nc_finish {
-    NC_FINISH_NONE,    /* still going */
-    NC_FINISH_STOP,    /* end-of-generation token, stop token id or stop string */
-    NC_FINISH_LENGTH,  /* max_tokens, or the context is full */
+    NC_FINISH_NONE,     /* still going */
+    NC_FINISH_STOP,     /* end-of-generation token, stop token id or stop string */
+    NC_FINISH_LENGTH,   /* max_tokens */
+    NC_FINISH_CONTEXT,  /* the context is full (and no context policy makes room) */
 } nc_finish;
-const char *nc_finish_name(nc_finish f);  /* "", "stop", "length" */
+/* "", "stop", "length", and "length" for a full context too (OpenAI's finish_reason). */
+const char *nc_finish_name(nc_finish f);
 
 typedef struct nc_stop_params {
     int32_t max_tokens;            /* 0: no limit but the context */
@@ -385,11 +429,16 @@ int32_t nc_stopper_n_tokens(const nc_stopper *s);  /* tokens pushed */
  * once into sequence 0 (the part the prefix cache holds, e.g. a chat's earlier turns, is taken
  * from it) and its cache copied to sequences 1..n_samples-1 (the context needs
  * n_seq_max >= n_samples); every step runs all unfinished sequences in one nc_forward call.
- * Sample i draws with seed + i. */
+ * Sample i draws with seed + i. When a sample's context is full, `context` decides: by default
+ * it ends (NC_FINISH_CONTEXT); a context shift or attention sinks (nc_kv_seq_make_room) make room
+ * and it goes on until max_tokens, an end of generation or a stop rule (with max_tokens 0, for
+ * ever unless the callback aborts). The samplers' history (penalties, DRY, n-grams) stays the
+ * whole text whatever the cache forgot. */
 typedef struct nc_gen_params {
     nc_sampler_params sampling;
     nc_stop_params stop;
     int32_t n_samples;  /* 0: 1 */
+    nc_ctx_policy context;
 } nc_gen_params;
 
 typedef struct nc_gen_event {
@@ -408,6 +457,7 @@ typedef struct nc_gen_sample {
     int32_t *tokens;  /* every token drawn, the one that stopped it included */
     int32_t n_tokens;
     nc_finish finish;
+    int32_t n_evictions, n_evicted;  /* times the context policy made room, and the tokens it dropped */
 } nc_gen_sample;
 
 typedef struct nc_gen_result {

@@ -15,6 +15,7 @@
 #include "forward/forward.h"
 #include "kernels/kernels.h"
 #include "kv/kv_file.h"
+#include "kv/kv_policy.h"
 #include "model/model.h"
 #include "tensor/quant.h"
 #include "vocab/vocab.h"
@@ -289,6 +290,9 @@ _Static_assert(NC_KV_BLOCK == KV_BLOCK, "one block size");
 
 static bool seq_ok(const nc_context *c, int32_t seq) { return seq >= 0 && seq < kv_n_seq(&c->fwd.kv); }
 int32_t nc_kv_seq_len(const nc_context *c, int32_t seq) { return seq_ok(c, seq) ? kv_seq_len(&c->fwd.kv, seq) : 0; }
+const int32_t *nc_kv_seq_tokens(const nc_context *c, int32_t seq) {
+    return seq_ok(c, seq) ? kv_tokens(&c->fwd.kv, seq) : NULL;
+}
 void nc_kv_seq_clear(nc_context *c, int32_t seq) { kv_seq_truncate(&c->fwd.kv, seq, 0); }
 void nc_kv_seq_truncate(nc_context *c, int32_t seq, int32_t n_keep) { kv_seq_truncate(&c->fwd.kv, seq, n_keep); }
 int nc_kv_seq_copy(nc_context *c, int32_t src, int32_t dst, nc_err *err) { return kv_seq_copy(&c->fwd.kv, src, dst, err); }
@@ -298,6 +302,71 @@ int32_t nc_kv_seq_reuse_prefix(nc_context *c, int32_t seq, const int32_t *tokens
 int nc_kv_seq_keep(nc_context *c, int32_t seq, const int32_t *cells, int32_t n, const int32_t *new_pos, nc_err *err) {
     if (n < 0) return nc_fail(err, "kept cell count %d is negative", n);
     return fwd_seq_keep(&c->fwd, seq, cells, n, new_pos, err);
+}
+
+/* A context shift (sinks: attention sinks) keeping the first `first` cells and dropping the
+ * n_discard after them (kv/kv_policy.h decides the cells and positions). */
+static int evict(nc_context *c, int32_t seq, bool sinks, int32_t first, int32_t n_discard, nc_err *err) {
+    const char *what = sinks ? "attention sinks" : "context shift";
+    if (!seq_ok(c, seq)) return nc_fail(err, "%s: sequence id %d is outside 0..%d", what, seq, c->fwd.kv.n_seq - 1);
+    const kv_cache *kv = &c->fwd.kv;
+    int32_t len = kv_seq_len(kv, seq);
+    if (first < 0 || n_discard < 0 || first + n_discard > len)
+        return nc_fail(err, "%s: keeping the first %d cells and dropping %d after them does not fit in the %d cells of "
+                            "sequence %d", what, first, n_discard, len, seq);
+    if (n_discard == 0)
+        return nc_fail(err, "%s: sequence %d has %d cells, %d kept first: none to drop", what, seq, len, first);
+    int32_t *cells = malloc(2 * (size_t)len * sizeof *cells);
+    if (!cells) return nc_fail(err, "%s: out of memory", what);
+    int32_t n = sinks ? kv_policy_sinks(len, first, n_discard, cells, cells + len)
+                      : kv_policy_shift(kv_positions(kv, seq), len, first, n_discard, cells, cells + len);
+    int rc = nc_kv_seq_keep(c, seq, cells, n, cells + len, err);
+    free(cells);
+    return rc;
+}
+
+int nc_kv_seq_shift(nc_context *c, int32_t seq, int32_t n_keep, int32_t n_discard, nc_err *err) {
+    if (n_discard == 0 && seq_ok(c, seq)) n_discard = kv_policy_shift_discard(kv_seq_len(&c->fwd.kv, seq), n_keep);
+    return evict(c, seq, false, n_keep, n_discard, err);
+}
+
+int nc_kv_seq_sink(nc_context *c, int32_t seq, int32_t n_sink, int32_t n_discard, nc_err *err) {
+    if (n_discard == 0 && seq_ok(c, seq)) n_discard = kv_policy_sinks_discard(kv_seq_len(&c->fwd.kv, seq), n_sink);
+    return evict(c, seq, true, n_sink, n_discard, err);
+}
+
+int nc_ctx_policy_check(const nc_ctx_policy *p, int32_t n_ctx, int32_t n_prompt, bool bos_first, nc_err *err) {
+    switch (p->mode) {
+    case NC_CTX_STOP: return 0;
+    case NC_CTX_SHIFT: {
+        if (p->n_keep < -1) return nc_fail(err, "n_keep: %d is below -1 (the whole prompt)", p->n_keep);
+        int32_t keep = kv_policy_keep(p->n_keep, n_prompt, bos_first);
+        if (n_ctx - keep < 2)
+            return nc_fail(err, "n_keep: keeping %d tokens of the prompt leaves %d of the %d-token context to shift "
+                                "(at least 2 needed)", keep, n_ctx - keep, n_ctx);
+        return 0;
+    }
+    case NC_CTX_SINKS:
+        if (p->n_sink < 1 || p->n_sink >= n_ctx)
+            return nc_fail(err, "n_sink: %d is outside 1..%d (a context of %d tokens keeps a window of at least one "
+                                "recent token besides the sinks)", p->n_sink, n_ctx - 1, n_ctx);
+        return 0;
+    }
+    return nc_fail(err, "context policy: unknown mode %d", (int)p->mode);
+}
+
+int32_t nc_kv_seq_make_room(nc_context *c, int32_t seq, const nc_ctx_policy *p, int32_t n_prompt, nc_err *err) {
+    if (!seq_ok(c, seq)) return nc_fail(err, "sequence id %d is outside 0..%d", seq, c->fwd.kv.n_seq - 1);
+    const kv_cache *kv = &c->fwd.kv;
+    int32_t len = kv_seq_len(kv, seq), bos = nc_token_bos(c->model);
+    bool bos_first = len > 0 && bos >= 0 && kv_tokens(kv, seq)[0] == bos;
+    if (nc_ctx_policy_check(p, kv->n_ctx, n_prompt, bos_first, err)) return -1;
+    if (p->mode == NC_CTX_STOP) return 0;
+    int32_t first = p->mode == NC_CTX_SHIFT ? kv_policy_keep(p->n_keep, n_prompt, bos_first) : p->n_sink;
+    if (first > len) first = len;
+    int32_t drop = p->mode == NC_CTX_SHIFT ? kv_policy_shift_discard(len, first) : kv_policy_sinks_discard(len, first);
+    int rc = p->mode == NC_CTX_SHIFT ? nc_kv_seq_shift(c, seq, first, drop, err) : nc_kv_seq_sink(c, seq, first, drop, err);
+    return rc ? -1 : drop;
 }
 int32_t nc_kv_blocks_needed(const nc_context *c, int32_t seq, int32_t n) { return kv_blocks_needed(&c->fwd.kv, seq, n); }
 int32_t nc_kv_blocks_available(const nc_context *c) { return kv_blocks_available(&c->fwd.kv); }

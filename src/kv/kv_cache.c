@@ -607,9 +607,12 @@ int kv_seq_keep(kv_cache *kv, int32_t seq, const int32_t *cells, int32_t n, cons
     int32_t f = 0; /* cells before f stay where they are */
     while (f < n && cells[f] == f) f++;
     /* the blocks written from f on become the sequence's own (copied when shared), and moved
-     * cells are no prefix of anything */
+     * cells are no prefix of anything. A block only the prefix index shares is copied while the
+     * pool has room, so the prefix stays cached; when it has none (a lone sequence filling the
+     * pool, as a generation under a context policy does) the index lets go of it instead. */
     for (int32_t i = f / KV_BLOCK; i <= (n - 1) / KV_BLOCK && f < n; i++) {
         int32_t b = q->table[i];
+        if (kv->blocks[b].ref == 1 && kv->blocks[b].indexed && kv_blocks_available(kv) == 0) index_remove(kv, b);
         if (kv->blocks[b].ref > 1 || kv->blocks[b].indexed) {
             int32_t nb = block_take_new(kv);
             if (nb < 0) return nc_fail(err, "the KV cache pool is exhausted: no block to copy a shared one into");

@@ -32,6 +32,7 @@ typedef struct beam_run {
     const nc_model *m;
     const nc_stop_params *stop;
     int32_t B, n_prompt, n_vocab, max_tokens;
+    bool ctx_bound;      /* max_tokens is the room left in the context, not the caller's limit */
     double alpha;
     bool early_stopping;
     nc_sampler *proc;
@@ -234,7 +235,8 @@ static int finish_live(beam_run *r, nc_err *err) {
     for (int32_t j = 0; j < r->n_nxt; j++) {
         beam *b = &r->nxt[j];
         int32_t n_gen = b->n - r->n_prompt;
-        if (add_hyp(r, b->hist + r->n_prompt, n_gen, n_gen, -1, b->sum, NC_FINISH_LENGTH, err)) return -1;
+        nc_finish why = r->ctx_bound ? NC_FINISH_CONTEXT : NC_FINISH_LENGTH;
+        if (add_hyp(r, b->hist + r->n_prompt, n_gen, n_gen, -1, b->sum, why, err)) return -1;
     }
     return 0;
 }
@@ -344,6 +346,7 @@ int nc_beam_search(nc_context *c, const nc_model *m, const int32_t *prompt, int3
     int32_t room = n_ctx - n_prompt + 1;
     beam_run r = {.c = c, .m = m, .stop = stop, .B = bp->n_beams, .n_prompt = n_prompt, .n_vocab = info.n_vocab,
                   .max_tokens = stop->max_tokens > 0 && stop->max_tokens < room ? stop->max_tokens : room,
+                  .ctx_bound = stop->max_tokens == 0 || stop->max_tokens > room,
                   .alpha = bp->length_penalty, .early_stopping = bp->early_stopping};
     nc_sampler_params pp;
     if (processing) pp = *processing;

@@ -1,6 +1,7 @@
 /* The autoregressive driver: prefill once, share the prompt's cache between the samples, then
  * one batched forward call per step for every unfinished sample. Each sample has its own
- * sampler and stop checker; the driver only moves tokens between them and the model. */
+ * sampler and stop checker; the driver only moves tokens between them and the model, and makes
+ * room in a full cache when a context policy (kv/kv_policy.h) says how. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -17,17 +18,21 @@ double sampling_now(void) {
 typedef struct gen_seq {
     nc_sampler *sampler;
     nc_stopper *stopper;
-    int32_t *history;  /* prompt, then generated tokens */
-    int32_t n_history;
+    int32_t *history;  /* prompt, then generated tokens: the whole text, whatever the cache forgot */
+    int32_t n_history, cap_history;
     int32_t row;       /* its entry in the last batch */
     nc_finish finish;
+    int32_t n_evictions, n_evicted;
 } gen_seq;
 
 typedef struct gen_run {
     nc_context *c;
     const nc_model *m;
-    int32_t n_prompt, n_vocab, n_seq, max_tokens;
-    int32_t n_cached;  /* prompt tokens the prefix cache held */
+    int32_t n_prompt, n_vocab, n_seq, n_ctx;
+    int32_t max_tokens;  /* what the stop rules count to (0: no limit) */
+    bool ctx_bound;      /* max_tokens is the room left in the context, not the caller's limit */
+    nc_ctx_policy policy;
+    int32_t n_cached;    /* prompt tokens the prefix cache held */
     bool logprobs;     /* the events carry nc_sample_info */
     gen_seq *seq;
     nc_batch_entry *batch;
@@ -65,7 +70,8 @@ static int run_init(gen_run *g, const int32_t *prompt, const nc_gen_params *p, n
         smp.seed = p->sampling.seed + (uint64_t)i;
         if (nc_sampler_new(&s->sampler, g->m, g->n_vocab, &smp, err) || nc_stopper_new(&s->stopper, g->m, &sp, err))
             return -1;
-        s->history = malloc((size_t)(g->n_prompt + g->max_tokens) * sizeof *s->history);
+        s->cap_history = g->n_prompt + (g->max_tokens ? g->max_tokens : g->n_ctx);
+        s->history = malloc((size_t)s->cap_history * sizeof *s->history);
         if (!s->history) return nc_fail(err, "out of memory");
         memcpy(s->history, prompt, (size_t)g->n_prompt * sizeof *prompt);
         s->n_history = g->n_prompt;
@@ -95,15 +101,24 @@ static int prefill(gen_run *g, const int32_t *prompt, nc_err *err) {
     return 0;
 }
 
-/* Draw the next token of one sample and tell the caller. Returns -1 when the callback aborts. */
+/* Draw the next token of one sample and tell the caller. Returns -1 when the callback aborts (or
+ * the history cannot grow). */
 static int step_one(gen_run *g, int32_t i, int32_t step, nc_gen_callback cb, void *user, nc_err *err) {
     gen_seq *s = &g->seq[i];
+    if (s->n_history == s->cap_history) { /* only without max_tokens, when a policy makes room */
+        int32_t *grown = realloc(s->history, 2 * (size_t)s->cap_history * sizeof *grown);
+        if (!grown) return nc_fail(err, "out of memory");
+        s->history = grown;
+        s->cap_history *= 2;
+    }
     const float *row = step == 0 ? g->first_logits : nc_logits(g->c, s->row);
     nc_sample_info info, *want = g->logprobs ? &info : NULL;
     int32_t tok = nc_sampler_sample(s->sampler, row, s->history, s->n_history, g->n_prompt, want);
     nc_gen_event ev = {.sample = i, .step = step, .token = tok, .info = want,
                        .explain = nc_sampler_explain(s->sampler)};
-    ev.finish = s->finish = nc_stopper_push(s->stopper, tok, &ev.text, &ev.n_text);
+    ev.finish = nc_stopper_push(s->stopper, tok, &ev.text, &ev.n_text);
+    if (ev.finish == NC_FINISH_LENGTH && g->ctx_bound) ev.finish = NC_FINISH_CONTEXT;
+    s->finish = ev.finish;
     s->history[s->n_history++] = tok;
     if (cb && cb(&ev, user)) return nc_fail(err, "generation aborted by the callback");
     return 0;
@@ -118,6 +133,8 @@ static int collect(const gen_run *g, nc_gen_result *out, nc_err *err) {
         nc_gen_sample *r = &out->samples[i];
         r->n_tokens = s->n_history - g->n_prompt;
         r->finish = s->finish;
+        r->n_evictions = s->n_evictions;
+        r->n_evicted = s->n_evicted;
         r->tokens = malloc((size_t)(r->n_tokens > 0 ? r->n_tokens : 1) * sizeof *r->tokens);
         if (!r->tokens) return nc_fail(err, "out of memory");
         memcpy(r->tokens, s->history + g->n_prompt, (size_t)r->n_tokens * sizeof *r->tokens);
@@ -137,8 +154,15 @@ static int generate(gen_run *g, const int32_t *prompt, nc_gen_callback cb, void 
             if (s->finish) continue;
             if (step_one(g, i, step, cb, user, err)) return -1;
             if (s->finish) continue;
+            if (nc_kv_seq_len(g->c, i) == g->n_ctx) { /* only with a policy: otherwise max_tokens ends it first */
+                int32_t dropped = nc_kv_seq_make_room(g->c, i, &g->policy, g->n_prompt, err);
+                if (dropped < 0) return -1;
+                s->n_evictions++;
+                s->n_evicted += dropped;
+            }
             s->row = n_batch;
-            g->batch[n_batch++] = (nc_batch_entry){s->history[s->n_history - 1], s->n_history - 1, i, true};
+            /* the cells hold positions 0..len-1, the policies keep them so */
+            g->batch[n_batch++] = (nc_batch_entry){s->history[s->n_history - 1], nc_kv_seq_len(g->c, i), i, true};
         }
         if (n_batch == 0) break;
         if (nc_forward(g->c, g->batch, n_batch, err)) return -1;
@@ -158,13 +182,20 @@ int nc_generate(nc_context *c, const nc_model *m, const int32_t *prompt, int32_t
     if (n_prompt < 1) return nc_fail(err, "the prompt is empty");
     if (n_prompt > n_ctx)
         return nc_fail(err, "the prompt has %d tokens, more than the context of %d", n_prompt, n_ctx);
+    int32_t bos = nc_token_bos(m);
+    if (nc_ctx_policy_check(&p->context, n_ctx, n_prompt, bos >= 0 && prompt[0] == bos, err))
+        return nc_fail_prefix(err, "context policy");
     nc_model_info info;
     nc_model_get_info(m, &info);
-    /* positions n_prompt..n_ctx-1 can be fed back, and one more token can be drawn after them */
+    gen_run g = {.c = c, .m = m, .n_prompt = n_prompt, .n_vocab = info.n_vocab, .n_seq = n_seq, .n_ctx = n_ctx,
+                 .max_tokens = p->stop.max_tokens, .policy = p->context, .logprobs = p->sampling.n_logprobs > 0};
+    /* without a policy, positions n_prompt..n_ctx-1 can be fed back, and one more token can be
+     * drawn after them */
     int32_t room = n_ctx - n_prompt + 1;
-    gen_run g = {.c = c, .m = m, .n_prompt = n_prompt, .n_vocab = info.n_vocab, .n_seq = n_seq,
-                 .logprobs = p->sampling.n_logprobs > 0,
-                 .max_tokens = p->stop.max_tokens > 0 && p->stop.max_tokens < room ? p->stop.max_tokens : room};
+    if (p->context.mode == NC_CTX_STOP && (g.max_tokens == 0 || g.max_tokens > room)) {
+        g.max_tokens = room;
+        g.ctx_bound = true;
+    }
     int rc = run_init(&g, prompt, p, err) || generate(&g, prompt, cb, user, out, err) ? -1 : 0;
     run_free(&g);
     if (rc) nc_gen_result_free(out);

@@ -22,7 +22,8 @@ struct nc_stopper {
 const char *nc_finish_name(nc_finish f) {
     switch (f) {
     case NC_FINISH_STOP: return "stop";
-    case NC_FINISH_LENGTH: return "length";
+    case NC_FINISH_LENGTH:
+    case NC_FINISH_CONTEXT: return "length";
     default: return "";
     }
 }

@@ -626,7 +626,7 @@ int srv_start(srv_server **out, nc_model *m, const srv_config *cfg, nc_err *err)
         goto fail;
     sv->mc_ready = true;
     srv_sched_config sc = {.n_slots = cfg->n_parallel, .max_queue = cfg->max_queue, .chunk = cfg->chunk,
-                           .swa_full = cfg->swa_full};
+                           .swa_full = cfg->swa_full, .context = cfg->context};
     if (srv_sched_new(&sv->sched, sv->c, m, &sc, &sv->metrics, err) || start_daemon(sv, cfg, err)) goto fail;
     *out = sv;
     return 0;

@@ -16,7 +16,7 @@
 
 typedef enum slot_state {
     SLOT_FREE,
-    SLOT_PREFILL,  /* a group's leader feeding its prompt, or a preempted slot feeding its history again */
+    SLOT_PREFILL,  /* a group's leader feeding its prompt, or a preempted slot feeding its cache again */
     SLOT_WAIT,     /* a follower, waiting for its leader's prompt cache */
     SLOT_DECODE,
     SLOT_DONE,     /* finished: released at the next reap */
@@ -34,7 +34,9 @@ typedef struct slot {
     int32_t n_history, n_prompt;
     int32_t n_fed;         /* tokens in the cache */
     int32_t n_target;      /* tokens to feed before sampling (the prompt), or before decoding again */
-    bool resume;           /* feeding its history again after a preemption: nothing is sampled */
+    bool resume;           /* feeding its cache again after a preemption: nothing is sampled */
+    int32_t *replay;       /* resuming: the tokens its cache held (the history but its last token,
+                              unless a context shift or attention sinks dropped some) */
     bool looked_up;        /* the prefix cache was asked for the tokens to feed */
     bool counted;          /* what it found of the prompt went into the job's cached tokens */
     int32_t row;           /* entry of the current batch holding this slot's logits, or -1 */
@@ -50,6 +52,7 @@ struct srv_sched {
     srv_metrics *metrics;
     int32_t n_slots, max_queue, chunk, n_vocab, n_ctx;
     bool rings;            /* sliding-window layers may keep rings, which share no prefixes */
+    nc_ctx_policy context; /* what a slot whose context is full does */
     slot *slots;
     nc_batch_entry *batch;
     uint64_t next_order;
@@ -129,6 +132,7 @@ static void release_slot(srv_sched *s, int32_t i) {
     nc_sampler_free(sl->sampler);
     nc_stopper_free(sl->stopper);
     int32_t *last = sl->history, n_last = nc_kv_seq_len(s->c, i);
+    free(sl->replay);
     nc_kv_seq_clear(s->c, i);
     *sl = (slot){.state = SLOT_FREE, .row = -1, .last = last, .n_last = n_last};
     s->n_busy--;
@@ -155,7 +159,8 @@ static void reap(srv_sched *s) {
 }
 
 /* Set up slot i for one choice: its sampler (seed + choice), stop rules (max_tokens capped by the
- * room left in the context) and history. */
+ * room left in the context, unless the context policy makes room: only for requests that set
+ * max_tokens, as llama.cpp's server, so none runs for ever) and history. */
 static int init_slot(srv_sched *s, int32_t i, srv_job *j, int32_t p, int32_t choice, int32_t leader, nc_err *err) {
     slot *sl = &s->slots[i];
     free(sl->last);
@@ -167,8 +172,11 @@ static int init_slot(srv_sched *s, int32_t i, srv_job *j, int32_t p, int32_t cho
     nc_sampler_params sp = j->sampling;
     sp.seed = j->sampling.seed + (uint64_t)choice;
     nc_stop_params st = j->stop;
-    int32_t room = s->n_ctx - sl->n_prompt + 1;
-    st.max_tokens = st.max_tokens > 0 && st.max_tokens < room ? st.max_tokens : room;
+    int32_t room = s->n_ctx - sl->n_prompt + 1, bos = nc_token_bos(s->m);
+    nc_err unfit; /* a shift keeping a prompt too long for it: the request ends at a full context */
+    bool go_on = st.max_tokens > 0 && s->context.mode != NC_CTX_STOP &&
+                 !nc_ctx_policy_check(&s->context, s->n_ctx, sl->n_prompt, bos >= 0 && j->prompts[p][0] == bos, &unfit);
+    if (!go_on) st.max_tokens = st.max_tokens > 0 && st.max_tokens < room ? st.max_tokens : room;
     if (nc_sampler_new(&sl->sampler, s->m, s->n_vocab, &sp, err) || nc_stopper_new(&sl->stopper, s->m, &st, err))
         return -1;
     sl->history = malloc((size_t)(sl->n_prompt + st.max_tokens) * sizeof *sl->history);
@@ -247,9 +255,9 @@ static void admit(srv_sched *s) {
             continue;
         }
         if (free_slots(s) < j->n) return;
-        /* the prompt's blocks, and one per choice for its first token (a copy of the shared last
-         * block): wait for them while others run; alone, the pool can never hold it */
-        int32_t need = (j->n_prompt[j->next_prompt] + NC_KV_BLOCK - 1) / NC_KV_BLOCK + j->n;
+        /* the blocks of the prompt and its first token, and a copy of that last block for every
+         * other choice: wait for them while others run; alone, the pool can never hold it */
+        int32_t need = j->n_prompt[j->next_prompt] / NC_KV_BLOCK + j->n;
         if (nc_kv_blocks_available(s->c) < need) {
             if (s->n_busy > 0) return;
             char msg[200];
@@ -385,17 +393,28 @@ static void end_actions(srv_sched *s) {
 /* ---- One step (engine thread, mu released) ------------------------------------------------- */
 
 /* The cache of slot i goes back to the pool (its blocks stay cached for a while): a decoding slot
- * feeds its history again later and goes on where it was (its sampler and stop state are kept, so
- * the tokens are those it would have drawn); a prefilling one starts its prompt again. vLLM's
- * preemption by recomputation. */
+ * feeds the tokens its cache held again later and goes on where it was (its sampler and stop
+ * state are kept, so the tokens are those it would have drawn; after a context shift the
+ * recomputed cells saw only the kept tokens, so what follows may differ); a prefilling one
+ * starts its prompt again. vLLM's preemption by recomputation. */
 static void preempt(srv_sched *s, int32_t i) {
     slot *sl = &s->slots[i];
-    nc_kv_seq_clear(s->c, i);
     if (sl->state == SLOT_DECODE) {
+        int32_t n = nc_kv_seq_len(s->c, i);
+        int32_t *replay = malloc(((size_t)n + 1) * sizeof *replay);
+        if (!replay) {
+            fail_job(sl->job, 500, "server_error", "out of memory preempting a request");
+            sl->row = -2;
+            return;
+        }
+        memcpy(replay, nc_kv_seq_tokens(s->c, i), (size_t)n * sizeof *replay);
+        free(sl->replay);
+        sl->replay = replay;
         sl->state = SLOT_PREFILL;
         sl->resume = true;
-        sl->n_target = sl->n_history - 1;
+        sl->n_target = n;
     }
+    nc_kv_seq_clear(s->c, i);
     sl->n_fed = 0;
     sl->looked_up = false;
     srv_metrics_preempted(s->metrics);
@@ -419,17 +438,25 @@ static bool make_room(srv_sched *s, const slot *sl, int32_t need) {
 }
 
 /* The first time a slot feeds its tokens, the prefix cache may hold some of them: a prompt's all
- * but its last token (whose logits are wanted), a resumed history all of it. */
+ * but its last token (whose logits are wanted), a resumed cache all of it. */
 static void look_up(srv_sched *s, slot *sl) {
     int32_t seq = (int32_t)(sl - s->slots);
     sl->looked_up = true;
-    sl->n_fed = nc_kv_seq_reuse_prefix(s->c, seq, sl->history, sl->n_target - !sl->resume);
+    sl->n_fed = nc_kv_seq_reuse_prefix(s->c, seq, sl->resume ? sl->replay : sl->history, sl->n_target - !sl->resume);
     if (!sl->resume && !sl->counted) {
         sl->counted = true;
         pthread_mutex_lock(&sl->job->mu);
         sl->job->cached_tokens += sl->n_fed;
         pthread_mutex_unlock(&sl->job->mu);
     }
+}
+
+/* A preempted slot has its cache back: it decodes again. */
+static void resumed(slot *sl) {
+    sl->state = SLOT_DECODE;
+    sl->resume = false;
+    free(sl->replay);
+    sl->replay = NULL;
 }
 
 /* Feed chunks of prefilling slots, oldest first, within the step's budget and the pool (blocks
@@ -455,7 +482,7 @@ static int add_prefill(srv_sched *s, int n, int32_t reserved) {
             }
         }
         if (next->resume && next->n_fed == next->n_target) { /* all of it was cached */
-            next->state = SLOT_DECODE;
+            resumed(next);
             continue;
         }
         int32_t end = (next->n_fed / s->chunk + 1) * s->chunk;
@@ -465,11 +492,12 @@ static int add_prefill(srv_sched *s, int n, int32_t reserved) {
         budget -= end - next->n_fed;
         reserved += need;
         bool last = end == next->n_target;
+        const int32_t *feed = next->resume ? next->replay : next->history;
         for (int32_t pos = next->n_fed; pos < end; pos++)
-            s->batch[n++] = (nc_batch_entry){next->history[pos], pos, seq, last && !next->resume && pos == end - 1};
+            s->batch[n++] = (nc_batch_entry){feed[pos], pos, seq, last && !next->resume && pos == end - 1};
         next->row = last && !next->resume ? n - 1 : -2; /* -2: in this batch, no logits */
         next->n_fed = end;
-        if (last && next->resume) next->state = SLOT_DECODE; /* its last token goes in the next step */
+        if (last && next->resume) resumed(next); /* its last token goes in the next step */
     }
 }
 
@@ -548,14 +576,21 @@ static void step(srv_sched *s) {
             if (c->state == SLOT_DECODE && c->row == -1 && (!sl || c->order < sl->order)) sl = c;
         }
         if (!sl) break;
-        int32_t i = (int32_t)(sl - s->slots), need = nc_kv_blocks_needed(s->c, i, 1);
+        int32_t i = (int32_t)(sl - s->slots);
+        nc_err err; /* a full context: only slots whose max_tokens init_slot left past the room */
+        if (nc_kv_seq_len(s->c, i) == s->n_ctx && nc_kv_seq_make_room(s->c, i, &s->context, sl->n_prompt, &err) < 0) {
+            fail_job(sl->job, 500, "server_error", err.msg);
+            sl->row = -2; /* not in this batch */
+            continue;
+        }
+        int32_t need = nc_kv_blocks_needed(s->c, i, 1);
         if (!make_room(s, sl, reserved + need)) {
             preempt(s, i);
             continue;
         }
         reserved += need;
-        sl->row = n;
-        s->batch[n++] = (nc_batch_entry){sl->history[sl->n_history - 1], sl->n_history - 1, i, true};
+        sl->row = n; /* positions stay 0..len-1 (the context policies keep them so) */
+        s->batch[n++] = (nc_batch_entry){sl->history[sl->n_history - 1], nc_kv_seq_len(s->c, i), i, true};
     }
     n = add_prefill(s, n, reserved);
     if (n == 0) return;
@@ -606,7 +641,10 @@ static void sched_destroy(srv_sched *s) {
     pthread_cond_destroy(&s->wake);
     pthread_cond_destroy(&s->idle);
     pthread_cond_destroy(&s->acted);
-    for (int32_t i = 0; s->slots && i < s->n_slots; i++) free(s->slots[i].last);
+    for (int32_t i = 0; s->slots && i < s->n_slots; i++) {
+        free(s->slots[i].last);
+        free(s->slots[i].replay);
+    }
     free(s->slots);
     free(s->batch);
     free(s->queue);
@@ -617,13 +655,14 @@ static void sched_destroy(srv_sched *s) {
 int srv_sched_new(srv_sched **out, nc_context *c, const nc_model *m, const srv_sched_config *cfg, srv_metrics *metrics,
                   nc_err *err) {
     *out = NULL;
+    if (nc_ctx_policy_check(&cfg->context, nc_context_n_ctx(c), 0, false, err)) return -1;
     srv_sched *s = calloc(1, sizeof *s);
     if (!s) return fail_msg(err, "out of memory");
     nc_model_info info;
     nc_model_get_info(m, &info);
     *s = (srv_sched){.c = c, .m = m, .metrics = metrics, .n_slots = cfg->n_slots, .max_queue = cfg->max_queue,
                      .chunk = cfg->chunk, .n_vocab = info.n_vocab, .n_ctx = nc_context_n_ctx(c),
-                     .rings = info.swa_window > 0 && !cfg->swa_full, .accepting = true};
+                     .rings = info.swa_window > 0 && !cfg->swa_full, .accepting = true, .context = cfg->context};
     int32_t cap = cfg->n_slots + cfg->max_queue;
     s->slots = calloc((size_t)cfg->n_slots, sizeof *s->slots);
     s->batch = malloc((size_t)(cfg->n_slots + cfg->chunk) * sizeof *s->batch);

@@ -26,6 +26,7 @@ typedef struct srv_sched_config {
     int32_t max_queue;     /* unfinished jobs beyond n_slots before submissions are refused */
     int32_t chunk;         /* prompt tokens prefilled per step (across slots) */
     bool swa_full;         /* the context keeps every position of sliding-window layers */
+    nc_ctx_policy context; /* what a full slot does (see srv_config) */
 } srv_sched_config;
 
 typedef struct srv_sched srv_sched;

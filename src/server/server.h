@@ -28,6 +28,8 @@ typedef struct srv_config {
     const char *model_id;  /* the name /v1/models reports */
     const char *slot_save_path; /* the directory slot files are saved to and restored from; NULL: off */
     bool swa_full;         /* sliding-window layers keep every position (nc_context_params.swa_full) */
+    nc_ctx_policy context; /* a slot whose context is full: ends (finish "length"), or, for requests
+                              with max_tokens, a context shift or attention sinks make room */
 } srv_config;
 
 typedef struct srv_server srv_server;

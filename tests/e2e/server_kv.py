@@ -6,6 +6,8 @@
 - A small pool (--kv-size): 32 concurrent requests on 8 slots whose cache cannot hold them all;
   slots wait and are preempted and resumed, every request completes, each with the text a server
   with a roomy pool gives for its seed.
+- Context shift on a small pool: requests longer than their slot's context shift it, and slots
+  that shifted are preempted and resumed too; every request gets all its tokens.
 - Cancellation mid-prefill: a client that leaves while its long prompt is being prefilled frees
   its blocks; the server answers the next request.
 - A pool smaller than a slot's context is refused at start with a message naming --kv-size.
@@ -179,6 +181,30 @@ def main():
     m = sv.metrics()
     check(m.get(used) == 0, "the departed client's blocks were freed")
     sv.stop("small-pool server")
+
+    # ---- context shift on a short pool: slots that shifted are preempted and resumed too ----
+    sv = Server(a.nucleus, a.model, "-np", "4", "-c", "512", "--kv-size", "768", "--context-shift",
+                "--prefill-chunk", "64")
+    check(sv.url is not None, "context-shift server started")
+    if sv.url is None:
+        return
+    shifted = [None] * 6
+
+    def long_one(i):
+        shifted[i] = completion(sv, f"{i} Once upon a time", 200 + i, max_tokens=1100, ignore_eos=True)
+
+    threads = [threading.Thread(target=long_one, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    done = [r[1]["usage"]["completion_tokens"] if r and r[0] == 200 else r for r in shifted]
+    check(done == [1100] * 6, f"6 requests of 1100 tokens in 512-token slots sharing 3 blocks: {done}")
+    check(all(r and r[0] == 200 and r[1]["choices"][0]["finish_reason"] == "length" for r in shifted), "finish length")
+    m = sv.metrics()
+    check(m.get("nucleus_preemptions_total", 0) > 0, f"shifted slots were preempted: {m.get('nucleus_preemptions_total')}")
+    check(m.get(used) == 0, f"idle: no block held ({m.get(used)})")
+    sv.stop("context-shift server")
 
 
 main()

@@ -302,6 +302,28 @@ static void check_prefix(uint32_t type) {
     st = kv_get_stats(&kv);
     CHECK(st.lookups == 5 && st.hits == 4 && st.tokens_reused == 600 + 300 + 599 + 600);
     kv_free(&kv);
+    /* a lone sequence filling a pool of one block it shares with the prefix index: keeping some of
+     * its cells takes the block from the index (no copy can be made), and the prefix is gone */
+    kv_config one = {.n_layer = 1, .n_seq = 2, .n_ctx = KV_BLOCK, .n_head_kv = 1, .head_dim = 32, .type_k = type,
+                     .type_v = type, .n_cells = KV_BLOCK};
+    CHECK(kv_init(&kv, &one, &err) == 0 && kv.n_blocks == 1);
+    for (int p = 0; p < KV_BLOCK; p++) put(&kv, 0, p, tok[p]);
+    kv_commit(&kv);
+    int32_t cells[KV_BLOCK], moved[KV_BLOCK];
+    for (int i = 0; i < KV_BLOCK - 100; i++) { cells[i] = i < 4 ? i : i + 100; moved[i] = i; }
+    CHECK(kv_seq_keep(&kv, 0, cells, KV_BLOCK - 100, moved, NULL, &err) == 0 && holds(&kv, 0));
+    CHECK(kv_seq_len(&kv, 0) == KV_BLOCK - 100 && kv_tokens(&kv, 0)[4] == tok[104]);
+    kv_seq_truncate(&kv, 0, 0);
+    CHECK(kv_seq_reuse_prefix(&kv, 1, tok, KV_BLOCK) == 0);
+    kv_free(&kv);
+    /* with room in the pool the block is copied and the prefix stays found */
+    one.n_cells = 2 * KV_BLOCK;
+    CHECK(kv_init(&kv, &one, &err) == 0);
+    for (int p = 0; p < KV_BLOCK; p++) put(&kv, 0, p, tok[p]);
+    kv_commit(&kv);
+    CHECK(kv_seq_keep(&kv, 0, cells, KV_BLOCK - 100, moved, NULL, &err) == 0 && holds(&kv, 0));
+    CHECK(kv_seq_reuse_prefix(&kv, 1, tok, KV_BLOCK) == KV_BLOCK && holds(&kv, 1));
+    kv_free(&kv);
     /* a pool smaller than the sequences' contexts: claiming fails with a clear message */
     cfg.n_layer = 1;
     cfg.n_seq = 2;

@@ -120,6 +120,11 @@ static void test_beam_vs_exact(void) {
     CHECK(nc_beam_search(c, model, prompt, n_prompt, &bp, &proc, &stop, &r, &err) == 0);
     CHECK(r.n == 1 && r.hyps[0].sum_logprob < x.best - 0.1);
     nc_beam_result_free(&r);
+    /* a beam the context ends says so: 32 cells hold 31 - n_prompt fed tokens and one drawn */
+    stop.max_tokens = 0;
+    CHECK(nc_beam_search(c, model, prompt, n_prompt, &bp, &proc, &stop, &r, &err) == 0);
+    CHECK(r.n == 1 && r.hyps[0].n_tokens == 32 - n_prompt + 1 && r.hyps[0].finish == NC_FINISH_CONTEXT);
+    nc_beam_result_free(&r);
     nc_context_free(c);
 }
 
@@ -355,10 +360,20 @@ static void test_min_tokens_ignore_eos(void) {
     g = run(1, 1, &gp);
     CHECK(g.samples[0].n_tokens == 30 && g.samples[0].finish == NC_FINISH_LENGTH);
     nc_gen_result_free(&g);
-    /* the context bounds the length: 5 prompt tokens in 8 cells leave room to draw 4 */
+    /* the context bounds the length: 5 prompt tokens in 8 cells leave room to draw 4, and the
+     * finish says why; max_tokens reached at that same token is max_tokens' doing */
     gp.stop.max_tokens = 0;
     nc_context *c = context(1, 1, 8);
     nc_err err;
+    CHECK(nc_generate(c, model, PROMPT, 5, &gp, NULL, NULL, &g, &err) == 0);
+    CHECK(g.samples[0].n_tokens == 4 && g.samples[0].finish == NC_FINISH_CONTEXT);
+    CHECK(!strcmp(nc_finish_name(g.samples[0].finish), "length"));
+    nc_gen_result_free(&g);
+    gp.stop.max_tokens = 9;
+    CHECK(nc_generate(c, model, PROMPT, 5, &gp, NULL, NULL, &g, &err) == 0);
+    CHECK(g.samples[0].n_tokens == 4 && g.samples[0].finish == NC_FINISH_CONTEXT);
+    nc_gen_result_free(&g);
+    gp.stop.max_tokens = 4;
     CHECK(nc_generate(c, model, PROMPT, 5, &gp, NULL, NULL, &g, &err) == 0);
     CHECK(g.samples[0].n_tokens == 4 && g.samples[0].finish == NC_FINISH_LENGTH);
     nc_gen_result_free(&g);
