@@ -284,6 +284,21 @@ int nc_kv_seq_keep(nc_context *c, int32_t seq, const int32_t *cells, int32_t n, 
     if (n < 0) return nc_fail(err, "kept cell count %d is negative", n);
     return fwd_seq_keep(&c->fwd, seq, cells, n, new_pos, err);
 }
+_Static_assert((int)NC_KV_NONE == (int)KV_POLICY_NONE && (int)NC_KV_WINDOW == (int)KV_POLICY_WINDOW &&
+                   (int)NC_KV_SINKS == (int)KV_POLICY_SINKS && (int)NC_KV_H2O == (int)KV_POLICY_H2O,
+               "one set of policies");
+int nc_kv_seq_set_budget(nc_context *c, int32_t seq, nc_kv_policy policy, int32_t budget, int32_t recent, nc_err *err) {
+    if (!seq_ok(c, seq)) return nc_fail(err, "sequence id %d is outside 0..%d", seq, c->fwd.kv.n_seq - 1);
+    kv_budget b = {.policy = (kv_policy)policy, .budget = budget, .recent = recent};
+    if (kv_budget_check(&b, c->fwd.kv.n_ctx, err)) return -1;
+    c->fwd.kv.seqs[seq].budget = b;
+    return 0;
+}
+int32_t nc_kv_seq_attention(const nc_context *c, int32_t seq, double *out, int32_t cap) {
+    int32_t n = nc_kv_seq_len(c, seq);
+    for (int32_t i = 0; i < n && i < cap; i++) out[i] = (double)kv_score(&c->fwd.kv, seq, i) / KV_SCORE_ONE;
+    return n;
+}
 int32_t nc_kv_blocks_needed(const nc_context *c, int32_t seq, int32_t n) { return kv_blocks_needed(&c->fwd.kv, seq, n); }
 int32_t nc_kv_blocks_available(const nc_context *c) { return kv_blocks_available(&c->fwd.kv); }
 uint64_t nc_kv_bytes_per_token(const nc_context *c) { return kv_bytes_per_token(&c->fwd.kv); }

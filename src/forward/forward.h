@@ -42,6 +42,7 @@ typedef struct fwd_thread {
     float *attn_part;                /* [R][head_dim] one span's share of the output */
     float *attn_max;                 /* [R] running maxima */
     double *attn_sum;                /* [R] running sums */
+    uint64_t *attn_score;            /* [FWD_ATTN_SPAN] one span's attention weights (H2O's scores) */
 } fwd_thread;
 
 /* Cells per step of the streaming softmax (a sliding layer's ring is a multiple of it), the most
