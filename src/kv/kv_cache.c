@@ -495,17 +495,23 @@ int kv_seq_keep(kv_cache *kv, int32_t seq, const int32_t *cells, int32_t n, cons
     for (int32_t i = 0; old_pos && i < n; i++) old_pos[i] = q->pos[cells[i]];
     int32_t f = 0; /* cells before f stay where they are */
     while (f < n && cells[f] == f) f++;
-    /* the blocks written from f on become the sequence's own (copied when shared), and moved
-     * cells are no prefix of anything */
+    /* the blocks written from f on become the sequence's own (copied when shared; a block only the
+     * prefix index shares with it leaves the index when the pool has no block to copy it into),
+     * and moved cells are no prefix of anything */
     for (int32_t i = f / KV_BLOCK; i <= (n - 1) / KV_BLOCK && f < n; i++) {
         int32_t b = q->table[i];
         if (kv->blocks[b].ref > 1 || kv->blocks[b].indexed) {
             int32_t nb = block_take_new(kv);
-            if (nb < 0) return nc_fail(err, "the KV cache pool is exhausted: no block to copy a shared one into");
-            copy_cells(kv, nb, b, kv->blocks[b].n);
-            kv->blocks[nb].n = kv->blocks[b].n;
-            block_release(kv, b);
-            q->table[i] = b = nb;
+            if (nb < 0 && kv->blocks[b].ref > 1)
+                return nc_fail(err, "the KV cache pool is exhausted: no block to copy a shared one into");
+            if (nb < 0) {
+                index_remove(kv, b);
+            } else {
+                copy_cells(kv, nb, b, kv->blocks[b].n);
+                kv->blocks[nb].n = kv->blocks[b].n;
+                block_release(kv, b);
+                q->table[i] = b = nb;
+            }
         }
         kv->blocks[b].chained = false;
     }

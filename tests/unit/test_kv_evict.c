@@ -90,6 +90,17 @@ static void test_apply(void) {
     CHECK(kv_apply_budget(&kv, 0, &err) == 0 && kv_seq_len(&kv, 0) == 4);
     CHECK(same(kv_positions(&kv, 0), (int32_t[]){7, 100, 298, 299}, 4) && kv_score(&kv, 0, 1) == 1000);
     kv_free(&kv);
+    /* a pool with just the blocks of a full context: the prefix index gives up the sequence's
+     * first block (full, indexed) rather than wanting a copy of it */
+    CHECK(kv_init(&kv, 1, 1, 512, 4, GGML_TYPE_F32, 512, 0, NULL, &err) == 0);
+    for (int c = 0; c < 511; c++) CHECK(kv_append(&kv, 0, c, c, &err) == c);
+    kv_commit(&kv);
+    CHECK(kv.blocks[kv.seqs[0].table[0]].indexed && kv_blocks_available(&kv) == 0);
+    kv.seqs[0].budget = (kv_budget){KV_POLICY_SINKS, 300, 296};
+    CHECK(kv_apply_budget(&kv, 0, &err) == 0 && kv_seq_len(&kv, 0) == 300);
+    CHECK(kv_positions(&kv, 0)[3] == 3 && kv_positions(&kv, 0)[4] == 511 - 296 && kv_positions(&kv, 0)[299] == 510);
+    CHECK(!kv.blocks[kv.seqs[0].table[0]].indexed && kv_get_stats(&kv).used == 2);
+    kv_free(&kv);
 }
 
 /* ---- a direct computation of the attention weights ---- */
