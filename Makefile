@@ -68,6 +68,8 @@ $(BUILD)/tokenize_bench: bench/tokenize_bench.c $(BUILD)/rel/libnucleus.a
 	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS)
 $(BUILD)/kernels_bench: bench/kernels_bench.c $(BUILD)/rel/libnucleus.a
 	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/kv_compress: bench/kv_compress.c $(BUILD)/rel/libnucleus.a
+	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS)
 
 # Fuzz harnesses need clang's libFuzzer.
 FUZZ_SRC := $(shell find tests/fuzz -name 'fuzz_*.c' | sort)
