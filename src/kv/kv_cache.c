@@ -435,18 +435,19 @@ void kv_seq_truncate(kv_cache *kv, int32_t seq, int32_t n_keep) {
         }
 }
 
-/* Copy cell `from` of block src to cell `to` of block dst, in every full layer. */
-static void move_cell(kv_cache *kv, int32_t dst, int32_t to, int32_t src, int32_t from) {
+/* Move cells from..from+n-1 of block src to cells to..to+n-1 of block dst (a run that may
+ * overlap itself), in every full layer: a row of each key dimension and a run of values. */
+static void move_cells(kv_cache *kv, int32_t dst, int32_t to, int32_t src, int32_t from, int32_t n) {
     size_t kd = (size_t)kv->kv_dim, e = kv->elem;
     for (int l = 0; l < kv->n_layer; l++) {
         if (kv_is_ring(kv, l)) continue;
         for (size_t d = 0; d < kd; d++)
-            memcpy(kv->kt[l] + (((size_t)dst * kd + d) * KV_BLOCK + (size_t)to) * e,
-                   kv->kt[l] + (((size_t)src * kd + d) * KV_BLOCK + (size_t)from) * e, e);
-        memcpy(kv->v[l] + ((size_t)dst * KV_BLOCK + (size_t)to) * kd * e,
-               kv->v[l] + ((size_t)src * KV_BLOCK + (size_t)from) * kd * e, kd * e);
+            memmove(kv->kt[l] + (((size_t)dst * kd + d) * KV_BLOCK + (size_t)to) * e,
+                    kv->kt[l] + (((size_t)src * kd + d) * KV_BLOCK + (size_t)from) * e, (size_t)n * e);
+        memmove(kv->v[l] + ((size_t)dst * KV_BLOCK + (size_t)to) * kd * e,
+                kv->v[l] + ((size_t)src * KV_BLOCK + (size_t)from) * kd * e, (size_t)n * kd * e);
     }
-    block_tokens(kv, dst)[to] = block_tokens(kv, src)[from];
+    memmove(block_tokens(kv, dst) + to, block_tokens(kv, src) + from, (size_t)n * sizeof(int32_t));
 }
 
 /* The rings of seq hold what they held of the kept cells, at their new positions. */
@@ -516,9 +517,13 @@ int kv_seq_keep(kv_cache *kv, int32_t seq, const int32_t *cells, int32_t n, cons
         kv->blocks[b].chained = false;
     }
     if (kv->ring && keep_in_rings(kv, seq, cells, n, new_pos, err)) return -1;
-    for (int32_t i = f; i < n; i++) {
-        move_cell(kv, q->table[i / KV_BLOCK], i % KV_BLOCK, q->table[cells[i] / KV_BLOCK], cells[i] % KV_BLOCK);
-        q->tok[i] = q->tok[cells[i]];
+    /* in runs of consecutive cells that stay within one block at both ends (a window moves its
+     * whole cache by a cell: a few long runs); cell i comes from cells[i] >= i, which no earlier
+     * run has written */
+    for (int32_t i = f, j; i < n; i = j) {
+        for (j = i + 1; j < n && cells[j] == cells[j - 1] + 1 && j % KV_BLOCK && cells[j] % KV_BLOCK; j++) continue;
+        move_cells(kv, q->table[i / KV_BLOCK], i % KV_BLOCK, q->table[cells[i] / KV_BLOCK], cells[i] % KV_BLOCK, j - i);
+        for (int32_t k = i; k < j; k++) q->tok[k] = q->tok[cells[k]];
     }
     for (int32_t i = 0; i < n; i++) {
         q->pos[i] = new_pos[i];

@@ -58,6 +58,50 @@ static void test_select(void) {
     CHECK(kv_budget_check(&b, 64, &err) == 0 && b.recent == 8);
 }
 
+/* Every cell of seq holds the keys and values written for its token, in every layer. */
+static float key_of(int32_t t, int d) { return (float)t + 0.125f * d; }
+static float val_of(int32_t t, int d) { return -(float)t - 0.25f * d; }
+static bool holds(const kv_cache *kv, int32_t seq) {
+    for (int32_t c = 0; c < kv_seq_len(kv, seq); c++)
+        for (int l = 0; l < kv->n_layer; l++)
+            for (int d = 0; d < kv->kv_dim; d++)
+                if (kv_get_k(kv, l, seq, c, d) != key_of(kv_tokens(kv, seq)[c], d) ||
+                    kv_get_v(kv, l, seq, c, d) != val_of(kv_tokens(kv, seq)[c], d))
+                    return false;
+    return true;
+}
+
+/* Evictions move the kept cells down in runs: a window drops the first cell (runs broken at
+ * every block boundary, on both ends), H2O a cell in the middle, and any subset keeps what its
+ * cells held. */
+static void test_moves(void) {
+    kv_cache kv;
+    nc_err err;
+    CHECK(kv_init(&kv, 2, 1, 1024, 6, GGML_TYPE_F32, 0, 0, NULL, &err) == 0);
+    for (int c = 0; c < 700; c++) {
+        CHECK(kv_append(&kv, 0, c, 1000 + c, &err) == c);
+        float k[6], v[6];
+        for (int d = 0; d < 6; d++) k[d] = key_of(1000 + c, d), v[d] = val_of(1000 + c, d);
+        for (int l = 0; l < 2; l++) kv_store(&kv, l, 0, c, c, 0, 6, k, v);
+    }
+    kv.seqs[0].budget = (kv_budget){KV_POLICY_WINDOW, 699, 699};
+    CHECK(kv_apply_budget(&kv, 0, &err) == 0 && kv_seq_len(&kv, 0) == 699 && kv_tokens(&kv, 0)[0] == 1001);
+    CHECK(holds(&kv, 0) && kv_tokens(&kv, 0)[698] == 1699 && kv_positions(&kv, 0)[255] == 256);
+    for (int c = 0; c < 699; c++) kv_score_add(&kv, 0, c, c == 5 ? 1 : 10); /* H2O lets cell 5 go */
+    kv.seqs[0].budget = (kv_budget){KV_POLICY_H2O, 698, 100};
+    CHECK(kv_apply_budget(&kv, 0, &err) == 0 && kv_seq_len(&kv, 0) == 698 && holds(&kv, 0));
+    CHECK(kv_tokens(&kv, 0)[4] == 1005 && kv_tokens(&kv, 0)[5] == 1007 && kv_positions(&kv, 0)[5] == 7);
+    CHECK(kv_score(&kv, 0, 5) == 10 && kv_tokens(&kv, 0)[697] == 1699);
+    int32_t cells[400], pos[400];
+    int n = 0;
+    for (int c = 0; c < 698 && n < 400; c += 1 + c % 3) cells[n] = c, pos[n] = kv_positions(&kv, 0)[c], n++;
+    int32_t want[400];
+    for (int i = 0; i < n; i++) want[i] = kv_tokens(&kv, 0)[cells[i]];
+    CHECK(kv_seq_keep(&kv, 0, cells, n, pos, NULL, &err) == 0 && kv_seq_len(&kv, 0) == n && holds(&kv, 0));
+    CHECK(same(kv_tokens(&kv, 0), want, n));
+    kv_free(&kv);
+}
+
 /* kv_apply_budget on the cache itself: kept cells keep their positions, tokens and scores; the
  * others are gone. */
 static void test_apply(void) {
@@ -346,6 +390,7 @@ int main(void) {
     snprintf(model_path, sizeof model_path, "%s/models/stories260K/stories260K.gguf", shared ? shared : "../shared");
     test_select();
     test_apply();
+    test_moves();
     nc_err err;
     nc_model *m;
     if (nc_model_load(&m, model_path, &err)) {
