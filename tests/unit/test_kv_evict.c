@@ -385,6 +385,47 @@ static void test_budgets(nc_model *m, int V) {
     nc_context_free(c);
 }
 
+/* Gemma 2 (shared/archs: 2 sliding layers with a window of 8, 2 full ones, 4 heads, soft-capped
+ * attention): where the sliding layers keep rings (a context of 1024, micro-batches of 16: rings
+ * of 256 cells) they do not vote, so 300 queries give 300 x 4 x 2; where they keep every cell (a
+ * context of 512 and micro-batches of 512) they vote over their window, 300 x 4 x 4. Under a
+ * budget the rings follow the kept cells. */
+static void test_sliding(const char *shared) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/archs/gemma2/gemma2-f16.gguf", shared);
+    nc_err err;
+    nc_model *m;
+    if (nc_model_load(&m, path, &err)) {
+        fprintf(stderr, "load: %s\n", err.msg);
+        CHECK(0);
+        return;
+    }
+    nc_model_info info;
+    nc_model_get_info(m, &info);
+    CHECK(info.n_layer == 4 && info.n_head == 4 && info.swa_window == 8);
+    enum { N = 300 };
+    int32_t tok[N + 40];
+    for (int i = 0; i < N + 40; i++) tok[i] = i ? 3 + (i * 37 + i / 7) % (info.n_vocab - 3) : 2;
+    double *s = malloc(sizeof(double) * N);
+    for (int ring = 0; ring < 2; ring++) {
+        nc_context *c = new_ctx(m, ring ? 1024 : 512, 1, 2, ring ? 16 : 512, false);
+        CHECK(nc_kv_seq_set_budget(c, 0, NC_KV_H2O, N, 8, &err) == 0);
+        CHECK(prefill(c, tok, N, 0, false) == 0 && nc_kv_seq_attention(c, 0, s, N) == N);
+        double sum = 0;
+        for (int i = 0; i < N; i++) sum += s[i];
+        double want = N * 4.0 * (ring ? 2 : 4);
+        CHECK_MSG(fabs(sum - want) < 1e-4 * want, "gemma2 (rings %d): scores sum to %g, not %g", ring, sum, want);
+        CHECK(nc_kv_seq_set_budget(c, 0, NC_KV_H2O, 32, 12, &err) == 0);
+        for (int i = N; i < N + 40; i++) {
+            nc_batch_entry e = {tok[i], i, 0, true};
+            CHECK(nc_forward(c, &e, 1, &err) == 0 && nc_kv_seq_len(c, 0) == 32);
+        }
+        nc_context_free(c);
+    }
+    free(s);
+    nc_model_free(m);
+}
+
 int main(void) {
     const char *shared = getenv("SHARED");
     snprintf(model_path, sizeof model_path, "%s/models/stories260K/stories260K.gguf", shared ? shared : "../shared");
@@ -405,5 +446,6 @@ int main(void) {
     test_scores_sum(m);
     test_budgets(m, info.n_vocab);
     nc_model_free(m);
+    test_sliding(shared ? shared : "../shared");
     return test_summary("kv_evict");
 }
