@@ -208,6 +208,28 @@ int nc_ctx_policy_check(const nc_ctx_policy *p, int32_t n_ctx, int32_t n_prompt,
  * or -1 with err set. */
 int32_t nc_kv_seq_make_room(nc_context *c, int32_t seq, const nc_ctx_policy *p, int32_t n_prompt, nc_err *err);
 
+/* Compression windows: a budget of cells a sequence keeps. After every nc_forward, a sequence
+ * holding more than `budget` cells keeps `budget` of them, always its `recent` most recent, and
+ * lets the others go; their positions stay (attention masks by position, so the gaps change
+ * nothing but what is seen), so the caller goes on at the positions of the text. The rest of the
+ * budget goes to:
+ *   NC_KV_WINDOW  nothing else: the last `budget` cells (recent is ignored);
+ *   NC_KV_SINKS   the first budget - recent cells, StreamingLLM's attention sinks (Xiao et al.
+ *                 2023, arXiv:2309.17453);
+ *   NC_KV_H2O     the budget - recent cells that have received the most attention, summed over
+ *                 every later query, head and layer: the Heavy-Hitter Oracle (Zhang et al. 2023,
+ *                 arXiv:2306.14048), with one set of tokens for all heads and layers (the paper
+ *                 keeps one per head). The forward pass adds up the attention only for sequences
+ *                 under H2O, at the cost of a second pass over their keys.
+ * A query sees at most budget + the tokens of its batch: the context must hold them (budget is at
+ * most n_ctx - 1; a long prompt can go in batches of up to n_ctx - budget tokens). A budget belongs
+ * to the sequence id (copies do not take it) and holds until set again; NC_KV_NONE removes it. */
+typedef enum nc_kv_policy { NC_KV_NONE, NC_KV_WINDOW, NC_KV_SINKS, NC_KV_H2O } nc_kv_policy;
+int nc_kv_seq_set_budget(nc_context *c, int32_t seq, nc_kv_policy policy, int32_t budget, int32_t recent, nc_err *err);
+/* The attention each cell of a sequence has received while under H2O (a softmax weight of 1 from
+ * each query head of each layer that saw it), for its first min(cap, length) cells: returns its
+ * length. */
+int32_t nc_kv_seq_attention(const nc_context *c, int32_t seq, double *out, int32_t cap);
 /* Blocks the pool must provide for n more tokens of seq, and the blocks it can provide now. */
 int32_t nc_kv_blocks_needed(const nc_context *c, int32_t seq, int32_t n);
 int32_t nc_kv_blocks_available(const nc_context *c);

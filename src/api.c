@@ -308,7 +308,7 @@ int nc_kv_seq_keep(nc_context *c, int32_t seq, const int32_t *cells, int32_t n, 
  * n_discard after them (kv/kv_policy.h decides the cells and positions). */
 static int evict(nc_context *c, int32_t seq, bool sinks, int32_t first, int32_t n_discard, nc_err *err) {
     const char *what = sinks ? "attention sinks" : "context shift";
-    if (!seq_ok(c, seq)) return nc_fail(err, "%s: sequence id %d is outside 0..%d", what, seq, c->fwd.kv.n_seq - 1);
+    if (!seq_ok(c, seq)) return nc_fail(err, "%s: sequence id %d is outside 0..%d", what, seq, kv_n_seq(&c->fwd.kv) - 1);
     const kv_cache *kv = &c->fwd.kv;
     int32_t len = kv_seq_len(kv, seq);
     if (first < 0 || n_discard < 0 || first + n_discard > len)
@@ -356,17 +356,30 @@ int nc_ctx_policy_check(const nc_ctx_policy *p, int32_t n_ctx, int32_t n_prompt,
 }
 
 int32_t nc_kv_seq_make_room(nc_context *c, int32_t seq, const nc_ctx_policy *p, int32_t n_prompt, nc_err *err) {
-    if (!seq_ok(c, seq)) return nc_fail(err, "sequence id %d is outside 0..%d", seq, c->fwd.kv.n_seq - 1);
+    if (!seq_ok(c, seq)) return nc_fail(err, "sequence id %d is outside 0..%d", seq, kv_n_seq(&c->fwd.kv) - 1);
     const kv_cache *kv = &c->fwd.kv;
     int32_t len = kv_seq_len(kv, seq), bos = nc_token_bos(c->model);
     bool bos_first = len > 0 && bos >= 0 && kv_tokens(kv, seq)[0] == bos;
-    if (nc_ctx_policy_check(p, kv->n_ctx, n_prompt, bos_first, err)) return -1;
+    if (nc_ctx_policy_check(p, kv_n_ctx(kv), n_prompt, bos_first, err)) return -1;
     if (p->mode == NC_CTX_STOP) return 0;
     int32_t first = p->mode == NC_CTX_SHIFT ? kv_policy_keep(p->n_keep, n_prompt, bos_first) : p->n_sink;
     if (first > len) first = len;
     int32_t drop = p->mode == NC_CTX_SHIFT ? kv_policy_shift_discard(len, first) : kv_policy_sinks_discard(len, first);
     int rc = p->mode == NC_CTX_SHIFT ? nc_kv_seq_shift(c, seq, first, drop, err) : nc_kv_seq_sink(c, seq, first, drop, err);
     return rc ? -1 : drop;
+}
+
+_Static_assert((int)NC_KV_NONE == (int)KV_POLICY_NONE && (int)NC_KV_WINDOW == (int)KV_POLICY_WINDOW &&
+                   (int)NC_KV_SINKS == (int)KV_POLICY_SINKS && (int)NC_KV_H2O == (int)KV_POLICY_H2O,
+               "one set of policies");
+int nc_kv_seq_set_budget(nc_context *c, int32_t seq, nc_kv_policy policy, int32_t budget, int32_t recent, nc_err *err) {
+    kv_budget b = {.policy = (kv_policy)policy, .budget = budget, .recent = recent};
+    return kv_set_budget(&c->fwd.kv, seq, b, err);
+}
+int32_t nc_kv_seq_attention(const nc_context *c, int32_t seq, double *out, int32_t cap) {
+    int32_t n = nc_kv_seq_len(c, seq);
+    for (int32_t i = 0; i < n && i < cap; i++) out[i] = (double)kv_score(&c->fwd.kv, seq, i) / KV_SCORE_ONE;
+    return n;
 }
 int32_t nc_kv_blocks_needed(const nc_context *c, int32_t seq, int32_t n) { return kv_blocks_needed(&c->fwd.kv, seq, n); }
 int32_t nc_kv_blocks_available(const nc_context *c) { return kv_blocks_available(&c->fwd.kv); }

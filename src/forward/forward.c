@@ -180,8 +180,9 @@ int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t
         t->attn_part = alloc64(R * (size_t)hp->head_dim * sizeof(float));
         t->attn_max = malloc(R * sizeof(float));
         t->attn_sum = malloc(R * sizeof(double));
+        t->attn_score = malloc(FWD_ATTN_SPAN * sizeof(uint64_t));
         ok = t->xn && t->xq && t->pack && t->gate && t->up && t->attn_q && t->scores && t->attn_part && t->attn_max &&
-             t->attn_sum;
+             t->attn_sum && t->attn_score;
         size_t kv_floats = kv_scratch_floats(&s->kv);
         if (ok && kv_floats) {
             t->kv_keys = alloc64(kv_floats * sizeof(float));
@@ -216,6 +217,7 @@ void fwd_free(fwd_state *s) {
         free(t->attn_sum);
         free(t->kv_keys);
         free(t->kv_values);
+        free(t->attn_score);
     }
     free(s->thr);
     free(s->x);
@@ -550,6 +552,48 @@ static void span_range(const attn_cells *c, const int32_t *label, int32_t c0, in
     }
 }
 
+/* Row pr's logits over its visible cells [a, z) of the span at c0: soft-capped when the model
+ * caps them (the scale is then applied here), and -inf for a ring cell that holds another
+ * position than its own (a gap in them). */
+static void row_logits(float *pr, const attn_cells *c, const int32_t *label, int32_t c0, int a, int z, float scale,
+                       float cap) {
+    if (cap > 0) softcap(pr + a, z - a, scale, cap);
+    for (int i = a; c->ring && i < z; i++)
+        if (label[i] != c0 + i) pr[i] = -INFINITY;
+}
+
+/* H2O's accumulated attention (kv_evict.h): once a block's rows have their final maxima and sums,
+ * each visible cell's softmax weight in every row, added to the cell's score. A second pass over
+ * the keys recomputes the logits (the same bits as the first pass) rather than keeping every
+ * span's; each weight is rounded to fixed point on its own, so a cell's score is the same integer
+ * whatever block, batch or thread added its weights. */
+static void add_attention_scores(fwd_state *s, int layer, int seq, int g, int R, const attn_cells *cells,
+                                 const int32_t *lo, const int32_t *hi, fwd_thread *th) {
+    const model_hparams *hp = &s->m->hp;
+    kv_cache *kv = &s->kv;
+    int hd = hp->head_dim, rep = hp->n_head / hp->n_head_kv;
+    float scale = hp->attn_scale, cap = hp->attn_softcap;
+    for (int32_t c0 = cells->begin; c0 < cells->end; c0 += FWD_ATTN_SPAN) {
+        int nc = cells->end - c0 < FWD_ATTN_SPAN ? cells->end - c0 : FWD_ATTN_SPAN;
+        kv_span sp = kv_span_at(kv, layer, seq, c0);
+        kv_mat keys = kv_span_keys(kv, &sp, g, nc, th->kv_keys);
+        kernels_mix(keys.type, keys.a, keys.row_bytes, hd, nc, th->attn_q, hd, R, th->scores, nc);
+        memset(th->attn_score, 0, sizeof(uint64_t) * (size_t)nc);
+        for (int r = 0; r < R; r++) {
+            int a, z;
+            span_range(cells, sp.label, c0, nc, lo[r / rep], hi[r / rep], &a, &z);
+            if (z <= a) continue;
+            float *pr = th->scores + (size_t)r * nc, m = th->attn_max[r];
+            row_logits(pr, cells, sp.label, c0, a, z, scale, cap);
+            kernels_softmax_span(pr + a, z - a, cap > 0 ? 1.0f : scale, &m); /* exp(logit - the row's maximum) */
+            double w = KV_SCORE_ONE / th->attn_sum[r];
+            for (int c = a; c < z; c++) th->attn_score[c] += (uint64_t)((double)pr[c] * w + 0.5);
+        }
+        for (int c = 0; c < nc; c++)
+            if (th->attn_score[c]) kv_score_add(kv, seq, c0 + c, th->attn_score[c]);
+    }
+}
+
 /* Causal attention of a block of queries: consecutive tokens t0..t0+nt-1 of one sequence, and the
  * query heads of group g, which share one KV head (GQA). Query i sees the cached positions in
  * [lo_i, pos_i]: everything up to its own position, or the last swa_window of them in a sliding
@@ -602,9 +646,7 @@ static void attend_block(fwd_state *s, int layer, const nc_batch_entry *e, int t
                 memset(pr, 0, sizeof(float) * (size_t)nc);
                 continue;
             }
-            if (cap > 0) softcap(pr + a, z - a, scale, cap);
-            for (int c = a; c < z; c++) /* a ring cell that holds another position (a gap in them) */
-                if (cells.ring && label[c] != c0 + c) pr[c] = -INFINITY;
+            row_logits(pr, &cells, label, c0, a, z, scale, cap);
             /* exactly the visible cells: their sums then depend on the query alone, whatever cells
              * the block around it spans */
             float m = th->attn_max[r], add = kernels_softmax_span(pr + a, z - a, cap > 0 ? 1.0f : scale, &m);
@@ -630,6 +672,7 @@ static void attend_block(fwd_state *s, int layer, const nc_batch_entry *e, int t
         float *out = attn_row(s, t0, g, r);
         for (int d = 0; d < hd; d++) out[d] *= inv;
     }
+    if (kv_scoring(kv, seq) && !cells.ring) add_attention_scores(s, layer, seq, g, R, &cells, lo, hi, th);
 }
 
 /* Chunk c: query block c / n_head_kv, KV head c % n_head_kv. */
@@ -1051,6 +1094,8 @@ int fwd_run(fwd_state *s, const nc_batch_entry *batch, int n, nc_err *err) {
     }
     kv_commit(&s->kv);
     free(cells);
+    for (int32_t q = 0; q < kv_n_seq(&s->kv); q++)
+        if (kv_apply_budget(&s->kv, q, err)) return nc_fail_prefix(err, "after the batch, sequence %d", q);
     return 0;
 }
 

@@ -44,6 +44,7 @@ typedef struct fwd_thread {
     double *attn_sum;                /* [R] running sums */
     float *kv_keys, *kv_values;      /* a span of a quantised cache dequantised (kv_span_keys / _values),
                                         NULL when the cache holds floats */
+    uint64_t *attn_score;            /* [FWD_ATTN_SPAN] one span's attention weights (H2O's scores) */
 } fwd_thread;
 
 /* Cells per step of the streaming softmax (a sliding layer's ring is a multiple of it), the most

@@ -209,7 +209,8 @@ int kv_init(kv_cache *kv, const kv_config *cfg, nc_err *err) {
         q->pos = malloc((size_t)n_ctx * sizeof *q->pos);
         q->tok = malloc((size_t)n_ctx * sizeof *q->tok);
         q->table = malloc((size_t)kv->max_blocks * sizeof *q->table);
-        if (!q->pos || !q->tok || !q->table) goto oom;
+        q->score = calloc((size_t)n_ctx, sizeof *q->score);
+        if (!q->pos || !q->tok || !q->table || !q->score) goto oom;
         memset(q->table, 0xFF, (size_t)kv->max_blocks * sizeof *q->table); /* -1 */
         q->chained = true;
         q->exact = n_ctx;
@@ -256,6 +257,7 @@ void kv_free(kv_cache *kv) {
         free(kv->seqs[s].pos);
         free(kv->seqs[s].tok);
         free(kv->seqs[s].table);
+        free(kv->seqs[s].score);
     }
     free(kv->k);
     free(kv->v);
@@ -472,6 +474,7 @@ int32_t kv_append(kv_cache *kv, int32_t seq, int32_t pos, int32_t token, nc_err 
     if (k->n == KV_BLOCK && k->chained) k->hash = chain_hash(k->parent, block_tokens(kv, b), KV_BLOCK);
     q->pos[c] = pos;
     q->tok[c] = token;
+    atomic_store_explicit(&q->score[c], 0, memory_order_relaxed);
     q->len = c + 1;
     return c;
 }
@@ -632,7 +635,10 @@ int kv_seq_keep(kv_cache *kv, int32_t seq, const int32_t *cells, int32_t n, cons
         move_cells(kv, q->table[i / KV_BLOCK], i % KV_BLOCK, q->table[cells[i] / KV_BLOCK], cells[i] % KV_BLOCK, j - i);
         for (int32_t k = i; k < j; k++) q->tok[k] = q->tok[cells[k]];
     }
-    for (int32_t i = 0; i < n; i++) q->pos[i] = new_pos[i];
+    for (int32_t i = 0; i < n; i++) {
+        q->pos[i] = new_pos[i];
+        atomic_store_explicit(&q->score[i], kv_score(kv, seq, cells[i]), memory_order_relaxed);
+    }
     if (f < q->exact) q->exact = f;
     int32_t len = q->len;
     q->len = n; /* drop the blocks past the kept cells */
@@ -675,6 +681,7 @@ int kv_seq_copy(kv_cache *kv, int32_t src, int32_t dst, nc_err *err) {
     for (int32_t i = 0; i < nb; i++) block_hold(kv, d->table[i] = s->table[i]);
     memcpy(d->pos, s->pos, (size_t)s->len * sizeof *d->pos);
     memcpy(d->tok, s->tok, (size_t)s->len * sizeof *d->tok);
+    for (int32_t c = 0; c < s->len; c++) atomic_store_explicit(&d->score[c], kv_score(kv, src, c), memory_order_relaxed);
     d->len = s->len;
     d->chained = s->chained;
     d->exact = s->exact;

@@ -38,10 +38,12 @@
 #ifndef NC_KV_CACHE_H
 #define NC_KV_CACHE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "common.h"
+#include "kv/kv_evict.h"
 
 #define KV_BLOCK 256
 
@@ -61,6 +63,8 @@ typedef struct kv_seq {
     bool chained;           /* every cell holds its own index as position (prefixes can be shared) */
     int32_t exact;          /* cells [0, exact) hold what computing their tokens afresh would: cells
                                kv_seq_keep moved saw tokens that are gone */
+    _Atomic uint64_t *score; /* [n_ctx] attention each cell has received (kv_evict.h), while H2O asks */
+    kv_budget budget;       /* what the sequence keeps after each forward pass (kv_apply_budget) */
 } kv_seq;
 
 typedef struct kv_stats {
@@ -113,6 +117,18 @@ static inline int32_t kv_n_ctx(const kv_cache *kv) { return kv->n_ctx; }
 static inline int32_t kv_seq_len(const kv_cache *kv, int32_t seq) { return kv->seqs[seq].len; }
 static inline const int32_t *kv_positions(const kv_cache *kv, int seq) { return kv->seqs[seq].pos; }
 static inline const int32_t *kv_tokens(const kv_cache *kv, int seq) { return kv->seqs[seq].tok; }
+
+/* H2O's attention scores (kv_evict.h): whether the forward pass adds a sequence's attention
+ * weights to its cells, the adding (from any thread: integers, so the order does not matter), and
+ * a cell's score. A claimed cell starts at 0; scores follow their cells through kv_seq_keep and
+ * kv_seq_copy. */
+static inline bool kv_scoring(const kv_cache *kv, int32_t seq) { return kv->seqs[seq].budget.policy == KV_POLICY_H2O; }
+static inline void kv_score_add(kv_cache *kv, int32_t seq, int32_t cell, uint64_t w) {
+    atomic_fetch_add_explicit(&kv->seqs[seq].score[cell], w, memory_order_relaxed);
+}
+static inline uint64_t kv_score(const kv_cache *kv, int32_t seq, int32_t cell) {
+    return atomic_load_explicit(&kv->seqs[seq].score[cell], memory_order_relaxed);
+}
 
 /* ---- What attention reads ---- */
 
