@@ -154,6 +154,9 @@ int32_t nc_kv_seq_len(const nc_context *c, int32_t seq);        /* cells in use 
 /* The token of each cell in use (after a context shift, not the sequence's whole text); NULL for
  * an unknown sequence. Valid until the sequence changes. */
 const int32_t *nc_kv_seq_tokens(const nc_context *c, int32_t seq);
+/* The position after its last cell's (0 when empty): where its next token goes, past the gaps a
+ * compression window leaves (nc_kv_seq_set_budget keeps positions). */
+int32_t nc_kv_seq_pos_next(const nc_context *c, int32_t seq);
 void nc_kv_seq_clear(nc_context *c, int32_t seq);
 /* Keep only the first n_keep cells of a sequence. */
 void nc_kv_seq_truncate(nc_context *c, int32_t seq, int32_t n_keep);
@@ -246,7 +249,7 @@ void nc_kv_get_stats(const nc_context *c, nc_kv_stats *out);
 
 /* Saving a sequence's cache to a file and loading it back (README: "Saving the KV cache"). The
  * file holds a fingerprint of the model (architecture, hyper-parameters, a sample of every
- * weight), the cache's shape and element type, the cells' tokens and positions, their keys and
+ * weight), the cache's shape and key and value types, the cells' tokens and positions, their keys and
  * values as the cache stores them, and a checksum; a file from another model or cache, truncated
  * or corrupt, is refused with a message naming the file and what is wrong, before the cache is
  * touched. Loaded cells are what computing their tokens gives, and like computed ones they stay
@@ -260,7 +263,7 @@ void nc_kv_get_stats(const nc_context *c, nc_kv_stats *out);
 int nc_kv_seq_save(nc_context *c, int32_t seq, int32_t n, const char *path, uint64_t *bytes, nc_err *err);
 
 typedef struct nc_kv_file nc_kv_file;
-/* Open and check a saved cache for use with this context (its model, shape and element type). */
+/* Open and check a saved cache for use with this context (its model, shape, key and value types). */
 int nc_kv_file_open(nc_kv_file **out, nc_context *c, const char *path, nc_err *err);
 void nc_kv_file_close(nc_kv_file *f);
 typedef struct nc_kv_file_info {

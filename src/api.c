@@ -293,6 +293,10 @@ int32_t nc_kv_seq_len(const nc_context *c, int32_t seq) { return seq_ok(c, seq) 
 const int32_t *nc_kv_seq_tokens(const nc_context *c, int32_t seq) {
     return seq_ok(c, seq) ? kv_tokens(&c->fwd.kv, seq) : NULL;
 }
+int32_t nc_kv_seq_pos_next(const nc_context *c, int32_t seq) {
+    int32_t n = nc_kv_seq_len(c, seq);
+    return n ? kv_positions(&c->fwd.kv, seq)[n - 1] + 1 : 0;
+}
 void nc_kv_seq_clear(nc_context *c, int32_t seq) { kv_seq_truncate(&c->fwd.kv, seq, 0); }
 void nc_kv_seq_truncate(nc_context *c, int32_t seq, int32_t n_keep) { kv_seq_truncate(&c->fwd.kv, seq, n_keep); }
 int nc_kv_seq_copy(nc_context *c, int32_t src, int32_t dst, nc_err *err) { return kv_seq_copy(&c->fwd.kv, src, dst, err); }

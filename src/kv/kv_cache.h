@@ -85,7 +85,7 @@ typedef struct kv_cache {
     kv_block *blocks;
     int32_t free_head;                      /* free blocks, a stack */
     int32_t lru_head, lru_tail;             /* cached blocks no sequence holds, oldest first */
-    int32_t *index;                         /* open addressing: hash -> block, -1 empty, -2 deleted */
+    int32_t *index;                         /* open addressing: hash -> block, -1 empty */
     int32_t index_cap;
     int32_t *block_tok;                     /* [n_blocks][KV_BLOCK] tokens of each block's cells */
     kv_seq *seqs;

@@ -161,8 +161,8 @@ static int generate(gen_run *g, const int32_t *prompt, nc_gen_callback cb, void 
                 s->n_evicted += dropped;
             }
             s->row = n_batch;
-            /* the cells hold positions 0..len-1, the policies keep them so */
-            g->batch[n_batch++] = (nc_batch_entry){s->history[s->n_history - 1], nc_kv_seq_len(g->c, i), i, true};
+            /* after its last cell's position: a context shift or sinks moved the cells back */
+            g->batch[n_batch++] = (nc_batch_entry){s->history[s->n_history - 1], nc_kv_seq_pos_next(g->c, i), i, true};
         }
         if (n_batch == 0) break;
         if (nc_forward(g->c, g->batch, n_batch, err)) return -1;

@@ -589,8 +589,8 @@ static void step(srv_sched *s) {
             continue;
         }
         reserved += need;
-        sl->row = n; /* positions stay 0..len-1 (the context policies keep them so) */
-        s->batch[n++] = (nc_batch_entry){sl->history[sl->n_history - 1], nc_kv_seq_len(s->c, i), i, true};
+        sl->row = n; /* after its last cell's position: a context shift or sinks moved the cells back */
+        s->batch[n++] = (nc_batch_entry){sl->history[sl->n_history - 1], nc_kv_seq_pos_next(s->c, i), i, true};
     }
     n = add_prefill(s, n, reserved);
     if (n == 0) return;

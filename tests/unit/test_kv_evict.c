@@ -389,6 +389,41 @@ static void test_budgets(nc_model *m, int V) {
     nc_context_free(c);
 }
 
+/* nc_generate under a budget goes on at the positions of the text (past the gaps evictions
+ * leave): its greedy tokens are those of a decode driven by hand, token by token at positions
+ * 0.., with the same budget (4 sinks and a window of 28). */
+static void test_generate(nc_model *m, int V) {
+    enum { P = 6, G = 120 };
+    int32_t prompt[P] = {1, 403, 407, 261, 378, 306}, want[G];
+    nc_err err;
+    nc_context *c = new_ctx(m, 256, 1, 2, 512, false);
+    CHECK(nc_kv_seq_set_budget(c, 0, NC_KV_SINKS, 32, 28, &err) == 0);
+    nc_batch_entry b[P];
+    for (int i = 0; i < P; i++) b[i] = (nc_batch_entry){prompt[i], i, 0, i == P - 1};
+    CHECK_MSG(nc_forward(c, b, P, &err) == 0, "prefill: %s", err.msg);
+    for (int t = 0; t < G; t++) {
+        const float *l = nc_logits(c, t == 0 ? P - 1 : 0); /* the entry of the batch */
+        int best = -1; /* end-of-generation tokens banned, as ignore_eos does */
+        for (int v = 0; v < V; v++)
+            if (!nc_token_is_eog(m, v) && (best < 0 || l[v] > l[best])) best = v;
+        want[t] = best;
+        nc_batch_entry e = {best, P + t, 0, true};
+        CHECK_MSG(nc_forward(c, &e, 1, &err) == 0, "step %d: %s", t, err.msg);
+    }
+    CHECK(nc_kv_seq_len(c, 0) == 32 && nc_kv_seq_pos_next(c, 0) == P + G);
+    nc_kv_seq_clear(c, 0);
+    nc_gen_params gp = {.stop = {.max_tokens = G}};
+    nc_sampler_params_default(&gp.sampling);
+    gp.sampling.temp = 0;
+    gp.sampling.ignore_eos = true;
+    nc_gen_result r;
+    CHECK_MSG(nc_generate(c, m, prompt, P, &gp, NULL, NULL, &r, &err) == 0, "%s", err.msg);
+    CHECK_MSG(r.n_samples == 1 && r.samples[0].n_tokens == G && same(r.samples[0].tokens, want, G),
+              "nc_generate under a budget left the hand-driven decode");
+    nc_gen_result_free(&r);
+    nc_context_free(c);
+}
+
 /* Gemma 2 (shared/archs: 2 sliding layers with a window of 8, 2 full ones, 4 heads, soft-capped
  * attention): where the sliding layers keep rings (a context of 1024, micro-batches of 16: rings
  * of 256 cells) they do not vote, so 300 queries give 300 x 4 x 2; where they keep every cell (a
@@ -449,6 +484,7 @@ int main(void) {
     test_scores_direct(m);
     test_scores_sum(m);
     test_budgets(m, info.n_vocab);
+    test_generate(m, info.n_vocab);
     nc_model_free(m);
     test_sliding(shared ? shared : "../shared");
     return test_summary("kv_evict");
