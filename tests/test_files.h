@@ -1,4 +1,5 @@
-/* Files for the unit tests: where shared/ is, whole files read, small files written. */
+/* Files for the unit tests: where shared/ is, its models loaded, whole files read, small files
+ * written. */
 #ifndef NC_TEST_FILES_H
 #define NC_TEST_FILES_H
 
@@ -6,11 +7,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nucleus.h"
 #include "test.h"
 
 static inline const char *test_shared_dir(void) {
     const char *s = getenv("SHARED");
     return s && *s ? s : "../shared";
+}
+
+/* The model at shared/rel, or NULL after a failed check naming the error. */
+static inline nc_model *test_load_model(const char *rel) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", test_shared_dir(), rel);
+    nc_err err;
+    nc_model *m;
+    if (nc_model_load(&m, path, &err)) {
+        CHECK_MSG(0, "cannot load %s: %s", path, err.msg);
+        return NULL;
+    }
+    return m;
 }
 
 /* The whole file, NUL-terminated (free it), or NULL; *len (when given) its size. */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "kernels/kernels_impl.h"
+#include "kernels/kernels_x86.h"
 #include "tensor/quant.h"
 
 #define KT 4   /* tokens per matmul tile */
@@ -1076,9 +1077,8 @@ static void f32_to_f16(uint16_t *dst, const float *src, int n) {
 /* Sixteen codes (signed bytes) times the scale. */
 static inline __m512 scaled16(__m128i q, __m512 d) { return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q))); }
 
-/* Q8_0 and Q4_0 blocks: the 32 codes as two vectors of 16 signed bytes (Q4_0: byte i holds
- * weight i in its low nibble, weight 16 + i in its high one), times the F16 scale (F16C converts
- * it exactly; d * q is exact in f32, as in quant_dequantize_row). */
+/* Q8_0 and Q4_0 blocks: the 32 codes (x86_block_codes) times the F16 scale (d * q is exact in
+ * f32, as in quant_dequantize_row). */
 static void dequantize(uint32_t type, const uint8_t *src, float *dst, int n) {
     if (type != GGML_TYPE_Q8_0 && type != GGML_TYPE_Q4_0) {
         quant_dequantize_row(type, src, dst, n);
@@ -1086,18 +1086,10 @@ static void dequantize(uint32_t type, const uint8_t *src, float *dst, int n) {
     }
     bool q8 = type == GGML_TYPE_Q8_0;
     size_t bytes = q8 ? sizeof(block_Q8_0) : sizeof(block_Q4_0);
-    const __m128i low4 = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
     for (int i = 0; i < n; i += 32, src += bytes) {
-        __m512 d = _mm512_set1_ps(_cvtsh_ss((unsigned short)(src[0] | src[1] << 8)));
+        __m512 d = _mm512_set1_ps(x86_block_scale(src));
         __m128i lo, hi;
-        if (q8) {
-            lo = _mm_loadu_si128((const __m128i *)(src + 2));
-            hi = _mm_loadu_si128((const __m128i *)(src + 18));
-        } else {
-            __m128i q = _mm_loadu_si128((const __m128i *)(src + 2));
-            lo = _mm_sub_epi8(_mm_and_si128(q, low4), eight);
-            hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), low4), eight);
-        }
+        x86_block_codes(q8, src, &lo, &hi);
         _mm512_storeu_ps(dst + i, scaled16(lo, d));
         _mm512_storeu_ps(dst + i + 16, scaled16(hi, d));
     }

@@ -5,6 +5,7 @@
 
 #include "nucleus.h"
 #include "test.h"
+#include "test_files.h"
 
 static char model_path[4096];
 
@@ -71,16 +72,10 @@ static void log_probs(const float *l, int V, double *out) {
  * bit-identical whatever the thread count, micro-batch size, or decode versus prefill (the
  * integer path is exact per row); the fast mode moves log-probabilities by a little, not by
  * nothing and not by much. */
-static void test_quantised(const char *shared) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/models/tinystories-656k/TinyStories-656K-Q8_0.gguf", shared);
+static void test_quantised(void) {
+    nc_model *m = test_load_model("models/tinystories-656k/TinyStories-656K-Q8_0.gguf");
+    if (!m) return;
     nc_err err;
-    nc_model *m;
-    if (nc_model_load(&m, path, &err)) {
-        fprintf(stderr, "load: %s\n", err.msg);
-        CHECK(0);
-        return;
-    }
     nc_model_info info;
     nc_model_get_info(m, &info);
     int V = info.n_vocab;
@@ -131,17 +126,11 @@ static void test_quantised(const char *shared) {
  * 2 threads and decoding the last tokens one by one give the same logits bit for bit, and a copy
  * of a sequence continues as the original; the logits differ from the F16 cache's (the type is in
  * force) but stay near them. A model whose head_dim is not a multiple of 32 is refused by name. */
-static void test_quantised_cache(const char *shared, nc_model *stories) {
+static void test_quantised_cache(nc_model *stories) {
     enum { N = 300 };
-    char path[4096];
-    snprintf(path, sizeof path, "%s/archs/qwen3/qwen3-f16.gguf", shared);
+    nc_model *m = test_load_model("archs/qwen3/qwen3-f16.gguf");
+    if (!m) return;
     nc_err err;
-    nc_model *m;
-    if (nc_model_load(&m, path, &err)) {
-        fprintf(stderr, "load: %s\n", err.msg);
-        CHECK(0);
-        return;
-    }
     nc_model_info info;
     nc_model_get_info(m, &info);
     int V = info.n_vocab;
@@ -435,8 +424,8 @@ int main(void) {
 
     test_long_context(m);
     test_managed_cache(m, V);
-    test_quantised(shared ? shared : "../shared");
-    test_quantised_cache(shared ? shared : "../shared", m);
+    test_quantised();
+    test_quantised_cache(m);
     test_architectures(shared ? shared : "../shared");
 
     free(lb);

@@ -11,6 +11,7 @@
 #include "model/model.h"
 #include "tensor/quant.h"
 #include "test.h"
+#include "test_files.h"
 
 static char model_path[4096];
 
@@ -429,16 +430,10 @@ static void test_generate(nc_model *m, int V) {
  * of 256 cells) they do not vote, so 300 queries give 300 x 4 x 2; where they keep every cell (a
  * context of 512 and micro-batches of 512) they vote over their window, 300 x 4 x 4. Under a
  * budget the rings follow the kept cells. */
-static void test_sliding(const char *shared) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/archs/gemma2/gemma2-f16.gguf", shared);
+static void test_sliding(void) {
+    nc_model *m = test_load_model("archs/gemma2/gemma2-f16.gguf");
+    if (!m) return;
     nc_err err;
-    nc_model *m;
-    if (nc_model_load(&m, path, &err)) {
-        fprintf(stderr, "load: %s\n", err.msg);
-        CHECK(0);
-        return;
-    }
     nc_model_info info;
     nc_model_get_info(m, &info);
     CHECK(info.n_layer == 4 && info.n_head == 4 && info.swa_window == 8);
@@ -466,18 +461,12 @@ static void test_sliding(const char *shared) {
 }
 
 int main(void) {
-    const char *shared = getenv("SHARED");
-    snprintf(model_path, sizeof model_path, "%s/models/stories260K/stories260K.gguf", shared ? shared : "../shared");
+    snprintf(model_path, sizeof model_path, "%s/models/stories260K/stories260K.gguf", test_shared_dir());
     test_select();
     test_apply();
     test_moves();
-    nc_err err;
-    nc_model *m;
-    if (nc_model_load(&m, model_path, &err)) {
-        fprintf(stderr, "load: %s\n", err.msg);
-        CHECK(0);
-        return test_summary("kv_evict");
-    }
+    nc_model *m = test_load_model("models/stories260K/stories260K.gguf");
+    if (!m) return test_summary("kv_evict");
     nc_model_info info;
     nc_model_get_info(m, &info);
     CHECK(info.n_layer == 5 && info.n_head == 8);
@@ -486,6 +475,6 @@ int main(void) {
     test_budgets(m, info.n_vocab);
     test_generate(m, info.n_vocab);
     nc_model_free(m);
-    test_sliding(shared ? shared : "../shared");
+    test_sliding();
     return test_summary("kv_evict");
 }

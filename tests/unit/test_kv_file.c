@@ -433,24 +433,10 @@ static void check_model_round_trip(nc_model *m, nc_context *src, int32_t dst_bat
     free(tok);
 }
 
-static nc_model *load_model(const char *path) {
-    nc_err err;
-    nc_model *m;
-    if (nc_model_load(&m, path, &err)) {
-        fprintf(stderr, "load: %s\n", err.msg);
-        CHECK(0);
-        return NULL;
-    }
-    return m;
-}
-
-static void check_models(const char *shared) {
-    char p1[512], p2[512], p3[512], p4[512];
-    snprintf(p1, sizeof p1, "%s/models/stories260K/stories260K.gguf", shared);
-    snprintf(p2, sizeof p2, "%s/models/tinystories-656k/TinyStories-656K-Q8_0.gguf", shared);
-    snprintf(p3, sizeof p3, "%s/archs/gemma3/gemma3-f16.gguf", shared);
-    snprintf(p4, sizeof p4, "%s/archs/qwen3/qwen3-f16.gguf", shared);
-    nc_model *stories = load_model(p1), *tiny = load_model(p2), *gemma = load_model(p3), *qwen3 = load_model(p4);
+static void check_models(void) {
+    nc_model *stories = test_load_model("models/stories260K/stories260K.gguf"),
+             *tiny = test_load_model("models/tinystories-656k/TinyStories-656K-Q8_0.gguf"),
+             *gemma = test_load_model("archs/gemma3/gemma3-f16.gguf"), *qwen3 = test_load_model("archs/qwen3/qwen3-f16.gguf");
     if (!stories || !tiny || !gemma || !qwen3) return;
     nc_err err;
 
@@ -553,7 +539,7 @@ int main(void) {
     check_ring();
     check_prefix_cache();
     check_hostile();
-    check_models(test_shared_dir());
+    check_models();
     /* failed saves leave no temporary files */
     DIR *d = opendir(tmp_dir);
     struct dirent *e;

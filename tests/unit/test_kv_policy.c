@@ -8,6 +8,7 @@
 #include "kv/kv_policy.h"
 #include "nucleus.h"
 #include "test.h"
+#include "test_files.h"
 
 static bool same(const int32_t *a, const int32_t *b, int n) { return memcmp(a, b, (size_t)n * sizeof *a) == 0; }
 
@@ -299,14 +300,7 @@ static void test_generate(void) {
 
 int main(void) {
     test_pure();
-    const char *shared = getenv("SHARED");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/models/stories260K/stories260K.gguf", shared ? shared : "../shared");
-    nc_err err;
-    if (nc_model_load(&model, path, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
-        return 1;
-    }
+    if (!(model = test_load_model("models/stories260K/stories260K.gguf"))) return test_summary("test_kv_policy");
     nc_model_info info;
     nc_model_get_info(model, &info);
     n_vocab = info.n_vocab;

@@ -1,0 +1,27 @@
+/* Pieces the x86 kernel sets (AVX2, AVX-512) share: SSE code both compile with their own flags. */
+#ifndef NC_KERNELS_X86_H
+#define NC_KERNELS_X86_H
+
+#include <immintrin.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The 32 codes of a Q8_0 or Q4_0 block (src: the block, its F16 scale first) as two vectors of
+ * 16 signed bytes, codes 0..15 and 16..31 (Q4_0: byte i holds code i in its low nibble, code
+ * 16 + i in its high one, both offset by 8). */
+static inline void x86_block_codes(bool q8, const uint8_t *src, __m128i *lo, __m128i *hi) {
+    if (q8) {
+        *lo = _mm_loadu_si128((const __m128i *)(src + 2));
+        *hi = _mm_loadu_si128((const __m128i *)(src + 18));
+        return;
+    }
+    const __m128i low4 = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+    __m128i q = _mm_loadu_si128((const __m128i *)(src + 2));
+    *lo = _mm_sub_epi8(_mm_and_si128(q, low4), eight);
+    *hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), low4), eight);
+}
+
+/* A block's F16 scale (F16C converts it exactly). */
+static inline float x86_block_scale(const uint8_t *src) { return _cvtsh_ss((unsigned short)(src[0] | src[1] << 8)); }
+
+#endif
