@@ -28,50 +28,11 @@ if [ ! -x "$NUCLEUS" ] && ! make "$NUCLEUS" >/dev/null; then
     finish
 fi
 tmp=$(mktemp -d)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null; done
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
+. tests/lib/servers.sh
+trap servers_cleanup EXIT
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 mkdir "$tmp/slots"
-
-# start_server NAME ARGS...: on a free port; sets url_NAME and pid_NAME.
-start_server() {
-    local name=$1; shift
-    "$NUCLEUS" serve --host 127.0.0.1 --port 0 -t 2 "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
-    local pid=$!
-    pids+=("$pid")
-    eval "pid_$name=$pid"
-    local line=""
-    for _ in $(seq 1 300); do
-        line=$(grep -o 'listening on http://[0-9.:]*' "$tmp/$name.err" 2>/dev/null)
-        [ -n "$line" ] && break
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.2
-    done
-    if [ -z "$line" ]; then
-        bad "$name: the server did not start: $(tail -n 5 "$tmp/$name.err")"
-        finish
-    fi
-    eval "url_$name=${line#listening on }"
-}
-
-# stop_server NAME: SIGTERM, then a clean exit and no sanitizer report.
-stop_server() {
-    local pid_var="pid_$1"
-    local pid=${!pid_var}
-    kill -TERM "$pid"
-    wait "$pid"
-    expect_eq "$1: exit status after SIGTERM" "$?" 0
-    if grep -qE 'AddressSanitizer|LeakSanitizer|runtime error:' "$tmp/$1.err"; then
-        bad "$1: sanitizer report: $(grep -E -A 20 'AddressSanitizer|LeakSanitizer|runtime error:' "$tmp/$1.err" | head -n 40)"
-    else
-        ok
-    fi
-}
 
 # post URL BODY: the response body in $body, the status in $code.
 post() {
@@ -92,7 +53,7 @@ P='{"prompt": "Once upon a time, there was a little girl", "max_tokens": 8, "tem
 n_prompt=$("$NUCLEUS" tokenize -m "$STORIES" -p "Once upon a time, there was a little girl" | wc -w)
 
 # ---- one server saves its slot -------------------------------------------------------------
-start_server a -m "$STORIES" --parallel 2 --slot-save-path "$tmp/slots"
+start_server a -m "$STORIES" --parallel 2 --slot-save-path "$tmp/slots" -t 2 || finish
 post "$url_a/v1/completions" "$P"
 expect_eq "completion" "$code" 200
 want=$(json 'd["choices"][0]["text"], d["choices"][0]["logprobs"]')
@@ -126,7 +87,7 @@ expect_eq "no file left outside the directory" "$(ls "$tmp")" "$(printf 'a.err\n
 stop_server a
 
 # ---- another server restores it ------------------------------------------------------------
-start_server b -m "$STORIES" --parallel 2 --slot-save-path "$tmp/slots"
+start_server b -m "$STORIES" --parallel 2 --slot-save-path "$tmp/slots" -t 2 || finish
 post "$url_b/slots/1?action=restore" '{"filename": "story.bin"}'
 expect_eq "restore: status" "$code" 200
 expect_eq "restore: reply" "$(json 'd["id_slot"], d["n_restored"], d["n_read"], "restore_ms" in d["timings"]')" \
@@ -158,24 +119,24 @@ expect_eq "after refused restores: the prompt still cached" "$(cached)" $((n_pro
 stop_server b
 
 # ---- off without --slot-save-path; sliding-window rings need --swa-full ------------------------
-start_server c -m "$STORIES" --parallel 1
+start_server c -m "$STORIES" --parallel 1 -t 2 || finish
 expect_status "off" 501 "start the server with --slot-save-path DIR" "$url_c/slots/0?action=save" '{"filename": "x.bin"}'
 stop_server c
 long=$(for i in $(seq 1 30); do printf 'the quick brown fox %d jumps over the lazy dog. ' "$i"; done)
 G="{\"prompt\": \"$long\", \"max_tokens\": 4, \"temperature\": 0, \"logprobs\": 2}"
 n_long=$("$NUCLEUS" tokenize -m "$GEMMA" -p "$long" | wc -w)
-start_server e -m "$GEMMA" --parallel 1 --slot-save-path "$tmp/slots" --swa-full
+start_server e -m "$GEMMA" --parallel 1 --slot-save-path "$tmp/slots" --swa-full -t 2 || finish
 post "$url_e/v1/completions" "$G"
 gwant=$(json 'd["choices"][0]["text"], d["choices"][0]["logprobs"]')
 expect_status "gemma3 --swa-full: save" 200 "\"n_saved\":$((n_long + 3))" "$url_e/slots/0?action=save" '{"filename": "g.bin"}'
 stop_server e
-start_server f -m "$GEMMA" --parallel 1 --slot-save-path "$tmp/slots" --swa-full
+start_server f -m "$GEMMA" --parallel 1 --slot-save-path "$tmp/slots" --swa-full -t 2 || finish
 expect_status "gemma3 --swa-full: restore" 200 "\"n_restored\":$((n_long + 3))" "$url_f/slots/0?action=restore" '{"filename": "g.bin"}'
 post "$url_f/v1/completions" "$G"
 expect_eq "gemma3 --swa-full: the same text from the restored cache" "$(json 'd["choices"][0]["text"], d["choices"][0]["logprobs"]')" "$gwant"
 expect_eq "gemma3 --swa-full: cached" "$(cached)" $((n_long - 1))
 stop_server f
-start_server d -m "$GEMMA" --parallel 1 --slot-save-path "$tmp/slots"
+start_server d -m "$GEMMA" --parallel 1 --slot-save-path "$tmp/slots" -t 2 || finish
 post "$url_d/v1/completions" "$G"
 expect_status "gemma3 rings: save" 409 "keep rings, which share no prefixes: serve with --swa-full" "$url_d/slots/0?action=save" '{"filename": "r.bin"}'
 expect_status "gemma3 rings: restore" 409 "g.bin cannot go into the prefix cache (the model's sliding-window layers keep rings" \
