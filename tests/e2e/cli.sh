@@ -7,19 +7,7 @@ cd "$(dirname "$0")/../.."
 BIN=${NUCLEUS_BIN:-build/san/nucleus}
 STORIES=$SHARED/models/stories260K/stories260K.gguf
 TINY=$SHARED/models/tinystories-656k/TinyStories-656K-Q8_0.gguf
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-expect_eq() { # what, got, want
-    if [ "$2" == "$3" ]; then ok; else bad "$1: got [$2] want [$3]"; fi
-}
-expect_err() { # what, needle, command...
-    local what=$1 needle=$2; shift 2
-    local out rc
-    out=$("$@" 2>&1 >/dev/null); rc=$?
-    if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -qF -- "$needle" <<<"$out" && ! grep -q "Sanitizer" <<<"$out"; then ok
-    else bad "$what: rc=$rc, expected an error containing '$needle', got: $out"; fi
-}
+. tests/lib/checks.sh
 
 # Greedy generation reproduces the reference continuation text (llama.cpp's greedy ids equal the
 # exact ones for these records, so its text is the expected text).

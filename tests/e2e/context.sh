@@ -7,19 +7,7 @@ set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/models.sh
 BIN=${NUCLEUS_BIN:-build/san/nucleus}
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-expect_has() { # what, haystack, needle
-    if grep -qF -- "$3" <<<"$2"; then ok; else bad "$1: no '$3' in: $2"; fi
-}
-expect_err() { # what, needle, command...
-    local what=$1 needle=$2; shift 2
-    local out rc
-    out=$("$@" 2>&1 >/dev/null); rc=$?
-    if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -qF -- "$needle" <<<"$out" && ! grep -q "Sanitizer" <<<"$out"; then ok
-    else bad "$what: rc=$rc, expected an error containing '$needle', got: $out"; fi
-}
+. tests/lib/checks.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -45,31 +33,31 @@ evictions() { # drop -> count
 run stop --seed 3
 clean stop
 err=$(cat "$tmp/stop.err")
-expect_has "full context stated" "$err" "[stopped: the context is full ($CTX tokens); use --context-shift or --attention-sinks N to go on]"
-expect_has "tokens until the context is full" "$err" "generated $((CTX - PROMPT_TOKENS + 1)) tokens"
-expect_has "finish length" "$err" "stop: length"
+expect_in "full context stated" "[stopped: the context is full ($CTX tokens); use --context-shift or --attention-sinks N to go on]" "$err"
+expect_in "tokens until the context is full" "generated $((CTX - PROMPT_TOKENS + 1)) tokens" "$err"
+expect_in "finish length" "stop: length" "$err"
 
 # Context shift: BOS kept (--keep 0), half of the other 255 dropped each time.
 run shift --seed 3 --context-shift
 clean shift
 err=$(cat "$tmp/shift.err")
 drop=$(((CTX - 1) / 2)) k=$(evictions $(((CTX - 1) / 2)))
-expect_has "shift: all tokens" "$err" "generated $N tokens"
-expect_has "shift: evictions" "$err" "[context] context shift made room $k times in the $CTX-token context, dropping $((k * drop)) tokens"
+expect_in "shift: all tokens" "generated $N tokens" "$err"
+expect_in "shift: evictions" "[context] context shift made room $k times in the $CTX-token context, dropping $((k * drop)) tokens" "$err"
 grep -q "stopped" <<<"$err" && bad "shift: says it stopped: $err" || ok
 # --keep -1 keeps the whole prompt: (256 - 5) / 2 dropped each time
 run keep --seed 3 --context-shift --keep -1
 clean keep
 drop=$(((CTX - PROMPT_TOKENS) / 2)) k=$(evictions $(((CTX - PROMPT_TOKENS) / 2)))
-expect_has "keep -1: evictions" "$(cat "$tmp/keep.err")" "made room $k times in the $CTX-token context, dropping $((k * drop)) tokens"
+expect_in "keep -1: evictions" "made room $k times in the $CTX-token context, dropping $((k * drop)) tokens" "$(cat "$tmp/keep.err")"
 
 # Attention sinks: 4 sinks, a quarter of the 252-token window dropped each time.
 run sinks --seed 3 --attention-sinks 4
 clean sinks
 err=$(cat "$tmp/sinks.err")
 drop=$(((CTX - 4) / 4)) k=$(evictions $(((CTX - 4) / 4)))
-expect_has "sinks: all tokens" "$err" "generated $N tokens"
-expect_has "sinks: evictions" "$err" "[context] attention sinks made room $k times in the $CTX-token context, dropping $((k * drop)) tokens"
+expect_in "sinks: all tokens" "generated $N tokens" "$err"
+expect_in "sinks: evictions" "[context] attention sinks made room $k times in the $CTX-token context, dropping $((k * drop)) tokens" "$err"
 
 # Sampled with the same seed, the text before the first eviction is the text without a policy
 # (which ends there): an eviction cannot change what came before it. Greedy too.
@@ -92,7 +80,7 @@ prefix_of "greedy, sinks" "$tmp/gstop.out" "$tmp/gsinks.out"
 
 # Beam search stops at a full context too, without suggesting flags it cannot take.
 err=$($BIN run -p "Once upon a time" -c 32 -n 100 --beams 2 -t 2 2>&1 >/dev/null)
-expect_has "beams: full context stated" "$err" "[stopped: the context is full (32 tokens)]"
+expect_in "beams: full context stated" "[stopped: the context is full (32 tokens)]" "$err"
 
 # Refusals, before anything runs.
 expect_err "shift and sinks" "choose one" $BIN run -p "x" --context-shift --attention-sinks 4
@@ -138,8 +126,8 @@ PY
 kill -TERM $srv
 wait $srv
 rc=$?
-expect_has "server: 2 x 300 tokens in a 64-token context" "$out" "600 length,length"
-expect_has "server: no max_tokens ends at the full context" "$out" "65 length"
+expect_in "server: 2 x 300 tokens in a 64-token context" "600 length,length" "$out"
+expect_in "server: no max_tokens ends at the full context" "65 length" "$out"
 if [ $rc -eq 0 ] && ! grep -q "Sanitizer\|runtime error" "$tmp/srv.err"; then ok; else bad "server: rc $rc: $(tail -5 "$tmp/srv.err")"; fi
 
 echo "context: $pass passed, $fail failed"

@@ -13,15 +13,7 @@ STORIES=$SHARED/models/stories260K/stories260K.gguf
 TINY=$SHARED/models/tinystories-656k/TinyStories-656K-Q8_0.gguf
 GEMMA=$SHARED/archs/gemma3/gemma3-f16.gguf
 QWEN3=$SHARED/archs/qwen3/qwen3-f16.gguf
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-expect_eq() { # what, got, want
-    if [ "$2" == "$3" ]; then ok; else bad "$1: got [$2] want [$3]"; fi
-}
-expect_in() { # what, needle, haystack
-    if grep -qF -- "$2" <<<"$3"; then ok; else bad "$1: expected '$2' in: $3"; fi
-}
+. tests/lib/checks.sh
 if [ ! -x "$BIN" ] && ! make "$BIN" >/dev/null; then
     bad "cannot build $BIN"
     echo "prompt_cache: $pass passed, $fail failed"

@@ -15,13 +15,8 @@ NUCLEUS=${NUCLEUS:-build/san/nucleus}
 STORIES=$SHARED/models/stories260K/stories260K.gguf
 TINY=$SHARED/models/tinystories-656k/TinyStories-656K-Q8_0.gguf
 GEMMA=$SHARED/archs/gemma3/gemma3-f16.gguf
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. tests/lib/checks.sh
 finish() { echo "slots: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
-expect_eq() { # what, got, want
-    if [ "$2" == "$3" ]; then ok; else bad "$1: got [$2] want [$3]"; fi
-}
 
 if [ ! -x "$NUCLEUS" ] && ! make "$NUCLEUS" >/dev/null; then
     bad "cannot build $NUCLEUS"
