@@ -8,8 +8,10 @@ cd "$(dirname "$0")/../.."
 . tests/lib/models.sh
 BIN=${NUCLEUS_BIN:-build/san/nucleus}
 . tests/lib/checks.sh
+NUCLEUS=$BIN
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. tests/lib/servers.sh
+trap servers_cleanup EXIT
 
 # "Once upon a time" is 5 tokens with the BOS; -c 256, 2600 tokens (10x the context).
 CTX=256 N=2600 PROMPT_TOKENS=5
@@ -100,20 +102,12 @@ expect_err "serve: sinks fill the context" "n_sink: 8 is outside 1..7" $BIN serv
 
 # The server: a request with max_tokens goes past its slot's context under a policy (two choices,
 # each shifting on its own); one without max_tokens still ends at the full context.
-SRV=${NUCLEUS_SRV_BIN:-$BIN}
-$SRV serve -c 64 --parallel 2 -t 2 --port 0 --context-shift 2>"$tmp/srv.err" &
-srv=$!
-port=""
-for _ in $(seq 100); do
-    port=$(grep -o 'http://[^ ]*:[0-9]*' "$tmp/srv.err" | sed 's/.*://')
-    [ -n "$port" ] && break
-    sleep 0.1
-done
-out=$(/usr/bin/python3 - "$port" <<'PY'
+start_server ctx -c 64 --parallel 2 -t 2 --context-shift
+out=$(/usr/bin/python3 - "$url_ctx" <<'PY'
 import json, sys, urllib.request
-port = sys.argv[1]
+url = sys.argv[1]
 def post(path, body):
-    req = urllib.request.Request("http://127.0.0.1:%s%s" % (port, path), json.dumps(body).encode(),
+    req = urllib.request.Request(url + path, json.dumps(body).encode(),
                                  {"Content-Type": "application/json"})
     return json.load(urllib.request.urlopen(req, timeout=120))
 r = post("/v1/completions", {"prompt": "Once upon a time", "max_tokens": 300, "n": 2, "seed": 1, "ignore_eos": True})
@@ -123,12 +117,9 @@ u = r["usage"]
 print(u["prompt_tokens"] + u["completion_tokens"], r["choices"][0]["finish_reason"])
 PY
 )
-kill -TERM $srv
-wait $srv
-rc=$?
+stop_server ctx
 expect_in "server: 2 x 300 tokens in a 64-token context" "600 length,length" "$out"
 expect_in "server: no max_tokens ends at the full context" "65 length" "$out"
-if [ $rc -eq 0 ] && ! grep -q "Sanitizer\|runtime error" "$tmp/srv.err"; then ok; else bad "server: rc $rc: $(tail -5 "$tmp/srv.err")"; fi
 
 echo "context: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

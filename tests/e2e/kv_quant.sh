@@ -13,18 +13,13 @@ cd "$(dirname "$0")/../.."
 . tests/lib/models.sh
 BIN=${NUCLEUS_BIN:-build/san/nucleus}
 STORIES=$SHARED/models/stories260K/stories260K.gguf
+NUCLEUS=$BIN
 tmp=$(mktemp -d)
-server_pid=""
-cleanup() {
-    [ -n "$server_pid" ] && kill -KILL "$server_pid" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. tests/lib/checks.sh
+. tests/lib/servers.sh
+trap servers_cleanup EXIT
 tiny() { /usr/bin/python3 tests/tools/tiny_gguf.py "$@"; }
-expect_err() { # what, rc, needle, command...
+expect_exit() { # what, rc, needle, command...: expect_err with this exit status
     local what=$1 want_rc=$2 needle=$3; shift 3
     local out rc
     out=$("$@" 2>&1 >/dev/null); rc=$?
@@ -95,21 +90,9 @@ top1() { # flags... -> the log-probability of the most likely next token after P
 PROMPT_IDS=$(/usr/bin/python3 -c "print(','.join(str(1 + (i * 7919) % 500) for i in range(40)))")
 want=$(top1 --cache-type-k q8_0 --cache-type-v q4_0)
 f16=$(top1)
-$BIN serve -m "$tmp/deep.gguf" --host 127.0.0.1 --port 0 -t 2 --parallel 2 --cache-type-k q8_0 --cache-type-v q4_0 \
-    >"$tmp/serve.out" 2>"$tmp/serve.err" &
-server_pid=$!
-url=""
-for _ in $(seq 1 300); do
-    url=$(grep -o 'listening on http://[0-9.:]*' "$tmp/serve.err" 2>/dev/null)
-    [ -n "$url" ] && break
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.2
-done
-if [ -z "$url" ]; then
-    bad "serve did not start: $(tail -n 5 "$tmp/serve.err")"
-else
+if start_server serve -m "$tmp/deep.gguf" -t 2 --parallel 2 --cache-type-k q8_0 --cache-type-v q4_0; then
     grep -q "KV cache q8_0/q4_0" "$tmp/serve.err" && ok || bad "serve banner: $(cat "$tmp/serve.err")"
-    resp=$(curl -s "${url#listening on }/v1/completions" \
+    resp=$(curl -s "$url_serve/v1/completions" \
            -d "{\"prompt\": [$PROMPT_IDS], \"max_tokens\": 1, \"temperature\": 0, \"logprobs\": 1}")
     /usr/bin/python3 - "$resp" "$want" "$f16" <<'PY' && ok || bad "served log-probability: $resp (score: $want, F16 cache: $f16)"
 import json, sys
@@ -118,22 +101,19 @@ want, f16 = float(sys.argv[2]), float(sys.argv[3])
 print("served %.6f, score %.6f, F16 cache %.6f" % (got, want, f16))
 sys.exit(0 if abs(got - want) < 1e-4 and abs(want - f16) > 1e-3 else 1)
 PY
-    kill -TERM "$server_pid"
-    wait "$server_pid" && ok || bad "serve: exit status $? after SIGTERM"
-    server_pid=""
-    grep -qE 'AddressSanitizer|LeakSanitizer|runtime error:' "$tmp/serve.err" && bad "serve: sanitizer report: $(cat "$tmp/serve.err")" || ok
+    stop_server serve
 fi
 
 # (3) Refusals, before anything is loaded for a bad value; naming head_dim for a model whose
 # heads are not whole blocks (stories260K: 8 dimensions).
-expect_err "run bad type" 2 "--cache-type-k: expected f16, f32, q8_0 or q4_0, got 'q5_0'" $BIN run -p hi --cache-type-k q5_0
-expect_err "score bad type" 2 "--cache-type-v: expected f16, f32, q8_0 or q4_0, got 'bf16'" $BIN score --ids 1 --cache-type-v bf16
-expect_err "bench bad type" 2 "--cache-type: expected f16, f32, q8_0 or q4_0, got 'Q8_0'" $BIN bench --cache-type Q8_0
-expect_err "serve bad type" 2 "-ctv: expected f16, f32, q8_0 or q4_0, got 'q4_1'" $BIN serve -ctv q4_1
-expect_err "run missing value" 2 "--cache-type-v" $BIN run -p hi --cache-type-v
-expect_err "run head_dim" 1 "head_dim 8 is not a multiple of 32" $BIN run -m "$STORIES" -p hi --cache-type-k q8_0
-expect_err "score head_dim" 1 "values of type Q4_0 are quantised per head in blocks of 32" $BIN score -m "$STORIES" --ids 1 -ctv q4_0
-expect_err "serve head_dim" 1 "head_dim 8 is not a multiple of 32" $BIN serve -m "$STORIES" --port 0 --cache-type q4_0
+expect_exit "run bad type" 2 "--cache-type-k: expected f16, f32, q8_0 or q4_0, got 'q5_0'" $BIN run -p hi --cache-type-k q5_0
+expect_exit "score bad type" 2 "--cache-type-v: expected f16, f32, q8_0 or q4_0, got 'bf16'" $BIN score --ids 1 --cache-type-v bf16
+expect_exit "bench bad type" 2 "--cache-type: expected f16, f32, q8_0 or q4_0, got 'Q8_0'" $BIN bench --cache-type Q8_0
+expect_exit "serve bad type" 2 "-ctv: expected f16, f32, q8_0 or q4_0, got 'q4_1'" $BIN serve -ctv q4_1
+expect_exit "run missing value" 2 "--cache-type-v" $BIN run -p hi --cache-type-v
+expect_exit "run head_dim" 1 "head_dim 8 is not a multiple of 32" $BIN run -m "$STORIES" -p hi --cache-type-k q8_0
+expect_exit "score head_dim" 1 "values of type Q4_0 are quantised per head in blocks of 32" $BIN score -m "$STORIES" --ids 1 -ctv q4_0
+expect_exit "serve head_dim" 1 "head_dim 8 is not a multiple of 32" $BIN serve -m "$STORIES" --port 0 --cache-type q4_0
 
 echo "kv_quant: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
