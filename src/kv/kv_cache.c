@@ -661,13 +661,11 @@ bool kv_holds(const kv_cache *kv, int layer, int32_t seq, int32_t cell) {
 }
 
 void kv_read_k(const kv_cache *kv, int layer, int32_t seq, int32_t cell, float *out) {
-    if (!kv->k_by_cell) {
-        for (int d = 0; d < kv->kv_dim; d++) out[d] = kv_get_k(kv, layer, seq, cell, d);
-        return;
-    }
     int32_t at;
     kv_span sp = cell_span(kv, layer, seq, cell, kv->seqs[seq].pos[cell], &at);
-    kernels_dequantize(kv->type_k, sp.k + (size_t)at * sp.k_row, out, kv->kv_dim);
+    if (kv->k_by_cell) kernels_dequantize(kv->type_k, sp.k + (size_t)at * sp.k_row, out, kv->kv_dim);
+    else
+        for (int d = 0; d < kv->kv_dim; d++) out[d] = get(kv->type_k, sp.k + (size_t)d * sp.k_row, at);
 }
 
 int kv_seq_copy(kv_cache *kv, int32_t src, int32_t dst, nc_err *err) {
