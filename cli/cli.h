@@ -73,6 +73,24 @@ void cli_decoding_free(cli_decoding *d);
 /* The decoding part of `run`'s usage text. */
 const char *cli_decoding_usage(void);
 
+/* Speculative decoding's flags (cli/spec_args.c), for `run` and `serve`: -md / --draft-model FILE,
+ * --lookup-ngram N, --draft-max N, --draft-min N, --draft-fixed. */
+typedef struct cli_spec {
+    const char *draft_path;
+    long draft_max, draft_min, lookup_ngram;
+    bool fixed, max_given;
+} cli_spec;
+/* 1: argv[*i] was one, consumed with its value; 0: not one; -1: refused (message printed). */
+int cli_spec_arg(int argc, char **argv, int *i, cli_spec *sp);
+bool cli_spec_finish(const cli_spec *sp);
+const char *cli_spec_usage(void);
+/* The speculative parameters; with a draft model, it is loaded (checked against m) and given a
+ * context of n_seq sequences of n_ctx (*dm, *dc: the caller frees them). */
+int cli_spec_open(const cli_spec *sp, const nc_model *m, int32_t n_ctx, int32_t n_seq, int32_t n_threads,
+                  nc_spec_params *out, nc_model **dm, nc_context **dc, nc_err *err);
+/* Acceptance and passes on stderr. */
+void cli_spec_report(const nc_spec_stats *st);
+
 int cmd_run(int argc, char **argv);
 int cmd_score(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);

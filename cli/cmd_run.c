@@ -17,6 +17,7 @@ typedef struct run_opts {
     long threads, ctx;
     nc_cache_type type_k, type_v;
     cli_decoding dec;
+    cli_spec spec;
 } run_opts;
 
 static double now_s(void) {
@@ -31,8 +32,8 @@ static void usage_to(FILE *out) {
             "                   [--prompt-cache FILE] [decoding options]\n" CLI_CACHE_HELP
             "  --prompt-cache FILE  reuse the prompt's keys and values saved in FILE as far as the prompt starts\n"
             "                       the same, then save this prompt's there; a FILE of another model, or damaged,\n"
-            "                       is an error and is left as it is\n%s%s",
-            cli_decoding_usage(), cli_context_usage());
+            "                       is an error and is left as it is\n%s%s%s",
+            cli_decoding_usage(), cli_context_usage(), cli_spec_usage());
 }
 
 static void usage(void) { usage_to(stderr); }
@@ -56,6 +57,7 @@ static int parse(int argc, char **argv, run_opts *o) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage_to(stdout); return -1; }
         int r = cli_decoding_arg(argc, argv, &i, &o->dec);
         if (r == 0) r = cli_cache_arg(argc, argv, &i, &o->type_k, &o->type_v);
+        if (r == 0) r = cli_spec_arg(argc, argv, &i, &o->spec);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(o->model = cli_value(argc, argv, &i))) return 2; }
@@ -66,7 +68,11 @@ static int parse(int argc, char **argv, run_opts *o) {
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 1 << 24, &o->ctx)) return 2; }
         else { fprintf(stderr, "error: run: unknown option '%s'\n", a); usage(); return 2; }
     }
-    if (!cli_decoding_finish(&o->dec)) return 2;
+    if (!cli_decoding_finish(&o->dec) || !cli_spec_finish(&o->spec)) return 2;
+    if (o->dec.use_beams && (o->spec.draft_path || o->spec.lookup_ngram)) {
+        fprintf(stderr, "error: run: beam search does not decode speculatively (drop --beams or the draft flags)\n");
+        return 2;
+    }
     if (!o->prompt) { fprintf(stderr, "error: run: -p PROMPT is required\n"); usage(); return 2; }
     if (!o->model) o->model = cli_default_model();
     if (!o->dec.seed_given) o->dec.sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
@@ -234,17 +240,18 @@ typedef struct run_stats {
     char finish[64];
     bool context_full;              /* a sample (the best beam) ended because the context was full */
     int32_t n_evictions, n_evicted; /* what the context policy did, over all samples */
+    nc_spec_stats spec;
 } run_stats;
 
-static int run_sampling(nc_context *c, const nc_model *m, const run_opts *o, const int32_t *prompt, int n_prompt,
-                        run_stats *st, nc_err *err) {
+static int run_sampling(nc_context *c, const nc_model *m, const run_opts *o, const nc_spec_params *spec,
+                        const int32_t *prompt, int n_prompt, run_stats *st, nc_err *err) {
     run_out out = {.dec = &o->dec, .dt = nc_detok_new(m), .n_samples = o->dec.n_samples};
     out.text = calloc((size_t)out.n_samples, sizeof *out.text);
     out.len = calloc((size_t)out.n_samples, sizeof *out.len);
     int rc = -1;
     nc_gen_result res;
     nc_gen_params gp = {.sampling = o->dec.sp, .stop = o->dec.stop, .n_samples = o->dec.n_samples,
-                        .context = o->dec.context.policy};
+                        .context = o->dec.context.policy, .spec = *spec};
     if (!out.dt || !out.text || !out.len) snprintf(err->msg, sizeof err->msg, "out of memory");
     else if (out.n_samples == 1) {
         fputs(o->prompt, stdout);
@@ -267,6 +274,7 @@ static int run_sampling(nc_context *c, const nc_model *m, const run_opts *o, con
         st->t_prompt = res.t_prompt;
         st->t_gen = res.t_gen;
         st->n_cached = res.n_cached;
+        st->spec = res.spec;
         nc_gen_result_free(&res);
         rc = 0;
     } else if (out.oom) snprintf(err->msg, sizeof err->msg, "out of memory");
@@ -421,7 +429,9 @@ int cmd_run(int argc, char **argv) {
     }
     nc_err err;
     nc_model *m = NULL;
-    nc_context *c = NULL;
+    nc_context *c = NULL, *dc = NULL;
+    nc_model *dm = NULL;
+    nc_spec_params spec;
     int32_t *prompt = NULL;
     double t0 = now_s();
     if (nc_model_load(&m, o.model, &err)) goto fail;
@@ -449,7 +459,9 @@ int cmd_run(int argc, char **argv) {
     nc_context_params cp = {.n_ctx = (int32_t)n_ctx, .n_threads = (int32_t)o.threads,
                             .n_seq_max = o.dec.use_beams ? o.dec.beam.n_beams : o.dec.n_samples,
                             .type_k = o.type_k, .type_v = o.type_v, .swa_full = o.prompt_cache != NULL};
-    if (nc_context_new(&c, m, &cp, &err)) goto fail;
+    if (nc_context_new(&c, m, &cp, &err) ||
+        cli_spec_open(&o.spec, m, (int32_t)n_ctx, cp.n_seq_max, (int32_t)o.threads, &spec, &dm, &dc, &err))
+        goto fail;
     int32_t n_saved = -1;
     bool same = false;
     if (o.prompt_cache && prompt_cache_load(c, o.prompt_cache, prompt, n_prompt, &n_saved, &same, &err)) goto fail;
@@ -457,11 +469,12 @@ int cmd_run(int argc, char **argv) {
     describe_chain(m, info.n_vocab, &o.dec);
     run_stats st = {0};
     if (o.dec.use_beams ? run_beams(c, m, &o, prompt, n_prompt, &st, &err)
-                        : run_sampling(c, m, &o, prompt, n_prompt, &st, &err))
+                        : run_sampling(c, m, &o, &spec, prompt, n_prompt, &st, &err))
         goto fail;
     print_context(&o, c, &st);
     if (o.prompt_cache && prompt_cache_save(c, o.prompt_cache, n_prompt, n_saved, same, &st, &err)) goto fail;
     print_stats(&o, &info, c, t_load, n_prompt, &st);
+    if (o.spec.draft_path || o.spec.lookup_ngram) cli_spec_report(&st.spec);
     rc = 0;
     goto done;
 fail:
@@ -472,6 +485,8 @@ done:
     free(prompt);
     nc_context_free(c);
     nc_model_free(m);
+    nc_context_free(dc);
+    nc_model_free(dm);
     cli_decoding_free(&o.dec);
     return rc;
 }

@@ -15,6 +15,7 @@
     "                     [--api-key KEY] [--max-queue Q] [--prefill-chunk N] [--kv-size N]\n"                 \
     "                     " CLI_CACHE_USAGE " [--slot-save-path DIR] [--swa-full]\n"                        \
     "                     [--context-shift [--keep N] | --attention-sinks N]\n"                              \
+    "                     [-md FILE | --lookup-ngram N] [--draft-max N] [--draft-min N] [--draft-fixed]\n"    \
     "  --parallel N       slots: requests (choices) decoded together (default 4)\n"                            \
     "  -c CTX             context per slot in tokens (default: the model's, at most 4096)\n"                   \
     "  --kv-size N        tokens of KV cache all slots share, in blocks of 256 (default: parallel x CTX);\n"   \
@@ -33,6 +34,7 @@ typedef struct serve_opts {
     const char *model;
     srv_config cfg;
     cli_context context;
+    cli_spec spec;
 } serve_opts;
 
 /* The value after a numeric flag into *out, within [lo, hi]. */
@@ -48,6 +50,7 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         bool ok = true;
         int r = cli_cache_arg(argc, argv, &i, &o->cfg.type_k, &o->cfg.type_v);
         if (r == 0) r = cli_context_arg(argc, argv, &i, &o->context);
+        if (r == 0) r = cli_spec_arg(argc, argv, &i, &o->spec);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) ok = (o->model = cli_value(argc, argv, &i)) != NULL;
@@ -70,6 +73,7 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
             ok = int_flag(argc, argv, &i, 1, 1 << 16, &v) && ((o->cfg.chunk = (int32_t)v), true);
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(USAGE, stdout);
+            fputs(cli_spec_usage(), stdout);
             return 1;
         } else {
             fprintf(stderr, "error: serve: unknown option '%s'\n" USAGE, a);
@@ -78,7 +82,9 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         if (!ok) return 2;
     }
     if (!o->model) o->model = cli_default_model();
-    if (!cli_context_finish(&o->context)) return 2;
+    if (!cli_context_finish(&o->context) || !cli_spec_finish(&o->spec)) return 2;
+    o->cfg.spec = (nc_spec_params){.lookup_ngram = (int32_t)o->spec.lookup_ngram, .draft_max = (int32_t)o->spec.draft_max,
+                                   .draft_min = (int32_t)o->spec.draft_min, .fixed = o->spec.fixed};
     o->cfg.context = o->context.policy;
     if (o->cfg.api_key && !*o->cfg.api_key) {
         fprintf(stderr, "error: --api-key: the key is empty\n");
@@ -134,13 +140,20 @@ int cmd_serve(int argc, char **argv) {
         return 1;
     }
     nc_err err;
-    nc_model *m = NULL;
+    nc_model *m = NULL, *dm = NULL;
     srv_server *sv = NULL;
     char *id = model_id(o.model);
     o.cfg.model_id = id ? id : "model";
+    if (o.spec.draft_path && nc_model_load(&dm, o.spec.draft_path, &err)) {
+        fprintf(stderr, "error: serve: --draft-model %s: %s\n", o.spec.draft_path, err.msg);
+        free(id);
+        return 1;
+    }
+    o.cfg.draft_model = dm;
     if (nc_model_load(&m, o.model, &err) || srv_start(&sv, m, &o.cfg, &err)) {
-        fprintf(stderr, "error: serve: %s\n", err.msg);
+        fprintf(stderr, "error: serve: %s%s\n", dm && strstr(err.msg, "draft") ? "--draft-model: " : "", err.msg);
         nc_model_free(m);
+        nc_model_free(dm);
         free(id);
         return 1;
     }
@@ -150,10 +163,17 @@ int cmd_serve(int argc, char **argv) {
             o.cfg.model_id, o.cfg.n_parallel, nc_kernels_name(), cli_cache_types(o.cfg.type_k, o.cfg.type_v, kvt),
             strchr(o.cfg.host, ':') ? "[" : "", o.cfg.host,
             strchr(o.cfg.host, ':') ? "]" : "", srv_port(sv));
+    if (o.spec.draft_path || o.spec.lookup_ngram) {
+        if (o.spec.draft_path) fprintf(stderr, "speculative decoding: draft model %s", o.spec.draft_path);
+        else fprintf(stderr, "speculative decoding: prompt lookup of %ld-grams", o.spec.lookup_ngram);
+        fprintf(stderr, ", at most %ld drafts per step%s\n", o.spec.max_given ? o.spec.draft_max : 16L,
+                o.spec.fixed ? "" : " (adaptive)");
+    }
     wait_for_stop_signal();
     fprintf(stderr, "nucleus serve: %s, stopping\n", stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
     srv_stop(sv);
     nc_model_free(m);
+    nc_model_free(dm);
     free(id);
     return 0;
 }

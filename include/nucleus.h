@@ -459,11 +459,42 @@ int32_t nc_stopper_n_tokens(const nc_stopper *s);  /* tokens pushed */
  * and it goes on until max_tokens, an end of generation or a stop rule (with max_tokens 0, for
  * ever unless the callback aborts). The samplers' history (penalties, DRY, n-grams) stays the
  * whole text whatever the cache forgot. */
+/* Speculative decoding: each step, a cheap proposer guesses up to draft_max next tokens, the
+ * model checks them all in one forward pass, and the tokens drawn are those the model's sampler
+ * chain would have drawn without them: greedy decoding gives the same tokens, sampling the same
+ * distribution (the rejection rule of Leviathan et al. 2023 / Chen et al. 2023 against the
+ * chain's distribution). Rejected guesses leave both caches. The proposer is a draft model
+ * sharing the model's vocabulary (its context needs n_seq_max for every sequence generated,
+ * positions as long as the model's), or else prompt lookup: the tokens that followed the latest
+ * earlier occurrence of the last n tokens (n = lookup_ngram down to 1) in the prompt and history.
+ * The number of tokens proposed adapts to the acceptance so far (Leviathan et al.'s expected
+ * tokens per unit of cost, the draft's cost from its weight bytes) unless fixed is set. */
+typedef struct nc_spec_params {
+    nc_context *draft;          /* the draft model's context, or NULL */
+    const nc_model *draft_model;
+    int32_t lookup_ngram;       /* > 0 without a draft: prompt lookup with n-grams up to this long */
+    int32_t draft_max;          /* tokens proposed at most per step (0: 16) */
+    int32_t draft_min;          /* a step proposing fewer verifies none (0: any) */
+    bool fixed;                 /* propose draft_max every step (or as many as lookup finds) */
+} nc_spec_params;
+
+/* Whether the draft shares the model's vocabulary: size, special tokens and every token's text.
+ * -1 with a message naming the first difference. */
+int nc_spec_check_vocab(const nc_model *m, const nc_model *draft, nc_err *err);
+
+typedef struct nc_spec_stats {
+    int64_t drafted;    /* tokens proposed and verified */
+    int64_t accepted;   /* of those, kept */
+    int64_t passes;     /* forward passes of the model while generating (with or without drafts) */
+    int64_t generated;  /* tokens generated in those passes */
+} nc_spec_stats;
+
 typedef struct nc_gen_params {
     nc_sampler_params sampling;
     nc_stop_params stop;
     int32_t n_samples;  /* 0: 1 */
     nc_ctx_policy context;
+    nc_spec_params spec;  /* speculative decoding when spec.draft or spec.lookup_ngram is set */
 } nc_gen_params;
 
 typedef struct nc_gen_event {
@@ -490,6 +521,7 @@ typedef struct nc_gen_result {
     nc_gen_sample *samples;
     double t_prompt, t_gen;  /* seconds spent in prefill and in generation */
     int32_t n_cached;        /* prompt tokens taken from the prefix cache (not computed again) */
+    nc_spec_stats spec;      /* all samples together (passes: one per step, as all share it) */
 } nc_gen_result;
 
 int nc_generate(nc_context *c, const nc_model *m, const int32_t *prompt, int32_t n_prompt, const nc_gen_params *p,

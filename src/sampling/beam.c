@@ -14,11 +14,11 @@
 
 #include "common.h"
 #include "sampling/sampler.h"
+#include "sampling/seq.h"
 
 typedef struct beam {
-    int32_t seq, row, parent;
-    int32_t *hist;  /* prompt, then generated tokens */
-    int32_t n;
+    seq s;          /* its tokens (the prompt, then generated ones) and its cache sequence */
+    int32_t row, parent;
     double sum;     /* log-probability of the generated tokens */
 } beam;
 
@@ -41,7 +41,6 @@ typedef struct beam_run {
     expansion *exp;
     int32_t *best;       /* 2B */
     float *lp;           /* log-probabilities of one beam's next token */
-    float *first_logits;
     nc_batch_entry *batch;
     bool *taken, *seq_busy;
     nc_beam_hyp *hyps;   /* best first, at most B */
@@ -126,7 +125,7 @@ static bool search_done(const beam_run *r, int32_t gen_len) {
 
 /* log-softmax of the processed logits of one beam into r->lp. */
 static void beam_logprobs(beam_run *r, const beam *b, const float *row) {
-    const cand_list *c = sampler_process(r->proc, row, b->hist, b->n, r->n_prompt);
+    const cand_list *c = sampler_process(r->proc, row, b->s.tokens, b->s.n_tokens, r->n_prompt);
     double mx = -INFINITY, z = 0;
     for (int32_t i = 0; i < c->n; i++) mx = c->data[i].logit > mx ? c->data[i].logit : mx;
     for (int32_t i = 0; i < c->n; i++) z += exp((double)c->data[i].logit - mx);
@@ -141,11 +140,11 @@ static int by_total(const void *pa, const void *pb) {
     return (a->token > b->token) - (a->token < b->token);
 }
 
-static int32_t expand(beam_run *r, int32_t step) {
+static int32_t expand(beam_run *r) {
     int32_t n_exp = 0;
     for (int32_t b = 0; b < r->n_cur; b++) {
         const beam *bm = &r->cur[b];
-        beam_logprobs(r, bm, step == 0 ? r->first_logits : nc_logits(r->c, bm->row));
+        beam_logprobs(r, bm, nc_logits(r->c, bm->row));
         int32_t k = top_indices(r->lp, r->n_vocab, 2 * r->B, r->best);
         for (int32_t j = 0; j < k; j++) r->exp[n_exp++] = (expansion){b, r->best[j], bm->sum + r->lp[r->best[j]]};
     }
@@ -163,8 +162,9 @@ static int ending(beam_run *r, beam *parent, int32_t token, int32_t *end, nc_err
         return 0;
     }
     if (r->stop->n_stop == 0) return 0;
-    parent->hist[parent->n] = token; /* room is reserved for it */
-    char *text = render(r->m, parent->hist + r->n_prompt, parent->n - r->n_prompt + 1);
+    seq *ps = &parent->s;
+    ps->tokens[ps->n_tokens] = token; /* room is reserved for it */
+    char *text = render(r->m, ps->tokens + r->n_prompt, seq_n_generated(ps) + 1);
     if (!text) return nc_fail(err, "out of memory");
     int32_t at = stop_find(r->stop->stop, r->stop->n_stop, text, (int32_t)strlen(text));
     free(text);
@@ -177,19 +177,18 @@ static int select_next(beam_run *r, int32_t n_exp, nc_err *err) {
     for (int32_t rank = 0; rank < n_exp && r->n_nxt < r->B; rank++) {
         const expansion *e = &r->exp[rank];
         beam *parent = &r->cur[e->beam];
-        int32_t end, n_gen = parent->n - r->n_prompt + 1;
+        int32_t end, n_gen = seq_n_generated(&parent->s) + 1;
         if (ending(r, parent, e->token, &end, err)) return -1;
         if (end != GOES_ON) {
-            parent->hist[parent->n] = e->token;
-            if (rank < r->B && add_hyp(r, parent->hist + r->n_prompt, n_gen, end == END_TOKEN ? n_gen - 1 : n_gen,
+            parent->s.tokens[parent->s.n_tokens] = e->token;
+            if (rank < r->B && add_hyp(r, parent->s.tokens + r->n_prompt, n_gen, end == END_TOKEN ? n_gen - 1 : n_gen,
                                        end >= 0 ? end : -1, e->total, NC_FINISH_STOP, err))
                 return -1;
             continue;
         }
         beam *child = &r->nxt[r->n_nxt++];
-        memcpy(child->hist, parent->hist, (size_t)parent->n * sizeof *child->hist);
-        child->hist[parent->n] = e->token;
-        child->n = parent->n + 1;
+        seq_set_tokens(&child->s, parent->s.tokens, parent->s.n_tokens);
+        child->s.tokens[child->s.n_tokens++] = e->token;
         child->sum = e->total;
         child->parent = e->beam;
     }
@@ -203,47 +202,44 @@ static int assign_sequences(beam_run *r, nc_err *err) {
     memset(r->seq_busy, 0, (size_t)r->B * sizeof *r->seq_busy);
     for (int32_t j = 0; j < r->n_nxt; j++) {
         beam *b = &r->nxt[j];
-        b->seq = -1;
+        b->s.kv = -1;
         if (r->taken[b->parent]) continue;
         r->taken[b->parent] = true;
-        b->seq = r->cur[b->parent].seq;
-        r->seq_busy[b->seq] = true;
+        b->s.kv = r->cur[b->parent].s.kv;
+        r->seq_busy[b->s.kv] = true;
     }
     int32_t free_seq = 0;
     for (int32_t j = 0; j < r->n_nxt; j++) {
         beam *b = &r->nxt[j];
-        if (b->seq >= 0) continue;
+        if (b->s.kv >= 0) continue;
         while (r->seq_busy[free_seq]) free_seq++;
-        b->seq = free_seq;
+        b->s.kv = free_seq;
         r->seq_busy[free_seq] = true;
-        if (nc_kv_seq_copy(r->c, r->cur[b->parent].seq, b->seq, err))
+        if (nc_kv_seq_copy(r->c, r->cur[b->parent].s.kv, b->s.kv, err))
             return nc_fail_prefix(err, "beam search with %d beams needs a context with n_seq_max >= %d", r->B, r->B);
     }
     return 0;
 }
 
 static int forward_beams(beam_run *r, nc_err *err) {
-    for (int32_t j = 0; j < r->n_nxt; j++) {
-        beam *b = &r->nxt[j];
-        b->row = j;
-        r->batch[j] = (nc_batch_entry){b->hist[b->n - 1], b->n - 1, b->seq, true};
-    }
-    return nc_forward(r->c, r->batch, r->n_nxt, err);
+    int32_t n = 0;
+    for (int32_t j = 0; j < r->n_nxt; j++) r->nxt[j].row = seq_batch(&r->nxt[j].s, r->c, r->batch, &n);
+    return nc_forward(r->c, r->batch, n, err);
 }
 
 static int finish_live(beam_run *r, nc_err *err) {
     for (int32_t j = 0; j < r->n_nxt; j++) {
         beam *b = &r->nxt[j];
-        int32_t n_gen = b->n - r->n_prompt;
+        int32_t n_gen = seq_n_generated(&b->s);
         nc_finish why = r->ctx_bound ? NC_FINISH_CONTEXT : NC_FINISH_LENGTH;
-        if (add_hyp(r, b->hist + r->n_prompt, n_gen, n_gen, -1, b->sum, why, err)) return -1;
+        if (add_hyp(r, b->s.tokens + r->n_prompt, n_gen, n_gen, -1, b->sum, why, err)) return -1;
     }
     return 0;
 }
 
 static int search(beam_run *r, nc_err *err) {
     for (int32_t step = 0;; step++) {
-        int32_t n_exp = expand(r, step);
+        int32_t n_exp = expand(r);
         if (select_next(r, n_exp, err)) return -1;
         if (r->n_nxt == 0) return 0;
         if (step + 1 == r->max_tokens) return finish_live(r, err);
@@ -265,29 +261,25 @@ static int run_alloc(beam_run *r, const int32_t *prompt, nc_err *err) {
     r->exp = malloc((size_t)B * 2 * (size_t)B * sizeof *r->exp);
     r->best = malloc(2 * (size_t)B * sizeof *r->best);
     r->lp = malloc((size_t)r->n_vocab * sizeof *r->lp);
-    r->first_logits = malloc((size_t)r->n_vocab * sizeof *r->first_logits);
     r->batch = malloc((size_t)(r->n_prompt > B ? r->n_prompt : B) * sizeof *r->batch);
     r->taken = calloc((size_t)B, sizeof *r->taken);
     r->seq_busy = calloc((size_t)B, sizeof *r->seq_busy);
     r->hyps = calloc((size_t)B, sizeof *r->hyps);
-    if (!r->cur || !r->nxt || !r->exp || !r->best || !r->lp || !r->first_logits || !r->batch || !r->taken ||
-        !r->seq_busy || !r->hyps)
+    if (!r->cur || !r->nxt || !r->exp || !r->best || !r->lp || !r->batch || !r->taken || !r->seq_busy || !r->hyps)
         return nc_fail(err, "out of memory");
     for (int32_t i = 0; i < B; i++) {
-        r->cur[i].hist = malloc((size_t)hist_cap * sizeof *r->cur[i].hist);
-        r->nxt[i].hist = malloc((size_t)hist_cap * sizeof *r->nxt[i].hist);
-        if (!r->cur[i].hist || !r->nxt[i].hist) return nc_fail(err, "out of memory");
+        if (seq_init_bare(&r->cur[i].s, i, hist_cap, err) || seq_init_bare(&r->nxt[i].s, i, hist_cap, err)) return -1;
+        r->cur[i].s.n_prompt = r->nxt[i].s.n_prompt = r->n_prompt;
     }
-    memcpy(r->cur[0].hist, prompt, (size_t)r->n_prompt * sizeof *prompt);
-    r->cur[0].n = r->n_prompt;
+    seq_set_tokens(&r->cur[0].s, prompt, r->n_prompt);
     r->n_cur = 1;
     return 0;
 }
 
 static void run_free(beam_run *r) {
     for (int32_t i = 0; i < r->B; i++) {
-        if (r->cur) free(r->cur[i].hist);
-        if (r->nxt) free(r->nxt[i].hist);
+        if (r->cur) seq_free(&r->cur[i].s);
+        if (r->nxt) seq_free(&r->nxt[i].s);
     }
     for (int32_t i = 0; i < r->n_hyps; i++) hyp_free(&r->hyps[i]);
     free(r->cur);
@@ -295,7 +287,6 @@ static void run_free(beam_run *r) {
     free(r->exp);
     free(r->best);
     free(r->lp);
-    free(r->first_logits);
     free(r->batch);
     free(r->taken);
     free(r->seq_busy);
@@ -304,10 +295,9 @@ static void run_free(beam_run *r) {
 }
 
 static int prefill(beam_run *r, const int32_t *prompt, int32_t *n_cached, nc_err *err) {
-    const float *last = sampling_prefill(r->c, prompt, r->n_prompt, r->batch, n_cached, err);
-    if (!last) return -1;
-    memcpy(r->first_logits, last, (size_t)r->n_vocab * sizeof *r->first_logits);
-    r->cur[0].seq = 0;
+    if (!sampling_prefill(r->c, prompt, r->n_prompt, r->batch, n_cached, err)) return -1;
+    r->cur[0].row = r->n_prompt - 1 - *n_cached; /* the first expansion reads the prompt's last row */
+    r->cur[0].s.kv = 0;
     return 0;
 }
 

@@ -199,8 +199,40 @@ const cand_list *sampler_process(nc_sampler *s, const float *logits, const int32
     return &s->list;
 }
 
-/* The last stage: Mirostat's truncation and draw, or a plain draw from the distribution. */
-static int32_t draw(nc_sampler *s, nc_explain_stage *r) {
+/* max(0, p - q) of one candidate. */
+static double residual(cand t, const sampler_proposal *prop) {
+    double q = prop->q ? prop->q[t.id] : t.id == prop->token;
+    return t.p > q ? t.p - q : 0;
+}
+
+/* The draw against a draft's proposal (Leviathan et al. 2023, "Fast Inference from Transformers
+ * via Speculative Decoding", and Chen et al. 2023): the draft's token x is kept with probability
+ * min(1, p(x) / q(x)); otherwise the token is drawn from max(0, p - q), normalised. Whatever q is,
+ * the token drawn is distributed as p, the chain's distribution c (normalised). q: the draft's
+ * distribution by token id, or NULL when the proposal was certain (prompt lookup), q(x) = 1. */
+static int32_t draw_against(const cand_list *c, const sampler_proposal *prop, nc_rng *rng, bool *accepted) {
+    int32_t i = cands_find(c, prop->token);
+    double px = i >= 0 ? c->data[i].p : 0, qx = prop->q ? prop->q[prop->token] : 1;
+    *accepted = px > 0 && nc_rng_uniform(rng) * qx < px;
+    if (*accepted) return i;
+    double total = 0;
+    for (int32_t j = 0; j < c->n; j++) total += residual(c->data[j], prop);
+    if (!(total > 0)) return cands_draw(c, rng); /* p = q up to rounding: x was kept with probability ~1 */
+    double u = nc_rng_uniform(rng) * total, acc = 0;
+    int32_t last = 0;
+    for (int32_t j = 0; j < c->n; j++) {
+        double r = residual(c->data[j], prop);
+        if (r <= 0) continue;
+        acc += r;
+        last = j;
+        if (u < acc) return j;
+    }
+    return last;
+}
+
+/* The last stage: Mirostat's truncation, then the draw from what is left, plain or against a
+ * draft's proposal (prop). */
+static int32_t draw(nc_sampler *s, const sampler_proposal *prop, bool *accepted, nc_explain_stage *r) {
     cand_list *c = &s->list;
     int32_t before = c->n, k = 0;
     double mu0 = s->mu;
@@ -208,19 +240,22 @@ static int32_t draw(nc_sampler *s, nc_explain_stage *r) {
     if (s->p.mirostat == 1) k = smp_mirostat_v1_truncate(c, s->n_vocab, s->mu);
     else if (s->p.mirostat == 2) smp_mirostat_v2_truncate(c, s->mu);
     double mass = c->n == before ? 1.0 : cands_mass(c);
-    int32_t idx = s->p.mirostat ? smp_mirostat_draw(c, s->p.mirostat_tau, s->p.mirostat_eta, &s->mu, &s->rng)
-                                : cands_draw(c, &s->rng);
+    if (s->p.mirostat) cands_softmax(c); /* Mirostat draws from the kept tokens, normalised */
+    int32_t idx = prop ? draw_against(c, prop, &s->rng, accepted) : cands_draw(c, &s->rng);
+    if (s->p.mirostat) smp_mirostat_update(c->data[idx].p, s->p.mirostat_tau, s->p.mirostat_eta, &s->mu);
     if (!r) return idx;
     const cand *t = &c->data[idx];
+    char how[32] = "";
+    if (prop) snprintf(how, sizeof how, " (draft %d %s)", prop->token, *accepted ? "accepted" : "rejected");
     if (s->p.mirostat) {
         stage_report(r, "mirostat", s->p.mirostat, before, c, mass);
         int n = snprintf(r->what, sizeof r->what, "mirostat %d: ", s->p.mirostat);
         if (s->p.mirostat == 1) n += snprintf(r->what + n, sizeof r->what - (size_t)n, "k %d, ", k);
-        snprintf(r->what + n, sizeof r->what - (size_t)n, "kept %d of %d, mass %.3f, drew %d (p %.3f), mu %.3f -> %.3f",
-                 c->n, before, mass, t->id, t->p, mu0, s->mu);
+        snprintf(r->what + n, sizeof r->what - (size_t)n, "kept %d of %d, mass %.3f, drew %d (p %.3f)%s, mu %.3f -> %.3f",
+                 c->n, before, mass, t->id, t->p, how, mu0, s->mu);
     } else {
         stage_report(r, "dist", NAN, before, c, 1.0);
-        snprintf(r->what, sizeof r->what, "dist: drew %d (p %.3f) from %d candidates", t->id, t->p, c->n);
+        snprintf(r->what, sizeof r->what, "dist: drew %d (p %.3f) from %d candidates%s", t->id, t->p, c->n, how);
     }
     return idx;
 }
@@ -254,12 +289,13 @@ static void processed_logprobs(const nc_sampler *s, nc_sample_info *info) {
         info->top[info->n_top++] = (nc_token_logprob){c->data[i].id, logf(c->data[i].p)};
 }
 
-int32_t nc_sampler_sample(nc_sampler *s, const float *logits, const int32_t *history, int32_t n_history,
-                          int32_t n_prompt, nc_sample_info *info) {
+int32_t sampler_draw(nc_sampler *s, const float *logits, const int32_t *history, int32_t n_history, int32_t n_prompt,
+                     const sampler_proposal *prop, bool *accepted, nc_sample_info *info) {
     step_in in = {history, n_history, n_prompt};
-    bool record = s->p.explain;
+    bool record = s->p.explain, ok = false;
     run_chain(s, logits, &in, false, record);
-    int32_t idx = draw(s, record ? &s->ex.stage[s->ex.n_stages++] : NULL);
+    int32_t idx = draw(s, prop, &ok, record ? &s->ex.stage[s->ex.n_stages++] : NULL);
+    if (accepted) *accepted = ok;
     if (record) record_choice(s, idx);
     int32_t token = s->list.data[idx].id;
     if (info) {
@@ -270,6 +306,23 @@ int32_t nc_sampler_sample(nc_sampler *s, const float *logits, const int32_t *his
     }
     return token;
 }
+
+int32_t nc_sampler_sample(nc_sampler *s, const float *logits, const int32_t *history, int32_t n_history,
+                          int32_t n_prompt, nc_sample_info *info) {
+    return sampler_draw(s, logits, history, n_history, n_prompt, NULL, NULL, info);
+}
+
+int32_t sampler_propose(nc_sampler *s, const float *logits, const int32_t *history, int32_t n_history,
+                        int32_t n_prompt, float *q) {
+    int32_t token = sampler_draw(s, logits, history, n_history, n_prompt, NULL, NULL, NULL);
+    const cand_list *c = &s->list;
+    if (c->n == 1) return token; /* certain: q stays unwritten */
+    memset(q, 0, (size_t)s->n_vocab * sizeof *q);
+    for (int32_t i = 0; i < c->n; i++) q[c->data[i].id] = c->data[i].p;
+    return token;
+}
+
+bool sampler_proposal_certain(const nc_sampler *s) { return s->list.n == 1; }
 
 int32_t nc_sampler_apply(nc_sampler *s, const float *logits, const int32_t *history, int32_t n_history,
                          int32_t n_prompt, nc_token_prob *out, int32_t cap) {

@@ -47,10 +47,7 @@ void smp_mirostat_v2_truncate(cand_list *c, double mu) {
     cands_truncate(c, keep > 0 ? keep : 1);
 }
 
-int32_t smp_mirostat_draw(cand_list *c, float tau, float eta, double *mu, nc_rng *rng) {
-    cands_softmax(c);
-    int32_t idx = cands_draw(c, rng);
-    double surprise = -log2((double)c->data[idx].p);
+void smp_mirostat_update(float p, float tau, float eta, double *mu) {
+    double surprise = -log2((double)p);
     *mu -= eta * (surprise - tau);
-    return idx;
 }

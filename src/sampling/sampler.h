@@ -64,11 +64,11 @@ typedef struct dry_params {
 int32_t smp_dry(cand_list *c, const int32_t *window, int32_t n_window, const uint8_t *breaker, dry_params p,
                 int32_t *scratch, int32_t *longest);
 
-/* mirostat.c: a truncation that depends on mu (v1 returns its k), then the draw, which
- * updates mu from the surprise of the drawn token and returns its index. */
+/* mirostat.c: a truncation that depends on mu (v1 returns its k); after the draw, mu moves by
+ * the surprise of the drawn token, whose probability among the kept ones is p. */
 int32_t smp_mirostat_v1_truncate(cand_list *c, int32_t n_vocab, double mu);
 void smp_mirostat_v2_truncate(cand_list *c, double mu);
-int32_t smp_mirostat_draw(cand_list *c, float tau, float eta, double *mu, nc_rng *rng);
+void smp_mirostat_update(float p, float tau, float eta, double *mu);
 
 /* ---- the chain (stages.c, chain.c) ---- */
 
@@ -128,6 +128,23 @@ void stage_report(nc_explain_stage *r, const char *label, double param, int32_t 
  * for beam search. Returns the full vocabulary in id order. */
 const cand_list *sampler_process(nc_sampler *s, const float *logits, const int32_t *history, int32_t n_history,
                                  int32_t n_prompt);
+
+/* chain.c, for speculative decoding. A draft's proposal at one step: its token and the draft's
+ * distribution over the vocabulary by id (NULL: the proposal was certain, as prompt lookup's). */
+typedef struct sampler_proposal {
+    int32_t token;
+    const float *q;
+} sampler_proposal;
+
+/* nc_sampler_sample's step, the draw made against prop when not NULL (*accepted: the draft's
+ * token was kept); the token drawn is distributed as nc_sampler_sample's either way. */
+int32_t sampler_draw(nc_sampler *s, const float *logits, const int32_t *history, int32_t n_history, int32_t n_prompt,
+                     const sampler_proposal *prop, bool *accepted, nc_sample_info *info);
+/* A draft's step: nc_sampler_sample's draw, and the distribution it was drawn from into q (by
+ * id, n_vocab floats) unless it was certain (sampler_proposal_certain; q is not written). */
+int32_t sampler_propose(nc_sampler *s, const float *logits, const int32_t *history, int32_t n_history,
+                        int32_t n_prompt, float *q);
+bool sampler_proposal_certain(const nc_sampler *s);
 
 /* stop.c helpers shared with beam search: the earliest occurrence of any stop string in text
  * (its offset, or -1), and whether a token ends generation by itself. */

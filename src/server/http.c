@@ -29,6 +29,7 @@
 struct srv_server {
     struct MHD_Daemon *d;
     nc_context *c;
+    nc_context *draft;     /* the draft model's, with speculative decoding */
     srv_sched *sched;
     srv_metrics metrics;
     srv_model_ctx mc;
@@ -208,7 +209,7 @@ static void reply_meta(srv_server *sv, srv_api api, char *id, size_t id_cap, srv
 
 /* Under j->mu. */
 static srv_usage job_usage(const srv_job *j) {
-    srv_usage u = {.cached_tokens = j->cached_tokens};
+    srv_usage u = {.cached_tokens = j->cached_tokens, .speculative = j->speculative, .spec = j->spec};
     for (int32_t p = 0; p < j->n_prompts; p++) u.prompt_tokens += j->n_prompt[p];
     for (int32_t i = 0; i < j->n_choices; i++) u.completion_tokens += j->out[i].n_tokens;
     return u;
@@ -574,6 +575,7 @@ static void server_free(srv_server *sv) {
     if (sv->mc_ready) srv_model_ctx_free(&sv->mc);
     if (sv->metrics_ready) srv_metrics_destroy(&sv->metrics);
     nc_context_free(sv->c);
+    nc_context_free(sv->draft);
     free(sv->api_key);
     free(sv->model_id);
     free(sv->slot_dir);
@@ -611,10 +613,21 @@ int srv_start(srv_server **out, nc_model *m, const srv_config *cfg, nc_err *err)
             goto fail;
         }
     }
+    bool spec = cfg->draft_model || cfg->spec.lookup_ngram > 0;
+    int32_t per_slot = 1 + (spec ? (cfg->spec.draft_max ? cfg->spec.draft_max : 16) : 0);
     nc_context_params cp = {.n_ctx = cfg->n_ctx, .n_seq_max = cfg->n_parallel, .n_threads = cfg->n_threads,
-                            .n_batch = cfg->n_parallel + cfg->chunk, .kv_cells = cfg->kv_cells,
+                            .n_batch = cfg->n_parallel * per_slot + cfg->chunk, .kv_cells = cfg->kv_cells,
                             .type_k = cfg->type_k, .type_v = cfg->type_v, .swa_full = cfg->swa_full};
     if (nc_context_new(&sv->c, m, &cp, err)) goto fail;
+    nc_spec_params sp = cfg->spec;
+    if (cfg->draft_model) { /* a sequence per slot, as long as the model's */
+        nc_context_params dp = {.n_ctx = nc_context_n_ctx(sv->c), .n_seq_max = cfg->n_parallel,
+                                .n_threads = cfg->n_threads};
+        if (nc_spec_check_vocab(m, cfg->draft_model, err) || nc_context_new(&sv->draft, cfg->draft_model, &dp, err))
+            goto fail;
+        sp.draft = sv->draft;
+        sp.draft_model = cfg->draft_model;
+    }
     nc_kv_stats kst;
     nc_kv_get_stats(sv->c, &kst);
     if ((int64_t)kst.n_blocks * NC_KV_BLOCK < nc_context_n_ctx(sv->c)) { /* one slot must be able to fill its context */
@@ -626,7 +639,7 @@ int srv_start(srv_server **out, nc_model *m, const srv_config *cfg, nc_err *err)
         goto fail;
     sv->mc_ready = true;
     srv_sched_config sc = {.n_slots = cfg->n_parallel, .max_queue = cfg->max_queue, .chunk = cfg->chunk,
-                           .swa_full = cfg->swa_full, .context = cfg->context};
+                           .swa_full = cfg->swa_full, .context = cfg->context, .spec = sp};
     if (srv_sched_new(&sv->sched, sv->c, m, &sc, &sv->metrics, err) || start_daemon(sv, cfg, err)) goto fail;
     *out = sv;
     return 0;

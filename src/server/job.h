@@ -57,6 +57,8 @@ typedef struct srv_job {
     int32_t live_slots;
     bool first_token_seen;
     int64_t cached_tokens; /* prompt tokens the prefix cache held (under mu once a slot is running) */
+    bool speculative;      /* its slots decode speculatively */
+    nc_spec_stats spec;    /* their drafts and passes (under mu) */
 
     atomic_bool cancelled; /* the client went away: the engine drops the job at its next step */
     atomic_int refs;

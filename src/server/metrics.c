@@ -64,6 +64,15 @@ void srv_metrics_preempted(srv_metrics *m) {
     pthread_mutex_unlock(&m->mu);
 }
 
+void srv_metrics_spec(srv_metrics *m, const nc_spec_stats *step) {
+    pthread_mutex_lock(&m->mu);
+    m->spec.drafted += step->drafted;
+    m->spec.accepted += step->accepted;
+    m->spec.passes += step->passes;
+    m->spec.generated += step->generated;
+    pthread_mutex_unlock(&m->mu);
+}
+
 static void observe(srv_metrics *m, srv_histogram *h, double v) {
     int b = 0;
     while (b < h->n_bounds && v > h->bounds[b]) b++;
@@ -138,6 +147,19 @@ static void render_kv(FILE *f, const srv_metrics *m) {
     fprintf(f, "nucleus_preemptions_total %llu\n", (unsigned long long)m->preemptions);
 }
 
+static void render_spec(FILE *f, const nc_spec_stats *s) {
+    header(f, "nucleus_spec_draft_tokens_total", "counter", "Tokens proposed by speculative decoding and verified.");
+    fprintf(f, "nucleus_spec_draft_tokens_total %lld\n", (long long)s->drafted);
+    header(f, "nucleus_spec_accepted_tokens_total", "counter", "Proposed tokens the model kept.");
+    fprintf(f, "nucleus_spec_accepted_tokens_total %lld\n", (long long)s->accepted);
+    header(f, "nucleus_spec_acceptance_rate", "gauge", "Share of proposed tokens kept.");
+    fprintf(f, "nucleus_spec_acceptance_rate %.6f\n", s->drafted ? (double)s->accepted / (double)s->drafted : 0.0);
+    header(f, "nucleus_spec_passes_total", "counter", "A sequence's passes through the model while speculating.");
+    fprintf(f, "nucleus_spec_passes_total %lld\n", (long long)s->passes);
+    header(f, "nucleus_spec_tokens_per_pass", "gauge", "Tokens generated per pass of a sequence (the mean accepted length + 1).");
+    fprintf(f, "nucleus_spec_tokens_per_pass %.6f\n", s->passes ? (double)s->generated / (double)s->passes : 0.0);
+}
+
 char *srv_metrics_render(srv_metrics *m) {
     char *text = NULL;
     size_t len = 0;
@@ -147,6 +169,7 @@ char *srv_metrics_render(srv_metrics *m) {
     render_counters(f, m);
     render_gauges(f, m);
     render_kv(f, m);
+    render_spec(f, &m->spec);
     render_histogram(f, "nucleus_time_to_first_token_seconds", "Time from a request's arrival to its first token.",
                      &m->ttft);
     render_histogram(f, "nucleus_time_per_output_token_seconds", "Time between consecutive tokens of a sequence.",

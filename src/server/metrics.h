@@ -43,6 +43,7 @@ typedef struct srv_metrics {
     int64_t queue_length, busy_slots, n_slots;
     nc_kv_stats kv;                 /* the KV pool and its prefix cache, as of the engine's last step */
     uint64_t preemptions;           /* sequences whose cache was taken back to make room */
+    nc_spec_stats spec;             /* speculative decoding: drafts, kept ones, slots' passes, their tokens */
     srv_histogram ttft, token_latency;
 } srv_metrics;
 
@@ -54,6 +55,7 @@ void srv_metrics_tokens(srv_metrics *m, int64_t prompt, int64_t generated);
 void srv_metrics_gauges(srv_metrics *m, int64_t queue_length, int64_t busy_slots);
 void srv_metrics_kv(srv_metrics *m, const nc_kv_stats *kv);
 void srv_metrics_preempted(srv_metrics *m);
+void srv_metrics_spec(srv_metrics *m, const nc_spec_stats *step);
 void srv_metrics_ttft(srv_metrics *m, double seconds);
 void srv_metrics_token_latency(srv_metrics *m, double seconds);
 /* The exposition text, malloc'd; NULL when out of memory. */

@@ -218,11 +218,21 @@ static cJSON *choice_item(const srv_resp_meta *m, const srv_choice_view *c) {
     return o;
 }
 
+/* llama.cpp's server reports drafts in "timings": draft_n proposed, draft_n_accepted kept; and
+ * the model's passes that made the completion tokens. */
+static bool put_timings(cJSON *root, const srv_usage *u) {
+    if (!u->speculative) return true;
+    cJSON *t = cJSON_CreateObject();
+    return put(root, "timings", t) && put_num(t, "predicted_n", (double)u->completion_tokens) &&
+           put_num(t, "draft_n", (double)u->spec.drafted) && put_num(t, "draft_n_accepted", (double)u->spec.accepted) &&
+           put_num(t, "passes", (double)u->spec.passes);
+}
+
 char *srv_json_response(const srv_resp_meta *m, const srv_choice_view *choices, int n, const srv_usage *u) {
     cJSON *arr, *root = envelope(m, m->api == SRV_API_CHAT ? "chat.completion" : "text_completion", &arr);
     bool ok = root != NULL;
     for (int i = 0; ok && i < n; i++) ok = append(arr, choice_item(m, &choices[i]));
-    ok = ok && put(root, "usage", usage_item(u));
+    ok = ok && put(root, "usage", usage_item(u)) && put_timings(root, u);
     return print_and_free(root, ok);
 }
 
@@ -254,7 +264,7 @@ char *srv_json_chunk(const srv_resp_meta *m, const srv_choice_view *c, bool role
 
 char *srv_json_usage_chunk(const srv_resp_meta *m, const srv_usage *u) {
     cJSON *arr, *root = envelope(m, m->api == SRV_API_CHAT ? "chat.completion.chunk" : "text_completion", &arr);
-    return print_and_free(root, root && put(root, "usage", usage_item(u)));
+    return print_and_free(root, root && put(root, "usage", usage_item(u)) && put_timings(root, u));
 }
 
 char *srv_json_error(const srv_error *e) {

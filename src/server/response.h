@@ -48,6 +48,8 @@ typedef struct srv_choice_view {
 typedef struct srv_usage {
     int64_t prompt_tokens, completion_tokens;
     int64_t cached_tokens;  /* prompt tokens whose keys and values came from the prefix cache */
+    bool speculative;       /* the server decodes speculatively: "timings" reports the drafts */
+    nc_spec_stats spec;
 } srv_usage;
 
 char *srv_json_error(const srv_error *e);

@@ -6,6 +6,10 @@
  * without it, so submissions never wait for a step. Jobs have their own lock for output. */
 #include "server/scheduler.h"
 
+#include "common.h"
+#include "sampling/seq.h"
+#include "sampling/spec.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -28,10 +32,7 @@ typedef struct slot {
     int32_t prompt, choice;
     int32_t leader;        /* the slot whose cache the group's prompt goes into */
     uint64_t order;        /* admission order: prompts are prefilled first come, first served */
-    nc_sampler *sampler;
-    nc_stopper *stopper;
-    int32_t *history;      /* prompt, then generated tokens */
-    int32_t n_history, n_prompt;
+    seq seq;               /* its sampler, stop rules, tokens (the prompt, then generated ones), drafts */
     int32_t n_fed;         /* tokens in the cache */
     int32_t n_target;      /* tokens to feed before sampling (the prompt), or before decoding again */
     bool resume;           /* feeding its cache again after a preemption: nothing is sampled */
@@ -53,7 +54,10 @@ struct srv_sched {
     int32_t n_slots, max_queue, chunk, n_vocab, n_ctx;
     bool rings;            /* sliding-window layers may keep rings, which share no prefixes */
     nc_ctx_policy context; /* what a slot whose context is full does */
+    spec_drafter *drafter; /* speculative decoding (NULL: off) */
     slot *slots;
+    seq **drafting;        /* the decoding slots' sequences proposing drafts this step */
+    int32_t *room;
     nc_batch_entry *batch;
     uint64_t next_order;
     int64_t step_tokens;   /* tokens sampled in the current step */
@@ -129,9 +133,9 @@ static void fail_job(srv_job *j, int status, const char *type, const char *msg) 
 static void release_slot(srv_sched *s, int32_t i) {
     slot *sl = &s->slots[i];
     srv_job *j = sl->job;
-    nc_sampler_free(sl->sampler);
-    nc_stopper_free(sl->stopper);
-    int32_t *last = sl->history, n_last = nc_kv_seq_len(s->c, i);
+    int32_t *last = sl->seq.tokens, n_last = nc_kv_seq_len(s->c, i);
+    sl->seq.tokens = NULL;
+    seq_free(&sl->seq);
     free(sl->replay);
     nc_kv_seq_clear(s->c, i);
     *sl = (slot){.state = SLOT_FREE, .row = -1, .last = last, .n_last = n_last};
@@ -164,25 +168,21 @@ static void reap(srv_sched *s) {
 static int init_slot(srv_sched *s, int32_t i, srv_job *j, int32_t p, int32_t choice, int32_t leader, nc_err *err) {
     slot *sl = &s->slots[i];
     free(sl->last);
+    int32_t n_prompt = j->n_prompt[p];
     *sl = (slot){.state = leader < 0 ? SLOT_PREFILL : SLOT_WAIT, .job = j, .prompt = p, .choice = choice,
-                 .leader = leader < 0 ? i : leader, .order = s->next_order++, .n_prompt = j->n_prompt[p], .row = -1,
-                 .n_target = j->n_prompt[p]};
+                 .leader = leader < 0 ? i : leader, .order = s->next_order++, .row = -1, .n_target = n_prompt};
     s->n_busy++;
     j->live_slots++;
-    nc_sampler_params sp = j->sampling;
-    sp.seed = j->sampling.seed + (uint64_t)choice;
+    j->speculative = s->drafter != NULL;
     nc_stop_params st = j->stop;
-    int32_t room = s->n_ctx - sl->n_prompt + 1, bos = nc_token_bos(s->m);
+    int32_t room = s->n_ctx - n_prompt + 1, bos = nc_token_bos(s->m);
     nc_err unfit; /* a shift keeping a prompt too long for it: the request ends at a full context */
     bool go_on = st.max_tokens > 0 && s->context.mode != NC_CTX_STOP &&
-                 !nc_ctx_policy_check(&s->context, s->n_ctx, sl->n_prompt, bos >= 0 && j->prompts[p][0] == bos, &unfit);
+                 !nc_ctx_policy_check(&s->context, s->n_ctx, n_prompt, bos >= 0 && j->prompts[p][0] == bos, &unfit);
     if (!go_on) st.max_tokens = st.max_tokens > 0 && st.max_tokens < room ? st.max_tokens : room;
-    if (nc_sampler_new(&sl->sampler, s->m, s->n_vocab, &sp, err) || nc_stopper_new(&sl->stopper, s->m, &st, err))
-        return -1;
-    sl->history = malloc((size_t)(sl->n_prompt + st.max_tokens) * sizeof *sl->history);
-    if (!sl->history) return fail_msg(err, "out of memory");
-    memcpy(sl->history, j->prompts[p], (size_t)sl->n_prompt * sizeof *sl->history);
-    sl->n_history = sl->n_prompt;
+    seq_config cfg = {.m = s->m, .n_vocab = s->n_vocab, .sampling = &j->sampling, .stop = &st, .drafter = s->drafter};
+    if (seq_init(&sl->seq, &cfg, i, (uint64_t)choice, j->prompts[p], n_prompt, err)) return -1;
+    sl->seq.info = j->logprobs; /* the drawn token's log-probability, even with no top ones */
     return 0;
 }
 
@@ -440,9 +440,9 @@ static bool make_room(srv_sched *s, const slot *sl, int32_t need) {
 /* The first time a slot feeds its tokens, the prefix cache may hold some of them: a prompt's all
  * but its last token (whose logits are wanted), a resumed cache all of it. */
 static void look_up(srv_sched *s, slot *sl) {
-    int32_t seq = (int32_t)(sl - s->slots);
+    int32_t id = (int32_t)(sl - s->slots);
     sl->looked_up = true;
-    sl->n_fed = nc_kv_seq_reuse_prefix(s->c, seq, sl->resume ? sl->replay : sl->history, sl->n_target - !sl->resume);
+    sl->n_fed = nc_kv_seq_reuse_prefix(s->c, id, sl->resume ? sl->replay : sl->seq.tokens, sl->n_target - !sl->resume);
     if (!sl->resume && !sl->counted) {
         sl->counted = true;
         pthread_mutex_lock(&sl->job->mu);
@@ -471,11 +471,11 @@ static int add_prefill(srv_sched *s, int n, int32_t reserved) {
             if (sl->state == SLOT_PREFILL && sl->row == -1 && (!next || sl->order < next->order)) next = sl;
         }
         if (!next) return n;
-        int32_t seq = (int32_t)(next - s->slots);
+        int32_t id = (int32_t)(next - s->slots);
         if (!next->looked_up) {
             look_up(s, next);
             if (nc_kv_blocks_available(s->c) < reserved) { /* what it took was promised to the batch */
-                nc_kv_seq_clear(s->c, seq);
+                nc_kv_seq_clear(s->c, id);
                 next->n_fed = 0;
                 next->looked_up = false;
                 return n;
@@ -487,14 +487,14 @@ static int add_prefill(srv_sched *s, int n, int32_t reserved) {
         }
         int32_t end = (next->n_fed / s->chunk + 1) * s->chunk;
         if (end > next->n_target) end = next->n_target;
-        int32_t need = nc_kv_blocks_needed(s->c, seq, end - next->n_fed);
+        int32_t need = nc_kv_blocks_needed(s->c, id, end - next->n_fed);
         if (end - next->n_fed > budget || !make_room(s, next, reserved + need)) return n;
         budget -= end - next->n_fed;
         reserved += need;
         bool last = end == next->n_target;
-        const int32_t *feed = next->resume ? next->replay : next->history;
+        const int32_t *feed = next->resume ? next->replay : next->seq.tokens;
         for (int32_t pos = next->n_fed; pos < end; pos++)
-            s->batch[n++] = (nc_batch_entry){feed[pos], pos, seq, last && !next->resume && pos == end - 1};
+            s->batch[n++] = (nc_batch_entry){feed[pos], pos, id, last && !next->resume && pos == end - 1};
         next->row = last && !next->resume ? n - 1 : -2; /* -2: in this batch, no logits */
         next->n_fed = end;
         if (last && next->resume) resumed(next); /* its last token goes in the next step */
@@ -510,36 +510,82 @@ static void observe_token(srv_sched *s, slot *sl, srv_job *j) {
     s->step_tokens++;
 }
 
-/* Draw the slot's next token from logits, push it through the stop rules, post it. */
-static void sample_slot(srv_sched *s, slot *sl, const float *logits) {
+typedef struct slot_ref {
+    srv_sched *s;
+    slot *sl;
+} slot_ref;
+
+/* A token the slot drew: to its job. */
+static int post_token(void *user, seq *q, const seq_token *t) {
+    slot_ref *r = user;
+    srv_job *j = r->sl->job;
+    (void)q;
+    observe_token(r->s, r->sl, j);
+    /* the end-of-generation token is not part of the text, nor of its logprobs */
+    bool with_lp = j->logprobs && !nc_token_is_eog(r->s->m, t->token);
+    srv_logprob lp = {.token = t->token};
+    if (with_lp) {
+        lp.logprob = t->info->logprob;
+        lp.n_top = t->info->n_top;
+        memcpy(lp.top, t->info->top, (size_t)t->info->n_top * sizeof *t->info->top);
+    }
+    srv_job_post(j, r->sl->choice, t->text, (size_t)t->n_text, with_lp ? &lp : NULL, 1, t->finish);
+    return 0;
+}
+
+/* What a step's drafts did: to the job and the metrics. */
+static void account_spec(srv_sched *s, srv_job *j, const nc_spec_stats *before, const nc_spec_stats *after) {
+    nc_spec_stats d = {after->drafted - before->drafted, after->accepted - before->accepted,
+                       after->passes - before->passes, after->generated - before->generated};
+    pthread_mutex_lock(&j->mu);
+    j->spec.drafted += d.drafted;
+    j->spec.accepted += d.accepted;
+    j->spec.passes += d.passes;
+    j->spec.generated += d.generated;
+    pthread_mutex_unlock(&j->mu);
+    srv_metrics_spec(s->metrics, &d);
+}
+
+/* The slot's next tokens from the batch's entry `row` (and its drafts after it): drawn, through
+ * the stop rules, posted. */
+static void sample_slot(srv_sched *s, slot *sl, int32_t row) {
     srv_job *j = sl->job;
     if (atomic_load(&j->cancelled)) return;
-    nc_sample_info info;
-    int32_t tok = nc_sampler_sample(sl->sampler, logits, sl->history, sl->n_history, sl->n_prompt,
-                                    j->logprobs ? &info : NULL);
-    const char *text;
-    int32_t n_text;
-    nc_finish fin = nc_stopper_push(sl->stopper, tok, &text, &n_text);
-    sl->history[sl->n_history++] = tok;
-    observe_token(s, sl, j);
-    /* the end-of-generation token is not part of the text, nor of its logprobs */
-    bool with_lp = j->logprobs && !nc_token_is_eog(s->m, tok);
-    srv_logprob lp = {.token = tok};
-    if (with_lp) {
-        lp.logprob = info.logprob;
-        lp.n_top = info.n_top;
-        memcpy(lp.top, info.top, (size_t)info.n_top * sizeof *info.top);
+    nc_spec_stats before = sl->seq.spec ? sl->seq.spec->stats : (nc_spec_stats){0};
+    slot_ref r = {s, sl};
+    nc_err err;
+    if (seq_step(&sl->seq, s->c, row, post_token, &r, &err) < 0) {
+        fail_job(j, 500, "server_error", err.msg);
+        return;
     }
-    srv_job_post(j, sl->choice, text, (size_t)n_text, with_lp ? &lp : NULL, 1, fin);
-    sl->state = fin == NC_FINISH_NONE ? SLOT_DECODE : SLOT_DONE;
+    sl->state = sl->seq.finish == NC_FINISH_NONE ? SLOT_DECODE : SLOT_DONE;
+    if (sl->seq.spec) account_spec(s, j, &before, &sl->seq.spec->stats);
+}
+
+/* The decoding slots' drafts for this step, within their room (the draft model's passes run
+ * over all of them at once). A failure fails their jobs. */
+static void propose_drafts(srv_sched *s) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < s->n_slots; i++) {
+        slot *sl = &s->slots[i];
+        if (sl->state != SLOT_DECODE || job_dead(sl->job)) continue;
+        s->room[n] = seq_draft_room(&sl->seq, s->c);
+        s->drafting[n++] = &sl->seq;
+    }
+    nc_err err;
+    if (n == 0 || !spec_propose(s->drafter, s->drafting, s->room, n, &err)) return;
+    for (int32_t i = 0; i < n; i++) {
+        slot *sl = &s->slots[s->drafting[i]->kv];
+        seq_drop_drafts(&sl->seq);
+        fail_job(sl->job, 500, "server_error", err.msg);
+    }
 }
 
 /* The leader's prompt is in its cache: copy it to the followers, then every choice draws its
  * first token from the same logits. */
 static void finish_prefill(srv_sched *s, int32_t leader) {
     slot *ld = &s->slots[leader];
-    const float *logits = nc_logits(s->c, ld->row);
-    srv_metrics_tokens(s->metrics, ld->n_prompt, 0);
+    srv_metrics_tokens(s->metrics, ld->seq.n_prompt, 0);
     for (int32_t i = 0; i < s->n_slots; i++) {
         slot *f = &s->slots[i];
         if (f->state != SLOT_WAIT || f->leader != leader) continue;
@@ -548,11 +594,11 @@ static void finish_prefill(srv_sched *s, int32_t leader) {
             fail_job(ld->job, 500, "server_error", err.msg);
             return;
         }
-        f->n_fed = ld->n_prompt;
+        f->n_fed = ld->seq.n_prompt;
     }
     for (int32_t i = 0; i < s->n_slots; i++) {
         slot *sl = &s->slots[i];
-        if (i == leader || (sl->state == SLOT_WAIT && sl->leader == leader)) sample_slot(s, sl, logits);
+        if (i == leader || (sl->state == SLOT_WAIT && sl->leader == leader)) sample_slot(s, sl, ld->row);
     }
 }
 
@@ -564,11 +610,12 @@ static void fail_batch(srv_sched *s, const nc_err *err) {
 }
 
 /* Decoding slots oldest first, each with the blocks its next token needs, preempting younger
- * slots for them (or, when even that is not enough, itself); then prompt chunks. */
+ * slots for them (or, when even that is not enough, itself), and its drafts when the pool has
+ * blocks for them as it is; then prompt chunks. */
 static void step(srv_sched *s) {
-    int n = 0;
-    int32_t reserved = 0;
+    int32_t n = 0, reserved = 0;
     for (int32_t i = 0; i < s->n_slots; i++) s->slots[i].row = -1;
+    if (s->drafter) propose_drafts(s);
     for (;;) {
         slot *sl = NULL;
         for (int32_t i = 0; i < s->n_slots; i++) {
@@ -578,19 +625,22 @@ static void step(srv_sched *s) {
         if (!sl) break;
         int32_t i = (int32_t)(sl - s->slots);
         nc_err err; /* a full context: only slots whose max_tokens init_slot left past the room */
-        if (nc_kv_seq_len(s->c, i) == s->n_ctx && nc_kv_seq_make_room(s->c, i, &s->context, sl->n_prompt, &err) < 0) {
+        if (nc_kv_seq_len(s->c, i) == s->n_ctx && seq_make_room(&sl->seq, s->c, &s->context, &err) < 0) {
             fail_job(sl->job, 500, "server_error", err.msg);
             sl->row = -2; /* not in this batch */
             continue;
         }
-        int32_t need = nc_kv_blocks_needed(s->c, i, 1);
+        int32_t need = nc_kv_blocks_needed(s->c, i, 1 + seq_n_draft(&sl->seq));
+        if (seq_n_draft(&sl->seq) > 0 && nc_kv_blocks_available(s->c) < reserved + need) {
+            seq_drop_drafts(&sl->seq);
+            need = nc_kv_blocks_needed(s->c, i, 1);
+        }
         if (!make_room(s, sl, reserved + need)) {
             preempt(s, i);
             continue;
         }
         reserved += need;
-        sl->row = n; /* after its last cell's position: a context shift or sinks moved the cells back */
-        s->batch[n++] = (nc_batch_entry){sl->history[sl->n_history - 1], nc_kv_seq_pos_next(s->c, i), i, true};
+        sl->row = seq_batch(&sl->seq, s->c, s->batch, &n);
     }
     n = add_prefill(s, n, reserved);
     if (n == 0) return;
@@ -604,7 +654,7 @@ static void step(srv_sched *s) {
         slot *sl = &s->slots[i];
         if (sl->row < 0) continue;
         if (sl->state == SLOT_PREFILL) finish_prefill(s, i);
-        else if (sl->state == SLOT_DECODE) sample_slot(s, sl, nc_logits(s->c, sl->row));
+        else if (sl->state == SLOT_DECODE) sample_slot(s, sl, sl->row);
     }
     srv_metrics_tokens(s->metrics, 0, s->step_tokens);
 }
@@ -646,6 +696,9 @@ static void sched_destroy(srv_sched *s) {
         free(s->slots[i].replay);
     }
     free(s->slots);
+    spec_drafter_free(s->drafter);
+    free(s->drafting);
+    free(s->room);
     free(s->batch);
     free(s->queue);
     free(s->held);
@@ -664,15 +717,22 @@ int srv_sched_new(srv_sched **out, nc_context *c, const nc_model *m, const srv_s
                      .chunk = cfg->chunk, .n_vocab = info.n_vocab, .n_ctx = nc_context_n_ctx(c),
                      .rings = info.swa_window > 0 && !cfg->swa_full, .accepting = true, .context = cfg->context};
     int32_t cap = cfg->n_slots + cfg->max_queue;
+    if (spec_wanted(&cfg->spec) && spec_drafter_new(&s->drafter, &cfg->spec, m, err)) {
+        free(s);
+        return nc_fail_prefix(err, "speculative decoding");
+    }
+    int32_t per_slot = 1 + (s->drafter ? spec_drafter_max(s->drafter) : 0);
     s->slots = calloc((size_t)cfg->n_slots, sizeof *s->slots);
-    s->batch = malloc((size_t)(cfg->n_slots + cfg->chunk) * sizeof *s->batch);
+    s->drafting = malloc((size_t)cfg->n_slots * sizeof *s->drafting);
+    s->room = malloc((size_t)cfg->n_slots * sizeof *s->room);
+    s->batch = malloc(((size_t)cfg->n_slots * (size_t)per_slot + (size_t)cfg->chunk) * sizeof *s->batch);
     s->queue = malloc((size_t)cap * sizeof *s->queue);
     s->held = malloc((size_t)cap * sizeof *s->held);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->wake, NULL);
     pthread_cond_init(&s->idle, NULL);
     pthread_cond_init(&s->acted, NULL);
-    if (!s->slots || !s->batch || !s->queue || !s->held) {
+    if (!s->slots || !s->drafting || !s->room || !s->batch || !s->queue || !s->held) {
         sched_destroy(s);
         return fail_msg(err, "out of memory");
     }

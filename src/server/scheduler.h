@@ -27,11 +27,13 @@ typedef struct srv_sched_config {
     int32_t chunk;         /* prompt tokens prefilled per step (across slots) */
     bool swa_full;         /* the context keeps every position of sliding-window layers */
     nc_ctx_policy context; /* what a full slot does (see srv_config) */
+    nc_spec_params spec;   /* speculative decoding per slot (the draft's context holds n_slots sequences) */
 } srv_sched_config;
 
 typedef struct srv_sched srv_sched;
 
-/* Starts the engine thread. c must have n_seq_max >= n_slots and n_batch >= n_slots + chunk. */
+/* Starts the engine thread. c must have n_seq_max >= n_slots and n_batch >= n_slots x (1 +
+ * draft_max with speculation) + chunk. */
 int srv_sched_new(srv_sched **out, nc_context *c, const nc_model *m, const srv_sched_config *cfg, srv_metrics *metrics,
                   nc_err *err);
 /* Queue a job (taking a reference). -1 when the queue is full or the scheduler is stopping. */

@@ -30,6 +30,9 @@ typedef struct srv_config {
     bool swa_full;         /* sliding-window layers keep every position (nc_context_params.swa_full) */
     nc_ctx_policy context; /* a slot whose context is full: ends (finish "length"), or, for requests
                               with max_tokens, a context shift or attention sinks make room */
+    nc_model *draft_model; /* speculative decoding in every slot with this draft model (the server
+                              makes its context), or with prompt lookup (spec.lookup_ngram) */
+    nc_spec_params spec;   /* lookup_ngram, draft_max, draft_min, fixed */
 } srv_config;
 
 typedef struct srv_server srv_server;
