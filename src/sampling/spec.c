@@ -8,7 +8,7 @@
 
 #include "common.h"
 
-enum { DRAFT_MAX_DEFAULT = 16 };
+enum { DRAFT_MAX_DEFAULT = 16, PROBE = 16 };
 
 struct spec_drafter {
     nc_spec_params p;
@@ -91,7 +91,7 @@ void spec_drafter_free(spec_drafter *d) {
 int spec_state_new(spec_state **out, spec_drafter *d, const nc_sampler_params *sampling, int32_t kv, nc_err *err) {
     spec_state *st = calloc(1, sizeof *st);
     if (!st) return nc_fail(err, "out of memory");
-    *st = (spec_state){.d = d, .kv = kv, .alpha = 0.75};
+    *st = (spec_state){.d = d, .kv = kv, .alpha = 0.75, .probe_every = PROBE};
     *out = st;
     if (!d->p.draft) return 0;
     nc_sampler_params sp = *sampling;
@@ -122,26 +122,45 @@ sampler_proposal spec_proposal(const spec_state *st, int32_t i) {
 
 /* The draft length with the most tokens per unit of cost (Leviathan et al. 2023, section 3.4):
  * gamma drafts give (1 - alpha^(gamma+1)) / (1 - alpha) tokens per pass of the model, at the
- * cost of 1 + cost * gamma passes. */
-static int32_t draft_length(const spec_drafter *d, const spec_state *st) {
-    if (d->p.fixed || d->cost == 0) return d->max;
-    double a = st->alpha < 0.01 ? 0.01 : st->alpha > 0.99 ? 0.99 : st->alpha, best = 0;
-    int32_t k = d->p.draft_min > 1 ? d->p.draft_min : 1, at = k;
-    for (int32_t g = k; g <= d->max; g++) {
-        double f = (1 - pow(a, g + 1)) / ((1 - a) * (1 + d->cost * g));
+ * cost of 1 + (draft + VERIFY) * gamma passes: the draft's own passes and the extra rows of the
+ * model's. None when no length beats plain decoding (1 token per pass); then a probe of one
+ * draft keeps the estimate of alpha alive, after PROBE passes, twice as many after each probe
+ * that was rejected (up to 64 x PROBE). Deterministic (no clocks): the same seed draws the same
+ * tokens. */
+static const double VERIFY = 0.05; /* a verified row's share of a pass (decoding reads the weights once) */
+
+static int32_t draft_length(const spec_drafter *d, spec_state *st) {
+    if (d->p.fixed) return d->max;
+    double a = st->alpha < 0.01 ? 0.01 : st->alpha > 0.99 ? 0.99 : st->alpha, best = 1;
+    int32_t lo = d->p.draft_min > 1 ? d->p.draft_min : 1, at = 0;
+    for (int32_t g = lo; g <= d->max; g++) {
+        double f = (1 - pow(a, g + 1)) / ((1 - a) * (1 + (d->cost + VERIFY) * g));
         if (f > best) {
             best = f;
             at = g;
         }
     }
-    return at;
+    if (at > 0) {
+        st->idle = 0;
+        st->probe_every = PROBE;
+        return at;
+    }
+    if (++st->idle < st->probe_every) return 0;
+    st->idle = 0;
+    if (st->probe_every < 64 * PROBE) st->probe_every *= 2; /* back to PROBE once a draft is kept */
+    return lo;
 }
 
 /* Prompt lookup (Saxena 2023): the tokens after the latest earlier occurrence of the sequence's
  * last g tokens, g from lookup_ngram down to 1. */
 static void propose_lookup(const spec_drafter *d, seq *s, int32_t room) {
     const int32_t *t = s->tokens;
-    int32_t n = s->n_tokens, found = 0;
+    int32_t n = s->n_tokens, found = 0, want = draft_length(d, s->spec);
+    room = want < room ? want : room;
+    if (room <= 0) {
+        s->spec->n_draft = 0;
+        return;
+    }
     for (int32_t g = d->p.lookup_ngram < n - 1 ? d->p.lookup_ngram : n - 1; g >= 1 && !found; g--)
         for (int32_t i = n - g - 1; i >= 0 && !found; i--) {
             if (memcmp(t + i, t + n - g, (size_t)g * sizeof *t) != 0) continue;
@@ -248,6 +267,7 @@ void spec_verified(spec_state *st, const seq *s, int32_t n_accepted, int32_t n_m
     st->stats.accepted += n_accepted;
     /* each draft verified moves the estimate; the first rejected one too */
     for (int32_t i = 0; i < n_accepted; i++) st->alpha = 0.9 * st->alpha + 0.1;
+    if (n_accepted > 0) st->probe_every = PROBE;
     if (n_made > n_accepted && n_accepted < k) st->alpha *= 0.9;
     st->n_draft = 0;
     if (st->d->p.draft && nc_kv_seq_len(st->d->p.draft, st->kv) > s->n_tokens - 1)

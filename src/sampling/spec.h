@@ -16,6 +16,8 @@ struct spec_state {
     float *q;               /* per draft: the draft's distribution by id (draft_max x n_vocab) */
     bool *certain;          /* per draft: q is one token's (not written) */
     double alpha;           /* acceptance estimate (exponential moving average per draft token) */
+    int32_t idle;           /* passes without drafts since the last, while drafting does not pay */
+    int32_t probe_every;    /* passes between two probes then */
     nc_spec_stats stats;
 };
 

@@ -66,7 +66,7 @@ static void test_completion(void) {
     srv_choice_view c[2] = {{.index = 0, .text = "t3\xE2", .n_text = 3, .logprobs = true, .lp = lp, .n_lp = 2,
                              .finish = NC_FINISH_LENGTH},
                             {.index = 1, .text = "ok", .n_text = 2, .finish = NC_FINISH_STOP}};
-    srv_usage u = {5, 4, 3};
+    srv_usage u = {.prompt_tokens = 5, .completion_tokens = 4, .cached_tokens = 3};
     cJSON *j = parsed(srv_json_response(&m, c, 2, &u));
     CHECK(!strcmp(str(j, "id", NULL), "cmpl-1") && !strcmp(str(j, "object", NULL), "text_completion"));
     CHECK(num(j, "created", NULL) == 1700000000 && !strcmp(str(j, "model", NULL), "stories"));
@@ -95,12 +95,28 @@ static void test_completion(void) {
     cJSON_Delete(j);
 }
 
+/* Speculative decoding's drafts in "timings" (llama.cpp's names), only when the server speculates. */
+static void test_timings(void) {
+    srv_resp_meta m = {SRV_API_COMPLETIONS, "cmpl-3", "stories", 1, fake_piece, NULL};
+    srv_choice_view c = {.index = 0, .text = "ok", .n_text = 2, .finish = NC_FINISH_STOP};
+    srv_usage u = {.prompt_tokens = 2, .completion_tokens = 9, .speculative = true,
+                   .spec = {.drafted = 12, .accepted = 7, .passes = 3, .generated = 9}};
+    cJSON *j = parsed(srv_json_response(&m, &c, 1, &u));
+    CHECK(num(j, "timings", "draft_n") == 12 && num(j, "timings", "draft_n_accepted") == 7 &&
+          num(j, "timings", "passes") == 3 && num(j, "timings", "predicted_n") == 9);
+    cJSON_Delete(j);
+    u.speculative = false;
+    j = parsed(srv_json_response(&m, &c, 1, &u));
+    CHECK(j && !cJSON_GetObjectItemCaseSensitive(j, "timings"));
+    cJSON_Delete(j);
+}
+
 static void test_chat(void) {
     srv_resp_meta m = {SRV_API_CHAT, "chatcmpl-2", "smol", 1, fake_piece, NULL};
     srv_logprob lp = {.token = 8, .logprob = -0.25f, .n_top = 1, .top = {{8, -0.25f}}};
     srv_choice_view c = {.index = 0, .text = "\xC3\xA9", .n_text = 2, .logprobs = true, .lp = &lp, .n_lp = 1,
                          .finish = NC_FINISH_STOP};
-    srv_usage u = {3, 1, 0};
+    srv_usage u = {.prompt_tokens = 3, .completion_tokens = 1};
     cJSON *j = parsed(srv_json_response(&m, &c, 1, &u));
     CHECK(!strcmp(str(j, "object", NULL), "chat.completion"));
     const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0);
@@ -134,7 +150,7 @@ static void test_chunks(void) {
     CHECK(!strcmp(str(c0, "finish_reason", NULL), "length") && !cJSON_GetObjectItemCaseSensitive(j, "usage"));
     cJSON_Delete(j);
 
-    srv_usage u = {2, 7, 0};
+    srv_usage u = {.prompt_tokens = 2, .completion_tokens = 7};
     j = parsed(srv_json_usage_chunk(&m, &u));
     CHECK(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "choices")) == 0 && num(j, "usage", "total_tokens") == 9);
     cJSON_Delete(j);
@@ -177,6 +193,7 @@ static void test_small_bodies(void) {
 int main(void) {
     test_error_shape();
     test_completion();
+    test_timings();
     test_chat();
     test_chunks();
     test_small_bodies();
