@@ -91,7 +91,7 @@ void spec_drafter_free(spec_drafter *d) {
 int spec_state_new(spec_state **out, spec_drafter *d, const nc_sampler_params *sampling, int32_t kv, nc_err *err) {
     spec_state *st = calloc(1, sizeof *st);
     if (!st) return nc_fail(err, "out of memory");
-    *st = (spec_state){.d = d, .kv = kv, .alpha = 0.75, .probe_every = PROBE};
+    *st = (spec_state){.d = d, .kv = kv, .alpha = 0.6, .probe_every = PROBE};
     *out = st;
     if (!d->p.draft) return 0;
     nc_sampler_params sp = *sampling;
@@ -265,10 +265,11 @@ void spec_verified(spec_state *st, const seq *s, int32_t n_accepted, int32_t n_m
     st->stats.generated += n_made;
     st->stats.drafted += k;
     st->stats.accepted += n_accepted;
-    /* each draft verified moves the estimate; the first rejected one too */
-    for (int32_t i = 0; i < n_accepted; i++) st->alpha = 0.9 * st->alpha + 0.1;
+    /* each draft verified moves the estimate (a moving average over the last ~5); the first
+     * rejected one too */
+    for (int32_t i = 0; i < n_accepted; i++) st->alpha = 0.8 * st->alpha + 0.2;
     if (n_accepted > 0) st->probe_every = PROBE;
-    if (n_made > n_accepted && n_accepted < k) st->alpha *= 0.9;
+    if (n_made > n_accepted && n_accepted < k) st->alpha *= 0.8;
     st->n_draft = 0;
     if (st->d->p.draft && nc_kv_seq_len(st->d->p.draft, st->kv) > s->n_tokens - 1)
         nc_kv_seq_truncate(st->d->p.draft, st->kv, s->n_tokens - 1);

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Speculative decoding, nucleus beside llama.cpp in the same run: the README's "Speculative
+# decoding" table. Greedy decoding (the tokens are those of plain decoding), the same files,
+# prompts, lengths and threads for both engines.
+#
+#   bash bench/spec.sh --llamacpp DIR [-t THREADS] [-r REPS] [-n TOKENS]
+#
+# DIR holds a llama.cpp build's bin/ (llama-speculative, llama-lookup, llama-bench, llama-quantize),
+# made with ../shared/tools/build-llamacpp from the fetched Mesh-LLM/llama.cpp snapshot
+# (targets: llama-speculative llama-lookup llama-bench llama-quantize).
+# Pairs: the real TinyStories-656K (Q8_0) drafted by its own Q4_0 (llama-quantize
+# --allow-requantize); TinyLlama-1.1B's shape (synth-gguf, F16) drafted by its Q4_0 quantisation
+# (llama-quantize of that F16 file: the same weights); prompt lookup (n-grams of 3) on the
+# TinyStories model, once on a paragraph to copy and once on a long story whose greedy text
+# loops. Plain decoding: nucleus run without a draft, llama-bench's tg for llama.cpp (its
+# examples have no plain mode). nucleus's prediction: tokens per pass / (1 + c x drafts per pass),
+# c = the draft's time per token over the model's (plain runs), 0 for lookup: what the measured
+# acceptance and draft cost give when a pass of the model costs the same with drafts as without.
+# Each figure is the median of REPS runs. Not part of `make test`.
+set -eu
+cd "$(dirname "$0")/.."
+. tests/lib/models.sh
+threads=2 reps=3 n=128 lc=""
+while [ $# -gt 0 ]; do
+    case $1 in
+        --llamacpp) lc=$2; shift 2 ;;
+        -t) threads=$2; shift 2 ;;
+        -r) reps=$2; shift 2 ;;
+        -n) n=$2; shift 2 ;;
+        *) echo "usage: bash bench/spec.sh --llamacpp DIR [-t N] [-r N] [-n N]" >&2; exit 2 ;;
+    esac
+done
+for b in llama-speculative llama-lookup llama-bench llama-quantize; do
+    [ -x "$lc/bin/$b" ] || { echo "--llamacpp DIR: no DIR/bin/$b" >&2; exit 2; }
+done
+make -s -j2 build/nucleus
+tiny=$SHARED/models/tinystories-656k/TinyStories-656K-Q8_0.gguf
+tiny_q4=$MODELS_DIR/bench-tinystories-656k-q4_0.gguf
+[ -s "$tiny_q4" ] || "$lc/bin/llama-quantize" --allow-requantize "$tiny" "$tiny_q4" Q4_0 >/dev/null 2>&1
+llama=$(synth_model bench-tinyllama-1.1b-f16 --shape tinyllama-1.1b --type f16)
+llama_q4=$MODELS_DIR/bench-tinyllama-1.1b-Q4_0.gguf
+[ -s "$llama_q4" ] || "$lc/bin/llama-quantize" "$llama" "$llama_q4" Q4_0 >/dev/null 2>&1
+
+story="Once upon a time"
+paragraph="Tom and Sue went to the park. They played with a ball. The ball was red. Tom kicked the ball and Sue ran after it. Rewrite the story: Tom and Sue"
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+# ours MODEL PROMPT [FLAGS]: "tok/s drafted accepted tokens_per_pass" (median tok/s)
+ours() {
+    local model=$1 prompt=$2; shift 2
+    for _ in $(seq "$reps"); do
+        build/nucleus run -m "$model" -p "$prompt" -n "$n" --temp 0 --ignore-eos -t "$threads" "$@" 2>"$tmp/e" >/dev/null
+        rate=$(sed -n 's/.*generated [0-9]* tokens, \([0-9.]*\) tok\/s.*/\1/p' "$tmp/e")
+        spec=$(sed -n 's/^\[speculative\] drafted \([0-9]*\), accepted \([0-9]*\) .* | \([0-9.]*\) tokens per pass.*/\1 \2 \3/p' "$tmp/e")
+        echo "$rate ${spec:-0 0 1}"
+    done | sort -g | awk '{a[NR]=$0} END {print a[int((NR+1)/2)]}'
+}
+# theirs EXAMPLE MODEL PROMPT [FLAGS]: "tok/s drafted accepted predicted"
+theirs() {
+    local ex=$1 model=$2 prompt=$3; shift 3
+    for _ in $(seq "$reps"); do
+        "$lc/bin/$ex" -m "$model" -p "$prompt" -n "$n" --temp 0 --ignore-eos -t "$threads" -s 1 "$@" >"$tmp/o" 2>&1 || true
+        rate=$(sed -n 's/^decoded .* speed: *\([0-9.]*\) t\/s.*/\1/p' "$tmp/o" | tail -n 1)
+        echo "$rate $(sed -n 's/^n_drafted *= *//p' "$tmp/o") $(sed -n 's/^n_accept *= *//p' "$tmp/o") $(sed -n 's/^n_predict *= *//p' "$tmp/o")"
+    done | sort -g | awk '{a[NR]=$0} END {print a[int((NR+1)/2)]}'
+}
+plain_theirs() {
+    "$lc/bin/llama-bench" -m "$1" -p 0 -n "$n" -t "$threads" -r "$reps" -o csv 2>/dev/null | tail -n 1 | awk -F'","' '{print $(NF-1)}'
+}
+
+echo "| pair | engine | plain tok/s | speculative tok/s | speed-up | drafts kept | tokens per pass | predicted speed-up |"
+echo "|---|---|---|---|---|---|---|---|"
+row() { # name engine plain spec drafted accepted per_pass predicted
+    awk -v name="$1" -v eng="$2" -v p="$3" -v s="$4" -v d="$5" -v a="$6" -v t="$7" -v pr="$8" 'BEGIN {
+        printf "| %s | %s | %.1f | %.1f | %.2f | %s | %.2f | %s |\n", name, eng, p, s, s / p,
+               (d > 0 ? sprintf("%.1f%% of %d", 100 * a / d, d) : "none"), t, pr }'
+}
+case_pair() { # name model draft prompt
+    local name=$1 model=$2 draft=$3 prompt=$4
+    read -r plain _ _ _ <<<"$(ours "$model" "$prompt")"
+    read -r dplain _ _ _ <<<"$(ours "$draft" "$prompt")"
+    read -r spec d a tpp <<<"$(ours "$model" "$prompt" -md "$draft")"
+    # c: a draft token's time over a model token's; drafts per pass: drafted / (n / tokens per pass)
+    pred=$(awk -v t="$tpp" -v d="$d" -v p="$plain" -v dp="$dplain" -v n="$n" \
+        'BEGIN { printf "%.2f", t / (1 + p / dp * d * t / n) }')
+    row "$name" nucleus "$plain" "$spec" "$d" "$a" "$tpp" "$pred"
+    read -r tspec td ta tn <<<"$(theirs llama-speculative "$model" "$prompt" -md "$draft")"
+    tplain=$(plain_theirs "$model")
+    row "$name" "llama.cpp" "$tplain" "$tspec" "$td" "$ta" "$(awk -v n="$tn" -v a="$ta" 'BEGIN { print n / (n - a) }')" ""
+}
+case_lookup() { # name model prompt
+    local name=$1 model=$2 prompt=$3
+    read -r plain _ _ _ <<<"$(ours "$model" "$prompt")"
+    read -r spec d a tpp <<<"$(ours "$model" "$prompt" --lookup-ngram 3)"
+    row "$name" nucleus "$plain" "$spec" "$d" "$a" "$tpp" "$(awk -v t="$tpp" 'BEGIN { printf "%.2f", t }')"
+    read -r tspec td ta tn <<<"$(theirs llama-lookup "$model" "$prompt")"
+    tplain=$(plain_theirs "$model")
+    row "$name" "llama.cpp" "$tplain" "$tspec" "$td" "$ta" "$(awk -v n="$tn" -v a="$ta" 'BEGIN { print n / (n - a) }')" ""
+}
+case_pair "TinyStories-656K Q8_0, draft its Q4_0" "$tiny" "$tiny_q4" "$story"
+case_pair "TinyLlama-1.1B shape F16, draft its Q4_0" "$llama" "$llama_q4" "$story"
+case_lookup "lookup: copy a paragraph (TinyStories)" "$tiny" "$paragraph"
+case_lookup "lookup: a long story (TinyStories)" "$tiny" "$story"
+echo
+echo "bash bench/spec.sh --llamacpp $lc -t $threads -r $reps -n $n; $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
