@@ -83,6 +83,7 @@ typedef struct cli_spec {
 /* 1: argv[*i] was one, consumed with its value; 0: not one; -1: refused (message printed). */
 int cli_spec_arg(int argc, char **argv, int *i, cli_spec *sp);
 bool cli_spec_finish(const cli_spec *sp);
+bool cli_spec_on(const cli_spec *sp);  /* a draft model or prompt lookup was asked for */
 const char *cli_spec_usage(void);
 /* The speculative parameters; with a draft model, it is loaded (checked against m) and given a
  * context of n_seq sequences of n_ctx (*dm, *dc: the caller frees them). */
@@ -92,6 +93,7 @@ int cli_spec_open(const cli_spec *sp, const nc_model *m, int32_t n_ctx, int32_t 
 void cli_spec_report(const nc_spec_stats *st);
 
 int cmd_run(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 int cmd_score(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);

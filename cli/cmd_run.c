@@ -69,7 +69,7 @@ static int parse(int argc, char **argv, run_opts *o) {
         else { fprintf(stderr, "error: run: unknown option '%s'\n", a); usage(); return 2; }
     }
     if (!cli_decoding_finish(&o->dec) || !cli_spec_finish(&o->spec)) return 2;
-    if (o->dec.use_beams && (o->spec.draft_path || o->spec.lookup_ngram)) {
+    if (o->dec.use_beams && cli_spec_on(&o->spec)) {
         fprintf(stderr, "error: run: beam search does not decode speculatively (drop --beams or the draft flags)\n");
         return 2;
     }
@@ -474,7 +474,7 @@ int cmd_run(int argc, char **argv) {
     print_context(&o, c, &st);
     if (o.prompt_cache && prompt_cache_save(c, o.prompt_cache, n_prompt, n_saved, same, &st, &err)) goto fail;
     print_stats(&o, &info, c, t_load, n_prompt, &st);
-    if (o.spec.draft_path || o.spec.lookup_ngram) cli_spec_report(&st.spec);
+    if (cli_spec_on(&o.spec)) cli_spec_report(&st.spec);
     rc = 0;
     goto done;
 fail:

@@ -163,7 +163,7 @@ int cmd_serve(int argc, char **argv) {
             o.cfg.model_id, o.cfg.n_parallel, nc_kernels_name(), cli_cache_types(o.cfg.type_k, o.cfg.type_v, kvt),
             strchr(o.cfg.host, ':') ? "[" : "", o.cfg.host,
             strchr(o.cfg.host, ':') ? "]" : "", srv_port(sv));
-    if (o.spec.draft_path || o.spec.lookup_ngram) {
+    if (cli_spec_on(&o.spec)) {
         if (o.spec.draft_path) fprintf(stderr, "speculative decoding: draft model %s", o.spec.draft_path);
         else fprintf(stderr, "speculative decoding: prompt lookup of %ld-grams", o.spec.lookup_ngram);
         fprintf(stderr, ", at most %ld drafts per step%s\n", o.spec.max_given ? o.spec.draft_max : 16L,

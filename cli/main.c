@@ -11,6 +11,7 @@ static void usage(FILE *out) {
             "\n"
             "commands:\n"
             "  run       generate text:  nucleus run [-m MODEL] -p PROMPT [-n N] [-t THREADS] [-c CTX] [decoding options]\n"
+            "  chat      talk with the model in the terminal:  nucleus chat [-m MODEL] [--system TEXT] [decoding options]\n"
             "  score     log-probabilities as JSON:  nucleus score [-m MODEL] --ids 1,2,3 [--all] [--top K] [--greedy N]\n"
             "  tokenize  print token ids:  nucleus tokenize [-m MODEL] (-p TEXT | -f FILE) [--no-bos] [--special] [--json] [--lines]\n"
             "  inspect   print a GGUF file's metadata and tensors:  nucleus inspect [-m FILE]\n"
@@ -32,6 +33,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "chat")) return cmd_chat(argc - 1, argv + 1);
     if (!strcmp(cmd, "score")) return cmd_score(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);

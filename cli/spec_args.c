@@ -32,13 +32,14 @@ int cli_spec_arg(int argc, char **argv, int *i, cli_spec *sp) {
     return 1;
 }
 
+bool cli_spec_on(const cli_spec *sp) { return sp->draft_path || sp->lookup_ngram; }
+
 bool cli_spec_finish(const cli_spec *sp) {
     if (sp->draft_path && sp->lookup_ngram) {
         fprintf(stderr, "error: --draft-model and --lookup-ngram are exclusive: pick one proposer\n");
         return false;
     }
-    bool on = sp->draft_path || sp->lookup_ngram;
-    if (!on && (sp->max_given || sp->draft_min || sp->fixed)) {
+    if (!cli_spec_on(sp) && (sp->max_given || sp->draft_min || sp->fixed)) {
         fprintf(stderr, "error: --draft-max, --draft-min and --draft-fixed need --draft-model FILE or --lookup-ngram N\n");
         return false;
     }

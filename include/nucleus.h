@@ -450,6 +450,22 @@ void nc_stopper_free(nc_stopper *s);
 nc_finish nc_stopper_push(nc_stopper *s, int32_t token, const char **text, int32_t *n_text);
 int32_t nc_stopper_n_tokens(const nc_stopper *s);  /* tokens pushed */
 
+/* ---- Chats ---------------------------------------------------------------------------------- */
+
+/* The model's chat template (`tokenizer.chat_template`, run by our Jinja interpreter as
+ * transformers' apply_chat_template runs it, with the vocabulary's BOS and EOS texts), or ChatML
+ * when the model has none or it cannot be parsed: note (may be NULL with note_cap 0) then says
+ * which, else it is "". */
+typedef struct nc_chat_template nc_chat_template;
+int nc_chat_template_new(nc_chat_template **out, const nc_model *m, char *note, size_t note_cap, nc_err *err);
+void nc_chat_template_free(nc_chat_template *t);
+/* messages_json: a JSON array of {"role", "content"} objects. *text (malloc'd, *len bytes) is
+ * the conversation, ending with the assistant's turn opened when add_generation_prompt; tokenize
+ * it with special tokens parsed, adding a BOS when *add_bos (the vocabulary wants one and the
+ * template did not write it). */
+int nc_chat_render(const nc_chat_template *t, const char *messages_json, bool add_generation_prompt, char **text,
+                   size_t *len, bool *add_bos, nc_err *err);
+
 /* Autoregressive generation of n_samples continuations of one prompt: the prompt is prefilled
  * once into sequence 0 (the part the prefix cache holds, e.g. a chat's earlier turns, is taken
  * from it) and its cache copied to sequences 1..n_samples-1 (the context needs

@@ -7,39 +7,16 @@
 #include <sys/random.h>
 #include <time.h>
 
-/* A token's text (control tokens as text), malloc'd; NULL for no token. */
-static char *token_text(const nc_model *m, int32_t id) {
-    int n = id >= 0 ? nc_token_piece(m, id, NULL, 0) : -1;
-    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (!s) return NULL;
-    nc_token_piece(m, id, s, n);
-    s[n] = 0;
-    return s;
-}
-
 int srv_model_ctx_init(srv_model_ctx *mc, const nc_model *m, int32_t n_ctx, int32_t n_slots, char *note,
                        size_t note_cap, nc_err *err) {
     nc_model_info info;
     nc_model_get_info(m, &info);
     *mc = (srv_model_ctx){.m = m, .n_ctx = n_ctx, .n_vocab = info.n_vocab, .n_slots = n_slots};
-    note[0] = 0;
-    size_t len = 0;
-    const char *src = nc_model_meta_str(m, "tokenizer.chat_template", &len);
-    nc_err perr;
-    if (!src) snprintf(note, note_cap, "the model has no chat template: chat requests use ChatML");
-    else if (tmpl_parse(&mc->chat_template, src, len, &perr))
-        snprintf(note, note_cap, "the model's chat template cannot be used (%s); chat requests use ChatML", perr.msg);
-    const char *chatml = tmpl_chatml_source();
-    if (!mc->chat_template && tmpl_parse(&mc->chat_template, chatml, strlen(chatml), err)) return -1;
-    mc->bos_text = token_text(m, nc_token_bos(m));
-    mc->eos_text = token_text(m, nc_token_eos(m));
-    return 0;
+    return nc_chat_template_new(&mc->chat, m, note, note_cap, err);
 }
 
 void srv_model_ctx_free(srv_model_ctx *mc) {
-    tmpl_free(mc->chat_template);
-    free(mc->bos_text);
-    free(mc->eos_text);
+    nc_chat_template_free(mc->chat);
     memset(mc, 0, sizeof *mc);
 }
 
@@ -124,20 +101,17 @@ uint64_t srv_random_u64(void) {
 
 /* ---- Prompts ------------------------------------------------------------------------------- */
 
-static bool starts_with(const char *s, const char *prefix) { return prefix && !strncmp(s, prefix, strlen(prefix)); }
-
 /* The chat rendered by the template, tokenized with special tokens parsed. A BOS is added only
  * when the vocabulary wants one and the template did not write it. */
 static int chat_prompt(const srv_model_ctx *mc, const srv_request *r, int32_t **ids, int32_t *n, srv_error *e) {
     char *text = NULL;
     size_t len = 0;
+    bool add_bos;
     nc_err err;
-    if (tmpl_render_chat(mc->chat_template, r->messages_json, true, mc->bos_text, mc->eos_text, NULL, &text, &len,
-                         &err)) {
+    if (nc_chat_render(mc->chat, r->messages_json, true, &text, &len, &add_bos, &err)) {
         srv_error_set(e, 400, "invalid_request_error", NULL, "messages", "the chat template failed: %s", err.msg);
         return -1;
     }
-    bool add_bos = nc_vocab_adds_bos(mc->m) && !starts_with(text, mc->bos_text);
     int rc = srv_tokenize(mc->m, text, len, add_bos, true, ids, n, e);
     free(text);
     return rc;

@@ -7,12 +7,10 @@
 #include "nucleus.h"
 #include "server/job.h"
 #include "server/request.h"
-#include "template/template.h"
 
 typedef struct srv_model_ctx {
     const nc_model *m;
-    tmpl *chat_template;   /* the model's tokenizer.chat_template, or ChatML */
-    char *bos_text, *eos_text;  /* for templates; NULL when the vocabulary has none */
+    nc_chat_template *chat; /* the model's tokenizer.chat_template, or ChatML */
     int32_t n_ctx, n_vocab, n_slots;
 } srv_model_ctx;
 

@@ -1,0 +1,196 @@
+"""nucleus chat driven through a pseudo-terminal, as a person types: greedy replies equal the
+server's /v1/chat/completions for the same conversation (and speculative decoding changes none),
+multi-line input, the commands, Ctrl-C stopping a reply (and dropping a typed line) without
+ending the program, a full context, Ctrl-D. Usage: chat_pty.py NUCLEUS MODEL DRAFT TMPDIR"""
+import json
+import os
+import pty
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+nucleus, model, draft, tmp = sys.argv[1:5]
+passed = failed = 0
+
+
+def check(what, cond, detail=""):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print(f"FAIL: {what} {detail}")
+
+
+class Chat:
+    def __init__(self, *args):
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:
+            os.execv(nucleus, [nucleus, "chat", "-m", model, "--seed", "1", *args])
+        self.out = b""
+
+    def read_until(self, pattern, timeout=60):
+        """Everything up to and including the first match of pattern after what was read."""
+        end = time.time() + timeout
+        rx = re.compile(pattern.encode())
+        while True:
+            m = rx.search(self.out)
+            if m:
+                got, self.out = self.out[: m.end()], self.out[m.end():]
+                return got.decode("utf-8", "replace")
+            left = end - time.time()
+            if left <= 0:
+                return None
+            r, _, _ = select.select([self.fd], [], [], left)
+            if r:
+                try:
+                    data = os.read(self.fd, 4096)
+                except OSError:
+                    data = b""
+                if not data:
+                    return None
+                self.out += data
+
+    def send(self, text):
+        os.write(self.fd, text.encode())
+
+    def turn(self, text):
+        """Send a line; the reply up to the next prompt (the echo of the input removed)."""
+        self.send(text + "\n")
+        got = self.read_until(r"\n> ")
+        if got is None:
+            return None
+        got = got.replace("\r\n", "\n")
+        echoed = text + "\n"
+        if got.startswith(echoed):
+            got = got[len(echoed):]
+        return got[: -len("\n> ")]
+
+    def wait(self, timeout=30):
+        end = time.time() + timeout
+        while time.time() < end:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                os.close(self.fd)
+                return os.waitstatus_to_exitcode(status)
+            self.read_until(r"\Z\A", timeout=0.1)  # drain
+        os.kill(self.pid, signal.SIGKILL)
+        return None
+
+
+def stderr_lines(text):
+    return [l for l in text.split("\n") if l.startswith("[")]
+
+
+def reply_of(got):
+    """The streamed reply: the text before the statistics lines."""
+    return got.split("\n[")[0] if got is not None else None
+
+
+# ---- greedy replies against the server's ----
+conversation = ["Hello there", "Tell me a story about a cat"]
+replies = {}
+for name, extra in (("plain", []), ("draft model", ["-md", draft]), ("lookup", ["--lookup-ngram", "2"])):
+    c = Chat("--temp", "0", "-n", "24", *extra)
+    check(f"{name}: first prompt", c.read_until(r"> ") is not None)
+    replies[name] = [reply_of(c.turn(msg)) for msg in conversation]
+    c.send("/quit\n")
+    check(f"{name}: /quit exits 0", c.wait() == 0)
+
+server = subprocess.Popen([nucleus, "serve", "-m", model, "--port", "0"], stderr=subprocess.PIPE, text=True)
+url = None
+for line in server.stderr:
+    m = re.search(r"listening on (http://[0-9.:]+)", line)
+    if m:
+        url = m.group(1)
+        break
+messages = []
+want = []
+for msg in conversation:
+    messages.append({"role": "user", "content": msg})
+    body = json.dumps({"messages": messages, "temperature": 0, "max_tokens": 24}).encode()
+    with urllib.request.urlopen(urllib.request.Request(url + "/v1/chat/completions", body)) as r:
+        text = json.load(r)["choices"][0]["message"]["content"]
+    want.append(text)
+    messages.append({"role": "assistant", "content": text})
+server.terminate()
+server.wait()
+for name in replies:
+    check(f"{name}: replies equal the server's", replies[name] == want, f"{replies[name]} vs {want}")
+
+# ---- input, commands, saving and loading ----
+c = Chat("--temp", "0", "-n", "8", "--system", "You are a storyteller.")
+c.read_until(r"> ")
+c.send("line one\\\n")
+check("a trailing backslash asks for more", c.read_until(r"\. ") is not None)
+c.turn("line two")
+c.send('"""\n')
+c.read_until(r"\. ")
+c.send("block one\n")
+c.read_until(r"\. ")
+c.send("block two\n")
+c.read_until(r"\. ")
+c.turn('"""')
+saved = os.path.join(tmp, "chat.json")
+got = c.turn("/save " + saved)
+check("/save says so", got is not None and "saved 5 messages" in got, repr(got))
+msgs = json.load(open(saved))["messages"]
+check("the system message first", msgs[0] == {"role": "system", "content": "You are a storyteller."})
+check("joined lines", msgs[1] == {"role": "user", "content": "line one\nline two"}, repr(msgs[1]))
+check("a block", msgs[3] == {"role": "user", "content": "block one\nblock two"}, repr(msgs[3]))
+check("replies kept", msgs[2]["role"] == "assistant" and msgs[4]["role"] == "assistant")
+c.turn("/clear")
+again = os.path.join(tmp, "chat2.json")
+c.turn("/save " + again)
+check("/clear keeps the system message", json.load(open(again))["messages"] == msgs[:1])
+c.turn("/load " + saved)
+c.turn("/save " + again)
+check("/load then /save round-trips", json.load(open(again))["messages"] == msgs)
+got = c.turn("/load " + os.path.join(tmp, "none.json"))
+check("/load of a missing file", got is not None and "error: /load" in got and "No such file" in got, repr(got))
+open(os.path.join(tmp, "bad.json"), "w").write('{"messages": [{"role": 1}]}')
+got = c.turn("/load " + os.path.join(tmp, "bad.json"))
+check("/load of a bad file", got is not None and "without a string role" in got, repr(got))
+got = c.turn("/set temp hot")
+check("/set with a bad value", got is not None and "error" in got, repr(got))
+got = c.turn("/set colour 3")
+check("/set of an unknown setting", got is not None and "unknown setting 'colour'" in got, repr(got))
+got = c.turn("/frobnicate")
+check("an unknown command", got is not None and "unknown command '/frobnicate'" in got, repr(got))
+got = c.turn("/system")
+check("/system without text drops it", got is not None and "no system message" in got, repr(got))
+c.send("\x04")  # Ctrl-D at the prompt
+check("Ctrl-D exits 0", c.wait() == 0)
+
+# ---- Ctrl-C: a reply stops, the program goes on; a typed line is dropped ----
+c = Chat("--temp", "0.8", "-n", "-1", "--ignore-eos", "-c", "4096")
+c.read_until(r"> ")
+c.send("Tell me a very long story\n")
+check("a reply starts streaming", c.read_until(r"Tell me a very long story\r\n.{8}", timeout=60) is not None)
+c.send("\x03")
+got = c.read_until(r"\n> ", timeout=60)
+check("Ctrl-C stops the reply", got is not None and "[stopped]" in got, repr(got)[-200:])
+c.send("half a line\x03")
+check("Ctrl-C at the prompt drops the line", c.read_until(r"\n> ", timeout=30) is not None)
+got = c.turn("/save " + saved)
+msgs = json.load(open(saved))["messages"]
+check("the stopped reply stays", len(msgs) == 2 and msgs[1]["role"] == "assistant" and msgs[1]["content"], repr(msgs))
+c.send("/quit\n")
+check("still alive, exits 0", c.wait() == 0)
+
+# ---- a full context ----
+c = Chat("--temp", "0", "-c", "32")
+c.read_until(r"> ")
+got = c.turn("a long message " * 20)
+check("a conversation longer than the context", got is not None and "nothing is left for a reply" in got, repr(got))
+got = c.turn("Hi")
+check("then a short one is answered", got is not None and "tokens, " in got and "context is full" in got, repr(got))
+c.send("/quit\n")
+check("exits 0", c.wait() == 0)
+
+print(f"chat: {passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
