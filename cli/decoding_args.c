@@ -22,6 +22,10 @@ static const float_flag FLOAT_FLAGS[] = {
     {"--min-p", offsetof(nc_sampler_params, min_p), 0, 1},
     {"--typical", offsetof(nc_sampler_params, typical_p), 0, 1},
     {"--top-nsigma", offsetof(nc_sampler_params, top_n_sigma), -1, 100},
+    {"--epsilon-cutoff", offsetof(nc_sampler_params, epsilon_cutoff), 0, 1},  /* 1 itself: cli_decoding_finish */
+    {"--eta-cutoff", offsetof(nc_sampler_params, eta_cutoff), 0, 1},
+    {"--dynatemp-range", offsetof(nc_sampler_params, dynatemp_range), 0, 100},
+    {"--dynatemp-exp", offsetof(nc_sampler_params, dynatemp_exponent), 0, 100},
     {"--repeat-penalty", offsetof(nc_sampler_params, repeat_penalty), 0.01, 100},
     {"--presence-penalty", offsetof(nc_sampler_params, presence_penalty), -2, 2},
     {"--frequency-penalty", offsetof(nc_sampler_params, frequency_penalty), -2, 2},
@@ -58,12 +62,14 @@ static const int_flag INT_FLAGS[] = {
 static const char USAGE[] =
     "sampling (default chain: penalties -> logit bias -> temperature -> top-k -> top-p -> min-p -> sample):\n"
     "  --temp T (0.8; 0 = greedy)  --top-k K (40; 0 = off)  --top-p P (0.95)  --min-p P (0.05)  --typical P (1 = off)\n"
-    "  --top-nsigma N (-1 = off)  --min-keep N  --xtc-probability P  --xtc-threshold T (0.1)\n"
+    "  --top-nsigma N (-1 = off)  --epsilon-cutoff E (0 = off)  --eta-cutoff E (0 = off)  --min-keep N\n"
+    "  --dynatemp-range R (0 = off)  --dynatemp-exp X (1)  --xtc-probability P  --xtc-threshold T (0.1)\n"
     "  --repeat-penalty F (1 = off)  --repeat-last-n N (64; -1 = all)  --presence-penalty F  --frequency-penalty F\n"
     "  --no-repeat-ngram N  --dry-multiplier F  --dry-base F (1.75)  --dry-allowed-length N (2)\n"
     "  --dry-penalty-last-n N (-1 = all)  --dry-sequence-breaker STR (repeatable; 'none' clears the defaults)\n"
     "  --mirostat 0|1|2  --mirostat-lr ETA (0.1)  --mirostat-ent TAU (5)  --logit-bias ID(+|-)BIAS (-inf bans)\n"
-    "  --samplers 'penalties;dry;no_repeat_ngram;logit_bias;temperature;top_n_sigma;top_k;typ_p;top_p;min_p;xtc'\n"
+    "  --samplers 'penalties;dry;no_repeat_ngram;logit_bias;temperature;top_n_sigma;top_k;typ_p;top_p;min_p;epsilon;\n"
+    "             eta;xtc'\n"
     "  --seed S\n"
     "stopping: --stop STR (repeatable)  --stop-ids 1,2  --min-tokens N  --ignore-eos\n"
     "beams: --beams N  --length-penalty A (1)  --n-best K (1)  --early-stopping\n"
@@ -338,6 +344,12 @@ static bool check_samplers(const cli_decoding *d) {
 }
 
 bool cli_decoding_finish(cli_decoding *d) {
+    if (d->sp.epsilon_cutoff >= 1 || d->sp.eta_cutoff >= 1) { /* a cutoff of 1 would remove every token */
+        bool eps = d->sp.epsilon_cutoff >= 1;
+        fprintf(stderr, "error: %s: %g is outside the allowed range [0, 1)\n", eps ? "--epsilon-cutoff" : "--eta-cutoff",
+                eps ? d->sp.epsilon_cutoff : d->sp.eta_cutoff);
+        return false;
+    }
     if (d->beam.n_best > d->beam.n_beams) {
         fprintf(stderr, "error: --n-best: %d is outside the allowed range 1..%d (--beams)\n", d->beam.n_best,
                 d->beam.n_beams);

@@ -319,11 +319,16 @@ typedef enum nc_logprobs_mode {
 typedef struct nc_sampler_params {
     uint64_t seed;
     float temp;                 /* logits / temp; 0 keeps only the most likely token (greedy) */
+    float dynatemp_range;       /* 0: off; llama.cpp's dynamic temperature: T in [temp - range, temp + range]
+                                   from the normalised entropy H / ln n of the step's distribution */
+    float dynatemp_exponent;    /* T = T_min + (T_max - T_min) * (H / ln n)^exponent (default 1) */
     int32_t top_k;              /* 0: off */
     float top_p;                /* 1: off; ties at the boundary go to the lower token id */
     float min_p;                /* 0: off; keep p >= min_p * p_max */
     float typical_p;            /* 1: off; locally typical sampling (Meister et al., 2023) */
     float top_n_sigma;          /* <= 0: off; keep logit >= max - n * stddev (Tang et al., 2024) */
+    float epsilon_cutoff;       /* 0: off; keep p >= epsilon (Hewitt et al., 2022), below 1 */
+    float eta_cutoff;           /* 0: off; keep p >= min(eta, sqrt(eta) * exp(-entropy)), below 1 */
     int32_t min_keep;           /* truncation stages keep at least this many (and at least 1) */
     float repeat_penalty;       /* 1: off; CTRL: positive logits divided, negative multiplied */
     int32_t repeat_last_n;      /* history window of the three penalties; -1: all, 0: off */
@@ -352,7 +357,8 @@ typedef struct nc_sampler_params {
 
 /* llama.cpp's defaults: temp 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_last_n 64,
  * dry_base 1.75, dry_allowed_length 2, dry_penalty_last_n -1, breakers "\n" ":" "\"" "*",
- * xtc_threshold 0.1, mirostat_tau 5, mirostat_eta 0.1; everything else off, seed 0. */
+ * xtc_threshold 0.1, mirostat_tau 5, mirostat_eta 0.1, dynatemp_exponent 1; everything else off,
+ * seed 0. */
 void nc_sampler_params_default(nc_sampler_params *p);
 /* Refuse out-of-range values with a message naming the field and the allowed range. */
 int nc_sampler_params_check(const nc_sampler_params *p, nc_err *err);

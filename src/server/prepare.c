@@ -196,6 +196,10 @@ static void sampling_params(const srv_request *r, nc_sampler_params *p) {
     p->top_p = r->top_p;
     p->min_p = r->min_p;
     p->typical_p = r->typical_p;
+    p->epsilon_cutoff = r->epsilon_cutoff;
+    p->eta_cutoff = r->eta_cutoff;
+    p->dynatemp_range = r->dynatemp_range;
+    p->dynatemp_exponent = r->dynatemp_exponent;
     p->repeat_penalty = r->repetition_penalty;
     p->frequency_penalty = r->frequency_penalty;
     p->presence_penalty = r->presence_penalty;

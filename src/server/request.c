@@ -386,6 +386,10 @@ static int parse_sampling(const cJSON *root, srv_request *r, srv_error *e) {
     if (opt_float(root, "temperature", 0, 2, &r->temperature, e) || opt_float(root, "top_p", 0, 1, &r->top_p, e) ||
         opt_int(root, "top_k", -1, INT32_MAX, &r->top_k, e) || opt_float(root, "min_p", 0, 1, &r->min_p, e) ||
         opt_float(root, "typical_p", 0, 1, &r->typical_p, e) ||
+        opt_float(root, "epsilon_cutoff", 0, 1, &r->epsilon_cutoff, e) ||
+        opt_float(root, "eta_cutoff", 0, 1, &r->eta_cutoff, e) ||
+        opt_float(root, "dynatemp_range", 0, 100, &r->dynatemp_range, e) ||
+        opt_float(root, "dynatemp_exponent", 0, 100, &r->dynatemp_exponent, e) ||
         opt_float(root, "presence_penalty", -2, 2, &r->presence_penalty, e) ||
         opt_float(root, "frequency_penalty", -2, 2, &r->frequency_penalty, e) ||
         opt_float(root, "repetition_penalty", 1e-3, 100, &r->repetition_penalty, e) ||
@@ -393,6 +397,8 @@ static int parse_sampling(const cJSON *root, srv_request *r, srv_error *e) {
         opt_int(root, "min_tokens", 0, INT32_MAX, &r->min_tokens, e) || opt_bool(root, "ignore_eos", &r->ignore_eos, e))
         return -1;
     if (r->top_k < 0) r->top_k = 0; /* -1 is vLLM's "off" */
+    if (r->epsilon_cutoff >= 1) return refuse(e, "epsilon_cutoff", "'epsilon_cutoff' must be below 1 (0: off)");
+    if (r->eta_cutoff >= 1) return refuse(e, "eta_cutoff", "'eta_cutoff' must be below 1 (0: off)");
     return 0;
 }
 
@@ -425,8 +431,8 @@ static int refuse_unsupported(const cJSON *root, srv_error *e) {
 }
 
 static void request_defaults(srv_request *r, srv_api api) {
-    *r = (srv_request){.api = api, .n = 1, .temperature = 1, .top_p = 1, .typical_p = 1, .repetition_penalty = 1,
-                       .length_penalty = 1};
+    *r = (srv_request){.api = api, .n = 1, .temperature = 1, .top_p = 1, .typical_p = 1, .dynatemp_exponent = 1,
+                       .repetition_penalty = 1, .length_penalty = 1};
 }
 
 static int parse_fields(const cJSON *root, const srv_limits *lim, srv_request *r, srv_error *e) {

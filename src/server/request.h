@@ -53,6 +53,8 @@ typedef struct srv_request {
     bool seed_given;
     uint64_t seed;
     float temperature, top_p, min_p, typical_p;
+    float epsilon_cutoff, eta_cutoff;      /* transformers' names; 0: off */
+    float dynatemp_range, dynatemp_exponent;  /* llama.cpp's server's names */
     int32_t top_k;                 /* 0: off */
     float presence_penalty, frequency_penalty, repetition_penalty;
     int32_t no_repeat_ngram_size, min_tokens;

@@ -30,6 +30,11 @@ expect_err "negative top-k" "--top-k: -1 is outside the allowed range 0.." --top
 expect_err "negative temperature" "--temp: -1 is outside the allowed range [0, 100]" --temp -1
 expect_err "min-p" "--min-p: 2 is outside the allowed range [0, 1]" --min-p 2
 expect_err "typical" "--typical" --typical -0.1
+expect_err "epsilon 1" "--epsilon-cutoff: 1 is outside the allowed range [0, 1)" --epsilon-cutoff 1
+expect_err "eta negative" "--eta-cutoff: -0.1 is outside the allowed range [0, 1]" --eta-cutoff -0.1
+expect_err "eta 1" "--eta-cutoff: 1 is outside the allowed range [0, 1)" --eta-cutoff 1
+expect_err "dynatemp range" "--dynatemp-range: -1 is outside the allowed range [0, 100]" --dynatemp-range -1
+expect_err "dynatemp exponent" "--dynatemp-exp" --dynatemp-exp x
 expect_err "repeat penalty 0" "--repeat-penalty: 0 is outside the allowed range" --repeat-penalty 0
 expect_err "presence penalty" "--presence-penalty: 3 is outside the allowed range [-2, 2]" --presence-penalty 3
 expect_err "frequency penalty" "--frequency-penalty" --frequency-penalty abc
@@ -157,8 +162,43 @@ grep -q "chain: min-p 0.05 -> top-k 40 -> temperature 0.8 -> dist" <<<"$err" && 
 err=$(run -n 4 --seed 1 --dry-multiplier 0.8 --dry-sequence-breaker none --repeat-penalty 1.2 --explain 2>&1 >/dev/null)
 grep -q "^  dry x0.8 base 1.75 allowed 2:" <<<"$err" && grep -q "^  penalties (repeat 1.2" <<<"$err" && ok || bad "dry/penalties explain: $err"
 
+# Epsilon, eta and dynamic temperature on the model's first step, against numpy over the full
+# distribution (`nucleus score --top 512`: all of stories260K's vocabulary after "He saw a big",
+# where the model hesitates: entropy 2.99 nats, so eta's cutoff falls below its parameter).
+dist=$($BIN score -m "$STORIES" --ids 1,346,394,261,370 --top 512)
+plain=(-m "$STORIES" -p "He saw a big" -n 1 --seed 1 --temp 1 --top-k 0 --top-p 1 --min-p 0)
+eps=$($BIN run "${plain[@]}" --epsilon-cutoff 0.003 --explain=json 2>&1 >/dev/null | grep '^{')
+eta=$($BIN run "${plain[@]}" --eta-cutoff 0.02 --explain=json 2>&1 >/dev/null | grep '^{')
+dyn=$($BIN run "${plain[@]}" --dynatemp-range 0.6 --dynatemp-exp 1.5 --explain 2>&1 >/dev/null)
+py '
+import json, re, sys
+import numpy as np
+lp = np.array([x for _, x in json.loads(sys.argv[1])["top_logprobs"][0]])
+p = np.exp(lp - lp.max()); p /= p.sum()
+assert len(p) == 512
+H = -(p[p > 0] * np.log(p[p > 0])).sum()
+def stage(rec, name):
+    [s] = [s for s in json.loads(rec)["stages"] if s["name"] == name]
+    return s
+s = stage(sys.argv[2], "epsilon")
+assert s["n_before"] == 512 and s["n_after"] == (p >= 0.003).sum(), (s, (p >= 0.003).sum())
+assert abs(s["mass"] - p[p >= 0.003].sum()) < 1e-3, s
+cut = min(0.02, np.sqrt(0.02) * np.exp(-H))
+s = stage(sys.argv[3], "eta")
+assert s["n_after"] == (p >= cut).sum() and (p >= cut).sum() != (p >= 0.02).sum(), (s, cut, H)
+T = 0.4 + 1.2 * (H / np.log(512)) ** 1.5
+got = float(re.search(r"temperature 1, dynamic range 0.6 exponent 1.5: logits divided by ([0-9.]+)", sys.argv[4]).group(1))
+assert abs(got - T) < 1e-3 * T, (got, T)
+' "$dist" "$eps" "$eta" "$dyn" && ok || bad "epsilon / eta / dynatemp against numpy: $eps $eta $dyn"
+# a cutoff nothing but the top token reaches is greedy; the stages take their place in --samplers
+expect_eq "epsilon 0.999 is greedy" "$(run -n 30 --seed 8 --epsilon-cutoff 0.999 2>/dev/null)" "$g0"
+err=$(run -n 2 --seed 1 --samplers "eta;epsilon;temperature" --eta-cutoff 0.01 --epsilon-cutoff 0.001 --explain 2>&1 >/dev/null)
+grep -q "chain: eta 0.01 -> epsilon 0.001 -> temperature 0.8 -> dist" <<<"$err" && grep -Eq "^  eta 0.01 \(cutoff [0-9.e-]+\): kept" <<<"$err" \
+    && ok || bad "eta/epsilon in --samplers: $err"
+
 # Every decoder runs clean under the sanitizers and exits 0.
-for args in "--seed 1 --temp 1.5 --typical 0.9 --top-nsigma 1.5 --min-keep 3" "--seed 2 --mirostat 1 --logprobs 4" \
+for args in "--seed 1 --temp 1.5 --typical 0.9 --top-nsigma 1.5 --min-keep 3" \
+            "--seed 6 --dynatemp-range 0.5 --epsilon-cutoff 3e-4 --eta-cutoff 2e-3 --min-keep 2" "--seed 2 --mirostat 1 --logprobs 4" \
             "--seed 3 --xtc-probability 1 --xtc-threshold 0.1 -N 3 --explain" "--beams 4 --n-best 2 --no-repeat-ngram 3" \
             "--seed 4 --dry-multiplier 1 --dry-sequence-breaker '\\n' --stop was --stop-ids 2,13" "-n -1 --seed 5 -c 64"; do
     out=$(eval run -n 24 "$args" 2>&1 >/dev/null); rc=$?

@@ -225,6 +225,20 @@ test('logit_bias steers the draw; -100 bans a token', async () => {
   assert.notEqual(banned.choices[0].text, text);
 });
 
+test('epsilon_cutoff, eta_cutoff, dynatemp_range / dynatemp_exponent', async () => {
+  const greedy = await completion({ temperature: 0, max_tokens: 20, ignore_eos: true });
+  // nothing but the most likely token reaches a cutoff of .999: greedy, whatever the seed
+  const eps = await completion({ seed: 5, epsilon_cutoff: 0.999, max_tokens: 20, ignore_eos: true });
+  assert.equal(eps.choices[0].text, greedy.choices[0].text);
+  const params = { seed: 6, eta_cutoff: 0.02, dynatemp_range: 0.5, dynatemp_exponent: 2, max_tokens: 20, ignore_eos: true };
+  const a = await completion(params);
+  const b = await completion(params);
+  assert.equal(a.choices[0].text, b.choices[0].text);
+  await expectError(completion({ epsilon_cutoff: 1 }), 400, 'epsilon_cutoff');
+  await expectError(completion({ eta_cutoff: -0.1 }), 400, 'eta_cutoff');
+  await expectError(completion({ dynatemp_range: -1 }), 400, 'dynatemp_range');
+});
+
 test('beam search (use_beam_search, best_of, length_penalty)', async () => {
   const params = { max_tokens: 12, use_beam_search: true, best_of: 3, n: 2, length_penalty: 1.0 };
   const a = await completion(params);

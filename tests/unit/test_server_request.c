@@ -36,6 +36,7 @@ static void test_completion_defaults(void) {
     CHECK(r.model && !strcmp(r.model, "m"));
     CHECK(r.max_tokens == 16 && r.n == 1 && r.best_of == 1 && !r.stream && !r.logprobs);
     CHECK(r.temperature == 1.0f && r.top_p == 1.0f && r.top_k == 0 && r.min_p == 0 && r.typical_p == 1.0f);
+    CHECK(r.epsilon_cutoff == 0 && r.eta_cutoff == 0 && r.dynatemp_range == 0 && r.dynatemp_exponent == 1.0f);
     CHECK(r.repetition_penalty == 1.0f && r.presence_penalty == 0 && r.frequency_penalty == 0);
     CHECK(!r.seed_given && r.n_stop == 0 && r.n_logit_bias == 0 && !r.use_beam_search);
     srv_request_free(&r);
@@ -48,7 +49,8 @@ static void test_completion_fields(void) {
                        "\"stream_options\":{\"include_usage\":true},\"stop\":[\"a\",\"\",\"bc\"],\"presence_penalty\":1,"
                        "\"frequency_penalty\":-1.5,\"logit_bias\":{\"5\":-100,\"7\":2.5},\"logprobs\":3,\"seed\":-1,"
                        "\"top_k\":40,\"min_p\":0.05,\"typical_p\":0.9,\"repetition_penalty\":1.1,"
-                       "\"no_repeat_ngram_size\":3,\"min_tokens\":2,\"ignore_eos\":true,\"user\":\"ignored\"}";
+                       "\"no_repeat_ngram_size\":3,\"min_tokens\":2,\"ignore_eos\":true,\"user\":\"ignored\","
+                       "\"epsilon_cutoff\":3e-4,\"eta_cutoff\":2e-3,\"dynatemp_range\":0.5,\"dynatemp_exponent\":2}";
     CHECK(parse(SRV_API_COMPLETIONS, body, &r, &e) == 0);
     CHECK(r.max_tokens == 5 && r.n == 3 && r.best_of == 3 && r.stream && r.include_usage);
     CHECK_NEAR(r.temperature, 0.5, 1e-6);
@@ -62,6 +64,7 @@ static void test_completion_fields(void) {
     CHECK(r.top_k == 40 && r.no_repeat_ngram_size == 3 && r.min_tokens == 2 && r.ignore_eos);
     CHECK_NEAR(r.min_p, 0.05, 1e-6);
     CHECK_NEAR(r.repetition_penalty, 1.1, 1e-6);
+    CHECK(r.epsilon_cutoff == 3e-4f && r.eta_cutoff == 2e-3f && r.dynatemp_range == 0.5f && r.dynatemp_exponent == 2);
     srv_request_free(&r);
 
     CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"logprobs\":0,\"seed\":42,\"stop\":\"\\n\"}", &r, &e) == 0);
@@ -156,6 +159,9 @@ static void test_invalid_values(void) {
     expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"top_k\":1.5}", "top_k");
     expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"min_p\":-0.1}", "min_p");
     expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"typical_p\":2}", "typical_p");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"epsilon_cutoff\":1}", "epsilon_cutoff");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"eta_cutoff\":-0.5}", "eta_cutoff");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"dynatemp_range\":\"a\"}", "dynatemp_range");
     expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"presence_penalty\":3}", "presence_penalty");
     expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"frequency_penalty\":-2.01}", "frequency_penalty");
     expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"repetition_penalty\":0}", "repetition_penalty");
