@@ -57,6 +57,7 @@ static const int_flag INT_FLAGS[] = {
     {"-N", offsetof(cli_decoding, n_samples), 1, 256},
     {"--beams", offsetof(cli_decoding, beam) + offsetof(nc_beam_params, n_beams), 1, 1024},
     {"--n-best", offsetof(cli_decoding, beam) + offsetof(nc_beam_params, n_best), 1, 1024},
+    {"--num-beam-groups", offsetof(cli_decoding, beam) + offsetof(nc_beam_params, n_groups), 1, 1024},
 };
 
 static const char USAGE[] =
@@ -72,7 +73,8 @@ static const char USAGE[] =
     "             eta;xtc'\n"
     "  --seed S\n"
     "stopping: --stop STR (repeatable)  --stop-ids 1,2  --min-tokens N  --ignore-eos\n"
-    "beams: --beams N  --length-penalty A (1)  --n-best K (1)  --early-stopping\n"
+    "beams: --beams N  --length-penalty A (1)  --n-best K (1)  --early-stopping[=true|false|never] (false)\n"
+    "  --num-beam-groups G (1; diverse beam search)  --diversity-penalty D (0)\n"
     "output: -N SAMPLES  --logprobs N  --logprobs-mode raw|processed  --explain[=text|json]\n";
 
 static const char CONTEXT_USAGE[] =
@@ -258,6 +260,19 @@ static int set_logprobs_mode(cli_decoding *d, const char *flag, const char *v) {
     return 1;
 }
 
+/* Hugging Face's early_stopping: --early-stopping (True), =false (the default heuristic), =never. */
+static int set_early_stopping(cli_decoding *d, const char *a) {
+    const char *mode = a + strlen("--early-stopping");
+    if (!*mode || !strcmp(mode, "=true")) d->beam.early_stopping = NC_EARLY_STOP_FIRST;
+    else if (!strcmp(mode, "=false")) d->beam.early_stopping = NC_EARLY_STOP_HEURISTIC;
+    else if (!strcmp(mode, "=never")) d->beam.early_stopping = NC_EARLY_STOP_NEVER;
+    else {
+        fprintf(stderr, "error: --early-stopping: expected --early-stopping, =true, =false or =never, got '%s'\n", a);
+        return -1;
+    }
+    return 1;
+}
+
 static int numeric_flag(const char *a, const char *v, cli_decoding *d) {
     for (size_t k = 0; k < sizeof FLOAT_FLAGS / sizeof *FLOAT_FLAGS; k++) {
         const float_flag *f = &FLOAT_FLAGS[k];
@@ -281,7 +296,8 @@ static int numeric_flag(const char *a, const char *v, cli_decoding *d) {
 
 static bool takes_value(const char *a) {
     static const char *const with_value[] = {"--stop", "--stop-ids", "--dry-sequence-breaker", "--logit-bias",
-                                             "--samplers", "--seed", "--length-penalty", "--logprobs-mode"};
+                                             "--samplers", "--seed", "--length-penalty", "--logprobs-mode",
+                                             "--diversity-penalty"};
     for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
         if (!strcmp(a, with_value[k])) return true;
     for (size_t k = 0; k < sizeof FLOAT_FLAGS / sizeof *FLOAT_FLAGS; k++)
@@ -305,10 +321,11 @@ static int valued_flag(const char *a, const char *v, cli_decoding *d) {
         d->seed_given = true;
         return cli_u64(a, v, &d->sp.seed) ? 1 : -1;
     }
-    if (!strcmp(a, "--length-penalty")) {
+    if (!strcmp(a, "--length-penalty") || !strcmp(a, "--diversity-penalty")) {
+        bool length = a[2] == 'l';
         double x;
-        if (!cli_float(a, v, -10, 10, &x)) return -1;
-        d->beam.length_penalty = (float)x;
+        if (!cli_float(a, v, length ? -10 : 0, length ? 10 : 1000, &x)) return -1;
+        *(length ? &d->beam.length_penalty : &d->beam.diversity_penalty) = (float)x;
         return 1;
     }
     return numeric_flag(a, v, d);
@@ -319,7 +336,8 @@ int cli_decoding_arg(int argc, char **argv, int *i, cli_decoding *d) {
     int r = cli_context_arg(argc, argv, i, &d->context);
     if (r) return r;
     if (!strcmp(a, "--ignore-eos")) { d->sp.ignore_eos = true; return 1; }
-    if (!strcmp(a, "--early-stopping")) { d->beam.early_stopping = true; return 1; }
+    if (!strncmp(a, "--early-stopping", strlen("--early-stopping")) && (a[16] == 0 || a[16] == '='))
+        return set_early_stopping(d, a);
     if (!strncmp(a, "--explain", strlen("--explain")) && (a[9] == 0 || a[9] == '=')) return set_explain(d, a);
     if (!takes_value(a)) return 0;
     const char *v = cli_value(argc, argv, i);
@@ -352,6 +370,12 @@ bool cli_decoding_finish(cli_decoding *d) {
     }
     if (d->beam.n_best > d->beam.n_beams) {
         fprintf(stderr, "error: --n-best: %d is outside the allowed range 1..%d (--beams)\n", d->beam.n_best,
+                d->beam.n_beams);
+        return false;
+    }
+    int32_t groups = d->beam.n_groups ? d->beam.n_groups : 1;
+    if (d->beam.n_beams % groups) {
+        fprintf(stderr, "error: --num-beam-groups: %d does not divide --beams %d into equal groups\n", groups,
                 d->beam.n_beams);
         return false;
     }

@@ -507,13 +507,28 @@ void nc_gen_result_free(nc_gen_result *r);
  * call. Beams are scored by the sum of log-probabilities of the processed distribution (the
  * logit processors of `processing`: penalties, DRY, no-repeat-n-gram, logit bias, min_tokens,
  * ignore_eos; no temperature or truncation); a finished hypothesis scores sum / length^alpha,
- * length counting its generated tokens with the one that ended it. Width 1 is greedy search. */
+ * length counting its generated tokens with the one that ended it. Width 1 is greedy search.
+ *
+ * Diverse beam search (Vijayakumar et al. 2016, Hugging Face's group beam search): n_groups
+ * groups of n_beams / n_groups beams each, searched one after the other at every step; a group's
+ * log-probabilities lose diversity_penalty for every beam of an earlier group that chose the same
+ * token at this step (Hamming diversity), and that penalty stays in its beams' sums. Each group
+ * keeps its own finished hypotheses and stops on its own; the best of all groups are returned. */
+typedef enum nc_early_stopping {
+    NC_EARLY_STOP_HEURISTIC = 0, /* Hugging Face's False: stop when the best live beam, scored at its
+                                    current length, cannot beat the worst finished hypothesis */
+    NC_EARLY_STOP_FIRST = 1,     /* True: stop once n_beams hypotheses are finished */
+    NC_EARLY_STOP_NEVER = 2,     /* "never": stop only when no live beam can beat them at any length
+                                    (with length_penalty > 0, its sum scored at max_tokens) */
+} nc_early_stopping;
+
 typedef struct nc_beam_params {
     int32_t n_beams;
     float length_penalty;  /* alpha */
     int32_t n_best;        /* hypotheses returned, 1..n_beams (0: 1) */
-    bool early_stopping;   /* stop once n_beams hypotheses are finished; otherwise stop when the
-                              best live beam, scored at its current length, cannot beat them */
+    nc_early_stopping early_stopping;
+    int32_t n_groups;      /* diverse beam search: groups, dividing n_beams (0: 1, plain beam search) */
+    float diversity_penalty;  /* subtracted per earlier group's beam on the same token (>= 0) */
 } nc_beam_params;
 
 typedef struct nc_beam_hyp {

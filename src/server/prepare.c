@@ -214,7 +214,9 @@ static int decoding_params(const srv_request *r, srv_job *j, srv_error *e) {
     j->stop.max_tokens = r->max_tokens;
     j->logprobs = r->logprobs;
     j->beam = r->use_beam_search;
-    j->beam_params = (nc_beam_params){.n_beams = r->best_of, .length_penalty = r->length_penalty, .n_best = r->n};
+    j->beam_params = (nc_beam_params){.n_beams = r->best_of, .length_penalty = r->length_penalty, .n_best = r->n,
+                                      .early_stopping = r->early_stopping, .n_groups = r->num_beam_groups,
+                                      .diversity_penalty = r->diversity_penalty};
     if (srv_job_own_params(j, (const char *const *)r->stop, r->n_stop, r->logit_bias, r->n_logit_bias)) {
         srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
         return -1;

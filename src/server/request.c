@@ -402,15 +402,30 @@ static int parse_sampling(const cJSON *root, srv_request *r, srv_error *e) {
     return 0;
 }
 
+/* early_stopping: true, false or "never" (vLLM's, after transformers'). */
+static int parse_early_stopping(const cJSON *root, srv_request *r, srv_error *e) {
+    const cJSON *v = member(root, "early_stopping");
+    if (!v) return 0;
+    if (cJSON_IsBool(v)) r->early_stopping = cJSON_IsTrue(v) ? NC_EARLY_STOP_FIRST : NC_EARLY_STOP_HEURISTIC;
+    else if (cJSON_IsString(v) && !strcmp(v->valuestring, "never")) r->early_stopping = NC_EARLY_STOP_NEVER;
+    else return refuse(e, "early_stopping", "'early_stopping' must be true, false or \"never\"");
+    return 0;
+}
+
 /* n, best_of and beam search: beams are best_of (default n) and return the n best. Without beam
  * search best_of may only restate n. */
 static int parse_choices(const cJSON *root, const srv_limits *lim, srv_request *r, srv_error *e) {
     bool best_given = member(root, "best_of") != NULL;
     if (opt_int(root, "n", 1, lim->max_n, &r->n, e) || opt_int(root, "best_of", 1, lim->max_n, &r->best_of, e) ||
         opt_bool(root, "use_beam_search", &r->use_beam_search, e) ||
-        opt_float(root, "length_penalty", -1e6, 1e6, &r->length_penalty, e))
+        opt_float(root, "length_penalty", -1e6, 1e6, &r->length_penalty, e) || parse_early_stopping(root, r, e) ||
+        opt_int(root, "num_beam_groups", 1, lim->max_n, &r->num_beam_groups, e) ||
+        opt_float(root, "diversity_penalty", 0, 1e6, &r->diversity_penalty, e))
         return -1;
     if (!best_given) r->best_of = r->n;
+    if (r->best_of % r->num_beam_groups)
+        return refuse(e, "num_beam_groups", "'num_beam_groups' (%d) must divide the beams ('best_of', %d)",
+                      r->num_beam_groups, r->best_of);
     if (r->best_of < r->n) return refuse(e, "best_of", "'best_of' must be at least 'n'");
     if (!r->use_beam_search) {
         if (r->best_of != r->n) return refuse(e, "best_of", "'best_of' greater than 'n' needs 'use_beam_search'");
@@ -432,7 +447,7 @@ static int refuse_unsupported(const cJSON *root, srv_error *e) {
 
 static void request_defaults(srv_request *r, srv_api api) {
     *r = (srv_request){.api = api, .n = 1, .temperature = 1, .top_p = 1, .typical_p = 1, .dynatemp_exponent = 1,
-                       .repetition_penalty = 1, .length_penalty = 1};
+                       .repetition_penalty = 1, .length_penalty = 1, .num_beam_groups = 1};
 }
 
 static int parse_fields(const cJSON *root, const srv_limits *lim, srv_request *r, srv_error *e) {

@@ -64,6 +64,9 @@ typedef struct srv_request {
     bool use_beam_search;
     int32_t best_of;               /* beams (use_beam_search); otherwise equal to n */
     float length_penalty;
+    nc_early_stopping early_stopping;  /* vLLM's early_stopping: false, true or "never" */
+    int32_t num_beam_groups;       /* transformers' diverse beam search: groups of best_of / groups beams */
+    float diversity_penalty;
 } srv_request;
 
 typedef struct srv_limits {

@@ -54,6 +54,9 @@ expect_err "logprobs mode" "--logprobs-mode: expected raw or processed" --logpro
 expect_err "explain mode" "--explain: expected" --explain=xml
 expect_err "empty stop" "--stop: the stop string is empty" --stop ""
 expect_err "beams 0" "--beams: 0 is outside the allowed range 1..1024" --beams 0
+expect_err "early stopping mode" "--early-stopping: expected --early-stopping, =true, =false or =never" --early-stopping=maybe
+expect_err "beam groups" "--num-beam-groups: 3 does not divide --beams 4 into equal groups" --beams 4 --num-beam-groups 3
+expect_err "diversity penalty" "--diversity-penalty: -1 is outside the allowed range [0, 1000]" --beams 2 --diversity-penalty -1
 expect_err "n-best above beams" "--n-best: 3 is outside the allowed range 1..2 (--beams)" --beams 2 --n-best 3
 expect_err "samples 0" "-N: 0 is outside the allowed range 1..256" -N 0
 expect_err "samples and beams" "-N" -N 2 --beams 2
@@ -145,6 +148,31 @@ assert len(scores) == 3 and scores == sorted(scores, reverse=True), scores
 out=$(run -n 40 --beams 2 --stop "." 2>/dev/null)
 ! grep -q '\.' <<<"${out#"$P"}" && ok || bad "beams with a stop string: $out"
 
+# Early stopping: with the end of generation pushed up (+23) after "Once", two hypotheses end at
+# 15 tokens and the heuristic stops there; "never" (length penalty 3 > 0: live beams scored at 30
+# tokens) goes on and finds a better 30-token beam; true stops where the heuristic does.
+es=(-m "$STORIES" -p "Once" -n 30 --beams 2 --length-penalty 3 --logit-bias 2+23)
+h=$($BIN run "${es[@]}" 2>&1 >/dev/null | grep '^\[beam\]')
+n=$($BIN run "${es[@]}" --early-stopping=never 2>&1 >/dev/null | grep '^\[beam\]')
+t=$($BIN run "${es[@]}" --early-stopping 2>&1 >/dev/null | grep '^\[beam\]')
+grep -q "15 tokens, finish stop" <<<"$h" && grep -q "30 tokens, finish length" <<<"$n" && ok \
+    || bad "early stopping heuristic vs never: [$h] [$n]"
+expect_eq "--early-stopping=false is the default" "$($BIN run "${es[@]}" --early-stopping=false 2>&1 >/dev/null | grep '^\[beam\]')" "$h"
+grep -q "finish stop" <<<"$t" && ok || bad "--early-stopping: $t"
+
+# Diverse beam search: two groups of one beam with a large penalty start with different tokens,
+# without a penalty both are greedy.
+out=$($BIN run -m "$STORIES" -p "He saw a big" -n 4 --beams 2 --n-best 2 --num-beam-groups 2 --diversity-penalty 100 2>/dev/null)
+py '
+import sys
+texts = [l for l in sys.argv[1].splitlines() if not l.startswith("---")]
+assert len(texts) == 2 and texts[0].split()[4] != texts[1].split()[4], texts
+' "$out" && ok || bad "diverse beams: $out"
+out=$($BIN run -m "$STORIES" -p "He saw a big" -n 4 --beams 2 --n-best 2 --num-beam-groups 2 2>/dev/null | grep -v '^---')
+greedy=$($BIN run -m "$STORIES" -p "He saw a big" -n 4 --temp 0 2>/dev/null)
+expect_eq "groups of one beam without a penalty are greedy" "$out" "$greedy
+$greedy"
+
 # no-repeat-ngram 2 under greedy: no bigram of prompt + continuation repeats.
 err=$(run -n 40 --temp 0 --no-repeat-ngram 2 --explain=json 2>&1 >/dev/null)
 py '
@@ -200,6 +228,7 @@ grep -q "chain: eta 0.01 -> epsilon 0.001 -> temperature 0.8 -> dist" <<<"$err" 
 for args in "--seed 1 --temp 1.5 --typical 0.9 --top-nsigma 1.5 --min-keep 3" \
             "--seed 6 --dynatemp-range 0.5 --epsilon-cutoff 3e-4 --eta-cutoff 2e-3 --min-keep 2" "--seed 2 --mirostat 1 --logprobs 4" \
             "--seed 3 --xtc-probability 1 --xtc-threshold 0.1 -N 3 --explain" "--beams 4 --n-best 2 --no-repeat-ngram 3" \
+            "--beams 4 --n-best 4 --num-beam-groups 2 --diversity-penalty 0.7 --early-stopping=never" \
             "--seed 4 --dry-multiplier 1 --dry-sequence-breaker '\\n' --stop was --stop-ids 2,13" "-n -1 --seed 5 -c 64"; do
     out=$(eval run -n 24 "$args" 2>&1 >/dev/null); rc=$?
     [ $rc -eq 0 ] && ! grep -q Sanitizer <<<"$out" && ok || bad "run $args: rc=$rc $out"

@@ -248,6 +248,18 @@ test('beam search (use_beam_search, best_of, length_penalty)', async () => {
   assert.notEqual(a.choices[0].text, a.choices[1].text);
   await expectError(completion({ ...params, stream: true }), 400, 'stream');
   await expectError(completion({ best_of: 3 }), 400, 'best_of');
+  // early_stopping "never" and diverse beam search (num_beam_groups, diversity_penalty)
+  const ends = { prompt: 'Once', max_tokens: 30, use_beam_search: true, best_of: 2, length_penalty: 3, logit_bias: { 2: 23 } };
+  const heuristic = await completion(ends);
+  const never = await completion({ ...ends, early_stopping: 'never' });
+  assert.equal(heuristic.choices[0].finish_reason, 'stop');
+  assert.equal(never.choices[0].finish_reason, 'length');
+  const diverse = await completion({ prompt: 'He saw a big', max_tokens: 4, use_beam_search: true, best_of: 2, n: 2,
+    num_beam_groups: 2, diversity_penalty: 100 });
+  const first = diverse.choices.map((c) => c.text.trim().split(' ')[0]);
+  assert.notEqual(first[0], first[1]);
+  await expectError(completion({ ...params, num_beam_groups: 2 }), 400, 'num_beam_groups');
+  await expectError(completion({ ...params, early_stopping: 'sometimes' }), 400, 'early_stopping');
 });
 
 test('a long prompt (several prefill chunks) gives the same tokens alone and among others', async () => {

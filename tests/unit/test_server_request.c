@@ -208,7 +208,22 @@ static void test_beams(void) {
     srv_request_free(&r);
     CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"use_beam_search\":true,\"n\":3}", &r, &e) == 0);
     CHECK(r.best_of == 3);
+    CHECK(r.early_stopping == NC_EARLY_STOP_HEURISTIC && r.num_beam_groups == 1 && r.diversity_penalty == 0);
     srv_request_free(&r);
+    CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"use_beam_search\":true,\"best_of\":4,\"early_stopping\":\"never\","
+                                     "\"num_beam_groups\":2,\"diversity_penalty\":0.5}",
+                &r, &e) == 0);
+    CHECK(r.early_stopping == NC_EARLY_STOP_NEVER && r.num_beam_groups == 2 && r.diversity_penalty == 0.5f);
+    srv_request_free(&r);
+    CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"use_beam_search\":true,\"early_stopping\":true}", &r, &e) == 0);
+    CHECK(r.early_stopping == NC_EARLY_STOP_FIRST);
+    srv_request_free(&r);
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"use_beam_search\":true,\"early_stopping\":\"always\"}",
+                   "early_stopping");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"use_beam_search\":true,\"best_of\":3,\"num_beam_groups\":2}",
+                   "num_beam_groups");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"use_beam_search\":true,\"diversity_penalty\":-1}",
+                   "diversity_penalty");
     expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"use_beam_search\":true,\"stream\":true}", "stream");
     expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"use_beam_search\":true,\"logprobs\":1}", "logprobs");
     expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"use_beam_search\":true,\"best_of\":1,\"n\":2}",
