@@ -75,6 +75,7 @@ static const char USAGE[] =
     "stopping: --stop STR (repeatable)  --stop-ids 1,2  --min-tokens N  --ignore-eos\n"
     "beams: --beams N  --length-penalty A (1)  --n-best K (1)  --early-stopping[=true|false|never] (false)\n"
     "  --num-beam-groups G (1; diverse beam search)  --diversity-penalty D (0)\n"
+    "contrastive search: --penalty-alpha A (0..1; 0 = greedy) with --top-k K candidates (40)\n"
     "output: -N SAMPLES  --logprobs N  --logprobs-mode raw|processed  --explain[=text|json]\n";
 
 static const char CONTEXT_USAGE[] =
@@ -297,7 +298,7 @@ static int numeric_flag(const char *a, const char *v, cli_decoding *d) {
 static bool takes_value(const char *a) {
     static const char *const with_value[] = {"--stop", "--stop-ids", "--dry-sequence-breaker", "--logit-bias",
                                              "--samplers", "--seed", "--length-penalty", "--logprobs-mode",
-                                             "--diversity-penalty"};
+                                             "--diversity-penalty", "--penalty-alpha"};
     for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
         if (!strcmp(a, with_value[k])) return true;
     for (size_t k = 0; k < sizeof FLOAT_FLAGS / sizeof *FLOAT_FLAGS; k++)
@@ -320,6 +321,13 @@ static int valued_flag(const char *a, const char *v, cli_decoding *d) {
     if (!strcmp(a, "--seed")) {
         d->seed_given = true;
         return cli_u64(a, v, &d->sp.seed) ? 1 : -1;
+    }
+    if (!strcmp(a, "--penalty-alpha")) {
+        double x;
+        if (!cli_float(a, v, 0, 1, &x)) return -1;
+        d->contrastive.penalty_alpha = (float)x;
+        d->use_contrastive = true;
+        return 1;
     }
     if (!strcmp(a, "--length-penalty") || !strcmp(a, "--diversity-penalty")) {
         bool length = a[2] == 'l';
@@ -361,6 +369,24 @@ static bool check_samplers(const cli_decoding *d) {
     return true;
 }
 
+/* Contrastive search takes its candidates from --top-k and decodes one sequence on its own. */
+static bool contrastive_finish(cli_decoding *d) {
+    if (!d->use_contrastive) return true;
+    const char *other = d->use_beams ? "--beams" : d->n_samples > 1 ? "-N" : d->sp.n_logprobs ? "--logprobs"
+                      : d->context.shift ? "--context-shift" : d->context.sinks_given ? "--attention-sinks" : NULL;
+    if (other) {
+        fprintf(stderr, "error: %s: works with sampling, not with contrastive search (--penalty-alpha)\n", other);
+        return false;
+    }
+    if (d->sp.top_k < 1 || d->sp.top_k > 1024) {
+        fprintf(stderr, "error: --penalty-alpha: contrastive search needs --top-k between 1 and 1024 candidates, got %d\n",
+                d->sp.top_k);
+        return false;
+    }
+    d->contrastive.top_k = d->sp.top_k;
+    return true;
+}
+
 bool cli_decoding_finish(cli_decoding *d) {
     if (d->sp.epsilon_cutoff >= 1 || d->sp.eta_cutoff >= 1) { /* a cutoff of 1 would remove every token */
         bool eps = d->sp.epsilon_cutoff >= 1;
@@ -387,7 +413,7 @@ bool cli_decoding_finish(cli_decoding *d) {
         fprintf(stderr, "error: %s: works with sampling, not with --beams\n", d->explain ? "--explain" : "--logprobs");
         return false;
     }
-    if (!cli_context_finish(&d->context)) return false;
+    if (!cli_context_finish(&d->context) || !contrastive_finish(d)) return false;
     if (d->use_beams && d->context.policy.mode != NC_CTX_STOP) {
         fprintf(stderr, "error: %s: works with sampling, not with --beams (beam search stops at a full context)\n",
                 d->context.shift ? "--context-shift" : "--attention-sinks");

@@ -140,6 +140,9 @@ int nc_forward(nc_context *c, const nc_batch_entry *batch, int n, nc_err *err);
 
 /* Logits of the i-th entry of the last batch that asked for logits (n_vocab floats), else NULL. */
 const float *nc_logits(const nc_context *c, int i);
+/* The final hidden state of the same entry (n_embd floats): the residual stream after the final
+ * norm, the input of the output projection (transformers' hidden_states[-1]), else NULL. */
+const float *nc_hidden(const nc_context *c, int i);
 
 /* KV cache management. Positions are per sequence.
  *
@@ -530,6 +533,24 @@ typedef struct nc_beam_params {
     int32_t n_groups;      /* diverse beam search: groups, dividing n_beams (0: 1, plain beam search) */
     float diversity_penalty;  /* subtracted per earlier group's beam on the same token (>= 0) */
 } nc_beam_params;
+
+/* Contrastive search (Su et al. 2022; transformers' penalty_alpha with top_k): at every step the
+ * top_k most probable tokens of the processed distribution (the logit processors of `processing`,
+ * as beam search applies them) are fed to the model, each in its own copy of the sequence, in one
+ * nc_forward call; the token kept maximises (1 - alpha) p(v) - alpha max_j cos(h_v, h_j), h_v its
+ * final hidden state (nc_hidden) and h_j those of every earlier token, prompt included. alpha 0
+ * is greedy search. The context needs n_seq_max >= top_k; sequences 0..top_k-1 are cleared
+ * first (the prompt's hidden states are all computed: nothing is taken from the prefix cache).
+ * Tokens stream through cb as with nc_generate (one sample; no logprobs or explain records); it
+ * ends at an end of generation, a stop rule, max_tokens or a full context (NC_FINISH_CONTEXT). */
+typedef struct nc_contrastive_params {
+    float penalty_alpha;   /* the degeneration penalty's weight, 0..1 */
+    int32_t top_k;         /* candidates per step, 1..1024 */
+} nc_contrastive_params;
+
+int nc_contrastive_search(nc_context *c, const nc_model *m, const int32_t *prompt, int32_t n_prompt,
+                          const nc_contrastive_params *cp, const nc_sampler_params *processing,
+                          const nc_stop_params *stop, nc_gen_callback cb, void *user, nc_gen_result *out, nc_err *err);
 
 typedef struct nc_beam_hyp {
     int32_t *tokens;       /* generated tokens, the one that ended the hypothesis included */

@@ -57,6 +57,12 @@ expect_err "beams 0" "--beams: 0 is outside the allowed range 1..1024" --beams 0
 expect_err "early stopping mode" "--early-stopping: expected --early-stopping, =true, =false or =never" --early-stopping=maybe
 expect_err "beam groups" "--num-beam-groups: 3 does not divide --beams 4 into equal groups" --beams 4 --num-beam-groups 3
 expect_err "diversity penalty" "--diversity-penalty: -1 is outside the allowed range [0, 1000]" --beams 2 --diversity-penalty -1
+expect_err "penalty alpha" "--penalty-alpha: 1.5 is outside the allowed range [0, 1]" --penalty-alpha 1.5
+expect_err "contrastive top-k" "--penalty-alpha: contrastive search needs --top-k between 1 and 1024 candidates, got 0" \
+    --penalty-alpha 0.5 --top-k 0
+expect_err "contrastive and beams" "--beams: works with sampling, not with contrastive search" --penalty-alpha 0.5 --beams 2
+expect_err "contrastive and samples" "-N: works with sampling, not with contrastive search" --penalty-alpha 0.5 -N 2
+expect_err "contrastive and prompt cache" "--prompt-cache: contrastive search" --penalty-alpha 0.5 --prompt-cache /tmp/x
 expect_err "n-best above beams" "--n-best: 3 is outside the allowed range 1..2 (--beams)" --beams 2 --n-best 3
 expect_err "samples 0" "-N: 0 is outside the allowed range 1..256" -N 0
 expect_err "samples and beams" "-N" -N 2 --beams 2
@@ -173,6 +179,25 @@ greedy=$($BIN run -m "$STORIES" -p "He saw a big" -n 4 --temp 0 2>/dev/null)
 expect_eq "groups of one beam without a penalty are greedy" "$out" "$greedy
 $greedy"
 
+# Contrastive search: alpha 0 is greedy; alpha > 0 step by step against a float64 recomputation
+# with reference-forward's model (candidates, probabilities, largest cosines of the final hidden
+# states, the choice), where it leaves the greedy path.
+expect_eq "contrastive alpha 0 is greedy" "$(run -n 30 --penalty-alpha 0 --top-k 4 2>/dev/null)" "$g0"
+for cfg in "0.6 4 1,403,407,261,378 Once upon a time" "0.4 6 1,346,394,261,370 He saw a big"; do
+    read -r alpha k ids text <<<"$cfg"
+    ex=$($BIN run -m "$STORIES" -p "$text" -n 16 --penalty-alpha "$alpha" --top-k "$k" --explain=json 2>&1 >/dev/null)
+    out=$(/usr/bin/python3 tests/e2e/contrastive_check.py "$SHARED/tools/reference-forward" "$STORIES" "$alpha" "$k" "$ids" \
+          <<<"$ex" 2>&1) && ok || bad "contrastive $alpha / $k against the reference: $out"
+done
+c6=$(run -n 16 --penalty-alpha 0.6 --top-k 4 2>/dev/null)
+[ "$c6" != "$(run -n 16 --temp 0 2>/dev/null)" ] && ok || bad "contrastive 0.6 left the greedy text unchanged: $c6"
+err=$(run -n 2 --penalty-alpha 0.6 --top-k 4 --explain 2>&1 >/dev/null)
+grep -q "contrastive search: penalty-alpha 0.6, top-k 4" <<<"$err" && grep -Eq "^  contrastive alpha 0.6: candidate [0-9]+ p 0\.[0-9]{4}, max cosine" <<<"$err" \
+    && grep -q "^  contrastive alpha 0.6, top-k 4: chose" <<<"$err" && ok || bad "contrastive explain: $err"
+err=$(run -c 16 -n 40 --penalty-alpha 0.6 --top-k 4 2>&1 >/dev/null)
+grep -q "generated 11 tokens.*stop: length" <<<"$err" && grep -q "stopped: the context is full (16 tokens)\]" <<<"$err" \
+    && ok || bad "contrastive at a full context: $err"
+
 # no-repeat-ngram 2 under greedy: no bigram of prompt + continuation repeats.
 err=$(run -n 40 --temp 0 --no-repeat-ngram 2 --explain=json 2>&1 >/dev/null)
 py '
@@ -229,7 +254,8 @@ for args in "--seed 1 --temp 1.5 --typical 0.9 --top-nsigma 1.5 --min-keep 3" \
             "--seed 6 --dynatemp-range 0.5 --epsilon-cutoff 3e-4 --eta-cutoff 2e-3 --min-keep 2" "--seed 2 --mirostat 1 --logprobs 4" \
             "--seed 3 --xtc-probability 1 --xtc-threshold 0.1 -N 3 --explain" "--beams 4 --n-best 2 --no-repeat-ngram 3" \
             "--beams 4 --n-best 4 --num-beam-groups 2 --diversity-penalty 0.7 --early-stopping=never" \
-            "--seed 4 --dry-multiplier 1 --dry-sequence-breaker '\\n' --stop was --stop-ids 2,13" "-n -1 --seed 5 -c 64"; do
+            "--seed 4 --dry-multiplier 1 --dry-sequence-breaker '\\n' --stop was --stop-ids 2,13" "-n -1 --seed 5 -c 64" \
+            "--penalty-alpha 0.5 --top-k 5 --stop was --no-repeat-ngram 3 --explain=json"; do
     out=$(eval run -n 24 "$args" 2>&1 >/dev/null); rc=$?
     [ $rc -eq 0 ] && ! grep -q Sanitizer <<<"$out" && ok || bad "run $args: rc=$rc $out"
 done

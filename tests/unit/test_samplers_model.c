@@ -365,6 +365,138 @@ static void test_diverse_beams(void) {
     nc_context_free(c);
 }
 
+
+/* ---- contrastive search ---- */
+
+static int collect_tokens(const nc_gen_event *ev, void *user) {
+    int32_t *n = user;
+    (*n)++;
+    return ev->token < 0;
+}
+
+/* penalty_alpha 0 scores candidates by probability alone: greedy search, token for token. */
+static void test_contrastive_greedy(void) {
+    nc_context *c = context(5, 2, 64);
+    nc_err err;
+    const char *prompts[] = {"Once upon a time", "He saw a big", "The little girl"};
+    for (int i = 0; i < 3; i++) {
+        int32_t prompt[16];
+        int32_t n_prompt = nc_tokenize(model, prompts[i], (int32_t)strlen(prompts[i]), true, false, prompt, 16, &err);
+        for (int ngram = 0; ngram <= 3; ngram += 3) {
+            nc_gen_params gp = greedy_params(40);
+            gp.sampling.no_repeat_ngram = ngram;
+            nc_gen_result g, r;
+            for (int32_t q = 0; q < 5; q++) nc_kv_seq_clear(c, q);
+            CHECK(nc_generate(c, model, prompt, n_prompt, &gp, NULL, NULL, &g, &err) == 0);
+            nc_contrastive_params cp = {.penalty_alpha = 0, .top_k = 4};
+            int32_t events = 0;
+            CHECK(nc_contrastive_search(c, model, prompt, n_prompt, &cp, &gp.sampling, &gp.stop, collect_tokens, &events,
+                                        &r, &err) == 0);
+            CHECK_MSG(r.n_samples == 1 && r.samples[0].n_tokens == g.samples[0].n_tokens &&
+                          !memcmp(r.samples[0].tokens, g.samples[0].tokens,
+                                  (size_t)g.samples[0].n_tokens * sizeof *g.samples[0].tokens),
+                      "'%s' (no-repeat-ngram %d): contrastive search at alpha 0 is not greedy", prompts[i], ngram);
+            CHECK(events == r.samples[0].n_tokens && r.samples[0].finish == g.samples[0].finish);
+            nc_gen_result_free(&g);
+            nc_gen_result_free(&r);
+        }
+    }
+    nc_context_free(c);
+}
+
+/* The formula, step by step, recomputed here: every candidate's sequence run afresh in its own
+ * sequence, hidden states from nc_hidden, cosines and scores in double. */
+static void test_contrastive_formula(void) {
+    enum { K = 4, STEPS = 10 };
+    const double alpha = 0.6;
+    nc_context *c = context(K + 2, 2, 64); /* 0..K-1 for the search, K + 1 for the recomputation */
+    nc_err err;
+    int32_t toks[64];
+    int32_t n_prompt = nc_tokenize(model, "He saw a big", 12, true, false, toks, 16, &err), n = n_prompt;
+    int32_t want[STEPS];
+    int32_t E = info.n_embd, V = info.n_vocab;
+    float *hs = malloc((size_t)64 * (size_t)E * sizeof *hs), *cand_h = malloc((size_t)E * sizeof *cand_h);
+    double *p = malloc((size_t)V * sizeof *p);
+    int32_t differs_from_greedy = 0;
+    for (int step = 0; step < STEPS; step++) {
+        nc_batch_entry b[64];
+        for (int32_t i = 0; i < n; i++) b[i] = (nc_batch_entry){toks[i], i, K + 1, true};
+        nc_kv_seq_clear(c, K + 1);
+        CHECK(nc_forward(c, b, n, &err) == 0);
+        for (int32_t i = 0; i < n; i++) memcpy(hs + (size_t)i * E, nc_hidden(c, i), (size_t)E * sizeof *hs);
+        const float *l = nc_logits(c, n - 1);
+        double mx = -INFINITY, z = 0;
+        for (int32_t v = 0; v < V; v++) mx = l[v] > mx ? l[v] : mx;
+        for (int32_t v = 0; v < V; v++) z += exp(l[v] - mx);
+        for (int32_t v = 0; v < V; v++) p[v] = exp(l[v] - mx) / z;
+        int32_t cand[K];
+        bool taken[512] = {false};
+        for (int j = 0; j < K; j++) {
+            cand[j] = -1;
+            for (int32_t v = 0; v < V; v++)
+                if (!taken[v] && (cand[j] < 0 || p[v] > p[cand[j]])) cand[j] = v;
+            taken[cand[j]] = true;
+        }
+        int32_t best = -1;
+        double best_score = -INFINITY;
+        for (int j = 0; j < K; j++) {
+            b[n] = (nc_batch_entry){cand[j], n, K + 1, true};
+            nc_kv_seq_clear(c, K + 1);
+            for (int32_t i = 0; i < n; i++) b[i].logits = false;
+            CHECK(nc_forward(c, b, n + 1, &err) == 0);
+            memcpy(cand_h, nc_hidden(c, n), (size_t)E * sizeof *cand_h);
+            double cn = 0, cos_max = -INFINITY;
+            for (int32_t d = 0; d < E; d++) cn += (double)cand_h[d] * cand_h[d];
+            for (int32_t i = 0; i < n; i++) {
+                double dot = 0, hn = 0;
+                for (int32_t d = 0; d < E; d++) {
+                    dot += (double)hs[(size_t)i * E + d] * cand_h[d];
+                    hn += (double)hs[(size_t)i * E + d] * hs[(size_t)i * E + d];
+                }
+                double cos = dot / sqrt(hn * cn);
+                cos_max = cos > cos_max ? cos : cos_max;
+            }
+            double score = (1 - alpha) * p[cand[j]] - alpha * cos_max;
+            if (score > best_score) {
+                best_score = score;
+                best = cand[j];
+            }
+        }
+        differs_from_greedy += best != cand[0];
+        want[step] = toks[n++] = best;
+    }
+    nc_contrastive_params cp = {.penalty_alpha = (float)alpha, .top_k = K};
+    nc_stop_params stop = {.max_tokens = STEPS};
+    nc_sampler_params none;
+    nc_sampler_params_default(&none);
+    nc_gen_result r;
+    CHECK(nc_contrastive_search(c, model, toks, n_prompt, &cp, &none, &stop, NULL, NULL, &r, &err) == 0);
+    CHECK(r.samples[0].n_tokens == STEPS && r.samples[0].finish == NC_FINISH_LENGTH);
+    CHECK_MSG(!memcmp(r.samples[0].tokens, want, sizeof want), "contrastive search differs from the recomputation");
+    CHECK(differs_from_greedy > 0); /* the penalty changed some choice */
+    nc_gen_result_free(&r);
+    /* a full context ends it; too few sequences and bad parameters are refused */
+    stop.max_tokens = 0;
+    nc_context *small = context(K, 2, 16);
+    CHECK(nc_contrastive_search(small, model, toks, n_prompt, &cp, &none, &stop, NULL, NULL, &r, &err) == 0);
+    CHECK(r.samples[0].n_tokens == 16 - n_prompt && r.samples[0].finish == NC_FINISH_CONTEXT);
+    nc_gen_result_free(&r);
+    cp.top_k = K + 1;
+    CHECK_MSG(nc_contrastive_search(small, model, toks, n_prompt, &cp, &none, &stop, NULL, NULL, &r, &err) == -1 &&
+                  strstr(err.msg, "n_seq_max >= 5"), "%s", err.msg);
+    cp.top_k = 0;
+    CHECK(nc_contrastive_search(small, model, toks, n_prompt, &cp, &none, &stop, NULL, NULL, &r, &err) == -1 &&
+          strstr(err.msg, "top_k: 0"));
+    cp = (nc_contrastive_params){.penalty_alpha = 1.5f, .top_k = 2};
+    CHECK(nc_contrastive_search(small, model, toks, n_prompt, &cp, &none, &stop, NULL, NULL, &r, &err) == -1 &&
+          strstr(err.msg, "penalty_alpha: 1.5"));
+    nc_context_free(small);
+    free(hs);
+    free(cand_h);
+    free(p);
+    nc_context_free(c);
+}
+
 /* ---- beams and greedy ---- */
 
 typedef struct collected {
@@ -687,6 +819,8 @@ int main(void) {
     test_beam_vs_exact();
     test_beam_early_stopping();
     test_diverse_beams();
+    test_contrastive_greedy();
+    test_contrastive_formula();
     test_width_one_is_greedy(0);
     test_width_one_is_greedy(2);
     test_beam_rules();
