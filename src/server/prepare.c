@@ -214,6 +214,8 @@ static int decoding_params(const srv_request *r, srv_job *j, srv_error *e) {
     j->stop.max_tokens = r->max_tokens;
     j->logprobs = r->logprobs;
     j->beam = r->use_beam_search;
+    j->contrastive = r->contrastive;
+    j->contrastive_params = (nc_contrastive_params){.penalty_alpha = r->penalty_alpha, .top_k = r->top_k};
     j->beam_params = (nc_beam_params){.n_beams = r->best_of, .length_penalty = r->length_penalty, .n_best = r->n,
                                       .early_stopping = r->early_stopping, .n_groups = r->num_beam_groups,
                                       .diversity_penalty = r->diversity_penalty};

@@ -436,6 +436,21 @@ static int parse_choices(const cJSON *root, const srv_limits *lim, srv_request *
     return 0;
 }
 
+/* penalty_alpha (transformers'): contrastive search with top_k candidates, each in a sequence of
+ * the cache, so at most the server's slots; one choice, no logprobs, no beams. */
+static int parse_contrastive(const cJSON *root, const srv_limits *lim, srv_request *r, srv_error *e) {
+    r->contrastive = member(root, "penalty_alpha") != NULL;
+    if (!r->contrastive) return 0;
+    if (opt_float(root, "penalty_alpha", 0, 1, &r->penalty_alpha, e)) return -1;
+    if (r->top_k < 1 || r->top_k > lim->max_n)
+        return refuse(e, "top_k", "contrastive search ('penalty_alpha') needs 'top_k' candidates between 1 and %d "
+                      "(the server's slots)", lim->max_n);
+    if (r->use_beam_search) return refuse(e, "use_beam_search", "'penalty_alpha' and 'use_beam_search' exclude each other");
+    if (r->n > 1) return refuse(e, "n", "contrastive search ('penalty_alpha') is deterministic: 'n' must be 1");
+    if (r->logprobs) return refuse(e, "logprobs", "contrastive search ('penalty_alpha') does not report logprobs");
+    return 0;
+}
+
 /* OpenAI fields this server does not implement are refused rather than silently ignored. */
 static int refuse_unsupported(const cJSON *root, srv_error *e) {
     if (cJSON_IsTrue(member(root, "echo"))) return refuse(e, "echo", "'echo' is not supported");
@@ -455,7 +470,8 @@ static int parse_fields(const cJSON *root, const srv_limits *lim, srv_request *r
     if (r->api == SRV_API_CHAT ? parse_messages(root, r, e) : parse_prompt(root, lim, r, e)) return -1;
     return parse_max_tokens(root, r, e) || parse_stream(root, r, e) || parse_stop(root, r, e) ||
                    parse_logprobs(root, r, e) || parse_seed(root, r, e) || parse_sampling(root, r, e) ||
-                   parse_logit_bias(root, lim, r, e) || parse_choices(root, lim, r, e) || refuse_unsupported(root, e)
+                   parse_logit_bias(root, lim, r, e) || parse_choices(root, lim, r, e) ||
+                   parse_contrastive(root, lim, r, e) || refuse_unsupported(root, e)
                ? -1
                : 0;
 }

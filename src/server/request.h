@@ -67,6 +67,8 @@ typedef struct srv_request {
     nc_early_stopping early_stopping;  /* vLLM's early_stopping: false, true or "never" */
     int32_t num_beam_groups;       /* transformers' diverse beam search: groups of best_of / groups beams */
     float diversity_penalty;
+    bool contrastive;              /* penalty_alpha given: contrastive search over top_k candidates */
+    float penalty_alpha;
 } srv_request;
 
 typedef struct srv_limits {

@@ -262,6 +262,21 @@ test('beam search (use_beam_search, best_of, length_penalty)', async () => {
   await expectError(completion({ ...params, early_stopping: 'sometimes' }), 400, 'early_stopping');
 });
 
+test('contrastive search (penalty_alpha with top_k), streamed or not', async () => {
+  const greedy = await completion({ temperature: 0, max_tokens: 20, ignore_eos: true });
+  const zero = await completion({ penalty_alpha: 0, top_k: 4, max_tokens: 20, ignore_eos: true });
+  assert.equal(zero.choices[0].text, greedy.choices[0].text); // alpha 0 is greedy
+  const params = { penalty_alpha: 0.6, top_k: 4, max_tokens: 16, ignore_eos: true };
+  const a = await completion(params);
+  assert.notEqual(a.choices[0].text, greedy.choices[0].text.slice(0, a.choices[0].text.length));
+  assert.equal(a.choices[0].finish_reason, 'length');
+  assert.equal(a.usage.completion_tokens, 16);
+  const streamed = await collect(await completion({ ...params, stream: true }), false);
+  assert.equal(streamed.text[0], a.choices[0].text);
+  await expectError(completion({ penalty_alpha: 0.6 }), 400, 'top_k');
+  await expectError(completion({ penalty_alpha: 0.6, top_k: 4, n: 2 }), 400, 'n');
+});
+
 test('a long prompt (several prefill chunks) gives the same tokens alone and among others', async () => {
   const prompt = 'Once upon a time there was a dog named Max. '.repeat(50);
   const probe = { prompt, seed: 42, max_tokens: 24, ignore_eos: true };

@@ -201,6 +201,20 @@ static void test_invalid_values(void) {
 static void test_beams(void) {
     srv_request r;
     srv_error e;
+    CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"penalty_alpha\":0.6,\"top_k\":4}", &r, &e) == 0);
+    CHECK(r.contrastive && r.penalty_alpha == 0.6f && r.top_k == 4);
+    srv_request_free(&r);
+    CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"top_k\":4}", &r, &e) == 0);
+    CHECK(!r.contrastive);
+    srv_request_free(&r);
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"penalty_alpha\":0.6}", "top_k");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"penalty_alpha\":0.6,\"top_k\":99}", "top_k");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"penalty_alpha\":1.5,\"top_k\":4}", "penalty_alpha");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"penalty_alpha\":0.5,\"top_k\":4,\"n\":2}", "n");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"penalty_alpha\":0.5,\"top_k\":4,\"logprobs\":1}",
+                   "logprobs");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"penalty_alpha\":0.5,\"top_k\":2,\"use_beam_search\":true}",
+                   "use_beam_search");
     CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"use_beam_search\":true,\"best_of\":4,\"n\":2,"
                                      "\"length_penalty\":0.5}",
                 &r, &e) == 0);
