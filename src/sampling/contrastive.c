@@ -27,7 +27,6 @@
 
 typedef struct cs_run {
     nc_context *c;
-    const nc_model *m;
     nc_sampler *proc;
     nc_stopper *stopper;
     int32_t k, E, V, n_prompt, room;  /* room: tokens the context holds after the prompt */
@@ -36,7 +35,7 @@ typedef struct cs_run {
     int32_t n_h;
     int32_t *hist, n_hist;
     float *logits;       /* the next token's logits */
-    float *lp;           /* their processed log-probabilities */
+    float *prob;         /* their processed probabilities, by id */
     int32_t *cand, *cand_seq;
     nc_batch_entry *batch;
     int32_t seq;         /* the sequence that carries the search */
@@ -78,17 +77,17 @@ static int prefill(cs_run *r, const int32_t *prompt, nc_err *err) {
     return 0;
 }
 
-/* The processed distribution's k most probable tokens into r->cand (returns how many) and
- * their probabilities into r->lp (as probabilities, not logs). */
+/* The processed distribution's k most probable tokens into r->cand (returns how many), every
+ * token's probability into r->prob (which holds the logits while the candidates are picked). */
 static int32_t candidates(cs_run *r) {
     const cand_list *c = sampler_process(r->proc, r->logits, r->hist, r->n_hist, r->n_prompt);
     double mx = -INFINITY, z = 0;
     for (int32_t i = 0; i < c->n; i++) mx = c->data[i].logit > mx ? c->data[i].logit : mx;
     if (mx == -INFINITY) return 0;
     for (int32_t i = 0; i < c->n; i++) z += exp((double)c->data[i].logit - mx);
-    for (int32_t i = 0; i < c->n; i++) r->lp[i] = c->data[i].logit; /* id order (sampler_process) */
-    int32_t n = top_indices(r->lp, r->V, r->k, r->cand);
-    for (int32_t i = 0; i < c->n; i++) r->lp[i] = (float)(exp((double)c->data[i].logit - mx) / z);
+    for (int32_t i = 0; i < c->n; i++) r->prob[i] = c->data[i].logit; /* id order (sampler_process) */
+    int32_t n = top_indices(r->prob, r->V, r->k, r->cand);
+    for (int32_t i = 0; i < c->n; i++) r->prob[i] = (float)(exp((double)c->data[i].logit - mx) / z);
     return n;
 }
 
@@ -113,15 +112,15 @@ static int feed(cs_run *r, int32_t n, int32_t pos, nc_err *err) {
 static void record(cs_run *r, int32_t n, int32_t best, double score) {
     nc_explain *e = &r->ex;
     nc_explain_stage *st = &e->stage[e->n_stages++];
-    *st = (nc_explain_stage){.param = r->alpha, .n_before = n, .n_after = 1, .mass = r->lp[r->cand[best]]};
+    *st = (nc_explain_stage){.param = r->alpha, .n_before = n, .n_after = 1, .mass = r->prob[r->cand[best]]};
     snprintf(st->name, sizeof st->name, "contrastive");
     snprintf(st->what, sizeof st->what, "contrastive alpha %g, top-k %d: chose %d (score %.4f) of %d candidates",
              r->alpha, r->k, r->cand[best], score, n);
     e->token = r->cand[best];
-    e->p = r->lp[r->cand[best]];
+    e->p = r->prob[r->cand[best]];
     e->n_candidates = n;
     e->n_top = n < NC_EXPLAIN_TOP ? n : NC_EXPLAIN_TOP;
-    for (int32_t i = 0; i < e->n_top; i++) e->top[i] = (nc_token_prob){r->cand[i], r->lp[r->cand[i]]};
+    for (int32_t i = 0; i < e->n_top; i++) e->top[i] = (nc_token_prob){r->cand[i], r->prob[r->cand[i]]};
 }
 
 /* The candidate with the best contrastive score (the first of equals); its unit hidden state
@@ -133,7 +132,7 @@ static int32_t choose(cs_run *r, int32_t n) {
     r->ex.n_stages = 0;
     for (int32_t j = 0; j < n; j++) {
         unit(h, nc_hidden(r->c, j), r->E);
-        double p = r->lp[r->cand[j]], cos = max_cosine(r, h), score = (1 - r->alpha) * p - r->alpha * cos;
+        double p = r->prob[r->cand[j]], cos = max_cosine(r, h), score = (1 - r->alpha) * p - r->alpha * cos;
         if (score > best_score || j == 0) {
             best = j;
             best_score = score;
@@ -192,7 +191,7 @@ int nc_contrastive_search(nc_context *c, const nc_model *m, const int32_t *promp
     nc_model_info info;
     nc_model_get_info(m, &info);
     int32_t room = n_ctx - n_prompt; /* every chosen token is fed, so it needs a cell */
-    cs_run r = {.c = c, .m = m, .k = cp->top_k, .E = info.n_embd, .V = info.n_vocab, .n_prompt = n_prompt,
+    cs_run r = {.c = c, .k = cp->top_k, .E = info.n_embd, .V = info.n_vocab, .n_prompt = n_prompt,
                 .room = room, .alpha = cp->penalty_alpha, .explain = processing && processing->explain};
     nc_sampler_params pp;
     if (processing) pp = *processing;
@@ -203,7 +202,7 @@ int nc_contrastive_search(nc_context *c, const nc_model *m, const int32_t *promp
     r.ctx_h = malloc(((size_t)cap + 1) * (size_t)r.E * sizeof *r.ctx_h);
     r.hist = malloc((size_t)cap * sizeof *r.hist);
     r.logits = malloc((size_t)r.V * sizeof *r.logits);
-    r.lp = malloc((size_t)r.V * sizeof *r.lp);
+    r.prob = malloc((size_t)r.V * sizeof *r.prob);
     r.cand = malloc((size_t)r.k * sizeof *r.cand);
     r.cand_seq = malloc((size_t)r.k * sizeof *r.cand_seq);
     r.batch = malloc((size_t)(n_prompt > r.k ? n_prompt : r.k) * sizeof *r.batch);
@@ -211,7 +210,7 @@ int nc_contrastive_search(nc_context *c, const nc_model *m, const int32_t *promp
     out->n_samples = out->samples ? 1 : 0;
     int rc = -1;
     double t0 = sampling_now(), t1 = t0;
-    if (!r.ctx_h || !r.hist || !r.logits || !r.lp || !r.cand || !r.cand_seq || !r.batch || !out->samples ||
+    if (!r.ctx_h || !r.hist || !r.logits || !r.prob || !r.cand || !r.cand_seq || !r.batch || !out->samples ||
         !(out->samples->tokens = malloc((size_t)room * sizeof *out->samples->tokens)))
         nc_fail(err, "out of memory");
     else if (!nc_sampler_new(&r.proc, m, r.V, &pp, err) && !nc_stopper_new(&r.stopper, m, stop, err) &&
@@ -226,7 +225,7 @@ int nc_contrastive_search(nc_context *c, const nc_model *m, const int32_t *promp
     free(r.ctx_h);
     free(r.hist);
     free(r.logits);
-    free(r.lp);
+    free(r.prob);
     free(r.cand);
     free(r.cand_seq);
     free(r.batch);
