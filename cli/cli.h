@@ -54,8 +54,9 @@ typedef struct cli_decoding {
     nc_sampler_params sp;
     nc_stop_params stop;
     nc_beam_params beam;
+    nc_contrastive_params contrastive;  /* top_k: the sampler's --top-k */
     cli_context context;
-    bool use_beams, seed_given, breakers_set;
+    bool use_beams, use_contrastive, seed_given, breakers_set;
     int32_t n_samples;
     cli_explain explain;
     const char **stops, **breakers;

@@ -69,8 +69,14 @@ static int parse(int argc, char **argv, run_opts *o) {
         else { fprintf(stderr, "error: run: unknown option '%s'\n", a); usage(); return 2; }
     }
     if (!cli_decoding_finish(&o->dec) || !cli_spec_finish(&o->spec)) return 2;
-    if (o->dec.use_beams && cli_spec_on(&o->spec)) {
-        fprintf(stderr, "error: run: beam search does not decode speculatively (drop --beams or the draft flags)\n");
+    if ((o->dec.use_beams || o->dec.use_contrastive) && cli_spec_on(&o->spec)) {
+        fprintf(stderr, "error: run: %s does not decode speculatively (drop it or the draft flags)\n",
+                o->dec.use_beams ? "beam search (--beams)" : "contrastive search (--penalty-alpha)");
+        return 2;
+    }
+    if (o->prompt_cache && o->dec.use_contrastive) {
+        fprintf(stderr, "error: --prompt-cache: contrastive search (--penalty-alpha) computes every prompt token's hidden "
+                        "state, so it neither reuses nor saves a prompt cache\n");
         return 2;
     }
     if (!o->prompt) { fprintf(stderr, "error: run: -p PROMPT is required\n"); usage(); return 2; }
@@ -257,7 +263,10 @@ static int run_sampling(nc_context *c, const nc_model *m, const run_opts *o, con
         fputs(o->prompt, stdout);
         fflush(stdout);
     }
-    if (out.dt && out.text && out.len && !nc_generate(c, m, prompt, n_prompt, &gp, on_event, &out, &res, err)) {
+    if (out.dt && out.text && out.len &&
+        !(o->dec.use_contrastive ? nc_contrastive_search(c, m, prompt, n_prompt, &o->dec.contrastive, &o->dec.sp,
+                                                         &o->dec.stop, on_event, &out, &res, err)
+                                 : nc_generate(c, m, prompt, n_prompt, &gp, on_event, &out, &res, err))) {
         for (int32_t i = 0; i < res.n_samples; i++) {
             const nc_gen_sample *s = &res.samples[i];
             if (out.n_samples > 1)
@@ -345,7 +354,7 @@ static void print_context(const run_opts *o, nc_context *c, const run_stats *st)
     int32_t n_ctx = nc_context_n_ctx(c);
     if (st->context_full)
         fprintf(stderr, "[stopped: the context is full (%d tokens)%s]\n", n_ctx,
-                o->dec.use_beams ? "" : "; use --context-shift or --attention-sinks N to go on");
+                o->dec.use_beams || o->dec.use_contrastive ? "" : "; use --context-shift or --attention-sinks N to go on");
     if (st->n_evictions)
         fprintf(stderr, "[context] %s made room %d times in the %d-token context, dropping %d tokens\n",
                 o->dec.context.shift ? "context shift" : "attention sinks", st->n_evictions, n_ctx, st->n_evicted);
@@ -414,7 +423,10 @@ static int prompt_cache_save(nc_context *c, const char *path, int n_prompt, int3
 static void describe_chain(const nc_model *m, int32_t n_vocab, const cli_decoding *d) {
     nc_sampler *s;
     nc_err err;
-    if (d->explain == CLI_EXPLAIN_TEXT && !nc_sampler_new(&s, m, n_vocab, &d->sp, &err)) {
+    if (d->explain == CLI_EXPLAIN_TEXT && d->use_contrastive)
+        fprintf(stderr, "[explain] contrastive search: penalty-alpha %g, top-k %d\n", d->contrastive.penalty_alpha,
+                d->contrastive.top_k);
+    else if (d->explain == CLI_EXPLAIN_TEXT && !nc_sampler_new(&s, m, n_vocab, &d->sp, &err)) {
         fprintf(stderr, "[explain] chain: %s\n", nc_sampler_describe(s));
         nc_sampler_free(s);
     }
@@ -457,7 +469,9 @@ int cmd_run(int argc, char **argv) {
     /* a saved prompt needs every position of sliding-window layers, not only a ring's worth (and
      * rings share no prefixes) */
     nc_context_params cp = {.n_ctx = (int32_t)n_ctx, .n_threads = (int32_t)o.threads,
-                            .n_seq_max = o.dec.use_beams ? o.dec.beam.n_beams : o.dec.n_samples,
+                            .n_seq_max = o.dec.use_beams         ? o.dec.beam.n_beams
+                                         : o.dec.use_contrastive ? o.dec.contrastive.top_k
+                                                                 : o.dec.n_samples,
                             .type_k = o.type_k, .type_v = o.type_v, .swa_full = o.prompt_cache != NULL};
     if (nc_context_new(&c, m, &cp, &err) ||
         cli_spec_open(&o.spec, m, (int32_t)n_ctx, cp.n_seq_max, (int32_t)o.threads, &spec, &dm, &dc, &err))

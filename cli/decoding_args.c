@@ -22,6 +22,10 @@ static const float_flag FLOAT_FLAGS[] = {
     {"--min-p", offsetof(nc_sampler_params, min_p), 0, 1},
     {"--typical", offsetof(nc_sampler_params, typical_p), 0, 1},
     {"--top-nsigma", offsetof(nc_sampler_params, top_n_sigma), -1, 100},
+    {"--epsilon-cutoff", offsetof(nc_sampler_params, epsilon_cutoff), 0, 1},  /* 1 itself: cli_decoding_finish */
+    {"--eta-cutoff", offsetof(nc_sampler_params, eta_cutoff), 0, 1},
+    {"--dynatemp-range", offsetof(nc_sampler_params, dynatemp_range), 0, 100},
+    {"--dynatemp-exp", offsetof(nc_sampler_params, dynatemp_exponent), 0, 100},
     {"--repeat-penalty", offsetof(nc_sampler_params, repeat_penalty), 0.01, 100},
     {"--presence-penalty", offsetof(nc_sampler_params, presence_penalty), -2, 2},
     {"--frequency-penalty", offsetof(nc_sampler_params, frequency_penalty), -2, 2},
@@ -53,20 +57,25 @@ static const int_flag INT_FLAGS[] = {
     {"-N", offsetof(cli_decoding, n_samples), 1, 256},
     {"--beams", offsetof(cli_decoding, beam) + offsetof(nc_beam_params, n_beams), 1, 1024},
     {"--n-best", offsetof(cli_decoding, beam) + offsetof(nc_beam_params, n_best), 1, 1024},
+    {"--num-beam-groups", offsetof(cli_decoding, beam) + offsetof(nc_beam_params, n_groups), 1, 1024},
 };
 
 static const char USAGE[] =
     "sampling (default chain: penalties -> logit bias -> temperature -> top-k -> top-p -> min-p -> sample):\n"
     "  --temp T (0.8; 0 = greedy)  --top-k K (40; 0 = off)  --top-p P (0.95)  --min-p P (0.05)  --typical P (1 = off)\n"
-    "  --top-nsigma N (-1 = off)  --min-keep N  --xtc-probability P  --xtc-threshold T (0.1)\n"
+    "  --top-nsigma N (-1 = off)  --epsilon-cutoff E (0 = off)  --eta-cutoff E (0 = off)  --min-keep N\n"
+    "  --dynatemp-range R (0 = off)  --dynatemp-exp X (1)  --xtc-probability P  --xtc-threshold T (0.1)\n"
     "  --repeat-penalty F (1 = off)  --repeat-last-n N (64; -1 = all)  --presence-penalty F  --frequency-penalty F\n"
     "  --no-repeat-ngram N  --dry-multiplier F  --dry-base F (1.75)  --dry-allowed-length N (2)\n"
     "  --dry-penalty-last-n N (-1 = all)  --dry-sequence-breaker STR (repeatable; 'none' clears the defaults)\n"
     "  --mirostat 0|1|2  --mirostat-lr ETA (0.1)  --mirostat-ent TAU (5)  --logit-bias ID(+|-)BIAS (-inf bans)\n"
-    "  --samplers 'penalties;dry;no_repeat_ngram;logit_bias;temperature;top_n_sigma;top_k;typ_p;top_p;min_p;xtc'\n"
+    "  --samplers 'penalties;dry;no_repeat_ngram;logit_bias;temperature;top_n_sigma;top_k;typ_p;top_p;min_p;epsilon;\n"
+    "             eta;xtc'\n"
     "  --seed S\n"
     "stopping: --stop STR (repeatable)  --stop-ids 1,2  --min-tokens N  --ignore-eos\n"
-    "beams: --beams N  --length-penalty A (1)  --n-best K (1)  --early-stopping\n"
+    "beams: --beams N  --length-penalty A (1)  --n-best K (1)  --early-stopping[=true|false|never] (false)\n"
+    "  --num-beam-groups G (1; diverse beam search)  --diversity-penalty D (0)\n"
+    "contrastive search: --penalty-alpha A (0..1; 0 = greedy) with --top-k K candidates (40)\n"
     "output: -N SAMPLES  --logprobs N  --logprobs-mode raw|processed  --explain[=text|json]\n";
 
 static const char CONTEXT_USAGE[] =
@@ -252,6 +261,19 @@ static int set_logprobs_mode(cli_decoding *d, const char *flag, const char *v) {
     return 1;
 }
 
+/* Hugging Face's early_stopping: --early-stopping (True), =false (the default heuristic), =never. */
+static int set_early_stopping(cli_decoding *d, const char *a) {
+    const char *mode = a + strlen("--early-stopping");
+    if (!*mode || !strcmp(mode, "=true")) d->beam.early_stopping = NC_EARLY_STOP_FIRST;
+    else if (!strcmp(mode, "=false")) d->beam.early_stopping = NC_EARLY_STOP_HEURISTIC;
+    else if (!strcmp(mode, "=never")) d->beam.early_stopping = NC_EARLY_STOP_NEVER;
+    else {
+        fprintf(stderr, "error: --early-stopping: expected --early-stopping, =true, =false or =never, got '%s'\n", a);
+        return -1;
+    }
+    return 1;
+}
+
 static int numeric_flag(const char *a, const char *v, cli_decoding *d) {
     for (size_t k = 0; k < sizeof FLOAT_FLAGS / sizeof *FLOAT_FLAGS; k++) {
         const float_flag *f = &FLOAT_FLAGS[k];
@@ -275,7 +297,8 @@ static int numeric_flag(const char *a, const char *v, cli_decoding *d) {
 
 static bool takes_value(const char *a) {
     static const char *const with_value[] = {"--stop", "--stop-ids", "--dry-sequence-breaker", "--logit-bias",
-                                             "--samplers", "--seed", "--length-penalty", "--logprobs-mode"};
+                                             "--samplers", "--seed", "--length-penalty", "--logprobs-mode",
+                                             "--diversity-penalty", "--penalty-alpha"};
     for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
         if (!strcmp(a, with_value[k])) return true;
     for (size_t k = 0; k < sizeof FLOAT_FLAGS / sizeof *FLOAT_FLAGS; k++)
@@ -299,10 +322,18 @@ static int valued_flag(const char *a, const char *v, cli_decoding *d) {
         d->seed_given = true;
         return cli_u64(a, v, &d->sp.seed) ? 1 : -1;
     }
-    if (!strcmp(a, "--length-penalty")) {
+    if (!strcmp(a, "--penalty-alpha")) {
         double x;
-        if (!cli_float(a, v, -10, 10, &x)) return -1;
-        d->beam.length_penalty = (float)x;
+        if (!cli_float(a, v, 0, 1, &x)) return -1;
+        d->contrastive.penalty_alpha = (float)x;
+        d->use_contrastive = true;
+        return 1;
+    }
+    if (!strcmp(a, "--length-penalty") || !strcmp(a, "--diversity-penalty")) {
+        bool length = a[2] == 'l';
+        double x;
+        if (!cli_float(a, v, length ? -10 : 0, length ? 10 : 1000, &x)) return -1;
+        *(length ? &d->beam.length_penalty : &d->beam.diversity_penalty) = (float)x;
         return 1;
     }
     return numeric_flag(a, v, d);
@@ -313,7 +344,8 @@ int cli_decoding_arg(int argc, char **argv, int *i, cli_decoding *d) {
     int r = cli_context_arg(argc, argv, i, &d->context);
     if (r) return r;
     if (!strcmp(a, "--ignore-eos")) { d->sp.ignore_eos = true; return 1; }
-    if (!strcmp(a, "--early-stopping")) { d->beam.early_stopping = true; return 1; }
+    if (!strncmp(a, "--early-stopping", strlen("--early-stopping")) && (a[16] == 0 || a[16] == '='))
+        return set_early_stopping(d, a);
     if (!strncmp(a, "--explain", strlen("--explain")) && (a[9] == 0 || a[9] == '=')) return set_explain(d, a);
     if (!takes_value(a)) return 0;
     const char *v = cli_value(argc, argv, i);
@@ -337,9 +369,39 @@ static bool check_samplers(const cli_decoding *d) {
     return true;
 }
 
+/* Contrastive search takes its candidates from --top-k and decodes one sequence on its own. */
+static bool contrastive_finish(cli_decoding *d) {
+    if (!d->use_contrastive) return true;
+    const char *other = d->use_beams ? "--beams" : d->n_samples > 1 ? "-N" : d->sp.n_logprobs ? "--logprobs"
+                      : d->context.shift ? "--context-shift" : d->context.sinks_given ? "--attention-sinks" : NULL;
+    if (other) {
+        fprintf(stderr, "error: %s: works with sampling, not with contrastive search (--penalty-alpha)\n", other);
+        return false;
+    }
+    if (d->sp.top_k < 1 || d->sp.top_k > 1024) {
+        fprintf(stderr, "error: --penalty-alpha: contrastive search needs --top-k between 1 and 1024 candidates, got %d\n",
+                d->sp.top_k);
+        return false;
+    }
+    d->contrastive.top_k = d->sp.top_k;
+    return true;
+}
+
 bool cli_decoding_finish(cli_decoding *d) {
+    if (d->sp.epsilon_cutoff >= 1 || d->sp.eta_cutoff >= 1) { /* a cutoff of 1 would remove every token */
+        bool eps = d->sp.epsilon_cutoff >= 1;
+        fprintf(stderr, "error: %s: %g is outside the allowed range [0, 1)\n", eps ? "--epsilon-cutoff" : "--eta-cutoff",
+                eps ? d->sp.epsilon_cutoff : d->sp.eta_cutoff);
+        return false;
+    }
     if (d->beam.n_best > d->beam.n_beams) {
         fprintf(stderr, "error: --n-best: %d is outside the allowed range 1..%d (--beams)\n", d->beam.n_best,
+                d->beam.n_beams);
+        return false;
+    }
+    int32_t groups = d->beam.n_groups ? d->beam.n_groups : 1;
+    if (d->beam.n_beams % groups) {
+        fprintf(stderr, "error: --num-beam-groups: %d does not divide --beams %d into equal groups\n", groups,
                 d->beam.n_beams);
         return false;
     }
@@ -351,7 +413,7 @@ bool cli_decoding_finish(cli_decoding *d) {
         fprintf(stderr, "error: %s: works with sampling, not with --beams\n", d->explain ? "--explain" : "--logprobs");
         return false;
     }
-    if (!cli_context_finish(&d->context)) return false;
+    if (!cli_context_finish(&d->context) || !contrastive_finish(d)) return false;
     if (d->use_beams && d->context.policy.mode != NC_CTX_STOP) {
         fprintf(stderr, "error: %s: works with sampling, not with --beams (beam search stops at a full context)\n",
                 d->context.shift ? "--context-shift" : "--attention-sinks");

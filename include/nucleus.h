@@ -140,6 +140,9 @@ int nc_forward(nc_context *c, const nc_batch_entry *batch, int n, nc_err *err);
 
 /* Logits of the i-th entry of the last batch that asked for logits (n_vocab floats), else NULL. */
 const float *nc_logits(const nc_context *c, int i);
+/* The final hidden state of the same entry (n_embd floats): the residual stream after the final
+ * norm, the input of the output projection (transformers' hidden_states[-1]), else NULL. */
+const float *nc_hidden(const nc_context *c, int i);
 
 /* KV cache management. Positions are per sequence.
  *
@@ -319,11 +322,16 @@ typedef enum nc_logprobs_mode {
 typedef struct nc_sampler_params {
     uint64_t seed;
     float temp;                 /* logits / temp; 0 keeps only the most likely token (greedy) */
+    float dynatemp_range;       /* 0: off; llama.cpp's dynamic temperature: T in [temp - range, temp + range]
+                                   from the normalised entropy H / ln n of the step's distribution */
+    float dynatemp_exponent;    /* T = T_min + (T_max - T_min) * (H / ln n)^exponent (default 1) */
     int32_t top_k;              /* 0: off */
     float top_p;                /* 1: off; ties at the boundary go to the lower token id */
     float min_p;                /* 0: off; keep p >= min_p * p_max */
     float typical_p;            /* 1: off; locally typical sampling (Meister et al., 2023) */
     float top_n_sigma;          /* <= 0: off; keep logit >= max - n * stddev (Tang et al., 2024) */
+    float epsilon_cutoff;       /* 0: off; keep p >= epsilon (Hewitt et al., 2022), below 1 */
+    float eta_cutoff;           /* 0: off; keep p >= min(eta, sqrt(eta) * exp(-entropy)), below 1 */
     int32_t min_keep;           /* truncation stages keep at least this many (and at least 1) */
     float repeat_penalty;       /* 1: off; CTRL: positive logits divided, negative multiplied */
     int32_t repeat_last_n;      /* history window of the three penalties; -1: all, 0: off */
@@ -352,7 +360,8 @@ typedef struct nc_sampler_params {
 
 /* llama.cpp's defaults: temp 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_last_n 64,
  * dry_base 1.75, dry_allowed_length 2, dry_penalty_last_n -1, breakers "\n" ":" "\"" "*",
- * xtc_threshold 0.1, mirostat_tau 5, mirostat_eta 0.1; everything else off, seed 0. */
+ * xtc_threshold 0.1, mirostat_tau 5, mirostat_eta 0.1, dynatemp_exponent 1; everything else off,
+ * seed 0. */
 void nc_sampler_params_default(nc_sampler_params *p);
 /* Refuse out-of-range values with a message naming the field and the allowed range. */
 int nc_sampler_params_check(const nc_sampler_params *p, nc_err *err);
@@ -549,14 +558,47 @@ void nc_gen_result_free(nc_gen_result *r);
  * call. Beams are scored by the sum of log-probabilities of the processed distribution (the
  * logit processors of `processing`: penalties, DRY, no-repeat-n-gram, logit bias, min_tokens,
  * ignore_eos; no temperature or truncation); a finished hypothesis scores sum / length^alpha,
- * length counting its generated tokens with the one that ended it. Width 1 is greedy search. */
+ * length counting its generated tokens with the one that ended it. Width 1 is greedy search.
+ *
+ * Diverse beam search (Vijayakumar et al. 2016, Hugging Face's group beam search): n_groups
+ * groups of n_beams / n_groups beams each, searched one after the other at every step; a group's
+ * log-probabilities lose diversity_penalty for every beam of an earlier group that chose the same
+ * token at this step (Hamming diversity), and that penalty stays in its beams' sums. Each group
+ * keeps its own finished hypotheses and stops on its own; the best of all groups are returned. */
+typedef enum nc_early_stopping {
+    NC_EARLY_STOP_HEURISTIC = 0, /* Hugging Face's False: stop when the best live beam, scored at its
+                                    current length, cannot beat the worst finished hypothesis */
+    NC_EARLY_STOP_FIRST = 1,     /* True: stop once n_beams hypotheses are finished */
+    NC_EARLY_STOP_NEVER = 2,     /* "never": stop only when no live beam can beat them at any length
+                                    (with length_penalty > 0, its sum scored at max_tokens) */
+} nc_early_stopping;
+
 typedef struct nc_beam_params {
     int32_t n_beams;
     float length_penalty;  /* alpha */
     int32_t n_best;        /* hypotheses returned, 1..n_beams (0: 1) */
-    bool early_stopping;   /* stop once n_beams hypotheses are finished; otherwise stop when the
-                              best live beam, scored at its current length, cannot beat them */
+    nc_early_stopping early_stopping;
+    int32_t n_groups;      /* diverse beam search: groups, dividing n_beams (0: 1, plain beam search) */
+    float diversity_penalty;  /* subtracted per earlier group's beam on the same token (>= 0) */
 } nc_beam_params;
+
+/* Contrastive search (Su et al. 2022; transformers' penalty_alpha with top_k): at every step the
+ * top_k most probable tokens of the processed distribution (the logit processors of `processing`,
+ * as beam search applies them) are fed to the model, each in its own copy of the sequence, in one
+ * nc_forward call; the token kept maximises (1 - alpha) p(v) - alpha max_j cos(h_v, h_j), h_v its
+ * final hidden state (nc_hidden) and h_j those of every earlier token, prompt included. alpha 0
+ * is greedy search. The context needs n_seq_max >= top_k; sequences 0..top_k-1 are cleared
+ * first (the prompt's hidden states are all computed: nothing is taken from the prefix cache).
+ * Tokens stream through cb as with nc_generate (one sample; no logprobs or explain records); it
+ * ends at an end of generation, a stop rule, max_tokens or a full context (NC_FINISH_CONTEXT). */
+typedef struct nc_contrastive_params {
+    float penalty_alpha;   /* the degeneration penalty's weight, 0..1 */
+    int32_t top_k;         /* candidates per step, 1..1024 */
+} nc_contrastive_params;
+
+int nc_contrastive_search(nc_context *c, const nc_model *m, const int32_t *prompt, int32_t n_prompt,
+                          const nc_contrastive_params *cp, const nc_sampler_params *processing,
+                          const nc_stop_params *stop, nc_gen_callback cb, void *user, nc_gen_result *out, nc_err *err);
 
 typedef struct nc_beam_hyp {
     int32_t *tokens;       /* generated tokens, the one that ended the hypothesis included */

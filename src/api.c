@@ -285,6 +285,7 @@ int nc_forward(nc_context *c, const nc_batch_entry *batch, int n, nc_err *err) {
 }
 
 const float *nc_logits(const nc_context *c, int i) { return fwd_logits(&c->fwd, i); }
+const float *nc_hidden(const nc_context *c, int i) { return fwd_hidden(&c->fwd, i); }
 
 _Static_assert(NC_KV_BLOCK == KV_BLOCK, "one block size");
 

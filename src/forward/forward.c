@@ -241,6 +241,7 @@ void fwd_free(fwd_state *s) {
     free(s->out_tokens);
     free(s->attn_blocks);
     free(s->logits);
+    free(s->hidden);
     free(s->logit_row);
     memset(s, 0, sizeof *s);
 }
@@ -999,8 +1000,8 @@ static void run_layer(fwd_state *s, int il, const nc_batch_entry *e, int T) {
     else dense_ffn(s, il, T);
 }
 
-/* Final norm of the entries that want logits, then the output projection into their rows of
- * the logits buffer, scaled and soft-capped as the model says. */
+/* Final norm of the entries that want logits, kept as their hidden states, then the output
+ * projection into their rows of the logits buffer, scaled and soft-capped as the model says. */
 static void output_logits(fwd_state *s, const nc_batch_entry *e, int T, int first_entry) {
     int n_out = 0, row0 = -1;
     for (int t = 0; t < T; t++) {
@@ -1010,7 +1011,10 @@ static void output_logits(fwd_state *s, const nc_batch_entry *e, int T, int firs
     }
     if (n_out == 0) return;
     const model_hparams *hp = &s->m->hp;
-    int V = hp->n_vocab;
+    int V = hp->n_vocab, E = hp->n_embd;
+    for (int i = 0; i < n_out; i++) /* the same norm as the projection's input (norm_tokens) */
+        norm_or_copy(s->hidden + (size_t)(row0 + i) * E, s->x + (size_t)s->out_tokens[i] * E, s->m->output_norm, E,
+                     hp->norm_eps);
     const model_weight *w = &s->m->output;
     float *logits = s->logits + (size_t)row0 * V;
     mat_job j = {.s = s, .T = n_out, .norm = {.w = s->m->output_norm, .quantise = int_weight(w), .fmt = KERNELS_ACT_I16,
@@ -1039,6 +1043,9 @@ static int prepare_outputs(fwd_state *s, const nc_batch_entry *batch, int n, nc_
         float *l = realloc(s->logits, (size_t)n_out * (size_t)s->m->hp.n_vocab * sizeof(float));
         if (!l) return nc_fail(err, "out of memory for logits of %d entries", n_out);
         s->logits = l;
+        float *h = realloc(s->hidden, (size_t)n_out * (size_t)s->m->hp.n_embd * sizeof(float));
+        if (!h) return nc_fail(err, "out of memory for the hidden states of %d entries", n_out);
+        s->hidden = h;
         s->logits_cap = n_out;
     }
     s->n_entries = n;
@@ -1142,4 +1149,9 @@ int fwd_seq_keep(fwd_state *s, int32_t seq, const int32_t *cells, int32_t n, con
 const float *fwd_logits(const fwd_state *s, int i) {
     if (i < 0 || i >= s->n_entries || s->logit_row[i] < 0) return NULL;
     return s->logits + (size_t)s->logit_row[i] * s->m->hp.n_vocab;
+}
+
+const float *fwd_hidden(const fwd_state *s, int i) {
+    if (i < 0 || i >= s->n_entries || s->logit_row[i] < 0) return NULL;
+    return s->hidden + (size_t)s->logit_row[i] * s->m->hp.n_embd;
 }

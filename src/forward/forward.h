@@ -100,8 +100,9 @@ typedef struct fwd_state {
     int32_t *cells;                  /* cache cell of each micro-batch entry */
     int32_t *out_tokens;             /* micro-batch entries that want logits */
     int32_t *attn_blocks, n_attn_blocks; /* starts of the query blocks of the micro-batch (+ end) */
-    /* logits of the last batch */
+    /* logits of the last batch, and the final hidden states they were projected from */
     float *logits;
+    float *hidden;                   /* [logits_cap][n_embd]: after the final norm */
     int32_t logits_cap;              /* rows allocated */
     int32_t *logit_row;              /* batch entry -> row in logits, or -1 */
     int32_t logit_row_cap, n_entries;
@@ -120,6 +121,9 @@ void fwd_free(fwd_state *s);
 
 int fwd_run(fwd_state *s, const nc_batch_entry *batch, int n, nc_err *err);
 const float *fwd_logits(const fwd_state *s, int i);
+/* The final hidden state (after the final norm, the output projection's input) of entry i of the
+ * last batch, n_embd floats, when the entry asked for logits; else NULL. */
+const float *fwd_hidden(const fwd_state *s, int i);
 /* kv_seq_keep, then the moved keys rotated for their new positions. */
 int fwd_seq_keep(fwd_state *s, int32_t seq, const int32_t *cells, int32_t n, const int32_t *new_pos, nc_err *err);
 

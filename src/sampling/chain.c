@@ -8,8 +8,9 @@
 #include "common.h"
 #include "sampling/sampler.h"
 
-static const stage_kind DEFAULT_ORDER[ST_COUNT] = {ST_PENALTIES, ST_DRY,  ST_NGRAM, ST_BIAS,  ST_TEMP, ST_TOP_N_SIGMA,
-                                                   ST_TOP_K,     ST_TYPICAL, ST_TOP_P, ST_MIN_P, ST_XTC};
+static const stage_kind DEFAULT_ORDER[ST_COUNT] = {ST_PENALTIES, ST_DRY,   ST_NGRAM, ST_BIAS,    ST_TEMP,
+                                                   ST_TOP_N_SIGMA, ST_TOP_K, ST_TYPICAL, ST_TOP_P, ST_MIN_P,
+                                                   ST_EPSILON,   ST_ETA,   ST_XTC};
 
 /* ---- building the chain ---- */
 

@@ -9,7 +9,7 @@ static const char *const default_breakers[] = {"\n", ":", "\"", "*"};
 
 void nc_sampler_params_default(nc_sampler_params *p) {
     *p = (nc_sampler_params){
-        .temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .typical_p = 1.0f, .top_n_sigma = -1.0f,
+        .temp = 0.8f, .dynatemp_exponent = 1.0f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .typical_p = 1.0f, .top_n_sigma = -1.0f,
         .repeat_penalty = 1.0f, .repeat_last_n = 64, .dry_base = 1.75f, .dry_allowed_length = 2,
         .dry_penalty_last_n = -1, .dry_breakers = default_breakers, .n_dry_breakers = 4, .xtc_threshold = 0.1f,
         .mirostat_tau = 5.0f, .mirostat_eta = 0.1f, .logprobs_mode = NC_LOGPROBS_RAW};
@@ -17,6 +17,12 @@ void nc_sampler_params_default(nc_sampler_params *p) {
 
 static int check_range(const char *name, double v, double lo, double hi, nc_err *err) {
     if (isnan(v) || v < lo || v > hi) return nc_fail(err, "%s: %g is outside the allowed range [%g, %g]", name, v, lo, hi);
+    return 0;
+}
+
+/* A probability cutoff: 0 (off) up to, not including, 1 (which would remove every token). */
+static int check_cutoff(const char *name, double v, nc_err *err) {
+    if (isnan(v) || v < 0 || v >= 1) return nc_fail(err, "%s: %g is outside the allowed range [0, 1)", name, v);
     return 0;
 }
 
@@ -48,6 +54,9 @@ int nc_sampler_params_check(const nc_sampler_params *p, nc_err *err) {
     if (check_range("temp", p->temp, 0, 1e6, err) || check_int("top_k", p->top_k, 0, INT32_MAX, err) ||
         check_range("top_p", p->top_p, 0, 1, err) || check_range("min_p", p->min_p, 0, 1, err) ||
         check_range("typical_p", p->typical_p, 0, 1, err) || check_range("top_n_sigma", p->top_n_sigma, -1, 1e6, err) ||
+        check_cutoff("epsilon_cutoff", p->epsilon_cutoff, err) || check_cutoff("eta_cutoff", p->eta_cutoff, err) ||
+        check_range("dynatemp_range", p->dynatemp_range, 0, 1e6, err) ||
+        check_range("dynatemp_exponent", p->dynatemp_exponent, 0, 1e6, err) ||
         check_int("min_keep", p->min_keep, 0, INT32_MAX, err) ||
         check_range("repeat_penalty", p->repeat_penalty, 1e-6, 1e6, err) ||
         check_int("repeat_last_n", p->repeat_last_n, -1, INT32_MAX, err) ||

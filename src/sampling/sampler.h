@@ -45,6 +45,9 @@ void smp_top_p(cand_list *c, float p, int32_t min_keep);
 void smp_min_p(cand_list *c, float p, int32_t min_keep);
 void smp_typical(cand_list *c, float p, int32_t min_keep);
 void smp_top_n_sigma(cand_list *c, float n);
+double smp_dynatemp(cand_list *c, float t, float range, float exponent);  /* returns the T applied */
+void smp_epsilon(cand_list *c, float epsilon, int32_t min_keep);
+double smp_eta(cand_list *c, float epsilon, int32_t min_keep);            /* returns the cutoff */
 /* Returns whether the coin came up (the stage acted this step). */
 bool smp_xtc(cand_list *c, float probability, float threshold, int32_t min_keep, nc_rng *rng);
 
@@ -73,13 +76,14 @@ void smp_mirostat_update(float p, float tau, float eta, double *mu);
 /* ---- the chain (stages.c, chain.c) ---- */
 
 typedef enum stage_kind {
-    ST_PENALTIES, ST_DRY, ST_NGRAM, ST_BIAS, ST_TEMP, ST_TOP_N_SIGMA, ST_TOP_K, ST_TYPICAL, ST_TOP_P, ST_MIN_P, ST_XTC,
+    ST_PENALTIES, ST_DRY, ST_NGRAM, ST_BIAS, ST_TEMP, ST_TOP_N_SIGMA, ST_TOP_K, ST_TYPICAL, ST_TOP_P, ST_MIN_P, ST_EPSILON,
+    ST_ETA, ST_XTC,
     ST_COUNT
 } stage_kind;
 
 typedef enum stage_role {
     ROLE_PROCESSOR,   /* adjusts logits from the history; kept for beam search */
-    ROLE_SHAPE,       /* temperature */
+    ROLE_SHAPE,       /* temperature, fixed or dynamic */
     ROLE_TRUNCATION,  /* removes candidates; left out under Mirostat, which truncates itself */
 } stage_role;
 

@@ -87,6 +87,14 @@ int seq_make_room(seq *s, nc_context *c, const nc_ctx_policy *policy, nc_err *er
     return 0;
 }
 
+void seq_accept(seq *s, int32_t token, seq_token *t) {
+    t->token = token;
+    t->finish = nc_stopper_push(s->stopper, token, &t->text, &t->n_text);
+    if (t->finish == NC_FINISH_LENGTH && s->ctx_bound) t->finish = NC_FINISH_CONTEXT;
+    s->finish = t->finish;
+    s->tokens[s->n_tokens++] = token; /* a kept draft is already there */
+}
+
 int32_t seq_step(seq *s, nc_context *c, int32_t row, seq_emit emit, void *user, nc_err *err) {
     int32_t k = seq_n_draft(s), n_accepted = 0, made = 0;
     if (seq_reserve(s, k + 1, err)) return -1;
@@ -99,13 +107,10 @@ int32_t seq_step(seq *s, nc_context *c, int32_t row, seq_emit emit, void *user, 
         bool accepted = false;
         nc_sample_info info;
         seq_token t = {.info = s->info ? &info : NULL};
-        t.token = sampler_draw(s->sampler, nc_logits(c, row + i), s->tokens, s->n_tokens, s->n_prompt,
-                               i < k ? &prop : NULL, &accepted, s->info ? &info : NULL);
+        int32_t token = sampler_draw(s->sampler, nc_logits(c, row + i), s->tokens, s->n_tokens, s->n_prompt,
+                                     i < k ? &prop : NULL, &accepted, s->info ? &info : NULL);
         t.explain = nc_sampler_explain(s->sampler);
-        t.finish = nc_stopper_push(s->stopper, t.token, &t.text, &t.n_text);
-        if (t.finish == NC_FINISH_LENGTH && s->ctx_bound) t.finish = NC_FINISH_CONTEXT;
-        s->finish = t.finish;
-        s->tokens[s->n_tokens++] = t.token; /* a kept draft is already there */
+        seq_accept(s, token, &t);
         made++;
         n_accepted += accepted;
         if (emit && emit(user, s, &t)) return nc_fail(err, "generation aborted by the callback");

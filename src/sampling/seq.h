@@ -72,6 +72,9 @@ typedef struct seq_token {
 /* Return nonzero to stop. */
 typedef int (*seq_emit)(void *user, seq *s, const seq_token *t);
 
+/* A token chosen for the sequence (room reserved): through the stop rules into *t, appended. */
+void seq_accept(seq *s, int32_t token, seq_token *t);
+
 /* After the forward pass: the next token from the logits of batch entry `row` — with drafts,
  * verified one by one against the entries after it, every kept draft then the token that
  * replaces the first rejected one (or follows the last kept) — each through the stop rules and

@@ -100,10 +100,18 @@ static void bias_apply(nc_sampler *s, const step_in *in, cand_list *c, nc_explai
              banned, !ban_eog ? "" : s->p.ignore_eos ? " (ignore-eos)" : " (before min-tokens)");
 }
 
-static bool temp_active(const nc_sampler_params *p) { return p->temp != 1.0f; }
+static bool temp_active(const nc_sampler_params *p) { return p->temp != 1.0f || p->dynatemp_range > 0; }
 static double temp_param(const nc_sampler_params *p) { return p->temp; }
 static void temp_apply(nc_sampler *s, const step_in *in, cand_list *c, nc_explain_stage *r) {
     int32_t before = c->n;
+    if (s->p.dynatemp_range > 0) {
+        double t = smp_dynatemp(c, s->p.temp, s->p.dynatemp_range, s->p.dynatemp_exponent);
+        if (!r) return;
+        stage_report(r, "temperature", s->p.temp, before, c, c->n == before ? 1.0 : cands_mass(c));
+        snprintf(r->what, sizeof r->what, "temperature %g, dynamic range %g exponent %g: logits divided by %.4g%s",
+                 s->p.temp, s->p.dynatemp_range, s->p.dynatemp_exponent, t, c->n < before ? " (greedy)" : "");
+        return;
+    }
     if (r && s->p.temp <= 0) cands_softmax(c);
     smp_temperature(c, s->p.temp);
     if (!r) return;
@@ -159,6 +167,25 @@ static void min_p_apply(nc_sampler *s, const step_in *in, cand_list *c, nc_expla
     if (r) truncation_report(r, "min-p", s->p.min_p, before, c);
 }
 
+static bool epsilon_active(const nc_sampler_params *p) { return p->epsilon_cutoff > 0; }
+static double epsilon_param(const nc_sampler_params *p) { return p->epsilon_cutoff; }
+static void epsilon_apply(nc_sampler *s, const step_in *in, cand_list *c, nc_explain_stage *r) {
+    int32_t before = c->n;
+    smp_epsilon(c, s->p.epsilon_cutoff, s->p.min_keep);
+    if (r) truncation_report(r, "epsilon", s->p.epsilon_cutoff, before, c);
+}
+
+static bool eta_active(const nc_sampler_params *p) { return p->eta_cutoff > 0; }
+static double eta_param(const nc_sampler_params *p) { return p->eta_cutoff; }
+static void eta_apply(nc_sampler *s, const step_in *in, cand_list *c, nc_explain_stage *r) {
+    int32_t before = c->n;
+    double eta = smp_eta(c, s->p.eta_cutoff, s->p.min_keep);
+    if (!r) return;
+    truncation_report(r, "eta", s->p.eta_cutoff, before, c);
+    snprintf(r->what, sizeof r->what, "eta %g (cutoff %.3g): kept %d of %d, mass %.3f", s->p.eta_cutoff, eta, c->n,
+             before, r->mass);
+}
+
 static bool xtc_active(const nc_sampler_params *p) { return p->xtc_probability > 0 && p->xtc_threshold <= 0.5f; }
 static double xtc_param(const nc_sampler_params *p) { return p->xtc_threshold; }
 static void xtc_apply(nc_sampler *s, const step_in *in, cand_list *c, nc_explain_stage *r) {
@@ -185,5 +212,7 @@ const stage_def STAGES[ST_COUNT] = {
     [ST_TYPICAL] = {"typ_p", "typical_p", "typical-p", ROLE_TRUNCATION, typical_active, typical_apply, typical_param},
     [ST_TOP_P] = {"top_p", NULL, "top-p", ROLE_TRUNCATION, top_p_active, top_p_apply, top_p_param},
     [ST_MIN_P] = {"min_p", NULL, "min-p", ROLE_TRUNCATION, min_p_active, min_p_apply, min_p_param},
+    [ST_EPSILON] = {"epsilon", "epsilon_cutoff", "epsilon", ROLE_TRUNCATION, epsilon_active, epsilon_apply, epsilon_param},
+    [ST_ETA] = {"eta", "eta_cutoff", "eta", ROLE_TRUNCATION, eta_active, eta_apply, eta_param},
     [ST_XTC] = {"xtc", NULL, "xtc", ROLE_TRUNCATION, xtc_active, xtc_apply, xtc_param},
 };

@@ -1,5 +1,5 @@
-/* Stages that reshape or truncate the distribution: temperature, top-k, top-p, min-p, typical-p,
- * top-n-sigma, XTC. Every boundary is decided in the list's sorted order (descending logit,
+/* Stages that reshape or truncate the distribution: temperature (fixed or dynamic), top-k, top-p,
+ * min-p, typical-p, top-n-sigma, epsilon, eta, XTC. Every boundary is decided in the list's sorted order (descending logit,
  * lower id first), so a tie at a boundary always keeps the lower token id. */
 #include <math.h>
 #include <stdlib.h>
@@ -33,6 +33,28 @@ void smp_temperature(cand_list *c, float t) {
     }
     for (int32_t i = 0; i < c->n; i++) c->data[i].logit /= t;
     c->probs = false;
+}
+
+/* Shannon entropy (nats) of a softmaxed list. */
+static double entropy(const cand_list *c) {
+    double h = 0;
+    for (int32_t i = 0; i < c->n; i++)
+        if (c->data[i].p > 0) h -= c->data[i].p * log(c->data[i].p);
+    return h;
+}
+
+/* Dynamic temperature (llama.cpp's temp_ext): T = t_min + (t_max - t_min) * (H / ln n)^exponent
+ * over [max(0, t - range), t + range], H the entropy of this list's softmax and ln n its largest
+ * possible value: a confident step is cooled, a flat one heated. Returns the T applied (a T of
+ * 0, where t - range <= 0 meets a certain step, is greedy). */
+double smp_dynatemp(cand_list *c, float t, float range, float exponent) {
+    if (c->n <= 1) return t;
+    double lo = t - range > 0 ? (double)t - range : 0, hi = (double)t + range;
+    cands_softmax(c);
+    double norm = entropy(c) / log((double)c->n);
+    double dyn = lo + (hi - lo) * pow(norm, exponent);
+    smp_temperature(c, (float)dyn);
+    return dyn;
 }
 
 static void swap(cand *a, cand *b) {
@@ -128,9 +150,7 @@ void smp_typical(cand_list *c, float p, int32_t min_keep) {
     cands_softmax(c);
     typical_entry *e = malloc((size_t)c->n * sizeof *e);
     if (!e) return; /* out of memory: leave the distribution as it is */
-    double h = 0;
-    for (int32_t i = 0; i < c->n; i++)
-        if (c->data[i].p > 0) h -= c->data[i].p * log(c->data[i].p);
+    double h = entropy(c);
     for (int32_t i = 0; i < c->n; i++) {
         double info = c->data[i].p > 0 ? -log(c->data[i].p) : INFINITY;
         e[i] = (typical_entry){fabs(info - h), i};
@@ -181,6 +201,32 @@ void smp_top_n_sigma(cand_list *c, float n) {
     for (int32_t i = 0; i < c->n; i++)
         if ((double)c->data[i].logit >= floor_logit) c->data[kept++] = c->data[i];
     cands_truncate(c, kept);
+}
+
+/* Keep the tokens of probability >= floor (at least max(min_keep, 1)) of a softmaxed list. */
+static void keep_above(cand_list *c, double floor_p, int32_t min_keep) {
+    int32_t keep = 0;
+    while (keep < c->n && (double)c->data[keep].p >= floor_p) keep++;
+    int32_t lo = at_least(min_keep, c->n);
+    cands_truncate(c, keep > lo ? keep : lo);
+}
+
+/* Epsilon sampling (Hewitt et al., 2022; Hugging Face's EpsilonLogitsWarper): p_i >= epsilon. */
+void smp_epsilon(cand_list *c, float epsilon, int32_t min_keep) {
+    if (epsilon <= 0 || c->n == 0) return;
+    cands_softmax(c);
+    keep_above(c, epsilon, min_keep);
+}
+
+/* Eta sampling (Hewitt et al., 2022; Hugging Face's EtaLogitsWarper): p_i >= eta with
+ * eta = min(epsilon, sqrt(epsilon) * exp(-H)), H the entropy of the list's softmax. Returns eta. */
+double smp_eta(cand_list *c, float epsilon, int32_t min_keep) {
+    if (epsilon <= 0 || c->n == 0) return 0;
+    cands_softmax(c);
+    double adaptive = sqrt((double)epsilon) * exp(-entropy(c));
+    double eta = adaptive < epsilon ? adaptive : (double)epsilon;
+    keep_above(c, eta, min_keep);
+    return eta;
 }
 
 /* XTC, exclude top choices (p-e-w; llama.cpp's definition): with the given probability, when

@@ -41,6 +41,8 @@ typedef struct srv_job {
     bool logprobs;
     bool beam;             /* run with nc_beam_search, alone on the engine */
     nc_beam_params beam_params;
+    bool contrastive;      /* run with nc_contrastive_search, alone on the engine */
+    nc_contrastive_params contrastive_params;
     double t_submit;
 
     /* output */

@@ -170,6 +170,10 @@ static void sampling_params(const srv_request *r, nc_sampler_params *p) {
     p->top_p = r->top_p;
     p->min_p = r->min_p;
     p->typical_p = r->typical_p;
+    p->epsilon_cutoff = r->epsilon_cutoff;
+    p->eta_cutoff = r->eta_cutoff;
+    p->dynatemp_range = r->dynatemp_range;
+    p->dynatemp_exponent = r->dynatemp_exponent;
     p->repeat_penalty = r->repetition_penalty;
     p->frequency_penalty = r->frequency_penalty;
     p->presence_penalty = r->presence_penalty;
@@ -184,7 +188,11 @@ static int decoding_params(const srv_request *r, srv_job *j, srv_error *e) {
     j->stop.max_tokens = r->max_tokens;
     j->logprobs = r->logprobs;
     j->beam = r->use_beam_search;
-    j->beam_params = (nc_beam_params){.n_beams = r->best_of, .length_penalty = r->length_penalty, .n_best = r->n};
+    j->contrastive = r->contrastive;
+    j->contrastive_params = (nc_contrastive_params){.penalty_alpha = r->penalty_alpha, .top_k = r->top_k};
+    j->beam_params = (nc_beam_params){.n_beams = r->best_of, .length_penalty = r->length_penalty, .n_best = r->n,
+                                      .early_stopping = r->early_stopping, .n_groups = r->num_beam_groups,
+                                      .diversity_penalty = r->diversity_penalty};
     if (srv_job_own_params(j, (const char *const *)r->stop, r->n_stop, r->logit_bias, r->n_logit_bias)) {
         srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
         return -1;

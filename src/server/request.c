@@ -386,6 +386,10 @@ static int parse_sampling(const cJSON *root, srv_request *r, srv_error *e) {
     if (opt_float(root, "temperature", 0, 2, &r->temperature, e) || opt_float(root, "top_p", 0, 1, &r->top_p, e) ||
         opt_int(root, "top_k", -1, INT32_MAX, &r->top_k, e) || opt_float(root, "min_p", 0, 1, &r->min_p, e) ||
         opt_float(root, "typical_p", 0, 1, &r->typical_p, e) ||
+        opt_float(root, "epsilon_cutoff", 0, 1, &r->epsilon_cutoff, e) ||
+        opt_float(root, "eta_cutoff", 0, 1, &r->eta_cutoff, e) ||
+        opt_float(root, "dynatemp_range", 0, 100, &r->dynatemp_range, e) ||
+        opt_float(root, "dynatemp_exponent", 0, 100, &r->dynatemp_exponent, e) ||
         opt_float(root, "presence_penalty", -2, 2, &r->presence_penalty, e) ||
         opt_float(root, "frequency_penalty", -2, 2, &r->frequency_penalty, e) ||
         opt_float(root, "repetition_penalty", 1e-3, 100, &r->repetition_penalty, e) ||
@@ -393,6 +397,18 @@ static int parse_sampling(const cJSON *root, srv_request *r, srv_error *e) {
         opt_int(root, "min_tokens", 0, INT32_MAX, &r->min_tokens, e) || opt_bool(root, "ignore_eos", &r->ignore_eos, e))
         return -1;
     if (r->top_k < 0) r->top_k = 0; /* -1 is vLLM's "off" */
+    if (r->epsilon_cutoff >= 1) return refuse(e, "epsilon_cutoff", "'epsilon_cutoff' must be below 1 (0: off)");
+    if (r->eta_cutoff >= 1) return refuse(e, "eta_cutoff", "'eta_cutoff' must be below 1 (0: off)");
+    return 0;
+}
+
+/* early_stopping: true, false or "never" (vLLM's, after transformers'). */
+static int parse_early_stopping(const cJSON *root, srv_request *r, srv_error *e) {
+    const cJSON *v = member(root, "early_stopping");
+    if (!v) return 0;
+    if (cJSON_IsBool(v)) r->early_stopping = cJSON_IsTrue(v) ? NC_EARLY_STOP_FIRST : NC_EARLY_STOP_HEURISTIC;
+    else if (cJSON_IsString(v) && !strcmp(v->valuestring, "never")) r->early_stopping = NC_EARLY_STOP_NEVER;
+    else return refuse(e, "early_stopping", "'early_stopping' must be true, false or \"never\"");
     return 0;
 }
 
@@ -402,9 +418,14 @@ static int parse_choices(const cJSON *root, const srv_limits *lim, srv_request *
     bool best_given = member(root, "best_of") != NULL;
     if (opt_int(root, "n", 1, lim->max_n, &r->n, e) || opt_int(root, "best_of", 1, lim->max_n, &r->best_of, e) ||
         opt_bool(root, "use_beam_search", &r->use_beam_search, e) ||
-        opt_float(root, "length_penalty", -1e6, 1e6, &r->length_penalty, e))
+        opt_float(root, "length_penalty", -1e6, 1e6, &r->length_penalty, e) || parse_early_stopping(root, r, e) ||
+        opt_int(root, "num_beam_groups", 1, lim->max_n, &r->num_beam_groups, e) ||
+        opt_float(root, "diversity_penalty", 0, 1e6, &r->diversity_penalty, e))
         return -1;
     if (!best_given) r->best_of = r->n;
+    if (r->best_of % r->num_beam_groups)
+        return refuse(e, "num_beam_groups", "'num_beam_groups' (%d) must divide the beams ('best_of', %d)",
+                      r->num_beam_groups, r->best_of);
     if (r->best_of < r->n) return refuse(e, "best_of", "'best_of' must be at least 'n'");
     if (!r->use_beam_search) {
         if (r->best_of != r->n) return refuse(e, "best_of", "'best_of' greater than 'n' needs 'use_beam_search'");
@@ -412,6 +433,21 @@ static int parse_choices(const cJSON *root, const srv_limits *lim, srv_request *
     }
     if (r->stream) return refuse(e, "stream", "beam search ('use_beam_search') cannot stream");
     if (r->logprobs) return refuse(e, "logprobs", "beam search ('use_beam_search') does not report logprobs");
+    return 0;
+}
+
+/* penalty_alpha (transformers'): contrastive search with top_k candidates, each in a sequence of
+ * the cache, so at most the server's slots; one choice, no logprobs, no beams. */
+static int parse_contrastive(const cJSON *root, const srv_limits *lim, srv_request *r, srv_error *e) {
+    r->contrastive = member(root, "penalty_alpha") != NULL;
+    if (!r->contrastive) return 0;
+    if (opt_float(root, "penalty_alpha", 0, 1, &r->penalty_alpha, e)) return -1;
+    if (r->top_k < 1 || r->top_k > lim->max_n)
+        return refuse(e, "top_k", "contrastive search ('penalty_alpha') needs 'top_k' candidates between 1 and %d "
+                      "(the server's slots)", lim->max_n);
+    if (r->use_beam_search) return refuse(e, "use_beam_search", "'penalty_alpha' and 'use_beam_search' exclude each other");
+    if (r->n > 1) return refuse(e, "n", "contrastive search ('penalty_alpha') is deterministic: 'n' must be 1");
+    if (r->logprobs) return refuse(e, "logprobs", "contrastive search ('penalty_alpha') does not report logprobs");
     return 0;
 }
 
@@ -425,8 +461,8 @@ static int refuse_unsupported(const cJSON *root, srv_error *e) {
 }
 
 static void request_defaults(srv_request *r, srv_api api) {
-    *r = (srv_request){.api = api, .n = 1, .temperature = 1, .top_p = 1, .typical_p = 1, .repetition_penalty = 1,
-                       .length_penalty = 1};
+    *r = (srv_request){.api = api, .n = 1, .temperature = 1, .top_p = 1, .typical_p = 1, .dynatemp_exponent = 1,
+                       .repetition_penalty = 1, .length_penalty = 1, .num_beam_groups = 1};
 }
 
 static int parse_fields(const cJSON *root, const srv_limits *lim, srv_request *r, srv_error *e) {
@@ -434,7 +470,8 @@ static int parse_fields(const cJSON *root, const srv_limits *lim, srv_request *r
     if (r->api == SRV_API_CHAT ? parse_messages(root, r, e) : parse_prompt(root, lim, r, e)) return -1;
     return parse_max_tokens(root, r, e) || parse_stream(root, r, e) || parse_stop(root, r, e) ||
                    parse_logprobs(root, r, e) || parse_seed(root, r, e) || parse_sampling(root, r, e) ||
-                   parse_logit_bias(root, lim, r, e) || parse_choices(root, lim, r, e) || refuse_unsupported(root, e)
+                   parse_logit_bias(root, lim, r, e) || parse_choices(root, lim, r, e) ||
+                   parse_contrastive(root, lim, r, e) || refuse_unsupported(root, e)
                ? -1
                : 0;
 }

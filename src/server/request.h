@@ -53,6 +53,8 @@ typedef struct srv_request {
     bool seed_given;
     uint64_t seed;
     float temperature, top_p, min_p, typical_p;
+    float epsilon_cutoff, eta_cutoff;      /* transformers' names; 0: off */
+    float dynatemp_range, dynatemp_exponent;  /* llama.cpp's server's names */
     int32_t top_k;                 /* 0: off */
     float presence_penalty, frequency_penalty, repetition_penalty;
     int32_t no_repeat_ngram_size, min_tokens;
@@ -62,6 +64,11 @@ typedef struct srv_request {
     bool use_beam_search;
     int32_t best_of;               /* beams (use_beam_search); otherwise equal to n */
     float length_penalty;
+    nc_early_stopping early_stopping;  /* vLLM's early_stopping: false, true or "never" */
+    int32_t num_beam_groups;       /* transformers' diverse beam search: groups of best_of / groups beams */
+    float diversity_penalty;
+    bool contrastive;              /* penalty_alpha given: contrastive search over top_k candidates */
+    float penalty_alpha;
 } srv_request;
 
 typedef struct srv_limits {

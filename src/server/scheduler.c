@@ -235,11 +235,41 @@ static void beam_one(srv_sched *s, srv_job *j, int32_t p) {
     nc_beam_result_free(&res);
 }
 
+/* Contrastive search streams its tokens as they are chosen. */
+typedef struct contrastive_post {
+    srv_sched *s;
+    srv_job *j;
+    int32_t choice;
+} contrastive_post;
+
+static int post_contrastive_token(const nc_gen_event *ev, void *user) {
+    contrastive_post *cp = user;
+    if (!cp->j->first_token_seen) srv_metrics_ttft(cp->s->metrics, srv_now() - cp->j->t_submit);
+    cp->j->first_token_seen = true;
+    srv_job_post(cp->j, cp->choice, ev->text, (size_t)ev->n_text, NULL, 1, ev->finish);
+    return job_dead(cp->j);
+}
+
+static void contrastive_one(srv_sched *s, srv_job *j, int32_t p) {
+    contrastive_post cp = {s, j, p * j->n};
+    nc_gen_result res;
+    nc_err err;
+    int rc = nc_contrastive_search(s->c, s->m, j->prompts[p], j->n_prompt[p], &j->contrastive_params, &j->sampling,
+                                   &j->stop, post_contrastive_token, &cp, &res, &err);
+    for (int32_t q = 0; q < j->contrastive_params.top_k; q++) nc_kv_seq_clear(s->c, q);
+    if (rc) {
+        if (!job_dead(j)) fail_job(j, 500, "server_error", err.msg);
+        return;
+    }
+    srv_metrics_tokens(s->metrics, j->n_prompt[p], res.samples[0].n_tokens);
+    nc_gen_result_free(&res);
+}
+
 /* Runs with mu released; the job has left the queue. */
 static void run_beam_job(srv_sched *s, srv_job *j) {
     remove_from(s->queue, &s->n_queue, j);
     pthread_mutex_unlock(&s->mu);
-    for (int32_t p = 0; p < j->n_prompts && !job_dead(j); p++) beam_one(s, j, p);
+    for (int32_t p = 0; p < j->n_prompts && !job_dead(j); p++) (j->contrastive ? contrastive_one : beam_one)(s, j, p);
     pthread_mutex_lock(&s->mu);
     retire_if_done(s, j);
 }
@@ -249,7 +279,7 @@ static void run_beam_job(srv_sched *s, srv_job *j) {
 static void admit(srv_sched *s) {
     while (s->n_queue > 0 && !s->stopping) {
         srv_job *j = s->queue[0];
-        if (j->beam) {
+        if (j->beam || j->contrastive) {
             if (s->n_busy > 0) return;
             run_beam_job(s, j);
             continue;

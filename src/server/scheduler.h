@@ -8,7 +8,9 @@
  * its cache copied to the others. Prompts are cut into chunks at fixed positions (multiples of
  * the chunk size), so a sequence's computation does not depend on what else is running.
  * Beam-search jobs run alone: the engine waits for the slots to empty, then runs nc_beam_search
- * (no other job advances meanwhile, and the job cannot be cancelled half-way).
+ * (no other job advances meanwhile, and the job cannot be cancelled half-way). Contrastive-search
+ * jobs too (nc_contrastive_search, its top_k candidates in the slots' sequences), streaming their
+ * tokens, and stopping when the client goes.
  *
  * Between two steps the engine also saves or restores an idle slot (srv_sched_slot_action). A
  * slot's cache goes to the prefix cache when its request ends, so saving it takes the tokens of

@@ -30,6 +30,11 @@ expect_err "negative top-k" "--top-k: -1 is outside the allowed range 0.." --top
 expect_err "negative temperature" "--temp: -1 is outside the allowed range [0, 100]" --temp -1
 expect_err "min-p" "--min-p: 2 is outside the allowed range [0, 1]" --min-p 2
 expect_err "typical" "--typical" --typical -0.1
+expect_err "epsilon 1" "--epsilon-cutoff: 1 is outside the allowed range [0, 1)" --epsilon-cutoff 1
+expect_err "eta negative" "--eta-cutoff: -0.1 is outside the allowed range [0, 1]" --eta-cutoff -0.1
+expect_err "eta 1" "--eta-cutoff: 1 is outside the allowed range [0, 1)" --eta-cutoff 1
+expect_err "dynatemp range" "--dynatemp-range: -1 is outside the allowed range [0, 100]" --dynatemp-range -1
+expect_err "dynatemp exponent" "--dynatemp-exp" --dynatemp-exp x
 expect_err "repeat penalty 0" "--repeat-penalty: 0 is outside the allowed range" --repeat-penalty 0
 expect_err "presence penalty" "--presence-penalty: 3 is outside the allowed range [-2, 2]" --presence-penalty 3
 expect_err "frequency penalty" "--frequency-penalty" --frequency-penalty abc
@@ -49,6 +54,15 @@ expect_err "logprobs mode" "--logprobs-mode: expected raw or processed" --logpro
 expect_err "explain mode" "--explain: expected" --explain=xml
 expect_err "empty stop" "--stop: the stop string is empty" --stop ""
 expect_err "beams 0" "--beams: 0 is outside the allowed range 1..1024" --beams 0
+expect_err "early stopping mode" "--early-stopping: expected --early-stopping, =true, =false or =never" --early-stopping=maybe
+expect_err "beam groups" "--num-beam-groups: 3 does not divide --beams 4 into equal groups" --beams 4 --num-beam-groups 3
+expect_err "diversity penalty" "--diversity-penalty: -1 is outside the allowed range [0, 1000]" --beams 2 --diversity-penalty -1
+expect_err "penalty alpha" "--penalty-alpha: 1.5 is outside the allowed range [0, 1]" --penalty-alpha 1.5
+expect_err "contrastive top-k" "--penalty-alpha: contrastive search needs --top-k between 1 and 1024 candidates, got 0" \
+    --penalty-alpha 0.5 --top-k 0
+expect_err "contrastive and beams" "--beams: works with sampling, not with contrastive search" --penalty-alpha 0.5 --beams 2
+expect_err "contrastive and samples" "-N: works with sampling, not with contrastive search" --penalty-alpha 0.5 -N 2
+expect_err "contrastive and prompt cache" "--prompt-cache: contrastive search" --penalty-alpha 0.5 --prompt-cache /tmp/x
 expect_err "n-best above beams" "--n-best: 3 is outside the allowed range 1..2 (--beams)" --beams 2 --n-best 3
 expect_err "samples 0" "-N: 0 is outside the allowed range 1..256" -N 0
 expect_err "samples and beams" "-N" -N 2 --beams 2
@@ -140,6 +154,50 @@ assert len(scores) == 3 and scores == sorted(scores, reverse=True), scores
 out=$(run -n 40 --beams 2 --stop "." 2>/dev/null)
 ! grep -q '\.' <<<"${out#"$P"}" && ok || bad "beams with a stop string: $out"
 
+# Early stopping: with the end of generation pushed up (+23) after "Once", two hypotheses end at
+# 15 tokens and the heuristic stops there; "never" (length penalty 3 > 0: live beams scored at 30
+# tokens) goes on and finds a better 30-token beam; true stops where the heuristic does.
+es=(-m "$STORIES" -p "Once" -n 30 --beams 2 --length-penalty 3 --logit-bias 2+23)
+h=$($BIN run "${es[@]}" 2>&1 >/dev/null | grep '^\[beam\]')
+n=$($BIN run "${es[@]}" --early-stopping=never 2>&1 >/dev/null | grep '^\[beam\]')
+t=$($BIN run "${es[@]}" --early-stopping 2>&1 >/dev/null | grep '^\[beam\]')
+grep -q "15 tokens, finish stop" <<<"$h" && grep -q "30 tokens, finish length" <<<"$n" && ok \
+    || bad "early stopping heuristic vs never: [$h] [$n]"
+expect_eq "--early-stopping=false is the default" "$($BIN run "${es[@]}" --early-stopping=false 2>&1 >/dev/null | grep '^\[beam\]')" "$h"
+grep -q "finish stop" <<<"$t" && ok || bad "--early-stopping: $t"
+
+# Diverse beam search: two groups of one beam with a large penalty start with different tokens,
+# without a penalty both are greedy.
+out=$($BIN run -m "$STORIES" -p "He saw a big" -n 4 --beams 2 --n-best 2 --num-beam-groups 2 --diversity-penalty 100 2>/dev/null)
+py '
+import sys
+texts = [l for l in sys.argv[1].splitlines() if not l.startswith("---")]
+assert len(texts) == 2 and texts[0].split()[4] != texts[1].split()[4], texts
+' "$out" && ok || bad "diverse beams: $out"
+out=$($BIN run -m "$STORIES" -p "He saw a big" -n 4 --beams 2 --n-best 2 --num-beam-groups 2 2>/dev/null | grep -v '^---')
+greedy=$($BIN run -m "$STORIES" -p "He saw a big" -n 4 --temp 0 2>/dev/null)
+expect_eq "groups of one beam without a penalty are greedy" "$out" "$greedy
+$greedy"
+
+# Contrastive search: alpha 0 is greedy; alpha > 0 step by step against a float64 recomputation
+# with reference-forward's model (candidates, probabilities, largest cosines of the final hidden
+# states, the choice), where it leaves the greedy path.
+expect_eq "contrastive alpha 0 is greedy" "$(run -n 30 --penalty-alpha 0 --top-k 4 2>/dev/null)" "$g0"
+for cfg in "0.6 4 1,403,407,261,378 Once upon a time" "0.4 6 1,346,394,261,370 He saw a big"; do
+    read -r alpha k ids text <<<"$cfg"
+    ex=$($BIN run -m "$STORIES" -p "$text" -n 16 --penalty-alpha "$alpha" --top-k "$k" --explain=json 2>&1 >/dev/null)
+    out=$(/usr/bin/python3 tests/e2e/contrastive_check.py "$SHARED/tools/reference-forward" "$STORIES" "$alpha" "$k" "$ids" \
+          <<<"$ex" 2>&1) && ok || bad "contrastive $alpha / $k against the reference: $out"
+done
+c6=$(run -n 16 --penalty-alpha 0.6 --top-k 4 2>/dev/null)
+[ "$c6" != "$(run -n 16 --temp 0 2>/dev/null)" ] && ok || bad "contrastive 0.6 left the greedy text unchanged: $c6"
+err=$(run -n 2 --penalty-alpha 0.6 --top-k 4 --explain 2>&1 >/dev/null)
+grep -q "contrastive search: penalty-alpha 0.6, top-k 4" <<<"$err" && grep -Eq "^  contrastive alpha 0.6: candidate [0-9]+ p 0\.[0-9]{4}, max cosine" <<<"$err" \
+    && grep -q "^  contrastive alpha 0.6, top-k 4: chose" <<<"$err" && ok || bad "contrastive explain: $err"
+err=$(run -c 16 -n 40 --penalty-alpha 0.6 --top-k 4 2>&1 >/dev/null)
+grep -q "generated 11 tokens.*stop: length" <<<"$err" && grep -q "stopped: the context is full (16 tokens)\]" <<<"$err" \
+    && ok || bad "contrastive at a full context: $err"
+
 # no-repeat-ngram 2 under greedy: no bigram of prompt + continuation repeats.
 err=$(run -n 40 --temp 0 --no-repeat-ngram 2 --explain=json 2>&1 >/dev/null)
 py '
@@ -157,10 +215,47 @@ grep -q "chain: min-p 0.05 -> top-k 40 -> temperature 0.8 -> dist" <<<"$err" && 
 err=$(run -n 4 --seed 1 --dry-multiplier 0.8 --dry-sequence-breaker none --repeat-penalty 1.2 --explain 2>&1 >/dev/null)
 grep -q "^  dry x0.8 base 1.75 allowed 2:" <<<"$err" && grep -q "^  penalties (repeat 1.2" <<<"$err" && ok || bad "dry/penalties explain: $err"
 
+# Epsilon, eta and dynamic temperature on the model's first step, against numpy over the full
+# distribution (`nucleus score --top 512`: all of stories260K's vocabulary after "He saw a big",
+# where the model hesitates: entropy 2.99 nats, so eta's cutoff falls below its parameter).
+dist=$($BIN score -m "$STORIES" --ids 1,346,394,261,370 --top 512)
+plain=(-m "$STORIES" -p "He saw a big" -n 1 --seed 1 --temp 1 --top-k 0 --top-p 1 --min-p 0)
+eps=$($BIN run "${plain[@]}" --epsilon-cutoff 0.003 --explain=json 2>&1 >/dev/null | grep '^{')
+eta=$($BIN run "${plain[@]}" --eta-cutoff 0.02 --explain=json 2>&1 >/dev/null | grep '^{')
+dyn=$($BIN run "${plain[@]}" --dynatemp-range 0.6 --dynatemp-exp 1.5 --explain 2>&1 >/dev/null)
+py '
+import json, re, sys
+import numpy as np
+lp = np.array([x for _, x in json.loads(sys.argv[1])["top_logprobs"][0]])
+p = np.exp(lp - lp.max()); p /= p.sum()
+assert len(p) == 512
+H = -(p[p > 0] * np.log(p[p > 0])).sum()
+def stage(rec, name):
+    [s] = [s for s in json.loads(rec)["stages"] if s["name"] == name]
+    return s
+s = stage(sys.argv[2], "epsilon")
+assert s["n_before"] == 512 and s["n_after"] == (p >= 0.003).sum(), (s, (p >= 0.003).sum())
+assert abs(s["mass"] - p[p >= 0.003].sum()) < 1e-3, s
+cut = min(0.02, np.sqrt(0.02) * np.exp(-H))
+s = stage(sys.argv[3], "eta")
+assert s["n_after"] == (p >= cut).sum() and (p >= cut).sum() != (p >= 0.02).sum(), (s, cut, H)
+T = 0.4 + 1.2 * (H / np.log(512)) ** 1.5
+got = float(re.search(r"temperature 1, dynamic range 0.6 exponent 1.5: logits divided by ([0-9.]+)", sys.argv[4]).group(1))
+assert abs(got - T) < 1e-3 * T, (got, T)
+' "$dist" "$eps" "$eta" "$dyn" && ok || bad "epsilon / eta / dynatemp against numpy: $eps $eta $dyn"
+# a cutoff nothing but the top token reaches is greedy; the stages take their place in --samplers
+expect_eq "epsilon 0.999 is greedy" "$(run -n 30 --seed 8 --epsilon-cutoff 0.999 2>/dev/null)" "$g0"
+err=$(run -n 2 --seed 1 --samplers "eta;epsilon;temperature" --eta-cutoff 0.01 --epsilon-cutoff 0.001 --explain 2>&1 >/dev/null)
+grep -q "chain: eta 0.01 -> epsilon 0.001 -> temperature 0.8 -> dist" <<<"$err" && grep -Eq "^  eta 0.01 \(cutoff [0-9.e-]+\): kept" <<<"$err" \
+    && ok || bad "eta/epsilon in --samplers: $err"
+
 # Every decoder runs clean under the sanitizers and exits 0.
-for args in "--seed 1 --temp 1.5 --typical 0.9 --top-nsigma 1.5 --min-keep 3" "--seed 2 --mirostat 1 --logprobs 4" \
+for args in "--seed 1 --temp 1.5 --typical 0.9 --top-nsigma 1.5 --min-keep 3" \
+            "--seed 6 --dynatemp-range 0.5 --epsilon-cutoff 3e-4 --eta-cutoff 2e-3 --min-keep 2" "--seed 2 --mirostat 1 --logprobs 4" \
             "--seed 3 --xtc-probability 1 --xtc-threshold 0.1 -N 3 --explain" "--beams 4 --n-best 2 --no-repeat-ngram 3" \
-            "--seed 4 --dry-multiplier 1 --dry-sequence-breaker '\\n' --stop was --stop-ids 2,13" "-n -1 --seed 5 -c 64"; do
+            "--beams 4 --n-best 4 --num-beam-groups 2 --diversity-penalty 0.7 --early-stopping=never" \
+            "--seed 4 --dry-multiplier 1 --dry-sequence-breaker '\\n' --stop was --stop-ids 2,13" "-n -1 --seed 5 -c 64" \
+            "--penalty-alpha 0.5 --top-k 5 --stop was --no-repeat-ngram 3 --explain=json"; do
     out=$(eval run -n 24 "$args" 2>&1 >/dev/null); rc=$?
     [ $rc -eq 0 ] && ! grep -q Sanitizer <<<"$out" && ok || bad "run $args: rc=$rc $out"
 done

@@ -80,7 +80,9 @@ expect_err "draft flags without a proposer" "need --draft-model FILE or --lookup
 expect_err "two proposers" "exclusive" "$NUCLEUS" run -p "Hi" -md "$TINY_Q8" --lookup-ngram 2
 expect_err "draft-min above draft-max" "--draft-min: 9 is more than --draft-max (4)" \
     "$NUCLEUS" run -p "Hi" --lookup-ngram 2 --draft-max 4 --draft-min 9
-expect_err "beams" "beam search does not decode speculatively" "$NUCLEUS" run -p "Hi" --beams 2 --lookup-ngram 2
+expect_err "beams" "beam search (--beams) does not decode speculatively" "$NUCLEUS" run -p "Hi" --beams 2 --lookup-ngram 2
+expect_err "contrastive search" "contrastive search (--penalty-alpha) does not decode speculatively" \
+    "$NUCLEUS" run -p "Hi" --penalty-alpha 0.6 --top-k 4 --lookup-ngram 2
 expect_err "serve: a draft of another vocabulary" "vocabulary" "$NUCLEUS" serve -m "$TINY_Q8" --port 0 -md "$STORIES"
 
 # The server: three greedy requests at once, speculative and plain, agree; timings and metrics.

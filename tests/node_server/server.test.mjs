@@ -225,6 +225,20 @@ test('logit_bias steers the draw; -100 bans a token', async () => {
   assert.notEqual(banned.choices[0].text, text);
 });
 
+test('epsilon_cutoff, eta_cutoff, dynatemp_range / dynatemp_exponent', async () => {
+  const greedy = await completion({ temperature: 0, max_tokens: 20, ignore_eos: true });
+  // nothing but the most likely token reaches a cutoff of .999: greedy, whatever the seed
+  const eps = await completion({ seed: 5, epsilon_cutoff: 0.999, max_tokens: 20, ignore_eos: true });
+  assert.equal(eps.choices[0].text, greedy.choices[0].text);
+  const params = { seed: 6, eta_cutoff: 0.02, dynatemp_range: 0.5, dynatemp_exponent: 2, max_tokens: 20, ignore_eos: true };
+  const a = await completion(params);
+  const b = await completion(params);
+  assert.equal(a.choices[0].text, b.choices[0].text);
+  await expectError(completion({ epsilon_cutoff: 1 }), 400, 'epsilon_cutoff');
+  await expectError(completion({ eta_cutoff: -0.1 }), 400, 'eta_cutoff');
+  await expectError(completion({ dynatemp_range: -1 }), 400, 'dynatemp_range');
+});
+
 test('beam search (use_beam_search, best_of, length_penalty)', async () => {
   const params = { max_tokens: 12, use_beam_search: true, best_of: 3, n: 2, length_penalty: 1.0 };
   const a = await completion(params);
@@ -234,6 +248,33 @@ test('beam search (use_beam_search, best_of, length_penalty)', async () => {
   assert.notEqual(a.choices[0].text, a.choices[1].text);
   await expectError(completion({ ...params, stream: true }), 400, 'stream');
   await expectError(completion({ best_of: 3 }), 400, 'best_of');
+  // early_stopping "never" and diverse beam search (num_beam_groups, diversity_penalty)
+  const ends = { prompt: 'Once', max_tokens: 30, use_beam_search: true, best_of: 2, length_penalty: 3, logit_bias: { 2: 23 } };
+  const heuristic = await completion(ends);
+  const never = await completion({ ...ends, early_stopping: 'never' });
+  assert.equal(heuristic.choices[0].finish_reason, 'stop');
+  assert.equal(never.choices[0].finish_reason, 'length');
+  const diverse = await completion({ prompt: 'He saw a big', max_tokens: 4, use_beam_search: true, best_of: 2, n: 2,
+    num_beam_groups: 2, diversity_penalty: 100 });
+  const first = diverse.choices.map((c) => c.text.trim().split(' ')[0]);
+  assert.notEqual(first[0], first[1]);
+  await expectError(completion({ ...params, num_beam_groups: 2 }), 400, 'num_beam_groups');
+  await expectError(completion({ ...params, early_stopping: 'sometimes' }), 400, 'early_stopping');
+});
+
+test('contrastive search (penalty_alpha with top_k), streamed or not', async () => {
+  const greedy = await completion({ temperature: 0, max_tokens: 20, ignore_eos: true });
+  const zero = await completion({ penalty_alpha: 0, top_k: 4, max_tokens: 20, ignore_eos: true });
+  assert.equal(zero.choices[0].text, greedy.choices[0].text); // alpha 0 is greedy
+  const params = { penalty_alpha: 0.6, top_k: 4, max_tokens: 16, ignore_eos: true };
+  const a = await completion(params);
+  assert.notEqual(a.choices[0].text, greedy.choices[0].text.slice(0, a.choices[0].text.length));
+  assert.equal(a.choices[0].finish_reason, 'length');
+  assert.equal(a.usage.completion_tokens, 16);
+  const streamed = await collect(await completion({ ...params, stream: true }), false);
+  assert.equal(streamed.text[0], a.choices[0].text);
+  await expectError(completion({ penalty_alpha: 0.6 }), 400, 'top_k');
+  await expectError(completion({ penalty_alpha: 0.6, top_k: 4, n: 2 }), 400, 'n');
 });
 
 test('a long prompt (several prefill chunks) gives the same tokens alone and among others', async () => {

@@ -159,6 +159,94 @@ static void test_typical_sigma(void) {
     CHECK(dist(&sp, L5, 5, NULL, 0, p) == 2);
 }
 
+/* Epsilon and eta (Hewitt et al., 2022, as transformers' EpsilonLogitsWarper and EtaLogitsWarper):
+ * numbers from numpy. softmax(L5) = .6096 .2243 .0825 .0500 .0335, entropy H = 1.10656. */
+static void test_epsilon_eta(void) {
+    float p[10];
+    nc_sampler_params sp = neutral("epsilon");
+    sp.epsilon_cutoff = 0.06f; /* .0825 kept, .0500 not */
+    CHECK(dist(&sp, L5, 5, NULL, 0, p) == 3);
+    check_probs("epsilon 0.06", p, (double[]){0.665240956, 0.244728471, 0.090030573, 0, 0}, 5);
+    sp.epsilon_cutoff = 0.9f; /* nothing reaches it: the most likely token stays, or min_keep of them */
+    CHECK(dist(&sp, L5, 5, NULL, 0, p) == 1 && p[0] == 1.0f);
+    sp.min_keep = 2;
+    CHECK(dist(&sp, L5, 5, NULL, 0, p) == 2);
+    /* a tie at the boundary: p = .3995 for ids 1 and 2, both at or above .3, both kept (a cutoff on
+     * p never splits equal logits); min_keep 1 under a higher cutoff keeps the lower id */
+    float tie[4] = {0, 2, 2, 1};
+    sp.min_keep = 0;
+    sp.epsilon_cutoff = 0.3f;
+    CHECK(dist(&sp, tie, 4, NULL, 0, p) == 2 && p[1] > 0 && p[2] > 0);
+    sp.epsilon_cutoff = 0.5f;
+    CHECK(dist(&sp, tie, 4, NULL, 0, p) == 1 && p[1] == 1.0f);
+    /* eta = min(e, sqrt(e) exp(-H)): at e = .1, sqrt(.1) e^-H = .1046, so .1 (2 kept); at e = .3 the
+     * entropy term .1811 is the cutoff (2 kept, where epsilon .3 would keep 1) */
+    sp = neutral("eta");
+    sp.eta_cutoff = 0.1f;
+    CHECK(dist(&sp, L5, 5, NULL, 0, p) == 2);
+    check_probs("eta 0.1", p, (double[]){0.731058579, 0.268941421, 0, 0, 0}, 5);
+    sp.eta_cutoff = 0.3f;
+    CHECK(dist(&sp, L5, 5, NULL, 0, p) == 2);
+    sp = neutral("epsilon");
+    sp.epsilon_cutoff = 0.3f;
+    CHECK(dist(&sp, L5, 5, NULL, 0, p) == 1);
+    /* a flat distribution (logits 1, .9, ..., .1; H = 2.26235, p from .1505 down to .0612): eta .1
+     * lowers its cutoff to sqrt(.1) e^-H = .0329 and keeps all ten, epsilon .1 keeps five */
+    float flat[10];
+    for (int i = 0; i < 10; i++) flat[i] = 1.0f - 0.1f * (float)i;
+    sp = neutral("eta");
+    sp.eta_cutoff = 0.1f;
+    CHECK(dist(&sp, flat, 10, NULL, 0, p) == 10);
+    sp = neutral("epsilon");
+    sp.epsilon_cutoff = 0.1f;
+    CHECK(dist(&sp, flat, 10, NULL, 0, p) == 5);
+    /* explain: the cutoff eta actually used */
+    sp = neutral("eta");
+    sp.eta_cutoff = 0.3f;
+    sp.explain = true;
+    nc_sampler *s = make(&sp, 5);
+    nc_sampler_sample(s, L5, NULL, 0, 0, NULL);
+    const nc_explain *e = nc_sampler_explain(s);
+    CHECK(e->n_stages == 2 && !strcmp(e->stage[0].name, "eta"));
+    CHECK_MSG(strstr(e->stage[0].what, "eta 0.3 (cutoff 0.181): kept 2 of 5, mass 0.834") != NULL, "%s",
+              e->stage[0].what);
+    nc_sampler_free(s);
+}
+
+/* Dynamic temperature (llama.cpp's temp_ext): T = T_min + (T_max - T_min) (H / ln n)^x over
+ * [max(0, t - r), t + r]; H / ln 5 = .68755 for L5. Numbers from numpy. */
+static void test_dynatemp(void) {
+    float p[5];
+    nc_sampler_params sp = neutral("temperature");
+    sp.temp = 1;
+    sp.dynatemp_range = 0.5f; /* T = .5 + .68755 = 1.18754 */
+    CHECK(dist(&sp, L5, 5, NULL, 0, p) == 5);
+    check_probs("dynatemp 1 +- .5", p, (double[]){0.54787707, 0.23603422, 0.10168732, 0.06674408, 0.0476573}, 5);
+    sp.dynatemp_exponent = 2; /* T = .5 + .68755^2 = .97272 */
+    dist(&sp, L5, 5, NULL, 0, p);
+    check_probs("dynatemp exponent 2", p, (double[]){0.61999831, 0.22177605, 0.07933024, 0.04744613, 0.03144926}, 5);
+    sp.temp = 0.8f; /* T_min clamps at 0: T = 1.8 * .68755^.5 = 1.49253 */
+    sp.dynatemp_range = 1;
+    sp.dynatemp_exponent = 0.5f;
+    dist(&sp, L5, 5, NULL, 0, p);
+    check_probs("dynatemp .8 +- 1", p, (double[]){0.47525613, 0.24319171, 0.12444281, 0.08901851, 0.06809085}, 5);
+    /* a certain step (entropy 0) with T_min = 0: greedy, not a division by zero */
+    float sure[3] = {5, -INFINITY, -INFINITY};
+    CHECK(dist(&sp, sure, 3, NULL, 0, p) == 1 && p[0] == 1.0f);
+    /* explain names the temperature it used */
+    sp.temp = 1;
+    sp.dynatemp_range = 0.5f;
+    sp.dynatemp_exponent = 1;
+    sp.explain = true;
+    nc_sampler *s = make(&sp, 5);
+    nc_sampler_sample(s, L5, NULL, 0, 0, NULL);
+    const nc_explain *e = nc_sampler_explain(s);
+    CHECK_MSG(strstr(e->stage[0].what, "temperature 1, dynamic range 0.5 exponent 1: logits divided by 1.188") != NULL,
+              "%s", e->stage[0].what);
+    CHECK(strcmp(nc_sampler_describe(s), "temperature 1 -> dist") == 0);
+    nc_sampler_free(s);
+}
+
 static void test_xtc(void) {
     float p[5];
     nc_sampler_params sp = neutral("xtc");
@@ -417,6 +505,15 @@ static void test_order(void) {
     s = make(&sp, 5);
     CHECK(strcmp(nc_sampler_describe(s), "min-p 0.05 -> top-k 40 -> temperature 0.8 -> dist") == 0);
     nc_sampler_free(s);
+    /* epsilon and eta run after min-p by default (transformers' warpers: ... typical, epsilon, eta) */
+    nc_sampler_params_default(&sp);
+    sp.n_dry_breakers = 0;
+    sp.epsilon_cutoff = 3e-4f;
+    sp.eta_cutoff = 2e-3f;
+    s = make(&sp, 5);
+    CHECK(strcmp(nc_sampler_describe(s),
+                 "temperature 0.8 -> top-k 40 -> top-p 0.95 -> min-p 0.05 -> epsilon 0.0003 -> eta 0.002 -> dist") == 0);
+    nc_sampler_free(s);
 }
 
 static void test_explain(void) {
@@ -492,6 +589,10 @@ static void test_validation(void) {
     bad = sp; bad.temp = NAN; expect_refused(bad, "temp");
     bad = sp; bad.min_p = -0.1f; expect_refused(bad, "min_p");
     bad = sp; bad.typical_p = 2; expect_refused(bad, "typical_p");
+    bad = sp; bad.epsilon_cutoff = 1; expect_refused(bad, "epsilon_cutoff: 1 is outside the allowed range [0, 1)");
+    bad = sp; bad.eta_cutoff = -0.1f; expect_refused(bad, "eta_cutoff");
+    bad = sp; bad.dynatemp_range = -1; expect_refused(bad, "dynatemp_range");
+    bad = sp; bad.dynatemp_exponent = NAN; expect_refused(bad, "dynatemp_exponent");
     bad = sp; bad.repeat_penalty = 0; expect_refused(bad, "repeat_penalty");
     bad = sp; bad.presence_penalty = 3; expect_refused(bad, "presence_penalty: 3 is outside the allowed range [-2, 2]");
     bad = sp; bad.mirostat = 3; expect_refused(bad, "mirostat: 3 is outside the allowed range 0..2");
@@ -539,6 +640,8 @@ int main(void) {
     test_top_k_min_p();
     test_top_p();
     test_typical_sigma();
+    test_epsilon_eta();
+    test_dynatemp();
     test_xtc();
     test_penalties();
     test_no_repeat_ngram();

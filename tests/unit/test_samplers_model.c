@@ -128,6 +128,375 @@ static void test_beam_vs_exact(void) {
     nc_context_free(c);
 }
 
+
+/* ---- an independent beam search: Hugging Face's (group) beam search, written plainly ---- */
+
+enum { REF_MAX = 48 };
+typedef struct ref_seq {
+    int32_t tok[REF_MAX]; /* generated tokens */
+    int32_t n;
+    double sum, score;
+} ref_seq;
+
+/* log-softmax of the logits after prompt + gen, computed afresh in sequence `seq` (no cache
+ * sharing), with `eos_bias` added to the end-of-generation tokens' logits. */
+static void ref_logprobs(nc_context *c, int32_t seq, const int32_t *prompt, int32_t n_prompt, const ref_seq *gen,
+                         float eos_bias, double *lp) {
+    nc_batch_entry b[64];
+    int32_t n = 0;
+    for (int32_t i = 0; i < n_prompt; i++, n++) b[n] = (nc_batch_entry){prompt[i], n, seq, false};
+    for (int32_t i = 0; i < gen->n; i++, n++) b[n] = (nc_batch_entry){gen->tok[i], n, seq, false};
+    b[n - 1].logits = true;
+    nc_err err;
+    nc_kv_seq_clear(c, seq);
+    if (nc_forward(c, b, n, &err)) fprintf(stderr, "reference forward: %s\n", err.msg);
+    const float *l = nc_logits(c, n - 1);
+    double mx = -INFINITY, z = 0;
+    for (int v = 0; v < info.n_vocab; v++) {
+        lp[v] = (double)(l[v] + (nc_token_is_eog(model, v) ? eos_bias : 0.0f));
+        mx = lp[v] > mx ? lp[v] : mx;
+    }
+    for (int v = 0; v < info.n_vocab; v++) z += exp(lp[v] - mx);
+    for (int v = 0; v < info.n_vocab; v++) lp[v] -= mx + log(z);
+}
+
+typedef struct ref_cand {
+    double total;
+    int32_t beam, token;
+} ref_cand;
+
+static int ref_cand_order(const void *pa, const void *pb) {
+    const ref_cand *a = pa, *b = pb;
+    if (a->total != b->total) return a->total > b->total ? -1 : 1;
+    if (a->beam != b->beam) return a->beam - b->beam;
+    return a->token - b->token;
+}
+
+static void ref_add_hyp(ref_seq *hyps, int32_t *n, int32_t cap, const ref_seq *h) {
+    if (*n == cap && !(h->score > hyps[cap - 1].score)) return;
+    if (*n == cap) (*n)--;
+    int32_t at = (*n)++;
+    while (at > 0 && hyps[at - 1].score < h->score) {
+        hyps[at] = hyps[at - 1];
+        at--;
+    }
+    hyps[at] = *h;
+}
+
+/* Groups one after the other each step; a group's log-probabilities lose `lambda` per beam of an
+ * earlier group that took the same token this step; 2g candidates per beam; an ending candidate
+ * ranked below g is dropped; per-group stop rule of BeamHypotheses.is_done. Writes all groups'
+ * hypotheses, best first, into out (B of them at most); returns how many. */
+static int32_t ref_beam_search(nc_context *c, int32_t seq, const int32_t *prompt, int32_t n_prompt, int32_t B,
+                               int32_t G, double lambda, double alpha, nc_early_stopping es, int32_t max_new,
+                               float eos_bias, ref_seq *out) {
+    int32_t g = B / G, nb[8] = {0}, nh[8] = {0}, nn[8] = {0};
+    ref_seq beams[8][8], next[8][8], hyps[8][8];
+    bool done[8] = {false};
+    static double lp[512];
+    for (int32_t k = 0; k < G; k++) {
+        beams[k][0] = (ref_seq){.n = 0};
+        nb[k] = 1;
+    }
+    for (int32_t step = 0; step < max_new; step++) {
+        int32_t chosen[64], n_chosen = 0;
+        for (int32_t k = 0; k < G; k++) {
+            if (done[k]) continue;
+            ref_cand cand[128];
+            int32_t n_cand = 0;
+            for (int32_t b = 0; b < nb[k]; b++) {
+                ref_logprobs(c, seq, prompt, n_prompt, &beams[k][b], eos_bias, lp);
+                for (int32_t j = 0; j < n_chosen; j++) lp[chosen[j]] -= lambda;
+                bool taken[512] = {false};
+                for (int32_t r = 0; r < 2 * g; r++) { /* the 2g best, lower id first on ties */
+                    int32_t best = -1;
+                    for (int32_t v = 0; v < info.n_vocab; v++)
+                        if (!taken[v] && lp[v] > -INFINITY && (best < 0 || lp[v] > lp[best])) best = v;
+                    if (best < 0) break;
+                    taken[best] = true;
+                    cand[n_cand++] = (ref_cand){beams[k][b].sum + lp[best], b, best};
+                }
+            }
+            qsort(cand, (size_t)n_cand, sizeof *cand, ref_cand_order);
+            nn[k] = 0;
+            for (int32_t r = 0; r < n_cand && nn[k] < g; r++) {
+                ref_seq h = beams[k][cand[r].beam];
+                h.tok[h.n++] = cand[r].token;
+                h.sum = cand[r].total;
+                if (nc_token_is_eog(model, cand[r].token)) {
+                    h.score = h.sum / pow(h.n, alpha);
+                    if (r < g) ref_add_hyp(hyps[k], &nh[k], g, &h);
+                } else {
+                    next[k][nn[k]++] = h;
+                    chosen[n_chosen++] = cand[r].token;
+                }
+            }
+        }
+        bool all_done = true;
+        for (int32_t k = 0; k < G; k++) {
+            if (done[k]) continue;
+            if (step + 1 == max_new) { /* the live beams finish at the length limit */
+                for (int32_t j = 0; j < nn[k]; j++) {
+                    next[k][j].score = next[k][j].sum / pow(next[k][j].n, alpha);
+                    ref_add_hyp(hyps[k], &nh[k], g, &next[k][j]);
+                }
+                continue;
+            }
+            double len = es == NC_EARLY_STOP_NEVER && alpha > 0 ? max_new : step + 1;
+            done[k] = nn[k] == 0 || (nh[k] == g && (es == NC_EARLY_STOP_FIRST ||
+                                                    hyps[k][nh[k] - 1].score >= next[k][0].sum / pow(len, alpha)));
+            memcpy(beams[k], next[k], sizeof next[k]);
+            nb[k] = nn[k];
+            all_done &= done[k];
+        }
+        if (all_done) break;
+    }
+    int32_t n = 0;
+    for (int32_t k = 0; k < G; k++)
+        for (int32_t i = 0; i < nh[k]; i++) ref_add_hyp(out, &n, B, &hyps[k][i]);
+    return n;
+}
+
+/* nc_beam_search against the reference: the same hypotheses, tokens and scores. */
+static void check_against_reference(nc_context *c, const int32_t *prompt, int32_t n_prompt, const nc_beam_params *bp,
+                                     int32_t max_new, float eos_bias, const char *what) {
+    ref_seq want[8];
+    int32_t n_want = ref_beam_search(c, bp->n_beams, prompt, n_prompt, bp->n_beams, bp->n_groups ? bp->n_groups : 1,
+                                     bp->diversity_penalty, bp->length_penalty, bp->early_stopping, max_new, eos_bias,
+                                     want);
+    nc_sampler_params proc;
+    nc_sampler_params_default(&proc);
+    nc_logit_bias bias[4];
+    proc.n_logit_bias = 0;
+    for (int32_t v = 0; v < info.n_vocab && eos_bias != 0; v++)
+        if (nc_token_is_eog(model, v)) bias[proc.n_logit_bias++] = (nc_logit_bias){v, eos_bias};
+    proc.logit_bias = bias;
+    nc_stop_params stop = {.max_tokens = max_new};
+    nc_beam_result r;
+    nc_err err;
+    for (int32_t q = 0; q < bp->n_beams; q++) nc_kv_seq_clear(c, q);
+    CHECK_MSG(nc_beam_search(c, model, prompt, n_prompt, bp, &proc, &stop, &r, &err) == 0, "%s: %s", what, err.msg);
+    CHECK_MSG(r.n == (n_want < bp->n_best ? n_want : bp->n_best), "%s: %d hypotheses, want %d", what, r.n, n_want);
+    for (int32_t i = 0; i < r.n && i < n_want; i++) {
+        bool same = r.hyps[i].n_tokens == want[i].n &&
+                    !memcmp(r.hyps[i].tokens, want[i].tok, (size_t)want[i].n * sizeof *want[i].tok);
+        CHECK_MSG(same, "%s: hypothesis %d has %d tokens, the reference's %d", what, i, r.hyps[i].n_tokens, want[i].n);
+        CHECK_MSG(fabs(r.hyps[i].score - want[i].score) < 1e-4 * (1 + fabs(want[i].score)),
+                  "%s: hypothesis %d scores %.6f, the reference %.6f", what, i, r.hyps[i].score, want[i].score);
+    }
+    nc_beam_result_free(&r);
+}
+
+/* early_stopping "never" against the heuristic where they differ: after "Once" with the end of
+ * generation pushed up (+23), 2 hypotheses end at 15 tokens and the heuristic (best live sum
+ * over 15^3) stops; "never" scores the live beams at 30^3, goes on, and a 30-token beam wins. */
+static void test_beam_early_stopping(void) {
+    nc_context *c = context(5, 2, 64);
+    int32_t prompt[8];
+    nc_err err;
+    int32_t n_prompt = nc_tokenize(model, "Once", 4, true, false, prompt, 8, &err);
+    CHECK(n_prompt == 2);
+    nc_beam_params bp = {.n_beams = 2, .n_best = 2, .length_penalty = 3.0f};
+    check_against_reference(c, prompt, n_prompt, &bp, 30, 23, "heuristic");
+    bp.early_stopping = NC_EARLY_STOP_NEVER;
+    check_against_reference(c, prompt, n_prompt, &bp, 30, 23, "never");
+    bp.early_stopping = NC_EARLY_STOP_FIRST;
+    check_against_reference(c, prompt, n_prompt, &bp, 30, 23, "true");
+    bp.length_penalty = -0.5f; /* a negative penalty: "never" is the heuristic */
+    bp.early_stopping = NC_EARLY_STOP_NEVER;
+    check_against_reference(c, prompt, n_prompt, &bp, 30, 23, "never, alpha -0.5");
+    /* the two rules disagree on the best hypothesis here */
+    nc_sampler_params proc;
+    nc_sampler_params_default(&proc);
+    nc_logit_bias eos = {2, 23};
+    CHECK(nc_token_is_eog(model, 2));
+    proc.logit_bias = &eos;
+    proc.n_logit_bias = 1;
+    nc_stop_params stop = {.max_tokens = 30};
+    nc_beam_result h, n;
+    bp = (nc_beam_params){.n_beams = 2, .n_best = 1, .length_penalty = 3.0f};
+    CHECK(nc_beam_search(c, model, prompt, n_prompt, &bp, &proc, &stop, &h, &err) == 0);
+    bp.early_stopping = NC_EARLY_STOP_NEVER;
+    CHECK(nc_beam_search(c, model, prompt, n_prompt, &bp, &proc, &stop, &n, &err) == 0);
+    CHECK(h.n == 1 && n.n == 1 && h.hyps[0].n_tokens == 15 && h.hyps[0].finish == NC_FINISH_STOP);
+    CHECK(n.hyps[0].n_tokens == 30 && n.hyps[0].finish == NC_FINISH_LENGTH && n.hyps[0].score > h.hyps[0].score);
+    nc_beam_result_free(&h);
+    nc_beam_result_free(&n);
+    bp.early_stopping = 3;
+    CHECK(nc_beam_search(c, model, prompt, n_prompt, &bp, &proc, &stop, &h, &err) == -1 &&
+          strstr(err.msg, "early_stopping: 3"));
+    nc_context_free(c);
+}
+
+/* Diverse beam search against the reference, with and without endings; G = B groups of one beam
+ * without a penalty are B copies of greedy search; groups must divide the beams. */
+static void test_diverse_beams(void) {
+    nc_context *c = context(5, 2, 64);
+    nc_err err;
+    int32_t prompt[16];
+    int32_t n_prompt = nc_tokenize(model, "He saw a big", 12, true, false, prompt, 16, &err);
+    nc_beam_params bp = {.n_beams = 4, .n_best = 4, .length_penalty = 1.0f, .n_groups = 2, .diversity_penalty = 1.5f};
+    check_against_reference(c, prompt, n_prompt, &bp, 8, 0, "2 groups, penalty 1.5");
+    bp.diversity_penalty = 0.3f;
+    bp.n_groups = 4;
+    check_against_reference(c, prompt, n_prompt, &bp, 8, 0, "4 groups, penalty 0.3");
+    bp = (nc_beam_params){.n_beams = 4, .n_best = 4, .length_penalty = 1.0f, .n_groups = 2, .diversity_penalty = 0.5f};
+    check_against_reference(c, prompt, n_prompt, &bp, 30, 21, "2 groups with endings");
+    bp.early_stopping = NC_EARLY_STOP_NEVER;
+    check_against_reference(c, prompt, n_prompt, &bp, 30, 21, "2 groups with endings, never");
+    /* a strong penalty makes the groups' first tokens differ */
+    nc_stop_params stop = {.max_tokens = 4};
+    nc_beam_result r;
+    bp = (nc_beam_params){.n_beams = 2, .n_best = 2, .length_penalty = 1.0f, .n_groups = 2, .diversity_penalty = 100};
+    CHECK(nc_beam_search(c, model, prompt, n_prompt, &bp, NULL, &stop, &r, &err) == 0);
+    CHECK(r.n == 2 && r.hyps[0].tokens[0] != r.hyps[1].tokens[0]);
+    nc_beam_result_free(&r);
+    bp.diversity_penalty = 0; /* no penalty: every group of one beam is greedy */
+    CHECK(nc_beam_search(c, model, prompt, n_prompt, &bp, NULL, &stop, &r, &err) == 0);
+    CHECK(r.n == 2 && !memcmp(r.hyps[0].tokens, r.hyps[1].tokens, 4 * sizeof *r.hyps[0].tokens));
+    nc_beam_result_free(&r);
+    bp.n_groups = 3;
+    CHECK(nc_beam_search(c, model, prompt, n_prompt, &bp, NULL, &stop, &r, &err) == -1 &&
+          strstr(err.msg, "n_groups: 3 does not divide n_beams (2)"));
+    bp.n_groups = 2;
+    bp.diversity_penalty = -1;
+    CHECK(nc_beam_search(c, model, prompt, n_prompt, &bp, NULL, &stop, &r, &err) == -1 &&
+          strstr(err.msg, "diversity_penalty"));
+    nc_context_free(c);
+}
+
+
+/* ---- contrastive search ---- */
+
+static int collect_tokens(const nc_gen_event *ev, void *user) {
+    int32_t *n = user;
+    (*n)++;
+    return ev->token < 0;
+}
+
+/* penalty_alpha 0 scores candidates by probability alone: greedy search, token for token. */
+static void test_contrastive_greedy(void) {
+    nc_context *c = context(5, 2, 64);
+    nc_err err;
+    const char *prompts[] = {"Once upon a time", "He saw a big", "The little girl"};
+    for (int i = 0; i < 3; i++) {
+        int32_t prompt[16];
+        int32_t n_prompt = nc_tokenize(model, prompts[i], (int32_t)strlen(prompts[i]), true, false, prompt, 16, &err);
+        for (int ngram = 0; ngram <= 3; ngram += 3) {
+            nc_gen_params gp = greedy_params(40);
+            gp.sampling.no_repeat_ngram = ngram;
+            nc_gen_result g, r;
+            for (int32_t q = 0; q < 5; q++) nc_kv_seq_clear(c, q);
+            CHECK(nc_generate(c, model, prompt, n_prompt, &gp, NULL, NULL, &g, &err) == 0);
+            nc_contrastive_params cp = {.penalty_alpha = 0, .top_k = 4};
+            int32_t events = 0;
+            CHECK(nc_contrastive_search(c, model, prompt, n_prompt, &cp, &gp.sampling, &gp.stop, collect_tokens, &events,
+                                        &r, &err) == 0);
+            CHECK_MSG(r.n_samples == 1 && r.samples[0].n_tokens == g.samples[0].n_tokens &&
+                          !memcmp(r.samples[0].tokens, g.samples[0].tokens,
+                                  (size_t)g.samples[0].n_tokens * sizeof *g.samples[0].tokens),
+                      "'%s' (no-repeat-ngram %d): contrastive search at alpha 0 is not greedy", prompts[i], ngram);
+            CHECK(events == r.samples[0].n_tokens && r.samples[0].finish == g.samples[0].finish);
+            nc_gen_result_free(&g);
+            nc_gen_result_free(&r);
+        }
+    }
+    nc_context_free(c);
+}
+
+/* The formula, step by step, recomputed here: every candidate's sequence run afresh in its own
+ * sequence, hidden states from nc_hidden, cosines and scores in double. */
+static void test_contrastive_formula(void) {
+    enum { K = 4, STEPS = 10 };
+    const double alpha = 0.6;
+    nc_context *c = context(K + 2, 2, 64); /* 0..K-1 for the search, K + 1 for the recomputation */
+    nc_err err;
+    int32_t toks[64];
+    int32_t n_prompt = nc_tokenize(model, "He saw a big", 12, true, false, toks, 16, &err), n = n_prompt;
+    int32_t want[STEPS];
+    int32_t E = info.n_embd, V = info.n_vocab;
+    float *hs = malloc((size_t)64 * (size_t)E * sizeof *hs), *cand_h = malloc((size_t)E * sizeof *cand_h);
+    double *p = malloc((size_t)V * sizeof *p);
+    int32_t differs_from_greedy = 0;
+    for (int step = 0; step < STEPS; step++) {
+        nc_batch_entry b[64];
+        for (int32_t i = 0; i < n; i++) b[i] = (nc_batch_entry){toks[i], i, K + 1, true};
+        nc_kv_seq_clear(c, K + 1);
+        CHECK(nc_forward(c, b, n, &err) == 0);
+        for (int32_t i = 0; i < n; i++) memcpy(hs + (size_t)i * E, nc_hidden(c, i), (size_t)E * sizeof *hs);
+        const float *l = nc_logits(c, n - 1);
+        double mx = -INFINITY, z = 0;
+        for (int32_t v = 0; v < V; v++) mx = l[v] > mx ? l[v] : mx;
+        for (int32_t v = 0; v < V; v++) z += exp(l[v] - mx);
+        for (int32_t v = 0; v < V; v++) p[v] = exp(l[v] - mx) / z;
+        int32_t cand[K];
+        bool taken[512] = {false};
+        for (int j = 0; j < K; j++) {
+            cand[j] = -1;
+            for (int32_t v = 0; v < V; v++)
+                if (!taken[v] && (cand[j] < 0 || p[v] > p[cand[j]])) cand[j] = v;
+            taken[cand[j]] = true;
+        }
+        int32_t best = -1;
+        double best_score = -INFINITY;
+        for (int j = 0; j < K; j++) {
+            b[n] = (nc_batch_entry){cand[j], n, K + 1, true};
+            nc_kv_seq_clear(c, K + 1);
+            for (int32_t i = 0; i < n; i++) b[i].logits = false;
+            CHECK(nc_forward(c, b, n + 1, &err) == 0);
+            memcpy(cand_h, nc_hidden(c, n), (size_t)E * sizeof *cand_h);
+            double cn = 0, cos_max = -INFINITY;
+            for (int32_t d = 0; d < E; d++) cn += (double)cand_h[d] * cand_h[d];
+            for (int32_t i = 0; i < n; i++) {
+                double dot = 0, hn = 0;
+                for (int32_t d = 0; d < E; d++) {
+                    dot += (double)hs[(size_t)i * E + d] * cand_h[d];
+                    hn += (double)hs[(size_t)i * E + d] * hs[(size_t)i * E + d];
+                }
+                double cos = dot / sqrt(hn * cn);
+                cos_max = cos > cos_max ? cos : cos_max;
+            }
+            double score = (1 - alpha) * p[cand[j]] - alpha * cos_max;
+            if (score > best_score) {
+                best_score = score;
+                best = cand[j];
+            }
+        }
+        differs_from_greedy += best != cand[0];
+        want[step] = toks[n++] = best;
+    }
+    nc_contrastive_params cp = {.penalty_alpha = (float)alpha, .top_k = K};
+    nc_stop_params stop = {.max_tokens = STEPS};
+    nc_sampler_params none;
+    nc_sampler_params_default(&none);
+    nc_gen_result r;
+    CHECK(nc_contrastive_search(c, model, toks, n_prompt, &cp, &none, &stop, NULL, NULL, &r, &err) == 0);
+    CHECK(r.samples[0].n_tokens == STEPS && r.samples[0].finish == NC_FINISH_LENGTH);
+    CHECK_MSG(!memcmp(r.samples[0].tokens, want, sizeof want), "contrastive search differs from the recomputation");
+    CHECK(differs_from_greedy > 0); /* the penalty changed some choice */
+    nc_gen_result_free(&r);
+    /* a full context ends it; too few sequences and bad parameters are refused */
+    stop.max_tokens = 0;
+    nc_context *small = context(K, 2, 16);
+    CHECK(nc_contrastive_search(small, model, toks, n_prompt, &cp, &none, &stop, NULL, NULL, &r, &err) == 0);
+    CHECK(r.samples[0].n_tokens == 16 - n_prompt && r.samples[0].finish == NC_FINISH_CONTEXT);
+    nc_gen_result_free(&r);
+    cp.top_k = K + 1;
+    CHECK_MSG(nc_contrastive_search(small, model, toks, n_prompt, &cp, &none, &stop, NULL, NULL, &r, &err) == -1 &&
+                  strstr(err.msg, "n_seq_max >= 5"), "%s", err.msg);
+    cp.top_k = 0;
+    CHECK(nc_contrastive_search(small, model, toks, n_prompt, &cp, &none, &stop, NULL, NULL, &r, &err) == -1 &&
+          strstr(err.msg, "top_k: 0"));
+    cp = (nc_contrastive_params){.penalty_alpha = 1.5f, .top_k = 2};
+    CHECK(nc_contrastive_search(small, model, toks, n_prompt, &cp, &none, &stop, NULL, NULL, &r, &err) == -1 &&
+          strstr(err.msg, "penalty_alpha: 1.5"));
+    nc_context_free(small);
+    free(hs);
+    free(cand_h);
+    free(p);
+    nc_context_free(c);
+}
+
 /* ---- beams and greedy ---- */
 
 typedef struct collected {
@@ -448,6 +817,10 @@ int main(void) {
     }
     nc_model_get_info(model, &info);
     test_beam_vs_exact();
+    test_beam_early_stopping();
+    test_diverse_beams();
+    test_contrastive_greedy();
+    test_contrastive_formula();
     test_width_one_is_greedy(0);
     test_width_one_is_greedy(2);
     test_beam_rules();

@@ -36,6 +36,7 @@ static void test_completion_defaults(void) {
     CHECK(r.model && !strcmp(r.model, "m"));
     CHECK(r.max_tokens == 16 && r.n == 1 && r.best_of == 1 && !r.stream && !r.logprobs);
     CHECK(r.temperature == 1.0f && r.top_p == 1.0f && r.top_k == 0 && r.min_p == 0 && r.typical_p == 1.0f);
+    CHECK(r.epsilon_cutoff == 0 && r.eta_cutoff == 0 && r.dynatemp_range == 0 && r.dynatemp_exponent == 1.0f);
     CHECK(r.repetition_penalty == 1.0f && r.presence_penalty == 0 && r.frequency_penalty == 0);
     CHECK(!r.seed_given && r.n_stop == 0 && r.n_logit_bias == 0 && !r.use_beam_search);
     srv_request_free(&r);
@@ -48,7 +49,8 @@ static void test_completion_fields(void) {
                        "\"stream_options\":{\"include_usage\":true},\"stop\":[\"a\",\"\",\"bc\"],\"presence_penalty\":1,"
                        "\"frequency_penalty\":-1.5,\"logit_bias\":{\"5\":-100,\"7\":2.5},\"logprobs\":3,\"seed\":-1,"
                        "\"top_k\":40,\"min_p\":0.05,\"typical_p\":0.9,\"repetition_penalty\":1.1,"
-                       "\"no_repeat_ngram_size\":3,\"min_tokens\":2,\"ignore_eos\":true,\"user\":\"ignored\"}";
+                       "\"no_repeat_ngram_size\":3,\"min_tokens\":2,\"ignore_eos\":true,\"user\":\"ignored\","
+                       "\"epsilon_cutoff\":3e-4,\"eta_cutoff\":2e-3,\"dynatemp_range\":0.5,\"dynatemp_exponent\":2}";
     CHECK(parse(SRV_API_COMPLETIONS, body, &r, &e) == 0);
     CHECK(r.max_tokens == 5 && r.n == 3 && r.best_of == 3 && r.stream && r.include_usage);
     CHECK_NEAR(r.temperature, 0.5, 1e-6);
@@ -62,6 +64,7 @@ static void test_completion_fields(void) {
     CHECK(r.top_k == 40 && r.no_repeat_ngram_size == 3 && r.min_tokens == 2 && r.ignore_eos);
     CHECK_NEAR(r.min_p, 0.05, 1e-6);
     CHECK_NEAR(r.repetition_penalty, 1.1, 1e-6);
+    CHECK(r.epsilon_cutoff == 3e-4f && r.eta_cutoff == 2e-3f && r.dynatemp_range == 0.5f && r.dynatemp_exponent == 2);
     srv_request_free(&r);
 
     CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"logprobs\":0,\"seed\":42,\"stop\":\"\\n\"}", &r, &e) == 0);
@@ -156,6 +159,9 @@ static void test_invalid_values(void) {
     expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"top_k\":1.5}", "top_k");
     expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"min_p\":-0.1}", "min_p");
     expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"typical_p\":2}", "typical_p");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"epsilon_cutoff\":1}", "epsilon_cutoff");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"eta_cutoff\":-0.5}", "eta_cutoff");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"dynatemp_range\":\"a\"}", "dynatemp_range");
     expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"presence_penalty\":3}", "presence_penalty");
     expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"frequency_penalty\":-2.01}", "frequency_penalty");
     expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"repetition_penalty\":0}", "repetition_penalty");
@@ -195,6 +201,20 @@ static void test_invalid_values(void) {
 static void test_beams(void) {
     srv_request r;
     srv_error e;
+    CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"penalty_alpha\":0.6,\"top_k\":4}", &r, &e) == 0);
+    CHECK(r.contrastive && r.penalty_alpha == 0.6f && r.top_k == 4);
+    srv_request_free(&r);
+    CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"top_k\":4}", &r, &e) == 0);
+    CHECK(!r.contrastive);
+    srv_request_free(&r);
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"penalty_alpha\":0.6}", "top_k");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"penalty_alpha\":0.6,\"top_k\":99}", "top_k");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"penalty_alpha\":1.5,\"top_k\":4}", "penalty_alpha");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"penalty_alpha\":0.5,\"top_k\":4,\"n\":2}", "n");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"penalty_alpha\":0.5,\"top_k\":4,\"logprobs\":1}",
+                   "logprobs");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"penalty_alpha\":0.5,\"top_k\":2,\"use_beam_search\":true}",
+                   "use_beam_search");
     CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"use_beam_search\":true,\"best_of\":4,\"n\":2,"
                                      "\"length_penalty\":0.5}",
                 &r, &e) == 0);
@@ -202,7 +222,22 @@ static void test_beams(void) {
     srv_request_free(&r);
     CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"use_beam_search\":true,\"n\":3}", &r, &e) == 0);
     CHECK(r.best_of == 3);
+    CHECK(r.early_stopping == NC_EARLY_STOP_HEURISTIC && r.num_beam_groups == 1 && r.diversity_penalty == 0);
     srv_request_free(&r);
+    CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"use_beam_search\":true,\"best_of\":4,\"early_stopping\":\"never\","
+                                     "\"num_beam_groups\":2,\"diversity_penalty\":0.5}",
+                &r, &e) == 0);
+    CHECK(r.early_stopping == NC_EARLY_STOP_NEVER && r.num_beam_groups == 2 && r.diversity_penalty == 0.5f);
+    srv_request_free(&r);
+    CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"use_beam_search\":true,\"early_stopping\":true}", &r, &e) == 0);
+    CHECK(r.early_stopping == NC_EARLY_STOP_FIRST);
+    srv_request_free(&r);
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"use_beam_search\":true,\"early_stopping\":\"always\"}",
+                   "early_stopping");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"use_beam_search\":true,\"best_of\":3,\"num_beam_groups\":2}",
+                   "num_beam_groups");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"use_beam_search\":true,\"diversity_penalty\":-1}",
+                   "diversity_penalty");
     expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"use_beam_search\":true,\"stream\":true}", "stream");
     expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"use_beam_search\":true,\"logprobs\":1}", "logprobs");
     expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"use_beam_search\":true,\"best_of\":1,\"n\":2}",
