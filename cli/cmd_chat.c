@@ -70,8 +70,8 @@ static int parse(int argc, char **argv, chat_opts *o) {
         else { fprintf(stderr, "error: chat: unknown option '%s'\n", a); usage_to(stderr); return 2; }
     }
     if (!cli_decoding_finish(&o->dec) || !cli_spec_finish(&o->spec)) return 2;
-    if (o->dec.use_beams || o->dec.n_samples > 1) {
-        fprintf(stderr, "error: chat: one reply at a time (no --beams, no -N)\n");
+    if (o->dec.use_beams || o->dec.use_contrastive || o->dec.n_samples > 1) {
+        fprintf(stderr, "error: chat: replies are sampled (or greedy), one at a time: no --beams, --penalty-alpha or -N\n");
         return 2;
     }
     if (!o->model) o->model = cli_default_model();
