@@ -1,5 +1,6 @@
 /* The public chat prompt (nc_chat_template in nucleus.h): the model's template, or ChatML, with
- * the vocabulary's BOS and EOS texts, rendered as transformers' apply_chat_template does. */
+ * the vocabulary's BOS and EOS texts, rendered as transformers' apply_chat_template does. Kept out
+ * of src/template, which stands alone without a model (tests build the template engine by itself). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
