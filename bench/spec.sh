@@ -52,7 +52,7 @@ ours() {
     for _ in $(seq "$reps"); do
         build/nucleus run -m "$model" -p "$prompt" -n "$n" --temp 0 --ignore-eos -t "$threads" "$@" 2>"$tmp/e" >/dev/null
         rate=$(sed -n 's/.*generated [0-9]* tokens, \([0-9.]*\) tok\/s.*/\1/p' "$tmp/e")
-        spec=$(sed -n 's/^\[speculative\] drafted \([0-9]*\), accepted \([0-9]*\) .* | \([0-9.]*\) tokens per pass.*/\1 \2 \3/p' "$tmp/e")
+        spec=$(sed -n 's/^\[speculative\] drafted \([0-9]*\), accepted \([0-9]*\) .* | mean accepted length \([0-9.]*\) tokens per pass.*/\1 \2 \3/p' "$tmp/e")
         echo "$rate ${spec:-0 0 1}"
     done | sort -g | awk '{a[NR]=$0} END {print a[int((NR+1)/2)]}'
 }
