@@ -3,7 +3,7 @@
 # decoding" table. Greedy decoding (the tokens are those of plain decoding), the same files,
 # prompts, lengths and threads for both engines.
 #
-#   bash bench/spec.sh --llamacpp DIR [-t THREADS] [-r REPS] [-n TOKENS]
+#   bash bench/spec.sh --llamacpp DIR [-t THREADS] [-r REPS] [-n TOKENS] [--n-tiny TOKENS]
 #
 # DIR holds a llama.cpp build's bin/ (llama-speculative, llama-lookup, llama-bench, llama-quantize),
 # made with ../shared/tools/build-llamacpp from the fetched Mesh-LLM/llama.cpp snapshot
@@ -16,18 +16,21 @@
 # examples have no plain mode). nucleus's prediction: tokens per pass / (1 + c x drafts per pass),
 # c = the draft's time per token over the model's (plain runs), 0 for lookup: what the measured
 # acceptance and draft cost give when a pass of the model costs the same with drafts as without.
-# Each figure is the median of REPS runs. Not part of `make test`.
+# Each figure is the median of REPS runs (3 x REPS for TinyStories, whose runs last milliseconds:
+# TOKENS for TinyLlama, --n-tiny (448, its context holds 512) for TinyStories). Not part of
+# `make test`.
 set -eu
 cd "$(dirname "$0")/.."
 . tests/lib/models.sh
-threads=2 reps=3 n=128 lc=""
+threads=2 reps=3 n=128 n_tiny=448 lc=""
 while [ $# -gt 0 ]; do
     case $1 in
         --llamacpp) lc=$2; shift 2 ;;
         -t) threads=$2; shift 2 ;;
         -r) reps=$2; shift 2 ;;
         -n) n=$2; shift 2 ;;
-        *) echo "usage: bash bench/spec.sh --llamacpp DIR [-t N] [-r N] [-n N]" >&2; exit 2 ;;
+        --n-tiny) n_tiny=$2; shift 2 ;;
+        *) echo "usage: bash bench/spec.sh --llamacpp DIR [-t N] [-r N] [-n N] [--n-tiny N]" >&2; exit 2 ;;
     esac
 done
 for b in llama-speculative llama-lookup llama-bench llama-quantize; do
@@ -76,8 +79,9 @@ row() { # name engine plain spec drafted accepted per_pass predicted
         printf "| %s | %s | %.1f | %.1f | %.2f | %s | %.2f | %s |\n", name, eng, p, s, s / p,
                (d > 0 ? sprintf("%.1f%% of %d", 100 * a / d, d) : "none"), t, pr }'
 }
-case_pair() { # name model draft prompt
-    local name=$1 model=$2 draft=$3 prompt=$4
+# ours, theirs and plain_theirs read the caller's n and reps
+case_pair() { # name model draft prompt tokens reps
+    local name=$1 model=$2 draft=$3 prompt=$4 n=$5 reps=$6
     read -r plain _ _ _ <<<"$(ours "$model" "$prompt")"
     read -r dplain _ _ _ <<<"$(ours "$draft" "$prompt")"
     read -r spec d a tpp <<<"$(ours "$model" "$prompt" -md "$draft")"
@@ -89,8 +93,8 @@ case_pair() { # name model draft prompt
     tplain=$(plain_theirs "$model")
     row "$name" "llama.cpp" "$tplain" "$tspec" "$td" "$ta" "$(awk -v n="$tn" -v a="$ta" 'BEGIN { print n / (n - a) }')" ""
 }
-case_lookup() { # name model prompt
-    local name=$1 model=$2 prompt=$3
+case_lookup() { # name model prompt tokens reps
+    local name=$1 model=$2 prompt=$3 n=$4 reps=$5
     read -r plain _ _ _ <<<"$(ours "$model" "$prompt")"
     read -r spec d a tpp <<<"$(ours "$model" "$prompt" --lookup-ngram 3)"
     row "$name" nucleus "$plain" "$spec" "$d" "$a" "$tpp" "$(awk -v t="$tpp" 'BEGIN { printf "%.2f", t }')"
@@ -98,9 +102,9 @@ case_lookup() { # name model prompt
     tplain=$(plain_theirs "$model")
     row "$name" "llama.cpp" "$tplain" "$tspec" "$td" "$ta" "$(awk -v n="$tn" -v a="$ta" 'BEGIN { print n / (n - a) }')" ""
 }
-case_pair "TinyStories-656K Q8_0, draft its Q4_0" "$tiny" "$tiny_q4" "$story"
-case_pair "TinyLlama-1.1B shape F16, draft its Q4_0" "$llama" "$llama_q4" "$story"
-case_lookup "lookup: copy a paragraph (TinyStories)" "$tiny" "$paragraph"
-case_lookup "lookup: a long story (TinyStories)" "$tiny" "$story"
+case_pair "TinyStories-656K Q8_0, draft its Q4_0" "$tiny" "$tiny_q4" "$story" "$n_tiny" $((3 * reps))
+case_pair "TinyLlama-1.1B shape F16, draft its Q4_0" "$llama" "$llama_q4" "$story" "$n" "$reps"
+case_lookup "lookup: copy a paragraph (TinyStories)" "$tiny" "$paragraph" "$n_tiny" $((3 * reps))
+case_lookup "lookup: a long story (TinyStories)" "$tiny" "$story" "$n_tiny" $((3 * reps))
 echo
-echo "bash bench/spec.sh --llamacpp $lc -t $threads -r $reps -n $n; $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+echo "bash bench/spec.sh --llamacpp $lc -t $threads -r $reps -n $n --n-tiny $n_tiny; $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"

@@ -33,7 +33,8 @@ prompts=("Once upon a time" "Lily and Ben went to the park" "The little dog" "To
          "The cat sat on the mat. The cat" "A boy named Tim" "Sue liked to sing" "It was a sunny day")
 
 # run_both WHAT MODEL "SPEC FLAGS" "OTHER FLAGS" PROMPT: plain and speculative greedy runs agree on
-# stdout and on the log-probabilities printed to stderr.
+# stdout and on the log-probabilities printed to stderr. (Prompt lookup runs at a fixed length: the
+# adaptive one rarely drafts for this model, whose text seldom repeats itself.)
 run_both() {
     local what=$1 model=$2 spec=$3 other=$4 prompt=$5
     # shellcheck disable=SC2086
@@ -43,12 +44,15 @@ run_both() {
     if cmp -s "$tmp/a.out" "$tmp/b.out"; then ok; else bad "$what: the text differs: [$(cat "$tmp/a.out")] vs [$(cat "$tmp/b.out")]"; fi
     # (sorted: with several samples, each step of the speculative run gives one sample's tokens at once)
     expect_eq "$what: logprobs" "$(grep '^\[logprobs\]' "$tmp/b.err" | sort)" "$(grep '^\[logprobs\]' "$tmp/a.err" | sort)"
-    expect_in "$what: statistics" "[speculative] drafted" "$(cat "$tmp/b.err")"
+    # (the test verifies drafts: a run that proposed none would prove nothing)
+    local drafted
+    drafted=$(sed -n 's/^\[speculative\] drafted \([0-9]*\),.*/\1/p' "$tmp/b.err")
+    if [ "${drafted:-0}" -gt 0 ]; then ok; else bad "$what: no draft was verified: $(grep speculative "$tmp/b.err")"; fi
 }
 
 for p in "${prompts[@]}"; do
     run_both "draft model, '$p'" "$TINY_HF" "-md $TINY_Q8" "-n 48" "$p"
-    run_both "prompt lookup, '$p'" "$TINY_Q8" "--lookup-ngram 3" "-n 48" "$p"
+    run_both "prompt lookup, '$p'" "$TINY_Q8" "--lookup-ngram 3 --draft-fixed --draft-max 4" "-n 48" "$p"
 done
 run_both "fixed draft length" "$TINY_HF" "-md $TINY_Q8 --draft-fixed --draft-max 6" "-n 64" "Once upon a time"
 run_both "draft-min" "$TINY_HF" "-md $TINY_Q8 --draft-min 3 --draft-max 5" "-n 64" "The little dog"
