@@ -5,7 +5,7 @@ CC      ?= cc
 BUILD   ?= build
 CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter
-INC     := -Iinclude -Isrc
+INC     := -Iinclude -Isrc -I$(BUILD)/gen
 REL_CFLAGS := $(CSTD) $(WARN) $(INC) -O2 -g -fno-math-errno
 SAN_CFLAGS := $(CSTD) $(WARN) $(INC) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 LDLIBS  := -lm -lpthread -lpcre2-8 -lcjson -lmicrohttpd
@@ -51,6 +51,16 @@ $(BUILD)/rel/libnucleus.a: $(REL_LIB_OBJ)
 	@rm -f $@; ar rcs $@ $^
 $(BUILD)/san/libnucleus.a: $(SAN_LIB_OBJ)
 	@rm -f $@; ar rcs $@ $^
+
+# The source the CLI was built from (nucleus --version): rewritten only when `git describe` changes,
+# so an unchanged tree rebuilds nothing.
+$(BUILD)/gen/version.h: FORCE
+	@mkdir -p $(dir $@)
+	@v='#define NC_BUILD_DESCRIBE "'"$$(git describe --always --dirty --tags 2>/dev/null || echo unknown)"'"'; \
+	 [ -f $@ ] && [ "$$(cat $@)" = "$$v" ] || echo "$$v" > $@
+$(BUILD)/rel/cli/main.o $(BUILD)/san/cli/main.o: $(BUILD)/gen/version.h
+.PHONY: FORCE
+FORCE:
 
 $(BUILD)/nucleus: $(REL_CLI_OBJ) $(BUILD)/rel/libnucleus.a
 	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS)

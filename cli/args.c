@@ -117,17 +117,18 @@ static int oom(nc_err *err) {
     return -1;
 }
 
-int cli_tokenize(const nc_model *m, const char *text, bool add_special, int32_t **ids, nc_err *err) {
+int cli_tokenize(const nc_model *m, const char *text, bool add_special, bool parse_special, int32_t **ids,
+                 nc_err *err) {
     size_t len = strlen(text);
     int cap = (int)(len + 8 < INT_MAX / 2 ? len + 8 : INT_MAX / 2);
     int32_t *out = malloc((size_t)cap * sizeof *out);
     if (!out) return oom(err);
-    int n = nc_tokenize(m, text, len, add_special, false, out, cap, err);
+    int n = nc_tokenize(m, text, len, add_special, parse_special, out, cap, err);
     if (n > cap) { /* cannot happen for SentencePiece/BPE (at most one token per byte + specials) */
         free(out);
         out = malloc((size_t)n * sizeof *out);
         if (!out) return oom(err);
-        n = nc_tokenize(m, text, len, add_special, false, out, n, err);
+        n = nc_tokenize(m, text, len, add_special, parse_special, out, n, err);
     }
     if (n < 0) { free(out); return -1; }
     *ids = out;
@@ -167,4 +168,79 @@ int cli_cache_arg(int argc, char **argv, int *i, nc_cache_type *k, nc_cache_type
     if (both || keys) *k = t;
     if (both || values) *v = t;
     return 1;
+}
+
+/* ---- prompt text: files, stdin, escapes ---- */
+
+char *cli_read_text(const char *path, size_t *len) {
+    bool in = !strcmp(path, "-");
+    FILE *f = in ? stdin : fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "error: %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap) break;
+        char *grown = realloc(buf, 2 * cap + 1);
+        if (!grown) { free(buf); buf = NULL; break; }
+        buf = grown;
+        cap *= 2;
+    }
+    int read_errno = ferror(f) ? errno : 0;
+    if (!in) fclose(f);
+    if (!buf || read_errno) {
+        fprintf(stderr, "error: %s: %s\n", in ? "stdin" : path, buf ? strerror(read_errno) : "out of memory");
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+static int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* One escape at s (just past the backslash) into *out; the bytes it took, or 0 when it is not one. */
+static int one_escape(const char *s, char *out) {
+    static const char from[] = "nrt\\\"'", to[] = "\n\r\t\\\"'";
+    const char *k = *s ? strchr(from, *s) : NULL;
+    if (k) {
+        *out = to[k - from];
+        return 1;
+    }
+    if (*s == 'x' && hex_digit(s[1]) >= 0 && hex_digit(s[2]) >= 0) {
+        *out = (char)(hex_digit(s[1]) * 16 + hex_digit(s[2]));
+        return *out ? 3 : 0; /* a NUL byte would end the prompt */
+    }
+    return 0;
+}
+
+char *cli_unescape(const char *flag, const char *s) {
+    char *out = malloc(strlen(s) + 1), *o = out;
+    if (!out) {
+        fprintf(stderr, "error: out of memory\n");
+        return NULL;
+    }
+    for (const char *p = s; *p; p++) {
+        if (*p != '\\') { *o++ = *p; continue; }
+        int took = one_escape(p + 1, o);
+        if (!took) {
+            fprintf(stderr, "error: %s: bad escape '\\%.*s' at byte %zu (known: \\n \\r \\t \\\\ \\\" \\' \\xHH, "
+                            "HH two hex digits, not 00)\n", flag, p[1] == 'x' ? 3 : 1, p + 1, (size_t)(p - s));
+            free(out);
+            return NULL;
+        }
+        o++;
+        p += took;
+    }
+    *o = 0;
+    return out;
 }

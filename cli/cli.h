@@ -31,8 +31,17 @@ const char *cli_value(int argc, char **argv, int *i);
  * found relative to the executable (build/nucleus -> ../shared/models/...). */
 const char *cli_default_model(void);
 
-/* Tokenize a whole text into a malloc'd array. */
-int cli_tokenize(const nc_model *m, const char *text, bool add_special, int32_t **ids, nc_err *err);
+/* Tokenize a whole text into a malloc'd array; parse_special: text such as "<|im_start|>" becomes
+ * its control token. */
+int cli_tokenize(const nc_model *m, const char *text, bool add_special, bool parse_special, int32_t **ids,
+                 nc_err *err);
+
+/* The whole of a file, or of stdin for "-", NUL-terminated (malloc'd, *len bytes); NULL with
+ * "error: PATH: why" printed. */
+char *cli_read_text(const char *path, size_t *len);
+/* A malloc'd copy of s with llama.cpp's escapes (-e) replaced: \n \r \t \\ \" \' \xHH. Any other
+ * backslash sequence (or \x00) is refused: NULL with "error: FLAG: bad escape ..." printed. */
+char *cli_unescape(const char *flag, const char *s);
 
 /* What to do when the context is full (cli/decoding_args.c), for `run` and `serve`:
  * --context-shift [--keep N] or --attention-sinks N; without either, stop and say so. */

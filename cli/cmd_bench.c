@@ -32,6 +32,15 @@ static stats summarize(const double *v, int n) {
     return s;
 }
 
+#define USAGE                                                                                                    \
+    "usage: nucleus bench [-m MODEL] [-p 128] [-n 64] [-t THREADS] [-r 5] " CLI_CACHE_USAGE                      \
+    " [--fast] [--json] [--no-bandwidth]\n"                                                                        \
+    "  -p N, -n N         prompt tokens prefilled (pp) and tokens decoded (tg) per repetition (llama-bench's)\n" \
+    "  -r N               repetitions after a warm-up (mean +- standard deviation)\n"                          \
+    "  --fast             int8 activations for Q8_0/Q4_0 weights (faster prefill)\n"                          \
+    "  --no-bandwidth     skip measuring the memory read bandwidth\n" CLI_CACHE_HELP
+
+/* 0: run; 2: refused (message printed); -1: help was asked for (printed). */
 static int parse(int argc, char **argv, bench_opts *o) {
     *o = (bench_opts){.n_prompt = 128, .n_gen = 64, .reps = 5};
     for (int i = 1; i < argc; i++) {
@@ -39,7 +48,8 @@ static int parse(int argc, char **argv, bench_opts *o) {
         int r = cli_cache_arg(argc, argv, &i, &o->type_k, &o->type_v);
         if (r < 0) return 2;
         if (r > 0) continue;
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(o->model = cli_value(argc, argv, &i))) return 2; }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(USAGE, stdout); return -1; }
+        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(o->model = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(a, "-p")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 0, 1 << 16, &o->n_prompt)) return 2; }
         else if (!strcmp(a, "-n")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 0, 1 << 16, &o->n_gen)) return 2; }
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 512, &o->threads)) return 2; }
@@ -48,9 +58,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
         else if (!strcmp(a, "--no-bandwidth")) o->no_bandwidth = true;
         else if (!strcmp(a, "--fast")) o->fast = true;
         else {
-            fprintf(stderr, "error: bench: unknown option '%s'\n"
-                            "usage: nucleus bench [-m MODEL] [-p 128] [-n 64] [-t THREADS] [-r 5] " CLI_CACHE_USAGE " [--fast] [--json] [--no-bandwidth]\n"
-                            CLI_CACHE_HELP, a);
+            fprintf(stderr, "error: bench: unknown option '%s'\n" USAGE, a);
             return 2;
         }
     }
@@ -105,7 +113,7 @@ static const char *base_name(const char *path) {
 int cmd_bench(int argc, char **argv) {
     bench_opts o;
     int rc = parse(argc, argv, &o);
-    if (rc) return rc;
+    if (rc) return rc < 0 ? 0 : rc;
     nc_err err;
     nc_model *m = NULL;
     nc_context *c = NULL;

@@ -14,6 +14,9 @@
 
 typedef struct run_opts {
     const char *model, *prompt, *prompt_cache;
+    const char *prompt_arg, *prompt_file; /* -p TEXT and -f FILE as given ("-": stdin) */
+    char *prompt_owned;                   /* the prompt when read or unescaped */
+    bool escape, special;
     long threads, ctx;
     nc_cache_type type_k, type_v;
     cli_decoding dec;
@@ -28,8 +31,18 @@ static double now_s(void) {
 
 static void usage_to(FILE *out) {
     fprintf(out,
-            "usage: nucleus run [-m MODEL] -p PROMPT [-n N] [-t THREADS] [-c CTX] " CLI_CACHE_USAGE "\n"
-            "                   [--prompt-cache FILE] [decoding options]\n" CLI_CACHE_HELP
+            "usage: nucleus run [-m MODEL] (-p PROMPT | -f FILE) [-e] [--special] [-n N] [-t THREADS] [-c CTX]\n"
+            "                   " CLI_CACHE_USAGE " [--prompt-cache FILE] [decoding options]\n"
+            "  -m, --model FILE   the model (GGUF file or Hugging Face directory)\n"
+            "  -p, --prompt TEXT  the prompt; '-' reads it from stdin\n"
+            "  -f, --file FILE    the prompt is FILE's text ('-': stdin); one final newline is dropped, as llama.cpp\n"
+            "  -e, --escape       process escapes in the prompt: \\n \\r \\t \\\\ \\\" \\' \\xHH (as llama.cpp's -e)\n"
+            "  --special          special-token text in the prompt (e.g. <|im_start|>) becomes its token\n"
+            "  -n, --n-predict N  tokens to generate at most (128; -1: until the context is full)\n"
+            "  -t, --threads N    threads (default: all cores)\n"
+            "  -c, --ctx-size N   context in tokens (default: the prompt plus -n, within the training length)\n"
+            "  -N SAMPLES         several samples: each one's header (--- sample i of N ---) on stderr, text on stdout\n"
+            CLI_CACHE_HELP
             "  --prompt-cache FILE  reuse the prompt's keys and values saved in FILE as far as the prompt starts\n"
             "                       the same, then save this prompt's there; a FILE of another model, or damaged,\n"
             "                       is an error and is left as it is\n%s%s%s",
@@ -49,6 +62,29 @@ static int parse_n_predict(const char *flag, const char *v, run_opts *o) {
     return 0;
 }
 
+/* The prompt from -p or -f (a file, or stdin for "-"), with -e's escapes processed. */
+static int read_prompt(run_opts *o) {
+    const char *src = o->prompt_file ? o->prompt_file : o->prompt_arg;
+    bool from_text = !o->prompt_file && strcmp(src, "-") != 0;
+    if (from_text) o->prompt = src;
+    else {
+        size_t len;
+        if (!(o->prompt_owned = cli_read_text(src, &len))) return -1;
+        const char *what = !strcmp(src, "-") ? "stdin" : src;
+        if (len == 0) { fprintf(stderr, "error: %s: the prompt is empty\n", what); return -1; }
+        if (strlen(o->prompt_owned) != len) { fprintf(stderr, "error: %s: the prompt holds a NUL byte\n", what); return -1; }
+        if (o->prompt_owned[len - 1] == '\n') o->prompt_owned[--len] = 0; /* llama.cpp drops one final newline */
+        o->prompt = o->prompt_owned;
+    }
+    if (o->escape) {
+        char *unescaped = cli_unescape("-e", o->prompt);
+        if (!unescaped) return -1;
+        free(o->prompt_owned);
+        o->prompt = o->prompt_owned = unescaped;
+    }
+    return 0;
+}
+
 static int parse(int argc, char **argv, run_opts *o) {
     *o = (run_opts){0};
     cli_decoding_init(&o->dec);
@@ -61,7 +97,10 @@ static int parse(int argc, char **argv, run_opts *o) {
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(o->model = cli_value(argc, argv, &i))) return 2; }
-        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { if (!(o->prompt = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { if (!(o->prompt_arg = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { if (!(o->prompt_file = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "-e") || !strcmp(a, "--escape")) o->escape = true;
+        else if (!strcmp(a, "--special")) o->special = true;
         else if (!strcmp(a, "--prompt-cache")) { if (!(o->prompt_cache = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { if (!(v = cli_value(argc, argv, &i)) || parse_n_predict(a, v, o)) return 2; }
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 512, &o->threads)) return 2; }
@@ -79,7 +118,9 @@ static int parse(int argc, char **argv, run_opts *o) {
                         "state, so it neither reuses nor saves a prompt cache\n");
         return 2;
     }
-    if (!o->prompt) { fprintf(stderr, "error: run: -p PROMPT is required\n"); usage(); return 2; }
+    if (!o->prompt_arg && !o->prompt_file) { fprintf(stderr, "error: run: -p PROMPT or -f FILE is required\n"); usage(); return 2; }
+    if (o->prompt_arg && o->prompt_file) { fprintf(stderr, "error: run: give one of -p PROMPT and -f FILE, not both\n"); return 2; }
+    if (read_prompt(o)) return 2;
     if (!o->model) o->model = cli_default_model();
     if (!o->dec.seed_given) o->dec.sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
     return 0;
@@ -269,9 +310,12 @@ static int run_sampling(nc_context *c, const nc_model *m, const run_opts *o, con
                                  : nc_generate(c, m, prompt, n_prompt, &gp, on_event, &out, &res, err))) {
         for (int32_t i = 0; i < res.n_samples; i++) {
             const nc_gen_sample *s = &res.samples[i];
-            if (out.n_samples > 1)
-                printf("--- sample %d of %d: %d tokens, finish %s ---\n%s%s\n", i + 1, res.n_samples, s->n_tokens,
-                       nc_finish_name(s->finish), o->prompt, out.text[i] ? out.text[i] : "");
+            if (out.n_samples > 1) { /* the header on stderr: stdout holds only the texts */
+                fflush(stdout);
+                fprintf(stderr, "--- sample %d of %d: %d tokens, finish %s ---\n", i + 1, res.n_samples, s->n_tokens,
+                        nc_finish_name(s->finish));
+                printf("%s%s\n", o->prompt, out.text[i] ? out.text[i] : "");
+            }
             st->n_gen += s->n_tokens;
             st->context_full |= s->finish == NC_FINISH_CONTEXT;
             st->n_evictions += s->n_evictions;
@@ -436,6 +480,7 @@ int cmd_run(int argc, char **argv) {
     run_opts o;
     int rc = parse(argc, argv, &o);
     if (rc) {
+        free(o.prompt_owned);
         cli_decoding_free(&o.dec);
         return rc < 0 ? 0 : rc; /* -1: help was asked for */
     }
@@ -449,7 +494,7 @@ int cmd_run(int argc, char **argv) {
     if (nc_model_load(&m, o.model, &err)) goto fail;
     nc_model_info info;
     nc_model_get_info(m, &info);
-    int n_prompt = cli_tokenize(m, o.prompt, true, &prompt, &err);
+    int n_prompt = cli_tokenize(m, o.prompt, true, o.special, &prompt, &err);
     if (n_prompt < 0) goto fail;
     if (n_prompt == 0) { snprintf(err.msg, sizeof err.msg, "the prompt is empty and the model adds no BOS token"); goto fail; }
     long n_ctx = context_size(&o, &info, n_prompt);
@@ -502,5 +547,6 @@ done:
     nc_context_free(dc);
     nc_model_free(dm);
     cli_decoding_free(&o.dec);
+    free(o.prompt_owned);
     return rc;
 }

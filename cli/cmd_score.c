@@ -71,6 +71,15 @@ static int fail(const nc_err *err) {
     return 1;
 }
 
+#define USAGE                                                                                                   \
+    "usage: nucleus score [-m MODEL] --ids 1,2,3 [--all] [--top K] [--greedy N] [-t THREADS] [-c CTX] "         \
+    CLI_CACHE_USAGE " [--fast]\n"                                                                                 \
+    "  --ids 1,2,3        the token ids; the log-probabilities of the next token after them, as JSON\n"          \
+    "  --all              every position's (teacher forcing) instead of the last one's\n"                       \
+    "  --top K            the K most likely tokens per position (5)\n"                                           \
+    "  --greedy N         N greedy steps after the ids, each with its top K\n"                                  \
+    "  --fast             int8 activations for Q8_0/Q4_0 weights\n" CLI_CACHE_HELP
+
 int cmd_score(int argc, char **argv) {
     const char *path = NULL;
     int32_t *ids = NULL;
@@ -83,7 +92,11 @@ int cmd_score(int argc, char **argv) {
         int r = cli_cache_arg(argc, argv, &i, &type_k, &type_v);
         if (r < 0) { free(ids); return 2; }
         if (r > 0) continue;
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(path = cli_value(argc, argv, &i))) return 2; }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(USAGE, stdout);
+            free(ids);
+            return 0;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(path = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(a, "--ids")) { if (!(v = cli_value(argc, argv, &i)) || !cli_ids(a, v, &ids, &n_ids)) return 2; }
         else if (!strcmp(a, "--top")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 1 << 20, &top)) return 2; }
         else if (!strcmp(a, "--greedy")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 0, 1 << 20, &greedy)) return 2; }
@@ -92,9 +105,7 @@ int cmd_score(int argc, char **argv) {
         else if (!strcmp(a, "--all")) all = true;
         else if (!strcmp(a, "--fast")) fast = true;
         else {
-            fprintf(stderr, "error: score: unknown option '%s'\n"
-                            "usage: nucleus score [-m MODEL] --ids 1,2,3 [--all] [--top K] [--greedy N] [-t THREADS] [-c CTX] " CLI_CACHE_USAGE " [--fast]\n"
-                            CLI_CACHE_HELP, a);
+            fprintf(stderr, "error: score: unknown option '%s'\n" USAGE, a);
             free(ids);
             return 2;
         }

@@ -16,6 +16,9 @@
     "                     " CLI_CACHE_USAGE " [--slot-save-path DIR] [--swa-full]\n"                        \
     "                     [--context-shift [--keep N] | --attention-sinks N]\n"                              \
     "                     [-md FILE | --lookup-ngram N] [--draft-max N] [--draft-min N] [--draft-fixed]\n"    \
+    "                     [--alias NAME] [--chat-template FILE]\n"                                            \
+    "  --alias NAME       the model's id in /v1/models and in responses (default: the file name)\n"          \
+    "  --chat-template FILE  a Jinja chat template used instead of the model's tokenizer.chat_template\n"   \
     "  --parallel N       slots: requests (choices) decoded together (default 4)\n"                            \
     "  -c CTX             context per slot in tokens (default: the model's, at most 4096)\n"                   \
     "  --kv-size N        tokens of KV cache all slots share, in blocks of 256 (default: parallel x CTX);\n"   \
@@ -31,7 +34,8 @@
     CLI_CACHE_HELP
 
 typedef struct serve_opts {
-    const char *model;
+    const char *model, *alias, *template_path;
+    char *template_src;    /* the --chat-template file's text */
     srv_config cfg;
     cli_context context;
     cli_spec spec;
@@ -55,6 +59,8 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         if (r > 0) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) ok = (o->model = cli_value(argc, argv, &i)) != NULL;
         else if (!strcmp(a, "--host")) ok = (o->cfg.host = cli_value(argc, argv, &i)) != NULL;
+        else if (!strcmp(a, "--alias")) ok = (o->alias = cli_value(argc, argv, &i)) != NULL;
+        else if (!strcmp(a, "--chat-template")) ok = (o->template_path = cli_value(argc, argv, &i)) != NULL;
         else if (!strcmp(a, "--api-key")) ok = (o->cfg.api_key = cli_value(argc, argv, &i)) != NULL;
         else if (!strcmp(a, "--slot-save-path")) ok = (o->cfg.slot_save_path = cli_value(argc, argv, &i)) != NULL;
         else if (!strcmp(a, "--swa-full")) o->cfg.swa_full = true;
@@ -90,7 +96,43 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         fprintf(stderr, "error: --api-key: the key is empty\n");
         return 2;
     }
+    if (o->alias && !*o->alias) {
+        fprintf(stderr, "error: --alias: the name is empty\n");
+        return 2;
+    }
     return 0;
+}
+
+/* The --chat-template file's text into cfg (the server parses it). */
+static int read_template(serve_opts *o) {
+    if (!o->template_path) return 0;
+    size_t len;
+    if (!(o->template_src = cli_read_text(o->template_path, &len))) return -1;
+    if (len == 0 || strlen(o->template_src) != len) {
+        fprintf(stderr, "error: --chat-template %s: %s\n", o->template_path,
+                len == 0 ? "the file is empty" : "the file holds a NUL byte");
+        return -1;
+    }
+    o->cfg.chat_template = o->template_src;
+    return 0;
+}
+
+/* What the server runs, before the `listening on` line (which scripts wait for). */
+static void print_summary(const serve_opts *o, const nc_model *m, const srv_server *sv) {
+    nc_model_info info;
+    srv_info si;
+    char kvt[16];
+    nc_model_get_info(m, &info);
+    srv_get_info(sv, &si);
+    fprintf(stderr, "nucleus serve: %s, %d slots, %s kernels, KV cache %s\n", o->cfg.model_id, o->cfg.n_parallel,
+            nc_kernels_name(), cli_cache_types(o->cfg.type_k, o->cfg.type_v, kvt));
+    fprintf(stderr, "  model: %s (%s, %d layers, %.1f MB), id %s\n", o->model, info.arch, info.n_layer,
+            info.file_bytes / 1e6, o->cfg.model_id);
+    fprintf(stderr, "  slots: %d x %d tokens of context; KV cache keys %s, values %s: %.1f KiB per token, %.2f MiB\n",
+            o->cfg.n_parallel, si.n_ctx, cli_cache_type_name(o->cfg.type_k), cli_cache_type_name(o->cfg.type_v),
+            si.kv_bytes_per_token / 1024.0, si.kv_bytes / (1024.0 * 1024.0));
+    fprintf(stderr, "  threads: %d; kernels: %s; chat template: %s\n", si.n_threads, nc_kernels_name(),
+            o->template_path ? o->template_path : *srv_note(sv) ? "ChatML" : "the model's");
 }
 
 /* The name /v1/models reports: the file name without its directory and ".gguf". */
@@ -135,6 +177,10 @@ int cmd_serve(int argc, char **argv) {
                             .max_body = 4u << 20, .drain_seconds = 5}};
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc == 1 ? 0 : rc;
+    if (read_template(&o)) {
+        free(o.template_src);
+        return 2;
+    }
     if (install_stop_signals()) {
         perror("error: serve: pipe");
         return 1;
@@ -142,11 +188,12 @@ int cmd_serve(int argc, char **argv) {
     nc_err err;
     nc_model *m = NULL, *dm = NULL;
     srv_server *sv = NULL;
-    char *id = model_id(o.model);
-    o.cfg.model_id = id ? id : "model";
+    char *id = o.alias ? NULL : model_id(o.model);
+    o.cfg.model_id = o.alias ? o.alias : id ? id : "model";
     if (o.spec.draft_path && nc_model_load(&dm, o.spec.draft_path, &err)) {
         fprintf(stderr, "error: serve: --draft-model %s: %s\n", o.spec.draft_path, err.msg);
         free(id);
+        free(o.template_src);
         return 1;
     }
     o.cfg.draft_model = dm;
@@ -155,13 +202,12 @@ int cmd_serve(int argc, char **argv) {
         nc_model_free(m);
         nc_model_free(dm);
         free(id);
+        free(o.template_src);
         return 1;
     }
     if (*srv_note(sv)) fprintf(stderr, "note: %s\n", srv_note(sv));
-    char kvt[16];
-    fprintf(stderr, "nucleus serve: %s, %d slots, %s kernels, KV cache %s\nlistening on http://%s%s%s:%d\n",
-            o.cfg.model_id, o.cfg.n_parallel, nc_kernels_name(), cli_cache_types(o.cfg.type_k, o.cfg.type_v, kvt),
-            strchr(o.cfg.host, ':') ? "[" : "", o.cfg.host,
+    print_summary(&o, m, sv);
+    fprintf(stderr, "listening on http://%s%s%s:%d\n", strchr(o.cfg.host, ':') ? "[" : "", o.cfg.host,
             strchr(o.cfg.host, ':') ? "]" : "", srv_port(sv));
     if (cli_spec_on(&o.spec)) {
         if (o.spec.draft_path) fprintf(stderr, "speculative decoding: draft model %s", o.spec.draft_path);
@@ -175,5 +221,6 @@ int cmd_serve(int argc, char **argv) {
     nc_model_free(m);
     nc_model_free(dm);
     free(id);
+    free(o.template_src);
     return 0;
 }

@@ -6,40 +6,25 @@
 
 #include "cli.h"
 
-#define USAGE "usage: nucleus tokenize [-m MODEL] (-p TEXT | -f FILE) [--no-bos] [--special] [--json] [--lines]\n"
+#define USAGE                                                                                          \
+    "usage: nucleus tokenize [-m MODEL] (-p TEXT | -f FILE) [--no-bos] [--special] [--json] [--lines]\n" \
+    "  -f FILE     the text of FILE ('-': stdin)\n"                                                      \
+    "  --no-bos    no BOS/EOS tokens the vocabulary would add\n"                                          \
+    "  --special   text such as <|im_start|> becomes its control token\n"                                \
+    "  --json      ids as a JSON array\n"                                                                 \
+    "  --lines     each line of the text on its own, one output line per input line\n"
 
 typedef struct tok_opts {
     const char *path, *text, *file;
     bool add_special, parse_special, json, lines;
 } tok_opts;
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (n < cap) break;
-        char *grown = realloc(buf, 2 * cap + 1);
-        if (!grown) { free(buf); buf = NULL; break; }
-        buf = grown;
-        cap *= 2;
-    }
-    bool failed = ferror(f);
-    fclose(f);
-    if (!buf || failed) { free(buf); return NULL; }
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
 static int parse_args(int argc, char **argv, tok_opts *o) {
     *o = (tok_opts){.add_special = true};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(o->path = cli_value(argc, argv, &i))) return 2; }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(USAGE, stdout); return -1; }
+        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(o->path = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { if (!(o->text = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { if (!(o->file = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(a, "--no-bos")) o->add_special = false;
@@ -104,12 +89,12 @@ static int run(const nc_vocab_file *v, const tok_opts *o, const char *text, size
 int cmd_tokenize(int argc, char **argv) {
     tok_opts o;
     int rc = parse_args(argc, argv, &o);
-    if (rc) return rc;
+    if (rc) return rc < 0 ? 0 : rc; /* -1: help was asked for */
     size_t len = 0;
     char *owned = NULL;
     const char *text = o.text;
     if (o.file) {
-        if (!(owned = read_file(o.file, &len))) { perror(o.file); return 1; }
+        if (!(owned = cli_read_text(o.file, &len))) return 1;
         text = owned;
     } else {
         len = strlen(text);

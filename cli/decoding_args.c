@@ -71,7 +71,7 @@ static const char USAGE[] =
     "  --mirostat 0|1|2  --mirostat-lr ETA (0.1)  --mirostat-ent TAU (5)  --logit-bias ID(+|-)BIAS (-inf bans)\n"
     "  --samplers 'penalties;dry;no_repeat_ngram;logit_bias;temperature;top_n_sigma;top_k;typ_p;top_p;min_p;epsilon;\n"
     "             eta;xtc'\n"
-    "  --seed S\n"
+    "  --seed S (-1: a random one, the default)\n"
     "stopping: --stop STR (repeatable)  --stop-ids 1,2  --min-tokens N  --ignore-eos\n"
     "beams: --beams N  --length-penalty A (1)  --n-best K (1)  --early-stopping[=true|false|never] (false)\n"
     "  --num-beam-groups G (1; diverse beam search)  --diversity-penalty D (0)\n"
@@ -319,7 +319,8 @@ static int valued_flag(const char *a, const char *v, cli_decoding *d) {
         return 1;
     }
     if (!strcmp(a, "--seed")) {
-        d->seed_given = true;
+        d->seed_given = strcmp(v, "-1") != 0; /* -1: a random seed, as llama.cpp */
+        if (!d->seed_given) return 1;
         return cli_u64(a, v, &d->sp.seed) ? 1 : -1;
     }
     if (!strcmp(a, "--penalty-alpha")) {

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "version.h" /* NC_BUILD_DESCRIBE, written by the Makefile from `git describe` */
 
 
 static void usage(FILE *out) {
@@ -18,8 +19,36 @@ static void usage(FILE *out) {
             "  bench     prefill and decode speed:  nucleus bench [-m MODEL] [-p 128] [-n 64] [-t THREADS] [-r 5] [--json]\n"
             "  serve     OpenAI-compatible HTTP server:  nucleus serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [-t THREADS] [--api-key KEY] [--max-queue Q]\n"
             "\n"
+            "\n"
+            "Every command answers -h. nucleus --version: the build.\n"
             "Without -m, the model is %s.\n",
             cli_default_model());
+}
+
+/* What was built: the source (git describe at build time), the compiler, the kernel sets compiled
+ * in and the one this CPU runs (NUCLEUS_ISA may cap it). */
+static void version(void) {
+#if defined(__clang__)
+#define COMPILER "clang "
+#else
+#define COMPILER "gcc "
+#endif
+#if defined(__x86_64__)
+    const char *sets = "scalar avx2 avx512";
+#else
+    const char *sets = "scalar";
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+    const char *build = "sanitized (ASan, UBSan)";
+#elif defined(__OPTIMIZE__)
+    const char *build = "release";
+#else
+    const char *build = "debug";
+#endif
+    printf("nucleus %s\n"
+           "build: %s, C %ld, compiler %s\n"
+           "kernel sets: %s (this CPU: %s)\n",
+           NC_BUILD_DESCRIBE, build, (long)__STDC_VERSION__, COMPILER __VERSION__, sets, nc_kernels_name());
 }
 
 int main(int argc, char **argv) {
@@ -30,6 +59,10 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
         usage(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version")) {
+        version();
         return 0;
     }
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);

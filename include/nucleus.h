@@ -467,6 +467,9 @@ int32_t nc_stopper_n_tokens(const nc_stopper *s);  /* tokens pushed */
  * which, else it is "". */
 typedef struct nc_chat_template nc_chat_template;
 int nc_chat_template_new(nc_chat_template **out, const nc_model *m, char *note, size_t note_cap, nc_err *err);
+/* A template given as Jinja source (e.g. a server's --chat-template file) instead of the model's:
+ * an error, not ChatML, when it cannot be parsed. */
+int nc_chat_template_from_source(nc_chat_template **out, const nc_model *m, const char *src, size_t len, nc_err *err);
 void nc_chat_template_free(nc_chat_template *t);
 /* messages_json: a JSON array of {"role", "content"} objects. *text (malloc'd, *len bytes) is
  * the conversation, ending with the assistant's turn opened when add_generation_prompt; tokenize

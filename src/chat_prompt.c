@@ -47,6 +47,21 @@ int nc_chat_template_new(nc_chat_template **out, const nc_model *m, char *note, 
     return 0;
 }
 
+int nc_chat_template_from_source(nc_chat_template **out, const nc_model *m, const char *src, size_t len, nc_err *err) {
+    *out = NULL;
+    nc_chat_template *ct = calloc(1, sizeof *ct);
+    if (!ct) return nc_fail(err, "out of memory");
+    ct->m = m;
+    if (tmpl_parse(&ct->t, src, len, err)) { /* no ChatML fallback: the caller asked for this one */
+        nc_chat_template_free(ct);
+        return -1;
+    }
+    ct->bos_text = token_text(m, nc_token_bos(m));
+    ct->eos_text = token_text(m, nc_token_eos(m));
+    *out = ct;
+    return 0;
+}
+
 void nc_chat_template_free(nc_chat_template *ct) {
     if (!ct) return;
     tmpl_free(ct->t);

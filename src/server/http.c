@@ -19,6 +19,8 @@
 
 #include <microhttpd.h>
 
+#include "server/access.h"
+#include "server/embed.h"
 #include "server/job.h"
 #include "server/metrics.h"
 #include "server/prepare.h"
@@ -33,7 +35,8 @@ struct srv_server {
     srv_sched *sched;
     srv_metrics metrics;
     srv_model_ctx mc;
-    bool mc_ready, metrics_ready;
+    srv_embedder emb;
+    bool mc_ready, metrics_ready, emb_ready;
     char *api_key, *model_id;
     char *slot_dir;        /* --slot-save-path, or NULL */
     size_t max_body;
@@ -51,7 +54,13 @@ typedef struct conn_req {
     const char *allow;     /* Allow header of a 405 */
     char *body;
     size_t len, cap;
+    srv_access acc;        /* its access-log line */
+    bool logged;           /* a stream took acc and writes the line when it ends */
 } conn_req;
+
+/* The request the calling connection thread is answering (the daemon runs a thread per
+ * connection), so that send_body can note the status for the access log. */
+static _Thread_local conn_req *answering;
 
 /* ---- Replies ------------------------------------------------------------------------------- */
 
@@ -71,6 +80,7 @@ static enum MHD_Result send_body(srv_server *sv, struct MHD_Connection *conn, in
     enum MHD_Result ok = MHD_queue_response(conn, (unsigned)status, r);
     MHD_destroy_response(r);
     srv_metrics_response(&sv->metrics, status);
+    if (answering) answering->acc.status = status;
     return ok;
 }
 
@@ -98,7 +108,11 @@ static const route routes[] = {
     {"/tokenize", "POST", SRV_EP_TOKENIZE},
     {"/detokenize", "POST", SRV_EP_DETOKENIZE},
     {"/metrics", "GET", SRV_EP_METRICS},
+    {"/v1/embeddings", "POST", SRV_EP_EMBEDDINGS},
 };
+
+/* /v1/models/{id}: the id is checked when answering. */
+static const route model_route = {"/v1/models/", "GET", SRV_EP_MODELS};
 
 /* Every /slots/{id}: the id is checked with the body. */
 static const route slots_route = {"/slots/", "POST", SRV_EP_SLOTS};
@@ -107,6 +121,7 @@ static const route *find_route(const char *url) {
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
         if (!strcmp(url, routes[i].path)) return &routes[i];
     if (!strncmp(url, slots_route.path, strlen(slots_route.path))) return &slots_route;
+    if (!strncmp(url, model_route.path, strlen(model_route.path))) return &model_route;
     return NULL;
 }
 
@@ -265,6 +280,7 @@ typedef struct sse_stream {
     char *buf;             /* events formatted, not yet handed to the daemon */
     size_t len, off, cap;
     bool ended, broken;    /* [DONE] is in buf; out of memory */
+    srv_access acc;        /* written, with the job's tokens, when the daemon lets go of the stream */
 } sse_stream;
 
 static bool sse_reserve(sse_stream *st, size_t extra) {
@@ -376,14 +392,20 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
 static void sse_free(void *cls) {
     sse_stream *st = cls;
     if (!srv_job_finished(st->j)) srv_sched_cancel(st->sv->sched, st->j);
+    pthread_mutex_lock(&st->j->mu);
+    srv_usage u = job_usage(st->j);
+    pthread_mutex_unlock(&st->j->mu);
+    st->acc.prompt_tokens = u.prompt_tokens;
+    st->acc.completion_tokens = u.completion_tokens;
+    srv_access_write(&st->acc);
     srv_job_unref(st->j);
     free(st->cur);
     free(st->buf);
     free(st);
 }
 
-static enum MHD_Result reply_stream(srv_server *sv, struct MHD_Connection *conn, srv_job *j, srv_api api,
-                                    bool include_usage) {
+static enum MHD_Result reply_stream(srv_server *sv, struct MHD_Connection *conn, conn_req *rq, srv_job *j,
+                                    srv_api api, bool include_usage) {
     sse_stream *st = calloc(1, sizeof *st);
     if (st) st->cur = calloc((size_t)j->n_choices, sizeof *st->cur);
     if (!st || !st->cur) {
@@ -394,6 +416,9 @@ static enum MHD_Result reply_stream(srv_server *sv, struct MHD_Connection *conn,
     st->sv = sv;
     st->j = j;
     srv_job_ref(j);
+    st->acc = rq->acc;
+    st->acc.status = 200;
+    rq->logged = true;
     st->include_usage = include_usage;
     st->fd = conn_fd(conn);
     reply_meta(sv, api, st->id, sizeof st->id, &st->meta);
@@ -428,13 +453,19 @@ static enum MHD_Result handle_generation(srv_server *sv, struct MHD_Connection *
         return send_error(sv, conn, &e);
     }
     enum MHD_Result ok;
+    rq->acc.kind = SRV_ACCESS_GENERATION;
     if (stream) {
-        ok = reply_stream(sv, conn, j, api, include_usage);
+        ok = reply_stream(sv, conn, rq, j, api, include_usage);
     } else {
         srv_resp_meta m;
         char id[64];
         reply_meta(sv, api, id, sizeof id, &m);
         ok = reply_whole(sv, conn, j, &m);
+        pthread_mutex_lock(&j->mu);
+        srv_usage u = job_usage(j);
+        pthread_mutex_unlock(&j->mu);
+        rq->acc.prompt_tokens = u.prompt_tokens;
+        rq->acc.completion_tokens = u.completion_tokens;
     }
     srv_job_unref(j);
     return ok;
@@ -470,6 +501,47 @@ static enum MHD_Result handle_detokenize(srv_server *sv, struct MHD_Connection *
     return send_json(sv, conn, 200, body);
 }
 
+/* POST /v1/embeddings: each input tokenized (a text with BOS as the vocabulary wants and special
+ * tokens parsed, as llama.cpp's server) and embedded in turn. */
+static enum MHD_Result handle_embeddings(srv_server *sv, struct MHD_Connection *conn, conn_req *rq) {
+    srv_embed_req r;
+    srv_error e;
+    srv_limits lim = {.n_vocab = sv->mc.n_vocab, .max_n = sv->mc.n_slots};
+    rq->acc.kind = SRV_ACCESS_EMBEDDING;
+    if (srv_embed_parse(rq->body ? rq->body : "", rq->len, &lim, &r, &e)) return send_error(sv, conn, &e);
+    int32_t n_embd = sv->emb.n_embd;
+    float *vectors = malloc((size_t)r.n_inputs * (size_t)n_embd * sizeof *vectors);
+    int rc = vectors ? 0 : -1;
+    if (!vectors) srv_error_set(&e, 500, "server_error", NULL, NULL, "out of memory for the embeddings");
+    for (int32_t i = 0; !rc && i < r.n_inputs; i++) {
+        const srv_prompt *p = &r.inputs[i];
+        int32_t *ids = p->tokens, n = p->n_tokens;
+        if (p->text) rc = srv_tokenize(sv->mc.m, p->text, p->text_len, true, true, &ids, &n, &e);
+        if (!rc && n == 0) {
+            srv_error_set(&e, 400, "invalid_request_error", NULL, "input", "input %d has no tokens", i);
+            rc = -1;
+        }
+        if (!rc) rc = srv_embed(&sv->emb, ids, n, vectors + (size_t)i * n_embd, &e);
+        rq->acc.prompt_tokens += n;
+        if (p->text) free(ids);
+    }
+    char *body = rc ? NULL : srv_json_embeddings(sv->model_id, vectors, r.n_inputs, n_embd, r.base64,
+                                                 rq->acc.prompt_tokens);
+    free(vectors);
+    srv_embed_free(&r);
+    return rc ? send_error(sv, conn, &e) : send_json(sv, conn, 200, body);
+}
+
+/* GET /v1/models/{id}: the model when the id is its name, else OpenAI's 404. */
+static enum MHD_Result handle_model(srv_server *sv, struct MHD_Connection *conn, const char *url) {
+    const char *id = url + strlen(model_route.path);
+    if (!strcmp(id, sv->model_id)) return send_json(sv, conn, 200, srv_json_model(sv->model_id, sv->created));
+    srv_error e;
+    srv_error_set(&e, 404, "invalid_request_error", "model_not_found", "model",
+                  "The model '%.200s' does not exist (this server has '%.200s')", id, sv->model_id);
+    return send_error(sv, conn, &e);
+}
+
 /* POST /slots/{id}?action=save|restore {"filename"}: the file is NAME in --slot-save-path. */
 static enum MHD_Result handle_slots(srv_server *sv, struct MHD_Connection *conn, const char *url, conn_req *rq) {
     srv_error e;
@@ -502,7 +574,10 @@ static enum MHD_Result respond(srv_server *sv, struct MHD_Connection *conn, cons
         return send_body(sv, conn, rq->early.status, srv_json_error(&rq->early), "application/json", rq->allow);
     switch (rq->ep) {
     case SRV_EP_HEALTH: return send_json(sv, conn, 200, strdup("{\"status\":\"ok\"}"));
-    case SRV_EP_MODELS: return send_json(sv, conn, 200, srv_json_models(sv->model_id, sv->created));
+    case SRV_EP_MODELS:
+        if (strcmp(url, "/v1/models")) return handle_model(sv, conn, url);
+        return send_json(sv, conn, 200, srv_json_models(sv->model_id, sv->created));
+    case SRV_EP_EMBEDDINGS: return handle_embeddings(sv, conn, rq);
     case SRV_EP_METRICS:
         return send_body(sv, conn, 200, srv_metrics_render(&sv->metrics), "text/plain; version=0.0.4", NULL);
     case SRV_EP_COMPLETIONS: return handle_generation(sv, conn, rq, SRV_API_COMPLETIONS);
@@ -522,6 +597,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (!rq) { /* headers only: decide what can be decided, then receive the body */
         if (!(rq = calloc(1, sizeof *rq))) return MHD_NO;
         *con_cls = rq;
+        srv_access_begin(&rq->acc, method, url);
         first_look(sv, conn, url, method, rq);
         return MHD_YES;
     }
@@ -530,13 +606,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_size = 0;
         return MHD_YES;
     }
-    return respond(sv, conn, url, rq);
+    answering = rq;
+    enum MHD_Result ok = respond(sv, conn, url, rq);
+    answering = NULL;
+    return ok;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
     (void)cls, (void)conn, (void)toe;
     conn_req *rq = *con_cls;
     if (!rq) return;
+    if (!rq->logged) srv_access_write(&rq->acc);
     free(rq->body);
     free(rq);
     *con_cls = NULL;
@@ -573,6 +653,7 @@ static int start_daemon(srv_server *sv, const srv_config *cfg, nc_err *err) {
 static void server_free(srv_server *sv) {
     srv_sched_free(sv->sched);
     if (sv->mc_ready) srv_model_ctx_free(&sv->mc);
+    if (sv->emb_ready) srv_embedder_free(&sv->emb);
     if (sv->metrics_ready) srv_metrics_destroy(&sv->metrics);
     nc_context_free(sv->c);
     nc_context_free(sv->draft);
@@ -635,9 +716,18 @@ int srv_start(srv_server **out, nc_model *m, const srv_config *cfg, nc_err *err)
                  (long long)cfg->kv_cells, nc_context_n_ctx(sv->c));
         goto fail;
     }
-    if (srv_model_ctx_init(&sv->mc, m, nc_context_n_ctx(sv->c), cfg->n_parallel, sv->note, sizeof sv->note, err))
+    if (srv_model_ctx_init(&sv->mc, m, nc_context_n_ctx(sv->c), cfg->n_parallel, cfg->chat_template, sv->note,
+                           sizeof sv->note, err)) {
+        if (cfg->chat_template) { /* name the flag before the parser's reason */
+            char why[sizeof err->msg];
+            snprintf(why, sizeof why, "%s", err->msg);
+            snprintf(err->msg, sizeof err->msg, "--chat-template: %.400s", why);
+        }
         goto fail;
+    }
     sv->mc_ready = true;
+    srv_embedder_init(&sv->emb, m, nc_context_n_ctx(sv->c), nc_context_n_threads(sv->c));
+    sv->emb_ready = true;
     srv_sched_config sc = {.n_slots = cfg->n_parallel, .max_queue = cfg->max_queue, .chunk = cfg->chunk,
                            .swa_full = cfg->swa_full, .context = cfg->context, .spec = sp};
     if (srv_sched_new(&sv->sched, sv->c, m, &sc, &sv->metrics, err) || start_daemon(sv, cfg, err)) goto fail;
@@ -649,6 +739,11 @@ fail:
 }
 
 int srv_port(const srv_server *s) { return s->port; }
+
+void srv_get_info(const srv_server *s, srv_info *out) {
+    *out = (srv_info){.n_ctx = nc_context_n_ctx(s->c), .n_threads = nc_context_n_threads(s->c),
+                      .kv_bytes = nc_kv_bytes_total(s->c), .kv_bytes_per_token = nc_kv_bytes_per_token(s->c)};
+}
 const char *srv_note(const srv_server *s) { return s->note; }
 
 void srv_stop(srv_server *sv) {

@@ -7,11 +7,15 @@
 #include <sys/random.h>
 #include <time.h>
 
-int srv_model_ctx_init(srv_model_ctx *mc, const nc_model *m, int32_t n_ctx, int32_t n_slots, char *note,
-                       size_t note_cap, nc_err *err) {
+int srv_model_ctx_init(srv_model_ctx *mc, const nc_model *m, int32_t n_ctx, int32_t n_slots, const char *template_src,
+                       char *note, size_t note_cap, nc_err *err) {
     nc_model_info info;
     nc_model_get_info(m, &info);
     *mc = (srv_model_ctx){.m = m, .n_ctx = n_ctx, .n_vocab = info.n_vocab, .n_slots = n_slots};
+    if (template_src) {
+        if (note_cap) note[0] = 0;
+        return nc_chat_template_from_source(&mc->chat, m, template_src, strlen(template_src), err);
+    }
     return nc_chat_template_new(&mc->chat, m, note, note_cap, err);
 }
 

@@ -14,10 +14,11 @@ typedef struct srv_model_ctx {
     int32_t n_ctx, n_vocab, n_slots;
 } srv_model_ctx;
 
-/* Parse the model's template (ChatML when it has none). note receives what the operator should
- * know when ChatML is used: the model has no template, or its template could not be parsed. */
-int srv_model_ctx_init(srv_model_ctx *mc, const nc_model *m, int32_t n_ctx, int32_t n_slots, char *note,
-                       size_t note_cap, nc_err *err);
+/* Parse template_src (Jinja; an error when it cannot be parsed), or when NULL the model's template
+ * (ChatML when it has none). note receives what the operator should know when ChatML is used: the
+ * model has no template, or its template could not be parsed. */
+int srv_model_ctx_init(srv_model_ctx *mc, const nc_model *m, int32_t n_ctx, int32_t n_slots, const char *template_src,
+                       char *note, size_t note_cap, nc_err *err);
 void srv_model_ctx_free(srv_model_ctx *mc);
 
 /* Text -> token ids (malloc'd). */

@@ -246,28 +246,29 @@ static int text_prompt(const cJSON *v, srv_prompt *p, const char *param, srv_err
     return 0;
 }
 
-/* "prompt": a string, an array of strings, an array of token ids, or an array of such arrays. */
-static int parse_prompt(const cJSON *root, const srv_limits *lim, srv_request *r, srv_error *e) {
-    const cJSON *v = member(root, "prompt");
-    if (!v) return refuse(e, "prompt", "'prompt' is required");
+/* Field `name` ("prompt", "input"): a string, an array of strings, an array of token ids, or an
+ * array of such arrays, into *out (n of them, calloc'd; the caller frees them on failure too). */
+static int prompt_list(const cJSON *root, const char *name, const srv_limits *lim, srv_prompt **out, int32_t *n_out,
+                       srv_error *e) {
+    const cJSON *v = member(root, name);
+    if (!v) return refuse(e, name, "'%s' is required", name);
     bool one = cJSON_IsString(v) || (cJSON_IsArray(v) && cJSON_IsNumber(v->child));
     int n = one ? 1 : cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 0;
     if (!one && !cJSON_IsArray(v))
-        return refuse(e, "prompt", "'prompt' must be a string, an array of strings or an array of token ids");
-    if (n == 0) return refuse(e, "prompt", "'prompt' must not be an empty array");
-    if (n > SRV_MAX_PROMPTS) return refuse(e, "prompt", "'prompt' holds %d prompts, more than %d", n, SRV_MAX_PROMPTS);
-    if (!(r->prompts = calloc((size_t)n, sizeof *r->prompts))) return refuse(e, "prompt", "out of memory");
-    r->n_prompts = n;
+        return refuse(e, name, "'%s' must be a string, an array of strings or an array of token ids", name);
+    if (n == 0) return refuse(e, name, "'%s' must not be an empty array", name);
+    if (n > SRV_MAX_PROMPTS) return refuse(e, name, "'%s' holds %d prompts, more than %d", name, n, SRV_MAX_PROMPTS);
+    if (!(*out = calloc((size_t)n, sizeof **out))) return refuse(e, name, "out of memory");
+    *n_out = n;
     if (one)
-        return cJSON_IsString(v) ? text_prompt(v, &r->prompts[0], "prompt", e)
-                                 : token_array(v, "prompt", lim->n_vocab, &r->prompts[0].tokens,
-                                               &r->prompts[0].n_tokens, e);
+        return cJSON_IsString(v) ? text_prompt(v, &(*out)[0], name, e)
+                                 : token_array(v, name, lim->n_vocab, &(*out)[0].tokens, &(*out)[0].n_tokens, e);
     int i = 0;
     const cJSON *item;
     cJSON_ArrayForEach(item, v) {
         char param[32];
-        snprintf(param, sizeof param, "prompt[%d]", i);
-        srv_prompt *p = &r->prompts[i++];
+        snprintf(param, sizeof param, "%s[%d]", name, i);
+        srv_prompt *p = &(*out)[i++];
         if (cJSON_IsString(item)) {
             if (text_prompt(item, p, param, e)) return -1;
         } else if (cJSON_IsArray(item) && cJSON_GetArraySize(item) > 0) {
@@ -277,6 +278,10 @@ static int parse_prompt(const cJSON *root, const srv_limits *lim, srv_request *r
         }
     }
     return 0;
+}
+
+static int parse_prompt(const cJSON *root, const srv_limits *lim, srv_request *r, srv_error *e) {
+    return prompt_list(root, "prompt", lim, &r->prompts, &r->n_prompts, e);
 }
 
 /* ---- Decoding options ---------------------------------------------------------------------- */
@@ -490,13 +495,17 @@ int srv_request_parse(srv_api api, const char *body, size_t len, const srv_limit
     return rc;
 }
 
+static void free_prompts(srv_prompt *p, int32_t n) {
+    for (int32_t i = 0; p && i < n; i++) {
+        free(p[i].text);
+        free(p[i].tokens);
+    }
+    free(p);
+}
+
 void srv_request_free(srv_request *r) {
     free(r->model);
-    for (int32_t i = 0; r->prompts && i < r->n_prompts; i++) {
-        free(r->prompts[i].text);
-        free(r->prompts[i].tokens);
-    }
-    free(r->prompts);
+    free_prompts(r->prompts, r->n_prompts);
     cJSON_free(r->messages_json);
     for (int32_t i = 0; r->stop && i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
@@ -544,6 +553,48 @@ int srv_detokenize_parse(const char *body, size_t len, int32_t n_vocab, srv_deto
 
 void srv_detokenize_free(srv_detokenize_req *r) {
     free(r->tokens);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- /v1/embeddings ------------------------------------------------------------------------- */
+
+/* Nothing to pool: an empty string (OpenAI refuses it too). */
+static int refuse_empty_inputs(const srv_embed_req *r, srv_error *e) {
+    for (int32_t i = 0; i < r->n_inputs; i++)
+        if (r->inputs[i].text && r->inputs[i].text_len == 0)
+            return r->n_inputs == 1 && i == 0 ? refuse(e, "input", "'input' must not be an empty string")
+                                              : refuse(e, "input", "'input[%d]' must not be an empty string", i);
+    return 0;
+}
+
+static int parse_encoding_format(const cJSON *root, srv_embed_req *r, srv_error *e) {
+    char *f = NULL;
+    if (opt_string(root, "encoding_format", &f, e)) return -1;
+    int rc = 0;
+    if (f && !strcmp(f, "base64")) r->base64 = true;
+    else if (f && strcmp(f, "float"))
+        rc = refuse(e, "encoding_format", "'encoding_format' must be \"float\" or \"base64\"");
+    free(f);
+    return rc;
+}
+
+int srv_embed_parse(const char *body, size_t len, const srv_limits *lim, srv_embed_req *out, srv_error *err) {
+    *out = (srv_embed_req){0};
+    cJSON *root = parse_object(body, len, err);
+    if (!root) return -1;
+    int rc = member(root, "dimensions")
+                 ? refuse(err, "dimensions", "'dimensions' is not supported: embeddings have the model's width")
+                 : prompt_list(root, "input", lim, &out->inputs, &out->n_inputs, err) ||
+                       refuse_empty_inputs(out, err) || opt_string(root, "model", &out->model, err) ||
+                       parse_encoding_format(root, out, err);
+    cJSON_Delete(root);
+    if (rc) srv_embed_free(out);
+    return rc ? -1 : 0;
+}
+
+void srv_embed_free(srv_embed_req *r) {
+    free_prompts(r->inputs, r->n_inputs);
+    free(r->model);
     memset(r, 0, sizeof *r);
 }
 

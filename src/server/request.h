@@ -101,6 +101,18 @@ typedef struct srv_detokenize_req {
 int srv_detokenize_parse(const char *body, size_t len, int32_t n_vocab, srv_detokenize_req *out, srv_error *err);
 void srv_detokenize_free(srv_detokenize_req *r);
 
+/* POST /v1/embeddings (OpenAI's shape): {"input": string | [string, ...] | [id, ...] | [[id, ...], ...],
+ * "model": string (any: there is one model), "encoding_format": "float" (default) | "base64"}.
+ * At most SRV_MAX_PROMPTS inputs; empty strings and "dimensions" are refused. */
+typedef struct srv_embed_req {
+    srv_prompt *inputs;
+    int32_t n_inputs;
+    char *model;
+    bool base64;           /* little-endian float32 bytes in base64, as OpenAI's */
+} srv_embed_req;
+int srv_embed_parse(const char *body, size_t len, const srv_limits *lim, srv_embed_req *out, srv_error *err);
+void srv_embed_free(srv_embed_req *r);
+
 /* POST /slots/{id}?action=save|restore (llama.cpp's shape): {"filename": name}. id is the rest of
  * the path after "/slots/" (a number below n_slots), action the query's value (NULL: absent), and
  * the name a plain file name, so that the file stays in the server's --slot-save-path: 1 to

@@ -276,12 +276,78 @@ char *srv_json_error(const srv_error *e) {
     return print_and_free(root, ok);
 }
 
+static bool model_fields(cJSON *model, const char *model_id, int64_t created) {
+    return put_str(model, "id", model_id) && put_str(model, "object", "model") &&
+           put_num(model, "created", (double)created) && put_str(model, "owned_by", "nucleus");
+}
+
 char *srv_json_models(const char *model_id, int64_t created) {
     cJSON *root = cJSON_CreateObject(), *data = NULL, *model = NULL;
     bool ok = put_str(root, "object", "list") && put(root, "data", data = cJSON_CreateArray()) &&
-              append(data, model = cJSON_CreateObject()) &&
-              put_str(model, "id", model_id) && put_str(model, "object", "model") &&
-              put_num(model, "created", (double)created) && put_str(model, "owned_by", "nucleus");
+              append(data, model = cJSON_CreateObject()) && model_fields(model, model_id, created);
+    return print_and_free(root, ok);
+}
+
+char *srv_json_model(const char *model_id, int64_t created) {
+    cJSON *root = cJSON_CreateObject();
+    return print_and_free(root, model_fields(root, model_id, created));
+}
+
+/* n floats as their little-endian float32 bytes in base64 (OpenAI's encoding_format "base64"). */
+static char *base64_floats(const float *v, int32_t n) {
+    static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t len = (size_t)n * 4;
+    unsigned char *b = malloc(len ? len : 1);
+    char *out = malloc((len + 2) / 3 * 4 + 1), *o = out;
+    if (!b || !out) {
+        free(b);
+        free(out);
+        return NULL;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &v[i], 4);
+        for (int k = 0; k < 4; k++) b[4 * i + k] = (unsigned char)(u >> (8 * k));
+    }
+    for (size_t i = 0; i < len; i += 3) {
+        uint32_t w = (uint32_t)b[i] << 16 | (i + 1 < len ? (uint32_t)b[i + 1] << 8 : 0) | (i + 2 < len ? b[i + 2] : 0);
+        *o++ = digits[w >> 18 & 63];
+        *o++ = digits[w >> 12 & 63];
+        *o++ = i + 1 < len ? digits[w >> 6 & 63] : '=';
+        *o++ = i + 2 < len ? digits[w & 63] : '=';
+    }
+    *o = 0;
+    free(b);
+    return out;
+}
+
+static cJSON *embedding_value(const float *v, int32_t n, bool base64) {
+    if (base64) {
+        char *s = base64_floats(v, n);
+        cJSON *item = s ? cJSON_CreateString(s) : NULL;
+        free(s);
+        return item;
+    }
+    cJSON *arr = cJSON_CreateArray();
+    for (int32_t i = 0; arr && i < n; i++)
+        if (!append(arr, cJSON_CreateNumber(v[i]))) {
+            cJSON_Delete(arr);
+            return NULL;
+        }
+    return arr;
+}
+
+char *srv_json_embeddings(const char *model_id, const float *vectors, int32_t n, int32_t n_embd, bool base64,
+                          int64_t prompt_tokens) {
+    cJSON *root = cJSON_CreateObject(), *data = NULL, *usage = NULL;
+    bool ok = put_str(root, "object", "list") && put(root, "data", data = cJSON_CreateArray());
+    for (int32_t i = 0; ok && i < n; i++) {
+        cJSON *item = cJSON_CreateObject();
+        ok = append(data, item) && put_str(item, "object", "embedding") && put_num(item, "index", i) &&
+             put(item, "embedding", embedding_value(vectors + (size_t)i * n_embd, n_embd, base64));
+    }
+    ok = ok && put_str(root, "model", model_id) && put(root, "usage", usage = cJSON_CreateObject()) &&
+         put_num(usage, "prompt_tokens", (double)prompt_tokens) && put_num(usage, "total_tokens", (double)prompt_tokens);
     return print_and_free(root, ok);
 }
 

@@ -61,6 +61,12 @@ char *srv_json_chunk(const srv_resp_meta *m, const srv_choice_view *c, bool role
 /* The last chunk when usage was asked for: no choices, the usage. */
 char *srv_json_usage_chunk(const srv_resp_meta *m, const srv_usage *u);
 char *srv_json_models(const char *model_id, int64_t created);
+/* GET /v1/models/{id}: the one model object. */
+char *srv_json_model(const char *model_id, int64_t created);
+/* /v1/embeddings: {"object": "list", "data": [{"object": "embedding", "index", "embedding"}],
+ * "model", "usage": {"prompt_tokens", "total_tokens"}}; vectors: n rows of n_embd. */
+char *srv_json_embeddings(const char *model_id, const float *vectors, int32_t n, int32_t n_embd, bool base64,
+                          int64_t prompt_tokens);
 char *srv_json_tokens(const int32_t *ids, int32_t n);
 char *srv_json_content(const char *text, size_t len);
 /* The reply to POST /slots/{id}?action= (llama.cpp's shape): save {"id_slot", "filename",

@@ -1,6 +1,7 @@
 /* `nucleus serve`: an OpenAI-compatible HTTP server over one model. Endpoints: GET /health,
  * GET /v1/models, POST /v1/completions, POST /v1/chat/completions, POST /tokenize,
- * POST /detokenize, GET /metrics, POST /slots/{id}?action=save|restore. Requests run through the continuous-batching scheduler
+ * POST /detokenize, GET /metrics, POST /slots/{id}?action=save|restore, GET /v1/models/{id},
+ * POST /v1/embeddings (server/embed.h). Every request gets an access-log line (server/access.h). Requests run through the continuous-batching scheduler
  * (scheduler.h); connections are served by libmicrohttpd, one thread each. */
 #ifndef NC_SERVER_SERVER_H
 #define NC_SERVER_SERVER_H
@@ -33,12 +34,19 @@ typedef struct srv_config {
     nc_model *draft_model; /* speculative decoding in every slot with this draft model (the server
                               makes its context), or with prompt lookup (spec.lookup_ngram) */
     nc_spec_params spec;   /* lookup_ngram, draft_max, draft_min, fixed */
+    const char *chat_template; /* Jinja source used instead of the model's template; NULL: the model's */
 } srv_config;
 
 typedef struct srv_server srv_server;
 
 int srv_start(srv_server **out, nc_model *m, const srv_config *cfg, nc_err *err);
 int srv_port(const srv_server *s);
+/* What the server made, for its start-up summary. */
+typedef struct srv_info {
+    int32_t n_ctx, n_threads;  /* context per slot; threads of the engine */
+    double kv_bytes, kv_bytes_per_token;
+} srv_info;
+void srv_get_info(const srv_server *s, srv_info *out);
 /* A remark for the operator ("" when none): e.g. that the model's chat template was unusable. */
 const char *srv_note(const srv_server *s);
 /* Graceful stop: no new connections or requests, running requests get drain_seconds to finish,

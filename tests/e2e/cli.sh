@@ -114,5 +114,116 @@ expect_err "bad id list" "--ids" $BIN score --ids 1,x
 expect_err "prompt longer than context" "context" $BIN run -p "Once upon a time there was a dog" -c 4
 expect_err "unknown command" "unknown command" $BIN frobnicate
 
+# ---- prompt sources, escapes, special tokens, help, version (issue 16) ----
+# -f FILE and stdin give the prompt -p gives; like llama.cpp's -f, one final newline is dropped.
+printf 'Once upon a time\n' > "$tmp/prompt.txt"
+want=$($BIN run -p "Once upon a time" -n 8 --seed 5 -t 1 2>/dev/null)
+expect_eq "run -f FILE" "$($BIN run -f "$tmp/prompt.txt" -n 8 --seed 5 -t 1 2>/dev/null)" "$want"
+expect_eq "run --file FILE" "$($BIN run --file "$tmp/prompt.txt" -n 8 --seed 5 -t 1 2>/dev/null)" "$want"
+expect_eq "run -p - (stdin)" "$(echo "Once upon a time" | $BIN run -p - -n 8 --seed 5 -t 1 2>/dev/null)" "$want"
+expect_eq "run -f - (stdin)" "$($BIN run -f - -n 8 --seed 5 -t 1 2>/dev/null <"$tmp/prompt.txt")" "$want"
+# llama.cpp's long names mean what the short ones do.
+expect_eq "llama.cpp flag names" "$($BIN run --model "$STORIES" --prompt "Once upon a time" --n-predict 8 --seed 5 \
+    --threads 1 --ctx-size 64 2>/dev/null)" "$($BIN run -m "$STORIES" -p "Once upon a time" -n 8 --seed 5 -t 1 -c 64 2>/dev/null)"
+# -e: the escapes become the bytes they name (bash's $'...' writes the same bytes independently).
+expect_eq "run -e" "$($BIN run -e -p 'Once\tupon\x20a\\ "time\x27\nThe' -n 6 --temp 0 2>/dev/null)" \
+    "$($BIN run -p $'Once\tupon a\\ "time\'\nThe' -n 6 --temp 0 2>/dev/null)"
+expect_eq "run --escape" "$($BIN run --escape -p 'Once\nupon' -n 4 --temp 0 2>/dev/null)" \
+    "$($BIN run -p $'Once\nupon' -n 4 --temp 0 2>/dev/null)"
+# without -e a backslash is a backslash
+out=$($BIN run -p 'Once\nupon' -n 1 --temp 0 2>/dev/null)
+[[ "$out" == 'Once\nupon'* ]] && ok || bad "run without -e changed the prompt: $out"
+expect_err "bad escape" "bad escape '\\q'" $BIN run -e -p 'a\qb'
+expect_err "bad \\x escape" "bad escape '\\xZ1'" $BIN run -e -p 'a\xZ1'
+expect_err "\\x00" "bad escape '\\x00'" $BIN run -e -p 'a\x00'
+expect_err "trailing backslash" "bad escape" $BIN run -e -p 'a\'
+expect_err "missing -f file" "nope.txt: No such file" $BIN run -f "$tmp/nope.txt"
+expect_err "-f a directory" "$tmp" $BIN run -f "$tmp"
+expect_err "empty stdin" "stdin: the prompt is empty" $BIN run -p - </dev/null
+: > "$tmp/empty.txt"
+expect_err "empty -f file" "empty.txt: the prompt is empty" $BIN run -f "$tmp/empty.txt"
+printf 'a\0b' > "$tmp/nul.txt"
+expect_err "NUL byte in -f file" "NUL byte" $BIN run -f "$tmp/nul.txt"
+expect_err "-p and -f" "not both" $BIN run -p hi -f "$tmp/prompt.txt"
+expect_err "no prompt" "-p PROMPT or -f FILE is required" $BIN run -n 2
+
+# --special: "<|im_start|>" becomes token 1 of qwen2's tokenizer.json (its added_tokens), so the
+# first greedy token and its log-probability are the reference's after the ids [1] + the prompt's.
+QWEN=$SHARED/archs/qwen2
+if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+    read -r im_id ids <<<"$(/usr/bin/python3 - "$QWEN" <<'PY'
+import json, sys
+d = sys.argv[1]
+tok = json.load(open(d + "/hf/tokenizer.json"))
+im = [a["id"] for a in tok["added_tokens"] if a["content"] == "<|im_start|>"][0]
+r = json.loads(open(d + "/golden.jsonl").readline())
+print(im, ",".join(str(i) for i in [im] + r["prompt_ids"]))
+PY
+)"
+    prompt=$(/usr/bin/python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["prompt"])' "$QWEN/golden.jsonl")
+    ref=$(/usr/bin/python3 "$SHARED/tools/reference-forward" "$QWEN/qwen2-f16.gguf" --ids "$ids" --top 1)
+    err=$($BIN run -m "$QWEN/qwen2-f16.gguf" --special -p "<|im_start|>$prompt" -n 1 --temp 0 --logprobs 1 \
+          --cache-type f32 -t 2 2>&1 >/dev/null)
+    /usr/bin/python3 - "$ref" "$err" "$ids" <<'PY' && ok || bad "run --special vs reference-forward: $ref / $err"
+import json, re, sys
+ref, err, ids = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3].split(",")
+tok, lp = ref["top_logprobs"][0][0]
+m = re.search(r"^\[logprobs\] step 0: (\d+) \S.* (-?[0-9.]+) \|", err, re.M)
+assert m and int(m.group(1)) == tok and abs(float(m.group(2)) - lp) < 1e-3, (m and m.groups(), tok, lp)
+assert re.search(r"prompt %d tokens" % len(ids), err), err
+PY
+    # without --special the same text is plain text: more tokens than the ids above
+    n=$($BIN run -m "$QWEN/qwen2-f16.gguf" -p "<|im_start|>$prompt" -n 1 --temp 0 2>&1 >/dev/null | sed -n 's/.*prompt \([0-9]*\) tokens.*/\1/p')
+    [ "${n:-0}" -gt "$(tr ',' '\n' <<<"$ids" | wc -l)" ] && ok || bad "without --special, '<|im_start|>' was one token ($n tokens)"
+else
+    bad "python3-numpy missing: run 'make deps'"
+fi
+# tokenize --special agrees with the vocabulary file on the same token
+expect_eq "tokenize --special" "$($BIN tokenize -m "$QWEN/qwen2-f16.gguf" --special -p '<|im_start|>')" "$im_id"
+expect_eq "tokenize -f - (stdin)" "$(printf 'Hello' | $BIN tokenize -m "$STORIES" -f -)" "$($BIN tokenize -m "$STORIES" -p Hello)"
+
+# --seed -1 draws a seed (llama.cpp's default): two runs report different seeds; -2 is refused.
+s1=$($BIN run -p hi -n 1 --seed -1 2>&1 >/dev/null | sed -n 's/.*seed \([0-9]*\)$/\1/p')
+s2=$($BIN run -p hi -n 1 --seed -1 2>&1 >/dev/null | sed -n 's/.*seed \([0-9]*\)$/\1/p')
+[ -n "$s1" ] && [ -n "$s2" ] && [ "$s1" != "$s2" ] && ok || bad "--seed -1: seeds [$s1] [$s2]"
+expect_err "--seed -2" "--seed" $BIN run -p hi --seed -2
+# the seed drawn reproduces the text when given back
+a=$($BIN run -p "Once" -n 12 --temp 1 --seed -1 2>"$tmp/seed.err")
+s=$(sed -n 's/.*seed \([0-9]*\)$/\1/p' "$tmp/seed.err")
+expect_eq "the reported seed reproduces the run" "$($BIN run -p "Once" -n 12 --temp 1 --seed "$s" 2>/dev/null)" "$a"
+
+# -N: the headers on stderr, only the texts on stdout (each starts with the prompt)
+$BIN run -p "Once" -N 2 -n 6 --seed 3 >"$tmp/n.out" 2>"$tmp/n.err"
+expect_eq "-N 2: headers on stderr" "$(grep -c '^--- sample [12] of 2: ' "$tmp/n.err")" 2
+expect_eq "-N 2: stdout holds two texts" "$(grep -c '^Once' "$tmp/n.out")/$(grep -c -- '---' "$tmp/n.out")" "2/0"
+
+# the KV cache types of bench and score, in run too
+err=$($BIN run -p hi -n 2 -ctk f32 --cache-type-v f32 2>&1 >/dev/null)
+expect_in "run --cache-type-k/-v" "[kv cache] keys f32, values f32" "$err"
+expect_err "run bad cache type" "--cache-type-k: expected f16, f32, q8_0 or q4_0" $BIN run -p hi --cache-type-k q9
+
+# every command answers -h: its usage on stdout, exit 0
+for c in run chat score tokenize inspect bench serve; do
+    for h in -h --help; do
+        out=$($BIN $c $h 2>/dev/null); rc=$?
+        [ $rc -eq 0 ] && [[ "$out" == "usage: nucleus $c "* ]] && ok || bad "$c $h: rc=$rc: $(head -2 <<<"$out")"
+    done
+done
+out=$($BIN --help); [[ "$out" == "usage: nucleus COMMAND"* ]] && ok || bad "nucleus --help: $out"
+
+# --version: the build, and the kernel set this CPU's flags allow (from /proc/cpuinfo, capped by NUCLEUS_ISA)
+out=$($BIN --version); rc=$?
+flags=$(grep -m1 '^flags' /proc/cpuinfo)
+want=scalar
+if grep -qw avx2 <<<"$flags" && grep -qw fma <<<"$flags" && grep -qw f16c <<<"$flags"; then
+    want=avx2 all=1
+    for f in avx512f avx512dq avx512bw avx512vl avx512_vnni; do grep -qw $f <<<"$flags" || all=0; done
+    [ $all = 1 ] && want=avx512
+fi
+[ $rc -eq 0 ] && [[ "$(head -1 <<<"$out")" =~ ^nucleus\ [^\ ]+$ ]] && ok || bad "--version first line: $out"
+expect_in "--version kernel set" "(this CPU: $want)" "$out"
+expect_in "--version capped" "(this CPU: scalar)" "$(NUCLEUS_ISA=scalar $BIN --version)"
+expect_in "--version compiler" "compiler " "$out"
+
 echo "cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]

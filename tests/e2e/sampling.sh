@@ -76,7 +76,7 @@ chain=(--seed 9 --temp 1.3 --top-k 30 --top-p 0.9 --min-p 0.02 --typical 0.95 --
 a=$(run "${chain[@]}" -t 1 2>/dev/null)
 b=$(run "${chain[@]}" -t 2 2>/dev/null)
 expect_eq "full chain, 1 vs 2 threads" "$a" "$b"
-[ "$(grep -c -- '--- sample' <<<"$a")" == 2 ] && ok || bad "-N 2 prints two samples: $a"
+[ "$(run "${chain[@]}" -t 2 2>&1 >/dev/null | grep -c -- '^--- sample')" == 2 ] && ok || bad "-N 2 prints two samples' headers (stderr): $a"
 c=$(run "${chain[@]}" --seed 10 -t 2 2>/dev/null)
 [ "$a" != "$c" ] && ok || bad "another seed gave the same samples"
 

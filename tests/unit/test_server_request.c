@@ -270,6 +270,56 @@ static void test_tokenize_bodies(void) {
 }
 
 /* POST /slots/{id}?action=: the id from the path, the action from the query, a plain file name. */
+/* /v1/embeddings: the four input forms, encoding_format, and refusals naming the field. */
+static void test_embedding_bodies(void) {
+    srv_embed_req r;
+    srv_error e;
+    const char *one = "{\"input\": \"hello\", \"model\": \"m\"}";
+    CHECK(srv_embed_parse(one, strlen(one), &lim, &r, &e) == 0 && r.n_inputs == 1 && !strcmp(r.inputs[0].text, "hello") &&
+          r.inputs[0].text_len == 5 && !strcmp(r.model, "m") && !r.base64);
+    srv_embed_free(&r);
+    const char *texts = "{\"input\": [\"a\", \"bc\"], \"encoding_format\": \"base64\"}";
+    CHECK(srv_embed_parse(texts, strlen(texts), &lim, &r, &e) == 0 && r.n_inputs == 2 &&
+          !strcmp(r.inputs[1].text, "bc") && r.base64 && !r.model);
+    srv_embed_free(&r);
+    const char *ids = "{\"input\": [1, 2, 999]}";
+    CHECK(srv_embed_parse(ids, strlen(ids), &lim, &r, &e) == 0 && r.n_inputs == 1 && r.inputs[0].n_tokens == 3 &&
+          r.inputs[0].tokens[2] == 999 && !r.inputs[0].text);
+    srv_embed_free(&r);
+    const char *lists = "{\"input\": [[1], [2, 3]], \"encoding_format\": \"float\"}";
+    CHECK(srv_embed_parse(lists, strlen(lists), &lim, &r, &e) == 0 && r.n_inputs == 2 && r.inputs[1].n_tokens == 2 &&
+          r.inputs[1].tokens[1] == 3 && !r.base64);
+    srv_embed_free(&r);
+    static const struct { const char *body, *param; } bad[] = {
+        {"{}", "input"},
+        {"{\"input\": null}", "input"},
+        {"{\"input\": 7}", "input"},
+        {"{\"input\": \"\"}", "input"},
+        {"{\"input\": [\"a\", \"\"]}", "input"},
+        {"{\"input\": []}", "input"},
+        {"{\"input\": [1, 1000]}", "input"},
+        {"{\"input\": [1, -1]}", "input"},
+        {"{\"input\": [1.5]}", "input"},
+        {"{\"input\": [[1], []]}", "input[1]"},
+        {"{\"input\": [\"a\", {}]}", "input[1]"},
+        {"{\"input\": \"a\", \"encoding_format\": \"int8\"}", "encoding_format"},
+        {"{\"input\": \"a\", \"encoding_format\": 1}", "encoding_format"},
+        {"{\"input\": \"a\", \"dimensions\": 8}", "dimensions"},
+        {"{\"input\": \"a\", \"model\": 3}", "model"},
+        {"[\"a\"]", ""},
+        {"{\"input\": \"a\"", ""},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int rc = srv_embed_parse(bad[i].body, strlen(bad[i].body), &lim, &r, &e);
+        CHECK(rc == -1 && e.status == 400 && !strcmp(e.param, bad[i].param) && !r.inputs && !r.model);
+        if (rc != -1 || strcmp(e.param, bad[i].param)) fprintf(stderr, "  body %s: param '%s'\n", bad[i].body, e.param);
+    }
+    char many[8192] = "{\"input\": [";
+    for (int i = 0; i <= SRV_MAX_PROMPTS; i++) strcat(many, i ? ",\"x\"" : "\"x\"");
+    strcat(many, "]}");
+    CHECK(srv_embed_parse(many, strlen(many), &lim, &r, &e) == -1 && !strcmp(e.param, "input"));
+}
+
 static void test_slot_bodies(void) {
     srv_slot_req r;
     srv_error e;
@@ -308,5 +358,6 @@ int main(void) {
     test_beams();
     test_tokenize_bodies();
     test_slot_bodies();
+    test_embedding_bodies();
     return test_summary("test_server_request");
 }
