@@ -624,7 +624,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 /* ---- Start and stop ------------------------------------------------------------------------ */
 
-static int start_daemon(srv_server *sv, const srv_config *cfg, nc_err *err) {
+/* The listening socket, bound here so that a taken port fails with its reason. SO_REUSEADDR lets a
+ * restart bind over connections in TIME_WAIT; never SO_REUSEPORT, with which a second server
+ * would share the port and answer half the requests with another model. */
+static int listen_socket(const srv_config *cfg, bool *ipv6, nc_err *err) {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
     char port[16];
     snprintf(port, sizeof port, "%d", cfg->port);
@@ -633,16 +636,30 @@ static int start_daemon(srv_server *sv, const srv_config *cfg, nc_err *err) {
         snprintf(err->msg, sizeof err->msg, "--host %s: %s", cfg->host, gai_strerror(gai));
         return -1;
     }
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC;
-    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    sv->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, sv, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv, MHD_OPTION_CONNECTION_LIMIT, 256u,
-                             MHD_OPTION_CONNECTION_TIMEOUT, 300u, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
-                             MHD_OPTION_END);
+    int one = 1, fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) || bind(fd, ai->ai_addr, ai->ai_addrlen) ||
+        listen(fd, 128)) {
+        snprintf(err->msg, sizeof err->msg, "cannot listen on %s port %d: %s", cfg->host, cfg->port, strerror(errno));
+        if (fd >= 0) close(fd);
+        fd = -1;
+    }
+    *ipv6 = ai->ai_family == AF_INET6;
     freeaddrinfo(ai);
+    return fd;
+}
+
+static int start_daemon(srv_server *sv, const srv_config *cfg, nc_err *err) {
+    bool ipv6;
+    int fd = listen_socket(cfg, &ipv6, err);
+    if (fd < 0) return -1;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC;
+    if (ipv6) flags |= MHD_USE_IPv6;
+    sv->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, sv, MHD_OPTION_LISTEN_SOCKET, fd,
+                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv, MHD_OPTION_CONNECTION_LIMIT, 256u,
+                             MHD_OPTION_CONNECTION_TIMEOUT, 300u, MHD_OPTION_END);
     if (!sv->d) {
-        snprintf(err->msg, sizeof err->msg, "cannot listen on %s port %d (in use, or not an address of this machine)",
-                 cfg->host, cfg->port);
+        close(fd);
+        snprintf(err->msg, sizeof err->msg, "cannot start the HTTP server on %s port %d", cfg->host, cfg->port);
         return -1;
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(sv->d, MHD_DAEMON_INFO_BIND_PORT);

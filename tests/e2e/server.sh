@@ -6,15 +6,14 @@
 #
 # Two sanitized servers (build/san/nucleus) on free loopback ports: stories260K (--parallel 8
 # --max-queue 4 --api-key) and a 2-layer synthetic Qwen2.5 (byte-level BPE, the Qwen2 chat
-# template in its GGUF). After the node tests each gets SIGTERM and must exit 0 with no
-# AddressSanitizer / LeakSanitizer / UBSan report. Ends with "server: N passed, N failed".
+# template in its GGUF). After the node tests a second server must be refused the first's port;
+# then each gets SIGTERM and must exit 0 with no AddressSanitizer / LeakSanitizer / UBSan report.
+# Ends with "server: N passed, N failed".
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/models.sh
 NUCLEUS=${NUCLEUS:-build/san/nucleus}
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+. tests/lib/checks.sh
 finish() { echo "server: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
 
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
@@ -59,6 +58,12 @@ else
         grep -E -A 25 '^\s*not ok' "$tmp/node.tap" | head -n 120
     fi
 fi
+
+# The port is the first server's alone: a second one is refused, not given half the requests
+# (timeout: a server that shared the port would run on).
+expect_err "a second server on a taken port" "port ${url_main##*:}: Address already in use" \
+    timeout 30 "$NUCLEUS" serve -m "$SHARED/models/stories260K/stories260K.gguf" --host 127.0.0.1 --port "${url_main##*:}"
+expect_eq "the first server still answers" "$(curl -s "$url_main/health")" '{"status":"ok"}'
 
 stop_server main
 stop_server chat
