@@ -12,11 +12,13 @@
 
 #define USAGE                                                                                                  \
     "usage: nucleus serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [-t THREADS]\n"  \
-    "                     [--api-key KEY] [--max-queue Q] [--prefill-chunk N] [--kv-size N]\n"                 \
+    "                     [--api-key KEY | --api-key-file FILE] [--max-queue Q] [--prefill-chunk N] [--kv-size N]\n"                 \
     "                     " CLI_CACHE_USAGE " [--slot-save-path DIR] [--swa-full]\n"                        \
     "                     [--context-shift [--keep N] | --attention-sinks N]\n"                              \
     "                     [-md FILE | --lookup-ngram N] [--draft-max N] [--draft-min N] [--draft-fixed]\n"    \
     "                     [--alias NAME] [--chat-template FILE]\n"                                            \
+    "  --api-key KEY      every endpoint but /health needs Authorization: Bearer KEY; --api-key-file FILE\n"   \
+    "                     reads it from a file (kept out of the process list), else $NUCLEUS_API_KEY\n"      \
     "  --alias NAME       the model's id in /v1/models and in responses (default: the file name)\n"          \
     "  --chat-template FILE  a Jinja chat template used instead of the model's tokenizer.chat_template\n"   \
     "  --parallel N       slots: requests (choices) decoded together (default 4)\n"                            \
@@ -34,8 +36,9 @@
     CLI_CACHE_HELP
 
 typedef struct serve_opts {
-    const char *model, *alias, *template_path;
+    const char *model, *alias, *template_path, *key_path;
     char *template_src;    /* the --chat-template file's text */
+    char *key_src;         /* the --api-key-file's text */
     srv_config cfg;
     cli_context context;
     cli_spec spec;
@@ -62,6 +65,7 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         else if (!strcmp(a, "--alias")) ok = (o->alias = cli_value(argc, argv, &i)) != NULL;
         else if (!strcmp(a, "--chat-template")) ok = (o->template_path = cli_value(argc, argv, &i)) != NULL;
         else if (!strcmp(a, "--api-key")) ok = (o->cfg.api_key = cli_value(argc, argv, &i)) != NULL;
+        else if (!strcmp(a, "--api-key-file")) ok = (o->key_path = cli_value(argc, argv, &i)) != NULL;
         else if (!strcmp(a, "--slot-save-path")) ok = (o->cfg.slot_save_path = cli_value(argc, argv, &i)) != NULL;
         else if (!strcmp(a, "--swa-full")) o->cfg.swa_full = true;
         else if (!strcmp(a, "--port")) ok = int_flag(argc, argv, &i, 0, 65535, &v) && ((o->cfg.port = (int)v), true);
@@ -101,6 +105,34 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         return 2;
     }
     return 0;
+}
+
+/* The API key from --api-key-file (its text less trailing white space) or $NUCLEUS_API_KEY when no
+ * flag gives one: a key on the command line is visible to every user in /proc/PID/cmdline. */
+static int read_key(serve_opts *o) {
+    if (!o->key_path) {
+        const char *env = getenv("NUCLEUS_API_KEY");
+        if (!o->cfg.api_key && env && *env) o->cfg.api_key = env;
+        return 0;
+    }
+    if (o->cfg.api_key) {
+        fprintf(stderr, "error: --api-key and --api-key-file: give one\n");
+        return -1;
+    }
+    size_t len;
+    if (!(o->key_src = cli_read_text(o->key_path, &len))) return -1;
+    while (len > 0 && strchr(" \t\r\n", o->key_src[len - 1])) o->key_src[--len] = 0;
+    if (len == 0 || strlen(o->key_src) != len) {
+        fprintf(stderr, "error: --api-key-file %s: %s\n", o->key_path, len ? "the key holds a NUL byte" : "the file holds no key");
+        return -1;
+    }
+    o->cfg.api_key = o->key_src;
+    return 0;
+}
+
+static void opts_free(serve_opts *o) {
+    free(o->template_src);
+    free(o->key_src);
 }
 
 /* The --chat-template file's text into cfg (the server parses it). */
@@ -177,8 +209,8 @@ int cmd_serve(int argc, char **argv) {
                             .max_body = 4u << 20, .drain_seconds = 5}};
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc == 1 ? 0 : rc;
-    if (read_template(&o)) {
-        free(o.template_src);
+    if (read_template(&o) || read_key(&o)) {
+        opts_free(&o);
         return 2;
     }
     if (install_stop_signals()) {
@@ -193,7 +225,7 @@ int cmd_serve(int argc, char **argv) {
     if (o.spec.draft_path && nc_model_load(&dm, o.spec.draft_path, &err)) {
         fprintf(stderr, "error: serve: --draft-model %s: %s\n", o.spec.draft_path, err.msg);
         free(id);
-        free(o.template_src);
+        opts_free(&o);
         return 1;
     }
     o.cfg.draft_model = dm;
@@ -202,7 +234,7 @@ int cmd_serve(int argc, char **argv) {
         nc_model_free(m);
         nc_model_free(dm);
         free(id);
-        free(o.template_src);
+        opts_free(&o);
         return 1;
     }
     if (*srv_note(sv)) fprintf(stderr, "note: %s\n", srv_note(sv));
@@ -221,6 +253,6 @@ int cmd_serve(int argc, char **argv) {
     nc_model_free(m);
     nc_model_free(dm);
     free(id);
-    free(o.template_src);
+    opts_free(&o);
     return 0;
 }

@@ -159,9 +159,10 @@ static void first_look(srv_server *sv, struct MHD_Connection *conn, const char *
     const route *rt = find_route(url);
     rq->ep = rt ? rt->ep : SRV_EP_OTHER;
     srv_metrics_request(&sv->metrics, rq->ep);
-    if (!rt) return refuse(rq, 404, "not_found", "no such endpoint: %s", url);
-    if (rt->ep != SRV_EP_HEALTH && !authorized(sv, conn))
+    /* the key first: without it, not even which paths exist is told */
+    if ((!rt || rt->ep != SRV_EP_HEALTH) && !authorized(sv, conn))
         return refuse(rq, 401, "invalid_api_key", "missing or wrong API key (Authorization: Bearer KEY)");
+    if (!rt) return refuse(rq, 404, "not_found", "no such endpoint: %s", url);
     if (!method_ok(rt, method)) {
         rq->allow = !strcmp(rt->method, "GET") ? "GET, HEAD" : rt->method;
         return refuse(rq, 405, "method_not_allowed", "%s %s is not allowed; use %s", method, url, rt->method);

@@ -6,7 +6,8 @@
 #
 # Two sanitized servers (build/san/nucleus) on free loopback ports: stories260K (--parallel 8
 # --max-queue 4 --api-key) and a 2-layer synthetic Qwen2.5 (byte-level BPE, the Qwen2 chat
-# template in its GGUF). After the node tests a second server must be refused the first's port;
+# template in its GGUF). After the node tests a second server must be refused the first's port, and
+# the API key must work from a file and from $NUCLEUS_API_KEY;
 # then each gets SIGTERM and must exit 0 with no AddressSanitizer / LeakSanitizer / UBSan report.
 # Ends with "server: N passed, N failed".
 set -u
@@ -64,6 +65,27 @@ fi
 expect_err "a second server on a taken port" "port ${url_main##*:}: Address already in use" \
     timeout 30 "$NUCLEUS" serve -m "$SHARED/models/stories260K/stories260K.gguf" --host 127.0.0.1 --port "${url_main##*:}"
 expect_eq "the first server still answers" "$(curl -s "$url_main/health")" '{"status":"ok"}'
+
+# The key from a file or the environment, out of the process list.
+printf '%s\n' "$key-file" >"$tmp/key"
+stories=$SHARED/models/stories260K/stories260K.gguf
+if start_server keyfile -m "$stories" --parallel 1 --api-key-file "$tmp/key"; then
+    expect_eq "--api-key-file: without the key" "$(curl -s -o /dev/null -w '%{http_code}' "$url_keyfile/v1/models")" 401
+    expect_eq "--api-key-file: with it (its newline dropped)" \
+        "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $key-file" "$url_keyfile/v1/models")" 200
+    expect_eq "the key is not on the command line" "$(tr '\0' ' ' <"/proc/$pid_keyfile/cmdline" | grep -c -- "$key-file")" 0
+    stop_server keyfile
+fi
+if NUCLEUS_API_KEY="$key-env" start_server keyenv -m "$stories" --parallel 1; then
+    expect_eq "NUCLEUS_API_KEY: without the key" "$(curl -s -o /dev/null -w '%{http_code}' "$url_keyenv/v1/models")" 401
+    expect_eq "NUCLEUS_API_KEY: with it" \
+        "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $key-env" "$url_keyenv/v1/models")" 200
+    stop_server keyenv
+fi
+: >"$tmp/nokey"
+expect_err "an empty key file" "--api-key-file $tmp/nokey: the file holds no key" "$NUCLEUS" serve -m "$stories" --api-key-file "$tmp/nokey"
+expect_err "a missing key file" "$tmp/none: No such file" "$NUCLEUS" serve -m "$stories" --api-key-file "$tmp/none"
+expect_err "two keys" "--api-key and --api-key-file: give one" "$NUCLEUS" serve -m "$stories" --api-key k --api-key-file "$tmp/key"
 
 stop_server main
 stop_server chat

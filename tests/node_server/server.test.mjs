@@ -343,6 +343,8 @@ test('401 without the right API key', async () => {
   assert.equal(res.status, 401);
   assert.equal((await res.json()).error.code, 'invalid_api_key');
   assert.equal((await raw('/metrics', { method: 'GET', key: 'nope' })).status, 401);
+  // an unknown path is not told apart from a known one without the key
+  assert.equal((await raw('/v1/nothing', { method: 'GET', key: null })).status, 401);
 });
 
 test('404, 405, 413', async () => {
