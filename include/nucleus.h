@@ -583,6 +583,10 @@ typedef struct nc_beam_params {
     nc_early_stopping early_stopping;
     int32_t n_groups;      /* diverse beam search: groups, dividing n_beams (0: 1, plain beam search) */
     float diversity_penalty;  /* subtracted per earlier group's beam on the same token (>= 0) */
+    /* Polled before every step (NULL: never): nonzero ends the search with the error "beam search
+     * cancelled", for a caller whose client has gone or that is shutting down. */
+    int (*cancelled)(void *user);
+    void *cancelled_user;
 } nc_beam_params;
 
 /* Contrastive search (Su et al. 2022; transformers' penalty_alpha with top_k): at every step the

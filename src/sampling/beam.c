@@ -41,6 +41,8 @@ typedef struct beam_run {
     nc_early_stopping early_stopping;
     int32_t G, g;        /* groups, and beams per group (g = B / G) */
     double diversity;
+    int (*cancelled)(void *user);
+    void *cancelled_user;
     bool *done;          /* per group: its search has stopped */
     nc_sampler *proc;
     beam *cur, *nxt;
@@ -278,6 +280,7 @@ static int32_t stop_groups(beam_run *r, int32_t gen_len) {
 
 static int search(beam_run *r, nc_err *err) {
     for (int32_t step = 0;; step++) {
+        if (r->cancelled && r->cancelled(r->cancelled_user)) return nc_fail(err, "beam search cancelled");
         r->n_nxt = 0;
         for (int32_t k = 0; k < r->G; k++) {
             if (r->done[k]) continue;
@@ -414,7 +417,8 @@ int nc_beam_search(nc_context *c, const nc_model *m, const int32_t *prompt, int3
                   .max_tokens = stop->max_tokens > 0 && stop->max_tokens < room ? stop->max_tokens : room,
                   .ctx_bound = stop->max_tokens == 0 || stop->max_tokens > room,
                   .alpha = bp->length_penalty, .early_stopping = bp->early_stopping,
-                  .G = bp->n_groups ? bp->n_groups : 1, .diversity = bp->diversity_penalty};
+                  .G = bp->n_groups ? bp->n_groups : 1, .diversity = bp->diversity_penalty,
+                  .cancelled = bp->cancelled, .cancelled_user = bp->cancelled_user};
     r.g = r.B / r.G;
     nc_sampler_params pp;
     if (processing) pp = *processing;

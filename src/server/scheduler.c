@@ -210,16 +210,21 @@ static void start_group(srv_sched *s, srv_job *j) {
 
 /* ---- Beam search (engine thread, the slots empty) ------------------------------------------ */
 
+static int beam_cancelled(void *j) { return job_dead(j); }
+
+/* The search polls its job every step: a client that left or a shutdown ends it. */
 static void beam_one(srv_sched *s, srv_job *j, int32_t p) {
     nc_beam_params bp = j->beam_params;
     bp.n_best = j->n;
+    bp.cancelled = beam_cancelled;
+    bp.cancelled_user = j;
     for (int32_t q = 0; q < bp.n_beams; q++) nc_kv_seq_clear(s->c, q);
     nc_beam_result res;
     nc_err err;
     int rc = nc_beam_search(s->c, s->m, j->prompts[p], j->n_prompt[p], &bp, &j->sampling, &j->stop, &res, &err);
     for (int32_t q = 0; q < bp.n_beams; q++) nc_kv_seq_clear(s->c, q);
     if (rc) {
-        fail_job(j, 500, "server_error", err.msg);
+        if (!job_dead(j)) fail_job(j, 500, "server_error", err.msg);
         return;
     }
     if (!j->first_token_seen) srv_metrics_ttft(s->metrics, srv_now() - j->t_submit);
@@ -701,7 +706,10 @@ static void *engine_main(void *arg) {
         nc_kv_get_stats(s->c, &st);
         srv_metrics_kv(s->metrics, &st);
         if (s->n_busy == 0) {
-            if (s->stopping) break;
+            if (s->stopping) {
+                reap(s); /* the jobs queued behind a search that stopping cancelled */
+                break;
+            }
             if (!s->actions) pthread_cond_wait(&s->wake, &s->mu);
             continue;
         }
