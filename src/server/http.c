@@ -12,6 +12,7 @@
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -143,6 +144,12 @@ static bool authorized(const srv_server *sv, struct MHD_Connection *conn) {
     return h && !strncmp(h, "Bearer ", 7) && same_secret(h + 7, sv->api_key);
 }
 
+static enum MHD_Result count_lengths(void *n, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind, (void)value;
+    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) ++*(int *)n;
+    return MHD_YES;
+}
+
 __attribute__((format(printf, 4, 5))) static void refuse(conn_req *rq, int status, const char *code, const char *fmt,
                                                           ...) {
     rq->refused = true;
@@ -167,6 +174,10 @@ static void first_look(srv_server *sv, struct MHD_Connection *conn, const char *
         rq->allow = !strcmp(rt->method, "GET") ? "GET, HEAD" : rt->method;
         return refuse(rq, 405, "method_not_allowed", "%s %s is not allowed; use %s", method, url, rt->method);
     }
+    int n_lengths = 0;
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_lengths, &n_lengths);
+    if (n_lengths > 1) /* RFC 9110 8.6: which one frames the body is ambiguous (request smuggling) */
+        return refuse(rq, 400, "invalid_request_error", "the request has %d Content-Length headers", n_lengths);
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl && strtoull(cl, NULL, 10) > sv->max_body)
         refuse(rq, 413, "request_too_large", "the body is larger than the limit of %zu bytes", sv->max_body);

@@ -110,7 +110,24 @@ static int token_array(const cJSON *arr, const char *param, int32_t n_vocab, int
     return 0;
 }
 
+/* The offset of the first \u0000 escape in a JSON text, or -1: cJSON's strings end at a NUL, so
+ * the text after it would vanish without a word. A backslash escapes the character after it,
+ * so "\\u0000" (an escaped backslash, then text) is not one. */
+static long escaped_nul(const char *body, size_t len) {
+    for (size_t i = 0; i + 1 < len; i++) {
+        if (body[i] != '\\') continue;
+        if (body[i + 1] == 'u' && i + 6 <= len && !memcmp(body + i + 2, "0000", 4)) return (long)i;
+        i++;
+    }
+    return -1;
+}
+
 static cJSON *parse_object(const char *body, size_t len, srv_error *e) {
+    long nul = escaped_nul(body, len);
+    if (nul >= 0) {
+        refuse(e, "", "the body holds an escaped NUL (\\u0000) at byte %ld: text may not contain NUL characters", nul);
+        return NULL;
+    }
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
     if (!root) {

@@ -4,6 +4,8 @@
 # - a beam search whose client leaves ends at its next step: the request after it is answered at
 #   once, not after the search (which would run for minutes); SIGTERM during a search exits
 #   within the 5 s the server promises, with no leak of the queued job;
+# - two Content-Length headers (request smuggling) are refused with 400, and so is an escaped NUL
+#   in a message, which would otherwise cut its text short.
 # Every server exits 0 on SIGTERM with no sanitizer report. Ends with "hardening: N passed, N failed".
 set -u
 cd "$(dirname "$0")/../.."
@@ -56,6 +58,31 @@ if start_server beam -m "$smol" --parallel 8 -c 2048 -t 1; then
     else bad "SIGTERM during a beam search: exit after $(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }') s (promised 5)"; fi
     stop_server beam
     wait
+fi
+
+# ---- framing and text ----
+if start_server small -m "$stories" --parallel 1; then
+    port=${url_small##*:}
+    reply=$(/usr/bin/python3 - "$port" <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+b = b'{"content": "hi"}'
+s.sendall(b"POST /tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+          b"Content-Length: %d\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % (len(b), len(b)) + b)
+out = b""
+while chunk := s.recv(4096):
+    out += chunk
+print(out.decode(errors="replace"))
+PY
+)
+    expect_in "two Content-Length headers: the status" "HTTP/1.1 400" "$reply"
+    expect_in "two Content-Length headers: the reason" "the request has 2 Content-Length headers" "$reply"
+    code=$(post "$url_small/v1/chat/completions" '{"messages": [{"role": "user", "content": "Hi\u0000 and the rest"}], "max_tokens": 2}')
+    expect_eq "an escaped NUL in a message: the status" "$code" 400
+    expect_in "an escaped NUL in a message: the reason" "at byte 45: text may not contain NUL characters" "$(cat "$tmp/body")"
+    code=$(post "$url_small/v1/chat/completions" '{"messages": [{"role": "user", "content": "a\\u0000 is text"}], "max_tokens": 2}')
+    expect_eq "an escaped backslash before u0000 is text" "$code" 200
+    stop_server small
 fi
 
 finish

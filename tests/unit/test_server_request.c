@@ -269,6 +269,24 @@ static void test_tokenize_bodies(void) {
     CHECK(srv_detokenize_parse(b6, strlen(b6), 1000, &d, &e) == -1 && e.status == 400);
 }
 
+/* An escaped NUL would cut the text short inside cJSON: refused, naming where it is; an escaped
+ * backslash before "u0000" is text. */
+static void test_escaped_nul(void) {
+    srv_tokenize_req t;
+    srv_error e;
+    const char *b1 = "{\"content\":\"Hello\\u0000 hidden\"}";
+    CHECK(srv_tokenize_parse(b1, strlen(b1), &t, &e) == -1 && e.status == 400 && strstr(e.message, "NUL") &&
+          strstr(e.message, "byte 17"));
+    const char *b2 = "{\"content\":\"a\\\\u0000\"}";
+    CHECK(srv_tokenize_parse(b2, strlen(b2), &t, &e) == 0 && !strcmp(t.content, "a\\u0000"));
+    srv_tokenize_free(&t);
+    const char *b3 = "{\"content\":\"\\u00001\"}";
+    CHECK(srv_tokenize_parse(b3, strlen(b3), &t, &e) == -1);
+    const char *b4 = "{\"content\":\"\\u0001\"}";
+    CHECK(srv_tokenize_parse(b4, strlen(b4), &t, &e) == 0 && t.len == 1 && t.content[0] == 1);
+    srv_tokenize_free(&t);
+}
+
 /* POST /slots/{id}?action=: the id from the path, the action from the query, a plain file name. */
 /* /v1/embeddings: the four input forms, encoding_format, and refusals naming the field. */
 static void test_embedding_bodies(void) {
@@ -338,13 +356,15 @@ static void test_slot_bodies(void) {
         "{\"filename\": \"../x\"}", "{\"filename\": \"a/b\"}", "{\"filename\": \"/etc/passwd\"}",
         "{\"filename\": \".hidden\"}", "{\"filename\": \"..\"}", "{\"filename\": \"a..b\"}",
         "{\"filename\": \"\"}", "{\"filename\": \"a b\"}", "{\"filename\": \"a\\\\b\"}",
-        "{\"filename\": \"caf\u00e9\"}", "{\"filename\": \"a\\u0000b\"}", "{\"filename\": 5}", "{}",
+        "{\"filename\": \"caf\u00e9\"}", "{\"filename\": 5}", "{}",
         "{\"filename\": \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
         "xxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"};
     for (size_t i = 0; i < sizeof bad_names / sizeof *bad_names; i++)
         CHECK_MSG(srv_slot_parse("1", "save", bad_names[i], strlen(bad_names[i]), 4, &r, &e) == -1 &&
                       !strcmp(e.param, "filename"),
                   "%s", bad_names[i]);
+    const char *nul = "{\"filename\": \"a\\u0000b\"}"; /* the body's NUL, before the name is looked at */
+    CHECK(srv_slot_parse("1", "save", nul, strlen(nul), 4, &r, &e) == -1 && strstr(e.message, "NUL"));
     const char *b = "[\"a.bin\"]";
     CHECK(srv_slot_parse("1", "save", b, strlen(b), 4, &r, &e) == -1 && strstr(e.message, "JSON object"));
 }
@@ -357,6 +377,7 @@ int main(void) {
     test_invalid_values();
     test_beams();
     test_tokenize_bodies();
+    test_escaped_nul();
     test_slot_bodies();
     test_embedding_bodies();
     return test_summary("test_server_request");
