@@ -17,6 +17,12 @@
     "                     [--context-shift [--keep N] | --attention-sinks N]\n"                              \
     "                     [-md FILE | --lookup-ngram N] [--draft-max N] [--draft-min N] [--draft-fixed]\n"    \
     "                     [--alias NAME] [--chat-template FILE]\n"                                            \
+    "                     [--max-connections N] [--max-conn-per-ip N] [--timeout-headers S] [--timeout-body S]\n" \
+    "  --max-connections N   open connections, a thread each (default 1024)\n"                                \
+    "  --max-conn-per-ip N   from one client address (default 64; 0: no limit, e.g. behind a balancer)\n"     \
+    "  --timeout-headers S   a request's headers must arrive within S seconds of the connection opening\n"    \
+    "                     or of its previous answer, else the connection is closed (default 15)\n"            \
+    "  --timeout-body S   its body within S seconds of its headers (default 60)\n"                           \
     "  --api-key KEY      every endpoint but /health needs Authorization: Bearer KEY; --api-key-file FILE\n"   \
     "                     reads it from a file (kept out of the process list), else $NUCLEUS_API_KEY\n"      \
     "  --alias NAME       the model's id in /v1/models and in responses (default: the file name)\n"          \
@@ -81,6 +87,14 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
             ok = int_flag(argc, argv, &i, 0, 1 << 16, &v) && ((o->cfg.max_queue = (int32_t)v), true);
         else if (!strcmp(a, "--prefill-chunk"))
             ok = int_flag(argc, argv, &i, 1, 1 << 16, &v) && ((o->cfg.chunk = (int32_t)v), true);
+        else if (!strcmp(a, "--max-connections"))
+            ok = int_flag(argc, argv, &i, 1, 1 << 16, &v) && ((o->cfg.max_connections = (int)v), true);
+        else if (!strcmp(a, "--max-conn-per-ip"))
+            ok = int_flag(argc, argv, &i, 0, 1 << 16, &v) && ((o->cfg.max_conn_per_ip = v ? (int)v : -1), true);
+        else if (!strcmp(a, "--timeout-headers"))
+            ok = int_flag(argc, argv, &i, 1, 3600, &v) && ((o->cfg.header_seconds = (double)v), true);
+        else if (!strcmp(a, "--timeout-body"))
+            ok = int_flag(argc, argv, &i, 1, 3600, &v) && ((o->cfg.body_seconds = (double)v), true);
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(USAGE, stdout);
             fputs(cli_spec_usage(), stdout);

@@ -21,6 +21,7 @@
 #include <microhttpd.h>
 
 #include "server/access.h"
+#include "server/conn_guard.h"
 #include "server/embed.h"
 #include "server/job.h"
 #include "server/metrics.h"
@@ -42,6 +43,7 @@ struct srv_server {
     char *slot_dir;        /* --slot-save-path, or NULL */
     size_t max_body;
     double drain_seconds;
+    conn_guard *guard;     /* the deadlines of headers and bodies */
     int port;
     int64_t created;
     char note[512];
@@ -601,12 +603,31 @@ static enum MHD_Result respond(srv_server *sv, struct MHD_Connection *conn, cons
     }
 }
 
+/* A connection's entry in the guard (its socket context). */
+static conn_entry *guard_entry(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    srv_server *sv = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = ci ? conn_guard_open(sv->guard, ci->connect_fd) : NULL;
+    } else {
+        conn_guard_close(sv->guard, *socket_context);
+        *socket_context = NULL;
+    }
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     srv_server *sv = cls;
     (void)version;
     conn_req *rq = *con_cls;
     if (!rq) { /* headers only: decide what can be decided, then receive the body */
+        conn_guard_phase(sv->guard, guard_entry(conn), CONN_BODY);
         if (!(rq = calloc(1, sizeof *rq))) return MHD_NO;
         *con_cls = rq;
         srv_access_begin(&rq->acc, method, url);
@@ -618,6 +639,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_size = 0;
         return MHD_YES;
     }
+    conn_guard_phase(sv->guard, guard_entry(conn), CONN_ANSWER);
     answering = rq;
     enum MHD_Result ok = respond(sv, conn, url, rq);
     answering = NULL;
@@ -625,7 +647,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    (void)cls, (void)conn, (void)toe;
+    srv_server *sv = cls;
+    (void)toe;
+    conn_guard_phase(sv->guard, guard_entry(conn), CONN_HEADERS); /* kept alive: the next request's */
     conn_req *rq = *con_cls;
     if (!rq) return;
     if (!rq->logged) srv_access_write(&rq->acc);
@@ -666,8 +690,19 @@ static int start_daemon(srv_server *sv, const srv_config *cfg, nc_err *err) {
     if (fd < 0) return -1;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC;
     if (ipv6) flags |= MHD_USE_IPv6;
+    /* one client address may not take every connection (and thread): slowloris from one host */
+    int per_ip = cfg->max_conn_per_ip ? cfg->max_conn_per_ip : 64;
+    if (conn_guard_new(&sv->guard, cfg->header_seconds > 0 ? cfg->header_seconds : 15,
+                       cfg->body_seconds > 0 ? cfg->body_seconds : 60)) {
+        close(fd);
+        snprintf(err->msg, sizeof err->msg, "cannot start the connection watchdog");
+        return -1;
+    }
     sv->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, sv, MHD_OPTION_LISTEN_SOCKET, fd,
-                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv, MHD_OPTION_CONNECTION_LIMIT, 256u,
+                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+                             sv, MHD_OPTION_CONNECTION_LIMIT,
+                             (unsigned)(cfg->max_connections > 0 ? cfg->max_connections : 1024),
+                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)(per_ip > 0 ? per_ip : 0),
                              MHD_OPTION_CONNECTION_TIMEOUT, 300u, MHD_OPTION_END);
     if (!sv->d) {
         close(fd);
@@ -681,6 +716,7 @@ static int start_daemon(srv_server *sv, const srv_config *cfg, nc_err *err) {
 
 static void server_free(srv_server *sv) {
     srv_sched_free(sv->sched);
+    conn_guard_free(sv->guard); /* after the daemon: its connections are closed */
     if (sv->mc_ready) srv_model_ctx_free(&sv->mc);
     if (sv->emb_ready) srv_embedder_free(&sv->emb);
     if (sv->metrics_ready) srv_metrics_destroy(&sv->metrics);

@@ -26,6 +26,11 @@ typedef struct srv_config {
     const char *api_key;   /* NULL: no authentication */
     size_t max_body;       /* bytes; larger bodies get 413 */
     double drain_seconds;  /* at shutdown, how long running requests may finish */
+    double header_seconds; /* a request's headers must arrive within this of the connection opening
+                              or its previous answer (0: 15) */
+    double body_seconds;   /* and its body within this of the headers (0: 60) */
+    int max_connections;   /* open connections, a thread each (0: 1024) */
+    int max_conn_per_ip;   /* from one client address (0: 64; -1: no limit, behind a balancer) */
     const char *model_id;  /* the name /v1/models reports */
     const char *slot_save_path; /* the directory slot files are saved to and restored from; NULL: off */
     bool swa_full;         /* sliding-window layers keep every position (nc_context_params.swa_full) */

@@ -4,6 +4,9 @@
 # - a beam search whose client leaves ends at its next step: the request after it is answered at
 #   once, not after the search (which would run for minutes); SIGTERM during a search exits
 #   within the 5 s the server promises, with no leak of the queued job;
+# - slowloris (tests/e2e/slowloris.py): 300 connections from one address sending a header byte
+#   every half second; the server keeps its per-address limit, closes the slow ones at the header
+#   deadline, and /health answers another address throughout;
 # - two Content-Length headers (request smuggling) are refused with 400, and so is an escaped NUL
 #   in a message, which would otherwise cut its text short.
 # Every server exits 0 on SIGTERM with no sanitizer report. Ends with "hardening: N passed, N failed".
@@ -58,6 +61,16 @@ if start_server beam -m "$smol" --parallel 8 -c 2048 -t 1; then
     else bad "SIGTERM during a beam search: exit after $(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }') s (promised 5)"; fi
     stop_server beam
     wait
+fi
+
+# ---- slowloris ----
+if start_server slow -m "$stories" --parallel 1 --timeout-headers 3 --max-conn-per-ip 40; then
+    res=$(/usr/bin/python3 tests/e2e/slowloris.py "${url_slow##*:}" 300 3)
+    field() { /usr/bin/python3 -c 'import json, sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$res" "$1"; }
+    expect_eq "slowloris: connections held from one address ($res)" "$(field accepted)" 40
+    expect_eq "slowloris: every slow connection closed at the header deadline" "$(field closed_in_time)" 40
+    expect_eq "slowloris: /health answered throughout" "$(field health_ok)" "$(field health_asked)"
+    stop_server slow
 fi
 
 # ---- framing and text ----
