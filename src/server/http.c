@@ -38,6 +38,7 @@ enum { SRV_LOADING, SRV_READY, SRV_DRAINING };
 struct srv_server {
     struct MHD_Daemon *d;
     atomic_int state;      /* SRV_READY (stored with release) publishes everything below */
+    atomic_int active;     /* requests between their headers and their response's last byte */
     nc_context *c;
     nc_context *draft;     /* the draft model's, with speculative decoding */
     srv_sched *sched;
@@ -570,6 +571,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (!rq) { /* headers only: decide what can be decided, then receive the body */
         if (!(rq = calloc(1, sizeof *rq))) return MHD_NO;
         *con_cls = rq;
+        atomic_fetch_add(&sv->active, 1);
         first_look(sv, conn, url, method, rq);
         return MHD_YES;
     }
@@ -582,9 +584,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    (void)cls, (void)conn, (void)toe;
+    srv_server *sv = cls;
+    (void)conn, (void)toe;
     conn_req *rq = *con_cls;
     if (!rq) return;
+    atomic_fetch_sub(&sv->active, 1);
     free(rq->body);
     free(rq);
     *con_cls = NULL;
@@ -638,6 +642,7 @@ int srv_listen(srv_server **out, const srv_config *cfg, nc_err *err) {
         return -1;
     }
     atomic_init(&sv->state, SRV_LOADING);
+    atomic_init(&sv->active, 0);
     sv->max_body = cfg->max_body;
     sv->drain_seconds = cfg->drain_seconds;
     sv->created = (int64_t)time(NULL);
@@ -711,9 +716,14 @@ void srv_stop(srv_server *sv) {
     /* Draining: the listener stays open so that /health says so and new generation requests get
      * a 503 a balancer retries elsewhere, while the running ones get drain_seconds to finish. */
     atomic_store_explicit(&sv->state, SRV_DRAINING, memory_order_release);
+    double until = srv_now() + sv->drain_seconds;
     if (sv->sched) srv_sched_drain(sv->sched, sv->drain_seconds);
     MHD_socket listener = MHD_quiesce_daemon(sv->d);
     if (listener != MHD_INVALID_SOCKET) close(listener);
+    /* A finished job's response may still be on its way out (a stream's last events): stopping
+     * the daemon now would cut it. Idle keep-alive connections hold no request and are not
+     * waited for. */
+    while (atomic_load(&sv->active) > 0 && srv_now() < until) nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
     if (sv->sched) srv_sched_stop(sv->sched); /* jobs left end with 503; their connections finish */
     MHD_stop_daemon(sv->d);
     server_free(sv);
