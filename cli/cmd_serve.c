@@ -236,15 +236,24 @@ int cmd_serve(int argc, char **argv) {
     srv_server *sv = NULL;
     char *id = o.alias ? NULL : model_id(o.model);
     o.cfg.model_id = o.alias ? o.alias : id ? id : "model";
+    /* Listen first: while the models load, /health answers 503 {"status":"loading"}. */
+    if (srv_listen(&sv, &o.cfg, &err)) {
+        fprintf(stderr, "error: serve: %s\n", err.msg);
+        free(id);
+        opts_free(&o);
+        return 1;
+    }
     if (o.spec.draft_path && nc_model_load(&dm, o.spec.draft_path, &err)) {
         fprintf(stderr, "error: serve: --draft-model %s: %s\n", o.spec.draft_path, err.msg);
+        srv_stop(sv);
         free(id);
         opts_free(&o);
         return 1;
     }
     o.cfg.draft_model = dm;
-    if (nc_model_load(&m, o.model, &err) || srv_start(&sv, m, &o.cfg, &err)) {
+    if (nc_model_load(&m, o.model, &err) || srv_start(sv, m, &o.cfg, &err)) {
         fprintf(stderr, "error: serve: %s%s\n", dm && strstr(err.msg, "draft") ? "--draft-model: " : "", err.msg);
+        srv_stop(sv);
         nc_model_free(m);
         nc_model_free(dm);
         free(id);

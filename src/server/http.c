@@ -4,11 +4,17 @@
  * The daemon runs one thread per connection, so a handler may block: a request that does not
  * stream waits in the access handler for its job, a streaming one waits inside the content
  * reader for the next piece. While waiting, both look at the socket every 100 ms: a client that
- * has closed it cancels its job, which frees its slots at the engine's next step. */
+ * has closed it cancels its job, which frees its slots at the engine's next step.
+ *
+ * The listener opens before the model loads and stays open while the server drains, so a load
+ * balancer or an orchestrator can tell "not ready" from "gone": /health answers 503 with
+ * {"status":"loading"} or {"status":"draining"}, and generation requests get 503, which a
+ * balancer retries on another replica. */
 #include "server/server.h"
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,8 +36,13 @@
 #include "server/response.h"
 #include "server/scheduler.h"
 
+/* What the server can do now; only srv_start and srv_stop change it. */
+enum { SRV_LOADING, SRV_READY, SRV_DRAINING };
+
 struct srv_server {
     struct MHD_Daemon *d;
+    atomic_int state;      /* SRV_READY (stored with release) publishes everything below */
+    atomic_int active;     /* requests between their headers and their response's last byte */
     nc_context *c;
     nc_context *draft;     /* the draft model's, with speculative decoding */
     srv_sched *sched;
@@ -67,6 +78,18 @@ static _Thread_local conn_req *answering;
 
 /* ---- Replies ------------------------------------------------------------------------------- */
 
+/* The X-Request-Id of the request being answered: the client's when sane, else a fresh one. The
+ * daemon runs each connection, its access handler and its content reader, on one thread, so a
+ * thread-local holds it from the headers to the response without passing it everywhere. */
+static _Thread_local char request_id[SRV_REQUEST_ID_MAX + 1];
+
+static void take_request_id(struct MHD_Connection *conn) {
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id");
+    if (h && srv_request_id_sane(h)) snprintf(request_id, sizeof request_id, "%s", h);
+    else snprintf(request_id, sizeof request_id, "%016llx%016llx", (unsigned long long)srv_random_u64(),
+                  (unsigned long long)srv_random_u64());
+}
+
 /* Queue body (malloc'd, taken) as the response. allow: the Allow header of a 405. */
 static enum MHD_Result send_body(srv_server *sv, struct MHD_Connection *conn, int status, char *body,
                                  const char *type, const char *allow) {
@@ -77,6 +100,7 @@ static enum MHD_Result send_body(srv_server *sv, struct MHD_Connection *conn, in
         return MHD_NO;
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    MHD_add_response_header(r, "X-Request-Id", request_id);
     if (status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     if (allow) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
@@ -165,6 +189,7 @@ __attribute__((format(printf, 4, 5))) static void refuse(conn_req *rq, int statu
 
 /* Everything decidable from the request line and headers: 404, 401, 405, 413. */
 static void first_look(srv_server *sv, struct MHD_Connection *conn, const char *url, const char *method, conn_req *rq) {
+    take_request_id(conn);
     const route *rt = find_route(url);
     rq->ep = rt ? rt->ep : SRV_EP_OTHER;
     srv_metrics_request(&sv->metrics, rq->ep);
@@ -443,6 +468,8 @@ static enum MHD_Result reply_stream(srv_server *sv, struct MHD_Connection *conn,
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(r, "X-Request-Id", request_id);
+    MHD_add_response_header(r, "X-Accel-Buffering", "no"); /* nginx: pass each event on at once */
     enum MHD_Result ok = MHD_queue_response(conn, 200, r);
     MHD_destroy_response(r);
     srv_metrics_response(&sv->metrics, 200);
@@ -583,11 +610,33 @@ static enum MHD_Result handle_slots(srv_server *sv, struct MHD_Connection *conn,
     return send_json(sv, conn, 200, srv_json_slot(r.id, r.filename, r.op == SRV_SLOT_SAVE, a.n_tokens, a.n_bytes, a.ms));
 }
 
+/* 503 while loading (anything but /health and /metrics) or draining (generation): a balancer
+ * retries the request elsewhere. true when it was sent. */
+static bool unavailable(srv_server *sv, struct MHD_Connection *conn, const conn_req *rq, int state,
+                        enum MHD_Result *sent) {
+    bool generation = rq->ep == SRV_EP_COMPLETIONS || rq->ep == SRV_EP_CHAT || rq->ep == SRV_EP_SLOTS;
+    srv_error e;
+    if (state == SRV_LOADING && rq->ep != SRV_EP_HEALTH && rq->ep != SRV_EP_METRICS)
+        srv_error_set(&e, 503, "server_error", "loading", NULL, "the model is loading, retry later");
+    else if (state == SRV_DRAINING && generation)
+        srv_error_set(&e, 503, "server_error", "draining", NULL, "the server is shutting down, retry elsewhere");
+    else return false;
+    *sent = send_error(sv, conn, &e);
+    return true;
+}
+
 static enum MHD_Result respond(srv_server *sv, struct MHD_Connection *conn, const char *url, conn_req *rq) {
     if (rq->refused)
         return send_body(sv, conn, rq->early.status, srv_json_error(&rq->early), "application/json", rq->allow);
+    int state = atomic_load_explicit(&sv->state, memory_order_acquire);
+    enum MHD_Result sent;
+    if (unavailable(sv, conn, rq, state, &sent)) return sent;
     switch (rq->ep) {
-    case SRV_EP_HEALTH: return send_json(sv, conn, 200, strdup("{\"status\":\"ok\"}"));
+    case SRV_EP_HEALTH:
+        return send_json(sv, conn, state == SRV_READY ? 200 : 503,
+                         strdup(state == SRV_READY     ? "{\"status\":\"ok\"}"
+                                : state == SRV_LOADING ? "{\"status\":\"loading\"}"
+                                                       : "{\"status\":\"draining\"}"));
     case SRV_EP_MODELS:
         if (strcmp(url, "/v1/models")) return handle_model(sv, conn, url);
         return send_json(sv, conn, 200, srv_json_models(sv->model_id, sv->created));
@@ -631,6 +680,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (!(rq = calloc(1, sizeof *rq))) return MHD_NO;
         *con_cls = rq;
         srv_access_begin(&rq->acc, method, url);
+        atomic_fetch_add(&sv->active, 1);
         first_look(sv, conn, url, method, rq);
         return MHD_YES;
     }
@@ -652,6 +702,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     conn_guard_phase(sv->guard, guard_entry(conn), CONN_HEADERS); /* kept alive: the next request's */
     conn_req *rq = *con_cls;
     if (!rq) return;
+    atomic_fetch_sub(&sv->active, 1);
     if (!rq->logged) srv_access_write(&rq->acc);
     free(rq->body);
     free(rq);
@@ -728,13 +779,15 @@ static void server_free(srv_server *sv) {
     free(sv);
 }
 
-int srv_start(srv_server **out, nc_model *m, const srv_config *cfg, nc_err *err) {
+int srv_listen(srv_server **out, const srv_config *cfg, nc_err *err) {
     *out = NULL;
     srv_server *sv = calloc(1, sizeof *sv);
     if (!sv) {
         snprintf(err->msg, sizeof err->msg, "out of memory");
         return -1;
     }
+    atomic_init(&sv->state, SRV_LOADING);
+    atomic_init(&sv->active, 0);
     sv->max_body = cfg->max_body;
     sv->drain_seconds = cfg->drain_seconds;
     sv->created = (int64_t)time(NULL);
@@ -759,18 +812,27 @@ int srv_start(srv_server **out, nc_model *m, const srv_config *cfg, nc_err *err)
             goto fail;
         }
     }
+    if (start_daemon(sv, cfg, err)) goto fail;
+    *out = sv;
+    return 0;
+fail:
+    server_free(sv);
+    return -1;
+}
+
+int srv_start(srv_server *sv, nc_model *m, const srv_config *cfg, nc_err *err) {
     bool spec = cfg->draft_model || cfg->spec.lookup_ngram > 0;
     int32_t per_slot = 1 + (spec ? (cfg->spec.draft_max ? cfg->spec.draft_max : 16) : 0);
     nc_context_params cp = {.n_ctx = cfg->n_ctx, .n_seq_max = cfg->n_parallel, .n_threads = cfg->n_threads,
                             .n_batch = cfg->n_parallel * per_slot + cfg->chunk, .kv_cells = cfg->kv_cells,
                             .type_k = cfg->type_k, .type_v = cfg->type_v, .swa_full = cfg->swa_full};
-    if (nc_context_new(&sv->c, m, &cp, err)) goto fail;
+    if (nc_context_new(&sv->c, m, &cp, err)) return -1;
     nc_spec_params sp = cfg->spec;
     if (cfg->draft_model) { /* a sequence per slot, as long as the model's */
         nc_context_params dp = {.n_ctx = nc_context_n_ctx(sv->c), .n_seq_max = cfg->n_parallel,
                                 .n_threads = cfg->n_threads};
         if (nc_spec_check_vocab(m, cfg->draft_model, err) || nc_context_new(&sv->draft, cfg->draft_model, &dp, err))
-            goto fail;
+            return -1;
         sp.draft = sv->draft;
         sp.draft_model = cfg->draft_model;
     }
@@ -779,7 +841,7 @@ int srv_start(srv_server **out, nc_model *m, const srv_config *cfg, nc_err *err)
     if ((int64_t)kst.n_blocks * NC_KV_BLOCK < nc_context_n_ctx(sv->c)) { /* one slot must be able to fill its context */
         snprintf(err->msg, sizeof err->msg, "--kv-size %lld is smaller than the context of a slot (%d tokens)",
                  (long long)cfg->kv_cells, nc_context_n_ctx(sv->c));
-        goto fail;
+        return -1;
     }
     if (srv_model_ctx_init(&sv->mc, m, nc_context_n_ctx(sv->c), cfg->n_parallel, cfg->chat_template, sv->note,
                            sizeof sv->note, err)) {
@@ -788,19 +850,16 @@ int srv_start(srv_server **out, nc_model *m, const srv_config *cfg, nc_err *err)
             snprintf(why, sizeof why, "%s", err->msg);
             snprintf(err->msg, sizeof err->msg, "--chat-template: %.400s", why);
         }
-        goto fail;
+        return -1;
     }
     sv->mc_ready = true;
     srv_embedder_init(&sv->emb, m, nc_context_n_ctx(sv->c), nc_context_n_threads(sv->c));
     sv->emb_ready = true;
     srv_sched_config sc = {.n_slots = cfg->n_parallel, .max_queue = cfg->max_queue, .chunk = cfg->chunk,
                            .swa_full = cfg->swa_full, .context = cfg->context, .spec = sp};
-    if (srv_sched_new(&sv->sched, sv->c, m, &sc, &sv->metrics, err) || start_daemon(sv, cfg, err)) goto fail;
-    *out = sv;
+    if (srv_sched_new(&sv->sched, sv->c, m, &sc, &sv->metrics, err)) return -1;
+    atomic_store_explicit(&sv->state, SRV_READY, memory_order_release);
     return 0;
-fail:
-    server_free(sv);
-    return -1;
 }
 
 int srv_port(const srv_server *s) { return s->port; }
@@ -813,10 +872,18 @@ const char *srv_note(const srv_server *s) { return s->note; }
 
 void srv_stop(srv_server *sv) {
     if (!sv) return;
+    /* Draining: the listener stays open so that /health says so and new generation requests get
+     * a 503 a balancer retries elsewhere, while the running ones get drain_seconds to finish. */
+    atomic_store_explicit(&sv->state, SRV_DRAINING, memory_order_release);
+    double until = srv_now() + sv->drain_seconds;
+    if (sv->sched) srv_sched_drain(sv->sched, sv->drain_seconds);
     MHD_socket listener = MHD_quiesce_daemon(sv->d);
     if (listener != MHD_INVALID_SOCKET) close(listener);
-    srv_sched_drain(sv->sched, sv->drain_seconds);
-    srv_sched_stop(sv->sched); /* jobs left end with 503; their connections finish */
+    /* A finished job's response may still be on its way out (a stream's last events): stopping
+     * the daemon now would cut it. Idle keep-alive connections hold no request and are not
+     * waited for. */
+    while (atomic_load(&sv->active) > 0 && srv_now() < until) nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
+    if (sv->sched) srv_sched_stop(sv->sched); /* jobs left end with 503; their connections finish */
     MHD_stop_daemon(sv->d);
     server_free(sv);
 }

@@ -29,6 +29,16 @@ void srv_error_set(srv_error *e, int status, const char *type, const char *code,
     va_end(ap);
 }
 
+bool srv_request_id_sane(const char *id) {
+    size_t n = 0;
+    for (; id[n]; n++) {
+        unsigned char c = (unsigned char)id[n];
+        bool word = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        if (n == SRV_REQUEST_ID_MAX || (!word && !strchr("._:/+=@-", c))) return false;
+    }
+    return n > 0;
+}
+
 /* A 400 about one field; returns -1 so readers can `return refuse(...)`. */
 __attribute__((format(printf, 3, 4))) static int refuse(srv_error *e, const char *param, const char *fmt, ...) {
     va_list ap;

@@ -27,6 +27,13 @@ typedef struct srv_error {
 void srv_error_set(srv_error *e, int status, const char *type, const char *code, const char *param,
                    const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
+/* X-Request-Id: the id a client or a load balancer gave, echoed on the response for tracing. One
+ * is echoed only when "sane": 1 to SRV_REQUEST_ID_MAX characters of [A-Za-z0-9._:/+=@-] (what
+ * UUIDs, nginx's $request_id and trace ids are made of); anything else (spaces, quotes, control
+ * characters, a log line's worth of text) is replaced by a fresh id. */
+#define SRV_REQUEST_ID_MAX 128
+bool srv_request_id_sane(const char *id);
+
 typedef enum srv_api { SRV_API_COMPLETIONS, SRV_API_CHAT } srv_api;
 
 /* One prompt of a completions request: a text, or token ids given as such. */

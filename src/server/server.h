@@ -44,7 +44,12 @@ typedef struct srv_config {
 
 typedef struct srv_server srv_server;
 
-int srv_start(srv_server **out, nc_model *m, const srv_config *cfg, nc_err *err);
+/* Open the listener before the model loads: until srv_start, /health answers 503
+ * {"status":"loading"} and the other endpoints (but /metrics) 503, so a load balancer or an
+ * orchestrator can wait for the replica. */
+int srv_listen(srv_server **out, const srv_config *cfg, nc_err *err);
+/* Serve the model: on success the server is ready (/health 200). On failure stop it (srv_stop). */
+int srv_start(srv_server *s, nc_model *m, const srv_config *cfg, nc_err *err);
 int srv_port(const srv_server *s);
 /* What the server made, for its start-up summary. */
 typedef struct srv_info {
@@ -54,8 +59,9 @@ typedef struct srv_info {
 void srv_get_info(const srv_server *s, srv_info *out);
 /* A remark for the operator ("" when none): e.g. that the model's chat template was unusable. */
 const char *srv_note(const srv_server *s);
-/* Graceful stop: no new connections or requests, running requests get drain_seconds to finish,
- * the rest end with 503; then everything is freed. */
+/* Graceful stop: /health answers 503 {"status":"draining"} and new generation requests 503 while
+ * running requests get drain_seconds to finish (less when they finish sooner); then the listener
+ * closes, the rest end with 503, and everything is freed. */
 void srv_stop(srv_server *s);
 
 #endif

@@ -369,6 +369,23 @@ static void test_slot_bodies(void) {
     CHECK(srv_slot_parse("1", "save", b, strlen(b), 4, &r, &e) == -1 && strstr(e.message, "JSON object"));
 }
 
+/* Ids echoed as they came (UUIDs, nginx's $request_id, trace ids) and ids replaced. */
+static void test_request_ids(void) {
+    CHECK(srv_request_id_sane("0f8fad5b-d9cb-469f-a165-70867728950e"));
+    CHECK(srv_request_id_sane("9e107d9d372bb6826bd81d3542a419d6"));
+    CHECK(srv_request_id_sane("a") && srv_request_id_sane("trace:span/1+x=y@z_w.v"));
+    char longest[SRV_REQUEST_ID_MAX + 2];
+    memset(longest, 'x', sizeof longest);
+    longest[SRV_REQUEST_ID_MAX] = 0;
+    CHECK(srv_request_id_sane(longest));
+    longest[SRV_REQUEST_ID_MAX] = 'x';
+    longest[SRV_REQUEST_ID_MAX + 1] = 0;
+    CHECK(!srv_request_id_sane(longest));
+    const char *refused[] = {"", "a b", "a\"b", "a\r\nSet-Cookie: x", "a\tb", "<script>", "id;rm", "\xc3\xa9", "a,b"};
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
+        CHECK_MSG(!srv_request_id_sane(refused[i]), "accepted: %s", refused[i]);
+}
+
 int main(void) {
     test_completion_defaults();
     test_completion_fields();
@@ -380,5 +397,6 @@ int main(void) {
     test_escaped_nul();
     test_slot_bodies();
     test_embedding_bodies();
+    test_request_ids();
     return test_summary("test_server_request");
 }
