@@ -51,6 +51,7 @@ struct srv_server {
     srv_embedder emb;
     bool mc_ready, metrics_ready, emb_ready;
     char *api_key, *model_id;
+    char *allowed_hosts;   /* srv_host_allowed's list */
     char *slot_dir;        /* --slot-save-path, or NULL */
     size_t max_body;
     double drain_seconds;
@@ -193,6 +194,9 @@ static void first_look(srv_server *sv, struct MHD_Connection *conn, const char *
     const route *rt = find_route(url);
     rq->ep = rt ? rt->ep : SRV_EP_OTHER;
     srv_metrics_request(&sv->metrics, rq->ep);
+    const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+    if (!srv_host_allowed(host, sv->allowed_hosts))
+        return refuse(rq, 403, "host_not_allowed", "Host '%.200s' is not one this server answers to (--allowed-hosts)", host);
     /* the key first: without it, not even which paths exist is told */
     if ((!rt || rt->ep != SRV_EP_HEALTH) && !authorized(sv, conn))
         return refuse(rq, 401, "invalid_api_key", "missing or wrong API key (Authorization: Bearer KEY)");
@@ -774,6 +778,7 @@ static void server_free(srv_server *sv) {
     nc_context_free(sv->c);
     nc_context_free(sv->draft);
     free(sv->api_key);
+    free(sv->allowed_hosts);
     free(sv->model_id);
     free(sv->slot_dir);
     free(sv);
@@ -793,9 +798,10 @@ int srv_listen(srv_server **out, const srv_config *cfg, nc_err *err) {
     sv->created = (int64_t)time(NULL);
     sv->model_id = strdup(cfg->model_id);
     sv->api_key = cfg->api_key ? strdup(cfg->api_key) : NULL;
+    sv->allowed_hosts = cfg->allowed_hosts ? strdup(cfg->allowed_hosts) : srv_default_allowed_hosts(cfg->host);
     srv_metrics_init(&sv->metrics, cfg->n_parallel);
     sv->metrics_ready = true;
-    if (!sv->model_id || (cfg->api_key && !sv->api_key)) {
+    if (!sv->model_id || (cfg->api_key && !sv->api_key) || !sv->allowed_hosts) {
         snprintf(err->msg, sizeof err->msg, "out of memory");
         goto fail;
     }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <cjson/cJSON.h>
 
@@ -37,6 +38,27 @@ bool srv_request_id_sane(const char *id) {
         if (n == SRV_REQUEST_ID_MAX || (!word && !strchr("._:/+=@-", c))) return false;
     }
     return n > 0;
+}
+
+bool srv_host_allowed(const char *host, const char *allowed) {
+    if (!host || !strcmp(allowed, "*")) return true;
+    /* the name without its port: "[v6]:port", "name:port" */
+    size_t n = host[0] == '[' && strchr(host, ']') ? (size_t)(strchr(host, ']') - host) + 1 : strcspn(host, ":");
+    for (const char *a = allowed; *a;) {
+        size_t m = strcspn(a, ",");
+        if (m == n && n > 0 && !strncasecmp(a, host, n)) return true;
+        a += m + (a[m] == ',');
+    }
+    return false;
+}
+
+char *srv_default_allowed_hosts(const char *bind_host) {
+    bool loopback = !strncmp(bind_host, "127.", 4) || !strcmp(bind_host, "::1") || !strcasecmp(bind_host, "localhost");
+    if (!loopback) return strdup("*");
+    size_t n = strlen(bind_host) + 40;
+    char *s = malloc(n);
+    if (s) snprintf(s, n, strchr(bind_host, ':') ? "localhost,127.0.0.1,[::1],[%s]" : "localhost,127.0.0.1,[::1],%s", bind_host);
+    return s;
 }
 
 /* A 400 about one field; returns -1 so readers can `return refuse(...)`. */

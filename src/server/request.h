@@ -34,6 +34,15 @@ void srv_error_set(srv_error *e, int status, const char *type, const char *code,
 #define SRV_REQUEST_ID_MAX 128
 bool srv_request_id_sane(const char *id);
 
+/* The Host header against the names the server answers to (DNS rebinding: a page on a name that
+ * resolves to 127.0.0.1 reaches a loopback server with its own name as Host). allowed: names
+ * separated by commas, or "*" for any; the header's port is ignored, names compare without
+ * case, an IPv6 address in brackets. A request without Host (HTTP/1.0) passes. */
+bool srv_host_allowed(const char *host, const char *allowed);
+/* What a server bound to bind_host answers to by default: on a loopback address, localhost and
+ * the loopback addresses ("localhost,127.0.0.1,[::1]" and bind_host); elsewhere "*". malloc'd. */
+char *srv_default_allowed_hosts(const char *bind_host);
+
 typedef enum srv_api { SRV_API_COMPLETIONS, SRV_API_CHAT } srv_api;
 
 /* One prompt of a completions request: a text, or token ids given as such. */

@@ -24,6 +24,8 @@ typedef struct srv_config {
     int32_t max_queue;     /* requests allowed to wait beyond the slots */
     int32_t chunk;         /* prompt tokens prefilled per step */
     const char *api_key;   /* NULL: no authentication */
+    const char *allowed_hosts; /* Host names answered, comma-separated, "*": any; NULL: see
+                                  srv_default_allowed_hosts */
     size_t max_body;       /* bytes; larger bodies get 413 */
     double drain_seconds;  /* at shutdown, how long running requests may finish */
     double header_seconds; /* a request's headers must arrive within this of the connection opening

@@ -8,7 +8,9 @@
 #   every half second; the server keeps its per-address limit, closes the slow ones at the header
 #   deadline, and /health answers another address throughout;
 # - two Content-Length headers (request smuggling) are refused with 400, and so is an escaped NUL
-#   in a message, which would otherwise cut its text short.
+#   in a message, which would otherwise cut its text short;
+# - a Host the server does not answer to (DNS rebinding) gets 403, by default on loopback and with
+#   --allowed-hosts.
 # Every server exits 0 on SIGTERM with no sanitizer report. Ends with "hardening: N passed, N failed".
 set -u
 cd "$(dirname "$0")/../.."
@@ -64,8 +66,8 @@ if start_server beam -m "$smol" --parallel 8 -c 2048 -t 1; then
 fi
 
 # ---- slowloris ----
-if start_server slow -m "$stories" --parallel 1 --timeout-headers 3 --max-conn-per-ip 40; then
-    res=$(/usr/bin/python3 tests/e2e/slowloris.py "${url_slow##*:}" 300 3)
+if start_server slow -m "$stories" --parallel 1 --timeout-headers 6 --max-conn-per-ip 40; then
+    res=$(/usr/bin/python3 tests/e2e/slowloris.py "${url_slow##*:}" 300 6)
     field() { /usr/bin/python3 -c 'import json, sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$res" "$1"; }
     expect_eq "slowloris: connections held from one address ($res)" "$(field accepted)" 40
     expect_eq "slowloris: every slow connection closed at the header deadline" "$(field closed_in_time)" 40
@@ -95,7 +97,18 @@ PY
     expect_in "an escaped NUL in a message: the reason" "at byte 45: text may not contain NUL characters" "$(cat "$tmp/body")"
     code=$(post "$url_small/v1/chat/completions" '{"messages": [{"role": "user", "content": "a\\u0000 is text"}], "max_tokens": 2}')
     expect_eq "an escaped backslash before u0000 is text" "$code" 200
+    # DNS rebinding: a page on another name that resolves to 127.0.0.1
+    code=$(post "$url_small/v1/completions" '{"prompt": "Once", "max_tokens": 2}' -H "Host: evil.example:$port")
+    expect_eq "a foreign Host on a loopback server" "$code" 403
+    expect_in "a foreign Host: the reason" "Host 'evil.example:$port' is not one this server answers to" "$(cat "$tmp/body")"
+    expect_eq "Host localhost" "$(post "$url_small/v1/completions" '{"prompt": "Once", "max_tokens": 2}' -H "Host: localhost:$port")" 200
     stop_server small
+fi
+if start_server named -m "$stories" --parallel 1 --allowed-hosts api.example,other.example; then
+    expect_eq "--allowed-hosts: a listed name" "$(post "$url_named/v1/completions" '{"prompt": "Once", "max_tokens": 2}' -H "Host: API.example")" 200
+    expect_eq "--allowed-hosts: the address itself is not listed" "$(post "$url_named/v1/completions" '{"prompt": "Once", "max_tokens": 2}')" 403
+    expect_eq "--allowed-hosts: /health too" "$(curl -s -o /dev/null -w '%{http_code}' "$url_named/health")" 403
+    stop_server named
 fi
 
 finish

@@ -50,7 +50,7 @@ ss = [socket.socket() for _ in range(5)]
 for s in ss: s.bind(("127.0.0.1", 0))
 print(*[s.getsockname()[1] for s in ss])')
 ports=("$p1" "$p2" "$p3")
-replica_args=(-m "$model" --parallel 2 -c 1024 -t 1 --max-conn-per-ip 0) # as deploy/systemd runs them
+replica_args=(-m "$model" --parallel 2 -c 1024 -t 1 --max-conn-per-ip 0 --allowed-hosts '*') # as deploy/systemd runs them
 for i in 1 2 3; do start_server "r$i" "${replica_args[@]}" --port "${ports[i-1]}" || finish; done
 
 # start_nginx NAME PORT POOL: deploy/nginx/nucleus.conf on PORT with the replicas above and pool

@@ -2,6 +2,7 @@
  * field for every invalid value. */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "server/request.h"
@@ -269,6 +270,28 @@ static void test_tokenize_bodies(void) {
     CHECK(srv_detokenize_parse(b6, strlen(b6), 1000, &d, &e) == -1 && e.status == 400);
 }
 
+/* Host names: the port ignored, case ignored, brackets for IPv6, "*" for any, none for HTTP/1.0;
+ * the defaults of a loopback and of a public bind. */
+static void test_hosts(void) {
+    const char *lo = "localhost,127.0.0.1,[::1]";
+    CHECK(srv_host_allowed("localhost:8080", lo) && srv_host_allowed("LOCALHOST", lo));
+    CHECK(srv_host_allowed("127.0.0.1:1", lo) && srv_host_allowed("[::1]:8080", lo) && srv_host_allowed("[::1]", lo));
+    CHECK(!srv_host_allowed("evil.example:8080", lo) && !srv_host_allowed("127.0.0.1.evil.example", lo));
+    CHECK(!srv_host_allowed("localhos", lo) && !srv_host_allowed("localhostx", lo) && !srv_host_allowed("", lo));
+    CHECK(!srv_host_allowed("[::1", lo) && !srv_host_allowed(":8080", lo));
+    CHECK(srv_host_allowed(NULL, lo) && srv_host_allowed("anything", "*"));
+    CHECK(srv_host_allowed("api.example.com", "api.example.com,other") && srv_host_allowed("other:1", "api.example.com,other"));
+    char *d = srv_default_allowed_hosts("127.0.0.2");
+    CHECK(d && srv_host_allowed("127.0.0.2:80", d) && srv_host_allowed("localhost", d) && !srv_host_allowed("evil", d));
+    free(d);
+    d = srv_default_allowed_hosts("::1");
+    CHECK(d && srv_host_allowed("[::1]:80", d) && !srv_host_allowed("evil", d));
+    free(d);
+    d = srv_default_allowed_hosts("0.0.0.0");
+    CHECK(d && !strcmp(d, "*"));
+    free(d);
+}
+
 /* An escaped NUL would cut the text short inside cJSON: refused, naming where it is; an escaped
  * backslash before "u0000" is text. */
 static void test_escaped_nul(void) {
@@ -395,6 +418,7 @@ int main(void) {
     test_beams();
     test_tokenize_bodies();
     test_escaped_nul();
+    test_hosts();
     test_slot_bodies();
     test_embedding_bodies();
     test_request_ids();
