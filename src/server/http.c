@@ -205,6 +205,15 @@ static void first_look(srv_server *sv, struct MHD_Connection *conn, const char *
         rq->allow = !strcmp(rt->method, "GET") ? "GET, HEAD" : rt->method;
         return refuse(rq, 405, "method_not_allowed", "%s %s is not allowed; use %s", method, url, rt->method);
     }
+    /* a JSON body, said so: a page on another origin can only send the types of an HTML form
+     * (text/plain, form encodings) without a CORS preflight, so this refuses cross-site forms */
+    if (!strcmp(rt->method, "POST")) {
+        const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+        if (!srv_json_media_type(ct))
+            return refuse(rq, 415, "unsupported_media_type",
+                          "the body must be JSON sent with Content-Type: application/json (got %.100s%s%s)",
+                          ct ? "'" : "none", ct ? ct : "", ct ? "'" : "");
+    }
     int n_lengths = 0;
     MHD_get_connection_values(conn, MHD_HEADER_KIND, count_lengths, &n_lengths);
     if (n_lengths > 1) /* RFC 9110 8.6: which one frames the body is ambiguous (request smuggling) */

@@ -40,6 +40,15 @@ bool srv_request_id_sane(const char *id) {
     return n > 0;
 }
 
+bool srv_json_media_type(const char *ct) {
+    if (!ct) return false;
+    while (*ct == ' ' || *ct == '\t') ct++;
+    size_t n = strlen("application/json");
+    if (strncasecmp(ct, "application/json", n)) return false;
+    for (ct += n; *ct == ' ' || *ct == '\t'; ct++) {}
+    return *ct == 0 || *ct == ';';
+}
+
 bool srv_host_allowed(const char *host, const char *allowed) {
     if (!host || !strcmp(allowed, "*")) return true;
     /* the name without its port: "[v6]:port", "name:port" */

@@ -34,6 +34,9 @@ void srv_error_set(srv_error *e, int status, const char *type, const char *code,
 #define SRV_REQUEST_ID_MAX 128
 bool srv_request_id_sane(const char *id);
 
+/* Content-Type application/json, any case, with parameters (charset) or not. */
+bool srv_json_media_type(const char *content_type);
+
 /* The Host header against the names the server answers to (DNS rebinding: a page on a name that
  * resolves to 127.0.0.1 reaches a loopback server with its own name as Host). allowed: names
  * separated by commas, or "*" for any; the header's port is ignored, names compare without

@@ -113,7 +113,7 @@ want = []
 for msg in conversation:
     messages.append({"role": "user", "content": msg})
     body = json.dumps({"messages": messages, "temperature": 0, "max_tokens": 24}).encode()
-    with urllib.request.urlopen(urllib.request.Request(url + "/v1/chat/completions", body)) as r:
+    with urllib.request.urlopen(urllib.request.Request(url + "/v1/chat/completions", body, {"Content-Type": "application/json"})) as r:
         text = json.load(r)["choices"][0]["message"]["content"]
     want.append(text)
     messages.append({"role": "assistant", "content": text})

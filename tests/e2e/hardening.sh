@@ -9,6 +9,7 @@
 #   deadline, and /health answers another address throughout;
 # - two Content-Length headers (request smuggling) are refused with 400, and so is an escaped NUL
 #   in a message, which would otherwise cut its text short;
+# - a POST whose Content-Type is not application/json (what a cross-site form sends) gets 415;
 # - a Host the server does not answer to (DNS rebinding) gets 403, by default on loopback and with
 #   --allowed-hosts.
 # Every server exits 0 on SIGTERM with no sanitizer report. Ends with "hardening: N passed, N failed".
@@ -97,6 +98,14 @@ PY
     expect_in "an escaped NUL in a message: the reason" "at byte 45: text may not contain NUL characters" "$(cat "$tmp/body")"
     code=$(post "$url_small/v1/chat/completions" '{"messages": [{"role": "user", "content": "a\\u0000 is text"}], "max_tokens": 2}')
     expect_eq "an escaped backslash before u0000 is text" "$code" 200
+    # a cross-site form can only send text/plain or form encodings: a JSON body must say it is one
+    code=$(curl -s -o "$tmp/body" -w '%{http_code}' -d '{"prompt": "Once", "max_tokens": 2}' "$url_small/v1/completions")
+    expect_eq "a form-encoded POST" "$code" 415
+    expect_in "a form-encoded POST: the reason" "Content-Type: application/json (got 'application/x-www-form-urlencoded')" "$(cat "$tmp/body")"
+    code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: text/plain' -d '{"content": "hi"}' "$url_small/tokenize")
+    expect_eq "a text/plain POST" "$code" 415
+    code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json; charset=utf-8' -d '{"content": "hi"}' "$url_small/tokenize")
+    expect_eq "application/json with a charset" "$code" 200
     # DNS rebinding: a page on another name that resolves to 127.0.0.1
     code=$(post "$url_small/v1/completions" '{"prompt": "Once", "max_tokens": 2}' -H "Host: evil.example:$port")
     expect_eq "a foreign Host on a loopback server" "$code" 403

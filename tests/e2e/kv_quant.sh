@@ -92,7 +92,7 @@ want=$(top1 --cache-type-k q8_0 --cache-type-v q4_0)
 f16=$(top1)
 if start_server serve -m "$tmp/deep.gguf" -t 2 --parallel 2 --cache-type-k q8_0 --cache-type-v q4_0; then
     grep -q "KV cache q8_0/q4_0" "$tmp/serve.err" && ok || bad "serve banner: $(cat "$tmp/serve.err")"
-    resp=$(curl -s "$url_serve/v1/completions" \
+    resp=$(curl -s -H 'Content-Type: application/json' "$url_serve/v1/completions" \
            -d "{\"prompt\": [$PROMPT_IDS], \"max_tokens\": 1, \"temperature\": 0, \"logprobs\": 1}")
     /usr/bin/python3 - "$resp" "$want" "$f16" <<'PY' && ok || bad "served log-probability: $resp (score: $want, F16 cache: $f16)"
 import json, sys

@@ -97,7 +97,7 @@ expect_eq "replica echoes a sane X-Request-Id" "$(header x-request-id <<<"$h")" 
 h=$(curl -s -o /dev/null -D - -H 'X-Request-Id: two words' "$url_r1/nope")
 rid=$(header x-request-id <<<"$h")
 if [[ "$rid" =~ ^[0-9a-f]{32}$ ]]; then ok; else bad "a bad X-Request-Id is replaced by a fresh one: got [$rid]"; fi
-h=$(curl -s -o /dev/null -D - -H 'X-Request-Id: via-lb-1' "http://127.0.0.1:$lb_bal/v1/completions" \
+h=$(curl -s -H 'Content-Type: application/json' -o /dev/null -D - -H 'X-Request-Id: via-lb-1' "http://127.0.0.1:$lb_bal/v1/completions" \
     -d '{"prompt":"Once","max_tokens":2}')
 expect_eq "through nginx: the id is echoed once" "$(tr -d '\r' <<<"$h" | grep -ic '^x-request-id: via-lb-1$')" "1"
 expect_in "through nginx: status" " 200" "$(head -n 1 <<<"$h")"
@@ -149,7 +149,7 @@ for s in alpha beta; do
     first=""
     for turn in 1 2 3; do
         rid="sess-$s-$turn"
-        curl -s -o /dev/null -H "X-Session-Id: $s" -H "X-Request-Id: $rid" "http://127.0.0.1:$lb_aff/v1/completions" \
+        curl -s -H 'Content-Type: application/json' -o /dev/null -H "X-Session-Id: $s" -H "X-Request-Id: $rid" "http://127.0.0.1:$lb_aff/v1/completions" \
             -d "{\"prompt\":\"Turn $turn of $s:\",\"max_tokens\":2}"
         up=$(upstream_of "$tmp/aff/access.log" "$rid")
         if [ "$turn" -eq 1 ]; then first=$up; [ -n "$up" ] && ok || bad "$rid: not in the access log"
@@ -204,7 +204,7 @@ sleep 1
 for i in 1 2 3; do
     name=r$i pid_var=pid_r$i
     if [ "$i" -eq 1 ]; then # a long request keeps r1 draining for about a second
-        curl -s "$url_r1/v1/completions" -d '{"prompt":"Once","max_tokens":800,"ignore_eos":true,"stream":true}' \
+        curl -s -H 'Content-Type: application/json' "$url_r1/v1/completions" -d '{"prompt":"Once","max_tokens":800,"ignore_eos":true,"stream":true}' \
             >"$tmp/long.sse" &
         long=$!
         sleep 0.3
@@ -215,7 +215,7 @@ for i in 1 2 3; do
         sleep 0.1
         expect_eq "r1 draining: /health" "$(curl -s -w ' %{http_code}' "$url_r1/health")" '{"status":"draining"} 503'
         expect_in "r1 draining: a new request" '"code":"draining"' \
-            "$(curl -s -w ' %{http_code}' "$url_r1/v1/completions" -d '{"prompt":"x","max_tokens":2}')"
+            "$(curl -s -H 'Content-Type: application/json' -w ' %{http_code}' "$url_r1/v1/completions" -d '{"prompt":"x","max_tokens":2}')"
         wait "$long"
         expect_eq "r1 draining: the running stream finished" "$(tail -n 2 "$tmp/long.sse" | head -n 1)" "data: [DONE]"
     fi

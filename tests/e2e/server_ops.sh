@@ -90,12 +90,12 @@ for case in 'not json|' '{}|input' '{"input":5}|input' '{"input":""}|input' '{"i
             '{"input":[1,99999]}|input' '{"input":[["a"]]}|input[0]' '{"input":"hi","encoding_format":"int8"}|encoding_format' \
             '{"input":"hi","dimensions":8}|dimensions' '{"input":"hi","model":5}|model'; do
     body=${case%|*} param=${case##*|}
-    out=$(curl -s -w ' %{http_code}' -X POST "$U/v1/embeddings" -d "$body")
+    out=$(curl -s -H 'Content-Type: application/json' -w ' %{http_code}' -X POST "$U/v1/embeddings" -d "$body")
     got=$(/usr/bin/python3 -c 'import json,sys; b,c=sys.argv[1].rsplit(" ",1); e=json.loads(b)["error"]; print(c, e["type"], e["param"] or "")' "$out" 2>&1)
     expect_eq "embeddings $body" "$got" "400 invalid_request_error $param"
 done
 long=$(/usr/bin/python3 -c 'print([1] + [403] * 200)')
-out=$(curl -s -w ' %{http_code}' -X POST "$U/v1/embeddings" -d "{\"input\":$long}")
+out=$(curl -s -H 'Content-Type: application/json' -w ' %{http_code}' -X POST "$U/v1/embeddings" -d "{\"input\":$long}")
 expect_in "embeddings longer than the context" "context_length_exceeded" "$out"
 expect_eq "GET /v1/embeddings: 405" "$(curl -s -o /dev/null -w '%{http_code}' "$U/v1/embeddings")" 405
 

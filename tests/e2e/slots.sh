@@ -31,7 +31,7 @@ mkdir "$tmp/slots"
 
 # post URL BODY: the response body in $body, the status in $code.
 post() {
-    body=$(curl -s -o - -w '\n%{http_code}' "$1" -d "$2")
+    body=$(curl -s -H 'Content-Type: application/json' -o - -w '\n%{http_code}' "$1" -d "$2")
     code=${body##*$'\n'}
     body=${body%$'\n'*}
 }
@@ -59,7 +59,7 @@ expect_eq "save: reply" "$(json 'd["id_slot"], d["filename"], d["n_saved"], d["n
 expect_status "save a slot that served nothing" 409 "slot 1 has no request to save" "$url_a/slots/1?action=save" '{"filename": "e.bin"}'
 [ ! -e "$tmp/slots/e.bin" ] && ok || bad "an empty slot wrote a file"
 # a slot in use: a long generation holds slot 0
-curl -s "$url_a/v1/completions" -d '{"prompt": "Once", "max_tokens": 2000, "ignore_eos": true}' >/dev/null &
+curl -s -H 'Content-Type: application/json' "$url_a/v1/completions" -d '{"prompt": "Once", "max_tokens": 2000, "ignore_eos": true}' >/dev/null &
 long=$!
 sleep 0.5
 expect_status "save a busy slot" 409 "slot 0 is busy" "$url_a/slots/0?action=save" '{"filename": "busy.bin"}'

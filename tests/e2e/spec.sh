@@ -94,7 +94,7 @@ start_server plain -m "$TINY_HF" --parallel 3 || finish
 start_server spec -m "$TINY_HF" --parallel 3 -md "$TINY_Q8" || finish
 start_server lookup -m "$TINY_HF" --parallel 3 --lookup-ngram 3 || finish
 request() { # URL PROMPT N -> the response
-    curl -s "$1/v1/completions" -d "{\"prompt\": \"$2\", \"max_tokens\": 40, \"temperature\": 0, \"logprobs\": 2, \"n\": $3}"
+    curl -s -H 'Content-Type: application/json' "$1/v1/completions" -d "{\"prompt\": \"$2\", \"max_tokens\": 40, \"temperature\": 0, \"logprobs\": 2, \"n\": $3}"
 }
 for name in plain spec lookup; do
     url_var="url_$name"
@@ -116,7 +116,7 @@ metrics=$(curl -s "$url_spec/metrics")
 expect_in "metrics: drafts" "nucleus_spec_draft_tokens_total" "$metrics"
 accepted=$(grep '^nucleus_spec_accepted_tokens_total' <<<"$metrics" | awk '{print $2}')
 [ "${accepted:-0}" -gt 0 ] && ok || bad "metrics: no accepted drafts: $(grep nucleus_spec <<<"$metrics")"
-stream=$(curl -sN "$url_spec/v1/completions" -d '{"prompt": "Once upon a time", "max_tokens": 40, "temperature": 0, "stream": true}' |
+stream=$(curl -sN -H 'Content-Type: application/json' "$url_spec/v1/completions" -d '{"prompt": "Once upon a time", "max_tokens": 40, "temperature": 0, "stream": true}' |
     sed -n 's/^data: //p' | grep -v DONE | python3 -c 'import json,sys; print("".join(json.loads(l)["choices"][0]["text"] for l in sys.stdin if json.loads(l)["choices"]))')
 expect_eq "server: streamed text" "$stream" "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["text"])' "$tmp/plain.0.json")"
 for name in plain spec lookup; do stop_server "$name"; done

@@ -272,6 +272,14 @@ static void test_tokenize_bodies(void) {
 
 /* Host names: the port ignored, case ignored, brackets for IPv6, "*" for any, none for HTTP/1.0;
  * the defaults of a loopback and of a public bind. */
+static void test_media_types(void) {
+    CHECK(srv_json_media_type("application/json") && srv_json_media_type("Application/JSON"));
+    CHECK(srv_json_media_type("application/json; charset=utf-8") && srv_json_media_type(" application/json ;x=y"));
+    CHECK(!srv_json_media_type(NULL) && !srv_json_media_type("") && !srv_json_media_type("text/plain"));
+    CHECK(!srv_json_media_type("application/x-www-form-urlencoded") && !srv_json_media_type("multipart/form-data"));
+    CHECK(!srv_json_media_type("application/jsonx") && !srv_json_media_type("application/json-patch+json"));
+}
+
 static void test_hosts(void) {
     const char *lo = "localhost,127.0.0.1,[::1]";
     CHECK(srv_host_allowed("localhost:8080", lo) && srv_host_allowed("LOCALHOST", lo));
@@ -419,6 +427,7 @@ int main(void) {
     test_tokenize_bodies();
     test_escaped_nul();
     test_hosts();
+    test_media_types();
     test_slot_bodies();
     test_embedding_bodies();
     test_request_ids();
