@@ -2,7 +2,9 @@
 # Installs what building and testing nucleus needs on Debian 12. Idempotent; runs as root
 # without prompts (uses sudo when not root). Skips apt entirely when everything is present.
 set -eu
-PKGS=(build-essential clang libclang-rt-14-dev python3 python3-numpy libpcre2-dev libcjson-dev libmicrohttpd-dev)
+# golang-1.19-src only for its public-domain book (src/testdata/Isaac.Newton-Opticks.txt, Project
+# Gutenberg), the text of bench/perplexity.sh and tests/e2e/perplexity.sh.
+PKGS=(build-essential clang libclang-rt-14-dev python3 python3-numpy libpcre2-dev libcjson-dev libmicrohttpd-dev golang-1.19-src)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
