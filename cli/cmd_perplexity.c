@@ -200,6 +200,12 @@ static bool check_header(base_file *b, int32_t n_vocab, int32_t n_ctx, int32_t s
     return true;
 }
 
+/* Whether two paths name one existing file. */
+static bool same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 /* ---- statistics ---- */
 
 typedef struct kld_stats {
@@ -440,6 +446,11 @@ int cmd_perplexity(int argc, char **argv) {
     uint64_t n_scored = 0;
     for (int w = 0; w < n_win; w++) n_scored += (uint64_t)(n_ctx - win[w].lo);
 
+    if (writing && (same_file(o.base, o.file) || same_file(o.base, path))) {
+        fprintf(stderr, "error: --kl-divergence-base: %s is the %s; the base file would overwrite it\n", o.base,
+                same_file(o.base, o.file) ? "text" : "model");
+        goto done;
+    }
     if (o.base) {
         base.rec_bytes = RECORD_HEAD + 2 * (size_t)info.n_vocab;
         base.rec = malloc(base.rec_bytes);
@@ -471,7 +482,10 @@ int cmd_perplexity(int argc, char **argv) {
         for (int32_t p = 0; p < n_ctx - 1; p++)
             batch[p] = (nc_batch_entry){p == 0 && add_bos ? nc_token_bos(m) : tok[wd->start + p], p, 0, p >= wd->lo - 1};
         nc_kv_seq_clear(c, 0);
-        if (nc_forward(c, batch, n_ctx - 1, &err)) goto fail;
+        if (nc_forward(c, batch, n_ctx - 1, &err)) {
+            if (tty && w) fputc('\n', stderr); /* past the bar */
+            goto fail;
+        }
         for (int32_t p = wd->lo; p < n_ctx; p++) {
             int32_t target = tok[wd->start + p];
             log_softmax(nc_logits(c, p - 1), info.n_vocab, lp);

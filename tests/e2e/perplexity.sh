@@ -111,6 +111,11 @@ expect_err "a missing value" "-c" $BIN perplexity -f "$tmp/story.txt" -c
 expect_err "a missing model" "nope.gguf" $BIN perplexity -m "$tmp/nope.gguf" -f "$tmp/story.txt"
 expect_err "a base in a missing directory" "$tmp/no/dir/base: No such file" $BIN perplexity -m "$STORIES" -f "$tmp/story.txt" -c 16 --kl-divergence-base "$tmp/no/dir/base"
 expect_err "a missing base" "$tmp/nobase: No such file" $BIN perplexity -m "$STORIES" -f "$tmp/story.txt" -c 16 --kl-divergence-base "$tmp/nobase" --kl-divergence
+expect_err "a base over the text" "$tmp/long.txt is the text; the base file would overwrite it" \
+    $BIN perplexity -m "$STORIES" -f "$tmp/long.txt" -c 64 --kl-divergence-base "$tmp/long.txt"
+expect_err "a base over the model" "is the model; the base file would overwrite it" \
+    $BIN perplexity -m "$STORIES" -f "$tmp/long.txt" -c 64 --kl-divergence-base "$STORIES"
+[ "$(wc -c <"$tmp/long.txt")" -eq 4560 ] && ok || bad "the text was overwritten"
 out=$($BIN perplexity -h)
 expect_in "-h" "usage: nucleus perplexity" "$out"
 expect_in "nucleus -h lists perplexity" "perplexity" "$($BIN -h)"
