@@ -56,6 +56,14 @@ out=$($BIN perplexity -m "$STORIES" -f "$tmp/long.txt" -c 64 --kl-divergence-bas
 for line in "Mean PPL(Q)" "Mean PPL(base)" "Mean ln(PPL(Q)/PPL(base))" "Mean    KLD:   0.000000" "Same top p: 100.0000" "PPL = "; do
     expect_in "KLD report" "$line" "$out"
 done
+# Sliding windows save and compare as well: every token after the first, against itself.
+$BIN perplexity -m "$STORIES" -f "$tmp/long.txt" -c 64 --stride 20 --kl-divergence-base "$tmp/sbase" >/dev/null 2>&1
+out=$($BIN perplexity -m "$STORIES" -f "$tmp/long.txt" -c 64 --stride 20 --kl-divergence-base "$tmp/sbase" --kl-divergence --json 2>/dev/null)
+/usr/bin/python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+assert d["kld"] < 1e-7 and d["same_top"] == 1 and d["scored"] == 1726 and d["stride"] == 20, d
+' "$out" && ok || bad "stride KLD against itself: $out"
 # The chunks: 1727 tokens make 26 windows of 64, each scoring 31; --chunks takes the first ones.
 out=$($BIN perplexity -m "$STORIES" -f "$tmp/long.txt" -c 64 --chunks 3 --json 2>/dev/null)
 grep -q '"windows": 3, "n_ctx": 64, "stride": 0' <<<"$out" && grep -q '"scored": 93,' <<<"$out" && ok || bad "--chunks 3: $out"
@@ -116,7 +124,7 @@ expect_err "a base over the text" "$tmp/long.txt is the text; the base file woul
 expect_err "a base over the model" "is the model; the base file would overwrite it" \
     $BIN perplexity -m "$STORIES" -f "$tmp/long.txt" -c 64 --kl-divergence-base "$STORIES"
 [ "$(wc -c <"$tmp/long.txt")" -eq 4560 ] && ok || bad "the text was overwritten"
-out=$($BIN perplexity -h)
+out=$($BIN perplexity -h); expect_eq "-h and --help" "$out" "$($BIN perplexity --help)"
 expect_in "-h" "usage: nucleus perplexity" "$out"
 expect_in "nucleus -h lists perplexity" "perplexity" "$($BIN -h)"
 
