@@ -2,13 +2,15 @@
 # Installs what building and testing nucleus needs on Debian 12. Idempotent; runs as root
 # without prompts (uses sudo when not root). Skips apt entirely when everything is present.
 set -eu
-PKGS=(build-essential clang libclang-rt-14-dev python3 python3-numpy libpcre2-dev libcjson-dev libmicrohttpd-dev nginx)
+# nginx is the load balancer of tests/e2e/scaleout.sh and deploy/: the tests run their own
+# instance on a loopback port (own prefix, config and pid file), never the system's service.
+# golang-1.19-src only for its public-domain book (src/testdata/Isaac.Newton-Opticks.txt, Project
+# Gutenberg), the text of bench/perplexity.sh and tests/e2e/perplexity.sh.
+PKGS=(build-essential clang libclang-rt-14-dev python3 python3-numpy libpcre2-dev libcjson-dev libmicrohttpd-dev nginx golang-1.19-src)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-# nginx is the load balancer of tests/e2e/scaleout.sh and deploy/: the tests run their own
-# instance on a loopback port (own prefix, config and pid file), never the system's service.
 # Node.js runs the tests that compare with JavaScript reference implementations (tokenizers,
 # Jinja, the openai client); any node >= 18 will do, so only install Debian's when none is found.
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then missing+=(nodejs npm); fi

@@ -4,11 +4,13 @@
 # array fuzz_flags (may be unset). One check: it fails when the fuzzer finds a crash, a sanitizer
 # report, a leak or a timeout; the input is shown (as text and hex) and kept in $build/fuzz/
 # (default build/fuzz/). FUZZ_SECONDS overrides the 30-second budget. Prints "$name: N passed, N
-# failed" and exits.
+# failed" and exits. FUZZ_RUNS, when set, ends the run after that many inputs instead (bench/fuzz.sh).
 mkdir -p "$work/artifacts"
 # The harness may be built with recoverable UBSan checks: make the first report fatal.
 export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1
-"$bin" -max_total_time="${FUZZ_SECONDS:-30}" -rss_limit_mb=2048 -timeout=10 -max_len="${max_len:-8192}" \
+budget=(-max_total_time="${FUZZ_SECONDS:-30}")
+[ -n "${FUZZ_RUNS:-}" ] && budget=(-runs="$FUZZ_RUNS")
+"$bin" "${budget[@]}" -rss_limit_mb=2048 -timeout=10 -max_len="${max_len:-8192}" \
     ${fuzz_flags[@]+"${fuzz_flags[@]}"} -artifact_prefix="$work/artifacts/" -print_final_stats=1 "$work/corpus" \
     >"$work/log" 2>&1
 rc=$?
