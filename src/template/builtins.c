@@ -145,17 +145,20 @@ static tmpl_value *fn_range(rt *r, const call_args *a) {
         rt_fail(r, "range() arg 3 must not be zero");
         return NULL;
     }
-    /* the length, computed without overflow */
-    double span = step > 0 ? (double)stop - (double)start : (double)start - (double)stop;
-    double count = span <= 0 ? 0 : (span + (double)(step > 0 ? step : -step) - 1) / (double)(step > 0 ? step : -step);
+    /* The length and the items, computed in unsigned arithmetic: with extreme bounds and steps,
+     * stop - start and i * step overflow int64 although every item fits in one. */
+    uint64_t span = step > 0 ? (uint64_t)stop - (uint64_t)start : (uint64_t)start - (uint64_t)stop;
+    uint64_t stride = step > 0 ? (uint64_t)step : 0 - (uint64_t)step;
+    uint64_t count = (step > 0 ? stop <= start : stop >= start) ? 0 : span / stride + (span % stride != 0);
     if (count > MAX_RANGE) {
         rt_fail(r, "range too big: the sandbox allows at most %d items", MAX_RANGE);
         return NULL;
     }
     size_t n = (size_t)count;
+    if (rt_steps(r, n)) return NULL;
     tmpl_value *l = tv_list(r, n);
     for (size_t i = 0; l && i < n; i++) {
-        tmpl_value *v = tv_int(r, start + (int64_t)i * step);
+        tmpl_value *v = tv_int(r, (int64_t)((uint64_t)start + (uint64_t)i * (uint64_t)step));
         if (!v || tv_list_push(r, l, v)) {
             tv_decref(r, l);
             return NULL;
@@ -509,8 +512,9 @@ static tmpl_value *dict_method(rt *r, int id, tmpl_value *d, const call_args *a)
             rt_fail(r, "get() expects at least 1 argument");
             return NULL;
         }
-        tmpl_value *v = tv_hashable(p[0]) ? tv_dict_get(d, p[0]) : NULL;
+        tmpl_value *v = tv_hashable(p[0]) ? tv_dict_get(r, d, p[0]) : NULL;
         if (v) return tv_ref(v);
+        if (r->failed) return NULL;
         return p[1] ? tv_ref(p[1]) : &tv_none_static;
     }
     if (bind_args(r, builtin_name(id), a, none, p)) return NULL;
@@ -546,7 +550,9 @@ static tmpl_value *list_method(rt *r, int id, tmpl_value *l, const call_args *a)
     }
     int64_t count = 0;
     for (size_t i = 0; i < l->u.list.len; i++) {
-        if (!tv_equal(l->u.list.items[i], p[0])) continue;
+        int eq = tv_equal(r, l->u.list.items[i], p[0]);
+        if (eq < 0) return NULL;
+        if (!eq) continue;
         if (id == M_LIST_INDEX) return tv_int(r, (int64_t)i);
         count++;
     }
@@ -579,7 +585,12 @@ static tmpl_value *loop_method(rt *r, int id, loop_state *l, const call_args *a)
             tv_decref(r, now);
             return NULL;
         }
-    bool changed = !l->last || !tv_equal(l->last, now);
+    int same = l->last ? tv_equal(r, l->last, now) : 0;
+    if (same < 0) {
+        tv_decref(r, now);
+        return NULL;
+    }
+    bool changed = !same;
     tv_decref(r, l->last);
     l->last = now;
     return tv_bool(changed);

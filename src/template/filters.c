@@ -565,8 +565,8 @@ static int merge_sort(rt *r, tmpl_value **keys, size_t *idx, size_t *tmp, size_t
     if (merge_sort(r, keys, idx, tmp, h, fold, reverse) || merge_sort(r, keys, idx + h, tmp, n - h, fold, reverse)) return -1;
     size_t i = 0, j = h, k = 0;
     while (i < h && j < n) {
-        if (rt_step(r)) return -1;
-        int c = tv_compare(keys[idx[j]], keys[idx[i]], fold);
+        int c = tv_compare(r, keys[idx[j]], keys[idx[i]], fold);
+        if (c == TV_CMP_FAIL) return -1;
         if (c == 2)
             return rt_fail(r, "'<' not supported between instances of '%s' and '%s'", tv_type_name(keys[idx[j]]),
                            tv_type_name(keys[idx[i]]));
@@ -675,7 +675,8 @@ static tmpl_value *f_unique(rt *r, tmpl_value *v, const call_args *a) {
         tv_decref(r, k);
         if (!f) rc = -1;
         else if (!tv_hashable(f)) rc = rt_fail(r, "unhashable type: '%s'", tv_type_name(f));
-        else if (tv_dict_get(seen, f)) rc = 0;
+        else if (tv_dict_get(r, seen, f)) rc = 0;
+        else if (r->failed) rc = -1;
         else if (!(rc = tv_dict_set(r, seen, tv_ref(f), &tv_none_static))) rc = tv_list_push(r, out, tv_ref(items->u.list.items[i]));
         tv_decref(r, f);
     }
@@ -699,8 +700,9 @@ static tmpl_value *min_max(rt *r, tmpl_value *v, const call_args *a, bool want_m
         size_t best = 0;
         bool fold = !bool_arg(p[0], false), ok = true;
         for (size_t i = 1; i < items->u.list.len && ok; i++) {
-            int c = tv_compare(keys[i], keys[best], fold);
-            if (c == 2) ok = !rt_fail(r, "'<' not supported between instances of '%s' and '%s'", tv_type_name(keys[i]), tv_type_name(keys[best]));
+            int c = tv_compare(r, keys[i], keys[best], fold);
+            if (c == TV_CMP_FAIL) ok = false;
+            else if (c == 2) ok = !rt_fail(r, "'<' not supported between instances of '%s' and '%s'", tv_type_name(keys[i]), tv_type_name(keys[best]));
             else if (want_max ? c > 0 : c < 0) best = i;
         }
         if (ok) out = items->u.list.len ? tv_ref(items->u.list.items[best]) : tv_undefined(r, "No aggregated item, sequence was empty.");

@@ -48,8 +48,11 @@ static int t_even(rt *r, tmpl_value *v, tmpl_value *arg) {
 }
 static int t_divisibleby(rt *r, tmpl_value *v, tmpl_value *arg) { return modulo_is(r, v, arg, 0); }
 
-static int t_eq(rt *r, tmpl_value *v, tmpl_value *arg) { return tv_equal(v, arg); }
-static int t_ne(rt *r, tmpl_value *v, tmpl_value *arg) { return !tv_equal(v, arg); }
+static int t_eq(rt *r, tmpl_value *v, tmpl_value *arg) { return tv_equal(r, v, arg); }
+static int t_ne(rt *r, tmpl_value *v, tmpl_value *arg) {
+    int eq = tv_equal(r, v, arg);
+    return eq < 0 ? -1 : !eq;
+}
 static int t_lt(rt *r, tmpl_value *v, tmpl_value *arg) { return compare_op(r, '<', v, arg); }
 static int t_le(rt *r, tmpl_value *v, tmpl_value *arg) { return compare_op(r, OP_LE, v, arg); }
 static int t_gt(rt *r, tmpl_value *v, tmpl_value *arg) { return compare_op(r, '>', v, arg); }
