@@ -252,7 +252,7 @@ static tmpl_value *m_affix(rt *r, tmpl_value *s, tmpl_value *what, bool end) {
     size_t n = what && what->type == TV_LIST ? what->u.list.len : 1;
     for (size_t i = 0; i < n; i++) {
         tmpl_value *x = what && what->type == TV_LIST ? what->u.list.items[i] : what;
-        if (str_arg(r, fname, x)) return NULL;
+        if (str_arg(r, fname, x) || rt_work(r, x->u.str.len)) return NULL;
         size_t k = x->u.str.len;
         if (k <= s->u.str.len && !memcmp(s->u.str.s + (end ? s->u.str.len - k : 0), x->u.str.s, k)) return tv_bool(true);
     }
@@ -288,12 +288,10 @@ static tmpl_value *m_partition(rt *r, tmpl_value *s, tmpl_value *sep, bool from_
         rt_fail(r, "empty separator");
         return NULL;
     }
-    const char *hit = NULL;
-    for (size_t i = 0; i + sep->u.str.len <= s->u.str.len; i++) {
-        if (memcmp(s->u.str.s + i, sep->u.str.s, sep->u.str.len)) continue;
-        hit = s->u.str.s + i;
-        if (!from_right) break;
-    }
+    long at_hit = from_right ? str_rfind_bytes(r, s->u.str.s, s->u.str.len, sep->u.str.s, sep->u.str.len)
+                             : str_find_bytes(s->u.str.s, s->u.str.len, sep->u.str.s, sep->u.str.len);
+    if (at_hit == STR_FIND_FAIL) return NULL;
+    const char *hit = at_hit >= 0 ? s->u.str.s + at_hit : NULL;
     tmpl_value *t = tv_list(r, 3);
     if (!t) return NULL;
     t->u.list.tuple = true;
@@ -387,6 +385,8 @@ static tmpl_value *string_method(rt *r, int id, tmpl_value *s, const call_args *
     const char *fname = builtin_name(id);
     tmpl_value *p[3] = {0};
     int64_t n = -1;
+    /* every method reads its string through at least once (split, case, is*, find, ...) */
+    if (rt_decode(r, s->u.str.len)) return NULL;
     switch (id) {
     case M_STRIP:
     case M_LSTRIP:
@@ -426,10 +426,11 @@ static tmpl_value *string_method(rt *r, int id, tmpl_value *s, const call_args *
     case M_RFIND:
     case M_INDEX:
     case M_RINDEX:
-        if (bind_args(r, fname, a, sub, p) || str_arg(r, fname, p[0]) || rt_work(r, s->u.str.len)) return NULL;
-        return find_result(r, str_find(s, p[0], id == M_RFIND || id == M_RINDEX), id == M_INDEX || id == M_RINDEX);
+        if (bind_args(r, fname, a, sub, p) || str_arg(r, fname, p[0])) return NULL;
+        n = str_find(r, s, p[0], id == M_RFIND || id == M_RINDEX);
+        return n == STR_FIND_FAIL ? NULL : find_result(r, n, id == M_INDEX || id == M_RINDEX);
     case M_COUNT:
-        if (bind_args(r, fname, a, sub, p) || str_arg(r, fname, p[0]) || rt_work(r, s->u.str.len)) return NULL;
+        if (bind_args(r, fname, a, sub, p) || str_arg(r, fname, p[0])) return NULL;
         return tv_int(r, str_count(s, p[0]));
     case M_JOIN:
         if (bind_args(r, fname, a, iterable, p)) return NULL;

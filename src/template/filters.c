@@ -202,7 +202,7 @@ static tmpl_value *f_wordcount(rt *r, tmpl_value *v, const call_args *a) {
     static const char *const p0[] = {NULL};
     if (bind_args(r, "wordcount", a, p0, NULL)) return NULL;
     tmpl_value *s = tv_to_str(r, v);
-    if (!s || rt_work(r, s->u.str.len)) {
+    if (!s || (s != v && rt_decode(r, s->u.str.len))) { /* (a string operand is charged already) */
         tv_decref(r, s);
         return NULL;
     }
@@ -420,7 +420,7 @@ static tmpl_value *f_length(rt *r, tmpl_value *v, const call_args *a) {
     static const char *const p0[] = {NULL};
     if (bind_args(r, "length", a, p0, NULL)) return NULL;
     switch (v->type) {
-    case TV_STRING: return rt_work(r, v->u.str.len) ? NULL : tv_int(r, (int64_t)utf8_count(v->u.str.s, v->u.str.len));
+    case TV_STRING: return tv_int(r, (int64_t)utf8_count(v->u.str.s, v->u.str.len));
     case TV_LIST:
         if (v->u.list.lazy) return fail_null(r, "object of type 'generator' has no len()");
         return tv_int(r, (int64_t)v->u.list.len);
@@ -899,7 +899,9 @@ int filter_lookup(const char *name, size_t len) {
     return -1;
 }
 
+/* A filter reads a string operand through at least once (case, trim, length, escape, indent,
+ * ...): its bytes are charged here, for all of them. */
 tmpl_value *apply_filter(rt *r, int fn, tmpl_value *v, const call_args *a) {
-    if (rt_step(r)) return NULL;
+    if (rt_decode(r, v->type == TV_STRING ? v->u.str.len : 0)) return NULL;
     return filters[fn].fn(r, v, a);
 }

@@ -287,6 +287,7 @@ void rt_refund(rt *r, size_t bytes);
 int rt_step(rt *r);                   /* one unit of work; -1 past a limit (steps, time, cancel) */
 int rt_steps(rt *r, uint64_t n);      /* n units: elements visited, compared or copied */
 int rt_work(rt *r, size_t bytes);     /* steps for scanning `bytes` without allocating */
+int rt_decode(rt *r, size_t bytes);   /* steps for decoding `bytes` of UTF-8 */
 int rt_out(rt *r, const char *s, size_t n);
 
 /* Calls: positional values and keyword values, all borrowed. */
@@ -349,7 +350,12 @@ tmpl_value *str_replace(rt *r, tmpl_value *s, tmpl_value *old, tmpl_value *new_,
 tmpl_value *str_split(rt *r, tmpl_value *s, tmpl_value *sep, int64_t maxsplit, bool from_right);
 tmpl_value *str_splitlines(rt *r, tmpl_value *s, bool keepends);
 tmpl_value *str_join(rt *r, tmpl_value *sep, tmpl_value *items, bool convert); /* convert: str() non-strings */
-int64_t str_find(tmpl_value *s, tmpl_value *sub, bool from_right); /* code point index or -1 */
+/* Byte offsets of q in p: the first (linear), the last (charged to r); -1 when absent,
+ * STR_FIND_FAIL past r's budget. */
+#define STR_FIND_FAIL (-2)
+long str_find_bytes(const char *p, size_t n, const char *q, size_t k);
+long str_rfind_bytes(rt *r, const char *p, size_t n, const char *q, size_t k);
+int64_t str_find(rt *r, tmpl_value *s, tmpl_value *sub, bool from_right); /* code point index, -1, or STR_FIND_FAIL */
 int64_t str_count(tmpl_value *s, tmpl_value *sub);
 tmpl_value *str_slice_cp(rt *r, tmpl_value *s, size_t from, size_t to); /* code points */
 /* Python's fmt % values: values a tuple (several), a dict (%(name)s), or one value. */

@@ -120,7 +120,9 @@ int apply_test(rt *r, int fn, tmpl_value *v, const call_args *a) {
     const struct test *t = &tests[fn];
     static const char *const one[] = {"value", NULL}, *const none[] = {NULL};
     tmpl_value *arg[1] = {NULL};
-    if (rt_step(r) || bind_args(r, t->name, a, t->takes_arg ? one : none, arg)) return -1;
+    /* lower, upper read a string through: charged by its bytes, as filters are */
+    if (rt_decode(r, v->type == TV_STRING ? v->u.str.len : 0) || bind_args(r, t->name, a, t->takes_arg ? one : none, arg))
+        return -1;
     if (t->takes_arg && !arg[0]) return rt_fail(r, "test '%s' needs an argument", t->name);
     return t->fn(r, v, arg[0]);
 }

@@ -344,7 +344,7 @@ static double seconds_now(void) {
 }
 
 /* Parse and render src under lim (NULL: defaults); expect an error containing needle, within the
- * hang guard. */
+ * hang guard. HOSTILE_TIMES=1 in the environment prints each case's time. */
 static void expect_hostile(const char *src, const tmpl_limits *lim, const char *needle) {
     hostile_case = src;
     alarm(HANG_GUARD_S);
@@ -352,6 +352,7 @@ static void expect_hostile(const char *src, const tmpl_limits *lim, const char *
     nc_err e = {{0}};
     char *got = render_lim(src, CHAT, lim, &e);
     double took = seconds_now() - t0;
+    if (getenv("HOSTILE_TIMES")) fprintf(stderr, "%.3f s  %.90s\n", took, src);
     alarm(0);
     CHECK_MSG(!got && strstr(e.msg, needle), "template %.200s\n  want an error with [%s]\n  got  [%.200s]", src,
               needle, got ? got : e.msg);
@@ -400,6 +401,24 @@ static void test_hostile_work(void) {
     /* the same comparisons on small values still work, and a list equals itself at once */
     EXPECT(SHARED_LISTS "{{ ns.a == ns.a }} {{ ns.t in {ns.t: 1} }} {{ [[1], [2]] < [[1], [3]] }} {{ [(1, 2)]|unique|list }}",
            NULL, "True True True [(1, 2)]");
+
+    /* string methods, filters and tests over a big string, again and again */
+    static const char *const big[] = {
+        "{% set s = 'a' * 10000000 %}{% for i in range(100000) %}{{ s.isalpha() }}{% endfor %}",
+        "{% set s = 'a' * 10000000 %}{% for i in range(100000) %}{{ s.islower() }}{% endfor %}",
+        "{% set s = 'a' * 10000000 %}{% for i in range(100000) %}{{ s.startswith(('b', s)) }}{% endfor %}",
+        "{% set s = 'a' * 10000000 %}{% for i in range(100000) %}{{ s is lower }}{% endfor %}",
+        "{% set s = 'a' * 10000000 %}{% for i in range(100000) %}{{ s|float }}{% endfor %}",
+        "{% set s = 'a' * 10000000 %}{{ s.rfind('a' * 100000 ~ 'b') }}",
+        "{% set s = 'a' * 10000000 %}{{ s.rindex('a' * 100000 ~ 'b') }}",
+        "{% set s = 'a' * 10000000 %}{{ s.rpartition('a' * 100000 ~ 'b') }}",
+        "{% set s = 'a' * 10000000 %}{{ s.strip('b' * 1000000 ~ 'a') }}",
+        "{% set s = 'a' * 10000000 %}{{ s|trim('b' * 1000000 ~ 'a') }}",
+    };
+    for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) expect_hostile(big[i], NULL, "step budget");
+    EXPECT("{{ 'a-b-c'.rfind('-') }} {{ 'a-b-c'.rpartition('-') }} {{ 'a-b-c'.partition('-') }} {{ 'xxaxx'.strip('x') }} "
+           "{{ 'abc'.rfind('') }} {{ 'abc'.rfind('d') }} {{ 'ab'.rfind('abc') }} {{ 'aXbX'.rindex('X') }}",
+           NULL, "3 ('a-b', '-', 'c') ('a', '-', 'b-c') a 3 -1 -1 3");
 
     /* range(): extreme bounds and steps, no signed overflow (UBSan) */
     EXPECT("{{ range(-9223372036854775807 - 1, 9223372036854775807, 4611686018427387904)|list }}", NULL,
