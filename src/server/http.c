@@ -769,6 +769,9 @@ void srv_stop(srv_server *sv) {
     MHD_socket listener = MHD_quiesce_daemon(sv->d);
     if (listener != MHD_INVALID_SOCKET) close(listener);
     srv_sched_drain(sv->sched, sv->drain_seconds);
+    /* a chat template still rendering (a hostile one runs up to its time budget) ends now, so
+     * that its connection thread can be joined */
+    nc_chat_template_cancel(sv->mc.chat);
     srv_sched_stop(sv->sched); /* jobs left end with 503; their connections finish */
     MHD_stop_daemon(sv->d);
     server_free(sv);
