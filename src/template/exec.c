@@ -99,7 +99,11 @@ void rt_refund(rt *r, size_t bytes) {
     atomic_fetch_sub(&global_mem_used, bytes);
 }
 
+/* Output is held in memory too (the template's, and a macro's or a block's until it becomes a
+ * string): its bytes are charged like values', to the render's budget and the shared one. */
 int rt_out(rt *r, const char *s, size_t n) {
+    if (rt_charge(r, n)) return -1;
+    r->out_charged += n;
     if (!sbuf_put(r->out, s, n)) return 0;
     if (r->out->over) return rt_fail(r, "output longer than %zu bytes", r->lim.max_output);
     return rt_fail(r, "out of memory");
@@ -233,9 +237,13 @@ static int assign(rt *r, const node *n, tmpl_value *v) {
 static int capture(rt *r, const node_list *body, tmpl_value **out) {
     sbuf buf = {.limit = r->lim.max_output};
     sbuf *saved = r->out;
+    size_t saved_charged = r->out_charged;
     r->out = &buf;
+    r->out_charged = 0;
     int rc = exec_body(r, body);
+    rt_refund(r, r->out_charged); /* the string made of it is charged in its place */
     r->out = saved;
+    r->out_charged = saved_charged;
     if (rc < 0) {
         sbuf_free(&buf);
         return -1;
@@ -246,7 +254,12 @@ static int capture(rt *r, const node_list *body, tmpl_value **out) {
 
 static int write_output(rt *r, const tmpl_value *v) {
     if (v->type == TV_STRING) return rt_out(r, v->u.str.s, v->u.str.len);
-    if (!tv_write_str(r->out, v)) return 0;
+    size_t before = r->out->len;
+    int rc = tv_write_str(r->out, v); /* straight into the output: at most max_output bytes */
+    size_t n = r->out->len - before;
+    if (rt_charge(r, n)) return -1;   /* (charged once written, as the length is known then) */
+    r->out_charged += n;
+    if (!rc) return 0;
     if (r->out->over) return rt_fail(r, "output longer than %zu bytes", r->lim.max_output);
     return rt_fail(r, "out of memory");
 }

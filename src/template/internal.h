@@ -270,6 +270,7 @@ struct rt {
     char msg[NC_ERR_MAX];
     scope *scope;       /* where names are looked up and set now */
     sbuf *out;          /* the template's output, or a macro's, a set block's */
+    size_t out_charged; /* bytes of *out charged to the memory budgets */
     size_t mem;         /* bytes held by values this render made */
     uint64_t steps;
     uint64_t next_check; /* steps at which the clock and the cancel flag are looked at next */

@@ -335,7 +335,7 @@ static void on_hang(int sig) {
     _exit(1);
 }
 
-#define HANG_GUARD_S 5
+#define HANG_GUARD_S 10 /* far above the cases' time, even on a loaded machine */
 
 static double seconds_now(void) {
     struct timespec ts;
@@ -491,6 +491,23 @@ static void test_hostile_memory(void) {
     tmpl_set_global_memory_limit(1u << 20);
     expect_hostile("{{ 'x' * 2000000 }}", NULL, "shared memory budget");
     EXPECT("{{ ('x' * 100000)|length }}", NULL, "100000");
+    /* the output is held in memory too: 2 MB of it, made 1000 bytes at a time */
+    expect_hostile("{% for i in range(2000) %}{{ 'x' * 1000 }}{% endfor %}", NULL, "shared memory budget");
+    CHECK(tmpl_global_memory_in_use() == 0);
+    tmpl_set_global_memory_limit(512u << 20);
+    tmpl_limits lim;
+    tmpl_limits_default(&lim);
+    lim.max_memory = 1u << 20;
+    expect_hostile("{% for i in range(2000) %}{{ 'x' * 1000 }}{% endfor %}", &lim, "its memory budget");
+    expect_hostile("{% for i in range(2000) %}{{ ['x' * 1000] }}{% endfor %}", &lim, "its memory budget");
+    /* ... while a macro's or a block's output is given back once it is a string */
+    nc_err e = {{0}};
+    char *out = render_lim("{% macro m() %}{{ 'x' * 1000 }}{% endmacro %}{% set ns = namespace(n=0) %}"
+                           "{% for i in range(2000) %}{% set y = m() %}{% set z %}{{ y }}{% endset %}"
+                           "{% set ns.n = ns.n + z|length %}{% endfor %}{{ ns.n }}",
+                           NULL, &lim, &e);
+    CHECK_MSG(out && !strcmp(out, "2000000"), "%s", out ? out : e.msg);
+    free(out);
     CHECK(tmpl_global_memory_in_use() == 0);
     /* eight renders that each hold 20 MB for a while, under a shared 64 MiB: some fail */
     tmpl_set_global_memory_limit(64u << 20);
