@@ -52,8 +52,8 @@ typedef struct tmpl_limits {
                           * bytes built or scanned / 16 */
     int max_depth;       /* nesting of evaluation: macro calls, nested expressions */
     double max_seconds;  /* wall-clock time of one render; 0: no time limit */
-    /* When not NULL, the render fails soon after *cancel becomes true (set from another thread:
-     * a server that shuts down or whose client left). */
+    /* When not NULL, the render fails soon after *cancel becomes true (set from another thread,
+     * e.g. by a server that shuts down). */
     const atomic_bool *cancel;
 } tmpl_limits;
 /* 16 MiB of output, 256 MiB of values, 20 million steps (about a second), depth 400, 10 s, no
