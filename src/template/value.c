@@ -283,27 +283,20 @@ static int dict_reindex(rt *r, tv_dict *d, size_t cap) {
     return 0;
 }
 
-/* 1, 0, or -1 when the render's budget ran out (only with r). */
-static int key_equal(rt *r, const tmpl_value *a, const tmpl_value *b) {
-    if (a->type == TV_STRING && b->type == TV_STRING)
-        return a->u.str.len == b->u.str.len && !memcmp(a->u.str.s, b->u.str.s, a->u.str.len);
-    return tv_equal(r, a, b);
-}
-
 /* The entry number of key, -1 when absent, -2 when the render's budget ran out. Hashing and
- * comparing keys is charged to r (when not NULL). */
+ * comparing keys (each comparison a step and its bytes) is charged to r (when not NULL). */
 static long dict_find(rt *r, const tv_dict *d, const tmpl_value *key) {
     if (r && key->type == TV_STRING && rt_work(r, key->u.str.len)) return -2;
     if (d->index) {
         size_t mask = d->index_cap - 1, slot = tv_hash(key) & mask;
         for (; d->index[slot]; slot = (slot + 1) & mask) {
-            int eq = key_equal(r, d->ent[d->index[slot] - 1].key, key);
+            int eq = tv_equal(r, d->ent[d->index[slot] - 1].key, key);
             if (eq) return eq < 0 ? -2 : (long)d->index[slot] - 1;
         }
         return -1;
     }
     for (size_t i = 0; i < d->len; i++) {
-        int eq = key_equal(r, d->ent[i].key, key);
+        int eq = tv_equal(r, d->ent[i].key, key);
         if (eq) return eq < 0 ? -2 : (long)i;
     }
     return -1;
