@@ -93,6 +93,12 @@ int rt_charge(rt *r, size_t bytes) {
     return 0;
 }
 
+size_t rt_mem_left(const rt *r) {
+    size_t own = r->lim.max_memory - r->mem, limit = atomic_load(&global_mem_limit), used = atomic_load(&global_mem_used);
+    size_t shared = used < limit ? limit - used : 0, left = own < shared ? own : shared;
+    return left ? left : 1; /* (an sbuf limit of 0 would mean none) */
+}
+
 void rt_refund(rt *r, size_t bytes) {
     if (bytes > r->mem) bytes = r->mem;
     r->mem -= bytes;

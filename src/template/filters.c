@@ -123,7 +123,7 @@ static tmpl_value *f_escape(rt *r, tmpl_value *v, const call_args *a) {
     if (bind_args(r, "escape", a, p0, NULL)) return NULL;
     tmpl_value *s = tv_to_str(r, v);
     if (!s) return NULL;
-    sbuf b = {.limit = r->lim.max_memory};
+    sbuf b = {.limit = rt_mem_left(r)};
     int rc = 0;
     for (size_t i = 0; i < s->u.str.len && !rc; i++) {
         char c = s->u.str.s[i];
@@ -177,7 +177,7 @@ static tmpl_value *f_indent(rt *r, tmpl_value *v, const call_args *a) {
         sbuf_free(&ind);
         return NULL;
     }
-    sbuf b = {.limit = r->lim.max_memory};
+    sbuf b = {.limit = rt_mem_left(r)};
     int rc = 0;
     bool blank = bool_arg(p[2], false);
     if (bool_arg(p[1], false) && ind.len) rc = sbuf_put(&b, ind.data, ind.len);
@@ -263,7 +263,7 @@ static tmpl_value *f_tojson(rt *r, tmpl_value *v, const call_args *a) {
         o.item_sep = p[2]->u.list.items[0]->u.str.s;
         o.key_sep = p[2]->u.list.items[1]->u.str.s;
     }
-    sbuf b = {.limit = r->lim.max_memory};
+    sbuf b = {.limit = rt_mem_left(r)};
     if (tv_write_json(r, &b, v, &o, 0)) {
         sbuf_free(&b);
         return NULL;

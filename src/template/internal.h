@@ -285,6 +285,9 @@ int rt_fail(rt *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int rt_fail_at(rt *r, const node *n); /* add n's position to a pending message; returns -1 */
 int rt_charge(rt *r, size_t bytes);   /* memory and steps for an allocation; -1 past a limit */
 void rt_refund(rt *r, size_t bytes);
+/* What a render may still take (of its own budget and the shared one): the limit of the buffers
+ * it builds text in, so that they stay within the budgets before they are charged as strings. */
+size_t rt_mem_left(const rt *r);
 int rt_step(rt *r);                   /* one unit of work; -1 past a limit (steps, time, cancel) */
 int rt_steps(rt *r, uint64_t n);      /* n units: elements visited, compared or copied */
 int rt_work(rt *r, size_t bytes);     /* steps for scanning `bytes` without allocating */

@@ -173,10 +173,10 @@ int tv_write_str(sbuf *b, const tmpl_value *v) {
 
 tmpl_value *tv_to_str(rt *r, tmpl_value *v) {
     if (v->type == TV_STRING) return tv_ref(v);
-    sbuf b = {.limit = r->lim.max_memory};
+    sbuf b = {.limit = rt_mem_left(r)};
     if (tv_write_str(&b, v)) {
         sbuf_free(&b);
-        rt_fail(r, b.over ? "string too long" : "out of memory");
+        rt_fail(r, b.over ? "string longer than the memory left to the render" : "out of memory");
         return NULL;
     }
     return tv_str_take(r, &b);

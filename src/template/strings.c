@@ -10,13 +10,13 @@ static tmpl_value *finish(rt *r, sbuf *b, int rc) {
     if (rc) {
         bool over = b->over;
         sbuf_free(b);
-        rt_fail(r, over ? "string too long" : "out of memory");
+        rt_fail(r, over ? "string longer than the memory left to the render" : "out of memory");
         return NULL;
     }
     return tv_str_take(r, b);
 }
 
-static sbuf text_buffer(rt *r) { return (sbuf){.limit = r->lim.max_memory}; }
+static sbuf text_buffer(rt *r) { return (sbuf){.limit = rt_mem_left(r)}; }
 
 static bool in_chars(uint32_t c, const tmpl_value *chars) {
     if (!chars) return uni_isspace(c);
@@ -411,7 +411,7 @@ static int format_one(rt *r, sbuf *b, const fmt_spec *sp, tmpl_value *v) {
     switch (sp->conv) {
     case 's':
     case 'r': {
-        sbuf t = {.limit = r->lim.max_memory};
+        sbuf t = {.limit = rt_mem_left(r)};
         int rc = sp->conv == 's' ? tv_write_str(&t, v) : tv_write_repr(&t, v);
         size_t len = t.len;
         if (!rc && sp->prec >= 0) len = utf8_offset(t.data ? t.data : "", t.len, (size_t)sp->prec);

@@ -500,6 +500,9 @@ static void test_hostile_memory(void) {
     lim.max_memory = 1u << 20;
     expect_hostile("{% for i in range(2000) %}{{ 'x' * 1000 }}{% endfor %}", &lim, "its memory budget");
     expect_hostile("{% for i in range(2000) %}{{ ['x' * 1000] }}{% endfor %}", &lim, "its memory budget");
+    /* text is built within what is left of the budgets, not next to them */
+    expect_hostile("{{ (['x' * 1000] * 2000)|join|length }}", &lim, "string longer than the memory left to the render");
+    expect_hostile("{{ (['x' * 1000] * 2000)|string|length }}", &lim, "string longer than the memory left to the render");
     /* ... while a macro's or a block's output is given back once it is a string */
     nc_err e = {{0}};
     char *out = render_lim("{% macro m() %}{{ 'x' * 1000 }}{% endmacro %}{% set ns = namespace(n=0) %}"
