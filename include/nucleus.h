@@ -477,6 +477,10 @@ void nc_chat_template_free(nc_chat_template *t);
  * template did not write it). */
 int nc_chat_render(const nc_chat_template *t, const char *messages_json, bool add_generation_prompt, char **text,
                    size_t *len, bool *add_bos, nc_err *err);
+/* A render is bounded in steps, memory and time (a template that loops for ever fails with an
+ * error). nc_chat_template_cancel, from any thread, makes the renders running now and every later
+ * one fail soon with "the render was cancelled" (a server that shuts down calls it). */
+void nc_chat_template_cancel(nc_chat_template *t);
 
 /* Autoregressive generation of n_samples continuations of one prompt: the prompt is prefilled
  * once into sequence 0 (the part the prefix cache holds, e.g. a chat's earlier turns, is taken

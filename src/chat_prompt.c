@@ -1,6 +1,7 @@
 /* The public chat prompt (nc_chat_template in nucleus.h): the model's template, or ChatML, with
  * the vocabulary's BOS and EOS texts, rendered as transformers' apply_chat_template does. Kept out
  * of src/template, which stands alone without a model (tests build the template engine by itself). */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@ struct nc_chat_template {
     const nc_model *m;
     tmpl *t;
     char *bos_text, *eos_text;  /* NULL when the vocabulary has none */
+    atomic_bool cancel;         /* set by nc_chat_template_cancel: renders fail */
 };
 
 /* A token's text (control tokens as text), malloc'd; NULL for no token. */
@@ -70,9 +72,15 @@ void nc_chat_template_free(nc_chat_template *ct) {
     free(ct);
 }
 
+void nc_chat_template_cancel(nc_chat_template *ct) { atomic_store(&ct->cancel, true); }
+
 int nc_chat_render(const nc_chat_template *ct, const char *messages_json, bool add_generation_prompt, char **text,
                    size_t *len, bool *add_bos, nc_err *err) {
-    if (tmpl_render_chat(ct->t, messages_json, add_generation_prompt, ct->bos_text, ct->eos_text, NULL, text, len, err))
+    tmpl_limits lim;
+    tmpl_limits_default(&lim);
+    lim.cancel = &ct->cancel;
+    if (tmpl_render_chat_limits(ct->t, messages_json, add_generation_prompt, ct->bos_text, ct->eos_text, NULL, &lim,
+                                text, len, err))
         return -1;
     *add_bos = nc_vocab_adds_bos(ct->m) && !(ct->bos_text && !strncmp(*text, ct->bos_text, strlen(ct->bos_text)));
     return 0;

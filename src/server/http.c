@@ -894,6 +894,9 @@ void srv_stop(srv_server *sv) {
     if (sv->sched) srv_sched_drain(sv->sched, sv->drain_seconds);
     MHD_socket listener = MHD_quiesce_daemon(sv->d);
     if (listener != MHD_INVALID_SOCKET) close(listener);
+    /* a chat template still rendering (a hostile one runs up to its time budget) ends now, so
+     * that its connection thread can be joined */
+    if (sv->mc_ready) nc_chat_template_cancel(sv->mc.chat);
     /* A finished job's response may still be on its way out (a stream's last events): stopping
      * the daemon now would cut it. Idle keep-alive connections hold no request and are not
      * waited for. */

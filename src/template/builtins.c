@@ -145,17 +145,20 @@ static tmpl_value *fn_range(rt *r, const call_args *a) {
         rt_fail(r, "range() arg 3 must not be zero");
         return NULL;
     }
-    /* the length, computed without overflow */
-    double span = step > 0 ? (double)stop - (double)start : (double)start - (double)stop;
-    double count = span <= 0 ? 0 : (span + (double)(step > 0 ? step : -step) - 1) / (double)(step > 0 ? step : -step);
+    /* The length and the items, computed in unsigned arithmetic: with extreme bounds and steps,
+     * stop - start and i * step overflow int64 although every item fits in one. */
+    uint64_t span = step > 0 ? (uint64_t)stop - (uint64_t)start : (uint64_t)start - (uint64_t)stop;
+    uint64_t stride = step > 0 ? (uint64_t)step : 0 - (uint64_t)step;
+    uint64_t count = (step > 0 ? stop <= start : stop >= start) ? 0 : span / stride + (span % stride != 0);
     if (count > MAX_RANGE) {
         rt_fail(r, "range too big: the sandbox allows at most %d items", MAX_RANGE);
         return NULL;
     }
     size_t n = (size_t)count;
+    if (rt_steps(r, n)) return NULL;
     tmpl_value *l = tv_list(r, n);
     for (size_t i = 0; l && i < n; i++) {
-        tmpl_value *v = tv_int(r, start + (int64_t)i * step);
+        tmpl_value *v = tv_int(r, (int64_t)((uint64_t)start + (uint64_t)i * (uint64_t)step));
         if (!v || tv_list_push(r, l, v)) {
             tv_decref(r, l);
             return NULL;
@@ -249,7 +252,7 @@ static tmpl_value *m_affix(rt *r, tmpl_value *s, tmpl_value *what, bool end) {
     size_t n = what && what->type == TV_LIST ? what->u.list.len : 1;
     for (size_t i = 0; i < n; i++) {
         tmpl_value *x = what && what->type == TV_LIST ? what->u.list.items[i] : what;
-        if (str_arg(r, fname, x)) return NULL;
+        if (str_arg(r, fname, x) || rt_work(r, x->u.str.len)) return NULL;
         size_t k = x->u.str.len;
         if (k <= s->u.str.len && !memcmp(s->u.str.s + (end ? s->u.str.len - k : 0), x->u.str.s, k)) return tv_bool(true);
     }
@@ -285,12 +288,10 @@ static tmpl_value *m_partition(rt *r, tmpl_value *s, tmpl_value *sep, bool from_
         rt_fail(r, "empty separator");
         return NULL;
     }
-    const char *hit = NULL;
-    for (size_t i = 0; i + sep->u.str.len <= s->u.str.len; i++) {
-        if (memcmp(s->u.str.s + i, sep->u.str.s, sep->u.str.len)) continue;
-        hit = s->u.str.s + i;
-        if (!from_right) break;
-    }
+    long at_hit = from_right ? str_rfind_bytes(r, s->u.str.s, s->u.str.len, sep->u.str.s, sep->u.str.len)
+                             : str_find_bytes(s->u.str.s, s->u.str.len, sep->u.str.s, sep->u.str.len);
+    if (at_hit == STR_FIND_FAIL) return NULL;
+    const char *hit = at_hit >= 0 ? s->u.str.s + at_hit : NULL;
     tmpl_value *t = tv_list(r, 3);
     if (!t) return NULL;
     t->u.list.tuple = true;
@@ -384,6 +385,8 @@ static tmpl_value *string_method(rt *r, int id, tmpl_value *s, const call_args *
     const char *fname = builtin_name(id);
     tmpl_value *p[3] = {0};
     int64_t n = -1;
+    /* every method reads its string through at least once (split, case, is*, find, ...) */
+    if (rt_decode(r, s->u.str.len)) return NULL;
     switch (id) {
     case M_STRIP:
     case M_LSTRIP:
@@ -423,10 +426,11 @@ static tmpl_value *string_method(rt *r, int id, tmpl_value *s, const call_args *
     case M_RFIND:
     case M_INDEX:
     case M_RINDEX:
-        if (bind_args(r, fname, a, sub, p) || str_arg(r, fname, p[0]) || rt_work(r, s->u.str.len)) return NULL;
-        return find_result(r, str_find(s, p[0], id == M_RFIND || id == M_RINDEX), id == M_INDEX || id == M_RINDEX);
+        if (bind_args(r, fname, a, sub, p) || str_arg(r, fname, p[0])) return NULL;
+        n = str_find(r, s, p[0], id == M_RFIND || id == M_RINDEX);
+        return n == STR_FIND_FAIL ? NULL : find_result(r, n, id == M_INDEX || id == M_RINDEX);
     case M_COUNT:
-        if (bind_args(r, fname, a, sub, p) || str_arg(r, fname, p[0]) || rt_work(r, s->u.str.len)) return NULL;
+        if (bind_args(r, fname, a, sub, p) || str_arg(r, fname, p[0])) return NULL;
         return tv_int(r, str_count(s, p[0]));
     case M_JOIN:
         if (bind_args(r, fname, a, iterable, p)) return NULL;
@@ -509,8 +513,9 @@ static tmpl_value *dict_method(rt *r, int id, tmpl_value *d, const call_args *a)
             rt_fail(r, "get() expects at least 1 argument");
             return NULL;
         }
-        tmpl_value *v = tv_hashable(p[0]) ? tv_dict_get(d, p[0]) : NULL;
+        tmpl_value *v = tv_hashable(p[0]) ? tv_dict_get(r, d, p[0]) : NULL;
         if (v) return tv_ref(v);
+        if (r->failed) return NULL;
         return p[1] ? tv_ref(p[1]) : &tv_none_static;
     }
     if (bind_args(r, builtin_name(id), a, none, p)) return NULL;
@@ -546,7 +551,9 @@ static tmpl_value *list_method(rt *r, int id, tmpl_value *l, const call_args *a)
     }
     int64_t count = 0;
     for (size_t i = 0; i < l->u.list.len; i++) {
-        if (!tv_equal(l->u.list.items[i], p[0])) continue;
+        int eq = tv_equal(r, l->u.list.items[i], p[0]);
+        if (eq < 0) return NULL;
+        if (!eq) continue;
         if (id == M_LIST_INDEX) return tv_int(r, (int64_t)i);
         count++;
     }
@@ -579,7 +586,12 @@ static tmpl_value *loop_method(rt *r, int id, loop_state *l, const call_args *a)
             tv_decref(r, now);
             return NULL;
         }
-    bool changed = !l->last || !tv_equal(l->last, now);
+    int same = l->last ? tv_equal(r, l->last, now) : 0;
+    if (same < 0) {
+        tv_decref(r, now);
+        return NULL;
+    }
+    bool changed = !same;
     tv_decref(r, l->last);
     l->last = now;
     return tv_bool(changed);

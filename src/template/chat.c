@@ -82,12 +82,19 @@ static tmpl_value *chat_context(const char *messages_json, bool add_generation_p
     return ctx;
 }
 
-int tmpl_render_chat(const tmpl *t, const char *messages_json, bool add_generation_prompt, const char *bos_token,
-                     const char *eos_token, const char *extra_json, char **out, size_t *out_len, nc_err *err) {
+int tmpl_render_chat_limits(const tmpl *t, const char *messages_json, bool add_generation_prompt,
+                            const char *bos_token, const char *eos_token, const char *extra_json,
+                            const tmpl_limits *lim, char **out, size_t *out_len, nc_err *err) {
     *out = NULL;
     tmpl_value *ctx = chat_context(messages_json, add_generation_prompt, bos_token, eos_token, extra_json, err);
     if (!ctx) return -1;
-    int rc = tmpl_render(t, ctx, out, out_len, err);
+    int rc = lim ? tmpl_render_limits(t, ctx, lim, out, out_len, err) : tmpl_render(t, ctx, out, out_len, err);
     tmpl_value_free(ctx);
     return rc;
+}
+
+int tmpl_render_chat(const tmpl *t, const char *messages_json, bool add_generation_prompt, const char *bos_token,
+                     const char *eos_token, const char *extra_json, char **out, size_t *out_len, nc_err *err) {
+    return tmpl_render_chat_limits(t, messages_json, add_generation_prompt, bos_token, eos_token, extra_json, NULL,
+                                   out, out_len, err);
 }

@@ -108,7 +108,8 @@ tmpl_value *eval_getitem(rt *r, tmpl_value *obj, tmpl_value *key) {
     }
     bool int_key = key->type == TV_INT || key->type == TV_BOOL;
     if (obj->type == TV_DICT || obj->type == TV_NAMESPACE) {
-        tmpl_value *v = tv_hashable(key) ? tv_dict_get(obj, key) : NULL;
+        tmpl_value *v = tv_hashable(key) ? tv_dict_get(r, obj, key) : NULL;
+        if (!v && r->failed) return NULL;
         if (v) return tv_ref(v);
     } else if (obj->type == TV_LIST && obj->u.list.lazy) {
         return tv_undefined(r, "'generator' object is not subscriptable");
@@ -340,26 +341,28 @@ static int concat_str(rt *r, const char *a, size_t n, const char *b, size_t m, t
     return *out ? 0 : -1;
 }
 
-/* seq * count for strings and lists. */
+/* seq * count for strings and lists. The work is the result's size, charged before it is built
+ * (an empty sequence repeated any number of times is empty at once). */
 static int repeat(rt *r, tmpl_value *seq, int64_t count, tmpl_value **out) {
-    if (count < 0) count = 0;
-    size_t unit = seq->type == TV_STRING ? seq->u.str.len : seq->u.list.len * sizeof(void *);
+    size_t n = seq->type == TV_STRING ? seq->u.str.len : seq->u.list.len;
+    if (count <= 0 || n == 0) count = 0;
+    size_t unit = seq->type == TV_STRING ? n : n * sizeof(void *);
     if (unit && (uint64_t)count > r->lim.max_memory / unit) return rt_fail(r, "repetition result too large");
     if (seq->type == TV_STRING) {
-        sbuf b = {0};
-        for (int64_t k = 0; k < count; k++)
-            if (sbuf_put(&b, seq->u.str.s, seq->u.str.len)) {
-                sbuf_free(&b);
-                return rt_fail(r, "out of memory");
-            }
-        *out = tv_str_take(r, &b);
-        return *out ? 0 : -1;
+        size_t total = (size_t)count * n;
+        if (!(*out = tv_str_alloc(r, total))) return -1; /* charges the steps of its bytes too */
+        char *d = (*out)->u.str.s;
+        if (total) memcpy(d, seq->u.str.s, n);
+        for (size_t have = n; have < total; have *= 2) /* doubling: a few large copies */
+            memcpy(d + have, d, have < total - have ? have : total - have);
+        return 0;
     }
-    tmpl_value *l = tv_list(r, 0);
+    if (rt_steps(r, (uint64_t)count * n)) return -1;
+    tmpl_value *l = tv_list(r, (size_t)count * n);
     if (!l) return -1;
     l->u.list.tuple = seq->u.list.tuple;
     for (int64_t k = 0; k < count; k++)
-        for (size_t i = 0; i < seq->u.list.len; i++)
+        for (size_t i = 0; i < n; i++)
             if (tv_list_push(r, l, tv_ref(seq->u.list.items[i]))) {
                 tv_decref(r, l);
                 return -1;
@@ -394,8 +397,7 @@ int binary_op(rt *r, int op, tmpl_value *x, tmpl_value *y, tmpl_value **out) {
 
 /* ---- Membership and comparison ------------------------------------------------------------ */
 int contains(rt *r, tmpl_value *container, tmpl_value *item) {
-    if (rt_work(r, container->type == TV_STRING ? container->u.str.len : container->type == TV_LIST ? container->u.list.len * 64 : 0))
-        return -1;
+    if (container->type == TV_STRING && rt_work(r, container->u.str.len)) return -1;
     switch (container->type) {
     case TV_STRING:
         if (item->type != TV_STRING)
@@ -403,30 +405,27 @@ int contains(rt *r, tmpl_value *container, tmpl_value *item) {
         if (!item->u.str.len) return 1;
         return memmem(container->u.str.s, container->u.str.len, item->u.str.s, item->u.str.len) != NULL;
     case TV_LIST:
-        for (size_t i = 0; i < container->u.list.len; i++)
-            if (tv_equal(container->u.list.items[i], item)) return 1;
+        for (size_t i = 0; i < container->u.list.len; i++) {
+            int eq = tv_equal(r, container->u.list.items[i], item);
+            if (eq) return eq;
+        }
         return 0;
     case TV_DICT:
         if (!tv_hashable(item)) return rt_fail(r, "unhashable type: '%s'", tv_type_name(item));
-        return tv_dict_get(container, item) != NULL;
+        if (tv_dict_get(r, container, item)) return 1;
+        return r->failed ? -1 : 0;
     case TV_UNDEFINED: return 0; /* iterating an undefined value yields nothing */
     default: return rt_fail(r, "argument of type '%s' is not iterable", tv_type_name(container));
     }
 }
 
-/* The bytes an equality or ordering test of x and y may look at, for the step budget. */
-static size_t compare_cost(const tmpl_value *x, const tmpl_value *y) {
-    if (x->type == TV_STRING && y->type == TV_STRING) return x->u.str.len < y->u.str.len ? x->u.str.len : y->u.str.len;
-    if (x->type == TV_LIST && y->type == TV_LIST) return 64 * (x->u.list.len < y->u.list.len ? x->u.list.len : y->u.list.len);
-    if (x->type == TV_DICT && y->type == TV_DICT) return 64 * x->u.dict.len;
-    return 0;
-}
-
 int compare_op(rt *r, int op, tmpl_value *x, tmpl_value *y) {
-    if (op != OP_IN && op != OP_NOTIN && rt_work(r, compare_cost(x, y))) return -1;
     switch (op) {
-    case OP_EQ: return tv_equal(x, y);
-    case OP_NE: return !tv_equal(x, y);
+    case OP_EQ: return tv_equal(r, x, y);
+    case OP_NE: {
+        int eq = tv_equal(r, x, y);
+        return eq < 0 ? -1 : !eq;
+    }
     case OP_IN: return contains(r, y, x);
     case OP_NOTIN: {
         int c = contains(r, y, x);
@@ -436,7 +435,8 @@ int compare_op(rt *r, int op, tmpl_value *x, tmpl_value *y) {
     }
     if (x->type == TV_UNDEFINED) return fail_undefined(r, x, "comparison");
     if (y->type == TV_UNDEFINED) return fail_undefined(r, y, "comparison");
-    int c = tv_compare(x, y, false);
+    int c = tv_compare(r, x, y, false);
+    if (c == TV_CMP_FAIL) return -1;
     const char *sym = op == '<' ? "<" : op == '>' ? ">" : op == OP_LE ? "<=" : ">=";
     if (c == 2) {
         if (tv_is_num(x) && tv_is_num(y)) return 0; /* NaN */

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "template/internal.h"
 
@@ -31,29 +32,84 @@ int rt_fail_at(rt *r, const node *n) {
     return -1;
 }
 
-int rt_step(rt *r) {
-    if (++r->steps <= r->lim.max_steps) return 0;
-    return rt_fail(r, "template exceeded its limit of %llu evaluation steps", (unsigned long long)r->lim.max_steps);
+/* The clock and the cancel flag are looked at once per this many steps (about 0.2 ms). */
+#define CHECK_EVERY 4096
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* A step stands for about 50 ns: an expression, a loop iteration, or 16 bytes of text made or
- * scanned (large allocations cost page faults, decoding UTF-8 costs more than copying). */
-int rt_work(rt *r, size_t bytes) {
-    r->steps += bytes / 16;
-    return rt_step(r);
-}
-
-int rt_charge(rt *r, size_t bytes) {
-    r->steps += bytes / 16;
-    if (bytes > r->lim.max_memory || r->mem > r->lim.max_memory - bytes)
-        return rt_fail(r, "template needs more than %zu bytes of memory", r->lim.max_memory);
-    r->mem += bytes;
+/* Every operation whose work grows with its input charges steps in proportion (a repetition its
+ * result, a comparison the elements it visits, a sort its comparisons), so the step count, and
+ * with it the time and the cancel flag, are looked at no matter what the template does. */
+int rt_steps(rt *r, uint64_t n) {
+    r->steps = n > UINT64_MAX - r->steps ? UINT64_MAX : r->steps + n;
+    if (r->steps > r->lim.max_steps)
+        return rt_fail(r, "the render exceeded its step budget (%llu evaluation steps)",
+                       (unsigned long long)r->lim.max_steps);
+    if (r->steps < r->next_check) return 0;
+    r->next_check = r->steps + CHECK_EVERY;
+    if (r->lim.cancel && atomic_load_explicit(r->lim.cancel, memory_order_relaxed))
+        return rt_fail(r, "the render was cancelled");
+    if (r->deadline > 0 && now_seconds() > r->deadline)
+        return rt_fail(r, "the render exceeded its time budget (%g s)", r->lim.max_seconds);
     return 0;
 }
 
-void rt_refund(rt *r, size_t bytes) { r->mem = bytes > r->mem ? 0 : r->mem - bytes; }
+int rt_step(rt *r) { return rt_steps(r, 1); }
 
+/* A step stands for about 50 ns: an expression, a loop iteration, an element visited, or 16
+ * bytes of text made or scanned (large allocations cost page faults, decoding UTF-8 costs more
+ * than copying). */
+int rt_work(rt *r, size_t bytes) { return rt_steps(r, bytes / 16 + 1); }
+
+/* Text read a code point at a time (case tests, strip sets, Unicode classes) costs about four
+ * times as much per byte as copying it. */
+int rt_decode(rt *r, size_t bytes) { return rt_steps(r, bytes / 4 + 1); }
+
+/* ---- Memory: each render's own budget, and one shared by all the renders of the process ---- */
+static _Atomic size_t global_mem_limit = 512u << 20;
+static _Atomic size_t global_mem_used; /* the sum of r->mem over the renders running now */
+
+void tmpl_set_global_memory_limit(size_t bytes) { atomic_store(&global_mem_limit, bytes); }
+size_t tmpl_global_memory_in_use(void) { return atomic_load(&global_mem_used); }
+
+int rt_charge(rt *r, size_t bytes) {
+    if (bytes > r->lim.max_memory || r->mem > r->lim.max_memory - bytes)
+        return rt_fail(r, "the render exceeded its memory budget (%zu bytes)", r->lim.max_memory);
+    size_t limit = atomic_load(&global_mem_limit);
+    size_t before = atomic_fetch_add(&global_mem_used, bytes);
+    if (bytes > limit || before > limit - bytes) {
+        atomic_fetch_sub(&global_mem_used, bytes);
+        return rt_fail(r, "the renders running at once exceeded their shared memory budget (%zu bytes)", limit);
+    }
+    r->mem += bytes;
+    if (rt_work(r, bytes)) {
+        rt_refund(r, bytes);
+        return -1;
+    }
+    return 0;
+}
+
+size_t rt_mem_left(const rt *r) {
+    size_t own = r->lim.max_memory - r->mem, limit = atomic_load(&global_mem_limit), used = atomic_load(&global_mem_used);
+    size_t shared = used < limit ? limit - used : 0, left = own < shared ? own : shared;
+    return left ? left : 1; /* (an sbuf limit of 0 would mean none) */
+}
+
+void rt_refund(rt *r, size_t bytes) {
+    if (bytes > r->mem) bytes = r->mem;
+    r->mem -= bytes;
+    atomic_fetch_sub(&global_mem_used, bytes);
+}
+
+/* Output is held in memory too (the template's, and a macro's or a block's until it becomes a
+ * string): its bytes are charged like values', to the render's budget and the shared one. */
 int rt_out(rt *r, const char *s, size_t n) {
+    if (rt_charge(r, n)) return -1;
+    r->out_charged += n;
     if (!sbuf_put(r->out, s, n)) return 0;
     if (r->out->over) return rt_fail(r, "output longer than %zu bytes", r->lim.max_output);
     return rt_fail(r, "out of memory");
@@ -187,9 +243,13 @@ static int assign(rt *r, const node *n, tmpl_value *v) {
 static int capture(rt *r, const node_list *body, tmpl_value **out) {
     sbuf buf = {.limit = r->lim.max_output};
     sbuf *saved = r->out;
+    size_t saved_charged = r->out_charged;
     r->out = &buf;
+    r->out_charged = 0;
     int rc = exec_body(r, body);
+    rt_refund(r, r->out_charged); /* the string made of it is charged in its place */
     r->out = saved;
+    r->out_charged = saved_charged;
     if (rc < 0) {
         sbuf_free(&buf);
         return -1;
@@ -200,7 +260,12 @@ static int capture(rt *r, const node_list *body, tmpl_value **out) {
 
 static int write_output(rt *r, const tmpl_value *v) {
     if (v->type == TV_STRING) return rt_out(r, v->u.str.s, v->u.str.len);
-    if (!tv_write_str(r->out, v)) return 0;
+    size_t before = r->out->len;
+    int rc = tv_write_str(r->out, v); /* straight into the output: at most max_output bytes */
+    size_t n = r->out->len - before;
+    if (rt_charge(r, n)) return -1;   /* (charged once written, as the length is known then) */
+    r->out_charged += n;
+    if (!rc) return 0;
     if (r->out->over) return rt_fail(r, "output longer than %zu bytes", r->lim.max_output);
     return rt_fail(r, "out of memory");
 }
@@ -505,6 +570,8 @@ void tmpl_limits_default(tmpl_limits *lim) {
     lim->max_memory = 256u << 20;
     lim->max_steps = 20000000;
     lim->max_depth = 400;
+    lim->max_seconds = 10;
+    lim->cancel = NULL;
 }
 
 /* Free everything a render made: namespaces first emptied (they may hold one another), then
@@ -533,7 +600,8 @@ int tmpl_render_limits(const tmpl *t, const tmpl_value *context, const tmpl_limi
     *out = NULL;
     if (out_len) *out_len = 0;
     if (context && context->type != TV_DICT) return nc_fail(err, "template context must be a dict");
-    rt r = {.t = t, .context = context, .lim = *lim};
+    rt r = {.t = t, .context = context, .lim = *lim, .next_check = CHECK_EVERY};
+    if (lim->max_seconds > 0) r.deadline = now_seconds() + lim->max_seconds;
     sbuf buf = {.limit = lim->max_output};
     r.out = &buf;
     int rc = -1;
@@ -541,6 +609,7 @@ int tmpl_render_limits(const tmpl *t, const tmpl_value *context, const tmpl_limi
     if ((r.scope = root)) rc = exec_body(&r, &t->body);
     scope_leave(&r, root);
     rt_release(&r);
+    rt_refund(&r, r.mem); /* whatever the render still held leaves the shared budget */
     if (rc < 0) {
         sbuf_free(&buf);
         return nc_fail(err, "%s", r.msg);

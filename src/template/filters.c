@@ -123,7 +123,7 @@ static tmpl_value *f_escape(rt *r, tmpl_value *v, const call_args *a) {
     if (bind_args(r, "escape", a, p0, NULL)) return NULL;
     tmpl_value *s = tv_to_str(r, v);
     if (!s) return NULL;
-    sbuf b = {.limit = r->lim.max_memory};
+    sbuf b = {.limit = rt_mem_left(r)};
     int rc = 0;
     for (size_t i = 0; i < s->u.str.len && !rc; i++) {
         char c = s->u.str.s[i];
@@ -177,7 +177,7 @@ static tmpl_value *f_indent(rt *r, tmpl_value *v, const call_args *a) {
         sbuf_free(&ind);
         return NULL;
     }
-    sbuf b = {.limit = r->lim.max_memory};
+    sbuf b = {.limit = rt_mem_left(r)};
     int rc = 0;
     bool blank = bool_arg(p[2], false);
     if (bool_arg(p[1], false) && ind.len) rc = sbuf_put(&b, ind.data, ind.len);
@@ -202,7 +202,7 @@ static tmpl_value *f_wordcount(rt *r, tmpl_value *v, const call_args *a) {
     static const char *const p0[] = {NULL};
     if (bind_args(r, "wordcount", a, p0, NULL)) return NULL;
     tmpl_value *s = tv_to_str(r, v);
-    if (!s || rt_work(r, s->u.str.len)) {
+    if (!s || (s != v && rt_decode(r, s->u.str.len))) { /* (a string operand is charged already) */
         tv_decref(r, s);
         return NULL;
     }
@@ -263,7 +263,7 @@ static tmpl_value *f_tojson(rt *r, tmpl_value *v, const call_args *a) {
         o.item_sep = p[2]->u.list.items[0]->u.str.s;
         o.key_sep = p[2]->u.list.items[1]->u.str.s;
     }
-    sbuf b = {.limit = r->lim.max_memory};
+    sbuf b = {.limit = rt_mem_left(r)};
     if (tv_write_json(r, &b, v, &o, 0)) {
         sbuf_free(&b);
         return NULL;
@@ -420,7 +420,7 @@ static tmpl_value *f_length(rt *r, tmpl_value *v, const call_args *a) {
     static const char *const p0[] = {NULL};
     if (bind_args(r, "length", a, p0, NULL)) return NULL;
     switch (v->type) {
-    case TV_STRING: return rt_work(r, v->u.str.len) ? NULL : tv_int(r, (int64_t)utf8_count(v->u.str.s, v->u.str.len));
+    case TV_STRING: return tv_int(r, (int64_t)utf8_count(v->u.str.s, v->u.str.len));
     case TV_LIST:
         if (v->u.list.lazy) return fail_null(r, "object of type 'generator' has no len()");
         return tv_int(r, (int64_t)v->u.list.len);
@@ -565,8 +565,8 @@ static int merge_sort(rt *r, tmpl_value **keys, size_t *idx, size_t *tmp, size_t
     if (merge_sort(r, keys, idx, tmp, h, fold, reverse) || merge_sort(r, keys, idx + h, tmp, n - h, fold, reverse)) return -1;
     size_t i = 0, j = h, k = 0;
     while (i < h && j < n) {
-        if (rt_step(r)) return -1;
-        int c = tv_compare(keys[idx[j]], keys[idx[i]], fold);
+        int c = tv_compare(r, keys[idx[j]], keys[idx[i]], fold);
+        if (c == TV_CMP_FAIL) return -1;
         if (c == 2)
             return rt_fail(r, "'<' not supported between instances of '%s' and '%s'", tv_type_name(keys[idx[j]]),
                            tv_type_name(keys[idx[i]]));
@@ -675,7 +675,8 @@ static tmpl_value *f_unique(rt *r, tmpl_value *v, const call_args *a) {
         tv_decref(r, k);
         if (!f) rc = -1;
         else if (!tv_hashable(f)) rc = rt_fail(r, "unhashable type: '%s'", tv_type_name(f));
-        else if (tv_dict_get(seen, f)) rc = 0;
+        else if (tv_dict_get(r, seen, f)) rc = 0;
+        else if (r->failed) rc = -1;
         else if (!(rc = tv_dict_set(r, seen, tv_ref(f), &tv_none_static))) rc = tv_list_push(r, out, tv_ref(items->u.list.items[i]));
         tv_decref(r, f);
     }
@@ -699,8 +700,9 @@ static tmpl_value *min_max(rt *r, tmpl_value *v, const call_args *a, bool want_m
         size_t best = 0;
         bool fold = !bool_arg(p[0], false), ok = true;
         for (size_t i = 1; i < items->u.list.len && ok; i++) {
-            int c = tv_compare(keys[i], keys[best], fold);
-            if (c == 2) ok = !rt_fail(r, "'<' not supported between instances of '%s' and '%s'", tv_type_name(keys[i]), tv_type_name(keys[best]));
+            int c = tv_compare(r, keys[i], keys[best], fold);
+            if (c == TV_CMP_FAIL) ok = false;
+            else if (c == 2) ok = !rt_fail(r, "'<' not supported between instances of '%s' and '%s'", tv_type_name(keys[i]), tv_type_name(keys[best]));
             else if (want_max ? c > 0 : c < 0) best = i;
         }
         if (ok) out = items->u.list.len ? tv_ref(items->u.list.items[best]) : tv_undefined(r, "No aggregated item, sequence was empty.");
@@ -897,7 +899,9 @@ int filter_lookup(const char *name, size_t len) {
     return -1;
 }
 
+/* A filter reads a string operand through at least once (case, trim, length, escape, indent,
+ * ...): its bytes are charged here, for all of them. */
 tmpl_value *apply_filter(rt *r, int fn, tmpl_value *v, const call_args *a) {
-    if (rt_step(r)) return NULL;
+    if (rt_decode(r, v->type == TV_STRING ? v->u.str.len : 0)) return NULL;
     return filters[fn].fn(r, v, a);
 }

@@ -89,8 +89,9 @@ struct tmpl_value {
         double f;
         struct { char *s; size_t len; } str;                 /* STRING; UNDEFINED: why (or NULL) */
         /* lazy: what Python would hand out as a one-pass iterator (the results of map, select,
-         * unique, reverse, ...): always true, no length, no indexing, printed as a generator */
-        struct { tmpl_value **items; size_t len, cap; bool tuple, lazy; } list;
+         * unique, reverse, ...): always true, no length, no indexing, printed as a generator;
+         * unhashable: some item is (so a tuple is); kept by tv_list_push */
+        struct { tmpl_value **items; size_t len, cap; bool tuple, lazy, unhashable; } list;
         tv_dict dict;                                        /* DICT, NAMESPACE */
         loop_state *loop;
         struct { const node *def; scope *closure; } macro;   /* a macro, or a call block's caller */
@@ -117,12 +118,14 @@ tmpl_value *tv_bool(bool b);
 tmpl_value *tv_str(rt *r, const char *s, size_t n);
 tmpl_value *tv_str2(rt *r, const char *a, size_t n, const char *b, size_t m); /* a and b joined */
 tmpl_value *tv_str_take(rt *r, sbuf *b); /* takes b's bytes (b is emptied) */
+tmpl_value *tv_str_alloc(rt *r, size_t n); /* n bytes to fill in, charged before they are taken */
 tmpl_value *tv_list(rt *r, size_t cap);
 tmpl_value *tv_dict_new(rt *r);
 tmpl_value *tv_undefined(rt *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int tv_list_push(rt *r, tmpl_value *list, tmpl_value *v);        /* takes v */
 int tv_dict_set(rt *r, tmpl_value *dict, tmpl_value *k, tmpl_value *v); /* takes k and v */
-tmpl_value *tv_dict_get(const tmpl_value *dict, const tmpl_value *key);   /* borrowed or NULL */
+/* borrowed, or NULL when absent or (r->failed) when r's budget ran out comparing keys */
+tmpl_value *tv_dict_get(rt *r, const tmpl_value *dict, const tmpl_value *key);
 tmpl_value *tv_dict_get_str(const tmpl_value *dict, const char *key, size_t n);
 tmpl_value *tv_ref(tmpl_value *v);                  /* incref; returns v */
 void tv_decref(rt *r, tmpl_value *v);
@@ -133,9 +136,11 @@ static inline bool tv_is_num(const tmpl_value *v) {
 }
 double tv_as_double(const tmpl_value *v); /* INT, FLOAT, BOOL */
 bool tv_truthy(const tmpl_value *v);
-bool tv_equal(const tmpl_value *a, const tmpl_value *b);
-/* Python ordering: -1, 0, 1, or 2 when the types cannot be ordered. */
-int tv_compare(const tmpl_value *a, const tmpl_value *b, bool fold_case);
+/* Deep comparisons charge each value visited to r (NULL for caller trees, not charged). */
+int tv_equal(rt *r, const tmpl_value *a, const tmpl_value *b); /* 1, 0, -1 past a limit */
+/* Python ordering: -1, 0, 1, 2 when the types cannot be ordered, TV_CMP_FAIL past a limit. */
+#define TV_CMP_FAIL (-2)
+int tv_compare(rt *r, const tmpl_value *a, const tmpl_value *b, bool fold_case);
 const char *tv_type_name(const tmpl_value *v); /* Python's type name: 'str', 'int', ... */
 bool tv_hashable(const tmpl_value *v);
 
@@ -265,8 +270,11 @@ struct rt {
     char msg[NC_ERR_MAX];
     scope *scope;       /* where names are looked up and set now */
     sbuf *out;          /* the template's output, or a macro's, a set block's */
+    size_t out_charged; /* bytes of *out charged to the memory budgets */
     size_t mem;         /* bytes held by values this render made */
     uint64_t steps;
+    uint64_t next_check; /* steps at which the clock and the cancel flag are looked at next */
+    double deadline;     /* CLOCK_MONOTONIC seconds; 0: none */
     int depth;
     scope *kept;        /* captured scopes that were left, freed at the end */
     tmpl_value **namespaces; /* every namespace, emptied at the end to break reference cycles */
@@ -277,8 +285,13 @@ int rt_fail(rt *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int rt_fail_at(rt *r, const node *n); /* add n's position to a pending message; returns -1 */
 int rt_charge(rt *r, size_t bytes);   /* memory and steps for an allocation; -1 past a limit */
 void rt_refund(rt *r, size_t bytes);
-int rt_step(rt *r);                   /* one unit of work; -1 past the limit */
+/* What a render may still take (of its own budget and the shared one): the limit of the buffers
+ * it builds text in, so that they stay within the budgets before they are charged as strings. */
+size_t rt_mem_left(const rt *r);
+int rt_step(rt *r);                   /* one unit of work; -1 past a limit (steps, time, cancel) */
+int rt_steps(rt *r, uint64_t n);      /* n units: elements visited, compared or copied */
 int rt_work(rt *r, size_t bytes);     /* steps for scanning `bytes` without allocating */
+int rt_decode(rt *r, size_t bytes);   /* steps for decoding `bytes` of UTF-8 */
 int rt_out(rt *r, const char *s, size_t n);
 
 /* Calls: positional values and keyword values, all borrowed. */
@@ -341,7 +354,12 @@ tmpl_value *str_replace(rt *r, tmpl_value *s, tmpl_value *old, tmpl_value *new_,
 tmpl_value *str_split(rt *r, tmpl_value *s, tmpl_value *sep, int64_t maxsplit, bool from_right);
 tmpl_value *str_splitlines(rt *r, tmpl_value *s, bool keepends);
 tmpl_value *str_join(rt *r, tmpl_value *sep, tmpl_value *items, bool convert); /* convert: str() non-strings */
-int64_t str_find(tmpl_value *s, tmpl_value *sub, bool from_right); /* code point index or -1 */
+/* Byte offsets of q in p: the first (linear), the last (charged to r); -1 when absent,
+ * STR_FIND_FAIL past r's budget. */
+#define STR_FIND_FAIL (-2)
+long str_find_bytes(const char *p, size_t n, const char *q, size_t k);
+long str_rfind_bytes(rt *r, const char *p, size_t n, const char *q, size_t k);
+int64_t str_find(rt *r, tmpl_value *s, tmpl_value *sub, bool from_right); /* code point index, -1, or STR_FIND_FAIL */
 int64_t str_count(tmpl_value *s, tmpl_value *sub);
 tmpl_value *str_slice_cp(rt *r, tmpl_value *s, size_t from, size_t to); /* code points */
 /* Python's fmt % values: values a tuple (several), a dict (%(name)s), or one value. */

@@ -153,6 +153,18 @@ static int enter(parser *p) {
 }
 static void leave(parser *p) { p->depth--; }
 
+/* A chain (a.b.c, x|f|g, a + b + c, x if c else y ...) is parsed by a loop but builds one tree
+ * level per link, so each link counts as a level of nesting until the chain ends: the depth of
+ * the tree, which the checks below and every render walk recursively, stays bounded too. */
+static int chain_link(parser *p, int *links) {
+    (*links)++;
+    return enter(p);
+}
+static node *chain_end(parser *p, int links, node *x) {
+    p->depth -= links;
+    return x;
+}
+
 /* ---- Expressions -------------------------------------------------------------------------- */
 static node *parse_expression(parser *p, bool with_condexpr);
 static node *parse_or(parser *p);
@@ -188,8 +200,10 @@ static node *parse_tuple(parser *p, bool with_condexpr, const char *end_name) {
 }
 
 static node *parse_condexpr(parser *p) {
+    int links = 0;
     node *x = parse_or(p);
     while (x && is_name(p, "if")) {
+        if (chain_link(p, &links)) return NULL;
         size_t pos = cur(p)->pos;
         advance(p);
         node *n = mk(p, N_COND, pos);
@@ -200,7 +214,7 @@ static node *parse_condexpr(parser *p) {
         if (accept_name(p, "else") && !(n->c = parse_condexpr(p))) return NULL;
         x = n;
     }
-    return x;
+    return chain_end(p, links, x);
 }
 
 static node *parse_expression(parser *p, bool with_condexpr) {
@@ -222,23 +236,27 @@ static node *binary(parser *p, node_kind kind, int op, size_t pos, node *a, node
 
 static node *parse_not(parser *p);
 static node *parse_and(parser *p) {
+    int links = 0;
     node *x = parse_not(p);
     while (x && is_name(p, "and")) {
+        if (chain_link(p, &links)) return NULL;
         size_t pos = cur(p)->pos;
         advance(p);
         x = binary(p, N_AND, 0, pos, x, parse_not(p));
     }
-    return x;
+    return chain_end(p, links, x);
 }
 
 static node *parse_or(parser *p) {
+    int links = 0;
     node *x = parse_and(p);
     while (x && is_name(p, "or")) {
+        if (chain_link(p, &links)) return NULL;
         size_t pos = cur(p)->pos;
         advance(p);
         x = binary(p, N_OR, 0, pos, x, parse_and(p));
     }
-    return x;
+    return chain_end(p, links, x);
 }
 
 static node *parse_compare(parser *p);
@@ -301,45 +319,53 @@ static node *parse_compare(parser *p) {
 
 static node *parse_concat(parser *p);
 static node *parse_math1(parser *p) {
+    int links = 0;
     node *x = parse_concat(p);
     while (x && (is_op(p, '+') || is_op(p, '-'))) {
+        if (chain_link(p, &links)) return NULL;
         const token *t = cur(p);
         advance(p);
         x = binary(p, N_BINARY, t->op, t->pos, x, parse_concat(p));
     }
-    return x;
+    return chain_end(p, links, x);
 }
 
 static node *parse_math2(parser *p);
 static node *parse_concat(parser *p) {
+    int links = 0;
     node *x = parse_math2(p);
     while (x && is_op(p, '~')) {
+        if (chain_link(p, &links)) return NULL;
         size_t pos = cur(p)->pos;
         advance(p);
         x = binary(p, N_BINARY, '~', pos, x, parse_math2(p));
     }
-    return x;
+    return chain_end(p, links, x);
 }
 
 static node *parse_pow(parser *p);
 static node *parse_math2(parser *p) {
+    int links = 0;
     node *x = parse_pow(p);
     while (x && (is_op(p, '*') || is_op(p, '/') || is_op(p, OP_FLOORDIV) || is_op(p, '%'))) {
+        if (chain_link(p, &links)) return NULL;
         const token *t = cur(p);
         advance(p);
         x = binary(p, N_BINARY, t->op, t->pos, x, parse_pow(p));
     }
-    return x;
+    return chain_end(p, links, x);
 }
 
 static node *parse_pow(parser *p) {
+    int links = 0;
     node *x = parse_unary(p, true);
     while (x && is_op(p, OP_POW)) { /* left-associative, as in Jinja (unlike Python) */
+        if (chain_link(p, &links)) return NULL;
         size_t pos = cur(p)->pos;
         advance(p);
         x = binary(p, N_BINARY, OP_POW, pos, x, parse_unary(p, true));
     }
-    return x;
+    return chain_end(p, links, x);
 }
 
 static node *parse_unary(parser *p, bool with_filter) {
@@ -541,7 +567,9 @@ static node *parse_subscript(parser *p) {
 }
 
 static node *parse_postfix(parser *p, node *x) {
+    int links = 0;
     while (x) {
+        if (chain_link(p, &links)) return NULL;
         const token *t = cur(p);
         if (t->type != T_OP) break;
         if (t->op == '.') {
@@ -593,7 +621,7 @@ static node *parse_postfix(parser *p, node *x) {
             break;
         }
     }
-    return x;
+    return chain_end(p, links, x);
 }
 
 /* `name` or `name.more` after | or is. */
@@ -664,7 +692,9 @@ static node *parse_test(parser *p, node *x) {
 }
 
 static node *parse_filter_expr(parser *p, node *x) {
+    int links = 0;
     while (x) {
+        if (chain_link(p, &links)) return NULL;
         if (is_op(p, '|')) {
             advance(p);
             x = parse_one_filter(p, x);
@@ -680,15 +710,19 @@ static node *parse_filter_expr(parser *p, node *x) {
             break;
         }
     }
-    return x;
+    return chain_end(p, links, x);
 }
 
 /* A filter chain `f(args)|g` for filter and set blocks: returns the outermost filter, whose
  * innermost operand (left NULL) is the block's text. */
 static node *parse_filter_chain(parser *p) {
+    int links = 0;
     node *x = parse_one_filter(p, NULL);
-    while (x && accept_op(p, '|')) x = parse_one_filter(p, x);
-    return x;
+    while (x && accept_op(p, '|')) {
+        if (chain_link(p, &links)) return NULL;
+        x = parse_one_filter(p, x);
+    }
+    return chain_end(p, links, x);
 }
 
 /* ---- Statements --------------------------------------------------------------------------- */
@@ -1012,15 +1046,20 @@ static int parse_body(parser *p, node_list *out, const char *const *ends, const 
  * Jinja rejects an unknown filter or test when it compiles the template, except inside an if
  * statement or an inline if (within the same loop, macro or block), where the error waits until
  * the filter is actually used: templates guard optional filters that way. */
-static int check_names(parser *p, const node *n, bool soft);
+static int check_names(parser *p, const node *n, bool soft, int depth);
 
-static int check_list(parser *p, const node_list *l, bool soft) {
+static int check_list(parser *p, const node_list *l, bool soft, int depth) {
     for (size_t i = 0; i < l->n; i++)
-        if (l->v[i] && check_names(p, l->v[i], soft)) return -1;
+        if (l->v[i] && check_names(p, l->v[i], soft, depth)) return -1;
     return 0;
 }
 
-static int check_names(parser *p, const node *n, bool soft) {
+/* Recursive over the tree, whose depth the parser bounds (a level of nesting may add a few tree
+ * levels: an operator, a postfix, a statement); the check keeps the walk on the stack even so. */
+#define TREE_MAX_DEPTH (4 * PARSE_MAX_DEPTH)
+
+static int check_names(parser *p, const node *n, bool soft, int depth) {
+    if (depth > TREE_MAX_DEPTH) return fail_at(p, n->pos, "template nested too deeply (more than %d levels)", PARSE_MAX_DEPTH);
     if ((n->kind == N_FILTER || n->kind == N_TEST) && n->fn < 0 && !soft)
         return fail_at(p, n->pos, "no %s named '%s'", n->kind == N_FILTER ? "filter" : "test", n->name);
     bool inner = soft;           /* for the operands and the expression parts */
@@ -1031,11 +1070,11 @@ static int check_names(parser *p, const node *n, bool soft) {
     for (int k = 0; k < 4; k++) {
         bool s = inner;
         if (filter_part && k > 0) s = false;       /* a for loop's filter, a block's filter chain */
-        if (kids[k] && check_names(p, kids[k], s)) return -1;
+        if (kids[k] && check_names(p, kids[k], s, depth + 1)) return -1;
     }
     bool args_soft = n->kind == N_MACRO || n->kind == N_CALL_BLOCK ? false : inner;
-    return check_list(p, &n->args, args_soft) || check_list(p, &n->kwargs, inner) ||
-           check_list(p, &n->body, body) || check_list(p, &n->else_body, body);
+    return check_list(p, &n->args, args_soft, depth + 1) || check_list(p, &n->kwargs, inner, depth + 1) ||
+           check_list(p, &n->body, body, depth + 1) || check_list(p, &n->else_body, body, depth + 1);
 }
 
 int tmpl_parse_tree(tmpl *t, nc_err *err) {
@@ -1043,7 +1082,7 @@ int tmpl_parse_tree(tmpl *t, nc_err *err) {
     int rc = lex_template(t, &toks, err);
     parser p = {.t = t, .tk = toks.v, .n = toks.n, .err = err};
     if (rc == 0) rc = parse_body(&p, &t->body, NULL, NULL, 0);
-    if (rc == 0) rc = check_list(&p, &t->body, false);
+    if (rc == 0) rc = check_list(&p, &t->body, false, 0);
     free(toks.v);
     return rc;
 }

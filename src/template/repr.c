@@ -173,10 +173,10 @@ int tv_write_str(sbuf *b, const tmpl_value *v) {
 
 tmpl_value *tv_to_str(rt *r, tmpl_value *v) {
     if (v->type == TV_STRING) return tv_ref(v);
-    sbuf b = {.limit = r->lim.max_memory};
+    sbuf b = {.limit = rt_mem_left(r)};
     if (tv_write_str(&b, v)) {
         sbuf_free(&b);
-        rt_fail(r, b.over ? "string too long" : "out of memory");
+        rt_fail(r, b.over ? "string longer than the memory left to the render" : "out of memory");
         return NULL;
     }
     return tv_str_take(r, &b);
@@ -256,10 +256,14 @@ static size_t *json_entry_order(rt *r, const tmpl_value *d, bool sort) {
     }
     for (size_t i = 0; i < n; i++) ord[i] = i;
     if (!sort) return ord;
-    for (size_t i = 1; i < n; i++) { /* insertion sort: stable, and key counts are small */
+    for (size_t i = 1; i < n; i++) { /* insertion sort: stable, key counts are small, each comparison charged */
         size_t cur = ord[i], j = i;
         while (j > 0) {
-            int c = tv_compare(d->u.dict.ent[ord[j - 1]].key, d->u.dict.ent[cur].key, false);
+            int c = tv_compare(r, d->u.dict.ent[ord[j - 1]].key, d->u.dict.ent[cur].key, false);
+            if (c == TV_CMP_FAIL) {
+                free(ord);
+                return NULL;
+            }
             if (c == 2) {
                 rt_fail(r, "sort_keys: cannot order keys of types %s and %s",
                         tv_type_name(d->u.dict.ent[ord[j - 1]].key), tv_type_name(d->u.dict.ent[cur].key));

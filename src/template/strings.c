@@ -10,13 +10,13 @@ static tmpl_value *finish(rt *r, sbuf *b, int rc) {
     if (rc) {
         bool over = b->over;
         sbuf_free(b);
-        rt_fail(r, over ? "string too long" : "out of memory");
+        rt_fail(r, over ? "string longer than the memory left to the render" : "out of memory");
         return NULL;
     }
     return tv_str_take(r, b);
 }
 
-static sbuf text_buffer(rt *r) { return (sbuf){.limit = r->lim.max_memory}; }
+static sbuf text_buffer(rt *r) { return (sbuf){.limit = rt_mem_left(r)}; }
 
 static bool in_chars(uint32_t c, const tmpl_value *chars) {
     if (!chars) return uni_isspace(c);
@@ -35,15 +35,20 @@ static size_t prev_cp(const char *s, size_t end) {
     return i + w == end ? i : end - 1;
 }
 
+/* Each code point looked at is tested against all of chars: that work is charged as it goes. */
 tmpl_value *str_strip(rt *r, tmpl_value *s, tmpl_value *chars, bool left, bool right) {
     const char *p = s->u.str.s;
-    size_t start = 0, end = s->u.str.len, w;
+    size_t start = 0, end = s->u.str.len, w, per = chars ? chars->u.str.len : 0;
     if (left)
-        while (start < end && in_chars(utf8_decode(p + start, end - start, &w), chars)) start += w;
+        while (start < end && in_chars(utf8_decode(p + start, end - start, &w), chars)) {
+            if (per && rt_decode(r, per)) return NULL;
+            start += w;
+        }
     if (right)
         while (end > start) {
             size_t i = prev_cp(p, end);
             if (!in_chars(utf8_decode(p + i, end - i, &w), chars)) break;
+            if (per && rt_decode(r, per)) return NULL;
             end = i;
         }
     if (start == 0 && end == s->u.str.len) return tv_ref(s);
@@ -297,21 +302,33 @@ tmpl_value *str_join(rt *r, tmpl_value *sep, tmpl_value *items, bool convert) {
     return finish(r, &b, rc);
 }
 
-int64_t str_find(tmpl_value *s, tmpl_value *sub, bool from_right) {
+long str_find_bytes(const char *p, size_t n, const char *q, size_t k) {
+    if (k > n) return -1;
+    const char *hit = k ? memmem(p, n, q, k) : p; /* glibc's memmem is linear (two-way) */
+    return hit ? (long)(hit - p) : -1;
+}
+
+/* There is no reverse memmem: the candidates are the places where q's first byte is, each
+ * compared at a cost charged to r (q repeated in p is k bytes of work per place). */
+long str_rfind_bytes(rt *r, const char *p, size_t n, const char *q, size_t k) {
+    if (k > n) return -1;
+    if (!k) return (long)n;
+    for (size_t end = n - k + 1; end > 0;) {
+        const char *c = memrchr(p, (unsigned char)q[0], end);
+        if (!c) return -1;
+        size_t i = (size_t)(c - p);
+        if (rt_work(r, k)) return STR_FIND_FAIL;
+        if (!memcmp(p + i, q, k)) return (long)i;
+        end = i;
+    }
+    return -1;
+}
+
+int64_t str_find(rt *r, tmpl_value *s, tmpl_value *sub, bool from_right) {
     const char *p = s->u.str.s, *q = sub->u.str.s;
     size_t n = s->u.str.len, k = sub->u.str.len;
-    if (k > n) return -1;
-    long at = -1;
-    if (!from_right) {
-        const char *hit = k ? memmem(p, n, q, k) : p;
-        if (hit) at = hit - p;
-    } else {
-        for (size_t i = n - k + 1; i-- > 0;)
-            if (!memcmp(p + i, q, k)) {
-                at = (long)i;
-                break;
-            }
-    }
+    long at = from_right ? str_rfind_bytes(r, p, n, q, k) : str_find_bytes(p, n, q, k);
+    if (at == STR_FIND_FAIL) return STR_FIND_FAIL;
     return at < 0 ? -1 : (int64_t)utf8_count(p, (size_t)at);
 }
 
@@ -394,7 +411,7 @@ static int format_one(rt *r, sbuf *b, const fmt_spec *sp, tmpl_value *v) {
     switch (sp->conv) {
     case 's':
     case 'r': {
-        sbuf t = {.limit = r->lim.max_memory};
+        sbuf t = {.limit = rt_mem_left(r)};
         int rc = sp->conv == 's' ? tv_write_str(&t, v) : tv_write_repr(&t, v);
         size_t len = t.len;
         if (!rc && sp->prec >= 0) len = utf8_offset(t.data ? t.data : "", t.len, (size_t)sp->prec);

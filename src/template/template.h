@@ -12,6 +12,7 @@
 #ifndef NC_TEMPLATE_H
 #define NC_TEMPLATE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -47,11 +48,22 @@ void tmpl_value_free(tmpl_value *v);
 typedef struct tmpl_limits {
     size_t max_output;   /* bytes of rendered text */
     size_t max_memory;   /* bytes held at once by values a render makes */
-    uint64_t max_steps;  /* work: expressions, loop iterations, bytes built or scanned / 16 */
+    uint64_t max_steps;  /* work: expressions, loop iterations, elements compared or copied,
+                          * bytes built or scanned / 16 */
     int max_depth;       /* nesting of evaluation: macro calls, nested expressions */
+    double max_seconds;  /* wall-clock time of one render; 0: no time limit */
+    /* When not NULL, the render fails soon after *cancel becomes true (set from another thread,
+     * e.g. by a server that shuts down). */
+    const atomic_bool *cancel;
 } tmpl_limits;
-/* 16 MiB of output, 256 MiB of values, 20 million steps (about a second), depth 400. */
+/* 16 MiB of output, 256 MiB of values, 20 million steps (about a second), depth 400, 10 s, no
+ * cancel flag. */
 void tmpl_limits_default(tmpl_limits *lim);
+
+/* Memory held by all the renders of the process at once is bounded too (512 MiB unless set):
+ * a render that would take the total past it fails as if it had reached its own max_memory. */
+void tmpl_set_global_memory_limit(size_t bytes);
+size_t tmpl_global_memory_in_use(void); /* bytes held by the renders running now */
 
 /* Render with the variables of `context` (a dict from the functions above). On success *out
  * is a NUL-terminated malloc'd string (free it) of *out_len bytes. */
@@ -66,6 +78,10 @@ int tmpl_render_limits(const tmpl *t, const tmpl_value *context, const tmpl_limi
 int tmpl_render_chat(const tmpl *t, const char *messages_json, bool add_generation_prompt,
                      const char *bos_token, const char *eos_token, const char *extra_json, char **out,
                      size_t *out_len, nc_err *err);
+/* The same under the given limits (NULL: the defaults). */
+int tmpl_render_chat_limits(const tmpl *t, const char *messages_json, bool add_generation_prompt,
+                            const char *bos_token, const char *eos_token, const char *extra_json,
+                            const tmpl_limits *lim, char **out, size_t *out_len, nc_err *err);
 
 /* The ChatML template, used when a model ships no template of its own. */
 const char *tmpl_chatml_source(void);

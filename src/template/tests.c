@@ -48,8 +48,11 @@ static int t_even(rt *r, tmpl_value *v, tmpl_value *arg) {
 }
 static int t_divisibleby(rt *r, tmpl_value *v, tmpl_value *arg) { return modulo_is(r, v, arg, 0); }
 
-static int t_eq(rt *r, tmpl_value *v, tmpl_value *arg) { return tv_equal(v, arg); }
-static int t_ne(rt *r, tmpl_value *v, tmpl_value *arg) { return !tv_equal(v, arg); }
+static int t_eq(rt *r, tmpl_value *v, tmpl_value *arg) { return tv_equal(r, v, arg); }
+static int t_ne(rt *r, tmpl_value *v, tmpl_value *arg) {
+    int eq = tv_equal(r, v, arg);
+    return eq < 0 ? -1 : !eq;
+}
 static int t_lt(rt *r, tmpl_value *v, tmpl_value *arg) { return compare_op(r, '<', v, arg); }
 static int t_le(rt *r, tmpl_value *v, tmpl_value *arg) { return compare_op(r, OP_LE, v, arg); }
 static int t_gt(rt *r, tmpl_value *v, tmpl_value *arg) { return compare_op(r, '>', v, arg); }
@@ -117,7 +120,9 @@ int apply_test(rt *r, int fn, tmpl_value *v, const call_args *a) {
     const struct test *t = &tests[fn];
     static const char *const one[] = {"value", NULL}, *const none[] = {NULL};
     tmpl_value *arg[1] = {NULL};
-    if (rt_step(r) || bind_args(r, t->name, a, t->takes_arg ? one : none, arg)) return -1;
+    /* lower, upper read a string through: charged by its bytes, as filters are */
+    if (rt_decode(r, v->type == TV_STRING ? v->u.str.len : 0) || bind_args(r, t->name, a, t->takes_arg ? one : none, arg))
+        return -1;
     if (t->takes_arg && !arg[0]) return rt_fail(r, "test '%s' needs an argument", t->name);
     return t->fn(r, v, arg[0]);
 }

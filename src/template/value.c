@@ -95,6 +95,20 @@ tmpl_value *tv_str2(rt *r, const char *a, size_t n, const char *b, size_t m) {
 
 tmpl_value *tv_str(rt *r, const char *s, size_t n) { return tv_str2(r, s, n, NULL, 0); }
 
+tmpl_value *tv_str_alloc(rt *r, size_t n) {
+    if (n > SIZE_MAX / 2) return NULL;
+    tmpl_value *v = tv_new(r, TV_STRING);
+    if (!v) return NULL;
+    v->u.str.s = tv_malloc(r, n + 1);
+    if (!v->u.str.s) {
+        tv_mfree(r, v, sizeof *v);
+        return NULL;
+    }
+    v->u.str.s[n] = 0;
+    v->u.str.len = n;
+    return v;
+}
+
 tmpl_value *tv_str_take(rt *r, sbuf *b) {
     if (!b->data) return tv_str(r, "", 0);
     if (b->cap > b->len + 1) { /* the string keeps exactly len + 1 bytes, as its refund assumes */
@@ -220,6 +234,7 @@ int tv_list_push(rt *r, tmpl_value *list, tmpl_value *v) {
         else tv_free_caller(v);
         return -1;
     }
+    if (!tv_hashable(v)) list->u.list.unhashable = true;
     list->u.list.items[list->u.list.len++] = v;
     return 0;
 }
@@ -268,21 +283,22 @@ static int dict_reindex(rt *r, tv_dict *d, size_t cap) {
     return 0;
 }
 
-static bool key_equal(const tmpl_value *a, const tmpl_value *b) {
-    if (a->type == TV_STRING && b->type == TV_STRING)
-        return a->u.str.len == b->u.str.len && !memcmp(a->u.str.s, b->u.str.s, a->u.str.len);
-    return tv_equal(a, b);
-}
-
-static long dict_find(const tv_dict *d, const tmpl_value *key) {
+/* The entry number of key, -1 when absent, -2 when the render's budget ran out. Hashing and
+ * comparing keys (each comparison a step and its bytes) is charged to r (when not NULL). */
+static long dict_find(rt *r, const tv_dict *d, const tmpl_value *key) {
+    if (r && key->type == TV_STRING && rt_work(r, key->u.str.len)) return -2;
     if (d->index) {
         size_t mask = d->index_cap - 1, slot = tv_hash(key) & mask;
-        for (; d->index[slot]; slot = (slot + 1) & mask)
-            if (key_equal(d->ent[d->index[slot] - 1].key, key)) return (long)d->index[slot] - 1;
+        for (; d->index[slot]; slot = (slot + 1) & mask) {
+            int eq = tv_equal(r, d->ent[d->index[slot] - 1].key, key);
+            if (eq) return eq < 0 ? -2 : (long)d->index[slot] - 1;
+        }
         return -1;
     }
-    for (size_t i = 0; i < d->len; i++)
-        if (key_equal(d->ent[i].key, key)) return (long)i;
+    for (size_t i = 0; i < d->len; i++) {
+        int eq = tv_equal(r, d->ent[i].key, key);
+        if (eq) return eq < 0 ? -2 : (long)i;
+    }
     return -1;
 }
 
@@ -302,7 +318,11 @@ int tv_dict_set(rt *r, tmpl_value *dict, tmpl_value *k, tmpl_value *v) {
         release_pair(r, k, v);
         return -1;
     }
-    long at = dict_find(d, k);
+    long at = dict_find(r, d, k);
+    if (at == -2) {
+        release_pair(r, k, v);
+        return -1;
+    }
     if (at >= 0) { /* keep the first key object and its position, as Python does */
         release_pair(r, k, d->ent[at].val);
         d->ent[at].val = v;
@@ -327,14 +347,14 @@ int tv_dict_set(rt *r, tmpl_value *dict, tmpl_value *k, tmpl_value *v) {
     return 0;
 }
 
-tmpl_value *tv_dict_get(const tmpl_value *dict, const tmpl_value *key) {
-    long at = dict_find(&dict->u.dict, key);
+tmpl_value *tv_dict_get(rt *r, const tmpl_value *dict, const tmpl_value *key) {
+    long at = dict_find(r, &dict->u.dict, key);
     return at < 0 ? NULL : dict->u.dict.ent[at].val;
 }
 
 tmpl_value *tv_dict_get_str(const tmpl_value *dict, const char *key, size_t n) {
     tmpl_value k = {.type = TV_STRING, .refs = TV_STATIC, .u.str = {(char *)key, n}};
-    return tv_dict_get(dict, &k);
+    return tv_dict_get(NULL, dict, &k);
 }
 
 /* ---- Python semantics --------------------------------------------------------------------- */
@@ -363,35 +383,45 @@ bool tv_truthy(const tmpl_value *v) {
 
 static int64_t as_int(const tmpl_value *v) { return v->type == TV_BOOL ? v->u.b : v->u.i; }
 
-bool tv_equal(const tmpl_value *a, const tmpl_value *b) {
-    if (a == b) return true;
+/* Equality visits every element of nested containers, and lists may share their elements (a
+ * list holding the same list twice, nested n times, has 2^n leaves), so each value visited is
+ * one step of r, each string compared 16 bytes a step: a comparison cannot outrun the budget. */
+int tv_equal(rt *r, const tmpl_value *a, const tmpl_value *b) {
+    if (a == b) return 1;
+    if (r && rt_step(r)) return -1;
     if (tv_is_num(a) && tv_is_num(b)) {
         if (a->type != TV_FLOAT && b->type != TV_FLOAT) return as_int(a) == as_int(b);
         return tv_as_double(a) == tv_as_double(b);
     }
-    if (a->type != b->type) return false;
+    if (a->type != b->type) return 0;
     switch (a->type) {
     case TV_UNDEFINED:
-    case TV_NONE: return true;
+    case TV_NONE: return 1;
     case TV_STRING:
-        return a->u.str.len == b->u.str.len && !memcmp(a->u.str.s, b->u.str.s, a->u.str.len);
+        if (a->u.str.len != b->u.str.len) return 0;
+        if (r && rt_work(r, a->u.str.len)) return -1;
+        return !memcmp(a->u.str.s, b->u.str.s, a->u.str.len);
     case TV_LIST:
         /* Python: a list never equals a tuple, and an iterator equals only itself */
-        if (a->u.list.lazy || b->u.list.lazy) return false;
-        if (a->u.list.tuple != b->u.list.tuple || a->u.list.len != b->u.list.len) return false;
-        for (size_t i = 0; i < a->u.list.len; i++)
-            if (!tv_equal(a->u.list.items[i], b->u.list.items[i])) return false;
-        return true;
-    case TV_DICT:
-        if (a->u.dict.len != b->u.dict.len) return false;
-        for (size_t i = 0; i < a->u.dict.len; i++) {
-            tmpl_value *other = tv_dict_get(b, a->u.dict.ent[i].key);
-            if (!other || !tv_equal(a->u.dict.ent[i].val, other)) return false;
+        if (a->u.list.lazy || b->u.list.lazy) return 0;
+        if (a->u.list.tuple != b->u.list.tuple || a->u.list.len != b->u.list.len) return 0;
+        for (size_t i = 0; i < a->u.list.len; i++) {
+            int eq = tv_equal(r, a->u.list.items[i], b->u.list.items[i]);
+            if (eq != 1) return eq;
         }
-        return true;
+        return 1;
+    case TV_DICT:
+        if (a->u.dict.len != b->u.dict.len) return 0;
+        for (size_t i = 0; i < a->u.dict.len; i++) {
+            long at = dict_find(r, &b->u.dict, a->u.dict.ent[i].key);
+            if (at < 0) return at == -2 ? -1 : 0;
+            int eq = tv_equal(r, a->u.dict.ent[i].val, b->u.dict.ent[at].val);
+            if (eq != 1) return eq;
+        }
+        return 1;
     case TV_MACRO: return a->u.macro.def == b->u.macro.def && a->u.macro.closure == b->u.macro.closure;
     case TV_BUILTIN: return a->u.builtin.id == b->u.builtin.id && a->u.builtin.self == b->u.builtin.self;
-    default: return false; /* namespaces and loops are equal only to themselves */
+    default: return 0; /* namespaces and loops are equal only to themselves */
     }
 }
 
@@ -415,7 +445,8 @@ static int compare_str(const tmpl_value *a, const tmpl_value *b, bool fold_case)
     return (i < n) - (j < m);
 }
 
-int tv_compare(const tmpl_value *a, const tmpl_value *b, bool fold_case) {
+int tv_compare(rt *r, const tmpl_value *a, const tmpl_value *b, bool fold_case) {
+    if (r && rt_step(r)) return TV_CMP_FAIL;
     if (tv_is_num(a) && tv_is_num(b)) {
         if (a->type != TV_FLOAT && b->type != TV_FLOAT) {
             int64_t x = as_int(a), y = as_int(b);
@@ -425,12 +456,17 @@ int tv_compare(const tmpl_value *a, const tmpl_value *b, bool fold_case) {
         if (isnan(x) || isnan(y)) return 2;
         return x < y ? -1 : x > y;
     }
-    if (a->type == TV_STRING && b->type == TV_STRING) return compare_str(a, b, fold_case);
+    if (a->type == TV_STRING && b->type == TV_STRING) {
+        if (r && rt_work(r, a->u.str.len < b->u.str.len ? a->u.str.len : b->u.str.len)) return TV_CMP_FAIL;
+        return compare_str(a, b, fold_case);
+    }
     if (a->type == TV_LIST && b->type == TV_LIST && a->u.list.tuple == b->u.list.tuple && !a->u.list.lazy && !b->u.list.lazy) {
         size_t n = a->u.list.len < b->u.list.len ? a->u.list.len : b->u.list.len;
         for (size_t i = 0; i < n; i++) {
-            if (tv_equal(a->u.list.items[i], b->u.list.items[i])) continue;
-            return tv_compare(a->u.list.items[i], b->u.list.items[i], fold_case);
+            int eq = tv_equal(r, a->u.list.items[i], b->u.list.items[i]);
+            if (eq < 0) return TV_CMP_FAIL;
+            if (eq) continue;
+            return tv_compare(r, a->u.list.items[i], b->u.list.items[i], fold_case);
         }
         return (a->u.list.len > n) - (b->u.list.len > n);
     }
@@ -454,12 +490,10 @@ const char *tv_type_name(const tmpl_value *v) {
     }
 }
 
+/* A tuple is hashable when all its items are: kept up to date by tv_list_push, so that this
+ * takes no walk over items that may be shared many times over. */
 bool tv_hashable(const tmpl_value *v) {
-    if (v->type == TV_LIST && v->u.list.tuple) {
-        for (size_t i = 0; i < v->u.list.len; i++)
-            if (!tv_hashable(v->u.list.items[i])) return false;
-        return true;
-    }
+    if (v->type == TV_LIST && v->u.list.tuple) return !v->u.list.unhashable;
     return v->type != TV_LIST && v->type != TV_DICT && v->type != TV_NAMESPACE;
 }
 

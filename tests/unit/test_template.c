@@ -2,9 +2,14 @@
  * whitespace control, macros, namespaces, error messages with positions, limits, and hostile
  * input. Expected outputs are what Python Jinja2 3.1 gives with transformers' chat-template
  * settings (trim_blocks, lstrip_blocks, loop controls, json.dumps-style tojson). */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "template/template.h"
 #include "test.h"
@@ -314,6 +319,227 @@ static void test_limits(void) {
     free(out);
 }
 
+
+/* ---- Hostile templates (issue 17): each must end quickly with the right error --------------
+ * A case that hangs is stopped by an alarm that names it (the bound is a hang guard, far above
+ * the milliseconds each takes); one that overflows the stack crashes the test. */
+static const char *hostile_case;
+
+static void on_hang(int sig) {
+    (void)sig;
+    static const char msg[] = "FAIL: a hostile template did not end within the hang guard: ";
+    ssize_t ignored = write(2, msg, sizeof msg - 1);
+    ignored = write(2, hostile_case, strlen(hostile_case) < 300 ? strlen(hostile_case) : 300);
+    ignored = write(2, "\n", 1);
+    (void)ignored;
+    _exit(1);
+}
+
+#define HANG_GUARD_S 10 /* far above the cases' time, even on a loaded machine */
+
+static double seconds_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Parse and render src under lim (NULL: defaults); expect an error containing needle, within the
+ * hang guard. HOSTILE_TIMES=1 in the environment prints each case's time. */
+static void expect_hostile(const char *src, const tmpl_limits *lim, const char *needle) {
+    hostile_case = src;
+    alarm(HANG_GUARD_S);
+    double t0 = seconds_now();
+    nc_err e = {{0}};
+    char *got = render_lim(src, CHAT, lim, &e);
+    double took = seconds_now() - t0;
+    if (getenv("HOSTILE_TIMES")) fprintf(stderr, "%.3f s  %.90s\n", took, src);
+    alarm(0);
+    CHECK_MSG(!got && strstr(e.msg, needle), "template %.200s\n  want an error with [%s]\n  got  [%.200s]", src,
+              needle, got ? got : e.msg);
+    CHECK_MSG(took < HANG_GUARD_S, "template %.200s took %.1f s", src, took);
+    free(got);
+}
+
+/* Two equal lists, each holding one list twice over, nested 40 times: 2^40 leaves apiece. */
+#define SHARED_LISTS                                                                                 \
+    "{% set ns = namespace(a=[1], b=[1], t=(1,), u=(1,)) %}{% for i in range(40) %}"                   \
+    "{% set ns.a = [ns.a, ns.a] %}{% set ns.b = [ns.b, ns.b] %}"                                     \
+    "{% set ns.t = (ns.t, ns.t) %}{% set ns.u = (ns.u, ns.u) %}{% endfor %}"
+
+static void test_hostile_work(void) {
+    /* repetition: the fuzzer's 44 bytes (27 ** 6 copies of '') and its kin */
+    expect_hostile("{{ 1 + 3 ** 3 ** 6* endraw2 |trim/ 5-1 }}", NULL, "unsupported operand type(s) for /: 'str' and 'int'");
+    EXPECT("{{ '' * 9223372036854775807 }}|{{ ([] * 9223372036854775807)|length }}|{{ 'ab' * 3 }}|{{ [1] * 2 }}|{{ 'a' * -1 }}",
+           NULL, "|0|ababab|[1, 1]|");
+    expect_hostile("{% for i in range(100000) %}{% set x = 'abcdefgh' * 100000 %}{% endfor %}", NULL, "step budget");
+    expect_hostile("{% for i in range(100000) %}{% set x = [1, 2, 3, 4] * 100000 %}{% endfor %}", NULL, "step budget");
+
+    /* deep equality, ordering, containment, sorting and their kin over shared nested lists */
+    static const char *const shared[] = {
+        SHARED_LISTS "{{ ns.a == ns.b }}",
+        SHARED_LISTS "{{ ns.a != ns.b }}",
+        SHARED_LISTS "{{ ns.a < ns.b }}",
+        SHARED_LISTS "{{ ns.a >= ns.b }}",
+        SHARED_LISTS "{{ ns.a in [ns.b] }}",
+        SHARED_LISTS "{{ ns.a not in [ns.b] }}",
+        SHARED_LISTS "{{ ns.a is eq ns.b }}",
+        SHARED_LISTS "{{ ns.a is ne ns.b }}",
+        SHARED_LISTS "{{ ns.a is in [ns.b] }}",
+        SHARED_LISTS "{{ [ns.a, ns.b]|sort }}",
+        SHARED_LISTS "{{ [ns.a, ns.b]|max }}",
+        SHARED_LISTS "{{ [ns.a, ns.b]|min }}",
+        SHARED_LISTS "{{ [ns.b].index(ns.a) }}",
+        SHARED_LISTS "{{ [ns.b].count(ns.a) }}",
+        SHARED_LISTS "{{ [ns.t, ns.u]|unique|list }}",
+        SHARED_LISTS "{{ {ns.t: 1}[ns.u] }}",
+        SHARED_LISTS "{{ {ns.t: 1}.get(ns.u) }}",
+        SHARED_LISTS "{{ ns.u in {ns.t: 1} }}",
+        SHARED_LISTS "{{ dict([(ns.t, 1), (ns.u, 2)]) }}",
+        SHARED_LISTS "{% for x in [ns.a, ns.b] %}{{ loop.changed(x) }}{% endfor %}",
+    };
+    for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++) expect_hostile(shared[i], NULL, "step budget");
+    /* the same comparisons on small values still work, and a list equals itself at once */
+    EXPECT(SHARED_LISTS "{{ ns.a == ns.a }} {{ ns.t in {ns.t: 1} }} {{ [[1], [2]] < [[1], [3]] }} {{ [(1, 2)]|unique|list }}",
+           NULL, "True True True [(1, 2)]");
+
+    /* string methods, filters and tests over a big string, again and again */
+    static const char *const big[] = {
+        "{% set s = 'a' * 10000000 %}{% for i in range(100000) %}{{ s.isalpha() }}{% endfor %}",
+        "{% set s = 'a' * 10000000 %}{% for i in range(100000) %}{{ s.islower() }}{% endfor %}",
+        "{% set s = 'a' * 10000000 %}{% for i in range(100000) %}{{ s.startswith(('b', s)) }}{% endfor %}",
+        "{% set s = 'a' * 10000000 %}{% for i in range(100000) %}{{ s is lower }}{% endfor %}",
+        "{% set s = 'a' * 10000000 %}{% for i in range(100000) %}{% set x = s|center(10) %}{% endfor %}",
+        "{% set s = 'a' * 10000000 %}{{ s.rfind('a' * 100000 ~ 'b') }}",
+        "{% set s = 'a' * 10000000 %}{{ s.rindex('a' * 100000 ~ 'b') }}",
+        "{% set s = 'a' * 10000000 %}{{ s.rpartition('a' * 100000 ~ 'b') }}",
+        "{% set s = 'a' * 10000000 %}{{ s.strip('b' * 1000000 ~ 'a') }}",
+        "{% set s = 'a' * 10000000 %}{{ s|trim('b' * 1000000 ~ 'a') }}",
+    };
+    for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) expect_hostile(big[i], NULL, "step budget");
+    EXPECT("{{ 'a-b-c'.rfind('-') }} {{ 'a-b-c'.rpartition('-') }} {{ 'a-b-c'.partition('-') }} {{ 'xxaxx'.strip('x') }} "
+           "{{ 'abc'.rfind('') }} {{ 'abc'.rfind('d') }} {{ 'ab'.rfind('abc') }} {{ 'aXbX'.rindex('X') }}",
+           NULL, "3 ('a-b', '-', 'c') ('a', '-', 'b-c') a 3 -1 -1 3");
+
+    /* range(): extreme bounds and steps, no signed overflow (UBSan) */
+    EXPECT("{{ range(-9223372036854775807 - 1, 9223372036854775807, 4611686018427387904)|list }}", NULL,
+           "[-9223372036854775808, -4611686018427387904, 0, 4611686018427387904]");
+    EXPECT("{{ range(9223372036854775807, -9223372036854775807 - 1, -9223372036854775807 - 1)|list }}", NULL,
+           "[9223372036854775807, -1]");
+    EXPECT("{{ range(0, 9223372036854775807, 9223372036854775807)|list }} {{ range(5, 0, -2)|list }} {{ range(3, 3)|list }}",
+           NULL, "[0] [5, 3, 1] []");
+    expect_hostile("{{ range(-9223372036854775807 - 1, 9223372036854775807)|list }}", NULL, "range too big");
+}
+
+/* The time budget and the cancel flag end a render that is still within its steps. */
+static void test_hostile_time(void) {
+    const char *slow = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}";
+    tmpl_limits lim;
+    tmpl_limits_default(&lim);
+    lim.max_steps = UINT64_MAX;
+    lim.max_seconds = 0.05;
+    expect_hostile(slow, &lim, "time budget");
+    atomic_bool cancel = true;
+    lim.max_seconds = 0;
+    lim.cancel = &cancel;
+    expect_hostile(slow, &lim, "cancelled");
+    atomic_store(&cancel, false);
+    nc_err e = {{0}};
+    char *out = render_lim("{% for i in range(3) %}{{ i }}{% endfor %}", NULL, &lim, &e);
+    CHECK_MSG(out && !strcmp(out, "012"), "%s", out ? out : e.msg);
+    free(out);
+}
+
+/* The parser nests its chains: 100,000 filters, attributes, operators... give an error. */
+static void test_hostile_parse(void) {
+    static const char *const links[] = {"|abs", ".a", "[0]", "(1)", " + 1", " ~ 1", " * 1", " ** 1", " or 1",
+                                        " and 1", " if 1 else 1"};
+    size_t n = 100000;
+    for (size_t k = 0; k < sizeof links / sizeof links[0]; k++) {
+        size_t ln = strlen(links[k]);
+        char *src = malloc(n * ln + 64), *q = src;
+        q += sprintf(q, "{{ 1");
+        for (size_t i = 0; i < n; i++, q += ln) memcpy(q, links[k], ln);
+        strcpy(q, " }}");
+        expect_hostile(src, NULL, "nested too deeply");
+        free(src);
+    }
+    char *src = malloc(n * 6 + 64), *q = src;
+    q += sprintf(q, "{%% filter upper");
+    for (size_t i = 0; i < n; i++, q += 6) memcpy(q, "|upper", 6);
+    strcpy(q, " %}x{% endfilter %}");
+    expect_hostile(src, NULL, "nested too deeply");
+    free(src);
+    /* chains of ordinary length still parse */
+    EXPECT("{{ 1|abs|abs|abs|abs|abs|abs|abs|abs|abs|abs }} {{ 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 }}", NULL, "1 12");
+}
+
+/* One budget for the memory of all renders at once. */
+typedef struct mem_job {
+    const char *src;
+    nc_err err;
+    char *out;
+} mem_job;
+
+static void *mem_worker(void *arg) {
+    mem_job *j = arg;
+    j->out = render_lim(j->src, NULL, NULL, &j->err);
+    return NULL;
+}
+
+static void test_hostile_memory(void) {
+    CHECK(tmpl_global_memory_in_use() == 0);
+    tmpl_set_global_memory_limit(1u << 20);
+    expect_hostile("{{ 'x' * 2000000 }}", NULL, "shared memory budget");
+    EXPECT("{{ ('x' * 100000)|length }}", NULL, "100000");
+    /* the output is held in memory too: 2 MB of it, made 1000 bytes at a time */
+    expect_hostile("{% for i in range(2000) %}{{ 'x' * 1000 }}{% endfor %}", NULL, "shared memory budget");
+    CHECK(tmpl_global_memory_in_use() == 0);
+    tmpl_set_global_memory_limit(512u << 20);
+    tmpl_limits lim;
+    tmpl_limits_default(&lim);
+    lim.max_memory = 1u << 20;
+    expect_hostile("{% for i in range(2000) %}{{ 'x' * 1000 }}{% endfor %}", &lim, "its memory budget");
+    expect_hostile("{% for i in range(2000) %}{{ ['x' * 1000] }}{% endfor %}", &lim, "its memory budget");
+    /* text is built within what is left of the budgets, not next to them */
+    expect_hostile("{{ (['x' * 1000] * 2000)|join|length }}", &lim, "string longer than the memory left to the render");
+    expect_hostile("{{ (['x' * 1000] * 2000)|string|length }}", &lim, "string longer than the memory left to the render");
+    /* ... while a macro's or a block's output is given back once it is a string */
+    nc_err e = {{0}};
+    char *out = render_lim("{% macro m() %}{{ 'x' * 1000 }}{% endmacro %}{% set ns = namespace(n=0) %}"
+                           "{% for i in range(2000) %}{% set y = m() %}{% set z %}{{ y }}{% endset %}"
+                           "{% set ns.n = ns.n + z|length %}{% endfor %}{{ ns.n }}",
+                           NULL, &lim, &e);
+    CHECK_MSG(out && !strcmp(out, "2000000"), "%s", out ? out : e.msg);
+    free(out);
+    CHECK(tmpl_global_memory_in_use() == 0);
+    /* eight renders that each hold 20 MB for a while, under a shared 64 MiB: some fail */
+    tmpl_set_global_memory_limit(64u << 20);
+    hostile_case = "eight concurrent renders";
+    alarm(4 * HANG_GUARD_S);
+    mem_job jobs[8];
+    pthread_t th[8];
+    for (int i = 0; i < 8; i++) {
+        jobs[i] = (mem_job){.src = "{% set a = 'x' * 20000000 %}{% for i in range(1000) %}{% for j in range(1000) %}"
+                                   "{% endfor %}{% endfor %}{{ a|length }}"};
+        CHECK(pthread_create(&th[i], NULL, mem_worker, &jobs[i]) == 0);
+    }
+    int failed = 0;
+    for (int i = 0; i < 8; i++) {
+        pthread_join(th[i], NULL);
+        if (!jobs[i].out) {
+            failed++;
+            CHECK_MSG(strstr(jobs[i].err.msg, "shared memory budget"), "%s", jobs[i].err.msg);
+        } else {
+            CHECK_MSG(!strcmp(jobs[i].out, "20000000"), "%s", jobs[i].out);
+        }
+        free(jobs[i].out);
+    }
+    alarm(0);
+    CHECK_MSG(failed > 0, "eight renders of 20 MB at once all passed a 64 MiB shared budget");
+    CHECK(tmpl_global_memory_in_use() == 0);
+    tmpl_set_global_memory_limit(512u << 20);
+}
+
 /* Bytes that are not templates at all must give errors or output, never a crash. */
 static void test_malformed(void) {
     static const char *const bad[] = {
@@ -413,6 +639,11 @@ int main(void) {
     test_whitespace();
     test_errors();
     test_limits();
+    signal(SIGALRM, on_hang);
+    test_hostile_work();
+    test_hostile_time();
+    test_hostile_parse();
+    test_hostile_memory();
     test_malformed();
     test_chat_api();
     test_value_api();
