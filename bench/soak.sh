@@ -35,7 +35,7 @@ start() {
     local pid=$! line=""
     pids+=("$pid")
     for _ in $(seq 1 300); do
-        line=$(grep -o 'listening on http://[0-9.:]*' "$tmp/$name.err")
+        line=$(grep -o 'listening on http://[0-9.:]*' "$tmp/$name.err" 2>/dev/null)
         [ -n "$line" ] && break
         sleep 0.1
     done
