@@ -11,7 +11,7 @@
 #include "tensor/quant.h"
 
 #define QK_K 256
-#define N_STEPS 20 /* candidate steps on each side of the plain range / levels */
+#define N_STEPS 8 /* candidate steps on each side of the plain range / levels */
 
 static void store_fp16(uint8_t *p, float v) {
     uint16_t h = quant_f32_to_fp16(v);
@@ -70,7 +70,7 @@ static void affine_search(const float *x, int n, int nmax, float *a_out, float *
     double best = affine_round(x, n, nmax, (hi - lo) / (float)nmax, lo, q);
     *a_out = (hi - lo) / (float)nmax;
     for (int s = -N_STEPS; s <= N_STEPS; s++) {
-        float a = (hi - lo) / ((float)nmax + 0.05f * (float)s), c = lo;
+        float a = (hi - lo) / ((float)nmax + 0.12f * (float)s), c = lo;
         affine_round(x, n, nmax, a, c, q);
         for (int pass = 0; pass < 2 && affine_refit(x, n, q, &a, &c); pass++) {
             double err = affine_round(x, n, nmax, a, c, q);
@@ -104,7 +104,7 @@ static float sym_search(const float *x, int n) {
     float best_a = max / -32.0f;
     double best = sym_round(x, n, best_a, q);
     for (int s = -N_STEPS; s <= N_STEPS; s++) {
-        float a = max / -(32.0f + 0.1f * (float)s);
+        float a = max / -(32.0f + 0.25f * (float)s);
         sym_round(x, n, a, q);
         double sqx = 0, sqq = 0;
         for (int i = 0; i < n; i++) {
