@@ -88,13 +88,14 @@ static uint32_t by_rules(const qz_ftype *ft, const qz_rules *r, qz_counts *c, co
 }
 
 uint32_t qz_tensor_type(const qz_ftype *ft, const qz_rules *r, qz_counts *c, const char *name, uint64_t ne0,
-                        bool *fallback) {
-    uint32_t t = by_rules(ft, r, c, name);
-    *fallback = ne0 % ggml_type_get(t)->block_elems != 0;
-    if (*fallback) {
-        t = t == GGML_TYPE_Q4_K ? GGML_TYPE_Q5_0 : t == GGML_TYPE_Q5_K ? GGML_TYPE_Q5_1
-          : t == GGML_TYPE_Q6_K ? GGML_TYPE_Q8_0 : t;
-        if (ne0 % ggml_type_get(t)->block_elems) t = GGML_TYPE_F16;
+                        uint32_t *wanted) {
+    uint32_t t = *wanted = by_rules(ft, r, c, name);
+    if (ne0 % ggml_type_get(t)->block_elems == 0) return t;
+    switch (t) {
+    case GGML_TYPE_Q4_K: t = GGML_TYPE_Q5_0; break;
+    case GGML_TYPE_Q5_K: t = GGML_TYPE_Q5_1; break;
+    case GGML_TYPE_Q6_K: t = GGML_TYPE_Q8_0; break;
+    default: return UINT32_MAX;
     }
-    return t;
+    return ne0 % ggml_type_get(t)->block_elems ? GGML_TYPE_F16 : t;
 }

@@ -8,8 +8,9 @@
  * - Q4_K_M and Q5_K_M: attn_v and ffn_down of the first 1/8 of the layers, the last 1/8, and every
  *   third layer between, are Q6_K (llama.cpp's use_more_bits); attn_qkv is Q5_K / Q6_K;
  * - Q4_K_S: attn_v of layers 0-3 is Q5_K, ffn_down of the first 1/8 of the layers is Q5_K;
- * - a row length that is not a multiple of the type's block falls back: Q4_K to Q5_0, Q5_K to
- *   Q5_1, Q6_K to Q8_0, and a row that is not a multiple of 32 to F16.
+ * - a row length that is not a multiple of a K-quant's 256 falls back: Q4_K to Q5_0, Q5_K to
+ *   Q5_1, Q6_K to Q8_0, and then a row that is not a multiple of 32 to F16; the other types have
+ *   no fallback (llama-quantize refuses such a file, and so does nucleus, naming the tensor).
  * --pure turns the rules off (every quantised tensor gets the file type's base type);
  * --output-tensor-type and --token-embedding-type override the rules for those two tensors. */
 #ifndef NC_QUANTIZE_MIX_H
@@ -49,8 +50,9 @@ typedef struct qz_rules {
 /* Whether a tensor is quantised at all (name and dims). */
 bool qz_is_quantisable(const char *name, uint32_t n_dims, const uint64_t ne[4]);
 /* The type tensor `name` (quantisable, rows of ne0) is written as; advances c's layer counters.
- * *fallback: the rules' type could not take rows of ne0. */
+ * *wanted: the rules' type, which a fallback replaces when it cannot take rows of ne0. UINT32_MAX
+ * when no type can (the rules' type has no fallback). */
 uint32_t qz_tensor_type(const qz_ftype *ft, const qz_rules *r, qz_counts *c, const char *name, uint64_t ne0,
-                        bool *fallback);
+                        uint32_t *wanted);
 
 #endif

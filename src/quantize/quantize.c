@@ -64,7 +64,7 @@ static int check_input(const qz_params *p, const gguf_file *f, nc_err *err) {
     return 0;
 }
 
-static void make_plans(const qz_params *p, const gguf_file *f, plan *plans, int *n_quantised) {
+static int make_plans(const qz_params *p, const gguf_file *f, plan *plans, int *n_quantised, nc_err *err) {
     qz_counts c = {.has_output = gguf_find_tensor(f, "output.weight") != NULL};
     size_t n = gguf_n_tensors(f);
     for (size_t i = 0; i < n; i++) {
@@ -79,9 +79,19 @@ static void make_plans(const qz_params *p, const gguf_file *f, plan *plans, int 
         const gguf_tensor *t = plans[i].t;
         plans[i].to = t->type;
         if (!qz_is_quantisable(t->name, t->n_dims, t->ne)) continue;
-        plans[i].to = qz_tensor_type(p->ftype, &p->rules, &c, t->name, t->ne[0], &plans[i].fallback);
+        uint32_t want;
+        plans[i].to = qz_tensor_type(p->ftype, &p->rules, &c, t->name, t->ne[0], &want);
+        plans[i].fallback = plans[i].to != want;
+        if (plans[i].to == UINT32_MAX) {
+            char buf[24];
+            return nc_fail(err, "%s: tensor '%s' has rows of %llu weights, not a multiple of %s's block of %u, and %s has "
+                           "no fallback type (llama-quantize refuses it too); a K-quant file type falls back for such rows",
+                           p->input, t->name, (unsigned long long)t->ne[0], ggml_type_name(want, buf),
+                           ggml_type_get(want)->block_elems, ggml_type_name(want, buf));
+        }
         *n_quantised += plans[i].to != t->type;
     }
+    return 0;
 }
 
 /* One tensor's conversion, shared by the threads: rows in chunks of CHUNK_ROWS. */
@@ -230,7 +240,7 @@ int qz_quantize(const qz_params *p, qz_result *res, nc_err *err) {
         nc_fail(err, "out of memory");
         goto out;
     }
-    make_plans(p, s.f, s.plans, &res->n_quantised);
+    if (make_plans(p, s.f, s.plans, &res->n_quantised, err)) goto out;
     if (!(s.pl = pool_create(p->n_threads > 0 ? p->n_threads : 1))) {
         nc_fail(err, "cannot start %d threads", p->n_threads);
         goto out;
