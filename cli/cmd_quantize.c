@@ -63,9 +63,8 @@ static void dims(char *buf, size_t cap, const uint64_t ne[4]) {
 
 static void progress(void *ud, const qz_progress *p) {
     const bar *b = ud;
-    char from[24], to[24], shape[64];
-    ggml_type_name(p->from, from);
-    ggml_type_name(p->to, to);
+    char fbuf[24], tbuf[24], shape[64];
+    const char *from = ggml_type_name(p->from, fbuf), *to = ggml_type_name(p->to, tbuf);
     if (!b->tty) {
         dims(shape, sizeof shape, p->ne);
         fprintf(stderr, "[%3d/%3d] %-32s %-22s %-5s -> %-5s %9.3f -> %8.3f MiB%s\n", p->index, p->n_tensors, p->name,

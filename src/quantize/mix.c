@@ -66,12 +66,13 @@ static bool more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i -
 static uint32_t by_rules(const qz_ftype *ft, const qz_rules *r, qz_counts *c, const char *name) {
     bool k_m = ft->id == 15 || ft->id == 17, k_s4 = ft->id == 14;
     bool is_output = !strcmp(name, "output.weight") || (!c->has_output && !strcmp(name, "token_embd.weight"));
+    bool quantised = ft->type != GGML_TYPE_F32 && ft->type != GGML_TYPE_F16 && ft->type != GGML_TYPE_BF16;
     if (is_output) {
         if (r->output_type != UINT32_MAX) return r->output_type;
-        if (!r->pure) return ft->type == GGML_TYPE_Q8_0 ? GGML_TYPE_Q8_0 : GGML_TYPE_Q6_K;
+        if (!r->pure && quantised) return ft->type == GGML_TYPE_Q8_0 ? GGML_TYPE_Q8_0 : GGML_TYPE_Q6_K;
     }
     if (!strcmp(name, "token_embd.weight") && r->embd_type != UINT32_MAX) return r->embd_type;
-    if (r->pure) return ft->type;
+    if (r->pure || !quantised) return ft->type;
     if (strstr(name, "attn_v.weight")) {
         int i = c->i_attn_v++;
         if (k_m && more_bits(i, c->n_attn_v)) return GGML_TYPE_Q6_K;

@@ -3,6 +3,7 @@
  * the file type, as llama-quantize's defaults do for dense models:
  * - only tensors whose name ends in "weight", with at least 2 dims (trailing dims of 1 ignored),
  *   and that are not norms are quantised; the rest are copied as they are;
+ * - the float file types (F32, F16, BF16) convert every quantisable tensor to that type;
  * - output.weight (token_embd.weight when the output is tied to it) is Q6_K for every quantised
  *   file type but Q8_0 (which keeps Q8_0);
  * - Q4_K_M and Q5_K_M: attn_v and ffn_down of the first 1/8 of the layers, the last 1/8, and every
