@@ -15,7 +15,8 @@
     "  quantize the GGUF file INPUT (F32, F16 or BF16 weights) into OUTPUT, of file type TYPE:\n"               \
     "%s"                                                                                                       \
     "  (Q4_K and Q5_K mean Q4_K_M and Q5_K_M). 1-D tensors and norms stay as they are; output.weight\n"       \
-    "  becomes Q6_K; the _M types give some layers' attn_v and ffn_down Q6_K (README: Quantize).\n"           \
+    "  becomes Q6_K (Q8_0 in Q8_0 files); the _M types give some layers' attn_v and ffn_down Q6_K\n"         \
+    "  (README: Quantize).\n"                                                                                 \
     "options:\n"                                                                                               \
     "  -t, --threads N             threads (default 2; or THREADS after TYPE)\n"                                \
     "  --allow-requantize          accept quantised tensors in INPUT (dequantised, then quantised again)\n"     \

@@ -73,10 +73,6 @@ int gguf_out_tensor(gguf_out *o, const char *name, uint32_t n_dims, const uint64
     return 0;
 }
 
-static uint64_t header_bytes(const gguf_out *o) { return pad(24 + o->kvs.len + o->table.len, o->alignment); }
-
-uint64_t gguf_out_size(const gguf_out *o) { return header_bytes(o) + o->data_bytes; }
-
 static int write_all(FILE *fp, const void *p, size_t n, const char *path, nc_err *err) {
     if (n && fwrite(p, 1, n, fp) != n) return nc_fail(err, "%s: write failed: %s", path, strerror(errno));
     return 0;

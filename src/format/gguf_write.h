@@ -21,8 +21,6 @@ int gguf_out_kv_u32(gguf_out *o, const char *key, uint32_t v);
 /* The next table entry: n_dims dims of ne (ggml order), ggml type, n_bytes of data. */
 int gguf_out_tensor(gguf_out *o, const char *name, uint32_t n_dims, const uint64_t ne[4], uint32_t type,
                     uint64_t n_bytes);
-/* Bytes of the whole file once every tensor's data is written. */
-uint64_t gguf_out_size(const gguf_out *o);
 
 /* The header, pairs and table, padded to the alignment; then, tensor by tensor in table order,
  * its n_bytes of data (padded). -1 with err naming path on a write error. */
