@@ -1,6 +1,7 @@
 #include "quantize/quantize.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,20 +103,28 @@ typedef struct job {
     size_t in_row, out_row;
     uint8_t *out;
     float **scratch; /* a row of floats per thread */
+    int64_t bad_row; /* the first row found holding a NaN or an infinity (INT64_MAX: none) */
 } job;
+
+static bool all_finite(const float *x, int64_t n) {
+    int finite = 1;
+    for (int64_t i = 0; i < n; i++) finite &= isfinite(x[i]) != 0;
+    return finite;
+}
 
 static void run_chunk(void *arg, int chunk, int ith) {
     job *j = arg;
     int64_t r0 = (int64_t)chunk * CHUNK_ROWS, r1 = r0 + CHUNK_ROWS < j->rows ? r0 + CHUNK_ROWS : j->rows;
     float *x = j->scratch[ith];
     for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *src = (const uint8_t *)j->t->data + j->in_row * (size_t)r;
-        const float *row = x;
-        if (j->t->type == GGML_TYPE_F32)
-            row = (const float *)(const void *)src; /* GGUF data is aligned to at least 32 */
-        else
-            quant_dequantize_row(j->t->type, src, x, j->cols);
-        quant_quantize_row(j->to, row, j->out + j->out_row * (size_t)r, j->cols);
+        quant_dequantize_row(j->t->type, (const uint8_t *)j->t->data + j->in_row * (size_t)r, x, j->cols);
+        if (!all_finite(x, j->cols)) {
+            /* the writers' rounding is undefined on such values: keep the lowest such row */
+            int64_t seen = __atomic_load_n(&j->bad_row, __ATOMIC_RELAXED);
+            while (r < seen && !__atomic_compare_exchange_n(&j->bad_row, &seen, r, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+            continue;
+        }
+        quant_quantize_row(j->to, x, j->out + j->out_row * (size_t)r, j->cols);
     }
 }
 
@@ -162,7 +171,7 @@ static const uint8_t *convert(state *s, size_t i, uint64_t *n_bytes, nc_err *err
         *n_bytes = t->n_bytes;
         return t->data;
     }
-    job j = {.t = t, .to = to, .cols = (int64_t)t->ne[0], .rows = (int64_t)(t->n_elems / t->ne[0])};
+    job j = {.t = t, .to = to, .cols = (int64_t)t->ne[0], .rows = (int64_t)(t->n_elems / t->ne[0]), .bad_row = INT64_MAX};
     j.in_row = quant_row_bytes(t->type, j.cols);
     j.out_row = quant_row_bytes(to, j.cols);
     *n_bytes = j.out_row * (size_t)j.rows;
@@ -176,6 +185,9 @@ static const uint8_t *convert(state *s, size_t i, uint64_t *n_bytes, nc_err *err
     j.scratch = s->scratch;
     pool_task task = {.chunk = run_chunk, .arg = &j, .n_chunks = (int)((j.rows + CHUNK_ROWS - 1) / CHUNK_ROWS)};
     pool_run_chunks(s->pl, &task);
+    if (j.bad_row != INT64_MAX)
+        return nc_fail(err, "%s: tensor '%s', row %lld: a NaN or infinite value (the file is damaged or was "
+                       "written wrong)", s->p->input, t->name, (long long)j.bad_row), NULL;
     return s->buf;
 }
 

@@ -197,6 +197,13 @@ expect_err "unwritable output" "cannot write $tmp/no/such/dir/x.gguf" "$BIN" qua
 cp "$F16" "$tmp/same.gguf"; ln -s "$tmp/same.gguf" "$tmp/link.gguf"
 expect_err "output is the input" "is the input file" "$BIN" quantize "$tmp/same.gguf" "$tmp/link.gguf" Q4_0
 expect_eq "the input is left intact" "$(cmp -s "$tmp/same.gguf" "$F16" && echo same)" same
+# A NaN in the weights (an F16 0x7E00 written into row 3 of blk.0.attn_q.weight) is refused, as
+# llama-quantize's data validation refuses it, naming the tensor and the row.
+cp "$F16" "$tmp/nan.gguf"; chmod u+w "$tmp/nan.gguf"
+off=$("$BIN" inspect "$tmp/nan.gguf" | awk '$1 == "blk.0.attn_q.weight" { print $NF }')
+printf '\x00\x7e' | dd of="$tmp/nan.gguf" bs=1 seek=$((off + 2 * 256 * 3 + 10)) conv=notrunc 2>/dev/null
+expect_err "NaN in the weights" "tensor 'blk.0.attn_q.weight', row 3: a NaN or infinite value" \
+    "$BIN" quantize "$tmp/nan.gguf" "$tmp/x.gguf" Q4_K_M
 [ ! -e "$tmp/x.gguf" ] && ok || bad "a refused quantisation left $tmp/x.gguf behind"
 
 echo "quantize: $pass passed, $fail failed"
