@@ -14,14 +14,14 @@
     "usage: nucleus quantize [options] INPUT OUTPUT TYPE [THREADS]\n"                                          \
     "  quantize the GGUF file INPUT (F32, F16 or BF16 weights) into OUTPUT, of file type TYPE:\n"               \
     "%s"                                                                                                       \
-    "  (Q4_K and Q5_K mean Q4_K_M and Q5_K_M). 1-D tensors and norms stay as they are; output.weight\n"       \
+    "  (Q3_K, Q4_K and Q5_K mean the _M types). 1-D tensors and norms stay as they are; output.weight\n"       \
     "  becomes Q6_K (Q8_0 in Q8_0 files); the _M types give some layers' attn_v and ffn_down Q6_K\n"         \
     "  (README: Quantize).\n"                                                                                 \
     "options:\n"                                                                                               \
     "  -t, --threads N             threads (default 2; or THREADS after TYPE)\n"                                \
     "  --allow-requantize          accept quantised tensors in INPUT (dequantised, then quantised again)\n"     \
     "  --pure                      every quantised tensor gets TYPE's base type (no mix, no Q6_K output)\n"     \
-    "  --output-tensor-type T      the type of output.weight (f32, f16, bf16, q8_0, q4_0, ..., q6_k)\n"         \
+    "  --output-tensor-type T      the type of output.weight (f32, f16, bf16, q8_0, q4_0, ..., q3_k, ..., q6_k)\n"         \
     "  --token-embedding-type T    the type of token_embd.weight\n"
 
 static void usage(FILE *out) {
@@ -44,7 +44,7 @@ static bool tensor_type_arg(const char *flag, const char *s, uint32_t *out) {
         }
     }
     fprintf(stderr, "error: %s: unknown tensor type '%s' (one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
-            "q4_k, q5_k, q6_k)\n", flag, s);
+            "q3_k, q4_k, q5_k, q6_k)\n", flag, s);
     return false;
 }
 

@@ -9,8 +9,11 @@
  * - Q4_K_M and Q5_K_M: attn_v and ffn_down of the first 1/8 of the layers, the last 1/8, and every
  *   third layer between, are Q6_K (llama.cpp's use_more_bits); attn_qkv is Q5_K / Q6_K;
  * - Q4_K_S: attn_v of layers 0-3 is Q5_K, ffn_down of the first 1/8 of the layers is Q5_K;
- * - a row length that is not a multiple of a K-quant's 256 falls back: Q4_K to Q5_0, Q5_K to
- *   Q5_1, Q6_K to Q8_0, and then a row that is not a multiple of 32 to F16; the other types have
+ * - Q3_K_M: attn_v Q5_K in layers 0-1 and Q4_K after, ffn_down Q5_K in the first 1/16 of the
+ *   layers and Q4_K after, attn_output and attn_qkv Q4_K; Q3_K_L: attn_v, ffn_down, attn_output
+ *   Q5_K, attn_qkv Q4_K;
+ * - a row length that is not a multiple of a K-quant's 256 falls back: Q3_K to IQ4_NL, Q4_K to
+ *   Q5_0, Q5_K to Q5_1, Q6_K to Q8_0, and then a row that is not a multiple of 32 to F16; the other types have
  *   no fallback (llama-quantize refuses such a file, and so does nucleus, naming the tensor).
  * --pure turns the rules off (every quantised tensor gets the file type's base type);
  * --output-tensor-type and --token-embedding-type override the rules for those two tensors. */
@@ -28,7 +31,7 @@ typedef struct qz_ftype {
     const char *about; /* for the usage text */
 } qz_ftype;
 
-/* The file type of a name (case-insensitive; Q4_K and Q5_K mean Q4_K_M and Q5_K_M, as in
+/* The file type of a name (case-insensitive; Q3_K, Q4_K and Q5_K mean the _M types, as in
  * llama-quantize), or NULL. */
 const qz_ftype *qz_ftype_find(const char *name);
 /* "F32, F16, BF16, Q8_0, ..." for messages. */

@@ -1,4 +1,4 @@
-/* Writers of the K-quants (Q4_K, Q5_K, Q6_K): super-blocks of 256 weights in sub-blocks with
+/* Writers of the K-quants (Q3_K, Q4_K, Q5_K, Q6_K): super-blocks of 256 weights in sub-blocks with
  * integer scales under an fp16 super-block scale (layouts in quant.h). Each sub-block's scale (and
  * offset) comes from a search that minimises its squared error: a range of candidate step sizes,
  * each rounding the weights and refitting scale and offset by least squares on those integers,
@@ -90,12 +90,13 @@ static void affine_search(const float *x, float nmax, float *a_out, float *c_out
     }
 }
 
-/* x ≈ a * q, q in -32..31 (Q6_K), 16 weights: the integers (as floats) and the squared error. */
-static float sym_round(const float *x, float a, float *q) {
+/* x ≈ a * q, q in -half..half-1 (Q6_K: 32, Q3_K: 4), 16 weights: the integers (as floats) and the
+ * squared error. */
+static float sym_round(const float *x, float half, float a, float *q) {
     float ia = a != 0 ? 1.0f / a : 0.0f, e[16], err = 0.0f;
     for (int i = 0; i < 16; i++) {
         float v = round_near(x[i] * ia);
-        q[i] = v < -32.0f ? -32.0f : v > 31.0f ? 31.0f : v;
+        q[i] = v < -half ? -half : v > half - 1.0f ? half - 1.0f : v;
         e[i] = a * q[i] - x[i];
         e[i] *= e[i];
     }
@@ -103,22 +104,23 @@ static float sym_round(const float *x, float a, float *q) {
     return err;
 }
 
-static float sym_search(const float *x) {
+/* The best a of 16 weights: candidates map the value of largest magnitude to -(half + step * s). */
+static float sym_search(const float *x, float half, float step) {
     float max = 0.0f;
     for (int i = 0; i < 16; i++)
         if (fabsf(x[i]) > fabsf(max)) max = x[i];
     if (max == 0.0f) return 0.0f;
     float q[16];
-    float best_a = max / -32.0f, best = sym_round(x, best_a, q);
+    float best_a = max / -half, best = sym_round(x, half, best_a, q);
     for (int s = -N_STEPS; s <= N_STEPS; s++) {
-        sym_round(x, max / -(32.0f + 0.5f * (float)s), q);
+        sym_round(x, half, max / -(half + step * (float)s), q);
         float sqx = 0, sqq = 0;
         for (int i = 0; i < 16; i++) {
             sqx += q[i] * x[i];
             sqq += q[i] * q[i];
         }
         if (sqq == 0) continue;
-        float a = sqx / sqq, err = sym_round(x, a, q);
+        float a = sqx / sqq, err = sym_round(x, half, a, q);
         if (err < best) {
             best = err;
             best_a = a;
@@ -190,7 +192,7 @@ void quant_q6_K(const float *x, uint8_t *dst, int64_t nb) {
     for (int64_t b = 0; b < nb; b++, x += QK_K, dst += sizeof(block_Q6_K)) {
         float a[16], amax = 0.0f;
         for (int s = 0; s < 16; s++) {
-            a[s] = sym_search(x + 16 * s);
+            a[s] = sym_search(x + 16 * s, 32.0f, 0.5f);
             amax = fabsf(a[s]) > amax ? fabsf(a[s]) : amax;
         }
         store_fp16(dst + offsetof(block_Q6_K, d), amax / 127.0f);
@@ -199,7 +201,7 @@ void quant_q6_K(const float *x, uint8_t *dst, int64_t nb) {
         float q[QK_K];
         for (int s = 0; s < 16; s++) {
             scales[s] = (int8_t)(d > 0 ? clampi((int)lrintf(a[s] / d), -127, 127) : 0);
-            sym_round(x + 16 * s, d * (float)scales[s], q + 16 * s);
+            sym_round(x + 16 * s, 32.0f, d * (float)scales[s], q + 16 * s);
         }
         uint8_t *ql = dst + offsetof(block_Q6_K, ql), *qh = dst + offsetof(block_Q6_K, qh);
         memset(ql, 0, 128);
@@ -208,6 +210,39 @@ void quant_q6_K(const float *x, uint8_t *dst, int64_t nb) {
             int j = k / 32, h = j / 4, p = j % 4, l = k % 32, v = (int)q[k] + 32;
             ql[64 * h + 32 * (p % 2) + l] |= (uint8_t)((v & 0xF) << (4 * (p / 2)));
             qh[32 * h + l] |= (uint8_t)((v >> 4) << (2 * p));
+        }
+    }
+}
+
+/* Q3_K: sixteen sub-blocks of 16 with 6-bit signed scales (stored + 32) and q in -4..3, stored
+ * + 4: its low 2 bits as Q2_K's (weight 128n + 32j + l at bits 2j of qs[32n + l]), its high bit
+ * as bit i of hmask[l] for weight 32i + l. */
+void quant_q3_K(const float *x, uint8_t *dst, int64_t nb) {
+    for (int64_t b = 0; b < nb; b++, x += QK_K, dst += sizeof(block_Q3_K)) {
+        float a[16], amax = 0.0f;
+        for (int s = 0; s < 16; s++) {
+            a[s] = sym_search(x + 16 * s, 4.0f, 0.125f);
+            amax = fabsf(a[s]) > amax ? fabsf(a[s]) : amax;
+        }
+        uint8_t *dp = dst + offsetof(block_Q3_K, d), *sc = dst + offsetof(block_Q3_K, scales);
+        store_fp16(dp, amax / 31.0f);
+        float d = quant_fp16_to_f32((uint16_t)(dp[0] | dp[1] << 8));
+        float q[QK_K];
+        memset(sc, 0, K_SCALE_SIZE);
+        for (int s = 0; s < 16; s++) {
+            int v = d > 0 ? clampi((int)lrintf(a[s] / d), -32, 31) : 0;
+            sym_round(x + 16 * s, 4.0f, d * (float)v, q + 16 * s);
+            int u = v + 32;
+            sc[s % 8] |= (uint8_t)((u & 0xF) << (4 * (s / 8)));
+            sc[8 + s % 4] |= (uint8_t)((u >> 4) << (2 * (s / 4)));
+        }
+        uint8_t *hmask = dst + offsetof(block_Q3_K, hmask), *qs = dst + offsetof(block_Q3_K, qs);
+        memset(hmask, 0, 32);
+        memset(qs, 0, 64);
+        for (int k = 0; k < QK_K; k++) {
+            int u = (int)q[k] + 4, i = k / 32, l = k % 32;
+            qs[32 * (i / 4) + l] |= (uint8_t)((u & 3) << (2 * (i % 4)));
+            hmask[l] |= (uint8_t)((u >> 2) << i);
         }
     }
 }

@@ -4,7 +4,7 @@
 # - Q4_1, Q5_0, Q5_1 of shared/quants/tiny-k-f16.gguf: every tensor but output.weight (Q6_K, whose
 #   scales come from a search) bit for bit the tensor of llama-quantize's file in shared/quants,
 #   and `nucleus inspect` of both files identical (metadata, tensor order, types, offsets);
-# - Q4_K_S, Q5_K_S, Q5_K_M (and every Q6_K output): the same types per tensor, each tensor's
+# - Q3_K_S, Q3_K_M, Q4_K_S, Q5_K_S, Q5_K_M (and every Q6_K output): the same types per tensor, each tensor's
 #   relative RMS error at most 1.05 x that of llama-quantize's tensor; mean KL divergence of the
 #   next-token distributions from the F16 model's at most 1.25 x that of llama-quantize's file;
 #   greedy log-probabilities within 0.05 + the deviation of llama-quantize's file (its golden
@@ -12,7 +12,7 @@
 # - stories260K (F32, rows of 64 and 172): Q4_K_M falls back per tensor as llama-quantize does
 #   (the whole file identical to the one it made), Q4_0 is refused naming the tensor;
 # - with a local llama-quantize ($LLAMA_QUANTIZE; absent in CI, then skipped and said so): Q8_0,
-#   Q4_0, Q4_K_M, Q6_K, F16 of tiny-k compared the same way (Q8_0, F16: the whole file identical);
+#   Q4_0, Q3_K_L, Q4_K_M, Q6_K, F16 of tiny-k compared the same way (Q8_0, F16: the whole file identical);
 # - the options (--pure, --output-tensor-type, --token-embedding-type, --allow-requantize,
 #   threads), the progress lines, and clean refusals of bad input.
 # Ends with "quantize: N passed, N failed".
@@ -67,7 +67,7 @@ for t in q4_1 q5_0 q5_1; do
     expect_eq "$t: inspect equals llama-quantize's file's" "$("$BIN" inspect "$tmp/$t.gguf" | tail -n +2)" \
         "$("$BIN" inspect "$Q/tiny-k-$t.gguf" | tail -n +2)"
 done
-for t in q4_k_s q5_k_s q5_k_m; do
+for t in q3_k_s q3_k_m q4_k_s q5_k_s q5_k_m; do
     quantize "$F16" "$tmp/$t.gguf" "$(tr a-z A-Z <<<"$t")" || continue
     compare "$t" "$tmp/$t.gguf" "$Q/tiny-k-$t.gguf" "$F16" 0
     # same types and sizes, so the same offsets: only the data differs
@@ -76,7 +76,7 @@ for t in q4_k_s q5_k_s q5_k_m; do
 done
 
 # Quality: mean KL divergence from the F16 model over a fixed text, ours against theirs.
-files=(); for t in q4_1 q5_0 q5_1 q4_k_s q5_k_s q5_k_m; do files+=("$tmp/$t.gguf" "$Q/tiny-k-$t.gguf"); done
+files=(); for t in q4_1 q5_0 q5_1 q3_k_s q3_k_m q4_k_s q5_k_s q5_k_m; do files+=("$tmp/$t.gguf" "$Q/tiny-k-$t.gguf"); done
 if /usr/bin/python3 tests/tools/kl_divergence.py --nucleus "$BIN" --base "$F16" --text bench/data/stories.txt \
         --tokens 96 "${files[@]}" >"$tmp/kl" 2>"$tmp/kl.err"; then
     r=$(awk 'NR % 2 == 1 { ours = $2; name = $1 } NR % 2 == 0 && ours > $2 * 1.25 + 1e-4 {
@@ -92,7 +92,7 @@ fi
 # be no farther on average than 1.25 x that + 0.02, and at worst 1.5 x + 0.05 (two roundings of
 # random weights differ by chance: these bounds are what separates a sound quantiser from a
 # broken one, which is farther by a factor of 3 or more).
-/usr/bin/python3 - "$BIN" "$Q" "$tmp" q4_1 q5_0 q5_1 q4_k_s q5_k_s q5_k_m >"$tmp/golden" 2>&1 <<'PY'
+/usr/bin/python3 - "$BIN" "$Q" "$tmp" q4_1 q5_0 q5_1 q3_k_s q3_k_m q4_k_s q5_k_s q5_k_m >"$tmp/golden" 2>&1 <<'PY'
 import json, subprocess, sys
 binary, q, tmp = sys.argv[1:4]
 def records(name): return [json.loads(l) for l in open("%s/tiny-k-%s.jsonl" % (q, name))]
@@ -135,7 +135,7 @@ expect_err "Q4_0 with rows of 172" "tensor 'blk.0.ffn_down.weight' has rows of 1
 
 # With llama-quantize at hand: the types shared/quants lacks, made here by it from the same file.
 if [ -n "$LLAMA_QUANTIZE" ] && [ -x "$LLAMA_QUANTIZE" ]; then
-    for t in Q8_0 Q4_0 Q4_K_M Q6_K F16; do
+    for t in Q8_0 Q4_0 Q3_K_L Q4_K_M Q6_K F16; do
         "$LLAMA_QUANTIZE" "$F16" "$tmp/ref-$t.gguf" "$t" 2 >/dev/null 2>&1 || { bad "llama-quantize $t failed"; continue; }
         quantize "$F16" "$tmp/$t.gguf" "$t" || continue
         compare "$t" "$tmp/$t.gguf" "$tmp/ref-$t.gguf" "$F16" "$([ "${t#Q*_}" = 0 ] && echo 1 || echo 0)"
@@ -144,7 +144,7 @@ if [ -n "$LLAMA_QUANTIZE" ] && [ -x "$LLAMA_QUANTIZE" ]; then
     "$LLAMA_QUANTIZE" "$STORIES" "$tmp/s-ref.gguf" Q4_K_M 2 >/dev/null 2>&1
     cmp -s "$tmp/s.gguf" "$tmp/s-ref.gguf" && ok || bad "stories260K Q4_K_M differs from llama-quantize's"
 else
-    echo "note: LLAMA_QUANTIZE not set: Q8_0, Q4_0, Q4_K_M, Q6_K not compared with llama-quantize's files here"
+    echo "note: LLAMA_QUANTIZE not set: Q8_0, Q4_0, Q3_K_L, Q4_K_M, Q6_K, F16 not compared with llama-quantize's files here"
 fi
 
 # Options. --pure: every matrix Q4_K, output too; the overrides set those two tensors only.
@@ -185,7 +185,7 @@ fi
 
 # Refusals.
 expect_err "no arguments" "expected INPUT OUTPUT TYPE" "$BIN" quantize
-expect_err "unknown type" "unknown type 'Q3_X'; valid types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K" \
+expect_err "unknown type" "unknown type 'Q3_X'; valid types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q3_K_S, Q3_K_M, Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K" \
     "$BIN" quantize "$F16" "$tmp/x.gguf" Q3_X
 expect_err "unknown tensor type" "--output-tensor-type: unknown tensor type 'q9'" "$BIN" quantize --output-tensor-type q9 "$F16" "$tmp/x.gguf" Q4_0
 expect_err "unknown option" "unknown option '--imatrix'" "$BIN" quantize --imatrix x "$F16" "$tmp/x.gguf" Q4_0

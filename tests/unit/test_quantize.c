@@ -1,5 +1,5 @@
 /* nucleus quantize's parts: the K-quant writers against llama-quantize's tensors of the same
- * source (shared/quants: tiny-k-f16.gguf and its Q4_K_S / Q5_K_M files), their edge cases, the
+ * source (shared/quants: tiny-k-f16.gguf and its Q3_K_M / Q4_K_S / Q5_K_M files), their edge cases, the
  * type rules (llama-quantize's documented mixes) and the GGUF writer read back by the reader. */
 #include <math.h>
 #include <stdlib.h>
@@ -23,10 +23,10 @@ static double rel_rms(const float *y, const float *x, int64_t n) {
     return r2 > 0 ? sqrt(e2 / r2) : sqrt(e2);
 }
 
-/* Every Q4_K, Q5_K and Q6_K tensor of llama-quantize's files: our writer's relative RMS error on
+/* Every Q3_K, Q4_K, Q5_K and Q6_K tensor of llama-quantize's files: our writer's relative RMS error on
  * the same F16 rows is at most 1.05 x that of llama-quantize's tensor (a wrong layout gives ~1.4). */
 static void test_k_writers_against_llama(void) {
-    static const char *const files[] = {"q4_k_s", "q5_k_m"};
+    static const char *const files[] = {"q3_k_m", "q4_k_s", "q5_k_m"};
     char path[512];
     nc_err err;
     gguf_file *src;
@@ -34,14 +34,14 @@ static void test_k_writers_against_llama(void) {
     CHECK_MSG(gguf_open(&src, path, &err) == 0, "%s", err.msg);
     if (!src) return;
     int seen[GGML_TYPE_COUNT] = {0};
-    for (size_t fi = 0; fi < 2; fi++) {
+    for (size_t fi = 0; fi < 3; fi++) {
         gguf_file *f;
         snprintf(path, sizeof path, "%s/quants/tiny-k-%s.gguf", shared_dir(), files[fi]);
         CHECK_MSG(gguf_open(&f, path, &err) == 0, "%s", err.msg);
         if (!f) continue;
         for (size_t i = 0; i < gguf_n_tensors(f); i++) {
             const gguf_tensor *t = gguf_tensor_at(f, i), *x = gguf_find_tensor(src, t->name);
-            if (t->type != GGML_TYPE_Q4_K && t->type != GGML_TYPE_Q5_K && t->type != GGML_TYPE_Q6_K) continue;
+            if (t->type < GGML_TYPE_Q3_K || t->type > GGML_TYPE_Q6_K) continue;
             int64_t n = (int64_t)t->n_elems;
             float *fx = malloc(sizeof(float) * (size_t)n), *theirs = malloc(sizeof(float) * (size_t)n);
             float *ours = malloc(sizeof(float) * (size_t)n);
@@ -63,7 +63,7 @@ static void test_k_writers_against_llama(void) {
         gguf_close(f);
     }
     gguf_close(src);
-    CHECK(seen[GGML_TYPE_Q4_K] > 0 && seen[GGML_TYPE_Q5_K] > 0 && seen[GGML_TYPE_Q6_K] > 0);
+    CHECK(seen[GGML_TYPE_Q3_K] > 0 && seen[GGML_TYPE_Q4_K] > 0 && seen[GGML_TYPE_Q5_K] > 0 && seen[GGML_TYPE_Q6_K] > 0);
 }
 
 /* Edge cases: zeros stay zeros; a constant block; one outlier among small values; only negative
@@ -72,11 +72,11 @@ static void test_k_writers_against_llama(void) {
  * error bound. */
 static void test_k_writers_edges(void) {
     enum { N = 256 };
-    static const uint32_t types[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
-    static const double bound[] = {0.12, 0.06, 0.03};
+    static const uint32_t types[] = {GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
+    static const double bound[] = {0.25, 0.12, 0.06, 0.03};
     float x[N], y[N];
     uint8_t q[256];
-    for (int ti = 0; ti < 3; ti++) {
+    for (int ti = 0; ti < 4; ti++) {
         uint32_t t = types[ti];
         memset(x, 0, sizeof x);
         CHECK(quant_quantize_row(t, x, q, N));
@@ -121,6 +121,17 @@ static void test_rules(void) {
     for (int i = 0; i < 32; i++) q5 += qz_tensor_type(s, &r, &cs, "blk.N.attn_v.weight", 4096, &wanted) == GGML_TYPE_Q5_K;
     for (int i = 0; i < 32; i++) q5d += qz_tensor_type(s, &r, &cs, "blk.N.ffn_down.weight", 4096, &wanted) == GGML_TYPE_Q5_K;
     CHECK(q5 == 4 && q5d == 4);
+    /* Q3_K_M: attn_v Q5_K in layers 0-1, then Q4_K; ffn_down Q5_K in the first 1/16, then Q4_K;
+     * attn_output Q4_K; rows Q3_K cannot take fall back to IQ4_NL */
+    const qz_ftype *k3 = qz_ftype_find("Q3_K");
+    qz_counts c3 = {.n_attn_v = 32, .n_ffn_down = 32, .has_output = true};
+    int v5 = 0, d5 = 0;
+    for (int i = 0; i < 32; i++) v5 += qz_tensor_type(k3, &r, &c3, "blk.N.attn_v.weight", 4096, &wanted) == GGML_TYPE_Q5_K;
+    for (int i = 0; i < 32; i++) d5 += qz_tensor_type(k3, &r, &c3, "blk.N.ffn_down.weight", 4096, &wanted) == GGML_TYPE_Q5_K;
+    CHECK(k3 && k3->id == 12 && v5 == 2 && d5 == 2);
+    CHECK(qz_tensor_type(k3, &r, &c3, "blk.0.attn_output.weight", 4096, &wanted) == GGML_TYPE_Q4_K);
+    CHECK(qz_tensor_type(k3, &r, &c3, "blk.0.ffn_up.weight", 4096, &wanted) == GGML_TYPE_Q3_K);
+    CHECK(qz_tensor_type(k3, &r, &c3, "blk.0.ffn_up.weight", 64, &wanted) == GGML_TYPE_IQ4_NL);
     CHECK(qz_tensor_type(m, &r, &c, "output.weight", 4096, &wanted) == GGML_TYPE_Q6_K);
     CHECK(qz_tensor_type(q8, &r, &c, "output.weight", 4096, &wanted) == GGML_TYPE_Q8_0);
     CHECK(qz_tensor_type(m, &r, &c, "token_embd.weight", 4096, &wanted) == GGML_TYPE_Q4_K);
