@@ -16,7 +16,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 . tests/lib/models.sh
-threads=2 lc="" types="Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K"
+threads=2 lc="" types="Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K"
 while [ $# -gt 0 ]; do
     case $1 in
         --llamacpp) lc=$2; shift 2 ;;

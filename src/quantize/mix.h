@@ -13,8 +13,9 @@
  *   layers and Q4_K after, attn_output and attn_qkv Q4_K; Q3_K_L: attn_v, ffn_down, attn_output
  *   Q5_K, attn_qkv Q4_K;
  * - a row length that is not a multiple of a K-quant's 256 falls back: Q3_K to IQ4_NL, Q4_K to
- *   Q5_0, Q5_K to Q5_1, Q6_K to Q8_0, and then a row that is not a multiple of 32 to F16; the other types have
- *   no fallback (llama-quantize refuses such a file, and so does nucleus, naming the tensor).
+ *   Q5_0, Q5_K to Q5_1, Q6_K to Q8_0, and then a row that is not a multiple of 32 to F16; the
+ *   other types have no fallback (llama-quantize refuses such a file, and so does nucleus, naming
+ *   the tensor).
  * --pure turns the rules off (every quantised tensor gets the file type's base type);
  * --output-tensor-type and --token-embedding-type override the rules for those two tensors. */
 #ifndef NC_QUANTIZE_MIX_H
