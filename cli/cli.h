@@ -110,5 +110,6 @@ int cmd_inspect(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 
 #endif

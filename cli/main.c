@@ -18,6 +18,7 @@ static void usage(FILE *out) {
             "  inspect   print a GGUF file's metadata and tensors:  nucleus inspect [-m FILE]\n"
             "  perplexity  perplexity of a text, or its KL divergence from a base model:  nucleus perplexity [-m MODEL] -f FILE [-c CTX] [--stride S] [--kl-divergence-base FILE [--kl-divergence]]\n"
             "  bench     prefill and decode speed:  nucleus bench [-m MODEL] [-p 128] [-n 64] [-t THREADS] [-r 5] [--json]\n"
+            "  quantize  GGUF weights to Q8_0, Q4_K_M, ...:  nucleus quantize INPUT OUTPUT TYPE [-t THREADS]\n"
             "  serve     OpenAI-compatible HTTP server:  nucleus serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [-t THREADS] [--api-key KEY] [--max-queue Q]\n"
             "\n"
             "\n"
@@ -74,6 +75,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "perplexity")) return cmd_perplexity(argc - 1, argv + 1);
+    if (!strcmp(cmd, "quantize")) return cmd_quantize(argc - 1, argv + 1);
     fprintf(stderr, "error: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return 2;

@@ -35,6 +35,7 @@ struct gguf_file {
     void *map; /* the mmapped file, or NULL for a caller's buffer */
     uint32_t version, alignment;
     uint64_t data_offset;
+    uint64_t kv_end; /* file offset just past the last key/value pair */
     gguf_kv *kvs;
     size_t n_kv;
     gguf_tensor *tensors;
@@ -501,6 +502,7 @@ static int parse(gguf_file *f, nc_err *err) {
     parser p = {.f = f, .err = err};
     uint64_t n_tensors, n_kv;
     if (read_header(&p, &n_tensors, &n_kv) || read_kvs(&p, n_kv) || apply_alignment(&p)) return -1;
+    f->kv_end = p.pos;
     p.kind = NULL;
     if (read_tensor_table(&p, n_tensors)) return -1;
     return place_tensors(&p);
@@ -581,6 +583,12 @@ uint64_t gguf_data_offset(const gguf_file *f) { return f->data_offset; }
 
 size_t gguf_n_kv(const gguf_file *f) { return f->n_kv; }
 const gguf_kv *gguf_kv_at(const gguf_file *f, size_t i) { return i < f->n_kv ? &f->kvs[i] : NULL; }
+const uint8_t *gguf_kv_bytes(const gguf_file *f, size_t i, uint64_t *len) {
+    if (i >= f->n_kv) return NULL;
+    uint64_t end = i + 1 < f->n_kv ? f->kvs[i + 1].offset : f->kv_end;
+    *len = end - f->kvs[i].offset;
+    return f->base + f->kvs[i].offset;
+}
 const gguf_kv *gguf_find_kv(const gguf_file *f, const char *key) {
     long i = index_find(&f->kv_index, key);
     return i < 0 ? NULL : &f->kvs[i];

@@ -78,6 +78,9 @@ uint64_t gguf_data_offset(const gguf_file *f);   /* start of the tensor data sec
 size_t gguf_n_kv(const gguf_file *f);
 const gguf_kv *gguf_kv_at(const gguf_file *f, size_t i);
 const gguf_kv *gguf_find_kv(const gguf_file *f, const char *key);
+/* Pair i as the file encodes it (key, value type, value): *len bytes inside the mapping, for
+ * copying metadata into another file unchanged. NULL when i is out of range. */
+const uint8_t *gguf_kv_bytes(const gguf_file *f, size_t i, uint64_t *len);
 
 size_t gguf_n_tensors(const gguf_file *f);
 const gguf_tensor *gguf_tensor_at(const gguf_file *f, size_t i);

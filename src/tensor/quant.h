@@ -105,14 +105,21 @@ typedef struct quant_type {
     X(Q5_1, 1, false, true, quant_q5_1)         \
     X(Q8_0, 1, false, false, quant_q8_0)        \
     X(Q2_K, 8, true, true, NULL)                \
-    X(Q3_K, 8, true, false, NULL)               \
-    X(Q4_K, 8, false, true, NULL)               \
-    X(Q5_K, 8, false, true, NULL)               \
-    X(Q6_K, 8, true, false, NULL)               \
+    X(Q3_K, 8, true, false, quant_q3_K)         \
+    X(Q4_K, 8, false, true, quant_q4_K)         \
+    X(Q5_K, 8, false, true, quant_q5_K)         \
+    X(Q6_K, 8, true, false, quant_q6_K)         \
     X(IQ4_NL, 1, false, false, quant_iq4_nl)    \
     X(IQ3_S, 8, false, false, NULL)             \
     X(IQ4_XS, 8, false, false, NULL)            \
     X(MXFP4, 1, false, false, quant_mxfp4)
+
+/* The K-quant writers (quant_k.c): nb blocks of 256 from src, each sub-block's scale searched for
+ * the least squared error. */
+void quant_q3_K(const float *src, uint8_t *dst, int64_t nb);
+void quant_q4_K(const float *src, uint8_t *dst, int64_t nb);
+void quant_q5_K(const float *src, uint8_t *dst, int64_t nb);
+void quant_q6_K(const float *src, uint8_t *dst, int64_t nb);
 
 /* The entry of a type, NULL for one the engine cannot compute with. */
 const quant_type *quant_type_of(uint32_t type);
@@ -129,8 +136,8 @@ size_t quant_row_bytes(uint32_t type, int64_t n);
 /* Dequantise n elements (a multiple of the type's block size) into dst. */
 void quant_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
 
-/* Quantise n floats into blocks, for tests and KV storage: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
- * Q5_1 (ggml's reference rounding), IQ4_NL (nearest values with a least-squares scale) and MXFP4
+/* Quantise n floats into blocks, for `nucleus quantize`, tests and KV storage: F32, F16, BF16,
+ * Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (ggml's reference rounding), Q3_K, Q4_K, Q5_K, Q6_K (quant_k.c), IQ4_NL (nearest values with a least-squares scale) and MXFP4
  * (the OCP shared exponent, nearest values). True if the type has a writer. */
 bool quant_quantize_row(uint32_t type, const float *src, void *dst, int64_t n);
 

@@ -203,7 +203,7 @@ expect_in "run --cache-type-k/-v" "[kv cache] keys f32, values f32" "$err"
 expect_err "run bad cache type" "--cache-type-k: expected f16, f32, q8_0 or q4_0" $BIN run -p hi --cache-type-k q9
 
 # every command answers -h: its usage on stdout, exit 0
-for c in run chat score tokenize inspect bench serve; do
+for c in run chat score tokenize inspect bench serve quantize; do
     for h in -h --help; do
         out=$($BIN $c $h 2>/dev/null); rc=$?
         [ $rc -eq 0 ] && [[ "$out" == "usage: nucleus $c "* ]] && ok || bad "$c $h: rc=$rc: $(head -2 <<<"$out")"

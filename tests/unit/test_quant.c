@@ -610,7 +610,7 @@ static void test_writers(void) {
     quant_dequantize_row(GGML_TYPE_MXFP4, buf, back, 32);
     CHECK(buf[0] == 127 && back[0] == 4.0f && back[1] == 0.0f && back[2] == 6.0f && back[3] == -1.0f && back[4] == 3.0f && back[5] == -6.0f &&
           back[6] == 0.5f && back[31] == 0.0f);
-    CHECK(!quant_quantize_row(GGML_TYPE_Q4_K, y, buf, 256) && !quant_quantize_row(GGML_TYPE_IQ3_S, y, buf, 256));
+    CHECK(!quant_quantize_row(GGML_TYPE_Q2_K, y, buf, 256) && !quant_quantize_row(GGML_TYPE_IQ3_S, y, buf, 256));
 }
 
 /* The files of shared/quants (a model quantised by llama.cpp's llama-quantize from its F16 file):
