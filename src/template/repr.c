@@ -307,6 +307,9 @@ static int json_container(rt *r, sbuf *b, const tmpl_value *v, const json_opts *
 
 int tv_write_json(rt *r, sbuf *b, const tmpl_value *v, const json_opts *o, int depth) {
     if (depth > r->lim.max_depth) return rt_fail(r, "tojson: nesting deeper than %d", r->lim.max_depth);
+    /* a step per value and the bytes of its text: a list shared into 2^40 leaves is written
+     * within the step and time budgets, not for as long as the output buffer takes to fill */
+    if (rt_step(r) || (v->type == TV_STRING && rt_work(r, v->u.str.len))) return -1;
     char num[40];
     int rc;
     switch (v->type) {
