@@ -5,6 +5,7 @@
  * ends it. */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -315,6 +316,17 @@ static bool command(chat *ch, char *line) {
 
 /* ---- input ---- */
 
+/* Waits for input with SIGINT blocked but for the wait itself: ppoll unblocks it atomically, so a
+ * Ctrl-C pressed between the prompt and the read interrupts the wait instead of being lost.
+ * false: Ctrl-C. stdin is unbuffered, so no typed text hides in stdio's buffer. */
+static bool input_ready(const sigset_t *waiting) {
+    struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+    for (;;) {
+        if (ppoll(&p, 1, NULL, waiting) >= 0 || errno != EINTR) return true; /* errors: getline reports */
+        if (interrupted) return false;
+    }
+}
+
 /* One message (malloc'd): a line, lines joined by a trailing backslash, or the lines between two
  * lines of """. NULL at the end of input; *cancelled when Ctrl-C dropped what was typed. */
 static char *read_message(bool *cancelled) {
@@ -322,17 +334,22 @@ static char *read_message(bool *cancelled) {
     size_t len = 0, cap = 0;
     bool block = false, more = true;
     *cancelled = false;
+    sigset_t sigint, waiting;
+    sigemptyset(&sigint);
+    sigaddset(&sigint, SIGINT);
+    sigprocmask(SIG_BLOCK, &sigint, &waiting);
     fputs("> ", stdout);
     fflush(stdout);
     while (more) {
         errno = 0;
-        ssize_t n = getline(&line, &cap, stdin);
+        ssize_t n = input_ready(&waiting) ? getline(&line, &cap, stdin) : -1;
         if (n < 0) {
-            if (errno == EINTR && interrupted) { /* Ctrl-C at the prompt: drop the input */
+            if (interrupted) { /* Ctrl-C at the prompt: drop the input */
                 interrupted = 0;
                 clearerr(stdin);
                 *cancelled = true;
             }
+            sigprocmask(SIG_SETMASK, &waiting, NULL);
             free(line);
             if (*cancelled || !msg) {
                 free(msg);
@@ -361,6 +378,7 @@ static char *read_message(bool *cancelled) {
             fflush(stdout);
         }
     }
+    sigprocmask(SIG_SETMASK, &waiting, NULL);
     free(line);
     return msg;
 }
@@ -413,9 +431,10 @@ int cmd_chat(int argc, char **argv) {
             if (*note) fprintf(stderr, "note: %s\n", note);
             fprintf(stderr, "nucleus chat: %s, context %ld tokens, seed %llu; /help lists the commands\n", o.model,
                     n_ctx, (unsigned long long)o.dec.sp.seed);
-            struct sigaction sa = {.sa_handler = on_sigint}; /* no SA_RESTART: Ctrl-C interrupts the prompt's read */
+            struct sigaction sa = {.sa_handler = on_sigint}; /* no SA_RESTART: Ctrl-C interrupts the prompt's wait */
             sigemptyset(&sa.sa_mask);
             sigaction(SIGINT, &sa, NULL);
+            setvbuf(stdin, NULL, _IONBF, 0); /* see input_ready */
             if (!o.system || set_system(&ch, o.system)) rc = loop(&ch);
             else snprintf(err.msg, sizeof err.msg, "out of memory");
         }

@@ -175,7 +175,7 @@ c.send("\x03")
 got = c.read_until(r"\n> ", timeout=60)
 check("Ctrl-C stops the reply", got is not None and "[stopped]" in got, repr(got)[-200:])
 c.send("half a line\x03")
-check("Ctrl-C at the prompt drops the line", c.read_until(r"\n> ", timeout=30) is not None)
+check("Ctrl-C at the prompt drops the line", c.read_until(r"\n> ", timeout=30) is not None, repr(c.out[-300:]))
 got = c.turn("/save " + saved)
 msgs = json.load(open(saved))["messages"]
 check("the stopped reply stays", len(msgs) == 2 and msgs[1]["role"] == "assistant" and msgs[1]["content"], repr(msgs))
