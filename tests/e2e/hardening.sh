@@ -20,15 +20,7 @@ NUCLEUS=${NUCLEUS:-build/san/nucleus}
 . tests/lib/checks.sh
 finish() { echo "hardening: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
 
-if [ ! -x "$NUCLEUS" ] && ! make "$NUCLEUS" >/dev/null; then
-    bad "cannot build $NUCLEUS"
-    finish
-fi
-tmp=$(mktemp -d)
-. tests/lib/servers.sh
-trap servers_cleanup EXIT
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
-export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+. tests/lib/server_script.sh
 stories=$SHARED/models/stories260K/stories260K.gguf
 smol=$(synth_model smollm2-135m-f16-l2 --shape smollm2-135m --layers 2 --type f16) || { bad "synth-gguf smollm2"; finish; }
 

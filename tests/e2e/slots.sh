@@ -18,15 +18,7 @@ GEMMA=$SHARED/archs/gemma3/gemma3-f16.gguf
 . tests/lib/checks.sh
 finish() { echo "slots: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
 
-if [ ! -x "$NUCLEUS" ] && ! make "$NUCLEUS" >/dev/null; then
-    bad "cannot build $NUCLEUS"
-    finish
-fi
-tmp=$(mktemp -d)
-. tests/lib/servers.sh
-trap servers_cleanup EXIT
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
-export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+. tests/lib/server_script.sh
 mkdir "$tmp/slots"
 
 # post URL BODY: the response body in $body, the status in $code.

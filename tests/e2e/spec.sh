@@ -18,15 +18,7 @@ STORIES=$SHARED/models/stories260K/stories260K.gguf
 . tests/lib/checks.sh
 finish() { echo "spec: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
 
-if [ ! -x "$NUCLEUS" ] && ! make "$NUCLEUS" >/dev/null; then
-    bad "cannot build $NUCLEUS"
-    finish
-fi
-tmp=$(mktemp -d)
-. tests/lib/servers.sh
-trap servers_cleanup EXIT
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
-export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+. tests/lib/server_script.sh
 
 prompts=("Once upon a time" "Lily and Ben went to the park" "The little dog" "Tom had a red ball. Tom had a red ball. Tom"
          "One day, a bird" "She said, \"I want to play!\"" "There was a big tree" "Mom and Dad"
