@@ -148,7 +148,7 @@ static int prompt_tokens(chat *ch, int32_t **ids, nc_err *err) {
         snprintf(err->msg, sizeof err->msg, "out of memory");
         return -1;
     }
-    int rc = nc_chat_render(ch->tmpl, json, true, &text, &len, &add_bos, err);
+    int rc = nc_chat_render(ch->tmpl, json, NULL, true, &text, &len, &add_bos, err);
     free(json);
     if (rc) return -1;
     int cap = (int)len + 16, n = -1;

@@ -474,9 +474,12 @@ void nc_chat_template_free(nc_chat_template *t);
 /* messages_json: a JSON array of {"role", "content"} objects. *text (malloc'd, *len bytes) is
  * the conversation, ending with the assistant's turn opened when add_generation_prompt; tokenize
  * it with special tokens parsed, adding a BOS when *add_bos (the vocabulary wants one and the
- * template did not write it). */
-int nc_chat_render(const nc_chat_template *t, const char *messages_json, bool add_generation_prompt, char **text,
-                   size_t *len, bool *add_bos, nc_err *err);
+ * template did not write it). extra_json (may be NULL): a JSON object whose members become
+ * variables of the template too, e.g. {"tools": [...]}. */
+int nc_chat_render(const nc_chat_template *t, const char *messages_json, const char *extra_json,
+                   bool add_generation_prompt, char **text, size_t *len, bool *add_bos, nc_err *err);
+/* The Jinja source in use (the model's, a given one, or ChatML's). */
+const char *nc_chat_template_source(const nc_chat_template *t);
 /* A render is bounded in steps, memory and time (a template that loops for ever fails with an
  * error). nc_chat_template_cancel, from any thread, makes the renders running now and every later
  * one fail soon with "the render was cancelled" (a server that shuts down calls it). */

@@ -12,6 +12,7 @@
 struct nc_chat_template {
     const nc_model *m;
     tmpl *t;
+    char *source;               /* the Jinja text of t */
     char *bos_text, *eos_text;  /* NULL when the vocabulary has none */
     atomic_bool cancel;         /* set by nc_chat_template_cancel: renders fail */
 };
@@ -38,10 +39,16 @@ int nc_chat_template_new(nc_chat_template **out, const nc_model *m, char *note, 
     if (!src) snprintf(note, note_cap, "the model has no chat template: chats use ChatML");
     else if (tmpl_parse(&ct->t, src, len, &perr))
         snprintf(note, note_cap, "the model's chat template cannot be used (%s); chats use ChatML", perr.msg);
+    else ct->source = strndup(src, len);
     const char *chatml = tmpl_chatml_source();
     if (!ct->t && tmpl_parse(&ct->t, chatml, strlen(chatml), err)) {
         nc_chat_template_free(ct);
         return -1;
+    }
+    if (!ct->source) ct->source = strdup(chatml);
+    if (!ct->source) {
+        nc_chat_template_free(ct);
+        return nc_fail(err, "out of memory");
     }
     ct->bos_text = token_text(m, nc_token_bos(m));
     ct->eos_text = token_text(m, nc_token_eos(m));
@@ -58,6 +65,10 @@ int nc_chat_template_from_source(nc_chat_template **out, const nc_model *m, cons
         nc_chat_template_free(ct);
         return -1;
     }
+    if (!(ct->source = strndup(src, len))) {
+        nc_chat_template_free(ct);
+        return nc_fail(err, "out of memory");
+    }
     ct->bos_text = token_text(m, nc_token_bos(m));
     ct->eos_text = token_text(m, nc_token_eos(m));
     *out = ct;
@@ -67,6 +78,7 @@ int nc_chat_template_from_source(nc_chat_template **out, const nc_model *m, cons
 void nc_chat_template_free(nc_chat_template *ct) {
     if (!ct) return;
     tmpl_free(ct->t);
+    free(ct->source);
     free(ct->bos_text);
     free(ct->eos_text);
     free(ct);
@@ -74,12 +86,14 @@ void nc_chat_template_free(nc_chat_template *ct) {
 
 void nc_chat_template_cancel(nc_chat_template *ct) { atomic_store(&ct->cancel, true); }
 
-int nc_chat_render(const nc_chat_template *ct, const char *messages_json, bool add_generation_prompt, char **text,
-                   size_t *len, bool *add_bos, nc_err *err) {
+const char *nc_chat_template_source(const nc_chat_template *ct) { return ct->source; }
+
+int nc_chat_render(const nc_chat_template *ct, const char *messages_json, const char *extra_json,
+                   bool add_generation_prompt, char **text, size_t *len, bool *add_bos, nc_err *err) {
     tmpl_limits lim;
     tmpl_limits_default(&lim);
     lim.cancel = &ct->cancel;
-    if (tmpl_render_chat_limits(ct->t, messages_json, add_generation_prompt, ct->bos_text, ct->eos_text, NULL, &lim,
+    if (tmpl_render_chat_limits(ct->t, messages_json, add_generation_prompt, ct->bos_text, ct->eos_text, extra_json, &lim,
                                 text, len, err))
         return -1;
     *add_bos = nc_vocab_adds_bos(ct->m) && !(ct->bos_text && !strncmp(*text, ct->bos_text, strlen(ct->bos_text)));

@@ -282,6 +282,16 @@ static srv_usage job_usage(const srv_job *j) {
     return u;
 }
 
+/* The tool calls in choice i's finished text, and the length of the content before them (the
+ * whitespace that separated them trimmed). Under j->mu. -1: out of memory. */
+static int choice_calls(const srv_job *j, int32_t i, srv_tool_calls *calls, size_t *n_content) {
+    const srv_choice_out *o = &j->out[i];
+    if (srv_tool_calls_parse(j->tool_format, o->text ? o->text : "", o->n_text, calls)) return -1;
+    *n_content = calls->content_end;
+    while (calls->n && *n_content && strchr(" \t\r\n", o->text[*n_content - 1])) --*n_content;
+    return 0;
+}
+
 static enum MHD_Result reply_whole(srv_server *sv, struct MHD_Connection *conn, srv_job *j, const srv_resp_meta *m) {
     int fd = conn_fd(conn);
     uint64_t seen = 0;
@@ -299,14 +309,19 @@ static enum MHD_Result reply_whole(srv_server *sv, struct MHD_Connection *conn, 
         return send_error(sv, conn, &e);
     }
     srv_choice_view *views = calloc((size_t)j->n_choices, sizeof *views);
-    for (int32_t i = 0; views && i < j->n_choices; i++) {
+    srv_tool_calls *calls = j->tool_calls ? calloc((size_t)j->n_choices, sizeof *calls) : NULL;
+    bool ok = views && (calls || !j->tool_calls);
+    for (int32_t i = 0; ok && i < j->n_choices; i++) {
         const srv_choice_out *o = &j->out[i];
         views[i] = (srv_choice_view){.index = i, .text = o->text ? o->text : "", .n_text = o->n_text,
                                      .logprobs = j->logprobs, .lp = o->lp, .n_lp = o->n_lp, .finish = o->finish};
+        if (calls) ok = choice_calls(j, i, &calls[i], &views[i].n_text) == 0, views[i].calls = &calls[i];
     }
     srv_usage u = job_usage(j);
-    char *body = views ? srv_json_response(m, views, j->n_choices, &u) : NULL;
+    char *body = ok ? srv_json_response(m, views, j->n_choices, &u) : NULL;
     pthread_mutex_unlock(&j->mu);
+    for (int32_t i = 0; calls && i < j->n_choices; i++) srv_tool_calls_free(&calls[i]);
+    free(calls);
     free(views);
     return send_json(sv, conn, 200, body);
 }
@@ -318,6 +333,8 @@ typedef struct stream_cursor {
     int32_t lp;            /* logprob entries sent */
     size_t lp_offset;      /* completions' text_offset of the next entry */
     bool role_sent, finish_sent;
+    bool parsed;           /* tool calls: the finished text was parsed into calls */
+    srv_tool_calls calls;
 } stream_cursor;
 
 typedef struct sse_stream {
@@ -374,8 +391,16 @@ static void sse_choice(sse_stream *st, int32_t i) {
         sse_event(st, srv_json_chunk(&st->meta, &v, true, st->include_usage));
         cu->role_sent = true;
     }
-    if (o->n_text > cu->text || o->n_lp > cu->lp) {
-        srv_choice_view v = {.index = i, .text = o->text ? o->text + cu->text : "", .n_text = o->n_text - cu->text,
+    /* with tools, text that is or may become a call is held back until the choice is done */
+    size_t ready = o->n_text;
+    if (st->j->tool_calls && !o->done) ready = srv_tool_content_ready(st->j->tool_format, o->text, o->n_text);
+    if (st->j->tool_calls && o->done && !cu->parsed) {
+        cu->parsed = true;
+        if (choice_calls(st->j, i, &cu->calls, &ready)) st->broken = true;
+        if (ready < cu->text) ready = cu->text;
+    }
+    if (ready > cu->text || o->n_lp > cu->lp) {
+        srv_choice_view v = {.index = i, .text = o->text ? o->text + cu->text : "", .n_text = ready - cu->text,
                              .logprobs = st->j->logprobs, .lp = o->lp + cu->lp, .n_lp = o->n_lp - cu->lp,
                              .text_offset = cu->lp_offset};
         sse_event(st, srv_json_chunk(&st->meta, &v, false, st->include_usage));
@@ -383,11 +408,14 @@ static void sse_choice(sse_stream *st, int32_t i) {
             int n = nc_token_piece(st->meta.piece_ctx, o->lp[k].token, NULL, 0);
             cu->lp_offset += n > 0 ? (size_t)n : 0;
         }
-        cu->text = o->n_text;
+        cu->text = ready;
         cu->lp = o->n_lp;
     }
     if (o->done && !cu->finish_sent && !st->j->failed) {
-        srv_choice_view v = {.index = i, .text = "", .finish = o->finish};
+        for (int32_t k = 0; k < cu->calls.n; k++) /* OpenAI's order: the call's name, then its arguments */
+            for (int head = 1; head >= 0; head--)
+                sse_event(st, srv_json_tool_call_chunk(&st->meta, i, k, &cu->calls.calls[k], head, st->include_usage));
+        srv_choice_view v = {.index = i, .text = "", .finish = o->finish, .calls = &cu->calls};
         sse_event(st, srv_json_chunk(&st->meta, &v, false, st->include_usage));
         cu->finish_sent = true;
     }
@@ -450,6 +478,7 @@ static void sse_free(void *cls) {
     st->acc.prompt_tokens = u.prompt_tokens;
     st->acc.completion_tokens = u.completion_tokens;
     srv_access_write(&st->acc);
+    for (int32_t i = 0; st->cur && i < st->j->n_choices; i++) srv_tool_calls_free(&st->cur[i].calls);
     srv_job_unref(st->j);
     free(st->cur);
     free(st->buf);

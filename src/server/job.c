@@ -43,6 +43,10 @@ static void job_free(srv_job *j) {
     for (int32_t i = 0; j->stop_strings && i < j->stop.n_stop; i++) free(j->stop_strings[i]);
     free(j->stop_strings);
     free(j->bias);
+    for (int32_t i = 0; i < j->n_breakers; i++) free(j->breakers[i]);
+    free(j->breakers);
+    free(j->samplers);
+    free(j->grammar);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
     free(j);
@@ -58,18 +62,26 @@ void srv_job_set_prompt(srv_job *j, int32_t i, int32_t *ids, int32_t n) {
     j->n_prompt[i] = n;
 }
 
-int srv_job_own_params(srv_job *j, const char *const *stop, int32_t n_stop, const nc_logit_bias *bias, int32_t n_bias) {
-    j->stop_strings = calloc((size_t)n_stop + 1, sizeof *j->stop_strings);
-    j->bias = malloc(((size_t)n_bias + 1) * sizeof *j->bias);
-    if (!j->stop_strings || !j->bias) return -1;
-    for (int32_t i = 0; i < n_stop; i++) {
-        if (!(j->stop_strings[i] = strdup(stop[i]))) return -1;
+int srv_job_own_params(srv_job *j, const srv_request *r) {
+    j->stop_strings = calloc((size_t)r->n_stop + 1, sizeof *j->stop_strings);
+    j->bias = malloc(((size_t)r->n_logit_bias + 1) * sizeof *j->bias);
+    j->breakers = calloc((size_t)r->n_dry_breakers + 1, sizeof *j->breakers);
+    if (!j->stop_strings || !j->bias || !j->breakers || (r->samplers && !(j->samplers = strdup(r->samplers)))) return -1;
+    for (int32_t i = 0; i < r->n_stop; i++) {
+        if (!(j->stop_strings[i] = strdup(r->stop[i]))) return -1;
         j->stop.n_stop = i + 1;
     }
-    if (n_bias) memcpy(j->bias, bias, (size_t)n_bias * sizeof *bias);
+    for (; j->n_breakers < r->n_dry_breakers; j->n_breakers++)
+        if (!(j->breakers[j->n_breakers] = strdup(r->dry_breakers[j->n_breakers]))) return -1;
+    if (r->n_logit_bias) memcpy(j->bias, r->logit_bias, (size_t)r->n_logit_bias * sizeof *j->bias);
     j->stop.stop = (const char *const *)j->stop_strings;
     j->sampling.logit_bias = j->bias;
-    j->sampling.n_logit_bias = n_bias;
+    j->sampling.n_logit_bias = r->n_logit_bias;
+    if (r->dry_breakers_given) {
+        j->sampling.dry_breakers = (const char *const *)j->breakers;
+        j->sampling.n_dry_breakers = j->n_breakers;
+    }
+    j->sampling.samplers = j->samplers;
     return 0;
 }
 

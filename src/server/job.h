@@ -16,6 +16,7 @@
 #include "nucleus.h"
 #include "server/request.h"
 #include "server/response.h"
+#include "server/tool_calls.h"
 
 typedef struct srv_choice_out {
     char *text;            /* everything shown so far */
@@ -38,7 +39,13 @@ typedef struct srv_job {
     nc_logit_bias *bias;   /* sampling.logit_bias points here */
     nc_stop_params stop;   /* max_tokens 0: until the context is full */
     char **stop_strings;   /* stop.stop points here */
+    char **breakers;       /* sampling.dry_breakers points here when the request gave some */
+    int32_t n_breakers;
+    char *samplers;        /* sampling.samplers */
+    char *grammar;         /* sampling.grammar */
     bool logprobs;
+    bool tool_calls;       /* the output may hold calls in tool_format, to be parsed out */
+    srv_tool_format tool_format;
     bool beam;             /* run with nc_beam_search, alone on the engine */
     nc_beam_params beam_params;
     bool contrastive;      /* run with nc_contrastive_search, alone on the engine */
@@ -72,8 +79,10 @@ void srv_job_ref(srv_job *j);
 void srv_job_unref(srv_job *j);
 /* Hand prompt i's ids to the job (which frees them). */
 void srv_job_set_prompt(srv_job *j, int32_t i, int32_t *ids, int32_t n);
-/* Copy the stop strings and logit biases the parameters point to into the job. -1: out of memory. */
-int srv_job_own_params(srv_job *j, const char *const *stop, int32_t n_stop, const nc_logit_bias *bias, int32_t n_bias);
+/* Copy what the request's decoding parameters point to (stop strings, logit biases, DRY
+ * breakers, the sampler order) into the job and point j->sampling and j->stop at the copies.
+ * -1: out of memory. */
+int srv_job_own_params(srv_job *j, const srv_request *r);
 
 /* Engine side: append to a choice (text, an optional logprob, tokens made); a finish other than
  * NC_FINISH_NONE completes it. */

@@ -12,11 +12,11 @@ int srv_model_ctx_init(srv_model_ctx *mc, const nc_model *m, int32_t n_ctx, int3
     nc_model_info info;
     nc_model_get_info(m, &info);
     *mc = (srv_model_ctx){.m = m, .n_ctx = n_ctx, .n_vocab = info.n_vocab, .n_slots = n_slots};
-    if (template_src) {
-        if (note_cap) note[0] = 0;
-        return nc_chat_template_from_source(&mc->chat, m, template_src, strlen(template_src), err);
-    }
-    return nc_chat_template_new(&mc->chat, m, note, note_cap, err);
+    if (template_src && note_cap) note[0] = 0;
+    int rc = template_src ? nc_chat_template_from_source(&mc->chat, m, template_src, strlen(template_src), err)
+                          : nc_chat_template_new(&mc->chat, m, note, note_cap, err);
+    if (!rc) mc->tools = srv_tool_style_of(nc_chat_template_source(mc->chat));
+    return rc;
 }
 
 void srv_model_ctx_free(srv_model_ctx *mc) {
@@ -105,18 +105,41 @@ uint64_t srv_random_u64(void) {
 
 /* ---- Prompts ------------------------------------------------------------------------------- */
 
+/* The messages and template variables a chat renders with: tools go to a template that takes
+ * them, or are described in the conversation for one that does not (tool_choice "none" leaves
+ * them out, so that no call can be made). *msgs and *extra are malloc'd or NULL. */
+static int chat_inputs(const srv_model_ctx *mc, const srv_request *r, char **msgs, char **extra, srv_error *e) {
+    const char *tools = r->tool_choice == SRV_TOOLS_NONE ? NULL : r->tools_json;
+    *msgs = *extra = NULL;
+    if (!mc->tools.template_takes_tools) {
+        if (!(*msgs = srv_tools_describe(r->messages_json, tools))) goto oom;
+    } else if (tools) {
+        size_t n = strlen(tools) + 16;
+        if (!(*extra = malloc(n))) goto oom;
+        snprintf(*extra, n, "{\"tools\":%s}", tools);
+    }
+    return 0;
+oom:
+    srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    return -1;
+}
+
 /* The chat rendered by the template, tokenized with special tokens parsed. A BOS is added only
  * when the vocabulary wants one and the template did not write it. */
 static int chat_prompt(const srv_model_ctx *mc, const srv_request *r, int32_t **ids, int32_t *n, srv_error *e) {
-    char *text = NULL;
+    char *text = NULL, *msgs, *extra;
     size_t len = 0;
     bool add_bos;
     nc_err err;
-    if (nc_chat_render(mc->chat, r->messages_json, true, &text, &len, &add_bos, &err)) {
+    if (chat_inputs(mc, r, &msgs, &extra, e)) return -1;
+    int rc = nc_chat_render(mc->chat, msgs ? msgs : r->messages_json, extra, true, &text, &len, &add_bos, &err);
+    free(msgs);
+    free(extra);
+    if (rc) {
         srv_error_set(e, 400, "invalid_request_error", NULL, "messages", "the chat template failed: %s", err.msg);
         return -1;
     }
-    int rc = srv_tokenize(mc->m, text, len, add_bos, true, ids, n, e);
+    rc = srv_tokenize(mc->m, text, len, add_bos, true, ids, n, e);
     free(text);
     return rc;
 }
@@ -184,20 +207,34 @@ static void sampling_params(const srv_request *r, nc_sampler_params *p) {
     p->no_repeat_ngram = r->no_repeat_ngram_size;
     p->min_tokens = r->min_tokens;
     p->ignore_eos = r->ignore_eos;
+    p->repeat_last_n = r->repeat_last_n;
+    p->min_keep = r->min_keep;
+    p->top_n_sigma = r->top_n_sigma;
+    p->xtc_probability = r->xtc_probability;
+    p->xtc_threshold = r->xtc_threshold;
+    p->mirostat = r->mirostat;
+    p->mirostat_tau = r->mirostat_tau;
+    p->mirostat_eta = r->mirostat_eta;
+    p->dry_multiplier = r->dry_multiplier;
+    p->dry_base = r->dry_base;
+    p->dry_allowed_length = r->dry_allowed_length;
+    p->dry_penalty_last_n = r->dry_penalty_last_n;
     p->n_logprobs = r->logprobs ? r->top_logprobs : 0;
 }
 
-static int decoding_params(const srv_request *r, srv_job *j, srv_error *e) {
+static int decoding_params(const srv_model_ctx *mc, const srv_request *r, srv_job *j, srv_error *e) {
     sampling_params(r, &j->sampling);
     j->stop.max_tokens = r->max_tokens;
     j->logprobs = r->logprobs;
+    j->tool_calls = r->tools_json && r->tool_choice != SRV_TOOLS_NONE;
+    j->tool_format = mc->tools.format;
     j->beam = r->use_beam_search;
     j->contrastive = r->contrastive;
     j->contrastive_params = (nc_contrastive_params){.penalty_alpha = r->penalty_alpha, .top_k = r->top_k};
     j->beam_params = (nc_beam_params){.n_beams = r->best_of, .length_penalty = r->length_penalty, .n_best = r->n,
                                       .early_stopping = r->early_stopping, .n_groups = r->num_beam_groups,
                                       .diversity_penalty = r->diversity_penalty};
-    if (srv_job_own_params(j, (const char *const *)r->stop, r->n_stop, r->logit_bias, r->n_logit_bias)) {
+    if (srv_job_own_params(j, r)) {
         srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
         return -1;
     }
@@ -216,7 +253,7 @@ int srv_prepare_job(const srv_model_ctx *mc, const srv_request *r, srv_job **out
         srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
         return -1;
     }
-    if (prepare_prompts(mc, r, j, e) || decoding_params(r, j, e)) {
+    if (prepare_prompts(mc, r, j, e) || decoding_params(mc, r, j, e)) {
         srv_job_unref(j);
         return -1;
     }

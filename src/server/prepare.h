@@ -6,11 +6,13 @@
 
 #include "nucleus.h"
 #include "server/job.h"
+#include "server/tool_calls.h"
 #include "server/request.h"
 
 typedef struct srv_model_ctx {
     const nc_model *m;
     nc_chat_template *chat; /* the model's tokenizer.chat_template, or ChatML */
+    srv_tool_style tools;   /* what that template does with tools */
     int32_t n_ctx, n_vocab, n_slots;
 } srv_model_ctx;
 

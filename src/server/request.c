@@ -252,11 +252,124 @@ static char *message_content(const cJSON *msg, const char *role, const char *par
     return s;
 }
 
-/* One message, normalised to {"role", "content": string}, appended to out. */
+/* OpenAI's function names: 1 to 64 of a-z A-Z 0-9 _ -. */
+static bool function_name_ok(const char *s) {
+    size_t n = strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-");
+    return n >= 1 && n <= 64 && !s[n];
+}
+
+/* A string member that must be there. */
+static const cJSON *need_string(const cJSON *obj, const char *name, const char *where, srv_error *e) {
+    const cJSON *v = member(obj, name);
+    if (!cJSON_IsString(v)) {
+        refuse(e, where, "'%s.%s' must be a string", where, name);
+        return NULL;
+    }
+    return v;
+}
+
+/* Fields of an object other than the allowed ones (null ones count as absent). */
+static int refuse_extra(const cJSON *obj, const char *const *allowed, const char *where, srv_error *e) {
+    const cJSON *f;
+    cJSON_ArrayForEach(f, obj) {
+        if (cJSON_IsNull(f)) continue;
+        bool ok = false;
+        for (const char *const *a = allowed; *a && !ok; a++) ok = !strcmp(f->string, *a);
+        if (!ok) return refuse(e, where, "'%s.%.64s' is not supported by this server", where, f->string);
+    }
+    return 0;
+}
+
+/* An assistant message's tool call, {"id", "type": "function", "function": {"name", "arguments"}},
+ * copied with the arguments parsed when they hold JSON: chat templates render them with tojson
+ * and expect a mapping (as transformers is given one). */
+static cJSON *tool_call_copy(const cJSON *call, const char *where, srv_error *e) {
+    static const char *const call_fields[] = {"id", "type", "function", NULL};
+    static const char *const fn_fields[] = {"name", "arguments", NULL};
+    char fwhere[128];
+    snprintf(fwhere, sizeof fwhere, "%s.function", where);
+    if (!cJSON_IsObject(call)) {
+        refuse(e, where, "'%s' must be an object", where);
+        return NULL;
+    }
+    const cJSON *type = member(call, "type"), *fn = member(call, "function"), *id = member(call, "id");
+    if (refuse_extra(call, call_fields, where, e)) return NULL;
+    if (type && !(cJSON_IsString(type) && !strcmp(type->valuestring, "function"))) {
+        refuse(e, where, "'%s.type' must be \"function\"", where);
+        return NULL;
+    }
+    if (id && !cJSON_IsString(id)) {
+        refuse(e, where, "'%s.id' must be a string", where);
+        return NULL;
+    }
+    if (!cJSON_IsObject(fn)) {
+        refuse(e, fwhere, "'%s' must be an object", fwhere);
+        return NULL;
+    }
+    const cJSON *name = need_string(fn, "name", fwhere, e), *args = need_string(fn, "arguments", fwhere, e);
+    if (!name || !args || refuse_extra(fn, fn_fields, fwhere, e)) return NULL;
+    cJSON *out = cJSON_CreateObject();
+    if (out && id) cJSON_AddStringToObject(out, "id", id->valuestring);
+    if (out) cJSON_AddStringToObject(out, "type", "function");
+    cJSON *f = out ? cJSON_AddObjectToObject(out, "function") : NULL;
+    bool ok = f && cJSON_AddStringToObject(f, "name", name->valuestring) && cJSON_GetArraySize(out) == 2 + (id != NULL);
+    cJSON *parsed = ok ? cJSON_Parse(args->valuestring) : NULL;
+    if (parsed) {
+        ok = cJSON_AddItemToObject(f, "arguments", parsed);
+        if (!ok) cJSON_Delete(parsed);
+    } else if (ok) {
+        ok = cJSON_AddStringToObject(f, "arguments", args->valuestring) != NULL;
+    }
+    if (!ok) {
+        cJSON_Delete(out);
+        refuse(e, where, "out of memory");
+        return NULL;
+    }
+    return out;
+}
+
+/* The tool-calling members of a message, copied into m: "tool_calls" (assistant),
+ * "tool_call_id" (tool), "name" (any). */
+static int message_tool_fields(const cJSON *msg, const char *role, int i, cJSON *m, srv_error *e) {
+    char where[96];
+    const cJSON *name = member(msg, "name"), *call_id = member(msg, "tool_call_id"), *calls = member(msg, "tool_calls");
+    snprintf(where, sizeof where, "messages[%d].name", i);
+    if (name && !cJSON_IsString(name)) return refuse(e, where, "'%s' must be a string", where);
+    if (name && !cJSON_AddStringToObject(m, "name", name->valuestring)) return refuse(e, where, "out of memory");
+    snprintf(where, sizeof where, "messages[%d].tool_call_id", i);
+    if (call_id && strcmp(role, "tool")) return refuse(e, where, "'%s' belongs to messages of role \"tool\"", where);
+    if (call_id && !cJSON_IsString(call_id)) return refuse(e, where, "'%s' must be a string", where);
+    if (call_id && !cJSON_AddStringToObject(m, "tool_call_id", call_id->valuestring))
+        return refuse(e, where, "out of memory");
+    snprintf(where, sizeof where, "messages[%d].tool_calls", i);
+    if (!calls || (cJSON_IsArray(calls) && !calls->child)) return 0;
+    if (strcmp(role, "assistant")) return refuse(e, where, "'%s' belongs to messages of role \"assistant\"", where);
+    if (!cJSON_IsArray(calls)) return refuse(e, where, "'%s' must be an array", where);
+    cJSON *out = cJSON_AddArrayToObject(m, "tool_calls");
+    if (!out) return refuse(e, where, "out of memory");
+    int k = 0;
+    const cJSON *call;
+    cJSON_ArrayForEach(call, calls) {
+        char cwhere[96];
+        snprintf(cwhere, sizeof cwhere, "messages[%d].tool_calls[%d]", i, k++);
+        cJSON *copy = tool_call_copy(call, cwhere, e);
+        if (!copy) return -1;
+        if (!cJSON_AddItemToArray(out, copy)) {
+            cJSON_Delete(copy);
+            return refuse(e, where, "out of memory");
+        }
+    }
+    return 0;
+}
+
+/* One message, normalised to {"role", "content": string} (and its tool-calling members),
+ * appended to out. */
 static int add_message(const cJSON *msg, int i, cJSON *out, srv_error *e) {
+    static const char *const fields[] = {"role", "content", "name", "tool_call_id", "tool_calls", NULL};
     char param[96];
     snprintf(param, sizeof param, "messages[%d]", i);
     if (!cJSON_IsObject(msg)) return refuse(e, param, "'%s' must be an object", param);
+    if (refuse_extra(msg, fields, param, e)) return -1;
     snprintf(param, sizeof param, "messages[%d].role", i);
     const cJSON *role = member(msg, "role");
     if (!cJSON_IsString(role) || !known_role(role->valuestring))
@@ -273,7 +386,8 @@ static int add_message(const cJSON *msg, int i, cJSON *out, srv_error *e) {
     }
     bool ok = cJSON_AddStringToObject(m, "role", role->valuestring) && cJSON_AddStringToObject(m, "content", content);
     free(content);
-    return ok ? 0 : refuse(e, param, "out of memory");
+    if (!ok) return refuse(e, param, "out of memory");
+    return message_tool_fields(msg, role->valuestring, i, m, e);
 }
 
 static int parse_messages(const cJSON *root, srv_request *r, srv_error *e) {
@@ -514,8 +628,252 @@ static int parse_contrastive(const cJSON *root, const srv_limits *lim, srv_reque
     return 0;
 }
 
+/* ---- Samplers under llama.cpp's server's names ---------------------------------------------- */
+
+/* A list of strings: one string or an array of them (each 1 to 256 bytes), into a calloc'd
+ * array of copies. */
+static int string_list(const cJSON *v, const char *name, int32_t max, char ***out, int32_t *n, srv_error *e) {
+    int count = cJSON_IsString(v) ? 1 : cJSON_IsArray(v) ? cJSON_GetArraySize(v) : -1;
+    if (count < 0) return refuse(e, name, "'%s' must be a string or an array of strings", name);
+    if (count > max) return refuse(e, name, "'%s' holds %d strings, more than %d", name, count, max);
+    if (!(*out = calloc((size_t)count + 1, sizeof **out))) return refuse(e, name, "out of memory");
+    const cJSON *one = cJSON_IsString(v) ? v : v->child;
+    for (int i = 0; i < count; i++, one = one->next) {
+        if (!cJSON_IsString(one) || !*one->valuestring || strlen(one->valuestring) > 256)
+            return refuse(e, name, "'%s[%d]' must be a string of 1 to 256 bytes", name, i);
+        if (!((*out)[i] = strdup(one->valuestring))) return refuse(e, name, "out of memory");
+        *n = i + 1;
+    }
+    return 0;
+}
+
+/* "samplers": the stage order, an array of names or one string of names separated by ';'
+ * (llama.cpp's forms); the names are checked with the other sampling parameters. */
+static int parse_samplers(const cJSON *root, srv_request *r, srv_error *e) {
+    const cJSON *v = member(root, "samplers");
+    if (!v) return 0;
+    char **names = NULL;
+    int32_t n = 0;
+    int rc = string_list(v, "samplers", 64, &names, &n, e);
+    size_t len = 1;
+    for (int32_t i = 0; !rc && i < n; i++) len += strlen(names[i]) + 1;
+    if (!rc && !(r->samplers = calloc(len, 1))) rc = refuse(e, "samplers", "out of memory");
+    for (int32_t i = 0; !rc && i < n; i++) {
+        if (i) strcat(r->samplers, ";");
+        strcat(r->samplers, names[i]);
+    }
+    for (int32_t i = 0; names && i < n; i++) free(names[i]);
+    free(names);
+    return rc;
+}
+
+static int parse_llama_samplers(const cJSON *root, srv_request *r, srv_error *e) {
+    if (opt_float(root, "repeat_penalty", 1e-3, 100, &r->repetition_penalty, e) ||
+        opt_int(root, "repeat_last_n", -1, INT32_MAX, &r->repeat_last_n, e) ||
+        opt_int(root, "min_keep", 0, INT32_MAX, &r->min_keep, e) ||
+        opt_float(root, "top_n_sigma", -1, 1e6, &r->top_n_sigma, e) ||
+        opt_float(root, "xtc_probability", 0, 1, &r->xtc_probability, e) ||
+        opt_float(root, "xtc_threshold", 0, 1, &r->xtc_threshold, e) || opt_int(root, "mirostat", 0, 2, &r->mirostat, e) ||
+        opt_float(root, "mirostat_tau", 0, 100, &r->mirostat_tau, e) ||
+        opt_float(root, "mirostat_eta", 0, 1, &r->mirostat_eta, e) ||
+        opt_float(root, "dry_multiplier", 0, 100, &r->dry_multiplier, e) ||
+        opt_float(root, "dry_base", 1, 100, &r->dry_base, e) ||
+        opt_int(root, "dry_allowed_length", 1, 1 << 20, &r->dry_allowed_length, e) ||
+        opt_int(root, "dry_penalty_last_n", -1, INT32_MAX, &r->dry_penalty_last_n, e) || parse_samplers(root, r, e))
+        return -1;
+    if (member(root, "repeat_penalty") && member(root, "repetition_penalty"))
+        return refuse(e, "repeat_penalty", "'repeat_penalty' and 'repetition_penalty' name the same thing: give one");
+    const cJSON *b = member(root, "dry_sequence_breakers");
+    r->dry_breakers_given = b != NULL;
+    return b ? string_list(b, "dry_sequence_breakers", SRV_MAX_BREAKERS, &r->dry_breakers, &r->n_dry_breakers, e) : 0;
+}
+
+/* ---- Structured output: grammar, json_schema, response_format ------------------------------ */
+
+static int schema_text(const cJSON *schema, const char *param, srv_request *r, srv_error *e) {
+    if (!cJSON_IsObject(schema) && !cJSON_IsBool(schema))
+        return refuse(e, param, "'%s' must be a JSON Schema (an object)", param);
+    if (!(r->json_schema = cJSON_PrintUnformatted(schema))) return refuse(e, param, "out of memory");
+    r->schema_param = param;
+    return 0;
+}
+
+/* OpenAI's response_format: {"type": "text"}, {"type": "json_object"} or {"type": "json_schema",
+ * "json_schema": {"name", "schema", "strict"?, "description"?}}. The output is held to the schema
+ * whether or not "strict" is set. */
+static int parse_response_format(const cJSON *root, srv_request *r, srv_error *e) {
+    static const char *const rf_fields[] = {"type", "json_schema", NULL};
+    static const char *const js_fields[] = {"name", "schema", "strict", "description", NULL};
+    const cJSON *rf = member(root, "response_format");
+    if (!rf) return 0;
+    if (!cJSON_IsObject(rf)) return refuse(e, "response_format", "'response_format' must be an object");
+    const cJSON *type = member(rf, "type");
+    if (!cJSON_IsString(type)) return refuse(e, "response_format.type", "'response_format.type' must be a string");
+    if (refuse_extra(rf, rf_fields, "response_format", e)) return -1;
+    const char *t = type->valuestring;
+    if (!strcmp(t, "text")) return 0;
+    if (!strcmp(t, "json_object")) {
+        if (!(r->json_schema = strdup("{\"type\":\"object\"}"))) return refuse(e, "response_format", "out of memory");
+        r->schema_param = "response_format";
+        return 0;
+    }
+    if (strcmp(t, "json_schema"))
+        return refuse(e, "response_format.type",
+                      "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\"");
+    const cJSON *js = member(rf, "json_schema");
+    if (!cJSON_IsObject(js))
+        return refuse(e, "response_format.json_schema", "'response_format.json_schema' must be an object");
+    if (refuse_extra(js, js_fields, "response_format.json_schema", e)) return -1;
+    const cJSON *name = member(js, "name"), *strict = member(js, "strict");
+    if (!cJSON_IsString(name) || !function_name_ok(name->valuestring))
+        return refuse(e, "response_format.json_schema.name",
+                      "'response_format.json_schema.name' must be 1 to 64 of a-z A-Z 0-9 _ -");
+    if (strict && !cJSON_IsBool(strict))
+        return refuse(e, "response_format.json_schema.strict", "'response_format.json_schema.strict' must be a boolean");
+    const cJSON *schema = member(js, "schema");
+    if (!schema) /* OpenAI's default: any JSON object */
+        return (r->json_schema = strdup("{\"type\":\"object\"}")) ? (r->schema_param = "response_format.json_schema", 0)
+                                                                 : refuse(e, "response_format", "out of memory");
+    return schema_text(schema, "response_format.json_schema.schema", r, e);
+}
+
+static int parse_structured(const cJSON *root, srv_request *r, srv_error *e) {
+    if (opt_string(root, "grammar", &r->grammar, e)) return -1;
+    if (r->grammar && strlen(r->grammar) > SRV_MAX_FIELD_TEXT)
+        return refuse(e, "grammar", "'grammar' is longer than %d bytes", SRV_MAX_FIELD_TEXT);
+    const cJSON *js = member(root, "json_schema"), *rf = member(root, "response_format");
+    if (js && rf) return refuse(e, "json_schema", "give 'json_schema' or 'response_format', not both");
+    if (js ? schema_text(js, "json_schema", r, e) : parse_response_format(root, r, e)) return -1;
+    if (r->grammar && r->json_schema)
+        return refuse(e, "grammar", "'grammar' and '%s' both constrain the output: give one", r->schema_param);
+    return 0;
+}
+
+/* ---- Tools --------------------------------------------------------------------------------- */
+
+/* One tool, {"type": "function", "function": {"name", "description"?, "parameters"?, "strict"?}},
+ * checked; its name must not repeat an earlier one's. */
+static int check_tool(const cJSON *tool, int i, const cJSON *tools, srv_error *e) {
+    static const char *const tool_fields[] = {"type", "function", NULL};
+    static const char *const fn_fields[] = {"name", "description", "parameters", "strict", NULL};
+    char where[64], fwhere[80];
+    snprintf(where, sizeof where, "tools[%d]", i);
+    snprintf(fwhere, sizeof fwhere, "tools[%d].function", i);
+    if (!cJSON_IsObject(tool)) return refuse(e, where, "'%s' must be an object", where);
+    const cJSON *type = member(tool, "type"), *fn = member(tool, "function");
+    if (!cJSON_IsString(type) || strcmp(type->valuestring, "function"))
+        return refuse(e, where, "'%s.type' must be \"function\" (the only kind of tool)", where);
+    if (refuse_extra(tool, tool_fields, where, e)) return -1;
+    if (!cJSON_IsObject(fn)) return refuse(e, fwhere, "'%s' must be an object", fwhere);
+    if (refuse_extra(fn, fn_fields, fwhere, e)) return -1;
+    const cJSON *name = member(fn, "name"), *desc = member(fn, "description"), *params = member(fn, "parameters"),
+                *strict = member(fn, "strict");
+    if (!cJSON_IsString(name) || !function_name_ok(name->valuestring))
+        return refuse(e, fwhere, "'%s.name' must be 1 to 64 of a-z A-Z 0-9 _ -", fwhere);
+    if (desc && !cJSON_IsString(desc)) return refuse(e, fwhere, "'%s.description' must be a string", fwhere);
+    if (params && !cJSON_IsObject(params))
+        return refuse(e, fwhere, "'%s.parameters' must be a JSON Schema (an object)", fwhere);
+    if (strict && !cJSON_IsBool(strict)) return refuse(e, fwhere, "'%s.strict' must be a boolean", fwhere);
+    for (const cJSON *t = tools->child; t != tool; t = t->next)
+        if (!strcmp(member(member(t, "function"), "name")->valuestring, name->valuestring))
+            return refuse(e, fwhere, "'%s.name': two tools are named \"%.64s\"", fwhere, name->valuestring);
+    return 0;
+}
+
+/* "tool_choice": "auto" | "none" | "required" | {"type": "function", "function": {"name"}}. */
+static int parse_tool_choice(const cJSON *root, const cJSON *tools, srv_request *r, srv_error *e) {
+    const cJSON *v = member(root, "tool_choice");
+    if (!v) return 0;
+    if (!tools) return refuse(e, "tool_choice", "'tool_choice' needs 'tools'");
+    if (cJSON_IsString(v)) {
+        static const char *const names[] = {"auto", "none", "required"};
+        for (int k = 0; k < 3; k++)
+            if (!strcmp(v->valuestring, names[k])) {
+                r->tool_choice = (srv_tool_choice[]){SRV_TOOLS_AUTO, SRV_TOOLS_NONE, SRV_TOOLS_REQUIRED}[k];
+                return 0;
+            }
+        return refuse(e, "tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or a function");
+    }
+    const cJSON *type = cJSON_IsObject(v) ? member(v, "type") : NULL, *fn = cJSON_IsObject(v) ? member(v, "function") : NULL;
+    const cJSON *name = cJSON_IsObject(fn) ? member(fn, "name") : NULL;
+    if (!cJSON_IsString(type) || strcmp(type->valuestring, "function") || !cJSON_IsString(name))
+        return refuse(e, "tool_choice",
+                      "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", "
+                      "\"function\": {\"name\": ...}}");
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tools) if (!strcmp(member(member(t, "function"), "name")->valuestring, name->valuestring)) {
+        r->tool_choice = SRV_TOOLS_NAMED;
+        return (r->tool_choice_name = strdup(name->valuestring)) ? 0 : refuse(e, "tool_choice", "out of memory");
+    }
+    return refuse(e, "tool_choice", "'tool_choice' names \"%.64s\", which is not among the tools", name->valuestring);
+}
+
+static int parse_tools(const cJSON *root, srv_request *r, srv_error *e) {
+    r->parallel_tool_calls = true;
+    const cJSON *tools = member(root, "tools");
+    if (tools) {
+        if (!cJSON_IsArray(tools)) return refuse(e, "tools", "'tools' must be an array");
+        r->n_tools = cJSON_GetArraySize(tools);
+        if (r->n_tools > SRV_MAX_TOOLS)
+            return refuse(e, "tools", "'tools' holds %d tools, more than %d", r->n_tools, SRV_MAX_TOOLS);
+        int i = 0;
+        const cJSON *t;
+        cJSON_ArrayForEach(t, tools) if (check_tool(t, i++, tools, e)) return -1;
+        if (r->n_tools && !(r->tools_json = cJSON_PrintUnformatted(tools))) return refuse(e, "tools", "out of memory");
+        if (!r->n_tools) tools = NULL; /* [] is no tools, as OpenAI's clients may send */
+    }
+    if (opt_bool(root, "parallel_tool_calls", &r->parallel_tool_calls, e) || parse_tool_choice(root, tools, r, e))
+        return -1;
+    if (r->tools_json && (r->tool_choice == SRV_TOOLS_REQUIRED || r->tool_choice == SRV_TOOLS_NAMED) &&
+        (r->grammar || r->json_schema))
+        return refuse(e, "tool_choice", "a required tool call is constrained by its own grammar: '%s' cannot be given too",
+                      r->grammar ? "grammar" : r->schema_param);
+    return 0;
+}
+
+/* ---- Fields -------------------------------------------------------------------------------- */
+
+/* Every field either API takes; "user" is an identifier for the client's own records, accepted
+ * and not used. */
+static const char *const COMMON_FIELDS[] = {
+    "model", "max_tokens", "stream", "stream_options", "stop", "logprobs", "seed", "temperature", "top_p", "top_k",
+    "min_p", "typical_p", "epsilon_cutoff", "eta_cutoff", "dynatemp_range", "dynatemp_exponent", "presence_penalty",
+    "frequency_penalty", "repetition_penalty", "repeat_penalty", "repeat_last_n", "no_repeat_ngram_size",
+    "min_tokens", "min_keep", "ignore_eos", "logit_bias", "n", "best_of", "use_beam_search", "length_penalty",
+    "early_stopping", "num_beam_groups", "diversity_penalty", "penalty_alpha", "top_n_sigma", "xtc_probability",
+    "xtc_threshold", "mirostat", "mirostat_tau", "mirostat_eta", "dry_multiplier", "dry_base", "dry_allowed_length",
+    "dry_penalty_last_n", "dry_sequence_breakers", "samplers", "grammar", "json_schema", "response_format", "user",
+    "echo", "suffix", NULL};
+static const char *const CHAT_FIELDS[] = {"messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice",
+                                          "parallel_tool_calls", NULL};
+static const char *const COMPLETION_FIELDS[] = {"prompt", NULL};
+
+static bool listed(const char *const *list, const char *name) {
+    for (; *list; list++)
+        if (!strcmp(*list, name)) return true;
+    return false;
+}
+
+/* Fields nobody here implements, and fields given twice (cJSON would keep the first silently). */
+static int refuse_unknown_fields(const cJSON *root, srv_api api, srv_error *e) {
+    const cJSON *f;
+    cJSON_ArrayForEach(f, root) {
+        if (!listed(COMMON_FIELDS, f->string) && !listed(api == SRV_API_CHAT ? CHAT_FIELDS : COMPLETION_FIELDS, f->string)) {
+            if (cJSON_IsNull(f)) continue;
+            const char *other = api == SRV_API_CHAT ? (listed(COMPLETION_FIELDS, f->string) ? "/v1/completions" : NULL)
+                                                    : (listed(CHAT_FIELDS, f->string) ? "/v1/chat/completions" : NULL);
+            if (other) return refuse(e, f->string, "'%s' belongs to %s", f->string, other);
+            return refuse(e, f->string, "'%.64s' is not supported by this server", f->string);
+        }
+        for (const cJSON *g = root->child; g != f; g = g->next)
+            if (!strcmp(g->string, f->string)) return refuse(e, f->string, "'%s' is given twice", f->string);
+    }
+    return 0;
+}
+
 /* OpenAI fields this server does not implement are refused rather than silently ignored. */
 static int refuse_unsupported(const cJSON *root, srv_error *e) {
+    if (member(root, "user") && !cJSON_IsString(member(root, "user"))) return refuse(e, "user", "'user' must be a string");
     if (cJSON_IsTrue(member(root, "echo"))) return refuse(e, "echo", "'echo' is not supported");
     const cJSON *suffix = member(root, "suffix");
     if (suffix && !(cJSON_IsString(suffix) && !*suffix->valuestring))
@@ -525,16 +883,20 @@ static int refuse_unsupported(const cJSON *root, srv_error *e) {
 
 static void request_defaults(srv_request *r, srv_api api) {
     *r = (srv_request){.api = api, .n = 1, .temperature = 1, .top_p = 1, .typical_p = 1, .dynatemp_exponent = 1,
-                       .repetition_penalty = 1, .length_penalty = 1, .num_beam_groups = 1};
+                       .repetition_penalty = 1, .length_penalty = 1, .num_beam_groups = 1, .repeat_last_n = 64,
+                       .xtc_threshold = 0.1f, .mirostat_tau = 5, .mirostat_eta = 0.1f, .dry_base = 1.75f,
+                       .dry_allowed_length = 2, .dry_penalty_last_n = -1};
 }
 
 static int parse_fields(const cJSON *root, const srv_limits *lim, srv_request *r, srv_error *e) {
-    if (opt_string(root, "model", &r->model, e)) return -1;
+    if (refuse_unknown_fields(root, r->api, e) || opt_string(root, "model", &r->model, e)) return -1;
     if (r->api == SRV_API_CHAT ? parse_messages(root, r, e) : parse_prompt(root, lim, r, e)) return -1;
     return parse_max_tokens(root, r, e) || parse_stream(root, r, e) || parse_stop(root, r, e) ||
                    parse_logprobs(root, r, e) || parse_seed(root, r, e) || parse_sampling(root, r, e) ||
-                   parse_logit_bias(root, lim, r, e) || parse_choices(root, lim, r, e) ||
-                   parse_contrastive(root, lim, r, e) || refuse_unsupported(root, e)
+                   parse_llama_samplers(root, r, e) || parse_logit_bias(root, lim, r, e) ||
+                   parse_choices(root, lim, r, e) || parse_contrastive(root, lim, r, e) ||
+                   parse_structured(root, r, e) || (r->api == SRV_API_CHAT && parse_tools(root, r, e)) ||
+                   refuse_unsupported(root, e)
                ? -1
                : 0;
 }
@@ -568,6 +930,13 @@ void srv_request_free(srv_request *r) {
     for (int32_t i = 0; r->stop && i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
     free(r->logit_bias);
+    cJSON_free(r->tools_json);
+    free(r->tool_choice_name);
+    free(r->grammar);
+    cJSON_free(r->json_schema);
+    for (int32_t i = 0; r->dry_breakers && i < r->n_dry_breakers; i++) free(r->dry_breakers[i]);
+    free(r->dry_breakers);
+    free(r->samplers);
     memset(r, 0, sizeof *r);
 }
 

@@ -14,6 +14,9 @@
 #define SRV_MAX_PROMPTS 64     /* prompts in one completions request */
 #define SRV_MAX_LOGIT_BIAS 1024
 #define SRV_MAX_TOP_LOGPROBS 20
+#define SRV_MAX_TOOLS 128      /* OpenAI's limit */
+#define SRV_MAX_BREAKERS 64    /* dry_sequence_breakers */
+#define SRV_MAX_FIELD_TEXT (1 << 20)  /* grammar, samplers: bytes */
 
 /* An error in OpenAI's shape: {"error": {"message", "type", "param", "code"}}. */
 typedef struct srv_error {
@@ -48,6 +51,10 @@ char *srv_default_allowed_hosts(const char *bind_host);
 
 typedef enum srv_api { SRV_API_COMPLETIONS, SRV_API_CHAT } srv_api;
 
+/* tool_choice: whether the model may (auto), must not (none, and the tools are then left out of
+ * the prompt), must (required) or must call the one named function. */
+typedef enum srv_tool_choice { SRV_TOOLS_AUTO, SRV_TOOLS_NONE, SRV_TOOLS_REQUIRED, SRV_TOOLS_NAMED } srv_tool_choice;
+
 /* One prompt of a completions request: a text, or token ids given as such. */
 typedef struct srv_prompt {
     char *text;            /* NUL-terminated (text_len bytes, may hold NULs); NULL for ids */
@@ -61,7 +68,20 @@ typedef struct srv_request {
     char *model;                   /* NULL when not given */
     srv_prompt *prompts;           /* completions */
     int32_t n_prompts;
-    char *messages_json;           /* chat: [{"role", "content"}], each content one string */
+    char *messages_json;           /* chat: [{"role", "content"}], each content one string, and
+                                      where given "name", "tool_call_id" and "tool_calls" (each
+                                      {"id", "type", "function": {"name", "arguments"}} with the
+                                      arguments parsed when they are JSON, as templates expect) */
+    char *tools_json;              /* chat "tools": [{"type": "function", "function": {"name",
+                                      "description"?, "parameters"?}}], or NULL */
+    int32_t n_tools;
+    srv_tool_choice tool_choice;
+    char *tool_choice_name;        /* SRV_TOOLS_NAMED: a name among the tools */
+    bool parallel_tool_calls;      /* default true */
+    char *grammar;                 /* "grammar": GBNF text, or NULL */
+    char *json_schema;             /* "json_schema", or response_format's schema (printed JSON); for
+                                      response_format json_object "{\"type\":\"object\"}" */
+    const char *schema_param;      /* the field json_schema came from, for errors */
     int32_t max_tokens;            /* 0: until end of generation or a full context */
     int32_t n;                     /* choices per prompt */
     bool stream, include_usage;
@@ -78,6 +98,18 @@ typedef struct srv_request {
     float presence_penalty, frequency_penalty, repetition_penalty;
     int32_t no_repeat_ngram_size, min_tokens;
     bool ignore_eos;
+    /* the CLI's other samplers under llama.cpp's server's names, with its defaults */
+    int32_t repeat_last_n, min_keep;
+    float top_n_sigma;             /* <= 0: off */
+    float xtc_probability, xtc_threshold;
+    int32_t mirostat;
+    float mirostat_tau, mirostat_eta;
+    float dry_multiplier, dry_base;
+    int32_t dry_allowed_length, dry_penalty_last_n;
+    bool dry_breakers_given;       /* else llama.cpp's default breakers */
+    char **dry_breakers;
+    int32_t n_dry_breakers;
+    char *samplers;                /* stage order, names separated by ';'; NULL: default */
     nc_logit_bias *logit_bias;     /* -100 became -INFINITY: a ban */
     int32_t n_logit_bias;
     bool use_beam_search;
@@ -97,7 +129,9 @@ typedef struct srv_limits {
 
 /* Parse and validate a /v1/completions or /v1/chat/completions body. On failure *out is empty
  * (nothing to free) and err holds the 400. Defaults follow OpenAI: temperature 1, top_p 1, no
- * penalties; max_tokens 16 for completions, unlimited for chat. */
+ * penalties; max_tokens 16 for completions, unlimited for chat. A field the server does not
+ * implement is refused, not ignored (a client relying on it would be misled); JSON null counts
+ * as absent. */
 int srv_request_parse(srv_api api, const char *body, size_t len, const srv_limits *lim, srv_request *out,
                       srv_error *err);
 void srv_request_free(srv_request *r);

@@ -200,17 +200,48 @@ static cJSON *usage_item(const srv_usage *u) {
     return o;
 }
 
+/* One call as OpenAI writes it: {"id", "type": "function", "function": {"name", "arguments"}};
+ * a stream's head has empty arguments and its tail only the arguments. */
+static cJSON *tool_call_item(const srv_tool_call *c, int32_t k, bool head, bool tail) {
+    cJSON *o = cJSON_CreateObject(), *fn = NULL;
+    bool ok = (k < 0 || put_num(o, "index", k)) &&
+              (!head || (put_str(o, "id", c->id) && put_str(o, "type", "function"))) &&
+              put(o, "function", fn = cJSON_CreateObject()) && (!head || put_str(fn, "name", c->name)) &&
+              put_str(fn, "arguments", tail ? c->arguments : "");
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+static bool put_tool_calls(cJSON *msg, const srv_tool_calls *calls) {
+    cJSON *arr = cJSON_CreateArray();
+    bool ok = put(msg, "tool_calls", arr);
+    for (int32_t k = 0; ok && k < calls->n; k++) ok = append(arr, tool_call_item(&calls->calls[k], -1, true, true));
+    return ok;
+}
+
+static bool has_calls(const srv_choice_view *c) { return c->calls && c->calls->n > 0; }
+
+static bool put_content(cJSON *msg, const srv_choice_view *c) {
+    if (has_calls(c) && c->n_text == 0) return put(msg, "content", cJSON_CreateNull());
+    return put_text(msg, "content", c->text, c->n_text);
+}
+
 static cJSON *choice_item(const srv_resp_meta *m, const srv_choice_view *c) {
     cJSON *o = cJSON_CreateObject();
     bool ok = put_num(o, "index", c->index);
     if (m->api == SRV_API_CHAT) {
         cJSON *msg = NULL;
         ok = ok && put(o, "message", msg = cJSON_CreateObject()) && put_str(msg, "role", "assistant") &&
-             put_text(msg, "content", c->text, c->n_text) && put(msg, "refusal", cJSON_CreateNull());
+             put_content(msg, c) && put(msg, "refusal", cJSON_CreateNull()) &&
+             (!has_calls(c) || put_tool_calls(msg, c->calls));
     } else {
         ok = ok && put_text(o, "text", c->text, c->n_text);
     }
-    ok = ok && put(o, "logprobs", logprobs_item(m, c)) && put_str(o, "finish_reason", finish_reason(c->finish));
+    ok = ok && put(o, "logprobs", logprobs_item(m, c)) &&
+         put_str(o, "finish_reason", has_calls(c) && c->finish != NC_FINISH_NONE ? "tool_calls" : finish_reason(c->finish));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -247,12 +278,24 @@ static cJSON *chunk_choice(const srv_resp_meta *m, const srv_choice_view *c, boo
     } else {
         ok = ok && put_text(o, "text", c->text, c->n_text);
     }
-    ok = ok && put(o, "logprobs", logprobs_item(m, c)) && put_str(o, "finish_reason", finish_reason(c->finish));
+    ok = ok && put(o, "logprobs", logprobs_item(m, c)) &&
+         put_str(o, "finish_reason", has_calls(c) && c->finish != NC_FINISH_NONE ? "tool_calls" : finish_reason(c->finish));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
     }
     return o;
+}
+
+char *srv_json_tool_call_chunk(const srv_resp_meta *m, int32_t index, int32_t k, const srv_tool_call *c, bool head,
+                               bool usage_null) {
+    cJSON *arr, *root = envelope(m, "chat.completion.chunk", &arr);
+    cJSON *choice = cJSON_CreateObject(), *delta = NULL, *calls = NULL;
+    bool ok = append(arr, choice) && put_num(choice, "index", index) &&
+              put(choice, "delta", delta = cJSON_CreateObject()) && put(delta, "tool_calls", calls = cJSON_CreateArray()) &&
+              append(calls, tool_call_item(c, k, head, !head)) && put(choice, "logprobs", cJSON_CreateNull()) &&
+              put(choice, "finish_reason", cJSON_CreateNull()) && (!usage_null || put(root, "usage", cJSON_CreateNull()));
+    return print_and_free(root, ok);
 }
 
 char *srv_json_chunk(const srv_resp_meta *m, const srv_choice_view *c, bool role_delta, bool usage_null) {

@@ -11,6 +11,7 @@
 
 #include "nucleus.h"
 #include "server/request.h"
+#include "server/tool_calls.h"
 
 /* The bytes of a token, as nc_token_piece: the length, nothing written when it is > cap. */
 typedef int (*srv_piece_fn)(void *ctx, int32_t token, char *buf, int cap);
@@ -43,6 +44,8 @@ typedef struct srv_choice_view {
     int32_t n_lp;
     size_t text_offset;        /* completions: where lp[0]'s text starts in the choice's text */
     nc_finish finish;          /* NC_FINISH_NONE: null */
+    const srv_tool_calls *calls;  /* chat: calls made (then text is the content before them, null
+                                     when empty, and the finish reason is "tool_calls") */
 } srv_choice_view;
 
 typedef struct srv_usage {
@@ -58,6 +61,10 @@ char *srv_json_response(const srv_resp_meta *m, const srv_choice_view *choices, 
 /* One stream chunk for one choice. Chat: role_delta adds {"role": "assistant"} to the delta (the
  * first chunk of a choice). usage_null adds "usage": null (the request asked for usage). */
 char *srv_json_chunk(const srv_resp_meta *m, const srv_choice_view *c, bool role_delta, bool usage_null);
+/* A chat stream chunk for call k of choice `index`: its head ({"index", "id", "type", "function":
+ * {"name", "arguments": ""}}), or its arguments ({"index", "function": {"arguments"}}). */
+char *srv_json_tool_call_chunk(const srv_resp_meta *m, int32_t index, int32_t k, const srv_tool_call *c, bool head,
+                               bool usage_null);
 /* The last chunk when usage was asked for: no choices, the usage. */
 char *srv_json_usage_chunk(const srv_resp_meta *m, const srv_usage *u);
 char *srv_json_models(const char *model_id, int64_t created);

@@ -125,7 +125,8 @@ static void test_chat(void) {
     CHECK(r.max_tokens == 0 && !r.logprobs);
     srv_request_free(&r);
 
-    expect_refusal(SRV_API_CHAT, "{\"prompt\":\"x\"}", "messages");
+    expect_refusal(SRV_API_CHAT, "{\"prompt\":\"x\"}", "prompt"); /* it belongs to /v1/completions */
+    expect_refusal(SRV_API_CHAT, "{\"max_tokens\":3}", "messages");
     expect_refusal(SRV_API_CHAT, "{\"messages\":[]}", "messages");
     expect_refusal(SRV_API_CHAT, "{\"messages\":{}}", "messages");
     expect_refusal(SRV_API_CHAT, "{\"messages\":[5]}", "messages[0]");
@@ -417,6 +418,163 @@ static void test_request_ids(void) {
         CHECK_MSG(!srv_request_id_sane(refused[i]), "accepted: %s", refused[i]);
 }
 
+#define CHAT(extra) "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]" extra "}"
+#define TOOL(name) "{\"type\":\"function\",\"function\":{\"name\":\"" name "\",\"parameters\":{\"type\":\"object\"}}}"
+
+/* Fields the server does not implement are refused by name, never ignored; null is absent. */
+static void test_unknown_fields(void) {
+    const char *unknown[] = {"store", "metadata", "modalities", "audio", "prediction", "reasoning_effort",
+                             "service_tier", "functions", "function_call", "web_search_options", "cache_prompt", "x"};
+    for (size_t i = 0; i < sizeof unknown / sizeof *unknown; i++) {
+        char body[256];
+        snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"%s\":true}", unknown[i]);
+        expect_refusal(SRV_API_CHAT, body, unknown[i]);
+        snprintf(body, sizeof body, "{\"prompt\":\"q\",\"%s\":1}", unknown[i]);
+        expect_refusal(SRV_API_COMPLETIONS, body, unknown[i]);
+    }
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"q\",\"tools\":[]}", "tools");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"q\",\"max_completion_tokens\":3}", "max_completion_tokens");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"q\",\"top_k\":3,\"top_k\":4}", "top_k");
+    expect_refusal(SRV_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"q\",\"audio\":{}}]}", "messages[0]");
+    srv_request r;
+    srv_error e;
+    CHECK(parse(SRV_API_CHAT, CHAT(",\"store\":null,\"user\":\"u-1\""), &r, &e) == 0);
+    srv_request_free(&r);
+    expect_refusal(SRV_API_CHAT, CHAT(",\"user\":7"), "user");
+}
+
+/* The CLI's samplers under llama.cpp's server's names, with its defaults. */
+static void test_llama_samplers(void) {
+    srv_request r;
+    srv_error e;
+    CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"q\"}", &r, &e) == 0);
+    CHECK(r.repeat_last_n == 64 && r.xtc_threshold == 0.1f && r.mirostat == 0 && r.mirostat_tau == 5.0f);
+    CHECK(r.mirostat_eta == 0.1f && r.dry_multiplier == 0 && r.dry_base == 1.75f && r.dry_allowed_length == 2);
+    CHECK(r.dry_penalty_last_n == -1 && !r.dry_breakers_given && r.samplers == NULL && r.top_n_sigma <= 0);
+    srv_request_free(&r);
+    CHECK(parse(SRV_API_COMPLETIONS,
+                "{\"prompt\":\"q\",\"repeat_penalty\":1.1,\"repeat_last_n\":-1,\"top_n_sigma\":1.5,"
+                "\"xtc_probability\":0.5,\"xtc_threshold\":0.2,\"mirostat\":2,\"mirostat_tau\":3,\"mirostat_eta\":0.2,"
+                "\"dry_multiplier\":0.8,\"dry_base\":2,\"dry_allowed_length\":3,\"dry_penalty_last_n\":128,"
+                "\"dry_sequence_breakers\":[\"\\n\",\"::\"],\"samplers\":[\"top_k\",\"temperature\"],\"min_keep\":2}",
+                &r, &e) == 0);
+    CHECK(r.repetition_penalty == 1.1f && r.repeat_last_n == -1 && r.top_n_sigma == 1.5f);
+    CHECK(r.xtc_probability == 0.5f && r.xtc_threshold == 0.2f && r.mirostat == 2 && r.mirostat_tau == 3.0f);
+    CHECK(r.mirostat_eta == 0.2f && r.dry_multiplier == 0.8f && r.dry_base == 2.0f && r.dry_allowed_length == 3);
+    CHECK(r.dry_penalty_last_n == 128 && r.dry_breakers_given && r.n_dry_breakers == 2 && r.min_keep == 2);
+    CHECK(!strcmp(r.dry_breakers[0], "\n") && !strcmp(r.dry_breakers[1], "::"));
+    CHECK(r.samplers && !strcmp(r.samplers, "top_k;temperature"));
+    srv_request_free(&r);
+    CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"q\",\"samplers\":\"min_p;dist\",\"dry_sequence_breakers\":[]}",
+                &r, &e) == 0);
+    CHECK(r.samplers && !strcmp(r.samplers, "min_p;dist") && r.dry_breakers_given && r.n_dry_breakers == 0);
+    srv_request_free(&r);
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"q\",\"mirostat\":3}", "mirostat");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"q\",\"dry_base\":0.5}", "dry_base");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"q\",\"xtc_probability\":-1}", "xtc_probability");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"q\",\"dry_sequence_breakers\":[\"\"]}", "dry_sequence_breakers");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"q\",\"dry_sequence_breakers\":[1]}", "dry_sequence_breakers");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"q\",\"samplers\":{}}", "samplers");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"q\",\"repeat_penalty\":1.1,\"repetition_penalty\":1.2}",
+                   "repeat_penalty");
+}
+
+static void test_structured_output(void) {
+    srv_request r;
+    srv_error e;
+    CHECK(parse(SRV_API_CHAT, CHAT(",\"response_format\":{\"type\":\"json_object\"}"), &r, &e) == 0);
+    CHECK(r.json_schema && !strcmp(r.json_schema, "{\"type\":\"object\"}") && !r.grammar);
+    srv_request_free(&r);
+    CHECK(parse(SRV_API_CHAT, CHAT(",\"response_format\":{\"type\":\"text\"}"), &r, &e) == 0);
+    CHECK(!r.json_schema);
+    srv_request_free(&r);
+    CHECK(parse(SRV_API_CHAT,
+                CHAT(",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"p\",\"strict\":true,"
+                     "\"schema\":{\"type\":\"array\",\"items\":{\"type\":\"integer\"}}}}"),
+                &r, &e) == 0);
+    CHECK(r.json_schema && !strcmp(r.json_schema, "{\"type\":\"array\",\"items\":{\"type\":\"integer\"}}"));
+    CHECK(!strcmp(r.schema_param, "response_format.json_schema.schema"));
+    srv_request_free(&r);
+    CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"q\",\"json_schema\":{\"enum\":[1,2]}}", &r, &e) == 0);
+    CHECK(r.json_schema && !strcmp(r.json_schema, "{\"enum\":[1,2]}") && !strcmp(r.schema_param, "json_schema"));
+    srv_request_free(&r);
+    CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"q\",\"grammar\":\"root ::= \\\"a\\\"\"}", &r, &e) == 0);
+    CHECK(r.grammar && !strcmp(r.grammar, "root ::= \"a\"") && !r.json_schema);
+    srv_request_free(&r);
+    expect_refusal(SRV_API_CHAT, CHAT(",\"response_format\":{\"type\":\"yaml\"}"), "response_format.type");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"response_format\":\"json\""), "response_format");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"response_format\":{\"type\":\"json_schema\"}"), "response_format.json_schema");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{}}}"),
+                   "response_format.json_schema.name");
+    expect_refusal(SRV_API_CHAT,
+                   CHAT(",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\",\"x\":1}}"),
+                   "response_format.json_schema");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"response_format\":{\"type\":\"json_object\"},\"json_schema\":{}"),
+                   "json_schema");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"json_schema\":[1]"), "json_schema");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"grammar\":\"root ::= x\",\"json_schema\":{}"), "grammar");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"grammar\":5"), "grammar");
+}
+
+static void test_tools(void) {
+    srv_request r;
+    srv_error e;
+    CHECK(parse(SRV_API_CHAT, CHAT(",\"tools\":[" TOOL("get_weather") "," TOOL("f-2") "]"), &r, &e) == 0);
+    CHECK(r.n_tools == 2 && r.tools_json && strstr(r.tools_json, "get_weather") && r.tool_choice == SRV_TOOLS_AUTO);
+    CHECK(r.parallel_tool_calls);
+    srv_request_free(&r);
+    CHECK(parse(SRV_API_CHAT, CHAT(",\"tools\":[" TOOL("a") "],\"tool_choice\":{\"type\":\"function\",\"function\":"
+                                   "{\"name\":\"a\"}},\"parallel_tool_calls\":false"),
+                &r, &e) == 0);
+    CHECK(r.tool_choice == SRV_TOOLS_NAMED && !strcmp(r.tool_choice_name, "a") && !r.parallel_tool_calls);
+    srv_request_free(&r);
+    CHECK(parse(SRV_API_CHAT, CHAT(",\"tools\":[" TOOL("a") "],\"tool_choice\":\"required\""), &r, &e) == 0);
+    CHECK(r.tool_choice == SRV_TOOLS_REQUIRED);
+    srv_request_free(&r);
+    CHECK(parse(SRV_API_CHAT, CHAT(",\"tools\":[]"), &r, &e) == 0);
+    CHECK(r.n_tools == 0 && !r.tools_json);
+    srv_request_free(&r);
+    expect_refusal(SRV_API_CHAT, CHAT(",\"tools\":{}"), "tools");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"tools\":[{\"type\":\"retrieval\"}]"), "tools[0]");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a b\"}}]"),
+                   "tools[0].function");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"tools\":[" TOOL("a") "," TOOL("a") "]"), "tools[1].function");
+    expect_refusal(SRV_API_CHAT,
+                   CHAT(",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a\",\"parameters\":[]}}]"),
+                   "tools[0].function");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a\",\"x\":1}}]"),
+                   "tools[0].function");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"tool_choice\":\"auto\""), "tool_choice");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"tools\":[" TOOL("a") "],\"tool_choice\":\"always\""), "tool_choice");
+    expect_refusal(SRV_API_CHAT,
+                   CHAT(",\"tools\":[" TOOL("a") "],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"b\"}}"),
+                   "tool_choice");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"tools\":[" TOOL("a") "],\"tool_choice\":\"required\",\"grammar\":\"x\""),
+                   "tool_choice");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"tools\":[" TOOL("a") "],\"parallel_tool_calls\":1"), "parallel_tool_calls");
+
+    /* tool calls and results in the conversation; arguments parsed for the template */
+    const char *body =
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"weather?\"},{\"role\":\"assistant\",\"content\":null,"
+        "\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"w\",\"arguments\":"
+        "\"{\\\"city\\\": \\\"Oslo\\\"}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":\"-3 C\"}]}";
+    CHECK(parse(SRV_API_CHAT, body, &r, &e) == 0);
+    CHECK_MSG(r.messages_json &&
+                  !strcmp(r.messages_json,
+                          "[{\"role\":\"user\",\"content\":\"weather?\"},{\"role\":\"assistant\",\"content\":\"\","
+                          "\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"w\","
+                          "\"arguments\":{\"city\":\"Oslo\"}}}]},{\"role\":\"tool\",\"content\":\"-3 C\","
+                          "\"tool_call_id\":\"call_1\"}]"),
+              "%s", r.messages_json ? r.messages_json : "(null)");
+    srv_request_free(&r);
+    expect_refusal(SRV_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"q\",\"tool_calls\":[{}]}]}",
+                   "messages[0].tool_calls");
+    expect_refusal(SRV_API_CHAT, "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{}}]}]}",
+                   "messages[0].tool_calls[0].function");
+    expect_refusal(SRV_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"q\",\"tool_call_id\":\"c\"}]}",
+                   "messages[0].tool_call_id");
+}
+
 int main(void) {
     test_completion_defaults();
     test_completion_fields();
@@ -431,5 +589,9 @@ int main(void) {
     test_slot_bodies();
     test_embedding_bodies();
     test_request_ids();
+    test_unknown_fields();
+    test_llama_samplers();
+    test_structured_output();
+    test_tools();
     return test_summary("test_server_request");
 }

@@ -190,6 +190,63 @@ static void test_small_bodies(void) {
     free(s);
 }
 
+/* Tool calls in OpenAI's shapes: the message's tool_calls with content null when none was said,
+ * finish_reason "tool_calls"; in a stream, each call's head (id, type, name, "" arguments) then
+ * its arguments. */
+static void test_tool_calls(void) {
+    srv_resp_meta m = {SRV_API_CHAT, "chatcmpl-4", "smol", 1, fake_piece, NULL};
+    srv_tool_call call = {.id = "call_abcdefghijklmnopqrstuvwx", .name = "get_weather", .arguments = "{\"city\":\"Oslo\"}"};
+    srv_tool_calls calls = {.calls = &call, .n = 1};
+    srv_choice_view c = {.index = 0, .text = "<tool_call>", .n_text = 0, .finish = NC_FINISH_STOP, .calls = &calls};
+    srv_usage u = {0};
+    cJSON *j = parsed(srv_json_response(&m, &c, 1, &u));
+    const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0);
+    const cJSON *msg = cJSON_GetObjectItemCaseSensitive(c0, "message");
+    CHECK(is_null(msg, "content") && !strcmp(str(c0, "finish_reason", NULL), "tool_calls"));
+    const cJSON *tc = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(msg, "tool_calls"), 0);
+    CHECK(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(msg, "tool_calls")) == 1);
+    CHECK(!strcmp(str(tc, "id", NULL), call.id) && !strcmp(str(tc, "type", NULL), "function"));
+    CHECK(!strcmp(str(tc, "function", "name"), "get_weather") && !strcmp(str(tc, "function", "arguments"), call.arguments));
+    CHECK(!cJSON_GetObjectItemCaseSensitive(tc, "index"));
+    cJSON_Delete(j);
+
+    c.text = "Checking.";
+    c.n_text = 9;
+    j = parsed(srv_json_response(&m, &c, 1, &u));
+    c0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0);
+    CHECK(!strcmp(str(c0, "message", "content"), "Checking."));
+    cJSON_Delete(j);
+
+    calls.n = 0; /* no calls: an ordinary reply */
+    j = parsed(srv_json_response(&m, &c, 1, &u));
+    c0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0);
+    CHECK(!strcmp(str(c0, "finish_reason", NULL), "stop"));
+    CHECK(!cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c0, "message"), "tool_calls"));
+    cJSON_Delete(j);
+
+    for (int head = 1; head >= 0; head--) {
+        j = parsed(srv_json_tool_call_chunk(&m, 2, 1, &call, head, true));
+        c0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0);
+        CHECK(num(c0, "index", NULL) == 2 && is_null(c0, "finish_reason") && is_null(j, "usage"));
+        tc = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c0, "delta"), "tool_calls"), 0);
+        CHECK(num(tc, "index", NULL) == 1);
+        if (head) {
+            CHECK(!strcmp(str(tc, "id", NULL), call.id) && !strcmp(str(tc, "type", NULL), "function"));
+            CHECK(!strcmp(str(tc, "function", "name"), "get_weather") && !strcmp(str(tc, "function", "arguments"), ""));
+        } else {
+            CHECK(!cJSON_GetObjectItemCaseSensitive(tc, "id") && !str(tc, "function", "name"));
+            CHECK(!strcmp(str(tc, "function", "arguments"), call.arguments));
+        }
+        cJSON_Delete(j);
+    }
+    calls.n = 1;
+    srv_choice_view fin = {.index = 0, .text = "", .finish = NC_FINISH_STOP, .calls = &calls};
+    j = parsed(srv_json_chunk(&m, &fin, false, false));
+    c0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0);
+    CHECK(!strcmp(str(c0, "finish_reason", NULL), "tool_calls"));
+    cJSON_Delete(j);
+}
+
 int main(void) {
     test_error_shape();
     test_completion();
@@ -197,5 +254,6 @@ int main(void) {
     test_chat();
     test_chunks();
     test_small_bodies();
+    test_tool_calls();
     return test_summary("test_server_response");
 }
