@@ -36,6 +36,11 @@ static void check_request(const srv_request *r) {
         cJSON *m = cJSON_Parse(r->messages_json);
         check(cJSON_IsArray(m) && cJSON_GetArraySize(m) > 0);
         cJSON_Delete(m);
+        cJSON *t = r->tools_json ? cJSON_Parse(r->tools_json) : NULL;
+        check(!r->tools_json || (cJSON_IsArray(t) && cJSON_GetArraySize(t) == r->n_tools && r->n_tools <= SRV_MAX_TOOLS));
+        cJSON_Delete(t);
+        check((r->tool_choice == SRV_TOOLS_NAMED) == (r->tool_choice_name != NULL));
+        check(!(r->grammar && r->json_schema));
         return;
     }
     check(r->n_prompts >= 1 && r->n_prompts <= SRV_MAX_PROMPTS);
