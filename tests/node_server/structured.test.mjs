@@ -1,0 +1,174 @@
+// Structured output and tool calling through the official OpenAI client, on every server that
+// tests/e2e/structured.sh started (one per shared model, random weights included, and three with
+// tool-taking chat templates of each call format). The judge of every output is an independent
+// JSON Schema validator (ajv): a grammar makes even random weights produce valid output.
+//   NUCLEUS_SERVERS  JSON: [{"name", "url"}]
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import OpenAI from 'openai';
+import Ajv from 'ajv';
+import addFormats from 'ajv-formats';
+
+const SERVERS = JSON.parse(process.env.NUCLEUS_SERVERS);
+const ajv = new Ajv({ strict: false, allErrors: true });
+addFormats(ajv);
+
+const client = (s) => new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 300_000 });
+const USER = [{ role: 'user', content: 'Describe a person as JSON.' }];
+const MAX = 400;
+
+// Bounded so that a random model's output ends well within MAX tokens.
+const PERSON = {
+  type: 'object',
+  properties: {
+    name: { type: 'string', maxLength: 8 },
+    admin: { type: 'boolean' },
+    role: { enum: ['owner', 'guest', 42, null] },
+    tags: { type: 'array', items: { type: 'string', enum: ['a', 'b', 'c'] }, minItems: 1, maxItems: 3 },
+    home: {
+      type: 'object',
+      properties: { city: { type: 'string', maxLength: 6 }, zip: { const: '0150' } },
+      required: ['zip'],
+      additionalProperties: false,
+    },
+    contact: { anyOf: [{ type: 'null' }, { $ref: '#/$defs/email' }] },
+  },
+  required: ['name', 'admin', 'role', 'tags', 'home'],
+  additionalProperties: false,
+  $defs: { email: { type: 'string', format: 'email', maxLength: 12 } },
+};
+
+const WEATHER = {
+  type: 'function',
+  function: {
+    name: 'get_weather',
+    description: 'The weather in a city',
+    parameters: {
+      type: 'object',
+      properties: { city: { type: 'string', maxLength: 10 }, unit: { enum: ['C', 'F'] } },
+      required: ['city', 'unit'],
+      additionalProperties: false,
+    },
+  },
+};
+const CLOCK = {
+  type: 'function',
+  function: { name: 'now', parameters: { type: 'object', properties: {}, additionalProperties: false } },
+};
+const TOOL_SCHEMAS = { get_weather: WEATHER.function.parameters, now: CLOCK.function.parameters };
+
+function valid(schema, value, what) {
+  const check = ajv.compile(schema);
+  assert.ok(check(value), `${what}: ${JSON.stringify(value)} fails its schema: ${ajv.errorsText(check.errors)}`);
+}
+
+function parsed(text, what) {
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    assert.fail(`${what}: not JSON: ${JSON.stringify(text)}`);
+  }
+}
+
+function checkCalls(calls, what, only) {
+  assert.ok(Array.isArray(calls) && calls.length >= 1, `${what}: no tool calls`);
+  for (const c of calls) {
+    assert.equal(c.type, 'function');
+    assert.match(c.id, /^call_[A-Za-z0-9]{24}$/);
+    assert.ok(c.function.name in TOOL_SCHEMAS, `${what}: unknown tool ${c.function.name}`);
+    if (only) assert.equal(c.function.name, only);
+    valid(TOOL_SCHEMAS[c.function.name], parsed(c.function.arguments, what), `${what} arguments`);
+  }
+}
+
+// A streamed chat gathered as the OpenAI client's users gather it: content, and tool calls by index.
+async function gather(stream) {
+  let content = '', finish = null;
+  const calls = [];
+  for await (const chunk of stream) {
+    const c = chunk.choices[0];
+    if (!c) continue;
+    content += c.delta?.content ?? '';
+    for (const d of c.delta?.tool_calls ?? []) {
+      const call = (calls[d.index] ??= { id: '', type: 'function', function: { name: '', arguments: '' } });
+      if (d.id) call.id = d.id;
+      if (d.function?.name) call.function.name += d.function.name;
+      if (d.function?.arguments) call.function.arguments += d.function.arguments;
+    }
+    if (c.finish_reason) finish = c.finish_reason;
+  }
+  return { content, calls, finish };
+}
+
+for (const s of SERVERS) {
+  const ai = client(s);
+
+  test(`${s.name}: response_format json_schema, whole and streamed`, async () => {
+    const rf = { type: 'json_schema', json_schema: { name: 'person', strict: true, schema: PERSON } };
+    for (const seed of [1, 2]) {
+      const r = await ai.chat.completions.create({ model: 'm', messages: USER, response_format: rf, seed, max_tokens: MAX });
+      assert.equal(r.choices[0].finish_reason, 'stop', `seed ${seed}: ${r.choices[0].message.content}`);
+      valid(PERSON, parsed(r.choices[0].message.content, `seed ${seed}`), `seed ${seed}`);
+    }
+    const st = await gather(await ai.chat.completions.create({ model: 'm', messages: USER, response_format: rf, seed: 3,
+                                                               max_tokens: MAX, stream: true }));
+    assert.equal(st.finish, 'stop');
+    valid(PERSON, parsed(st.content, 'streamed'), 'streamed');
+  });
+
+  test(`${s.name}: json_object, and llama.cpp's json_schema and grammar on completions`, async () => {
+    const r = await ai.chat.completions.create({ model: 'm', messages: USER, response_format: { type: 'json_object' },
+                                                 seed: 4, max_tokens: MAX });
+    if (r.choices[0].finish_reason === 'stop') {
+      const v = parsed(r.choices[0].message.content, 'json_object');
+      assert.ok(v !== null && typeof v === 'object' && !Array.isArray(v), 'json_object gave no object');
+    } else {
+      // any object may be longer than MAX tokens: what came must still be an object's beginning
+      assert.match(r.choices[0].message.content, /^\s*\{/);
+    }
+    const schema = { type: 'array', items: { enum: ['x', 'y', true] }, minItems: 2, maxItems: 4 };
+    const c = await ai.completions.create({ model: 'm', prompt: 'A list:', json_schema: schema, seed: 5, max_tokens: MAX });
+    valid(schema, parsed(c.choices[0].text, 'json_schema'), 'json_schema');
+    const g = await ai.completions.create({ model: 'm', prompt: 'Answer:', seed: 6, max_tokens: 40,
+                                           grammar: 'root ::= ("yes" | "no") ", " [0-9]{1,3} "%" ("!" | "")' });
+    assert.match(g.choices[0].text, /^(yes|no), [0-9]{1,3}%!?$/);
+    assert.equal(g.choices[0].finish_reason, 'stop');
+  });
+
+  test(`${s.name}: tool_choice required and named, whole and streamed; calls fed back`, async () => {
+    const tools = [WEATHER, CLOCK];
+    const msgs = [{ role: 'user', content: 'What is the weather in Oslo?' }];
+    const r = await ai.chat.completions.create({ model: 'm', messages: msgs, tools, tool_choice: 'required', seed: 7,
+                                                 max_tokens: MAX });
+    assert.equal(r.choices[0].finish_reason, 'tool_calls');
+    checkCalls(r.choices[0].message.tool_calls, 'required');
+    const st = await gather(await ai.chat.completions.create({
+      model: 'm', messages: msgs, tools, seed: 8, max_tokens: MAX, stream: true, parallel_tool_calls: false,
+      tool_choice: { type: 'function', function: { name: 'get_weather' } } }));
+    assert.equal(st.finish, 'tool_calls');
+    assert.equal(st.calls.length, 1, 'parallel_tool_calls false made several calls');
+    checkCalls(st.calls, 'named, streamed', 'get_weather');
+    // the calls and their results go back to the model, which answers
+    const back = [...msgs, r.choices[0].message,
+                  ...r.choices[0].message.tool_calls.map((c) => ({ role: 'tool', tool_call_id: c.id, content: '-3 C, snow' }))];
+    const f = await ai.chat.completions.create({ model: 'm', messages: back, tools, tool_choice: 'none', seed: 9,
+                                                 max_tokens: 8 });
+    assert.ok(['stop', 'length'].includes(f.choices[0].finish_reason));
+    assert.equal(f.choices[0].message.tool_calls, undefined);
+  });
+
+  test(`${s.name}: what is not implemented is refused, naming it`, async () => {
+    const cases = [
+      [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '(a|b' } } } },
+       /pattern|regular/],
+      [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', if: {} } } } }, /if/],
+      [{ grammar: 'root ::= undefined-rule' }, /undefined-rule/],
+      [{ store: true }, /store/],
+      [{ tools: [WEATHER], tool_choice: { type: 'function', function: { name: 'nope' } } }, /nope/],
+    ];
+    for (const [extra, re] of cases) {
+      await assert.rejects(ai.chat.completions.create({ model: 'm', messages: USER, max_tokens: 4, ...extra }),
+                           (e) => e.status === 400 && re.test(e.message), JSON.stringify(extra));
+    }
+  });
+}
