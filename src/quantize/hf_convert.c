@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "format/ggml_types.h"
 #include "format/gguf_write.h"
@@ -50,6 +51,9 @@ enum {
     K_EXPERT_FF = 1 << 8,     /* expert_feed_forward_length */
     K_ORIG_CTX = 1 << 9,      /* rope.scaling.original_context_length (Phi-3 writes it always) */
     K_NO_PREFIX = 1 << 10,    /* tokenizer.ggml.add_space_prefix false for SentencePiece (Gemma) */
+    K_SPM_FIRST = 1 << 11,    /* the vocabulary from tokenizer.model when there is one (Llama's and
+                                 Gemma's set_vocab try SentencePiece first; Phi-3's converter read
+                                 shared/archs/phi3's tokenizer.json though a tokenizer.model is there) */
 };
 
 typedef struct arch_keys {
@@ -59,15 +63,15 @@ typedef struct arch_keys {
 } arch_keys;
 
 static const arch_keys key_table[] = {
-    {"llama", "llama", K_FREQ_BASE | K_VOCAB_ROPE | K_SCALING},
-    {"mixtral", "llama", K_FREQ_BASE | K_VOCAB_ROPE | K_SCALING},
-    {"granite", "granite", K_FREQ_BASE | K_VOCAB_ROPE | K_SCALING | K_GRANITE},
-    {"smollm3", "smollm3", K_FREQ_BASE | K_VOCAB_ROPE | K_SCALING},
+    {"llama", "llama", K_FREQ_BASE | K_VOCAB_ROPE | K_SCALING | K_SPM_FIRST},
+    {"mixtral", "llama", K_FREQ_BASE | K_VOCAB_ROPE | K_SCALING | K_SPM_FIRST},
+    {"granite", "granite", K_FREQ_BASE | K_VOCAB_ROPE | K_SCALING | K_GRANITE | K_SPM_FIRST},
+    {"smollm3", "smollm3", K_FREQ_BASE | K_VOCAB_ROPE | K_SCALING | K_SPM_FIRST},
     {"qwen2", "qwen2", K_FREQ_BASE | K_SCALING},
     {"qwen3", "qwen3", K_FREQ_BASE | K_SCALING},
     {"qwen3moe", "qwen3moe", K_FREQ_BASE | K_SCALING | K_EXPERT_FF},
-    {"gemma2", "gemma2", K_SWA | K_SOFTCAP | K_NO_PREFIX},
-    {"gemma3", "gemma3", K_FREQ_BASE | K_SCALING | K_SWA_BASE | K_SWA | K_NO_PREFIX},
+    {"gemma2", "gemma2", K_SWA | K_SOFTCAP | K_NO_PREFIX | K_SPM_FIRST},
+    {"gemma3", "gemma3", K_FREQ_BASE | K_SCALING | K_SWA_BASE | K_SWA | K_NO_PREFIX | K_SPM_FIRST},
     {"phi3", "phi3", K_FREQ_BASE | K_ROPE_DIMS | K_ORIG_CTX | K_SWA},
     {"olmo2", "olmo2", K_FREQ_BASE | K_SCALING},
     {"gpt-oss", "gpt-oss", K_FREQ_BASE | K_SCALING | K_SWA | K_EXPERT_FF},
@@ -431,7 +435,11 @@ static int general_keys(conv *c) {
 
 static int tokenizer_keys(conv *c) {
     vocab *v;
-    if (vocab_load_hf_dir(&v, c->dir, c->err)) return -1;
+    char spm[4096];
+    struct stat st;
+    bool use_spm = (c->ak->keys & K_SPM_FIRST) && hf_join(spm, sizeof spm, c->dir, "tokenizer.model") &&
+                   stat(spm, &st) == 0;
+    if (use_spm ? vocab_load_hf_dir_spm(&v, c->dir, c->err) : vocab_load_hf_dir(&v, c->dir, c->err)) return -1;
     int rc = vocab_write_gguf(v, c->dir, c->m->hp.n_vocab, c->ak->keys & K_NO_PREFIX, c->o, c->err);
     vocab_free(v);
     if (rc) return -1;

@@ -120,7 +120,7 @@ static int write_special_ids(const vocab *v, const hf_side *side, gguf_out *o) {
 int vocab_write_gguf(const vocab *v, const char *dir, int32_t n_vocab, bool no_space_prefix, gguf_out *o, nc_err *err) {
     if (v->kind == VOCAB_SPM_BPE)
         return nc_fail(err, "%s/tokenizer.json: a SentencePiece-style BPE tokenizer (U+2581 spaces, byte fallback) "
-                            "cannot be converted yet; a directory with tokenizer.model instead can", dir);
+                            "cannot be converted yet; its tokenizer.model can (for Llama-family and Gemma models)", dir);
     const char *pre = v->kind == VOCAB_BPE ? vocab_pre_name(v) : "default";
     if (!strcmp(pre, "custom"))
         return nc_fail(err, "%s/tokenizer.json: the pre-tokenizer matches no family llama.cpp knows, so no "

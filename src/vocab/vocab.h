@@ -76,6 +76,9 @@ int vocab_load_spm_buffer(vocab **out, const void *data, size_t size, const char
  * token unset; and every id of generation_config.json's eos_token_id (an id or a list; else
  * config.json's) ends generation (vocab_is_eog). Malformed JSON files are errors naming them. */
 int vocab_load_hf_dir(vocab **out, const char *dir, nc_err *err);
+/* The same from dir's tokenizer.model even when a tokenizer.json is beside it (llama.cpp's
+ * converter prefers the SentencePiece model for Llama-family and Gemma models). */
+int vocab_load_hf_dir_spm(vocab **out, const char *dir, nc_err *err);
 void vocab_free(vocab *v);
 
 /* The tokenizer.ggml.* metadata llama.cpp's convert_hf_to_gguf.py writes for a vocabulary loaded

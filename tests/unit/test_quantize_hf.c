@@ -1,9 +1,9 @@
 /* Hugging Face directory -> GGUF (quantize/hf_convert.c) against llama.cpp's converter: each
  * shared/archs/<name>/hf converted to F16 by qz_quantize must be the <name>-f16.gguf that
- * convert_hf_to_gguf.py wrote of it: the same metadata pairs byte for byte (but
- * general.name and tokenizer.ggml.pre where they are said to differ), the same tensors (name,
+ * convert_hf_to_gguf.py wrote of it: the same metadata pairs byte for byte, the same tensors (name,
  * shape, type) with the same bytes (Llama 3's computed rope_freqs within 1 ulp). Then the refusals:
- * not a model directory, a quantised checkpoint, no tokenizer. */
+ * not a model directory, an unsupported architecture, a quantised checkpoint, no tokenizer. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,7 +90,75 @@ static void test_against_converter(void) {
     }
 }
 
+/* A directory of llama3's files (symlinks) but for config.json, which edit() rewrites; NULL
+ * names skip a file. */
+static void make_dir(char *dir, const char *const *files, const char *config) {
+    char src[PATH_MAX], abs[PATH_MAX]; /* a symlink's target is taken from the link's directory */
+    snprintf(src, sizeof src, "%s/archs/llama3/hf", shared_dir());
+    CHECK(realpath(src, abs) != NULL);
+    for (const char *const *f = files; *f; f++) {
+        char from[PATH_MAX + 64], to[1024];
+        snprintf(from, sizeof from, "%s/%s", abs, *f);
+        snprintf(to, sizeof to, "%s/%s", dir, *f);
+        CHECK(symlink(from, to) == 0);
+    }
+    if (!config) return;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *fp = fopen(path, "w");
+    if (fp) fputs(config, fp), fclose(fp);
+}
+
+static void clean_dir(const char *dir) {
+    static const char *const names[] = {"model.safetensors", "tokenizer.json", "tokenizer_config.json", "config.json"};
+    char path[1024];
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
+static void expect_refusal(const char *what, const char *const *files, const char *config, const char *needle) {
+    char dir[] = "/tmp/test_quantize_hf_dir_XXXXXX", out[1100];
+    CHECK(mkdtemp(dir) != NULL);
+    make_dir(dir, files, config);
+    snprintf(out, sizeof out, "%s.gguf", dir);
+    nc_err err = {0};
+    CHECK_MSG(convert(dir, out, "Q8_0", &err) != 0, "%s: accepted", what);
+    CHECK_MSG(strstr(err.msg, needle) != NULL, "%s: '%s' does not say '%s'", what, err.msg, needle);
+    struct stat st;
+    CHECK_MSG(stat(out, &st) != 0, "%s: an output was left", what);
+    clean_dir(dir);
+}
+
+/* Clear errors, nothing left behind: not a model directory, an unsupported architecture, a
+ * quantised checkpoint, no tokenizer. */
+static void test_refusals(void) {
+    static const char *const weights[] = {"model.safetensors", "tokenizer.json", "tokenizer_config.json", NULL};
+    static const char *const no_tok[] = {"model.safetensors", NULL};
+    static const char *const nothing[] = {NULL};
+    char cfg[4096], path[1024];
+    snprintf(path, sizeof path, "%s/archs/llama3/hf/config.json", shared_dir());
+    FILE *fp = fopen(path, "r");
+    size_t n = fp ? fread(cfg, 1, sizeof cfg - 1, fp) : 0;
+    if (fp) fclose(fp);
+    cfg[n] = 0;
+    char *type = strstr(cfg, "\"model_type\": \"llama\"");
+    CHECK(type != NULL);
+    if (!type) return;
+    expect_refusal("empty directory", nothing, NULL, "config.json");
+    expect_refusal("no tokenizer", no_tok, cfg, "no tokenizer.json or tokenizer.model");
+    char bert[4096];
+    snprintf(bert, sizeof bert, "%.*s\"model_type\": \"bert\"%s", (int)(type - cfg), cfg, type + strlen("\"model_type\": \"llama\""));
+    expect_refusal("unsupported architecture", weights, bert, "model_type \"bert\" is not supported");
+    char quant[4200];
+    snprintf(quant, sizeof quant, "{\"quantization_config\": {\"quant_method\": \"mxfp4\"}, %s", cfg + 1);
+    expect_refusal("quantised checkpoint", weights, quant, "quantised checkpoint");
+}
+
 int main(void) {
     test_against_converter();
+    test_refusals();
     return test_summary("test_quantize_hf");
 }
