@@ -18,6 +18,7 @@
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -356,19 +357,31 @@ static int plan_tensors(conv *c) {
     return 0;
 }
 
+static int by_address(const void *a, const void *b) {
+    uintptr_t x = (uintptr_t)*(const void *const *)a, y = (uintptr_t)*(const void *const *)b;
+    return (x > y) - (x < y);
+}
+
 /* Every checkpoint tensor must have found a place (the converter refuses the others too);
  * rotary inverse frequencies, which transformers recomputes, are skipped as it skips them. */
 static int check_all_used(conv *c) {
-    for (size_t i = 0; i < hf_dir_n_tensors(c->d); i++) {
+    size_t n = 0;
+    for (int k = 0; k < c->n_t; k++) n += (size_t)c->t[k].n_src;
+    const fmt_tensor **used = malloc((n + 1) * sizeof *used);
+    if (!used) return nc_fail(c->err, "out of memory");
+    n = 0;
+    for (int k = 0; k < c->n_t; k++)
+        for (int i = 0; i < c->t[k].n_src; i++) used[n++] = &c->t[k].src[i]->t;
+    qsort(used, n, sizeof *used, by_address);
+    int rc = 0;
+    for (size_t i = 0; i < hf_dir_n_tensors(c->d) && !rc; i++) {
         const fmt_tensor *f = hf_dir_tensor_at(c->d, i);
-        bool used = ends_with(f->name, "rotary_emb.inv_freq");
-        for (int k = 0; k < c->n_t && !used; k++)
-            for (int s = 0; s < c->t[k].n_src && !used; s++) used = &c->t[k].src[s]->t == f;
-        if (!used)
-            return nc_fail(c->err, "%s: tensor '%s' has no place in a %s GGUF (the checkpoint holds more than the "
-                           "text model nucleus converts)", c->dir, f->name, c->m->hp.arch->name);
+        if (!ends_with(f->name, "rotary_emb.inv_freq") && !bsearch(&f, used, n, sizeof *used, by_address))
+            rc = nc_fail(c->err, "%s: tensor '%s' has no place in a %s GGUF (the checkpoint holds more than the "
+                         "text model nucleus converts)", c->dir, f->name, c->m->hp.arch->name);
     }
-    return 0;
+    free(used);
+    return rc;
 }
 
 /* ---- general.* ----------------------------------------------------------------------------------- */
@@ -528,7 +541,7 @@ static const uint8_t *tensor_data(conv *c, const out_tensor *t, uint8_t **buf, s
 
 static int write_file(conv *c, const char *out_path, hfc_progress progress, void *ud) {
     FILE *fp = fopen(out_path, "wb");
-    if (!fp) return nc_fail(c->err, "cannot write %s", out_path);
+    if (!fp) return nc_fail(c->err, "cannot write %s: %s", out_path, strerror(errno));
     int rc = 0;
     for (int k = 0; k < c->n_t && !rc; k++) {
         uint64_t bytes = (uint64_t)quant_row_bytes(c->t[k].type, (int64_t)n_elems(&c->t[k]));
@@ -566,6 +579,9 @@ static int open_model(conv *c) {
     if (model_bind_hf(&c->m, c->d, c->err)) return -1;
     c->ak = keys_of(c->m->hp.arch);
     if (!c->ak) return nc_fail(c->err, "%s: nucleus cannot convert %s models yet", c->dir, c->m->hp.arch->name);
+    /* the converter writes LongRoPE's factors as rope_factors_long / _short tensors: not done here */
+    if (c->m->hp.rope[0].kind == ROPE_LONGROPE)
+        return nc_fail(c->err, "%s: LongRoPE scaling (Phi-3's long-context models) cannot be converted yet", c->dir);
     return 0;
 }
 
