@@ -11,7 +11,7 @@
  *   split into even (gate) and odd (up) outputs;
  * - Llama 3 rope scaling becomes a rope_freqs tensor of per-frequency divisors, computed in F32;
  * - 1-D tensors, norms, biases, ffn_gate_inp and attn_sinks are F32 whatever the output type;
- * - a tied output (lm_head missing, or an alias of the embeddings) is not written;
+ * - a tied output (lm_head missing, or the embeddings' tensor under either name) is not written;
  * - general.name: the directory's name, words title-cased; general.size_label: the parameter
  *   count rounded (K, M, B, T), "Ex" per-expert size for MoE (expert weights counted once). */
 #include "quantize/hf_convert.h"
@@ -93,6 +93,7 @@ typedef struct conv {
     nc_err *err;
     struct out_tensor *t;
     int n_t, cap_t;
+    const st_tensor *tok_embd; /* the embeddings' checkpoint tensor */
 } conv;
 
 static int kv_u32(conv *c, const char *suffix, uint32_t v) {
@@ -207,12 +208,11 @@ static out_tensor *add_tensor(conv *c, const char *name) {
     return t;
 }
 
-/* The checkpoint tensor `name`, or NULL (an alias of another tensor counts as absent: a tied
- * output); a type other than F32, F16 and BF16 is an error. */
+/* The checkpoint tensor `name` (or the one it is an alias of), or NULL; a type other than F32,
+ * F16 and BF16 is an error. */
 static int find(conv *c, const char *name, const st_tensor **out) {
-    const st_tensor *t = hf_dir_find_st_tensor(c->d, name);
-    *out = t && !strcmp(t->t.name, name) ? t : NULL;
-    if (!*out) return 0;
+    const st_tensor *t = *out = hf_dir_find_st_tensor(c->d, name);
+    if (!t) return 0;
     uint32_t ty = t->t.type;
     if (ty == GGML_TYPE_F32 || ty == GGML_TYPE_F16 || ty == GGML_TYPE_BF16) return 0;
     return nc_fail(c->err, "%s: tensor '%s' is %s: quantize converts F32, F16 and BF16 checkpoints only", c->dir, name,
@@ -301,10 +301,13 @@ static int plan_role(conv *c, tensor_role r, int il) {
         }
         if (!src[e]) break;
     }
-    if (!src[0]) {
+    /* a tied output (lm_head the embeddings' tensor, or an alias of it) is not written; the
+     * embeddings are, even when the checkpoint keeps them under lm_head's name */
+    if (!src[0] || (r == T_OUTPUT && c->tok_embd == src[0])) {
         free(src);
         return 0;
     }
+    if (r == T_TOK_EMBD) c->tok_embd = src[0];
     if (r == L_GATE_UP_EXPS || r == L_GATE_UP_EXPS_BIAS) {
         bool bias = r == L_GATE_UP_EXPS_BIAS;
         char up[NAME_MAX_LEN];

@@ -78,17 +78,30 @@ out:
     return rc;
 }
 
-/* Scores (SentencePiece only) and token types, padded to n. */
-static int write_scores_types(const vocab *v, int32_t n, gguf_out *o) {
+/* SentencePiece-style BPE from tokenizer.json alone: the converter's LlamaHfVocab gives every
+ * token the score -1000 and the control type to the tokenizer's special ids (the unknown token
+ * among them), keeping byte and user-defined tokens. */
+static uint8_t llama_hf_type(const vocab *v, const hf_side *side, int32_t id) {
+    static const char *const kinds[] = {"bos", "eos", "unk", "sep", "pad", "cls", "mask"};
+    uint8_t t = v->tok[id].file_type;
+    if (t == VOCAB_TT_CONTROL || t == VOCAB_TT_UNKNOWN) return VOCAB_TT_CONTROL;
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0] && t == VOCAB_TT_NORMAL; i++)
+        if (hf_side_token_id(v, side, kinds[i]) == id) return VOCAB_TT_CONTROL;
+    return t;
+}
+
+/* Scores (SentencePiece kinds only) and token types, padded to n. */
+static int write_scores_types(const vocab *v, const hf_side *side, int32_t n, gguf_out *o) {
     float *score = malloc(sizeof *score * (size_t)n);
     int32_t *type = malloc(sizeof *type * (size_t)n);
     int rc = -1;
+    bool hf_spm = v->kind == VOCAB_SPM_BPE;
     if (score && type) {
         for (int32_t i = 0; i < n; i++) {
-            score[i] = i < v->n_tokens ? v->tok[i].score : PAD_SCORE;
-            type[i] = i < v->n_tokens ? v->tok[i].file_type : VOCAB_TT_UNUSED;
+            score[i] = i < v->n_tokens && !hf_spm ? v->tok[i].score : PAD_SCORE;
+            type[i] = i >= v->n_tokens ? VOCAB_TT_UNUSED : hf_spm ? llama_hf_type(v, side, i) : v->tok[i].file_type;
         }
-        rc = (v->kind == VOCAB_SPM && gguf_out_kv_arr_f32(o, "tokenizer.ggml.scores", score, (uint64_t)n)) ||
+        rc = (v->kind != VOCAB_BPE && gguf_out_kv_arr_f32(o, "tokenizer.ggml.scores", score, (uint64_t)n)) ||
              gguf_out_kv_arr_i32(o, "tokenizer.ggml.token_type", type, (uint64_t)n) ? -1 : 0;
     }
     free(score);
@@ -118,9 +131,6 @@ static int write_special_ids(const vocab *v, const hf_side *side, gguf_out *o) {
 }
 
 int vocab_write_gguf(const vocab *v, const char *dir, int32_t n_vocab, bool no_space_prefix, gguf_out *o, nc_err *err) {
-    if (v->kind == VOCAB_SPM_BPE)
-        return nc_fail(err, "%s/tokenizer.json: a SentencePiece-style BPE tokenizer (U+2581 spaces, byte fallback) "
-                            "cannot be converted yet; its tokenizer.model can (for Llama-family and Gemma models)", dir);
     const char *pre = v->kind == VOCAB_BPE ? vocab_pre_name(v) : "default";
     if (!strcmp(pre, "custom"))
         return nc_fail(err, "%s/tokenizer.json: the pre-tokenizer matches no family llama.cpp knows, so no "
@@ -133,7 +143,7 @@ int vocab_write_gguf(const vocab *v, const char *dir, int32_t n_vocab, bool no_s
     int rc = token_texts(v, n, &t) || gguf_out_kv_str(o, "tokenizer.ggml.model", model, strlen(model)) ||
              gguf_out_kv_str(o, "tokenizer.ggml.pre", pre, strlen(pre)) ||
              gguf_out_kv_arr_str(o, "tokenizer.ggml.tokens", t.s, t.len, (uint64_t)n) ||
-             write_scores_types(v, n, o) || (v->kind == VOCAB_BPE && write_merges(v, o)) ||
+             write_scores_types(v, &side, n, o) || (v->kind == VOCAB_BPE && write_merges(v, o)) ||
              write_special_ids(v, &side, o) ||
              /* llama.cpp assumes the prefix for SentencePiece: only its absence is said */
              (v->kind == VOCAB_SPM && (!v->add_space_prefix || no_space_prefix) &&

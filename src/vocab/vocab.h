@@ -91,7 +91,9 @@ void vocab_free(vocab *v);
  * add_space_prefix false for a SentencePiece model without the prefix, or when no_space_prefix
  * (the converter says so for Gemma whatever the model file says). Token types are the file's:
  * not the control type vocab_is_eog's tokens get at load. A tokenizer.json of SentencePiece-style
- * BPE, or one whose pre-tokenizer is no known family, is an error. */
+ * BPE becomes what the converter's LlamaHfVocab makes of it: model "llama", every score -1000,
+ * the special ids control tokens, no merges. A byte-level BPE whose pre-tokenizer is no known
+ * family is an error. */
 typedef struct gguf_out gguf_out;
 int vocab_write_gguf(const vocab *v, const char *dir, int32_t n_vocab, bool no_space_prefix, gguf_out *o, nc_err *err);
 
