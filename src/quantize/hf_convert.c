@@ -257,6 +257,10 @@ static int plan_one(conv *c, tensor_role r, const char *gguf_name, const st_tens
 
 /* gpt-oss's [E][in][out] experts (and [E][out] biases): transposed, columns step*j + parity. */
 static int plan_transposed(conv *c, tensor_role r, const char *gguf_name, const st_tensor *src, int step, int parity) {
+    bool bias = src->rank == 2;
+    if (src->rank < 2 || src->rank > 3 || src->shape[src->rank - 1] % (uint64_t)step)
+        return nc_fail(c->err, "%s: tensor '%s' is not [experts][in][out]", c->dir, src->t.name);
+    uint64_t shape[3] = {src->shape[0], src->shape[src->rank - 1] / (uint64_t)step, bias ? 1 : src->shape[1]};
     const st_tensor **one = malloc(sizeof *one);
     out_tensor *t = one ? add_tensor(c, gguf_name) : NULL;
     if (!t) {
@@ -264,14 +268,12 @@ static int plan_transposed(conv *c, tensor_role r, const char *gguf_name, const 
         return nc_fail(c->err, "out of memory");
     }
     *one = src;
-    bool bias = src->rank == 2;
-    uint64_t e = src->shape[0], a = bias ? 1 : src->shape[1], cols = src->shape[src->rank - 1];
-    if (src->rank < 2 || src->rank > 3 || cols % (uint64_t)step)
-        return nc_fail(c->err, "%s: tensor '%s' is not [experts][in][out]", c->dir, src->t.name);
-    uint64_t shape[3] = {e, cols / (uint64_t)step, a};
-    *t = (out_tensor){.x = X_TRANSPOSE, .step = step, .parity = parity, .src = one, .n_src = 1,
-                      .src_type = src->t.type};
-    snprintf(t->name, sizeof t->name, "%s", gguf_name);
+    t->x = X_TRANSPOSE;
+    t->step = step;
+    t->parity = parity;
+    t->src = one;
+    t->n_src = 1;
+    t->src_type = src->t.type;
     set_shape(t, shape, bias ? 2 : 3);
     t->type = always_f32(t, r) ? GGML_TYPE_F32 : t->src_type;
     return 0;
@@ -300,6 +302,11 @@ static int plan_role(conv *c, tensor_role r, int il) {
             goto fail;
         }
         if (!src[e]) break;
+        if (e > 0 && (src[e]->dtype != src[0]->dtype || src[e]->rank != src[0]->rank ||
+                      memcmp(src[e]->shape, src[0]->shape, src[0]->rank * sizeof *src[0]->shape))) {
+            nc_fail(c->err, "%s: expert tensor '%s' differs in type or shape from expert 0's", c->dir, name);
+            goto fail;
+        }
     }
     /* a tied output (lm_head the embeddings' tensor, or an alias of it) is not written; the
      * embeddings are, even when the checkpoint keeps them under lm_head's name */
