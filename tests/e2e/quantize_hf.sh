@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end checks of `nucleus quantize DIR OUT TYPE` on Hugging Face directories (sanitized
 # build), against shared/archs/<name>: the HF directory and the GGUF llama.cpp's
-# convert_hf_to_gguf.py wrote of it (F16). For every architecture and for F16, BF16, Q8_0 and
+# convert_hf_to_gguf.py wrote of it (F16). For every architecture and for F32, F16, BF16, Q8_0 and
 # Q4_K_M, quantising the directory must give the file that quantising the converter's GGUF
 # gives: the same metadata and tensor table (`nucleus inspect`, keys in any order) and the same
 # tensor data, byte for byte; and `nucleus score` of the two Q4_K_M files the same output. With a
@@ -33,7 +33,7 @@ data() { # the tensor data section
 }
 
 for a in $ARCHS; do
-    for t in F16 BF16 Q8_0 Q4_K_M; do
+    for t in F32 F16 BF16 Q8_0 Q4_K_M; do
         quantize "$A/$a/$a-f16.gguf" "$tmp/ref.gguf" $t || continue
         quantize "$A/$a/hf" "$tmp/$a-$t.gguf" $t || continue
         if [ "$(table "$tmp/ref.gguf")" == "$(table "$tmp/$a-$t.gguf")" ]; then ok
