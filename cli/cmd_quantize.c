@@ -7,12 +7,18 @@
 
 #include "cli.h"
 #include "format/ggml_types.h"
+#include "model/arch.h"
 #include "quantize/quantize.h"
 #include "tensor/quant.h"
 
 #define USAGE                                                                                                  \
     "usage: nucleus quantize [options] INPUT OUTPUT TYPE [THREADS]\n"                                          \
-    "  quantize the GGUF file INPUT (F32, F16 or BF16 weights) into OUTPUT, of file type TYPE:\n"               \
+    "  quantize INPUT (F32, F16 or BF16 weights) into the GGUF file OUTPUT, of file type TYPE. INPUT is a\n"     \
+    "  GGUF file or a Hugging Face directory (config.json, *.safetensors, tokenizer.json or\n"                  \
+    "  tokenizer.model), converted first as llama.cpp's convert_hf_to_gguf.py would (to F32, F16 or\n"          \
+    "  BF16: a plain conversion); its config.json's model_type one of\n"                                        \
+    "    %s\n"                                                                                                  \
+    "  TYPE:\n"                                                                                                 \
     "%s"                                                                                                       \
     "  (Q3_K, Q4_K and Q5_K mean the _M types). 1-D tensors and norms stay as they are; output.weight\n"       \
     "  becomes Q6_K (Q8_0 in Q8_0 files); the _M types give some layers' attn_v and ffn_down Q6_K\n"         \
@@ -31,7 +37,7 @@ static void usage(FILE *out) {
         const qz_ftype *ft = qz_ftype_at(i);
         len += (size_t)snprintf(types + len, sizeof types - len, "    %-8s %s\n", ft->name, ft->about);
     }
-    fprintf(out, USAGE, types);
+    fprintf(out, USAGE, arch_hf_list(), types);
 }
 
 /* A tensor type for the override flags: one that has a writer. */
@@ -83,6 +89,13 @@ static void progress(void *ud, const qz_progress *p) {
     if (p->index == p->n_tensors) fputc('\n', stderr);
 }
 
+/* A Hugging Face input's conversion, before the quantisation's own progress. */
+static void converting(void *ud, int index, int n_tensors, const char *name) {
+    const bar *b = ud;
+    if (b->tty) fprintf(stderr, "\rconverting %3d/%d %-40.40s\033[K%s", index, n_tensors, name, index == n_tensors ? "\n" : "");
+    else fprintf(stderr, "convert [%3d/%3d] %s\n", index, n_tensors, name);
+}
+
 int cmd_quantize(int argc, char **argv) {
     const char *pos[4] = {0};
     int n_pos = 0;
@@ -129,6 +142,7 @@ int cmd_quantize(int argc, char **argv) {
     p.output = pos[1];
     p.n_threads = (int)threads;
     p.progress = progress;
+    p.convert_progress = converting;
     p.ud = &b;
     qz_result r;
     nc_err err;

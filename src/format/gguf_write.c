@@ -19,6 +19,7 @@ struct gguf_out {
 };
 
 static int put(bytes *b, const void *src, size_t n) {
+    if (!n) return 0;
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->len + n) cap *= 2;
@@ -60,6 +61,44 @@ int gguf_out_kv_raw(gguf_out *o, const uint8_t *b, uint64_t len) {
 int gguf_out_kv_u32(gguf_out *o, const char *key, uint32_t v) {
     o->n_kv++;
     return put_str(&o->kvs, key) || put_u32(&o->kvs, GGUF_T_UINT32) || put_u32(&o->kvs, v) ? -1 : 0;
+}
+
+int gguf_out_kv_f32(gguf_out *o, const char *key, float v) {
+    o->n_kv++;
+    return put_str(&o->kvs, key) || put_u32(&o->kvs, GGUF_T_FLOAT32) || put(&o->kvs, &v, 4) ? -1 : 0;
+}
+
+int gguf_out_kv_bool(gguf_out *o, const char *key, bool v) {
+    uint8_t b = v;
+    o->n_kv++;
+    return put_str(&o->kvs, key) || put_u32(&o->kvs, GGUF_T_BOOL) || put(&o->kvs, &b, 1) ? -1 : 0;
+}
+
+static int put_strn(bytes *b, const char *s, size_t len) { return put_u64(b, len) || put(b, s, len) ? -1 : 0; }
+
+int gguf_out_kv_str(gguf_out *o, const char *key, const char *s, size_t len) {
+    o->n_kv++;
+    return put_str(&o->kvs, key) || put_u32(&o->kvs, GGUF_T_STRING) || put_strn(&o->kvs, s, len) ? -1 : 0;
+}
+
+static int put_arr_head(gguf_out *o, const char *key, gguf_vtype elem, uint64_t n) {
+    o->n_kv++;
+    return put_str(&o->kvs, key) || put_u32(&o->kvs, GGUF_T_ARRAY) || put_u32(&o->kvs, elem) || put_u64(&o->kvs, n) ? -1 : 0;
+}
+
+int gguf_out_kv_arr_i32(gguf_out *o, const char *key, const int32_t *v, uint64_t n) {
+    return put_arr_head(o, key, GGUF_T_INT32, n) || put(&o->kvs, v, (size_t)n * 4) ? -1 : 0;
+}
+
+int gguf_out_kv_arr_f32(gguf_out *o, const char *key, const float *v, uint64_t n) {
+    return put_arr_head(o, key, GGUF_T_FLOAT32, n) || put(&o->kvs, v, (size_t)n * 4) ? -1 : 0;
+}
+
+int gguf_out_kv_arr_str(gguf_out *o, const char *key, const char *const *strs, const size_t *lens, uint64_t n) {
+    if (put_arr_head(o, key, GGUF_T_STRING, n)) return -1;
+    for (uint64_t i = 0; i < n; i++)
+        if (put_strn(&o->kvs, strs[i], lens[i])) return -1;
+    return 0;
 }
 
 int gguf_out_tensor(gguf_out *o, const char *name, uint32_t n_dims, const uint64_t ne[4], uint32_t type,

@@ -4,6 +4,8 @@
 #ifndef NC_GGUF_WRITE_H
 #define NC_GGUF_WRITE_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -18,6 +20,13 @@ void gguf_out_free(gguf_out *o);
 /* A pair exactly as a file encodes it (gguf_kv_bytes). 0, or -1 when out of memory. */
 int gguf_out_kv_raw(gguf_out *o, const uint8_t *bytes, uint64_t len);
 int gguf_out_kv_u32(gguf_out *o, const char *key, uint32_t v);
+int gguf_out_kv_f32(gguf_out *o, const char *key, float v);
+int gguf_out_kv_bool(gguf_out *o, const char *key, bool v);
+int gguf_out_kv_str(gguf_out *o, const char *key, const char *s, size_t len);
+/* Arrays: n int32 / float32 values, or n strings (strs[i] of lens[i] bytes). */
+int gguf_out_kv_arr_i32(gguf_out *o, const char *key, const int32_t *v, uint64_t n);
+int gguf_out_kv_arr_f32(gguf_out *o, const char *key, const float *v, uint64_t n);
+int gguf_out_kv_arr_str(gguf_out *o, const char *key, const char *const *strs, const size_t *lens, uint64_t n);
 /* The next table entry: n_dims dims of ne (ggml order), ggml type, n_bytes of data. */
 int gguf_out_tensor(gguf_out *o, const char *name, uint32_t n_dims, const uint64_t ne[4], uint32_t type,
                     uint64_t n_bytes);

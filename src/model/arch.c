@@ -76,8 +76,9 @@ static const arch_override gemma_hf[] = {
     {0, NULL},
 };
 
-/* OLMo 2: norms after the blocks only. */
+/* OLMo 2: norms after the blocks only (post_attention_layernorm is no pre-FFN norm here). */
 static const arch_override olmo2_hf[] = {
+    {L_FFN_NORM, NULL},
     {L_ATTN_POST_NORM, "model.layers.%d.post_attention_layernorm.weight"},
     {L_FFN_POST_NORM, "model.layers.%d.post_feedforward_layernorm.weight"},
     {0, NULL},

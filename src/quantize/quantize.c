@@ -11,6 +11,7 @@
 
 #include "format/gguf.h"
 #include "format/gguf_write.h"
+#include "quantize/hf_convert.h"
 #include "tensor/quant.h"
 #include "threads/pool.h"
 
@@ -237,16 +238,30 @@ static void cleanup(state *s) {
     gguf_close(s->f);
 }
 
+/* A Hugging Face directory becomes a GGUF file beside the output first (hf_convert.h): path
+ * receives its name. */
+static int convert_hf(const qz_params *p, char *path, size_t cap, nc_err *err) {
+    if ((size_t)snprintf(path, cap, "%s.hf-XXXXXX", p->output) >= cap) return nc_fail(err, "%s: path too long", p->output);
+    int fd = mkstemp(path);
+    if (fd < 0) return nc_fail(err, "cannot write beside %s: %s", p->output, strerror(errno));
+    close(fd);
+    if (hfc_convert(p->input, path, p->convert_progress, p->ud, err) == 0) return 0;
+    unlink(path);
+    *path = 0;
+    return -1;
+}
+
 int qz_quantize(const qz_params *p, qz_result *res, nc_err *err) {
     double t0 = now();
     state s = {.p = p};
     struct stat st;
     memset(res, 0, sizeof *res);
-    if (stat(p->input, &st) == 0 && S_ISDIR(st.st_mode))
-        return nc_fail(err, "%s is a directory: quantize reads GGUF files (convert a Hugging Face directory "
-                       "with llama.cpp's convert_hf_to_gguf.py first)", p->input);
-    if (gguf_open(&s.f, p->input, err)) return -1;
-    int rc = -1;
+    char converted[4096] = "";
+    if (stat(p->input, &st) == 0 && S_ISDIR(st.st_mode) && convert_hf(p, converted, sizeof converted, err)) return -1;
+    int rc = gguf_open(&s.f, *converted ? converted : p->input, err);
+    if (*converted) unlink(converted); /* the mapping keeps it readable */
+    if (rc) return -1;
+    rc = -1;
     if (check_input(p, s.f, err)) goto out;
     if (!(s.plans = calloc(gguf_n_tensors(s.f) + 1, sizeof *s.plans))) {
         nc_fail(err, "out of memory");

@@ -1,4 +1,5 @@
-/* `nucleus quantize`: a GGUF file of float (or, with allow_requantize, quantised) tensors to a
+/* `nucleus quantize`: a GGUF file of float (or, with allow_requantize, quantised) tensors, or a
+ * Hugging Face directory (converted first as llama.cpp's converter would, hf_convert.h), to a
  * GGUF file of a file type (quantize/mix.h). The metadata is copied unchanged but for
  * general.file_type and general.quantization_version (2), as llama-quantize writes them; tensors
  * keep their order, names and shapes. Rows are quantised in chunks on a thread pool. */
@@ -9,6 +10,7 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "quantize/hf_convert.h"
 #include "quantize/mix.h"
 
 /* Reported after each tensor is written. */
@@ -30,6 +32,7 @@ typedef struct qz_params {
     bool allow_requantize;
     qz_rules rules;
     void (*progress)(void *ud, const qz_progress *p); /* NULL for none */
+    hfc_progress convert_progress; /* a Hugging Face input's conversion (NULL for none) */
     void *ud;
 } qz_params;
 

@@ -48,3 +48,12 @@ int vocab_load_hf_dir(vocab **out, const char *dir, nc_err *err) {
     hf_side_free(&side);
     return rc;
 }
+
+int vocab_load_hf_dir_spm(vocab **out, const char *dir, nc_err *err) {
+    *out = NULL;
+    hf_side side;
+    if (hf_side_load(&side, dir, err)) return -1;
+    int rc = load_spm_model(out, dir, &side, err);
+    hf_side_free(&side);
+    return rc;
+}

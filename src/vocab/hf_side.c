@@ -69,12 +69,18 @@ static int32_t config_id(const vocab *v, const cJSON *cfg, const char *key) {
     return json_token_id(v, x);
 }
 
+int32_t hf_side_token_id(const vocab *v, const hf_side *s, const char *kind) {
+    char key[32];
+    snprintf(key, sizeof key, "%s_token", kind);
+    int32_t id = id_of_text(v, config_token(s->tok_config, key));
+    snprintf(key, sizeof key, "%s_token_id", kind);
+    return id >= 0 ? id : config_id(v, s->config, key);
+}
+
 void hf_side_special_ids(vocab *v, const hf_side *s) {
     if (!s) return;
-    if (v->bos < 0) v->bos = id_of_text(v, config_token(s->tok_config, "bos_token"));
-    if (v->eos < 0) v->eos = id_of_text(v, config_token(s->tok_config, "eos_token"));
-    if (v->bos < 0) v->bos = config_id(v, s->config, "bos_token_id");
-    if (v->eos < 0) v->eos = config_id(v, s->config, "eos_token_id");
+    if (v->bos < 0) v->bos = hf_side_token_id(v, s, "bos");
+    if (v->eos < 0) v->eos = hf_side_token_id(v, s, "eos");
 }
 
 int hf_side_add_flags(vocab *v, const hf_side *s, nc_err *err) {

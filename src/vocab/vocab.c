@@ -254,6 +254,7 @@ static void mark_eog(vocab *v) {
     static const char *const texts[] = {
         "<|eot_id|>", "<|im_end|>", "<|end|>", "<|endoftext|>", "</s>", "<end_of_turn>", "<|eom_id|>", "<EOT>",
         "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>"};
+    for (int32_t id = 0; id < v->n_tokens; id++) v->tok[id].file_type = v->tok[id].type;
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
         int32_t id = vocab_find(v, texts[i], strlen(texts[i]));
         if (id < 0) continue;

@@ -76,7 +76,26 @@ int vocab_load_spm_buffer(vocab **out, const void *data, size_t size, const char
  * token unset; and every id of generation_config.json's eos_token_id (an id or a list; else
  * config.json's) ends generation (vocab_is_eog). Malformed JSON files are errors naming them. */
 int vocab_load_hf_dir(vocab **out, const char *dir, nc_err *err);
+/* The same from dir's tokenizer.model even when a tokenizer.json is beside it (llama.cpp's
+ * converter prefers the SentencePiece model for Llama-family and Gemma models). */
+int vocab_load_hf_dir_spm(vocab **out, const char *dir, nc_err *err);
 void vocab_free(vocab *v);
+
+/* The tokenizer.ggml.* metadata llama.cpp's convert_hf_to_gguf.py writes for a vocabulary loaded
+ * by vocab_load_hf_dir from dir: model ("gpt2" for byte-level BPE, "llama" for SentencePiece),
+ * pre (our pre-tokenizer family name, where the converter hashes the tokenizer's output on its
+ * test text; "default" for SentencePiece), tokens, scores (SentencePiece), token_type, merges
+ * (BPE), padded to n_vocab (config.json's vocab_size) with "[PADi]" unused tokens; the special ids
+ * of tokenizer_config.json / config.json (bos, eos, unknown, seperator, padding, cls, mask) as its
+ * SpecialVocab finds them; add_bos_token / add_eos_token where tokenizer_config.json says; and
+ * add_space_prefix false for a SentencePiece model without the prefix, or when no_space_prefix
+ * (the converter says so for Gemma whatever the model file says). Token types are the file's:
+ * not the control type vocab_is_eog's tokens get at load. A tokenizer.json of SentencePiece-style
+ * BPE becomes what the converter's LlamaHfVocab makes of it: model "llama", every score -1000,
+ * the special ids control tokens, no merges. A byte-level BPE whose pre-tokenizer is no known
+ * family is an error. */
+typedef struct gguf_out gguf_out;
+int vocab_write_gguf(const vocab *v, const char *dir, int32_t n_vocab, bool no_space_prefix, gguf_out *o, nc_err *err);
 
 vocab_kind vocab_get_kind(const vocab *v);
 /* The pre-tokenizer's name (a tokenizer.ggml.pre value, or "custom" for a tokenizer.json whose

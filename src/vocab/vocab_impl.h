@@ -21,6 +21,7 @@ typedef struct vocab_token {
     uint32_t piece_off, piece_len; /* rendered bytes in vocab.pieces, as with special = true */
     float score;
     uint8_t type;                  /* vocab_token_type */
+    uint8_t file_type;             /* the type as loaded, before mark_eog's change (vocab_write_gguf) */
     uint8_t flags;
 } vocab_token;
 
@@ -124,6 +125,9 @@ void hf_side_free(hf_side *s);
  * object with "content") by text, then config.json's bos_token_id / eos_token_id (an id, or the
  * first of a list). Needs the text index. */
 void hf_side_special_ids(vocab *v, const hf_side *s);
+/* One special token as llama.cpp's converter finds it (its SpecialVocab): tokenizer_config.json's
+ * "<kind>_token" by text, else config.json's "<kind>_token_id"; -1 when neither names a token. */
+int32_t hf_side_token_id(const vocab *v, const hf_side *s, const char *kind);
 /* tokenizer_config.json's add_bos_token / add_eos_token, when booleans, override the
  * tokenizer's own choice (as llama.cpp's converter lets them); asking for a token the
  * vocabulary lacks is an error. */

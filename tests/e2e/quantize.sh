@@ -192,7 +192,8 @@ expect_err "unknown option" "unknown option '--imatrix'" "$BIN" quantize --imatr
 expect_err "bad threads" "THREADS" "$BIN" quantize "$F16" "$tmp/x.gguf" Q4_0 zero
 expect_err "missing input" "nope.gguf" "$BIN" quantize "$tmp/nope.gguf" "$tmp/x.gguf" Q4_0
 expect_err "not a GGUF file" "not a GGUF file" "$BIN" quantize bench/data/stories.txt "$tmp/x.gguf" Q4_0
-expect_err "directory input" "is a directory: quantize reads GGUF files" "$BIN" quantize "$SHARED/models/tinystories-656k/hf" "$tmp/x.gguf" Q8_0
+mkdir -p "$tmp/dir"
+expect_err "directory input" "config.json" "$BIN" quantize "$tmp/dir" "$tmp/x.gguf" Q8_0 # (a model directory: quantize_hf.sh)
 expect_err "unwritable output" "cannot write $tmp/no/such/dir/x.gguf" "$BIN" quantize "$F16" "$tmp/no/such/dir/x.gguf" Q4_0
 cp "$F16" "$tmp/same.gguf"; ln -s "$tmp/same.gguf" "$tmp/link.gguf"
 expect_err "output is the input" "is the input file" "$BIN" quantize "$tmp/same.gguf" "$tmp/link.gguf" Q4_0
