@@ -23,6 +23,8 @@ typedef struct srv_choice_out {
     srv_logprob *lp;       /* per token, when the request asked for logprobs */
     int32_t n_lp, cap_lp;
     int32_t n_tokens;      /* tokens generated */
+    char **steps;          /* nucleus_explain: one JSON object per drawn token (server/explain.h) */
+    int32_t n_steps, cap_steps;
     nc_finish finish;
     bool done;
 } srv_choice_out;
@@ -39,6 +41,7 @@ typedef struct srv_job {
     nc_stop_params stop;   /* max_tokens 0: until the context is full */
     char **stop_strings;   /* stop.stop points here */
     bool logprobs;
+    int32_t explain_top_n; /* nucleus_explain: raw logits reported per step (0: off) */
     bool beam;             /* run with nc_beam_search, alone on the engine */
     nc_beam_params beam_params;
     bool contrastive;      /* run with nc_contrastive_search, alone on the engine */
@@ -79,6 +82,9 @@ int srv_job_own_params(srv_job *j, const char *const *stop, int32_t n_stop, cons
  * NC_FINISH_NONE completes it. */
 void srv_job_post(srv_job *j, int32_t choice, const char *text, size_t n_text, const srv_logprob *lp,
                   int32_t n_tokens, nc_finish finish);
+/* Engine side, before the token's srv_job_post: its explain step (a JSON object, malloc'd, taken;
+ * NULL: out of memory, which fails the job). */
+void srv_job_post_step(srv_job *j, int32_t choice, char *step);
 /* End the job with an error (choices not done are done). */
 void srv_job_fail(srv_job *j, const srv_error *e);
 

@@ -185,12 +185,14 @@ static void sampling_params(const srv_request *r, nc_sampler_params *p) {
     p->min_tokens = r->min_tokens;
     p->ignore_eos = r->ignore_eos;
     p->n_logprobs = r->logprobs ? r->top_logprobs : 0;
+    p->explain = r->explain_top_n > 0;
 }
 
 static int decoding_params(const srv_request *r, srv_job *j, srv_error *e) {
     sampling_params(r, &j->sampling);
     j->stop.max_tokens = r->max_tokens;
     j->logprobs = r->logprobs;
+    j->explain_top_n = r->explain_top_n;
     j->beam = r->use_beam_search;
     j->contrastive = r->contrastive;
     j->contrastive_params = (nc_contrastive_params){.penalty_alpha = r->penalty_alpha, .top_k = r->top_k};

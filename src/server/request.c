@@ -514,6 +514,30 @@ static int parse_contrastive(const cJSON *root, const srv_limits *lim, srv_reque
     return 0;
 }
 
+/* Our extension for the web page's inspector: "nucleus_explain": true | false | {"top_n": N}
+ * (README, Web page). Strict: any other value or key is refused, naming it. */
+static int parse_explain(const cJSON *root, srv_request *r, srv_error *e) {
+    const cJSON *v = member(root, "nucleus_explain");
+    if (!v || cJSON_IsFalse(v)) return 0;
+    r->explain_top_n = SRV_EXPLAIN_TOP_N;
+    if (cJSON_IsObject(v)) {
+        for (const cJSON *k = v->child; k; k = k->next)
+            if (strcmp(k->string, "top_n"))
+                return refuse(e, "nucleus_explain", "'nucleus_explain' has no field '%.64s' (only 'top_n')", k->string);
+        const cJSON *n = member(v, "top_n");
+        if (n && (!is_integer(n) || n->valuedouble < 1 || n->valuedouble > SRV_MAX_EXPLAIN_TOP_N))
+            return refuse(e, "nucleus_explain.top_n", "'nucleus_explain.top_n' must be an integer between 1 and %d",
+                          SRV_MAX_EXPLAIN_TOP_N);
+        if (n) r->explain_top_n = (int32_t)n->valuedouble;
+    } else if (!cJSON_IsTrue(v)) {
+        return refuse(e, "nucleus_explain", "'nucleus_explain' must be true, false or {\"top_n\": N}");
+    }
+    if (r->use_beam_search || r->contrastive)
+        return refuse(e, "nucleus_explain", "'nucleus_explain' reports sampled tokens: not with %s",
+                      r->use_beam_search ? "beam search ('use_beam_search')" : "contrastive search ('penalty_alpha')");
+    return 0;
+}
+
 /* OpenAI fields this server does not implement are refused rather than silently ignored. */
 static int refuse_unsupported(const cJSON *root, srv_error *e) {
     if (cJSON_IsTrue(member(root, "echo"))) return refuse(e, "echo", "'echo' is not supported");
@@ -534,7 +558,7 @@ static int parse_fields(const cJSON *root, const srv_limits *lim, srv_request *r
     return parse_max_tokens(root, r, e) || parse_stream(root, r, e) || parse_stop(root, r, e) ||
                    parse_logprobs(root, r, e) || parse_seed(root, r, e) || parse_sampling(root, r, e) ||
                    parse_logit_bias(root, lim, r, e) || parse_choices(root, lim, r, e) ||
-                   parse_contrastive(root, lim, r, e) || refuse_unsupported(root, e)
+                   parse_contrastive(root, lim, r, e) || parse_explain(root, r, e) || refuse_unsupported(root, e)
                ? -1
                : 0;
 }

@@ -14,6 +14,8 @@
 #define SRV_MAX_PROMPTS 64     /* prompts in one completions request */
 #define SRV_MAX_LOGIT_BIAS 1024
 #define SRV_MAX_TOP_LOGPROBS 20
+#define SRV_EXPLAIN_TOP_N 20       /* nucleus_explain: true */
+#define SRV_MAX_EXPLAIN_TOP_N 200  /* nucleus_explain.top_n at most */
 
 /* An error in OpenAI's shape: {"error": {"message", "type", "param", "code"}}. */
 typedef struct srv_error {
@@ -69,6 +71,8 @@ typedef struct srv_request {
     int32_t n_stop;
     bool logprobs;                 /* report the chosen tokens' log-probabilities */
     int32_t top_logprobs;          /* and this many alternatives */
+    int32_t explain_top_n;         /* nucleus_explain: each token's step with this many raw logits
+                                      (0: off; server/explain.h) */
     bool seed_given;
     uint64_t seed;
     float temperature, top_p, min_p, typical_p;

@@ -200,6 +200,17 @@ static cJSON *usage_item(const srv_usage *u) {
     return o;
 }
 
+/* nucleus_explain: {"prompt_tokens": [...] (once per choice), "steps": [...]}. */
+static bool put_explain(cJSON *o, const srv_choice_view *c) {
+    if (!c->explain) return true;
+    cJSON *x = cJSON_CreateObject(), *steps = NULL;
+    bool ok = put(o, "nucleus_explain", x) &&
+              (!c->prompt || put(x, "prompt_tokens", cJSON_CreateIntArray(c->prompt, c->n_prompt))) &&
+              put(x, "steps", steps = cJSON_CreateArray());
+    for (int32_t i = 0; ok && i < c->n_steps; i++) ok = append(steps, cJSON_CreateRaw(c->steps[i]));
+    return ok;
+}
+
 static cJSON *choice_item(const srv_resp_meta *m, const srv_choice_view *c) {
     cJSON *o = cJSON_CreateObject();
     bool ok = put_num(o, "index", c->index);
@@ -210,7 +221,8 @@ static cJSON *choice_item(const srv_resp_meta *m, const srv_choice_view *c) {
     } else {
         ok = ok && put_text(o, "text", c->text, c->n_text);
     }
-    ok = ok && put(o, "logprobs", logprobs_item(m, c)) && put_str(o, "finish_reason", finish_reason(c->finish));
+    ok = ok && put(o, "logprobs", logprobs_item(m, c)) && put_str(o, "finish_reason", finish_reason(c->finish)) &&
+         put_explain(o, c);
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -247,7 +259,8 @@ static cJSON *chunk_choice(const srv_resp_meta *m, const srv_choice_view *c, boo
     } else {
         ok = ok && put_text(o, "text", c->text, c->n_text);
     }
-    ok = ok && put(o, "logprobs", logprobs_item(m, c)) && put_str(o, "finish_reason", finish_reason(c->finish));
+    ok = ok && put(o, "logprobs", logprobs_item(m, c)) && put_str(o, "finish_reason", finish_reason(c->finish)) &&
+         put_explain(o, c);
     if (!ok) {
         cJSON_Delete(o);
         return NULL;

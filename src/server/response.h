@@ -43,6 +43,11 @@ typedef struct srv_choice_view {
     int32_t n_lp;
     size_t text_offset;        /* completions: where lp[0]'s text starts in the choice's text */
     nc_finish finish;          /* NC_FINISH_NONE: null */
+    bool explain;              /* nucleus_explain: "nucleus_explain": {"prompt_tokens"?, "steps"} */
+    char *const *steps;        /* steps[0..n_steps): JSON objects (server/explain.h) */
+    int32_t n_steps;
+    const int32_t *prompt;     /* the prompt's ids, sent once per choice (NULL: not in this one) */
+    int32_t n_prompt;
 } srv_choice_view;
 
 typedef struct srv_usage {
