@@ -233,7 +233,7 @@ function chatMessages(upTo) {
   const out = [];
   const system = $('system').value.trim();
   if (system) out.push({ role: 'system', content: system });
-  for (const m of state.messages.slice(0, upTo)) out.push({ role: m.role, content: m.text });
+  for (const m of state.messages.slice(0, upTo)) if (!m.superseded) out.push({ role: m.role, content: m.text });
   return out;
 }
 
@@ -255,7 +255,9 @@ async function send(text) {
 async function regenerate(m) {
   if (state.busy) return;
   const i = state.messages.indexOf(m);
-  Object.assign(m, { text: '', steps: [], prompt: null, stats: '', settings: settings(), showTokens: false });
+  Object.assign(m, { text: '', steps: [], prompt: null, stats: '', settings: settings(), showTokens: false, superseded: false });
+  m.node.classList.remove('superseded');
+  m.node.querySelector('.who').textContent = m.branchOf != null ? `Assistant (branch at step ${m.branchOf})` : 'Assistant';
   for (const later of state.messages.splice(i + 1)) later.node.remove();
   await generate(m, '/v1/chat/completions', requestBody({ messages: chatMessages(i) }));
 }
@@ -267,6 +269,10 @@ async function branch(m, i, t) {
   const kept = m.steps.slice(0, i);
   const b = newMessage('assistant', kept.map((s) => s.piece).join('') + t.piece);
   b.branchOf = i;
+  // the branch takes the reply's place in the conversation; the reply stays on screen
+  m.superseded = true;
+  m.node.classList.add('superseded');
+  m.node.querySelector('.who').textContent += ' (replaced by the branch below)';
   b.settings = m.settings;
   b.steps = kept.slice();
   b.prompt = null;
