@@ -60,10 +60,10 @@ $(GEN_SRC): $(BUILD)/embed $(WEB_FILES)
 	$(BUILD)/embed $@ $(WEB_FILES)
 $(BUILD)/rel/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(REL_CFLAGS) -c $< -o $@
+	$(CC) $(REL_CFLAGS) -MMD -MP -c $< -o $@
 $(BUILD)/san/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(SAN_CFLAGS) -c $< -o $@
+	$(CC) $(SAN_CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/rel/libnucleus.a: $(REL_LIB_OBJ)
 	@rm -f $@; ar rcs $@ $^
