@@ -26,8 +26,13 @@ LIB_SRC  := $(shell find src -name '*.c' | sort)
 CLI_SRC  := $(shell find cli -name '*.c' | sort)
 UNIT_SRC := $(shell find tests/unit -name 'test_*.c' | sort)
 
-REL_LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/rel/%.o)
-SAN_LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/san/%.o)
+# The web page (web/) is embedded in the library: scripts/embed.c turns its files into
+# $(BUILD)/gen/web_assets.c, rewritten whenever one of them changes.
+WEB_FILES := $(sort $(wildcard web/*))
+GEN_SRC  := $(BUILD)/gen/web_assets.c
+
+REL_LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/rel/%.o) $(BUILD)/rel/gen/web_assets.o
+SAN_LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/san/%.o) $(BUILD)/san/gen/web_assets.o
 REL_CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/rel/%.o)
 SAN_CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/san/%.o)
 UNIT_BIN    := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%)
@@ -46,6 +51,19 @@ $(BUILD)/rel/%.o: %.c
 $(BUILD)/san/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(SAN_CFLAGS) $(call isa_flags,$<) -MMD -MP -c $< -o $@
+
+$(BUILD)/embed: scripts/embed.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -O1 -o $@ $<
+$(GEN_SRC): $(BUILD)/embed $(WEB_FILES)
+	@mkdir -p $(dir $@)
+	$(BUILD)/embed $@ $(WEB_FILES)
+$(BUILD)/rel/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(REL_CFLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/san/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(SAN_CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/rel/libnucleus.a: $(REL_LIB_OBJ)
 	@rm -f $@; ar rcs $@ $^

@@ -17,9 +17,11 @@
     "                     [--context-shift [--keep N] | --attention-sinks N]\n"                              \
     "                     [-md FILE | --lookup-ngram N] [--draft-max N] [--draft-min N] [--draft-fixed]\n"    \
     "                     [--alias NAME] [--chat-template FILE]\n"                                            \
-    "                     [--allowed-hosts LIST] [--max-connections N] [--max-conn-per-ip N] [--timeout-headers S] [--timeout-body S]\n" \
+    "                     [--allowed-hosts LIST] [--cors ORIGINS] [--max-connections N] [--max-conn-per-ip N] [--timeout-headers S] [--timeout-body S]\n" \
     "  --allowed-hosts LIST  Host names answered (comma-separated; '*': any); default on a loopback\n"      \
     "                     address: localhost, 127.0.0.1, [::1]; elsewhere any (DNS rebinding)\n"             \
+    "  --cors ORIGINS        pages on these origins (comma-separated, e.g. http://localhost:5173; '*':\n"   \
+    "                     any) may call the API from a browser; off by default\n"                          \
     "  --max-connections N   open connections, a thread each (default 1024)\n"                                \
     "  --max-conn-per-ip N   from one client address (default 64; 0: no limit, e.g. behind a balancer)\n"     \
     "  --timeout-headers S   a request's headers must arrive within S seconds of the connection opening\n"    \
@@ -75,6 +77,7 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         else if (!strcmp(a, "--api-key")) ok = (o->cfg.api_key = cli_value(argc, argv, &i)) != NULL;
         else if (!strcmp(a, "--api-key-file")) ok = (o->key_path = cli_value(argc, argv, &i)) != NULL;
         else if (!strcmp(a, "--allowed-hosts")) ok = (o->cfg.allowed_hosts = cli_value(argc, argv, &i)) != NULL;
+        else if (!strcmp(a, "--cors")) ok = (o->cfg.cors = cli_value(argc, argv, &i)) != NULL;
         else if (!strcmp(a, "--slot-save-path")) ok = (o->cfg.slot_save_path = cli_value(argc, argv, &i)) != NULL;
         else if (!strcmp(a, "--swa-full")) o->cfg.swa_full = true;
         else if (!strcmp(a, "--port")) ok = int_flag(argc, argv, &i, 0, 65535, &v) && ((o->cfg.port = (int)v), true);

@@ -6,7 +6,9 @@ set -eu
 # instance on a loopback port (own prefix, config and pid file), never the system's service.
 # golang-1.19-src only for its public-domain book (src/testdata/Isaac.Newton-Opticks.txt, Project
 # Gutenberg), the text of bench/perplexity.sh and tests/e2e/perplexity.sh.
-PKGS=(build-essential clang libclang-rt-14-dev python3 python3-numpy libpcre2-dev libcjson-dev libmicrohttpd-dev nginx golang-1.19-src)
+# chromium: the browser tests/e2e/web.sh drives (playwright-core, which downloads no browser of its
+# own) to test the server's web page.
+PKGS=(build-essential clang libclang-rt-14-dev python3 python3-numpy libpcre2-dev libcjson-dev libmicrohttpd-dev nginx golang-1.19-src chromium)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -106,8 +106,8 @@ int32_t seq_step(seq *s, nc_context *c, int32_t row, seq_emit emit, void *user, 
         }
         bool accepted = false;
         nc_sample_info info;
-        seq_token t = {.info = s->info ? &info : NULL};
-        int32_t token = sampler_draw(s->sampler, nc_logits(c, row + i), s->tokens, s->n_tokens, s->n_prompt,
+        seq_token t = {.info = s->info ? &info : NULL, .logits = nc_logits(c, row + i)};
+        int32_t token = sampler_draw(s->sampler, t.logits, s->tokens, s->n_tokens, s->n_prompt,
                                      i < k ? &prop : NULL, &accepted, s->info ? &info : NULL);
         t.explain = nc_sampler_explain(s->sampler);
         seq_accept(s, token, &t);

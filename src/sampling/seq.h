@@ -68,6 +68,7 @@ typedef struct seq_token {
     nc_finish finish;
     const nc_sample_info *info;    /* NULL unless seq.info */
     const nc_explain *explain;     /* NULL unless the sampler explains */
+    const float *logits;           /* the row it was drawn from (n_vocab; valid until the next pass) */
 } seq_token;
 /* Return nonzero to stop. */
 typedef int (*seq_emit)(void *user, seq *s, const seq_token *t);

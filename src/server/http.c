@@ -35,6 +35,7 @@
 #include "server/request.h"
 #include "server/response.h"
 #include "server/scheduler.h"
+#include "server/web.h"
 
 /* What the server can do now; only srv_start and srv_stop change it. */
 enum { SRV_LOADING, SRV_READY, SRV_DRAINING };
@@ -52,6 +53,7 @@ struct srv_server {
     bool mc_ready, metrics_ready, emb_ready;
     char *api_key, *model_id;
     char *allowed_hosts;   /* srv_host_allowed's list */
+    char *cors;            /* --cors: srv_origin_allowed's list, or NULL (off) */
     char *slot_dir;        /* --slot-save-path, or NULL */
     size_t max_body;
     double drain_seconds;
@@ -67,6 +69,8 @@ typedef struct conn_req {
     bool refused;          /* decided from the headers (or the body's size): answer `early` */
     srv_error early;
     const char *allow;     /* Allow header of a 405 */
+    const srv_asset *asset; /* a file of the web page to send */
+    bool preflight;        /* a CORS preflight from an allowed origin: 204 */
     char *body;
     size_t len, cap;
     srv_access acc;        /* its access-log line */
@@ -91,6 +95,25 @@ static void take_request_id(struct MHD_Connection *conn) {
                   (unsigned long long)srv_random_u64());
 }
 
+/* The request's Origin when --cors allows it, else "": its responses then say it may read them.
+ * Thread-local as request_id is. */
+static _Thread_local char cors_origin[SRV_ORIGIN_MAX + 1];
+
+static void take_origin(const srv_server *sv, struct MHD_Connection *conn) {
+    const char *o = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+    if (srv_origin_allowed(o, sv->cors)) snprintf(cors_origin, sizeof cors_origin, "%s", o);
+    else cors_origin[0] = 0;
+}
+
+/* The headers every response to an allowed origin carries; Vary, so that a cache in between
+ * keeps one copy per origin. */
+static void add_cors_headers(struct MHD_Response *r) {
+    if (!cors_origin[0]) return;
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", cors_origin);
+    MHD_add_response_header(r, "Access-Control-Expose-Headers", "X-Request-Id");
+    MHD_add_response_header(r, "Vary", "Origin");
+}
+
 /* Queue body (malloc'd, taken) as the response. allow: the Allow header of a 405. */
 static enum MHD_Result send_body(srv_server *sv, struct MHD_Connection *conn, int status, char *body,
                                  const char *type, const char *allow) {
@@ -105,6 +128,7 @@ static enum MHD_Result send_body(srv_server *sv, struct MHD_Connection *conn, in
     if (status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     if (allow) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    add_cors_headers(r);
     enum MHD_Result ok = MHD_queue_response(conn, (unsigned)status, r);
     MHD_destroy_response(r);
     srv_metrics_response(&sv->metrics, status);
@@ -188,15 +212,43 @@ __attribute__((format(printf, 4, 5))) static void refuse(conn_req *rq, int statu
     srv_error_set(&rq->early, status, "invalid_request_error", code, NULL, "%s", msg);
 }
 
+/* A CORS preflight (OPTIONS with Origin and Access-Control-Request-Method) while --cors is on:
+ * answered before anything else, as it carries neither the key nor a body. An origin not in the
+ * list gets 403 (with CORS off, OPTIONS is any other method: 404, 401 or 405). */
+static bool preflight(srv_server *sv, struct MHD_Connection *conn, const char *method, conn_req *rq) {
+    if (!sv->cors || strcmp(method, "OPTIONS") ||
+        !MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Access-Control-Request-Method"))
+        return false;
+    const char *o = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+    if (!o) return false;
+    if (cors_origin[0]) rq->preflight = true;
+    else refuse(rq, 403, "origin_not_allowed", "Origin '%.200s' is not one this server answers to (--cors)", o);
+    return true;
+}
+
+/* A file of the web page: served without the API key (it holds no data; the page asks for the
+ * key and sends it with its API calls), GET and HEAD only. */
+static bool web_file(const char *url, const char *method, conn_req *rq) {
+    if (!(rq->asset = srv_asset_find(url))) return false;
+    if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
+        rq->allow = "GET, HEAD";
+        refuse(rq, 405, "method_not_allowed", "%s %s is not allowed; use GET", method, url);
+    }
+    return true;
+}
+
 /* Everything decidable from the request line and headers: 404, 401, 405, 413. */
 static void first_look(srv_server *sv, struct MHD_Connection *conn, const char *url, const char *method, conn_req *rq) {
     take_request_id(conn);
+    take_origin(sv, conn);
     const route *rt = find_route(url);
     rq->ep = rt ? rt->ep : SRV_EP_OTHER;
     srv_metrics_request(&sv->metrics, rq->ep);
+    if (preflight(sv, conn, method, rq)) return;
     const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
     if (!srv_host_allowed(host, sv->allowed_hosts))
         return refuse(rq, 403, "host_not_allowed", "Host '%.200s' is not one this server answers to (--allowed-hosts)", host);
+    if (!rt && web_file(url, method, rq)) return;
     /* the key first: without it, not even which paths exist is told */
     if ((!rt || rt->ep != SRV_EP_HEALTH) && !authorized(sv, conn))
         return refuse(rq, 401, "invalid_api_key", "missing or wrong API key (Authorization: Bearer KEY)");
@@ -314,7 +366,9 @@ static enum MHD_Result reply_whole(srv_server *sv, struct MHD_Connection *conn, 
     for (int32_t i = 0; ok && i < j->n_choices; i++) {
         const srv_choice_out *o = &j->out[i];
         views[i] = (srv_choice_view){.index = i, .text = o->text ? o->text : "", .n_text = o->n_text,
-                                     .logprobs = j->logprobs, .lp = o->lp, .n_lp = o->n_lp, .finish = o->finish};
+                                     .logprobs = j->logprobs, .lp = o->lp, .n_lp = o->n_lp, .finish = o->finish,
+                                     .explain = j->explain_top_n > 0, .steps = o->steps, .n_steps = o->n_steps,
+                                     .prompt = j->prompts[i / j->n], .n_prompt = j->n_prompt[i / j->n]};
         if (calls) ok = choice_calls(j, i, &calls[i], &views[i].n_text) == 0, views[i].calls = &calls[i];
     }
     srv_usage u = job_usage(j);
@@ -331,6 +385,8 @@ static enum MHD_Result reply_whole(srv_server *sv, struct MHD_Connection *conn, 
 typedef struct stream_cursor {
     size_t text;           /* bytes of the choice's text sent */
     int32_t lp;            /* logprob entries sent */
+    int32_t steps;         /* nucleus_explain steps sent */
+    bool prompt_sent;      /* nucleus_explain's prompt_tokens (in the choice's first chunk) */
     size_t lp_offset;      /* completions' text_offset of the next entry */
     bool role_sent, finish_sent;
     bool parsed;           /* tool calls: the finished text was parsed into calls */
@@ -381,13 +437,30 @@ static void sse_event(sse_stream *st, char *json) {
     free(json);
 }
 
-/* The chunks one choice owes the client: the assistant role (chat, once), new text and
- * logprobs, the finish reason (once its text is all out). Under j->mu. */
+/* nucleus_explain's part of a chunk: the steps not sent yet, and the prompt's ids in the
+ * choice's first chunk. Under j->mu. */
+static void explain_view(const srv_job *j, int32_t i, stream_cursor *cu, srv_choice_view *v) {
+    if (j->explain_top_n <= 0) return;
+    const srv_choice_out *o = &j->out[i];
+    v->explain = true;
+    v->steps = o->steps + cu->steps;
+    v->n_steps = o->n_steps - cu->steps;
+    cu->steps = o->n_steps;
+    if (!cu->prompt_sent) {
+        v->prompt = j->prompts[i / j->n];
+        v->n_prompt = j->n_prompt[i / j->n];
+        cu->prompt_sent = true;
+    }
+}
+
+/* The chunks one choice owes the client: the assistant role (chat, once), new text, logprobs and
+ * explain steps, the finish reason (once its text is all out). Under j->mu. */
 static void sse_choice(sse_stream *st, int32_t i) {
     const srv_choice_out *o = &st->j->out[i];
     stream_cursor *cu = &st->cur[i];
     if (st->meta.api == SRV_API_CHAT && !cu->role_sent) {
         srv_choice_view v = {.index = i, .text = ""};
+        explain_view(st->j, i, cu, &v);
         sse_event(st, srv_json_chunk(&st->meta, &v, true, st->include_usage));
         cu->role_sent = true;
     }
@@ -397,12 +470,13 @@ static void sse_choice(sse_stream *st, int32_t i) {
     if (st->j->tool_calls && o->done && !cu->parsed) {
         cu->parsed = true;
         if (choice_calls(st->j, i, &cu->calls, &ready)) st->broken = true;
-        if (ready < cu->text) ready = cu->text;
     }
-    if (ready > cu->text || o->n_lp > cu->lp) {
+    if (ready < cu->text) ready = cu->text; /* whitespace before the calls went out already */
+    if (ready > cu->text || o->n_lp > cu->lp || o->n_steps > cu->steps) {
         srv_choice_view v = {.index = i, .text = o->text ? o->text + cu->text : "", .n_text = ready - cu->text,
                              .logprobs = st->j->logprobs, .lp = o->lp + cu->lp, .n_lp = o->n_lp - cu->lp,
                              .text_offset = cu->lp_offset};
+        explain_view(st->j, i, cu, &v);
         sse_event(st, srv_json_chunk(&st->meta, &v, false, st->include_usage));
         for (int32_t k = cu->lp; k < o->n_lp; k++) {
             int n = nc_token_piece(st->meta.piece_ctx, o->lp[k].token, NULL, 0);
@@ -512,6 +586,7 @@ static enum MHD_Result reply_stream(srv_server *sv, struct MHD_Connection *conn,
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     MHD_add_response_header(r, "X-Request-Id", request_id);
     MHD_add_response_header(r, "X-Accel-Buffering", "no"); /* nginx: pass each event on at once */
+    add_cors_headers(r);
     enum MHD_Result ok = MHD_queue_response(conn, 200, r);
     MHD_destroy_response(r);
     srv_metrics_response(&sv->metrics, 200);
@@ -667,9 +742,51 @@ static bool unavailable(srv_server *sv, struct MHD_Connection *conn, const conn_
     return true;
 }
 
+/* Queue a response without a body of its own making (a preflight's, a file's, a 304). */
+static enum MHD_Result send_static(srv_server *sv, struct MHD_Connection *conn, int status, struct MHD_Response *r) {
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "X-Request-Id", request_id);
+    add_cors_headers(r);
+    enum MHD_Result ok = MHD_queue_response(conn, (unsigned)status, r);
+    MHD_destroy_response(r);
+    srv_metrics_response(&sv->metrics, status);
+    if (answering) answering->acc.status = status;
+    return ok;
+}
+
+static enum MHD_Result send_preflight(srv_server *sv, struct MHD_Connection *conn) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+    if (r) {
+        MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type, X-Request-Id");
+        MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+    }
+    return send_static(sv, conn, 204, r);
+}
+
+/* A file of the page: revalidated at every use (no-cache) by its ETag, which changes with its
+ * bytes, so a new build's page is never mixed with an old one's cached scripts. */
+static enum MHD_Result send_asset(srv_server *sv, struct MHD_Connection *conn, const srv_asset *a) {
+    const char *inm = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
+    bool fresh = srv_etag_matches(inm, a->etag);
+    struct MHD_Response *r = MHD_create_response_from_buffer(fresh ? 0 : a->size, fresh ? (void *)"" : (void *)a->data,
+                                                             MHD_RESPMEM_PERSISTENT);
+    if (r) {
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, a->type);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, a->etag);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        MHD_add_response_header(r, "Content-Security-Policy", SRV_WEB_CSP);
+        MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+        MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+    }
+    return send_static(sv, conn, fresh ? 304 : 200, r);
+}
+
 static enum MHD_Result respond(srv_server *sv, struct MHD_Connection *conn, const char *url, conn_req *rq) {
     if (rq->refused)
         return send_body(sv, conn, rq->early.status, srv_json_error(&rq->early), "application/json", rq->allow);
+    if (rq->preflight) return send_preflight(sv, conn);
+    if (rq->asset) return send_asset(sv, conn, rq->asset); /* while loading too: the page waits on /health */
     int state = atomic_load_explicit(&sv->state, memory_order_acquire);
     enum MHD_Result sent;
     if (unavailable(sv, conn, rq, state, &sent)) return sent;
@@ -817,6 +934,7 @@ static void server_free(srv_server *sv) {
     nc_context_free(sv->draft);
     free(sv->api_key);
     free(sv->allowed_hosts);
+    free(sv->cors);
     free(sv->model_id);
     free(sv->slot_dir);
     free(sv);
@@ -837,9 +955,10 @@ int srv_listen(srv_server **out, const srv_config *cfg, nc_err *err) {
     sv->model_id = strdup(cfg->model_id);
     sv->api_key = cfg->api_key ? strdup(cfg->api_key) : NULL;
     sv->allowed_hosts = cfg->allowed_hosts ? strdup(cfg->allowed_hosts) : srv_default_allowed_hosts(cfg->host);
+    sv->cors = cfg->cors ? strdup(cfg->cors) : NULL;
     srv_metrics_init(&sv->metrics, cfg->n_parallel);
     sv->metrics_ready = true;
-    if (!sv->model_id || (cfg->api_key && !sv->api_key) || !sv->allowed_hosts) {
+    if (!sv->model_id || (cfg->api_key && !sv->api_key) || !sv->allowed_hosts || (cfg->cors && !sv->cors)) {
         snprintf(err->msg, sizeof err->msg, "out of memory");
         goto fail;
     }

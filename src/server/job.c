@@ -38,6 +38,8 @@ static void job_free(srv_job *j) {
     for (int32_t i = 0; i < j->n_choices; i++) {
         free(j->out[i].text);
         free(j->out[i].lp);
+        for (int32_t k = 0; k < j->out[i].n_steps; k++) free(j->out[i].steps[k]);
+        free(j->out[i].steps);
     }
     free(j->out);
     for (int32_t i = 0; j->stop_strings && i < j->stop.n_stop; i++) free(j->stop_strings[i]);
@@ -121,6 +123,33 @@ static bool append_locked(srv_choice_out *o, const char *text, size_t n_text, co
     o->cap_lp = (int32_t)cap;
     o->lp[o->n_lp++] = *lp;
     return true;
+}
+
+static bool push_step_locked(srv_choice_out *o, char *step) {
+    if (!step) return false;
+    if (o->n_steps == o->cap_steps) {
+        int32_t cap = o->cap_steps ? 2 * o->cap_steps : 64;
+        char **grown = realloc(o->steps, (size_t)cap * sizeof *grown);
+        if (!grown) return false;
+        o->steps = grown;
+        o->cap_steps = cap;
+    }
+    o->steps[o->n_steps++] = step;
+    return true;
+}
+
+void srv_job_post_step(srv_job *j, int32_t choice, char *step) {
+    pthread_mutex_lock(&j->mu);
+    srv_choice_out *o = &j->out[choice];
+    if (!o->done && !push_step_locked(o, step)) {
+        free(step);
+        srv_error e;
+        srv_error_set(&e, 500, "server_error", NULL, NULL, "out of memory while explaining");
+        fail_locked(j, &e);
+    } else if (o->done) {
+        free(step);
+    }
+    pthread_mutex_unlock(&j->mu);
 }
 
 void srv_job_post(srv_job *j, int32_t choice, const char *text, size_t n_text, const srv_logprob *lp,

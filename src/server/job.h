@@ -24,6 +24,8 @@ typedef struct srv_choice_out {
     srv_logprob *lp;       /* per token, when the request asked for logprobs */
     int32_t n_lp, cap_lp;
     int32_t n_tokens;      /* tokens generated */
+    char **steps;          /* nucleus_explain: one JSON object per drawn token (server/explain.h) */
+    int32_t n_steps, cap_steps;
     nc_finish finish;
     bool done;
 } srv_choice_out;
@@ -46,6 +48,7 @@ typedef struct srv_job {
     bool logprobs;
     bool tool_calls;       /* the output may hold calls in tool_format, to be parsed out */
     srv_tool_format tool_format;
+    int32_t explain_top_n; /* nucleus_explain: raw logits reported per step (0: off) */
     bool beam;             /* run with nc_beam_search, alone on the engine */
     nc_beam_params beam_params;
     bool contrastive;      /* run with nc_contrastive_search, alone on the engine */
@@ -88,6 +91,9 @@ int srv_job_own_params(srv_job *j, const srv_request *r);
  * NC_FINISH_NONE completes it. */
 void srv_job_post(srv_job *j, int32_t choice, const char *text, size_t n_text, const srv_logprob *lp,
                   int32_t n_tokens, nc_finish finish);
+/* Engine side, before the token's srv_job_post: its explain step (a JSON object, malloc'd, taken;
+ * NULL: out of memory, which fails the job). */
+void srv_job_post_step(srv_job *j, int32_t choice, char *step);
 /* End the job with an error (choices not done are done). */
 void srv_job_fail(srv_job *j, const srv_error *e);
 

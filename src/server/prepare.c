@@ -220,6 +220,7 @@ static void sampling_params(const srv_request *r, nc_sampler_params *p) {
     p->dry_allowed_length = r->dry_allowed_length;
     p->dry_penalty_last_n = r->dry_penalty_last_n;
     p->n_logprobs = r->logprobs ? r->top_logprobs : 0;
+    p->explain = r->explain_top_n > 0;
 }
 
 static int decoding_params(const srv_model_ctx *mc, const srv_request *r, srv_job *j, srv_error *e) {
@@ -228,6 +229,7 @@ static int decoding_params(const srv_model_ctx *mc, const srv_request *r, srv_jo
     j->logprobs = r->logprobs;
     j->tool_calls = r->tools_json && r->tool_choice != SRV_TOOLS_NONE;
     j->tool_format = mc->tools.format;
+    j->explain_top_n = r->explain_top_n;
     j->beam = r->use_beam_search;
     j->contrastive = r->contrastive;
     j->contrastive_params = (nc_contrastive_params){.penalty_alpha = r->penalty_alpha, .top_k = r->top_k};

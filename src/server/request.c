@@ -843,7 +843,7 @@ static const char *const COMMON_FIELDS[] = {
     "early_stopping", "num_beam_groups", "diversity_penalty", "penalty_alpha", "top_n_sigma", "xtc_probability",
     "xtc_threshold", "mirostat", "mirostat_tau", "mirostat_eta", "dry_multiplier", "dry_base", "dry_allowed_length",
     "dry_penalty_last_n", "dry_sequence_breakers", "samplers", "grammar", "json_schema", "response_format", "user",
-    "echo", "suffix", NULL};
+    "echo", "suffix", "nucleus_explain", NULL};
 static const char *const CHAT_FIELDS[] = {"messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice",
                                           "parallel_tool_calls", NULL};
 static const char *const COMPLETION_FIELDS[] = {"prompt", NULL};
@@ -868,6 +868,30 @@ static int refuse_unknown_fields(const cJSON *root, srv_api api, srv_error *e) {
         for (const cJSON *g = root->child; g != f; g = g->next)
             if (!strcmp(g->string, f->string)) return refuse(e, f->string, "'%s' is given twice", f->string);
     }
+    return 0;
+}
+
+/* Our extension for the web page's inspector: "nucleus_explain": true | false | {"top_n": N}
+ * (README, Web page). Strict: any other value or key is refused, naming it. */
+static int parse_explain(const cJSON *root, srv_request *r, srv_error *e) {
+    const cJSON *v = member(root, "nucleus_explain");
+    if (!v || cJSON_IsFalse(v)) return 0;
+    r->explain_top_n = SRV_EXPLAIN_TOP_N;
+    if (cJSON_IsObject(v)) {
+        for (const cJSON *k = v->child; k; k = k->next)
+            if (strcmp(k->string, "top_n"))
+                return refuse(e, "nucleus_explain", "'nucleus_explain' has no field '%.64s' (only 'top_n')", k->string);
+        const cJSON *n = member(v, "top_n");
+        if (n && (!is_integer(n) || n->valuedouble < 1 || n->valuedouble > SRV_MAX_EXPLAIN_TOP_N))
+            return refuse(e, "nucleus_explain.top_n", "'nucleus_explain.top_n' must be an integer between 1 and %d",
+                          SRV_MAX_EXPLAIN_TOP_N);
+        if (n) r->explain_top_n = (int32_t)n->valuedouble;
+    } else if (!cJSON_IsTrue(v)) {
+        return refuse(e, "nucleus_explain", "'nucleus_explain' must be true, false or {\"top_n\": N}");
+    }
+    if (r->use_beam_search || r->contrastive)
+        return refuse(e, "nucleus_explain", "'nucleus_explain' reports sampled tokens: not with %s",
+                      r->use_beam_search ? "beam search ('use_beam_search')" : "contrastive search ('penalty_alpha')");
     return 0;
 }
 
@@ -896,7 +920,7 @@ static int parse_fields(const cJSON *root, const srv_limits *lim, srv_request *r
                    parse_llama_samplers(root, r, e) || parse_logit_bias(root, lim, r, e) ||
                    parse_choices(root, lim, r, e) || parse_contrastive(root, lim, r, e) ||
                    parse_structured(root, r, e) || (r->api == SRV_API_CHAT && parse_tools(root, r, e)) ||
-                   refuse_unsupported(root, e)
+                   parse_explain(root, r, e) || refuse_unsupported(root, e)
                ? -1
                : 0;
 }

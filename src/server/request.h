@@ -17,6 +17,8 @@
 #define SRV_MAX_TOOLS 128      /* OpenAI's limit */
 #define SRV_MAX_BREAKERS 64    /* dry_sequence_breakers */
 #define SRV_MAX_FIELD_TEXT (1 << 20)  /* grammar, samplers: bytes */
+#define SRV_EXPLAIN_TOP_N 20       /* nucleus_explain: true */
+#define SRV_MAX_EXPLAIN_TOP_N 200  /* nucleus_explain.top_n at most */
 
 /* An error in OpenAI's shape: {"error": {"message", "type", "param", "code"}}. */
 typedef struct srv_error {
@@ -89,6 +91,8 @@ typedef struct srv_request {
     int32_t n_stop;
     bool logprobs;                 /* report the chosen tokens' log-probabilities */
     int32_t top_logprobs;          /* and this many alternatives */
+    int32_t explain_top_n;         /* nucleus_explain: each token's step with this many raw logits
+                                      (0: off; server/explain.h) */
     bool seed_given;
     uint64_t seed;
     float temperature, top_p, min_p, typical_p;

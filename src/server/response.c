@@ -229,6 +229,22 @@ static bool put_content(cJSON *msg, const srv_choice_view *c) {
     return put_text(msg, "content", c->text, c->n_text);
 }
 
+/* nucleus_explain: {"prompt_tokens": [...] (once per choice), "steps": [...]}. */
+static bool put_explain(cJSON *o, const srv_choice_view *c) {
+    if (!c->explain) return true;
+    cJSON *x = cJSON_CreateObject(), *steps = NULL;
+    bool ok = put(o, "nucleus_explain", x) &&
+              (!c->prompt || put(x, "prompt_tokens", cJSON_CreateIntArray(c->prompt, c->n_prompt))) &&
+              put(x, "steps", steps = cJSON_CreateArray());
+    for (int32_t i = 0; ok && i < c->n_steps; i++) ok = append(steps, cJSON_CreateRaw(c->steps[i]));
+    return ok;
+}
+
+/* "tool_calls" when the choice ended in calls, else its own reason. */
+static const char *choice_finish(const srv_choice_view *c) {
+    return has_calls(c) && c->finish != NC_FINISH_NONE ? "tool_calls" : finish_reason(c->finish);
+}
+
 static cJSON *choice_item(const srv_resp_meta *m, const srv_choice_view *c) {
     cJSON *o = cJSON_CreateObject();
     bool ok = put_num(o, "index", c->index);
@@ -240,8 +256,8 @@ static cJSON *choice_item(const srv_resp_meta *m, const srv_choice_view *c) {
     } else {
         ok = ok && put_text(o, "text", c->text, c->n_text);
     }
-    ok = ok && put(o, "logprobs", logprobs_item(m, c)) &&
-         put_str(o, "finish_reason", has_calls(c) && c->finish != NC_FINISH_NONE ? "tool_calls" : finish_reason(c->finish));
+    ok = ok && put(o, "logprobs", logprobs_item(m, c)) && put_str(o, "finish_reason", choice_finish(c)) &&
+         put_explain(o, c);
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -278,8 +294,8 @@ static cJSON *chunk_choice(const srv_resp_meta *m, const srv_choice_view *c, boo
     } else {
         ok = ok && put_text(o, "text", c->text, c->n_text);
     }
-    ok = ok && put(o, "logprobs", logprobs_item(m, c)) &&
-         put_str(o, "finish_reason", has_calls(c) && c->finish != NC_FINISH_NONE ? "tool_calls" : finish_reason(c->finish));
+    ok = ok && put(o, "logprobs", logprobs_item(m, c)) && put_str(o, "finish_reason", choice_finish(c)) &&
+         put_explain(o, c);
     if (!ok) {
         cJSON_Delete(o);
         return NULL;

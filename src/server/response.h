@@ -46,6 +46,11 @@ typedef struct srv_choice_view {
     nc_finish finish;          /* NC_FINISH_NONE: null */
     const srv_tool_calls *calls;  /* chat: calls made (then text is the content before them, null
                                      when empty, and the finish reason is "tool_calls") */
+    bool explain;              /* nucleus_explain: "nucleus_explain": {"prompt_tokens"?, "steps"} */
+    char *const *steps;        /* steps[0..n_steps): JSON objects (server/explain.h) */
+    int32_t n_steps;
+    const int32_t *prompt;     /* the prompt's ids, sent once per choice (NULL: not in this one) */
+    int32_t n_prompt;
 } srv_choice_view;
 
 typedef struct srv_usage {

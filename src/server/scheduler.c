@@ -9,6 +9,7 @@
 #include "common.h"
 #include "sampling/seq.h"
 #include "sampling/spec.h"
+#include "server/explain.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -550,12 +551,22 @@ typedef struct slot_ref {
     slot *sl;
 } slot_ref;
 
+static int piece_of(void *m, int32_t token, char *buf, int cap) { return nc_token_piece(m, token, buf, cap); }
+
+/* nucleus_explain: the step of the token just drawn, from the row it was drawn from. */
+static void post_step(srv_sched *s, slot *sl, seq *q, const seq_token *t) {
+    srv_explain_step in = {.choice = sl->choice, .step = seq_n_generated(q) - 1, .token = t->token,
+                           .eog = nc_token_is_eog(s->m, t->token), .finish = t->finish, .ex = t->explain,
+                           .logits = t->logits, .n_vocab = s->n_vocab, .top_n = sl->job->explain_top_n};
+    srv_job_post_step(sl->job, sl->choice, srv_json_explain_step(&in, piece_of, (void *)s->m));
+}
+
 /* A token the slot drew: to its job. */
 static int post_token(void *user, seq *q, const seq_token *t) {
     slot_ref *r = user;
     srv_job *j = r->sl->job;
-    (void)q;
     observe_token(r->s, r->sl, j);
+    if (j->explain_top_n > 0) post_step(r->s, r->sl, q, t);
     /* the end-of-generation token is not part of the text, nor of its logprobs */
     bool with_lp = j->logprobs && !nc_token_is_eog(r->s->m, t->token);
     srv_logprob lp = {.token = t->token};

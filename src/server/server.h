@@ -1,7 +1,7 @@
 /* `nucleus serve`: an OpenAI-compatible HTTP server over one model. Endpoints: GET /health,
  * GET /v1/models, POST /v1/completions, POST /v1/chat/completions, POST /tokenize,
  * POST /detokenize, GET /metrics, POST /slots/{id}?action=save|restore, GET /v1/models/{id},
- * POST /v1/embeddings (server/embed.h). Every request gets an access-log line (server/access.h). Requests run through the continuous-batching scheduler
+ * POST /v1/embeddings (server/embed.h), and the web page at / (server/web.h). Every request gets an access-log line (server/access.h). Requests run through the continuous-batching scheduler
  * (scheduler.h); connections are served by libmicrohttpd, one thread each. */
 #ifndef NC_SERVER_SERVER_H
 #define NC_SERVER_SERVER_H
@@ -26,6 +26,8 @@ typedef struct srv_config {
     const char *api_key;   /* NULL: no authentication */
     const char *allowed_hosts; /* Host names answered, comma-separated, "*": any; NULL: see
                                   srv_default_allowed_hosts */
+    const char *cors;      /* origins whose pages may call the API, comma-separated, "*": any;
+                              NULL: CORS off (server/web.h) */
     size_t max_body;       /* bytes; larger bodies get 413 */
     double drain_seconds;  /* at shutdown, how long running requests may finish */
     double header_seconds; /* a request's headers must arrive within this of the connection opening

@@ -575,6 +575,40 @@ static void test_tools(void) {
                    "messages[0].tool_call_id");
 }
 
+/* nucleus_explain: true (the default top_n), {"top_n": N} within 1..200, false; anything else a
+ * 400 naming it; not with beam or contrastive search. */
+static void test_explain(void) {
+    srv_request r;
+    srv_error e;
+    CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"x\"}", &r, &e) == 0 && r.explain_top_n == 0);
+    srv_request_free(&r);
+    CHECK(parse(SRV_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"nucleus_explain\":true}", &r, &e) == 0);
+    CHECK(r.explain_top_n == SRV_EXPLAIN_TOP_N);
+    srv_request_free(&r);
+    CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"nucleus_explain\":{\"top_n\":200},\"stream\":true}", &r, &e) == 0);
+    CHECK(r.explain_top_n == 200);
+    srv_request_free(&r);
+    CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"nucleus_explain\":{}}", &r, &e) == 0);
+    CHECK(r.explain_top_n == SRV_EXPLAIN_TOP_N);
+    srv_request_free(&r);
+    CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"nucleus_explain\":false}", &r, &e) == 0 && r.explain_top_n == 0);
+    srv_request_free(&r);
+    static const char *const top_n[] = {"0", "201", "-1", "2.5", "1e9", "\"5\"", "null", "true"};
+    char body[160];
+    for (size_t i = 0; i < sizeof top_n / sizeof *top_n; i++) {
+        snprintf(body, sizeof body, "{\"prompt\":\"x\",\"nucleus_explain\":{\"top_n\":%s}}", top_n[i]);
+        if (strcmp(top_n[i], "null")) expect_refusal(SRV_API_COMPLETIONS, body, "nucleus_explain.top_n");
+    }
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"nucleus_explain\":{\"top_n\":3,\"x\":1}}", "nucleus_explain");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"nucleus_explain\":\"yes\"}", "nucleus_explain");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"nucleus_explain\":1}", "nucleus_explain");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"nucleus_explain\":[20]}", "nucleus_explain");
+    expect_refusal(SRV_API_COMPLETIONS,
+                   "{\"prompt\":\"x\",\"use_beam_search\":true,\"best_of\":2,\"nucleus_explain\":true}", "nucleus_explain");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"penalty_alpha\":0.5,\"top_k\":2,\"nucleus_explain\":true}",
+                   "nucleus_explain");
+}
+
 int main(void) {
     test_completion_defaults();
     test_completion_fields();
@@ -593,5 +627,6 @@ int main(void) {
     test_llama_samplers();
     test_structured_output();
     test_tools();
+    test_explain();
     return test_summary("test_server_request");
 }
