@@ -284,11 +284,16 @@ static sview view_of(const gr_matcher *m, const frame *f) {
 #define P_LEN(p) (((p) >> 24) & 7u)
 #define P_MAKE(cp, need, len) ((cp) | (uint32_t)(need) << 21 | (uint32_t)(len) << 24)
 
+static const uint32_t MIN_CP[5] = {0, 0, 0x80, 0x800, 0x10000}; /* by encoded length: shorter is overlong */
+
 /* Stacks of s whose class can match some character completing the partial one: into m->out. */
 static bool filter_partial(gr_matcher *m, sview s, uint32_t partial) {
     uint32_t need = P_NEED(partial), bits = 6 * need;
     uint32_t lo = P_CP(partial) << bits, hi = lo | ((1u << bits) - 1);
+    if (lo < MIN_CP[P_LEN(partial)]) lo = MIN_CP[P_LEN(partial)];
+    if (hi > 0x10FFFF) hi = 0x10FFFF;
     m->out.n = 0;
+    if (lo > hi) return true; /* no valid character starts so */
     for (int32_t i = 0; i < s.n; i++) {
         if (s.ids[i] == COMPLETE) continue;
         const gr_elem *e = &m->g->elems[m->nodes[s.ids[i]].pos];
@@ -312,7 +317,6 @@ static bool step_char(gr_matcher *m, sview s, uint32_t cp) {
 
 /* s advanced by byte b into m->out and *partial; false when nothing survives. */
 static bool step_byte(gr_matcher *m, sview s, uint8_t b, uint32_t *partial) {
-    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
     uint32_t p = s.partial, cp;
     if (P_NEED(p) == 0) {
         if (b < 0x80) cp = b;
@@ -330,7 +334,7 @@ static bool step_byte(gr_matcher *m, sview s, uint8_t b, uint32_t *partial) {
             *partial = P_MAKE(v, need, len);
             return filter_partial(m, s, *partial) && m->out.n > 0;
         }
-        if (v < min_cp[len] || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return false;
+        if (v < MIN_CP[len] || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return false;
         cp = v;
     }
     *partial = 0;

@@ -167,10 +167,10 @@ int nc_sampler_new(nc_sampler **out, const nc_model *m, int32_t n_vocab, const n
     s->p.logit_bias = NULL;
     s->p.dry_breakers = NULL;
     s->p.samplers = NULL;
-    s->p.grammar = NULL;
     s->n_vocab = n_vocab;
     build_chain(s, order, n_order);
     describe_chain(s);
+    s->p.grammar = NULL; /* the text is compiled below; the sampler keeps no pointer into it */
     s->buf = malloc((size_t)n_vocab * sizeof *s->buf);
     if (!s->buf) { nc_sampler_free(s); return nc_fail(err, "out of memory"); }
     if (copy_bias(s, p, err) || collect_eog(s, m, err) || collect_breakers(s, m, p, err) ||
