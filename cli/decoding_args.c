@@ -312,6 +312,11 @@ static int set_grammar(cli_decoding *d, const char *flag, const char *v) {
         if (!own(d, gbnf)) { free(gbnf); return oom(); }
         text = gbnf;
     }
+    nc_err err;
+    if (nc_grammar_check(text, &err)) {
+        fprintf(stderr, "error: %s: %s\n", flag, err.msg);
+        return -1;
+    }
     d->grammar_flag = flag;
     d->sp.grammar = text;
     return 1;

@@ -307,6 +307,9 @@ int32_t nc_sample_temperature(const float *logits, int32_t n, float temp, nc_rng
  * {"type":"object"} any JSON object. *gbnf is malloc'd (free it); on failure the error names the
  * keyword and where it is (a JSON pointer). */
 int nc_json_schema_to_grammar(const char *schema_json, const char *root_name, char **gbnf, nc_err *err);
+/* Whether GBNF text parses (as nc_sampler_new would compile it), without a model: -1 with the
+ * error (line:column and the problem) when not. For checking a request before it is queued. */
+int nc_grammar_check(const char *gbnf, nc_err *err);
 
 /* A sampler turns one row of logits plus the history of the sequence into the next token. It is
  * a chain of small stages, each transforming the candidate list (id, logit, probability) in

@@ -622,3 +622,10 @@ void gr_free(gr_grammar *g) {
     free(g->rule_alt);
     free(g);
 }
+
+int nc_grammar_check(const char *gbnf, nc_err *err) {
+    gr_grammar *g;
+    if (gr_parse(&g, gbnf, strlen(gbnf), err)) return -1;
+    gr_free(g);
+    return 0;
+}

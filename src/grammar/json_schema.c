@@ -129,16 +129,19 @@ static bool name_taken(const conv *c, const char *n) {
 /* A fresh rule name: base, with letters, digits and '-' only, made unique with -2, -3 ... */
 static char *take_name(conv *c, const char *base) {
     if (c->failed) return NULL;
-    c->failed = true;
     if (c->n_names >= MAX_RULES) {
+        c->failed = true;
         nc_fail(c->err, "json schema: more than %d rules", MAX_RULES);
         return NULL;
     }
-    nc_fail(c->err, "out of memory");
     size_t n = strlen(base);
     if (n > 200) n = 200;
     char *clean = malloc(n + 16);
-    if (!clean) return NULL;
+    if (!clean) {
+        c->failed = true;
+        nc_fail(c->err, "out of memory");
+        return NULL;
+    }
     for (size_t i = 0; i < n; i++) {
         char ch = base[i];
         bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-';
@@ -149,12 +152,16 @@ static char *take_name(conv *c, const char *base) {
     if (c->n_names == c->cap_names) {
         int cap = c->cap_names ? 2 * c->cap_names : 64;
         char **g = realloc(c->names, (size_t)cap * sizeof *g);
-        if (!g) { free(clean); return NULL; }
+        if (!g) {
+            free(clean);
+            c->failed = true;
+            nc_fail(c->err, "out of memory");
+            return NULL;
+        }
         c->names = g;
         c->cap_names = cap;
     }
     c->names[c->n_names++] = clean;
-    c->failed = false;
     return clean;
 }
 

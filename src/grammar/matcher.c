@@ -163,7 +163,11 @@ static bool class_meets(const gr_grammar *g, const gr_elem *e, uint32_t lo, uint
             if (r[i].lo <= hi && r[i].hi >= lo) return true;
         return false;
     }
-    for (uint32_t x = lo;;) { /* the first point of [lo, hi] no range covers */
+    for (uint32_t x = lo;;) { /* the first point of [lo, hi] no range covers, surrogates skipped */
+        if (x >= 0xD800 && x <= 0xDFFF) {
+            if (hi < 0xE000) return false;
+            x = 0xE000;
+        }
         int32_t i = 0;
         while (i < e->b && !(x >= r[i].lo && x <= r[i].hi)) i++;
         if (i == e->b) return true;
@@ -293,7 +297,7 @@ static bool filter_partial(gr_matcher *m, sview s, uint32_t partial) {
     if (lo < MIN_CP[P_LEN(partial)]) lo = MIN_CP[P_LEN(partial)];
     if (hi > 0x10FFFF) hi = 0x10FFFF;
     m->out.n = 0;
-    if (lo > hi) return true; /* no valid character starts so */
+    if (lo > hi || (lo >= 0xD800 && hi <= 0xDFFF)) return true; /* no valid character starts so (ED A0..: surrogates) */
     for (int32_t i = 0; i < s.n; i++) {
         if (s.ids[i] == COMPLETE) continue;
         const gr_elem *e = &m->g->elems[m->nodes[s.ids[i]].pos];

@@ -137,6 +137,9 @@ static void test_utf8(void) {
     REJECT(any, "\x80");
     REJECT(any, "\xed\xa0\x80");
     REJECT(any, "\xe0\x80");   /* overlong: refused at its second byte */
+    REJECT(any, "\xed\xa5");   /* the start of a surrogate, for '.' and for a negated class */
+    REJECT("root ::= [^a]*", "\xed\xa0");
+    PREFIX("root ::= [^a]*", "\xed\x9f");
     PREFIX(any, "\xe6\x97");
 }
 
