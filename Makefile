@@ -102,6 +102,8 @@ $(BUILD)/kv_compress: bench/kv_compress.c $(BUILD)/rel/libnucleus.a
 	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS)
 $(BUILD)/kv_budget_speed: bench/kv_budget_speed.c $(BUILD)/rel/libnucleus.a
 	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/grammar_bench: bench/grammar_bench.c $(BUILD)/rel/libnucleus.a
+	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS)
 
 # Fuzz harnesses need clang's libFuzzer.
 FUZZ_SRC := $(shell find tests/fuzz -name 'fuzz_*.c' | sort)

@@ -71,8 +71,9 @@ typedef struct cli_decoding {
     const char **stops, **breakers;
     int32_t *stop_ids;
     nc_logit_bias *bias;
-    char **owned; /* unescaped copies of string arguments */
+    char **owned; /* unescaped copies of string arguments, grammars */
     int n_owned;
+    const char *grammar_flag; /* which of --grammar, --grammar-file, --json-schema(-file) gave sp.grammar */
 } cli_decoding;
 void cli_decoding_init(cli_decoding *d);
 /* 1: argv[*i] was a decoding flag, consumed with its value; 0: not one; -1: refused (message printed). */

@@ -76,7 +76,9 @@ static const char USAGE[] =
     "beams: --beams N  --length-penalty A (1)  --n-best K (1)  --early-stopping[=true|false|never] (false)\n"
     "  --num-beam-groups G (1; diverse beam search)  --diversity-penalty D (0)\n"
     "contrastive search: --penalty-alpha A (0..1; 0 = greedy) with --top-k K candidates (40)\n"
-    "output: -N SAMPLES  --logprobs N  --logprobs-mode raw|processed  --explain[=text|json]\n";
+    "output: -N SAMPLES  --logprobs N  --logprobs-mode raw|processed  --explain[=text|json]\n"
+    "structured output (one of; runs first in the chain, allows only text the grammar generates):\n"
+    "  --grammar GBNF  --grammar-file FILE (llama.cpp's GBNF)  -j, --json-schema JSON  --json-schema-file FILE\n";
 
 static const char CONTEXT_USAGE[] =
     "a full context (default: generation stops and says so):\n"
@@ -274,6 +276,52 @@ static int set_early_stopping(cli_decoding *d, const char *a) {
     return 1;
 }
 
+/* Keep a malloc'd string until cli_decoding_free. */
+static bool own(cli_decoding *d, char *s) {
+    char **owned = one_more(d->owned, d->n_owned, sizeof *owned);
+    if (!owned) return false;
+    d->owned = owned;
+    owned[d->n_owned++] = s;
+    return true;
+}
+
+/* --grammar TEXT, --grammar-file FILE, --json-schema JSON (-j), --json-schema-file FILE: the GBNF
+ * text of the grammar stage (a schema converted here, so its errors come before the model loads). */
+static int set_grammar(cli_decoding *d, const char *flag, const char *v) {
+    if (d->grammar_flag) {
+        fprintf(stderr, "error: %s: %s already gives the grammar; give one of --grammar, --grammar-file, "
+                        "--json-schema, --json-schema-file\n", flag, d->grammar_flag);
+        return -1;
+    }
+    bool file = strstr(flag, "-file") != NULL, schema = strstr(flag, "json") || !strcmp(flag, "-j");
+    size_t len;
+    char *text = file ? cli_read_text(v, &len) : strdup(v);
+    if (!text) return file ? -1 : oom();
+    if (!own(d, text)) { free(text); return oom(); }
+    if (!*text) {
+        fprintf(stderr, "error: %s: the %s is empty\n", flag, schema ? "schema" : "grammar");
+        return -1;
+    }
+    if (schema) {
+        nc_err err;
+        char *gbnf;
+        if (nc_json_schema_to_grammar(text, NULL, &gbnf, &err)) {
+            fprintf(stderr, "error: %s: %s\n", flag, err.msg);
+            return -1;
+        }
+        if (!own(d, gbnf)) { free(gbnf); return oom(); }
+        text = gbnf;
+    }
+    nc_err err;
+    if (nc_grammar_check(text, &err)) {
+        fprintf(stderr, "error: %s: %s\n", flag, err.msg);
+        return -1;
+    }
+    d->grammar_flag = flag;
+    d->sp.grammar = text;
+    return 1;
+}
+
 static int numeric_flag(const char *a, const char *v, cli_decoding *d) {
     for (size_t k = 0; k < sizeof FLOAT_FLAGS / sizeof *FLOAT_FLAGS; k++) {
         const float_flag *f = &FLOAT_FLAGS[k];
@@ -298,7 +346,8 @@ static int numeric_flag(const char *a, const char *v, cli_decoding *d) {
 static bool takes_value(const char *a) {
     static const char *const with_value[] = {"--stop", "--stop-ids", "--dry-sequence-breaker", "--logit-bias",
                                              "--samplers", "--seed", "--length-penalty", "--logprobs-mode",
-                                             "--diversity-penalty", "--penalty-alpha"};
+                                             "--diversity-penalty", "--penalty-alpha", "--grammar", "--grammar-file",
+                                             "--json-schema", "-j", "--json-schema-file"};
     for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
         if (!strcmp(a, with_value[k])) return true;
     for (size_t k = 0; k < sizeof FLOAT_FLAGS / sizeof *FLOAT_FLAGS; k++)
@@ -314,6 +363,7 @@ static int valued_flag(const char *a, const char *v, cli_decoding *d) {
     if (!strcmp(a, "--dry-sequence-breaker")) return add_breaker(d, a, v);
     if (!strcmp(a, "--logit-bias")) return add_bias(d, a, v);
     if (!strcmp(a, "--logprobs-mode")) return set_logprobs_mode(d, a, v);
+    if (!strncmp(a, "--grammar", 9) || !strncmp(a, "--json-schema", 13) || !strcmp(a, "-j")) return set_grammar(d, a, v);
     if (!strcmp(a, "--samplers")) {
         d->sp.samplers = v;
         return 1;
@@ -412,6 +462,11 @@ bool cli_decoding_finish(cli_decoding *d) {
     }
     if (d->use_beams && (d->explain || d->sp.n_logprobs)) {
         fprintf(stderr, "error: %s: works with sampling, not with --beams\n", d->explain ? "--explain" : "--logprobs");
+        return false;
+    }
+    if (d->grammar_flag && (d->use_beams || d->use_contrastive)) {
+        fprintf(stderr, "error: %s: works with sampling, not with %s\n", d->grammar_flag,
+                d->use_beams ? "--beams" : "contrastive search (--penalty-alpha)");
         return false;
     }
     if (!cli_context_finish(&d->context) || !contrastive_finish(d)) return false;

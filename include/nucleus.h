@@ -297,6 +297,20 @@ int32_t nc_sample_temperature(const float *logits, int32_t n, float temp, nc_rng
 
 /* ---- Decoding: the sampler chain, stop rules, generation, beam search --------------------- */
 
+/* A JSON Schema as a GBNF grammar (for nc_sampler_params.grammar) generating JSON text valid
+ * against it (README, Structured output, lists the keywords supported and refused). The rule for
+ * the schema's value is named root_name (NULL: "root"); every other rule it emits is named
+ * root_name followed by '-', so conversions with different root names can be concatenated into
+ * one grammar beside rules of the caller's own. Whitespace: none outside strings except one
+ * optional space or newline (followed by at most 16 spaces or tabs) after '{' '[' ',' ':' and
+ * before '}' ']', so even a random model cannot loop for ever on blanks. "{}" gives any JSON value,
+ * {"type":"object"} any JSON object. *gbnf is malloc'd (free it); on failure the error names the
+ * keyword and where it is (a JSON pointer). */
+int nc_json_schema_to_grammar(const char *schema_json, const char *root_name, char **gbnf, nc_err *err);
+/* Whether GBNF text parses (as nc_sampler_new would compile it), without a model: -1 with the
+ * error (line:column and the problem) when not. For checking a request before it is queued. */
+int nc_grammar_check(const char *gbnf, nc_err *err);
+
 /* A sampler turns one row of logits plus the history of the sequence into the next token. It is
  * a chain of small stages, each transforming the candidate list (id, logit, probability) in
  * place; their order is data (`samplers`). Default order:
@@ -356,6 +370,10 @@ typedef struct nc_sampler_params {
     int32_t n_logprobs;         /* alternatives reported per token, 0..NC_LOGPROBS_MAX */
     nc_logprobs_mode logprobs_mode;
     bool explain;               /* keep a record of what every stage did (nc_sampler_explain) */
+    const char *grammar;        /* GBNF text (llama.cpp's format); NULL or "": none. The stage
+                                   `grammar` then runs first: every token whose text cannot continue
+                                   the grammar is set to -inf, end-of-generation tokens are allowed
+                                   only where the grammar can be complete (README, Structured output) */
 } nc_sampler_params;
 
 /* llama.cpp's defaults: temp 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_last_n 64,
@@ -369,7 +387,11 @@ int nc_sampler_params_check(const nc_sampler_params *p, nc_err *err);
 typedef struct nc_sampler nc_sampler;
 
 /* n_vocab: the length of a logits row. m may be NULL: then end-of-generation bans (min_tokens,
- * ignore_eos) and DRY sequence breakers, which need the vocabulary, are refused. */
+ * ignore_eos), DRY sequence breakers and a grammar, which need the vocabulary, are refused. A
+ * grammar that does not parse fails here with its error (line:column and the problem). The
+ * grammar's state follows the history: each step it consumes the generated tokens
+ * (history[n_prompt..n_history)) it has not seen, starting over when the history is not an
+ * extension of what it consumed (a rollback, another sequence). */
 int nc_sampler_new(nc_sampler **out, const nc_model *m, int32_t n_vocab, const nc_sampler_params *p, nc_err *err);
 void nc_sampler_free(nc_sampler *s);
 /* Restart the generator from seed and Mirostat's mu from 2 * tau. */

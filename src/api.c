@@ -1,4 +1,5 @@
 /* The public API (include/nucleus.h): thin wrappers that tie the layers together. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 #include "format/hf_dump.h"
 #include "format/mapped.h"
 #include "forward/forward.h"
+#include "grammar/grammar.h"
 #include "kernels/kernels.h"
 #include "kv/kv_file.h"
 #include "kv/kv_policy.h"
@@ -25,6 +27,8 @@ struct nc_model {
     vocab *v;
     char *chat_template;  /* a Hugging Face directory's (GGUF files keep theirs in the metadata) */
     size_t chat_template_len;
+    pthread_mutex_t grammar_lock;  /* guards grammar_vocab, built on the first grammar's use */
+    gr_vocab *grammar_vocab;
 };
 
 struct nc_context {
@@ -68,6 +72,7 @@ int nc_model_load(nc_model **out, const char *path, nc_err *err) {
     *out = NULL;
     nc_model *nm = calloc(1, sizeof *nm);
     if (!nm) return nc_fail(err, "out of memory");
+    pthread_mutex_init(&nm->grammar_lock, NULL);
     struct stat st;
     bool dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
     if (dir ? load_hf(nm, path, err) : load_gguf(nm, path, err)) {
@@ -86,6 +91,8 @@ int nc_model_load(nc_model **out, const char *path, nc_err *err) {
 
 void nc_model_free(nc_model *m) {
     if (!m) return;
+    gr_vocab_free(m->grammar_vocab);
+    pthread_mutex_destroy(&m->grammar_lock);
     free(m->chat_template);
     vocab_free(m->v);
     model_free(m->m);
@@ -182,6 +189,19 @@ int32_t nc_token_eos(const nc_model *m) { return vocab_eos(m->v); }
 bool nc_token_is_eog(const nc_model *m, int32_t id) { return vocab_is_eog(m->v, id); }
 bool nc_vocab_adds_bos(const nc_model *m) { return vocab_add_bos(m->v); }
 int nc_token_piece(const nc_model *m, int32_t id, char *buf, int cap) { return vocab_token_piece(m->v, id, true, buf, cap); }
+
+/* The grammar's view of a token: the bytes it adds to generated text (control tokens none). */
+static int grammar_piece(void *user, int32_t id, char *buf, int cap) { return vocab_token_piece(user, id, false, buf, cap); }
+static bool grammar_eog(void *user, int32_t id) { return vocab_is_eog(user, id); }
+
+const gr_vocab *nc_model_grammar_vocab(const nc_model *m, nc_err *err) {
+    nc_model *mm = (nc_model *)m; /* the cache is logically const: built once, then shared read-only */
+    pthread_mutex_lock(&mm->grammar_lock);
+    if (!mm->grammar_vocab) gr_vocab_build(&mm->grammar_vocab, vocab_n_tokens(m->v), grammar_piece, grammar_eog, m->v, err);
+    const gr_vocab *v = mm->grammar_vocab;
+    pthread_mutex_unlock(&mm->grammar_lock);
+    return v;
+}
 
 int nc_tokenize(const nc_model *m, const char *text, size_t len, bool add_special, bool parse_special, int32_t *out,
                 int cap, nc_err *err) {

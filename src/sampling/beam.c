@@ -407,6 +407,9 @@ int nc_beam_search(nc_context *c, const nc_model *m, const int32_t *prompt, int3
                    nc_beam_result *out, nc_err *err) {
     memset(out, 0, sizeof *out);
     if (check_beam_params(bp, n_prompt, err)) return -1;
+    /* A beam's processed distribution would need a matcher per beam, forked with it: not done. */
+    if (processing && processing->grammar && *processing->grammar)
+        return nc_fail(err, "grammar: not supported with beam search");
     if (stop->max_tokens < 0) return nc_fail(err, "max_tokens: %d is negative", stop->max_tokens);
     int32_t n_ctx = nc_context_n_ctx(c);
     if (n_prompt > n_ctx) return nc_fail(err, "the prompt has %d tokens, more than the context of %d", n_prompt, n_ctx);

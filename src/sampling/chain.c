@@ -8,9 +8,11 @@
 #include "common.h"
 #include "sampling/sampler.h"
 
-static const stage_kind DEFAULT_ORDER[ST_COUNT] = {ST_PENALTIES, ST_DRY,   ST_NGRAM, ST_BIAS,    ST_TEMP,
-                                                   ST_TOP_N_SIGMA, ST_TOP_K, ST_TYPICAL, ST_TOP_P, ST_MIN_P,
-                                                   ST_EPSILON,   ST_ETA,   ST_XTC};
+/* The grammar stage is not in any order: when there is a grammar it runs first, so that every
+ * later stage (penalties, truncation, the draw) sees only tokens the grammar allows. */
+static const stage_kind DEFAULT_ORDER[] = {ST_PENALTIES, ST_DRY, ST_NGRAM, ST_BIAS, ST_TEMP, ST_TOP_N_SIGMA, ST_TOP_K,
+                                           ST_TYPICAL, ST_TOP_P, ST_MIN_P, ST_EPSILON, ST_ETA, ST_XTC};
+#define N_DEFAULT_ORDER ((int32_t)(sizeof DEFAULT_ORDER / sizeof DEFAULT_ORDER[0]))
 
 /* ---- building the chain ---- */
 
@@ -25,11 +27,14 @@ static bool name_is(const char *s, size_t len, const char *name) {
 }
 
 static int lookup_stage(const char *s, size_t len, nc_err *err) {
+    if (name_is(s, len, STAGES[ST_GRAMMAR].name))
+        return nc_fail(err, "sampler stage 'grammar' cannot be ordered: it always runs first when a grammar is given");
     for (int k = 0; k < ST_COUNT; k++)
-        if (name_is(s, len, STAGES[k].name) || name_is(s, len, STAGES[k].alias)) return k;
+        if (k != ST_GRAMMAR && (name_is(s, len, STAGES[k].name) || name_is(s, len, STAGES[k].alias))) return k;
     char known[256] = "";
     for (int k = 0; k < ST_COUNT; k++)
-        snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", k ? ", " : "", STAGES[k].name);
+        if (k != ST_GRAMMAR)
+            snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", k ? ", " : "", STAGES[k].name);
     return nc_fail(err, "unknown sampler stage '%.*s' (known: %s)", (int)len, s, known);
 }
 
@@ -63,6 +68,7 @@ static bool in_chain(const nc_sampler *s, stage_kind k) {
  * stages are left out. */
 static void build_chain(nc_sampler *s, const stage_kind *order, int32_t n_order) {
     s->n_chain = 0;
+    if (STAGES[ST_GRAMMAR].active(&s->p)) s->chain[s->n_chain++] = ST_GRAMMAR;
     bool named_bias = false;
     for (int32_t i = 0; i < n_order; i++) named_bias |= order[i] == ST_BIAS;
     if (!named_bias && STAGES[ST_BIAS].active(&s->p)) s->chain[s->n_chain++] = ST_BIAS;
@@ -78,7 +84,9 @@ static void describe_chain(nc_sampler *s) {
     size_t cap = sizeof s->describe, len = 0;
     for (int32_t i = 0; i < s->n_chain; i++) {
         const stage_def *st = &STAGES[s->chain[i]];
-        len += (size_t)snprintf(d + len, cap - len, "%s %g -> ", st->label, st->param(&s->p));
+        double v = st->param(&s->p);
+        if (isnan(v)) len += (size_t)snprintf(d + len, cap - len, "%s -> ", st->label);
+        else len += (size_t)snprintf(d + len, cap - len, "%s %g -> ", st->label, v);
     }
     if (s->p.mirostat) snprintf(d + len, cap - len, "mirostat %d (tau %g, eta %g)", s->p.mirostat, s->p.mirostat_tau,
                                 s->p.mirostat_eta);
@@ -120,6 +128,18 @@ static int collect_breakers(nc_sampler *s, const nc_model *m, const nc_sampler_p
     return 0;
 }
 
+/* The grammar, its matcher, and the model's token trie (built once per model, shared). */
+static int compile_grammar(nc_sampler *s, const nc_model *m, const nc_sampler_params *p, nc_err *err) {
+    if (!p->grammar || !*p->grammar) return 0;
+    if (!m) return nc_fail(err, "a grammar needs the model's token texts");
+    if (gr_parse(&s->grammar, p->grammar, strlen(p->grammar), err)) return -1;
+    if (!(s->gvocab = nc_model_grammar_vocab(m, err))) return -1;
+    if (gr_matcher_new(&s->matcher, s->grammar, err)) return -1;
+    s->allowed = malloc((size_t)s->n_vocab);
+    if (!s->allowed) return nc_fail(err, "out of memory");
+    return 0;
+}
+
 static int copy_bias(nc_sampler *s, const nc_sampler_params *p, nc_err *err) {
     if (p->n_logit_bias == 0) return 0;
     for (int32_t i = 0; i < p->n_logit_bias; i++)
@@ -137,10 +157,10 @@ int nc_sampler_new(nc_sampler **out, const nc_model *m, int32_t n_vocab, const n
     if (n_vocab <= 0) return nc_fail(err, "sampler: n_vocab must be positive, got %d", n_vocab);
     if (nc_sampler_params_check(p, err)) return -1;
     stage_kind order[ST_COUNT];
-    int32_t n_order = ST_COUNT;
+    int32_t n_order = N_DEFAULT_ORDER;
     if (p->samplers) {
         if (parse_order(p->samplers, order, &n_order, err)) return -1;
-    } else memcpy(order, DEFAULT_ORDER, sizeof order);
+    } else memcpy(order, DEFAULT_ORDER, sizeof DEFAULT_ORDER);
     nc_sampler *s = calloc(1, sizeof *s);
     if (!s) return nc_fail(err, "out of memory");
     s->p = *p;
@@ -150,9 +170,11 @@ int nc_sampler_new(nc_sampler **out, const nc_model *m, int32_t n_vocab, const n
     s->n_vocab = n_vocab;
     build_chain(s, order, n_order);
     describe_chain(s);
+    s->p.grammar = NULL; /* the text is compiled below; the sampler keeps no pointer into it */
     s->buf = malloc((size_t)n_vocab * sizeof *s->buf);
     if (!s->buf) { nc_sampler_free(s); return nc_fail(err, "out of memory"); }
-    if (copy_bias(s, p, err) || collect_eog(s, m, err) || collect_breakers(s, m, p, err)) {
+    if (copy_bias(s, p, err) || collect_eog(s, m, err) || collect_breakers(s, m, p, err) ||
+        compile_grammar(s, m, p, err)) {
         nc_sampler_free(s);
         return -1;
     }
@@ -163,6 +185,10 @@ int nc_sampler_new(nc_sampler **out, const nc_model *m, int32_t n_vocab, const n
 
 void nc_sampler_free(nc_sampler *s) {
     if (!s) return;
+    gr_matcher_free(s->matcher);
+    gr_free(s->grammar);
+    free(s->consumed);
+    free(s->allowed);
     free(s->bias);
     free(s->eog);
     free(s->breaker);

@@ -182,6 +182,10 @@ int nc_contrastive_search(nc_context *c, const nc_model *m, const int32_t *promp
     memset(out, 0, sizeof *out);
     int32_t n_ctx = nc_context_n_ctx(c);
     if (check_params(cp, n_prompt, n_ctx, err)) return -1;
+    /* Its candidates are the top_k of the processed distribution, whatever their probability: a
+       grammar would have to limit them too; not done. */
+    if (processing && processing->grammar && *processing->grammar)
+        return nc_fail(err, "grammar: not supported with contrastive search");
     if (stop->max_tokens < 0) return nc_fail(err, "max_tokens: %d is negative", stop->max_tokens);
     nc_model_info info;
     nc_model_get_info(m, &info);

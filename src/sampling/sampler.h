@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "grammar/grammar.h"
 #include "nucleus.h"
 
 typedef struct cand {
@@ -77,12 +78,12 @@ void smp_mirostat_update(float p, float tau, float eta, double *mu);
 
 typedef enum stage_kind {
     ST_PENALTIES, ST_DRY, ST_NGRAM, ST_BIAS, ST_TEMP, ST_TOP_N_SIGMA, ST_TOP_K, ST_TYPICAL, ST_TOP_P, ST_MIN_P, ST_EPSILON,
-    ST_ETA, ST_XTC,
+    ST_ETA, ST_XTC, ST_GRAMMAR,
     ST_COUNT
 } stage_kind;
 
 typedef enum stage_role {
-    ROLE_PROCESSOR,   /* adjusts logits from the history; kept for beam search */
+    ROLE_PROCESSOR,   /* adjusts logits from the history; kept for beam search (grammar: always first) */
     ROLE_SHAPE,       /* temperature, fixed or dynamic */
     ROLE_TRUNCATION,  /* removes candidates; left out under Mirostat, which truncates itself */
 } stage_role;
@@ -109,6 +110,13 @@ struct nc_sampler {
     size_t scratch_cap;
     nc_explain ex;
     char describe[512];
+    /* the grammar stage: its rules, matcher, the model's token trie, the generated tokens the
+       matcher has consumed, and the step's mask */
+    gr_grammar *grammar;
+    gr_matcher *matcher;
+    const gr_vocab *gvocab;
+    int32_t *consumed, n_consumed, cap_consumed;
+    uint8_t *allowed;
 };
 
 /* A stage: its names, its role, when it is active, what it does (stages.c). */

@@ -98,6 +98,11 @@ int spec_state_new(spec_state **out, spec_drafter *d, const nc_sampler_params *s
     sp.seed = sampling->seed ^ 0x9e3779b97f4a7c15ull; /* its own draws, not the model's */
     sp.explain = false;
     sp.n_logprobs = 0;
+    /* The draft samples without the grammar. Either way the verification is lossless (the model's
+       chain, grammar first, gives p, and rejection sampling against any q yields p); unconstrained
+       saves masking the vocabulary once per draft token, which costs far more relative to a small
+       draft model's step than to the model's, and a draft that strays is simply rejected. */
+    sp.grammar = NULL;
     st->q = malloc((size_t)d->max * (size_t)d->n_vocab * sizeof *st->q);
     st->certain = malloc((size_t)d->max * sizeof *st->certain);
     if (!st->q || !st->certain) return nc_fail(err, "out of memory");

@@ -1,7 +1,9 @@
 /* The stages of the chain: each calls its algorithm (truncation.c, penalties.c, dry.c) and, when
  * explaining, reports what it did. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "sampling/sampler.h"
 
@@ -200,6 +202,50 @@ static void xtc_apply(nc_sampler *s, const step_in *in, cand_list *c, nc_explain
                   s->p.xtc_threshold, s->p.xtc_probability, before - c->n, c->n, before, r->mass);
 }
 
+/* The grammar: first bring the matcher up to the history (the tokens generated so far), then mask.
+ * The state is a function of the generated tokens alone, so speculative decoding's verification
+ * (which draws position by position through the same sampler) and rollbacks need no other call. */
+static bool grammar_sync(nc_sampler *s, const step_in *in) {
+    int32_t n = in->n_history - in->n_prompt;
+    const int32_t *gen = in->history + in->n_prompt;
+    if (n < 0) n = 0;
+    if (n < s->n_consumed || (s->n_consumed && memcmp(gen, s->consumed, (size_t)s->n_consumed * sizeof *gen))) {
+        gr_matcher_reset(s->matcher);
+        s->n_consumed = 0;
+    }
+    if (n > s->cap_consumed) {
+        int32_t *g = realloc(s->consumed, (size_t)n * sizeof *g);
+        if (!g) return false;
+        s->consumed = g;
+        s->cap_consumed = n;
+    }
+    for (int32_t i = s->n_consumed; i < n; i++) {
+        uint32_t len = 0;
+        const uint8_t *bytes = gen[i] >= 0 && gen[i] < gr_vocab_n_tokens(s->gvocab) ? gr_vocab_piece(s->gvocab, gen[i], &len)
+                                                                                    : NULL;
+        if (bytes) gr_matcher_feed(s->matcher, bytes, len);
+        s->consumed[s->n_consumed++] = gen[i];
+    }
+    return true;
+}
+
+static bool grammar_active(const nc_sampler_params *p) { return p->grammar && *p->grammar; }
+static double grammar_param(const nc_sampler_params *p) { return NAN; }
+static void grammar_apply(nc_sampler *s, const step_in *in, cand_list *c, nc_explain_stage *r) {
+    int32_t before = c->n, allowed = 0;
+    bool synced = grammar_sync(s, in);
+    if (synced) allowed = gr_matcher_mask(s->matcher, s->gvocab, s->allowed, s->n_vocab);
+    bool stuck = allowed == 0;
+    if (stuck) /* the text cannot go on under the grammar (or memory ran out): end it */
+        for (int32_t id = 0; id < s->n_vocab; id++) s->allowed[id] = id < gr_vocab_n_tokens(s->gvocab) && gr_vocab_is_eog(s->gvocab, id);
+    for (int32_t i = 0; i < c->n; i++)
+        if (!s->allowed[c->data[i].id]) c->data[i].logit = -INFINITY;
+    if (!r) return;
+    stage_report(r, "grammar", NAN, before, c, 1.0);
+    snprintf(r->what, sizeof r->what, "grammar: %d of %d tokens allowed%s%s", allowed, before,
+             gr_matcher_can_end(s->matcher) ? ", may end here" : "", stuck ? " (none: only end-of-generation)" : "");
+}
+
 const stage_def STAGES[ST_COUNT] = {
     [ST_PENALTIES] = {"penalties", NULL, "penalties", ROLE_PROCESSOR, penalties_active, penalties_apply, penalties_param},
     [ST_DRY] = {"dry", NULL, "dry", ROLE_PROCESSOR, dry_active, dry_apply, dry_param},
@@ -215,4 +261,5 @@ const stage_def STAGES[ST_COUNT] = {
     [ST_EPSILON] = {"epsilon", "epsilon_cutoff", "epsilon", ROLE_TRUNCATION, epsilon_active, epsilon_apply, epsilon_param},
     [ST_ETA] = {"eta", "eta_cutoff", "eta", ROLE_TRUNCATION, eta_active, eta_apply, eta_param},
     [ST_XTC] = {"xtc", NULL, "xtc", ROLE_TRUNCATION, xtc_active, xtc_apply, xtc_param},
+    [ST_GRAMMAR] = {"grammar", NULL, "grammar", ROLE_PROCESSOR, grammar_active, grammar_apply, grammar_param},
 };

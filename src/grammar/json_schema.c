@@ -1,0 +1,719 @@
+/* JSON Schema -> GBNF (nc_json_schema_to_grammar). Every schema becomes a rule whose sentences are
+ * the JSON texts valid against it (within the supported keywords; anything else is refused with
+ * the keyword and a JSON pointer to it, never silently ignored). Rule names: the root's is
+ * root_name, every other one starts with root_name and '-'.
+ *
+ * Choices made for generation:
+ * - whitespace: one optional blank after '{' '[' ',' ':' and around values, a space or a newline
+ *   followed by up to 16 spaces or tabs, so a model (even a random one) cannot spin on blanks;
+ * - numbers: at most 16 integer digits, 16 fraction digits and 3 exponent digits;
+ * - an object with `properties` and no `additionalProperties` gets no other keys (what a caller
+ *   of a schema for generation wants); without `properties` any keys are allowed;
+ * - properties come in the order of `properties`; `oneOf` is treated as `anyOf`;
+ * - formats date, time, date-time (RFC 3339, February has 28 days: no leap-year arithmetic) and
+ *   uuid; other formats, `pattern`, `minimum` / `maximum` and the like are refused. */
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar/grammar.h"
+
+#define MAX_DEPTH 64      /* nested schemas */
+#define MAX_COUNT 4096    /* minItems, maxItems, minLength, maxLength */
+#define MAX_RULES 20000
+
+typedef struct sbuf {
+    char *s;
+    size_t n, cap;
+    bool oom;
+} sbuf;
+
+typedef enum prim { P_WS, P_CHAR, P_STRING, P_INT_PART, P_NUMBER, P_INTEGER, P_BOOLEAN, P_NULL, P_VALUE, P_OBJECT,
+                    P_ARRAY, P_DATE, P_TIME, P_DATE_TIME, P_UUID, P_COUNT } prim;
+
+typedef struct conv {
+    const char *root;
+    cJSON *doc;
+    sbuf out;
+    char **names;       /* every rule name taken */
+    int n_names, cap_names;
+    char **ref_keys, **ref_rules;  /* $ref strings and their rules */
+    bool failed;        /* a name could not be made (limit, memory): err is set */
+    int n_refs;
+    char *prim[P_COUNT];
+    int depth;
+    nc_err *err;
+} conv;
+
+/* ---- text ---- */
+
+static void sb_put(sbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (b->n + n + 1 > cap) cap *= 2;
+        char *g = cap <= GR_MAX_TEXT * 2u ? realloc(b->s, cap) : NULL;
+        if (!g) { b->oom = true; return; }
+        b->s = g;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = 0;
+}
+
+__attribute__((format(printf, 2, 3))) static void sb_printf(sbuf *b, const char *fmt, ...) {
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n < sizeof tmp) { sb_put(b, tmp, (size_t)n); return; }
+    char *big = malloc((size_t)n + 1);
+    if (!big) { b->oom = true; return; }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    sb_put(b, big, (size_t)n);
+    free(big);
+}
+
+/* s as a GBNF string literal: quotes, backslashes and control characters escaped, UTF-8 kept. */
+static void sb_literal(sbuf *b, const char *s) {
+    sb_put(b, "\"", 1);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            char e[2] = {'\\', (char)c};
+            sb_put(b, e, 2);
+        } else if (c < 0x20 || c == 0x7F) sb_printf(b, "\\x%02X", c);
+        else sb_put(b, (const char *)&c, 1);
+    }
+    sb_put(b, "\"", 1);
+}
+
+static int fail(conv *c, const char *ptr, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(conv *c, const char *ptr, const char *fmt, ...) {
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return nc_fail(c->err, "json schema: %s at %s", msg, *ptr ? ptr : "/ (the root)");
+}
+
+/* ptr + "/" + key with JSON pointer escapes (~0 ~1), malloc'd. */
+static char *ptr_join(const char *ptr, const char *key) {
+    sbuf b = {0};
+    sb_put(&b, ptr, strlen(ptr));
+    sb_put(&b, "/", 1);
+    for (const char *k = key; *k; k++)
+        if (*k == '~') sb_put(&b, "~0", 2);
+        else if (*k == '/') sb_put(&b, "~1", 2);
+        else sb_put(&b, k, 1);
+    if (b.oom) { free(b.s); return NULL; }
+    return b.s ? b.s : strdup(ptr);
+}
+
+/* ---- rule names ---- */
+
+static bool name_taken(const conv *c, const char *n) {
+    for (int i = 0; i < c->n_names; i++)
+        if (!strcmp(c->names[i], n)) return true;
+    return false;
+}
+
+/* A fresh rule name: base, with letters, digits and '-' only, made unique with -2, -3 ... */
+static char *take_name(conv *c, const char *base) {
+    if (c->failed) return NULL;
+    if (c->n_names >= MAX_RULES) {
+        c->failed = true;
+        nc_fail(c->err, "json schema: more than %d rules", MAX_RULES);
+        return NULL;
+    }
+    size_t n = strlen(base);
+    if (n > 200) n = 200;
+    char *clean = malloc(n + 16);
+    if (!clean) {
+        c->failed = true;
+        nc_fail(c->err, "out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char ch = base[i];
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-';
+        clean[i] = ok ? ch : '-';
+    }
+    clean[n] = 0;
+    for (int k = 2; name_taken(c, clean); k++) snprintf(clean + n, 16, "-%d", k);
+    if (c->n_names == c->cap_names) {
+        int cap = c->cap_names ? 2 * c->cap_names : 64;
+        char **g = realloc(c->names, (size_t)cap * sizeof *g);
+        if (!g) {
+            free(clean);
+            c->failed = true;
+            nc_fail(c->err, "out of memory");
+            return NULL;
+        }
+        c->names = g;
+        c->cap_names = cap;
+    }
+    c->names[c->n_names++] = clean;
+    return clean;
+}
+
+static char *sub_name(conv *c, const char *parent, const char *suffix) {
+    char base[256];
+    snprintf(base, sizeof base, "%s-%s", parent, suffix);
+    return take_name(c, base);
+}
+
+static void emit(conv *c, const char *name, const char *body) {
+    sb_printf(&c->out, "%s ::= %s\n", name, body);
+}
+
+/* ---- the fixed rules, made on first use ---- */
+
+static const char *prim_rule(conv *c, prim p) {
+    static const char *const suffix[P_COUNT] = {"ws", "char", "string", "int-part", "number", "integer", "boolean",
+                                                "null", "value", "object", "array", "date", "time", "date-time",
+                                                "uuid"};
+    if (c->prim[p]) return c->prim[p];
+    char *name = sub_name(c, c->root, suffix[p]);
+    if (!name) return NULL;
+    c->prim[p] = name;
+    char body[700];
+    const char *ws = p == P_OBJECT || p == P_ARRAY ? prim_rule(c, P_WS) : "";
+    switch (p) {
+    case P_WS: snprintf(body, sizeof body, "( \" \" | \"\\n\" [ \\t]{0,16} )?"); break;
+    case P_CHAR: snprintf(body, sizeof body, "[^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )"); break;
+    case P_STRING: snprintf(body, sizeof body, "\"\\\"\" %s* \"\\\"\"", prim_rule(c, P_CHAR)); break;
+    case P_INT_PART: snprintf(body, sizeof body, "\"0\" | [1-9] [0-9]{0,15}"); break;
+    case P_NUMBER:
+        snprintf(body, sizeof body, "\"-\"? %s ( \".\" [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?", prim_rule(c, P_INT_PART));
+        break;
+    case P_INTEGER: snprintf(body, sizeof body, "\"-\"? %s", prim_rule(c, P_INT_PART)); break;
+    case P_BOOLEAN: snprintf(body, sizeof body, "\"true\" | \"false\""); break;
+    case P_NULL: snprintf(body, sizeof body, "\"null\""); break;
+    case P_VALUE:
+        snprintf(body, sizeof body, "%s | %s | %s | %s | %s | %s", prim_rule(c, P_OBJECT), prim_rule(c, P_ARRAY),
+                 prim_rule(c, P_STRING), prim_rule(c, P_NUMBER), prim_rule(c, P_BOOLEAN), prim_rule(c, P_NULL));
+        break;
+    case P_OBJECT: {
+        const char *s = prim_rule(c, P_STRING), *v = prim_rule(c, P_VALUE);
+        snprintf(body, sizeof body, "\"{\" %s ( %s %s \":\" %s %s %s ( \",\" %s %s %s \":\" %s %s %s )* )? \"}\"", ws, s,
+                 ws, ws, v, ws, ws, s, ws, ws, v, ws);
+        break;
+    }
+    case P_ARRAY: {
+        const char *v = prim_rule(c, P_VALUE);
+        snprintf(body, sizeof body, "\"[\" %s ( %s %s ( \",\" %s %s %s )* )? \"]\"", ws, v, ws, ws, v, ws);
+        break;
+    }
+    case P_DATE:
+        snprintf(body, sizeof body,
+                 "[0-9]{4} \"-\" ( ( \"01\" | \"03\" | \"05\" | \"07\" | \"08\" | \"10\" | \"12\" ) \"-\" ( \"0\" [1-9] | "
+                 "[12] [0-9] | \"3\" [01] ) | ( \"04\" | \"06\" | \"09\" | \"11\" ) \"-\" ( \"0\" [1-9] | [12] [0-9] | "
+                 "\"30\" ) | \"02\" \"-\" ( \"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8] ) )");
+        break;
+    case P_TIME:
+        snprintf(body, sizeof body,
+                 "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{1,6} )? ( \"Z\" | [+-] "
+                 "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )");
+        break;
+    case P_DATE_TIME: snprintf(body, sizeof body, "%s \"T\" %s", prim_rule(c, P_DATE), prim_rule(c, P_TIME)); break;
+    case P_UUID:
+        snprintf(body, sizeof body, "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" "
+                                    "[0-9a-fA-F]{12}");
+        break;
+    default: return NULL;
+    }
+    emit(c, name, body);
+    return name;
+}
+
+/* ---- schemas ---- */
+
+static int gen(conv *c, const cJSON *schema, const char *ptr, const char *name);
+
+static const char *const ANNOTATIONS[] = {"title", "description", "$schema", "$id", "default", "examples", "$comment",
+                                          "$defs", "definitions"};
+static const char *const CONSTRAINTS[] = {"type", "properties", "required", "additionalProperties", "enum", "const",
+                                          "items", "prefixItems", "minItems", "maxItems", "minLength", "maxLength",
+                                          "anyOf", "oneOf", "allOf", "$ref", "format"};
+
+static bool in_list(const char *k, const char *const *list, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(k, list[i])) return true;
+    return false;
+}
+#define IN(k, list) in_list(k, list, sizeof list / sizeof *list)
+
+/* Every keyword known; those beside $ref / anyOf / enum / const must be annotations or the type. */
+static int check_keywords(conv *c, const cJSON *s, const char *ptr) {
+    const char *alone = NULL;
+    for (const cJSON *k = s->child; k; k = k->next) {
+        if (!IN(k->string, ANNOTATIONS) && !IN(k->string, CONSTRAINTS)) {
+            char *p = ptr_join(ptr, k->string);
+            int rc = fail(c, p ? p : ptr, "unsupported keyword '%s'", k->string);
+            free(p);
+            return rc;
+        }
+        if (!strcmp(k->string, "$ref") || !strcmp(k->string, "anyOf") || !strcmp(k->string, "oneOf") ||
+            !strcmp(k->string, "allOf") || !strcmp(k->string, "enum") || !strcmp(k->string, "const"))
+            alone = k->string;
+    }
+    if (!alone) return 0;
+    for (const cJSON *k = s->child; k; k = k->next)
+        if (strcmp(k->string, alone) && !IN(k->string, ANNOTATIONS) && strcmp(k->string, "type"))
+            return fail(c, ptr, "'%s' beside '%s' is not supported (put the constraints inside it)", k->string, alone);
+    return 0;
+}
+
+static int count_keyword(conv *c, const cJSON *s, const char *key, const char *ptr, long dflt, long *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, key);
+    *out = dflt;
+    if (!v) return 0;
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0)) return fail(c, ptr, "'%s' must be a non-negative integer", key);
+    if (v->valuedouble > MAX_COUNT) return fail(c, ptr, "'%s' %g is above the supported %d", key, v->valuedouble, MAX_COUNT);
+    if (v->valuedouble != (double)(long)v->valuedouble) return fail(c, ptr, "'%s' must be a non-negative integer", key);
+    *out = (long)v->valuedouble;
+    return 0;
+}
+
+static void sb_repeat(sbuf *b, long min, long max) {
+    if (max < 0) sb_printf(b, "{%ld,}", min);
+    else sb_printf(b, "{%ld,%ld}", min, max);
+}
+
+/* A sub-schema's rule, named parent-suffix; its name into *out (owned by c). */
+static int sub(conv *c, const cJSON *schema, const char *ptr, const char *key, const char *parent, const char *suffix,
+               const char **out) {
+    char *p = ptr_join(ptr, key), *name = p ? sub_name(c, parent, suffix) : NULL;
+    int rc = name ? gen(c, schema, p, name) : nc_fail(c->err, "out of memory");
+    free(p);
+    *out = name;
+    return rc;
+}
+
+static int string_body(conv *c, const cJSON *s, const char *ptr, sbuf *b) {
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
+    long min, max;
+    if (count_keyword(c, s, "minLength", ptr, 0, &min) || count_keyword(c, s, "maxLength", ptr, -1, &max)) return -1;
+    if (max >= 0 && max < min) return fail(c, ptr, "maxLength is below minLength");
+    if (fmt) {
+        if (min || max >= 0) return fail(c, ptr, "minLength / maxLength beside 'format' are not supported");
+        static const char *const names[] = {"date", "time", "date-time", "uuid"};
+        static const prim rules[] = {P_DATE, P_TIME, P_DATE_TIME, P_UUID};
+        for (int i = 0; i < 4 && cJSON_IsString(fmt); i++)
+            if (!strcmp(fmt->valuestring, names[i])) {
+                sb_printf(b, "\"\\\"\" %s \"\\\"\"", prim_rule(c, rules[i]));
+                return 0;
+            }
+        return fail(c, ptr, "format %s is not supported (date, time, date-time, uuid are)",
+                    cJSON_IsString(fmt) ? fmt->valuestring : "(not a string)");
+    }
+    if (min == 0 && max < 0) {
+        sb_printf(b, "%s", prim_rule(c, P_STRING));
+        return 0;
+    }
+    sb_printf(b, "\"\\\"\" %s", prim_rule(c, P_CHAR));
+    sb_repeat(b, min, max);
+    sb_printf(b, " \"\\\"\"");
+    return 0;
+}
+
+/* A property's key and value: "\"key\"" ws ":" ws value ws. */
+static int property_kv(conv *c, const char *key, const char *value_rule, const char *name, char **out) {
+    sbuf b = {0}, k = {0};
+    cJSON *js = cJSON_CreateString(key);
+    char *quoted = js ? cJSON_PrintUnformatted(js) : NULL;
+    cJSON_Delete(js);
+    if (!quoted) return nc_fail(c->err, "out of memory");
+    sb_literal(&k, quoted);
+    free(quoted);
+    const char *ws = prim_rule(c, P_WS);
+    sb_printf(&b, "%s %s \":\" %s %s %s", k.s ? k.s : "\"\"", ws, ws, value_rule, ws);
+    free(k.s);
+    char *kv = sub_name(c, name, "kv");
+    if (!kv || b.oom) { free(b.s); return nc_fail(c->err, "out of memory"); }
+    emit(c, kv, b.s);
+    free(b.s);
+    *out = kv;
+    return 0;
+}
+
+/* The properties in order, required ones always, optional ones maybe, then additional ones when
+ * allowed. first_i: what can come from property i on when nothing was written yet; rest_i: the
+ * same after something was (each item led by a comma). Built from the end. */
+static int object_body(conv *c, const cJSON *s, const char *ptr, const char *name, sbuf *b) {
+    const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
+    const cJSON *addl = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
+    if (props && !cJSON_IsObject(props)) return fail(c, ptr, "'properties' must be an object");
+    if (req && !cJSON_IsArray(req)) return fail(c, ptr, "'required' must be an array");
+    for (const cJSON *r = req ? req->child : NULL; r; r = r->next)
+        if (!cJSON_IsString(r)) return fail(c, ptr, "'required' must hold strings");
+    /* keys: the properties, then required names without a schema (any value) */
+    int n = 0;
+    for (const cJSON *p = props ? props->child : NULL; p; p = p->next) n++;
+    for (const cJSON *r = req ? req->child : NULL; r; r = r->next)
+        if (!props || !cJSON_GetObjectItemCaseSensitive(props, r->valuestring)) n++;
+    char **kv = calloc((size_t)n + 1, sizeof *kv);
+    bool *required = calloc((size_t)n + 1, 1);
+    if (!kv || !required) { free(kv), free(required); return nc_fail(c->err, "out of memory"); }
+    int i = 0, rc = 0;
+    char *pp = ptr_join(ptr, "properties");
+    for (const cJSON *p = props ? props->child : NULL; p && rc == 0; p = p->next, i++) {
+        const char *vr;
+        rc = pp ? sub(c, p, pp, p->string, name, p->string, &vr) : nc_fail(c->err, "out of memory");
+        if (rc == 0) rc = property_kv(c, p->string, vr, name, &kv[i]);
+        for (const cJSON *r = req ? req->child : NULL; r; r = r->next) required[i] |= !strcmp(r->valuestring, p->string);
+    }
+    free(pp);
+    for (const cJSON *r = req ? req->child : NULL; r && rc == 0; r = r->next)
+        if (!props || !cJSON_GetObjectItemCaseSensitive(props, r->valuestring)) {
+            required[i] = true;
+            rc = property_kv(c, r->valuestring, prim_rule(c, P_VALUE), name, &kv[i++]);
+        }
+    /* additional properties: absent means none when properties are listed, any otherwise */
+    const char *extra = NULL;
+    if (rc == 0 && (addl ? !cJSON_IsFalse(addl) : !props)) {
+        const char *vr = prim_rule(c, P_VALUE);
+        if (addl && !cJSON_IsTrue(addl)) rc = sub(c, addl, ptr, "additionalProperties", name, "additional", &vr);
+        const char *ws = prim_rule(c, P_WS);
+        char *x = rc == 0 ? sub_name(c, name, "extra-kv") : NULL;
+        if (rc == 0 && !x) rc = nc_fail(c->err, "out of memory");
+        if (rc == 0) {
+            sbuf e = {0};
+            sb_printf(&e, "%s %s \":\" %s %s %s", prim_rule(c, P_STRING), ws, ws, vr, ws);
+            emit(c, x, e.s ? e.s : "\"\"");
+            free(e.s);
+            extra = x;
+        }
+    }
+    const char *ws = prim_rule(c, P_WS);
+    char *next_first = NULL, *next_rest = NULL;
+    for (int k = n; k >= 0 && rc == 0; k--) {
+        char *first = sub_name(c, name, "first"), *rest = sub_name(c, name, "rest");
+        if (!first || !rest) { rc = nc_fail(c->err, "out of memory"); break; }
+        sbuf fb = {0}, rb = {0};
+        if (k == n) {
+            if (extra) {
+                sb_printf(&fb, "( %s ( \",\" %s %s )* )?", extra, ws, extra);
+                sb_printf(&rb, "( \",\" %s %s )*", ws, extra);
+            } else sb_printf(&fb, "\"\""), sb_printf(&rb, "\"\"");
+        } else if (required[k]) {
+            sb_printf(&fb, "%s %s", kv[k], next_rest);
+            sb_printf(&rb, "\",\" %s %s %s", ws, kv[k], next_rest);
+        } else {
+            sb_printf(&fb, "%s %s | %s", kv[k], next_rest, next_first);
+            sb_printf(&rb, "( \",\" %s %s )? %s", ws, kv[k], next_rest);
+        }
+        emit(c, first, fb.s);
+        emit(c, rest, rb.s);
+        free(fb.s), free(rb.s);
+        next_first = first, next_rest = rest;
+    }
+    if (rc == 0) sb_printf(b, "\"{\" %s %s \"}\"", ws, next_first);
+    free(kv), free(required);
+    return rc;
+}
+
+/* Positions t.. of an array: prefix item t (or items), with a comma before all but the first. */
+static void array_tail(conv *c, sbuf *b, char **elem, int n_prefix, const char *item, long t, long min, long max) {
+    const char *ws = prim_rule(c, P_WS);
+    char sep[160];
+    snprintf(sep, sizeof sep, t > 0 ? "\",\" %s " : "", ws);
+    if (max >= 0 && t >= max) return;
+    if (t < n_prefix) {
+        bool opt = t >= min;
+        sb_printf(b, " %s%s%s", opt ? "( " : "", sep, elem[t]);
+        array_tail(c, b, elem, n_prefix, item, t + 1, min, max);
+        sb_printf(b, "%s", opt ? " )?" : "");
+        return;
+    }
+    if (!item) return;
+    long need = min > t ? min - t : 0, more = max < 0 ? -1 : max - t;
+    if (t > 0) {
+        sb_printf(b, " ( \",\" %s %s )", ws, item);
+        sb_repeat(b, need, more);
+    } else {
+        sb_printf(b, " ( %s ( \",\" %s %s )", item, ws, item);
+        sb_repeat(b, need > 0 ? need - 1 : 0, more < 0 ? -1 : more - 1);
+        sb_printf(b, " )%s", need > 0 ? "" : "?");
+    }
+}
+
+static int array_body(conv *c, const cJSON *s, const char *ptr, const char *name, sbuf *b) {
+    const cJSON *prefix = cJSON_GetObjectItemCaseSensitive(s, "prefixItems");
+    const cJSON *items = cJSON_GetObjectItemCaseSensitive(s, "items");
+    long min, max;
+    if (count_keyword(c, s, "minItems", ptr, 0, &min) || count_keyword(c, s, "maxItems", ptr, -1, &max)) return -1;
+    if (max >= 0 && max < min) return fail(c, ptr, "maxItems is below minItems");
+    if (prefix && !cJSON_IsArray(prefix)) return fail(c, ptr, "'prefixItems' must be an array");
+    int n_prefix = prefix ? cJSON_GetArraySize(prefix) : 0;
+    if (n_prefix > MAX_COUNT) return fail(c, ptr, "more than %d prefixItems", MAX_COUNT);
+    char **elem = calloc((size_t)n_prefix + 1, sizeof *elem);
+    if (!elem) return nc_fail(c->err, "out of memory");
+    const char *ws = prim_rule(c, P_WS);
+    int rc = 0, t = 0;
+    char *pp = ptr_join(ptr, "prefixItems");
+    for (const cJSON *p = prefix ? prefix->child : NULL; p && rc == 0; p = p->next, t++) {
+        char idx[24];
+        snprintf(idx, sizeof idx, "%d", t);
+        const char *vr;
+        rc = pp ? sub(c, p, pp, idx, name, idx, &vr) : nc_fail(c->err, "out of memory");
+        if (rc == 0) {
+            sbuf e = {0};
+            sb_printf(&e, "%s %s", vr, ws);
+            elem[t] = e.s;
+        }
+    }
+    free(pp);
+    char *item = NULL;
+    if (rc == 0 && !cJSON_IsFalse(items)) {
+        const char *vr = prim_rule(c, P_VALUE);
+        if (items && !cJSON_IsTrue(items)) rc = sub(c, items, ptr, "items", name, "item", &vr);
+        sbuf e = {0};
+        sb_printf(&e, "%s %s", vr, ws);
+        item = e.s;
+    }
+    if (rc == 0 && !item && n_prefix < min) rc = fail(c, ptr, "minItems %ld needs more items than 'items': false allows", min);
+    if (rc == 0) {
+        sb_printf(b, "\"[\" %s", ws);
+        array_tail(c, b, elem, n_prefix, item, 0, min, max);
+        sb_printf(b, " \"]\"");
+    }
+    for (int k = 0; k < n_prefix; k++) free(elem[k]);
+    free(elem), free(item);
+    return rc;
+}
+
+/* The body for one type name. */
+static int typed_body(conv *c, const cJSON *s, const char *type, const char *ptr, const char *name, sbuf *b) {
+    if (!strcmp(type, "string")) return string_body(c, s, ptr, b);
+    if (!strcmp(type, "object")) return object_body(c, s, ptr, name, b);
+    if (!strcmp(type, "array")) return array_body(c, s, ptr, name, b);
+    static const char *const simple[] = {"number", "integer", "boolean", "null"};
+    static const prim rules[] = {P_NUMBER, P_INTEGER, P_BOOLEAN, P_NULL};
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(type, simple[i])) {
+            sb_printf(b, "%s", prim_rule(c, rules[i]));
+            return 0;
+        }
+    return fail(c, ptr, "unknown type '%s'", type);
+}
+
+/* No `type`: what the keywords imply, else any value. */
+static const char *implied_type(const cJSON *s) {
+    if (cJSON_GetObjectItemCaseSensitive(s, "properties") || cJSON_GetObjectItemCaseSensitive(s, "required") ||
+        cJSON_GetObjectItemCaseSensitive(s, "additionalProperties"))
+        return "object";
+    if (cJSON_GetObjectItemCaseSensitive(s, "items") || cJSON_GetObjectItemCaseSensitive(s, "prefixItems") ||
+        cJSON_GetObjectItemCaseSensitive(s, "minItems") || cJSON_GetObjectItemCaseSensitive(s, "maxItems"))
+        return "array";
+    if (cJSON_GetObjectItemCaseSensitive(s, "minLength") || cJSON_GetObjectItemCaseSensitive(s, "maxLength") ||
+        cJSON_GetObjectItemCaseSensitive(s, "format"))
+        return "string";
+    return NULL;
+}
+
+static int literal_body(conv *c, const cJSON *v, sbuf *b) {
+    char *json = cJSON_PrintUnformatted(v);
+    if (!json) return nc_fail(c->err, "out of memory");
+    sb_literal(b, json);
+    free(json);
+    return 0;
+}
+
+/* "#", "#/$defs/NAME" or "#/definitions/NAME": its rule (made once; recursion refers to the name). */
+static int ref_body(conv *c, const cJSON *ref, const char *ptr, sbuf *b) {
+    if (!cJSON_IsString(ref)) return fail(c, ptr, "'$ref' must be a string");
+    const char *r = ref->valuestring;
+    if (!strcmp(r, "#")) {
+        sb_printf(b, "%s", c->root);
+        return 0;
+    }
+    for (int i = 0; i < c->n_refs; i++)
+        if (!strcmp(c->ref_keys[i], r)) {
+            sb_printf(b, "%s", c->ref_rules[i]);
+            return 0;
+        }
+    const char *key = !strncmp(r, "#/$defs/", 8) ? "$defs" : !strncmp(r, "#/definitions/", 14) ? "definitions" : NULL;
+    if (!key) return fail(c, ptr, "$ref '%s' is not supported (only #, #/$defs/NAME and #/definitions/NAME)", r);
+    const char *enc = r + strlen(key) + 3;
+    char dec[256];
+    size_t n = 0;
+    for (const char *q = enc; *q && n + 1 < sizeof dec; q++) {
+        if (*q == '/') return fail(c, ptr, "$ref '%s' is not supported (only one level under %s)", r, key);
+        if (*q == '~' && (q[1] == '0' || q[1] == '1')) dec[n++] = q[1] == '0' ? '~' : '/', q++;
+        else dec[n++] = *q;
+    }
+    dec[n] = 0;
+    const cJSON *defs = cJSON_GetObjectItemCaseSensitive(c->doc, key);
+    const cJSON *target = defs ? cJSON_GetObjectItemCaseSensitive(defs, dec) : NULL;
+    if (!target) return fail(c, ptr, "$ref '%s' points to nothing", r);
+    char **keys = realloc(c->ref_keys, (size_t)(c->n_refs + 1) * sizeof *keys);
+    if (keys) c->ref_keys = keys;
+    char **rules = realloc(c->ref_rules, (size_t)(c->n_refs + 1) * sizeof *rules);
+    if (rules) c->ref_rules = rules;
+    char base[300];
+    snprintf(base, sizeof base, "%s-%s", c->root, dec);
+    char *rule = keys && rules ? take_name(c, base) : NULL, *dup = rule ? strdup(r) : NULL;
+    if (!dup) return nc_fail(c->err, "out of memory");
+    c->ref_keys[c->n_refs] = dup;
+    c->ref_rules[c->n_refs++] = rule;
+    sb_printf(b, "%s", rule);
+    char p0[300];
+    snprintf(p0, sizeof p0, "/%s", key);
+    char *p = ptr_join(p0, dec);
+    int rc = p ? gen(c, target, p, rule) : nc_fail(c->err, "out of memory");
+    free(p);
+    return rc;
+}
+
+/* allOf of object schemas: their properties and required lists merged into one object. */
+static int all_of_body(conv *c, const cJSON *all, const char *ptr, const char *name, sbuf *b) {
+    if (!cJSON_IsArray(all) || !all->child) return fail(c, ptr, "'allOf' must be a non-empty array");
+    cJSON *merged = cJSON_CreateObject(), *props = cJSON_CreateObject(), *req = cJSON_CreateArray();
+    int rc = merged && props && req ? 0 : nc_fail(c->err, "out of memory");
+    const cJSON *addl = NULL;
+    for (const cJSON *s = all->child; s && rc == 0; s = s->next) {
+        if (!cJSON_IsObject(s)) { rc = fail(c, ptr, "allOf: every schema must be an object schema"); break; }
+        for (const cJSON *k = s->child; k && rc == 0; k = k->next) {
+            if (IN(k->string, ANNOTATIONS)) continue;
+            if (!strcmp(k->string, "type") && cJSON_IsString(k) && !strcmp(k->valuestring, "object")) continue;
+            if (!strcmp(k->string, "properties") && cJSON_IsObject(k)) {
+                for (const cJSON *p = k->child; p; p = p->next) {
+                    cJSON_DeleteItemFromObjectCaseSensitive(props, p->string);
+                    cJSON_AddItemToObject(props, p->string, cJSON_Duplicate(p, true));
+                }
+            } else if (!strcmp(k->string, "required") && cJSON_IsArray(k)) {
+                for (const cJSON *r = k->child; r; r = r->next) cJSON_AddItemToArray(req, cJSON_Duplicate(r, true));
+            } else if (!strcmp(k->string, "additionalProperties")) addl = k;
+            else rc = fail(c, ptr, "allOf: only object schemas (type, properties, required, additionalProperties) can be merged, not '%s'", k->string);
+        }
+    }
+    if (rc == 0) {
+        cJSON_AddStringToObject(merged, "type", "object");
+        cJSON_AddItemToObject(merged, "properties", props);
+        cJSON_AddItemToObject(merged, "required", req);
+        props = req = NULL;
+        if (addl) cJSON_AddItemToObject(merged, "additionalProperties", cJSON_Duplicate(addl, true));
+        rc = object_body(c, merged, ptr, name, b);
+    }
+    cJSON_Delete(merged), cJSON_Delete(props), cJSON_Delete(req);
+    return rc;
+}
+
+static int alternatives_body(conv *c, const cJSON *list, const char *key, const char *ptr, const char *name, sbuf *b) {
+    if (!cJSON_IsArray(list) || !list->child) return fail(c, ptr, "'%s' must be a non-empty array", key);
+    char *pp = ptr_join(ptr, key);
+    int i = 0, rc = pp ? 0 : nc_fail(c->err, "out of memory");
+    for (const cJSON *s = list->child; s && rc == 0; s = s->next, i++) {
+        char idx[24];
+        snprintf(idx, sizeof idx, "%d", i);
+        const char *vr;
+        rc = sub(c, s, pp, idx, name, idx, &vr);
+        if (rc == 0) sb_printf(b, "%s%s", i ? " | " : "", vr);
+    }
+    free(pp);
+    return rc;
+}
+
+static int schema_body(conv *c, const cJSON *s, const char *ptr, const char *name, sbuf *b) {
+    if (cJSON_IsTrue(s)) {
+        sb_printf(b, "%s", prim_rule(c, P_VALUE));
+        return 0;
+    }
+    if (cJSON_IsFalse(s)) return fail(c, ptr, "the schema false allows nothing");
+    if (!cJSON_IsObject(s)) return fail(c, ptr, "a schema must be an object or a boolean");
+    if (check_keywords(c, s, ptr)) return -1;
+    const cJSON *v;
+    if ((v = cJSON_GetObjectItemCaseSensitive(s, "$ref"))) return ref_body(c, v, ptr, b);
+    if ((v = cJSON_GetObjectItemCaseSensitive(s, "const"))) return literal_body(c, v, b);
+    if ((v = cJSON_GetObjectItemCaseSensitive(s, "enum"))) {
+        if (!cJSON_IsArray(v) || !v->child) return fail(c, ptr, "'enum' must be a non-empty array");
+        for (const cJSON *e = v->child; e; e = e->next) {
+            if (e != v->child) sb_printf(b, " | ");
+            if (literal_body(c, e, b)) return -1;
+        }
+        return 0;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(s, "anyOf"))) return alternatives_body(c, v, "anyOf", ptr, name, b);
+    if ((v = cJSON_GetObjectItemCaseSensitive(s, "oneOf"))) return alternatives_body(c, v, "oneOf", ptr, name, b);
+    if ((v = cJSON_GetObjectItemCaseSensitive(s, "allOf"))) return all_of_body(c, v, ptr, name, b);
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(s, "type");
+    if (!type) {
+        const char *t = implied_type(s);
+        if (t) return typed_body(c, s, t, ptr, name, b);
+        sb_printf(b, "%s", prim_rule(c, P_VALUE));
+        return 0;
+    }
+    if (cJSON_IsString(type)) return typed_body(c, s, type->valuestring, ptr, name, b);
+    if (!cJSON_IsArray(type) || !type->child) return fail(c, ptr, "'type' must be a string or a non-empty array");
+    for (const cJSON *t = type->child; t; t = t->next) {
+        if (!cJSON_IsString(t)) return fail(c, ptr, "'type' must hold strings");
+        char alt[40];
+        snprintf(alt, sizeof alt, "%.30s", t->valuestring);
+        char *tn = sub_name(c, name, alt);
+        sbuf tb = {0};
+        int rc = tn ? typed_body(c, s, t->valuestring, ptr, tn, &tb) : nc_fail(c->err, "out of memory");
+        if (rc == 0) emit(c, tn, tb.s ? tb.s : "\"\"");
+        free(tb.s);
+        if (rc) return -1;
+        sb_printf(b, "%s%s", t == type->child ? "" : " | ", tn);
+    }
+    return 0;
+}
+
+/* The rule `name` for schema s. */
+static int gen(conv *c, const cJSON *s, const char *ptr, const char *name) {
+    if (++c->depth > MAX_DEPTH) return fail(c, ptr, "schemas nested deeper than %d", MAX_DEPTH);
+    sbuf b = {0};
+    int rc = schema_body(c, s, ptr, name, &b);
+    if (rc == 0 && c->failed) rc = -1; /* a fixed rule's name could not be made; err says why */
+    if (rc == 0 && (b.oom || c->out.oom)) rc = nc_fail(c->err, "json schema: the grammar is too large");
+    if (rc == 0) emit(c, name, b.s ? b.s : "\"\"");
+    free(b.s);
+    c->depth--;
+    return rc;
+}
+
+static bool valid_root_name(const char *r) {
+    if (!*r || strlen(r) > 64) return false;
+    for (; *r; r++)
+        if (!((*r >= 'a' && *r <= 'z') || (*r >= 'A' && *r <= 'Z') || (*r >= '0' && *r <= '9') || *r == '-' || *r == '_'))
+            return false;
+    return true;
+}
+
+int nc_json_schema_to_grammar(const char *schema_json, const char *root_name, char **gbnf, nc_err *err) {
+    *gbnf = NULL;
+    if (!root_name) root_name = "root";
+    if (!valid_root_name(root_name))
+        return nc_fail(err, "json schema: root name '%.80s' must be 1 to 64 letters, digits, '-' or '_'", root_name);
+    if (!schema_json) return nc_fail(err, "json schema: no schema");
+    conv c = {.root = root_name, .err = err};
+    c.doc = cJSON_Parse(schema_json);
+    if (!c.doc) return nc_fail(err, "json schema: not valid JSON");
+    int rc = 0;
+    char *root = take_name(&c, root_name);
+    if (!root) rc = nc_fail(err, "out of memory");
+    if (rc == 0) rc = gen(&c, c.doc, "", root);
+    if (rc == 0 && c.out.oom) rc = nc_fail(err, "json schema: the grammar is too large");
+    for (int i = 0; i < c.n_names; i++) free(c.names[i]);
+    for (int i = 0; i < c.n_refs; i++) free(c.ref_keys[i]);
+    free(c.names), free(c.ref_keys), free(c.ref_rules);
+    cJSON_Delete(c.doc);
+    if (rc) {
+        free(c.out.s);
+        return -1;
+    }
+    *gbnf = c.out.s;
+    return 0;
+}
