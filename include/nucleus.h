@@ -310,6 +310,9 @@ int nc_json_schema_to_grammar(const char *schema_json, const char *root_name, ch
 /* Whether GBNF text parses (as nc_sampler_new would compile it), without a model: -1 with the
  * error (line:column and the problem) when not. For checking a request before it is queued. */
 int nc_grammar_check(const char *gbnf, nc_err *err);
+/* nc_grammar_check, and that some token of m's vocabulary can begin a sentence of the grammar
+ * (a JSON grammar cannot be followed by a vocabulary without '{'). */
+int nc_grammar_check_model(const nc_model *m, const char *gbnf, nc_err *err);
 
 /* A sampler turns one row of logits plus the history of the sequence into the next token. It is
  * a chain of small stages, each transforming the candidate list (id, logit, probability) in
@@ -417,6 +420,9 @@ typedef struct nc_sample_info {
  * be NULL. */
 int32_t nc_sampler_sample(nc_sampler *s, const float *logits, const int32_t *history, int32_t n_history,
                           int32_t n_prompt, nc_sample_info *info);
+/* The last draw found no token that continues the grammar, the grammar incomplete: it drew an
+ * end-of-generation token, and the text cannot be a sentence of the grammar. */
+bool nc_sampler_grammar_stuck(const nc_sampler *s);
 
 typedef struct nc_token_prob {
     int32_t token;
@@ -459,8 +465,10 @@ typedef enum nc_finish {
     NC_FINISH_STOP,     /* end-of-generation token, stop token id or stop string */
     NC_FINISH_LENGTH,   /* max_tokens */
     NC_FINISH_CONTEXT,  /* the context is full (and no context policy makes room) */
+    NC_FINISH_GRAMMAR,  /* the grammar could not go on: no token of the vocabulary continues it */
 } nc_finish;
-/* "", "stop", "length", and "length" for a full context too (OpenAI's finish_reason). */
+/* "", "stop", "length", and "length" for a full context too (OpenAI's finish_reason); "grammar",
+ * which OpenAI has not (the server answers an error instead). */
 const char *nc_finish_name(nc_finish f);
 
 typedef struct nc_stop_params {

@@ -359,3 +359,5 @@ int32_t nc_sampler_apply(nc_sampler *s, const float *logits, const int32_t *hist
     for (int32_t i = 0; i < s->list.n && i < cap; i++) out[i] = (nc_token_prob){s->list.data[i].id, s->list.data[i].p};
     return s->list.n;
 }
+
+bool nc_sampler_grammar_stuck(const nc_sampler *s) { return s->grammar_stuck; }

@@ -116,6 +116,7 @@ struct nc_sampler {
     gr_matcher *matcher;
     const gr_vocab *gvocab;
     int32_t *consumed, n_consumed, cap_consumed;
+    bool grammar_stuck;         /* the last mask allowed no token (nc_sampler_grammar_stuck) */
     uint8_t *allowed;
 };
 

@@ -91,6 +91,7 @@ void seq_accept(seq *s, int32_t token, seq_token *t) {
     t->token = token;
     t->finish = nc_stopper_push(s->stopper, token, &t->text, &t->n_text);
     if (t->finish == NC_FINISH_LENGTH && s->ctx_bound) t->finish = NC_FINISH_CONTEXT;
+    if (nc_sampler_grammar_stuck(s->sampler)) t->finish = NC_FINISH_GRAMMAR;
     s->finish = t->finish;
     s->tokens[s->n_tokens++] = token; /* a kept draft is already there */
 }

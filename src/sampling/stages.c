@@ -236,6 +236,7 @@ static void grammar_apply(nc_sampler *s, const step_in *in, cand_list *c, nc_exp
     bool synced = grammar_sync(s, in);
     if (synced) allowed = gr_matcher_mask(s->matcher, s->gvocab, s->allowed, s->n_vocab);
     bool stuck = allowed == 0;
+    s->grammar_stuck = stuck;
     if (stuck) /* the text cannot go on under the grammar (or memory ran out): end it */
         for (int32_t id = 0; id < s->n_vocab; id++) s->allowed[id] = id < gr_vocab_n_tokens(s->gvocab) && gr_vocab_is_eog(s->gvocab, id);
     for (int32_t i = 0; i < c->n; i++)

@@ -24,6 +24,7 @@ const char *nc_finish_name(nc_finish f) {
     case NC_FINISH_STOP: return "stop";
     case NC_FINISH_LENGTH:
     case NC_FINISH_CONTEXT: return "length";
+    case NC_FINISH_GRAMMAR: return "grammar";
     default: return "";
     }
 }

@@ -223,6 +223,40 @@ static void sampling_params(const srv_request *r, nc_sampler_params *p) {
     p->explain = r->explain_top_n > 0;
 }
 
+/* The grammar the output is held to: the request's GBNF, its JSON Schema's, or for a required
+ * tool call the calls' own; checked here, so that a grammar that does not parse is the
+ * request's 400 rather than the engine's 500. */
+static int output_grammar(const srv_model_ctx *mc, const srv_request *r, srv_job *j, srv_error *e) {
+    nc_err err;
+    const char *param = "grammar";
+    if (r->grammar) {
+        j->grammar = strdup(r->grammar);
+    } else if (r->json_schema) {
+        param = r->schema_param;
+        if (nc_json_schema_to_grammar(r->json_schema, NULL, &j->grammar, &err)) {
+            srv_error_set(e, 400, "invalid_request_error", NULL, param, "'%s': %s", param, err.msg);
+            return -1;
+        }
+    } else if (j->tool_calls && (r->tool_choice == SRV_TOOLS_REQUIRED || r->tool_choice == SRV_TOOLS_NAMED)) {
+        param = "tools";
+        if (!(j->grammar = srv_tool_grammar(mc->tools.format, r->tools_json, r->tool_choice_name,
+                                            r->parallel_tool_calls, e)))
+            return -1;
+    } else {
+        return 0;
+    }
+    if (!j->grammar) {
+        srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        return -1;
+    }
+    j->sampling.grammar = j->grammar;
+    if (nc_grammar_check_model(mc->m, j->grammar, &err)) {
+        srv_error_set(e, 400, "invalid_request_error", NULL, param, "'%s': %s", param, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
 static int decoding_params(const srv_model_ctx *mc, const srv_request *r, srv_job *j, srv_error *e) {
     sampling_params(r, &j->sampling);
     j->stop.max_tokens = r->max_tokens;
@@ -245,7 +279,7 @@ static int decoding_params(const srv_model_ctx *mc, const srv_request *r, srv_jo
         srv_error_set(e, 400, "invalid_request_error", NULL, NULL, "%s", err.msg);
         return -1;
     }
-    return 0;
+    return output_grammar(mc, r, j, e);
 }
 
 int srv_prepare_job(const srv_model_ctx *mc, const srv_request *r, srv_job **out, srv_error *e) {

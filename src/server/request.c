@@ -831,6 +831,17 @@ static int parse_tools(const cJSON *root, srv_request *r, srv_error *e) {
     return 0;
 }
 
+/* Beam and contrastive search weigh candidates a grammar would have to follow beam by beam:
+ * not done (src/sampling/beam.c). */
+static int refuse_constrained_search(const srv_request *r, srv_error *e) {
+    bool forced_call = r->tools_json && (r->tool_choice == SRV_TOOLS_REQUIRED || r->tool_choice == SRV_TOOLS_NAMED);
+    const char *what = r->grammar ? "grammar" : r->json_schema ? r->schema_param : forced_call ? "tool_choice" : NULL;
+    if (what && (r->use_beam_search || r->contrastive))
+        return refuse(e, what, "'%s' constrains the output with a grammar, which %s does not follow", what,
+                      r->use_beam_search ? "beam search ('use_beam_search')" : "contrastive search ('penalty_alpha')");
+    return 0;
+}
+
 /* ---- Fields -------------------------------------------------------------------------------- */
 
 /* Every field either API takes; "user" is an identifier for the client's own records, accepted
@@ -920,7 +931,7 @@ static int parse_fields(const cJSON *root, const srv_limits *lim, srv_request *r
                    parse_llama_samplers(root, r, e) || parse_logit_bias(root, lim, r, e) ||
                    parse_choices(root, lim, r, e) || parse_contrastive(root, lim, r, e) ||
                    parse_structured(root, r, e) || (r->api == SRV_API_CHAT && parse_tools(root, r, e)) ||
-                   parse_explain(root, r, e) || refuse_unsupported(root, e)
+                   refuse_constrained_search(r, e) || parse_explain(root, r, e) || refuse_unsupported(root, e)
                ? -1
                : 0;
 }

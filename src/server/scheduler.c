@@ -567,6 +567,13 @@ static int post_token(void *user, seq *q, const seq_token *t) {
     srv_job *j = r->sl->job;
     observe_token(r->s, r->sl, j);
     if (j->explain_top_n > 0) post_step(r->s, r->sl, q, t);
+    if (t->finish == NC_FINISH_GRAMMAR) { /* a reply cut short of what was asked is an error, not a "stop" */
+        char msg[160];
+        snprintf(msg, sizeof msg, "the grammar could not go on after %d tokens: no token of the model's vocabulary "
+                 "continues it", seq_n_generated(q) - 1);
+        fail_job(j, 400, "invalid_request_error", msg);
+        return 0;
+    }
     /* the end-of-generation token is not part of the text, nor of its logprobs */
     bool with_lp = j->logprobs && !nc_token_is_eog(r->s->m, t->token);
     srv_logprob lp = {.token = t->token};

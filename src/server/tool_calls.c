@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "nucleus.h"
 #include "server/prepare.h"
 
 /* ---- The template's style ------------------------------------------------------------------ */
@@ -159,6 +160,93 @@ char *srv_tools_describe(const char *messages_json, const char *tools_json) {
     return out;
 }
 
+/* ---- The grammar of a required call -------------------------------------------------------- */
+
+/* s as a GBNF string literal's body: quotes, backslashes and control characters escaped. */
+static void gbnf_escaped(FILE *g, const char *s) {
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(g, "\\%c", c);
+        else if (c == '\n') fputs("\\n", g);
+        else if (c < 0x20) fprintf(g, "\\x%02X", c);
+        else fputc(c, g);
+    }
+}
+
+static const char *tool_name(const cJSON *tool) {
+    return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(tool, "function"), "name")->valuestring;
+}
+
+/* Tool k's rules: its arguments' grammar (rules named tc-K-args...) and
+ * tc-K ::= "{\"name\": \"NAME\", \"arguments\": " tc-K-args "}". */
+static int tool_rules(FILE *g, const cJSON *tool, int k, const char *args_key, srv_error *e) {
+    const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tool, "function");
+    const char *name = cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring;
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+    /* no parameters: OpenAI's function without arguments, {} */
+    char *schema = params ? cJSON_PrintUnformatted(params) : strdup("{\"type\":\"object\",\"properties\":{},"
+                                                                    "\"additionalProperties\":false}");
+    char root[32], *rules = NULL;
+    snprintf(root, sizeof root, "tc-%d-args", k);
+    nc_err err;
+    int rc = schema ? nc_json_schema_to_grammar(schema, root, &rules, &err) : -1;
+    free(schema);
+    if (rc) {
+        char param[64];
+        snprintf(param, sizeof param, "tools[%d].function.parameters", k);
+        if (schema) srv_error_set(e, 400, "invalid_request_error", NULL, param, "%s: %s", param, err.msg);
+        else srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        return -1;
+    }
+    fprintf(g, "%s\ntc-%d ::= \"{\\\"name\\\": \\\"", rules, k);
+    gbnf_escaped(g, name);
+    fprintf(g, "\\\", \\\"%s\\\": \" %s \"}\"\n", args_key, root);
+    free(rules);
+    return 0;
+}
+
+char *srv_tool_grammar(srv_tool_format f, const char *tools_json, const char *only, bool parallel, srv_error *e) {
+    cJSON *tools = cJSON_Parse(tools_json);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *g = tools ? open_memstream(&text, &len) : NULL;
+    if (!g) {
+        cJSON_Delete(tools);
+        srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        return NULL;
+    }
+    /* tc-call ::= tc-0 | tc-1 ...: one alternative per tool that may be called */
+    int k = 0, rc = 0;
+    bool first = true;
+    fputs("tc-call ::=", g);
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tools) {
+        if (!only || !strcmp(tool_name(t), only)) fprintf(g, "%s tc-%d", first ? "" : " |", k), first = false;
+        k++;
+    }
+    fputs("\n", g);
+    k = 0;
+    cJSON_ArrayForEach(t, tools) {
+        if (!rc && (!only || !strcmp(tool_name(t), only)))
+            rc = tool_rules(g, t, k, f == SRV_TOOL_FMT_LLAMA3 ? "parameters" : "arguments", e);
+        k++;
+    }
+    int more = parallel ? SRV_MAX_PARALLEL_CALLS - 1 : 0;
+    if (f == SRV_TOOL_FMT_HERMES)
+        fprintf(g, "tc-block ::= \"<tool_call>\\n\" tc-call \"\\n</tool_call>\"\nroot ::= tc-block (\"\\n\" tc-block){0,%d}\n", more);
+    else if (f == SRV_TOOL_FMT_MISTRAL)
+        fprintf(g, "root ::= \"[\" tc-call (\", \" tc-call){0,%d} \"]\"\n", more);
+    else
+        fputs("root ::= tc-call\n", g); /* Llama 3's reply is one call */
+    fclose(g);
+    cJSON_Delete(tools);
+    if (rc) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
 /* ---- Parsing calls out of a reply ---------------------------------------------------------- */
 
 static const char HERMES_OPEN[] = "<tool_call>", HERMES_CLOSE[] = "</tool_call>";
@@ -301,6 +389,7 @@ static bool may_start(const char *t, size_t n, size_t i, const char *lit) {
 }
 
 size_t srv_tool_content_ready(srv_tool_format f, const char *t, size_t n) {
+    if (n == 0) return 0; /* t may be NULL: nothing was generated yet */
     if (f == SRV_TOOL_FMT_HERMES) {
         const char *open = memmem(t, n, HERMES_OPEN, strlen(HERMES_OPEN));
         if (open) return (size_t)(open - t);

@@ -9,13 +9,12 @@
 # them), and three with tool-taking templates of each call format nucleus parses: Hermes
 # (tests/data/tool-templates/hermes.jinja on qwen2), Llama 3 (tests/node_jinja/templates/
 # tools-features.jinja on llama3) and Mistral (tests/data/tool-templates/mistral.jinja on
-# mixtral). Release build by default (NUCLEUS=build/san/nucleus for the sanitized one): a
-# grammar's masks over 150k-token vocabularies are what the sanitizers slow most.
+# mixtral). Every server runs sanitized and must stop cleanly with no sanitizer report.
 # Ends with "structured: N passed, N failed".
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/models.sh
-NUCLEUS=${NUCLEUS:-build/nucleus}
+NUCLEUS=${NUCLEUS:-build/san/nucleus}
 . tests/lib/checks.sh
 finish() { echo "structured: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
 
@@ -31,12 +30,12 @@ fi
 servers="["
 add() { # NAME MODEL [ARGS...]
     local name=$1 model=$2; shift 2
-    start_server "$name" -m "$model" --parallel 1 -c 2048 -t 2 "$@" || return
+    start_server "$name" -m "$model" --parallel 1 -c 4096 -t 2 "$@" || return
     local url_var="url_$name"
-    servers+="$([ "$servers" = "[" ] || echo ,){\"name\":\"$name\",\"url\":\"${!url_var}\"}"
+    servers+="$([ "$servers" = "[" ] || echo ,){\"name\":\"$name\",\"url\":\"${!url_var}\",\"no_braces\":${NO_BRACES:-false}}"
 }
 add stories260K "$SHARED/models/stories260K/stories260K.gguf"
-add tinystories "$SHARED/models/tinystories-656k/TinyStories-656K-Q8_0.gguf"
+NO_BRACES=true add tinystories "$SHARED/models/tinystories-656k/TinyStories-656K-Q8_0.gguf"
 for dir in "$SHARED"/archs/*/; do
     arch=$(basename "$dir")
     add "$arch" "$dir/$arch-f16.gguf"

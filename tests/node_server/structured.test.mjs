@@ -2,7 +2,8 @@
 // tests/e2e/structured.sh started (one per shared model, random weights included, and three with
 // tool-taking chat templates of each call format). The judge of every output is an independent
 // JSON Schema validator (ajv): a grammar makes even random weights produce valid output.
-//   NUCLEUS_SERVERS  JSON: [{"name", "url"}]
+//   NUCLEUS_SERVERS  JSON: [{"name", "url", "no_braces"}]; no_braces: the vocabulary has no token
+//                    holding '{' (TinyStories-656K): JSON is impossible, and must be refused as such
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import OpenAI from 'openai';
@@ -16,6 +17,7 @@ addFormats(ajv);
 const client = (s) => new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 300_000 });
 const USER = [{ role: 'user', content: 'Describe a person as JSON.' }];
 const MAX = 400;
+const MAX_CALLS = 1500; // up to 8 parallel calls of a character-level vocabulary
 
 // Bounded so that a random model's output ends well within MAX tokens.
 const PERSON = {
@@ -31,11 +33,11 @@ const PERSON = {
       required: ['zip'],
       additionalProperties: false,
     },
-    contact: { anyOf: [{ type: 'null' }, { $ref: '#/$defs/email' }] },
+    born: { anyOf: [{ type: 'null' }, { $ref: '#/$defs/day' }] },
   },
   required: ['name', 'admin', 'role', 'tags', 'home'],
   additionalProperties: false,
-  $defs: { email: { type: 'string', format: 'email', maxLength: 12 } },
+  $defs: { day: { type: 'string', format: 'date' } },
 };
 
 const WEATHER = {
@@ -100,7 +102,21 @@ async function gather(stream) {
   return { content, calls, finish };
 }
 
-for (const s of SERVERS) {
+for (const s of SERVERS.filter((x) => x.no_braces)) {
+  test(`${s.name}: a vocabulary that cannot write '{' is told so, not given an empty reply`, async () => {
+    const ai = client(s);
+    const cases = [{ response_format: { type: 'json_object' } }, { tools: [WEATHER], tool_choice: 'required' }];
+    for (const extra of cases)
+      await assert.rejects(ai.chat.completions.create({ model: 'm', messages: USER, max_tokens: 60, ...extra }),
+                           (e) => e.status === 400 && /no token of the model's vocabulary/.test(e.message),
+                           JSON.stringify(extra));
+    const g = await ai.completions.create({ model: 'm', prompt: 'Once', seed: 1, max_tokens: 20,
+                                           grammar: 'root ::= " " [a-z]{2,6} ("." | "!")' });
+    assert.match(g.choices[0].text, /^ [a-z]{2,6}[.!]$/);
+  });
+}
+
+for (const s of SERVERS.filter((x) => !x.no_braces)) {
   const ai = client(s);
 
   test(`${s.name}: response_format json_schema, whole and streamed`, async () => {
@@ -139,11 +155,11 @@ for (const s of SERVERS) {
     const tools = [WEATHER, CLOCK];
     const msgs = [{ role: 'user', content: 'What is the weather in Oslo?' }];
     const r = await ai.chat.completions.create({ model: 'm', messages: msgs, tools, tool_choice: 'required', seed: 7,
-                                                 max_tokens: MAX });
+                                                 max_tokens: MAX_CALLS });
     assert.equal(r.choices[0].finish_reason, 'tool_calls');
     checkCalls(r.choices[0].message.tool_calls, 'required');
     const st = await gather(await ai.chat.completions.create({
-      model: 'm', messages: msgs, tools, seed: 8, max_tokens: MAX, stream: true, parallel_tool_calls: false,
+      model: 'm', messages: msgs, tools, seed: 8, max_tokens: MAX_CALLS, stream: true, parallel_tool_calls: false,
       tool_choice: { type: 'function', function: { name: 'get_weather' } } }));
     assert.equal(st.finish, 'tool_calls');
     assert.equal(st.calls.length, 1, 'parallel_tool_calls false made several calls');

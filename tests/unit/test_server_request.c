@@ -514,6 +514,12 @@ static void test_structured_output(void) {
     expect_refusal(SRV_API_CHAT, CHAT(",\"json_schema\":[1]"), "json_schema");
     expect_refusal(SRV_API_CHAT, CHAT(",\"grammar\":\"root ::= x\",\"json_schema\":{}"), "grammar");
     expect_refusal(SRV_API_CHAT, CHAT(",\"grammar\":5"), "grammar");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"q\",\"grammar\":\"root ::= [a]\",\"use_beam_search\":true}",
+                   "grammar");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"q\",\"json_schema\":{},\"penalty_alpha\":0.5,\"top_k\":2}",
+                   "json_schema");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"tools\":[" TOOL("a") "],\"tool_choice\":\"required\",\"use_beam_search\":true"),
+                   "tool_choice");
 }
 
 static void test_tools(void) {

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar/grammar.h"
 #include "server/tool_calls.h"
 #include "test.h"
 
@@ -124,6 +125,7 @@ static void expect_ready(srv_tool_format f, const char *text, size_t want) {
 
 static void test_stream_ready(void) {
     const srv_tool_format H = SRV_TOOL_FMT_HERMES;
+    CHECK(srv_tool_content_ready(H, NULL, 0) == 0); /* nothing generated yet */
     expect_ready(H, "Hello there", 11);
     expect_ready(H, "Hello <", 6);
     expect_ready(H, "Hello <tool_c", 6);
@@ -139,11 +141,82 @@ static void test_stream_ready(void) {
     expect_ready(SRV_TOOL_FMT_MISTRAL, "No.", 3);
 }
 
+/* Whether the grammar (GBNF text) takes exactly the sentence s. */
+static bool grammar_takes(const char *gbnf, const char *s) {
+    gr_grammar *g = NULL;
+    gr_matcher *m = NULL;
+    nc_err err;
+    bool ok = gr_parse(&g, gbnf, strlen(gbnf), &err) == 0 && gr_matcher_new(&m, g, &err) == 0 &&
+              gr_matcher_feed(m, (const uint8_t *)s, strlen(s)) && gr_matcher_can_end(m);
+    gr_matcher_free(m);
+    gr_free(g);
+    return ok;
+}
+
+/* The grammar of a required call: the calls each format writes, each tool's arguments held to
+ * its parameters, only the named tool when one is named, and no more calls than allowed. */
+static void test_grammar(void) {
+    const char *tools =
+        "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\","
+        "\"properties\":{\"city\":{\"type\":\"string\"},\"unit\":{\"enum\":[\"C\",\"F\"]}},\"required\":[\"city\",\"unit\"],"
+        "\"additionalProperties\":false}}},{\"type\":\"function\",\"function\":{\"name\":\"now\"}}]";
+    srv_error e;
+    char *h = srv_tool_grammar(SRV_TOOL_FMT_HERMES, tools, NULL, true, &e);
+    CHECK_MSG(h != NULL, "%s", e.message);
+    if (h) {
+        const char *w = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"unit\": \"C\"}}\n"
+                        "</tool_call>";
+        CHECK(grammar_takes(h, w));
+        CHECK(grammar_takes(h, "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"));
+        char two[512];
+        snprintf(two, sizeof two, "%s\n<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>", w);
+        CHECK(grammar_takes(h, two));
+        CHECK(!grammar_takes(h, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"unit\": "
+                                "\"K\"}}\n</tool_call>"));
+        CHECK(!grammar_takes(h, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n"
+                                "</tool_call>"));
+        CHECK(!grammar_takes(h, "<tool_call>\n{\"name\": \"rm\", \"arguments\": {}}\n</tool_call>"));
+        CHECK(!grammar_takes(h, "<tool_call>\n{\"name\": \"now\", \"arguments\": {\"x\": 1}}\n</tool_call>"));
+        CHECK(!grammar_takes(h, "Sure."));
+    }
+    free(h);
+    h = srv_tool_grammar(SRV_TOOL_FMT_HERMES, tools, "now", false, &e);
+    if (h) {
+        CHECK(grammar_takes(h, "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"));
+        CHECK(!grammar_takes(h, "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n"
+                                "{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"));
+        CHECK(!grammar_takes(h, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"a\", \"unit\": "
+                                "\"C\"}}\n</tool_call>"));
+    }
+    free(h);
+    h = srv_tool_grammar(SRV_TOOL_FMT_LLAMA3, tools, NULL, true, &e);
+    if (h) {
+        CHECK(grammar_takes(h, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\", \"unit\": \"F\"}}"));
+        CHECK(!grammar_takes(h, "{\"name\": \"now\", \"arguments\": {}}"));
+    }
+    free(h);
+    h = srv_tool_grammar(SRV_TOOL_FMT_MISTRAL, tools, NULL, true, &e);
+    if (h) {
+        CHECK(grammar_takes(h, "[{\"name\": \"now\", \"arguments\": {}}, {\"name\": \"now\", \"arguments\": {}}]"));
+        CHECK(!grammar_takes(h, "[]"));
+    }
+    free(h);
+    /* a parameters schema that cannot become a grammar: a 400 naming the tool */
+    h = srv_tool_grammar(SRV_TOOL_FMT_HERMES,
+                         "[{\"type\":\"function\",\"function\":{\"name\":\"a\",\"parameters\":{\"type\":\"object\"}}},"
+                         "{\"type\":\"function\",\"function\":{\"name\":\"b\",\"parameters\":{\"if\":{}}}}]",
+                         NULL, true, &e);
+    CHECK(h == NULL && e.status == 400 && !strcmp(e.param, "tools[1].function.parameters"));
+    CHECK_MSG(strstr(e.message, "if") != NULL, "%s", e.message);
+    free(h);
+}
+
 int main(void) {
     test_styles();
     test_describe();
     test_parse_hermes();
     test_parse_llama3_mistral();
     test_stream_ready();
+    test_grammar();
     return test_summary("test_tool_calls");
 }
