@@ -392,10 +392,16 @@ size_t srv_tool_content_ready(srv_tool_format f, const char *t, size_t n) {
     if (n == 0) return 0; /* t may be NULL: nothing was generated yet */
     if (f == SRV_TOOL_FMT_HERMES) {
         const char *open = memmem(t, n, HERMES_OPEN, strlen(HERMES_OPEN));
-        if (open) return (size_t)(open - t);
-        for (size_t k = strlen(HERMES_OPEN) - 1; k > 0; k--) /* a tail that may grow into the tag */
-            if (k <= n && !memcmp(t + n - k, HERMES_OPEN, k)) return n - k;
-        return n;
+        size_t ready = open ? (size_t)(open - t) : n;
+        for (size_t k = strlen(HERMES_OPEN) - 1; !open && k > 0; k--) /* a tail that may grow into the tag */
+            if (k <= n && !memcmp(t + n - k, HERMES_OPEN, k)) {
+                ready = n - k;
+                break;
+            }
+        /* blanks before a call are not content (srv_tool_calls_parse's callers trim them): hold
+           them until something else follows */
+        while (ready > 0 && strchr(" \t\r\n", t[ready - 1])) ready--;
+        return ready;
     }
     /* the other formats' calls are the whole reply: hold it while it may be one */
     size_t i = skip_space(t, n, 0);

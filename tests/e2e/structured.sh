@@ -32,7 +32,7 @@ add() { # NAME MODEL [ARGS...]
     local name=$1 model=$2; shift 2
     start_server "$name" -m "$model" --parallel 1 -c 4096 -t 2 "$@" || return
     local url_var="url_$name"
-    servers+="$([ "$servers" = "[" ] || echo ,){\"name\":\"$name\",\"url\":\"${!url_var}\",\"no_braces\":${NO_BRACES:-false}}"
+    servers+="$([ "$servers" = "[" ] || echo ,){\"name\":\"$name\",\"url\":\"${!url_var}\",\"no_braces\":${NO_BRACES:-false},\"format\":\"${FORMAT:-hermes}\"}"
 }
 add stories260K "$SHARED/models/stories260K/stories260K.gguf"
 NO_BRACES=true add tinystories "$SHARED/models/tinystories-656k/TinyStories-656K-Q8_0.gguf"
@@ -41,8 +41,8 @@ for dir in "$SHARED"/archs/*/; do
     add "$arch" "$dir/$arch-f16.gguf"
 done
 add hermes "$SHARED/archs/qwen2/qwen2-f16.gguf" --chat-template tests/data/tool-templates/hermes.jinja
-add llama3_tools "$SHARED/archs/llama3/llama3-f16.gguf" --chat-template tests/node_jinja/templates/tools-features.jinja
-add mistral "$SHARED/archs/mixtral/mixtral-f16.gguf" --chat-template tests/data/tool-templates/mistral.jinja
+FORMAT=llama3 add llama3_tools "$SHARED/archs/llama3/llama3-f16.gguf" --chat-template tests/node_jinja/templates/tools-features.jinja
+FORMAT=mistral add mistral "$SHARED/archs/mixtral/mixtral-f16.gguf" --chat-template tests/data/tool-templates/mistral.jinja
 servers+="]"
 
 NUCLEUS_SERVERS=$servers node --test --test-reporter=tap --test-timeout=600000 tests/node_server/structured.test.mjs \

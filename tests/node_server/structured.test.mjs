@@ -2,8 +2,9 @@
 // tests/e2e/structured.sh started (one per shared model, random weights included, and three with
 // tool-taking chat templates of each call format). The judge of every output is an independent
 // JSON Schema validator (ajv): a grammar makes even random weights produce valid output.
-//   NUCLEUS_SERVERS  JSON: [{"name", "url", "no_braces"}]; no_braces: the vocabulary has no token
-//                    holding '{' (TinyStories-656K): JSON is impossible, and must be refused as such
+//   NUCLEUS_SERVERS  JSON: [{"name", "url", "no_braces", "format"}]; no_braces: the vocabulary has no
+//                    token holding '{' (TinyStories-656K): JSON is impossible, and must be refused as
+//                    such; format: the call format of the server's template (hermes, llama3, mistral)
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import OpenAI from 'openai';
@@ -171,6 +172,37 @@ for (const s of SERVERS.filter((x) => !x.no_braces)) {
                                                  max_tokens: 8 });
     assert.ok(['stop', 'length'].includes(f.choices[0].finish_reason));
     assert.equal(f.choices[0].message.tool_calls, undefined);
+  });
+
+  // tool_choice auto parses what the model wrote; a grammar makes the model write a call in the
+  // template's format, after some text where the format allows it
+  test(`${s.name}: tool_choice auto finds the calls in the reply, whole and streamed`, async () => {
+    const gbnf = {
+      hermes: 'root ::= "Let me see.\\n<tool_call>\\n{\\"name\\": \\"now\\", \\"arguments\\": {}}\\n</tool_call>\\n' +
+              '<tool_call>\\n{\\"name\\": \\"get_weather\\", \\"arguments\\": {\\"city\\": \\"Oslo\\", \\"unit\\": \\"C\\"}}\\n</tool_call>"',
+      llama3: 'root ::= "{\\"name\\": \\"get_weather\\", \\"parameters\\": {\\"city\\": \\"Oslo\\", \\"unit\\": \\"C\\"}}"',
+      mistral: 'root ::= "[{\\"name\\": \\"now\\", \\"arguments\\": {}}, {\\"name\\": \\"get_weather\\", \\"arguments\\": ' +
+               '{\\"city\\": \\"Oslo\\", \\"unit\\": \\"C\\"}}]"',
+    }[s.format];
+    const want = s.format === 'llama3' ? [['get_weather', { city: 'Oslo', unit: 'C' }]]
+                                       : [['now', {}], ['get_weather', { city: 'Oslo', unit: 'C' }]];
+    const body = { model: 'm', messages: [{ role: 'user', content: 'Weather?' }], tools: [WEATHER, CLOCK], seed: 1,
+                   max_tokens: MAX_CALLS, grammar: gbnf };
+    const r = await ai.chat.completions.create(body);
+    const st = await gather(await ai.chat.completions.create({ ...body, stream: true }));
+    for (const [what, calls, content, finish] of [['whole', r.choices[0].message.tool_calls, r.choices[0].message.content,
+                                                   r.choices[0].finish_reason], ['streamed', st.calls, st.content, st.finish]]) {
+      assert.equal(finish, 'tool_calls', what);
+      assert.equal(content ?? '', s.format === 'hermes' ? 'Let me see.' : '', what);
+      assert.deepEqual(calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)]), want, what);
+      checkCalls(calls, what);
+    }
+    assert.notEqual(st.calls[0].id, r.choices[0].message.tool_calls[0].id);
+    // with the same text and tool_choice none, the reply is content
+    const none = await ai.chat.completions.create({ ...body, tool_choice: 'none' });
+    assert.equal(none.choices[0].finish_reason, 'stop');
+    assert.equal(none.choices[0].message.tool_calls, undefined);
+    assert.match(none.choices[0].message.content, /get_weather/);
   });
 
   test(`${s.name}: what is not implemented is refused, naming it`, async () => {

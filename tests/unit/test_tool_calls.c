@@ -127,10 +127,14 @@ static void test_stream_ready(void) {
     const srv_tool_format H = SRV_TOOL_FMT_HERMES;
     CHECK(srv_tool_content_ready(H, NULL, 0) == 0); /* nothing generated yet */
     expect_ready(H, "Hello there", 11);
-    expect_ready(H, "Hello <", 6);
-    expect_ready(H, "Hello <tool_c", 6);
-    expect_ready(H, "Hello <tool_call>{\"na", 6);
+    expect_ready(H, "Hello <", 5); /* the blank too: it may precede a call */
+    expect_ready(H, "Hello <tool_c", 5);
+    expect_ready(H, "Hello <tool_call>{\"na", 5);
     expect_ready(H, "a < b", 5);
+    expect_ready(H, "Let me see.\n", 11);
+    expect_ready(H, "Let me see.\n \t<tool_", 11);
+    expect_ready(H, "one two", 7);
+    expect_ready(H, "one ", 3);
     expect_ready(H, "<tool", 0);
     expect_ready(SRV_TOOL_FMT_LLAMA3, "  ", 0);
     expect_ready(SRV_TOOL_FMT_LLAMA3, " {\"name", 0);
