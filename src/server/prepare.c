@@ -279,7 +279,16 @@ static int decoding_params(const srv_model_ctx *mc, const srv_request *r, srv_jo
         srv_error_set(e, 400, "invalid_request_error", NULL, NULL, "%s", err.msg);
         return -1;
     }
-    return output_grammar(mc, r, j, e);
+    if (output_grammar(mc, r, j, e)) return -1;
+    /* the sampler the engine will build (the stage order, the breakers against the vocabulary),
+       built once here so that what it refuses is this request's 400 */
+    nc_sampler *s;
+    if (nc_sampler_new(&s, mc->m, mc->n_vocab, &j->sampling, &err)) {
+        srv_error_set(e, 400, "invalid_request_error", NULL, r->samplers ? "samplers" : NULL, "%s", err.msg);
+        return -1;
+    }
+    nc_sampler_free(s);
+    return 0;
 }
 
 int srv_prepare_job(const srv_model_ctx *mc, const srv_request *r, srv_job **out, srv_error *e) {

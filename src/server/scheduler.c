@@ -182,7 +182,10 @@ static int init_slot(srv_sched *s, int32_t i, srv_job *j, int32_t p, int32_t cho
                  !nc_ctx_policy_check(&s->context, s->n_ctx, n_prompt, bos >= 0 && j->prompts[p][0] == bos, &unfit);
     if (!go_on) st.max_tokens = st.max_tokens > 0 && st.max_tokens < room ? st.max_tokens : room;
     seq_config cfg = {.m = s->m, .n_vocab = s->n_vocab, .sampling = &j->sampling, .stop = &st, .drafter = s->drafter};
-    if (seq_init(&sl->seq, &cfg, i, (uint64_t)choice, j->prompts[p], n_prompt, err)) return -1;
+    if (seq_init(&sl->seq, &cfg, i, (uint64_t)choice, j->prompts[p], n_prompt, err)) {
+        sl->state = SLOT_DONE; /* never stepped: the next reap frees it with its job */
+        return -1;
+    }
     sl->seq.info = j->logprobs; /* the drawn token's log-probability, even with no top ones */
     return 0;
 }
