@@ -483,11 +483,44 @@ KERNELS_INLINE void act_i16(kernels_act fmt, const void *xq, int g, __m256i x[2]
     }
 }
 
-/* Rows [0, n) (n <= 8) of W (rows rb apart, rs bytes each), y[0..n). Missing rows repeat the last
- * one (results dropped). */
+/* One group's step of 8 rows for one token: the rows' exact S (S_a, S_b), scaled into acc. */
+KERNELS_INLINE __m256 group_step(uint32_t type, kernels_act fmt, const uint8_t *const row[8], int g, const void *xq,
+                                 const act_group *xg, const __m256 a[2], const __m256 b[2], __m256 acc) {
+    const int halves = int_halves(type);
+    __m256i x[2], P[2][8];
+    act_i16(fmt, xq, g, x);
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++) {
+        __m256i w[2];
+        weights_i16(type, row[r], g, w);
+        if (halves) { /* the halves stay apart */
+            P[0][SLOT8(r)] = _mm256_madd_epi16(w[0], x[0]);
+            P[1][SLOT8(r)] = _mm256_madd_epi16(w[1], x[1]);
+        } else {
+            P[0][SLOT8(r)] = _mm256_add_epi32(_mm256_madd_epi16(w[0], x[0]), _mm256_madd_epi16(w[1], x[1]));
+        }
+    }
+    __m256i S = reduce8(P[0]);
+    if (type == GGML_TYPE_Q4_0) S = _mm256_sub_epi32(S, _mm256_set1_epi32(8 * xg->sum));
+    if (type == GGML_TYPE_Q6_K) S = _mm256_sub_epi32(S, _mm256_set1_epi32(32 * xg->sum16));
+    if (halves) {
+        acc = scale_half(type, 0, acc, S, a, b, xg);
+        S = reduce8(P[1]);
+        if (type == GGML_TYPE_Q6_K) S = _mm256_sub_epi32(S, _mm256_set1_epi32(32 * (xg->sum - xg->sum16)));
+    }
+    return scale_half(type, 1, acc, S, a, b, xg);
+}
+
+/* Rows [0, n) (n <= 8) of W (rows rb apart, rs bytes each) times T tokens (T <= MV_T; Xq's rows xs
+ * apart), Y[t * ldy + 0..n). Missing rows repeat the last one (results dropped). T = 1 is the
+ * matvec; a few tokens at once (a speculative draft's verification, a small batch) share each
+ * group's rows and scales, every token's results bit for bit its matvec's, while the weights come
+ * from memory once: the packed matmul's packing costs more than it saves below a dozen tokens. */
+#define MV_T 8
 KERNELS_INLINE void matvec_q8(uint32_t type, kernels_act fmt, const uint8_t *W, size_t rb, size_t rs, int n, int cols,
-                              const void *xq, float *y, int add) {
-    const act_group *grp = act_groups(xq, fmt, cols);
+                              const uint8_t *Xq, size_t xs, int T, float *Y, int ldy, int add) {
+    const act_group *grp[MV_T];
+    for (int t = 0; t < T; t++) grp[t] = act_groups(Xq + xs * (size_t)t, fmt, cols);
     const uint8_t *row[8];
     int32_t offs[8];
     for (int i = 0; i < 8; i++) {
@@ -495,52 +528,35 @@ KERNELS_INLINE void matvec_q8(uint32_t type, kernels_act fmt, const uint8_t *W, 
         row[i] = W + offs[i];
     }
     const __m256i idx = _mm256_loadu_si256((const __m256i *)offs);
-    const int G = cols / 32, halves = int_halves(type);
+    const int G = cols / 32;
     const size_t pf_step = 8 * rs / (size_t)G;
-    __m256 acc = _mm256_setzero_ps(), ka[16], kb[16];
+    __m256 acc[MV_T], ka[16], kb[16];
+    for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
     for (int g = 0; g < G; g++) {
-        __m256i x[2], P[2][8];
         /* The next tile of 8 rows into L2 as this one is consumed: see the AVX-512 matvec. */
         if (rb == rs)
             for (size_t p = 0; p < pf_step; p += 64) _mm_prefetch((const char *)W + 8 * rb + g * pf_step + p, _MM_HINT_T2);
         else
             for (int i = 8; i < 16; i++) _mm_prefetch((const char *)W + i * rb + (size_t)g * rs / (size_t)G, _MM_HINT_T2);
-        act_i16(fmt, xq, g, x);
-#pragma GCC unroll 8
-        for (int r = 0; r < 8; r++) {
-            __m256i w[2];
-            weights_i16(type, row[r], g, w);
-            if (halves) { /* the halves stay apart */
-                P[0][SLOT8(r)] = _mm256_madd_epi16(w[0], x[0]);
-                P[1][SLOT8(r)] = _mm256_madd_epi16(w[1], x[1]);
-            } else {
-                P[0][SLOT8(r)] = _mm256_add_epi32(_mm256_madd_epi16(w[0], x[0]), _mm256_madd_epi16(w[1], x[1]));
-            }
-        }
         if (int_block_groups(type) > 1 && g % 8 == 0) kblock_scales(type, int_block(type, W, g), idx, ka, kb);
         __m256 a[2], b[2];
         group_scales(type, row, W, idx, g, ka, kb, a, b);
-        const act_group *xg = &grp[g];
-        __m256i S = reduce8(P[0]);
-        if (type == GGML_TYPE_Q4_0) S = _mm256_sub_epi32(S, _mm256_set1_epi32(8 * xg->sum));
-        if (type == GGML_TYPE_Q6_K) S = _mm256_sub_epi32(S, _mm256_set1_epi32(32 * xg->sum16));
-        if (halves) {
-            acc = scale_half(type, 0, acc, S, a, b, xg);
-            S = reduce8(P[1]);
-            if (type == GGML_TYPE_Q6_K) S = _mm256_sub_epi32(S, _mm256_set1_epi32(32 * (xg->sum - xg->sum16)));
-        }
-        acc = scale_half(type, 1, acc, S, a, b, xg);
+        for (int t = 0; t < T; t++)
+            acc[t] = group_step(type, fmt, row, g, Xq + xs * (size_t)t, &grp[t][g], a, b, acc[t]);
     }
-    float out[8];
-    _mm256_storeu_ps(out, acc);
-    for (int i = 0; i < n; i++) kernels_store(&y[i], out[i], add);
+    for (int t = 0; t < T; t++) {
+        float out[8];
+        _mm256_storeu_ps(out, acc[t]);
+        for (int i = 0; i < n; i++) kernels_store(&Y[(size_t)t * ldy + i], out[i], add);
+    }
 }
 
 KERNELS_INLINE void matvec_tiles(uint32_t type, kernels_act fmt, const uint8_t *W, size_t row_bytes, int cols,
                                  const void *xq, float *y, int r0, int r1, int add) {
     const size_t rs = (size_t)(cols / 32 / int_block_groups(type)) * int_block_bytes(type);
     for (int r = r0; r < r1; r += 8)
-        matvec_q8(type, fmt, W + (size_t)r * row_bytes, row_bytes, rs, r1 - r < 8 ? r1 - r : 8, cols, xq, y + (r - r0), add);
+        matvec_q8(type, fmt, W + (size_t)r * row_bytes, row_bytes, rs, r1 - r < 8 ? r1 - r : 8, cols, xq, 0, 1,
+                  y + (r - r0), 0, add);
 }
 
 /* The packed matmul is blocked for the caches: a block of MM_TB tokens and MM_RB rows keeps its
@@ -705,6 +721,13 @@ KERNELS_INLINE void matmul_blocks(uint32_t type, kernels_act fmt, const uint8_t 
                                   const uint8_t *Xq, int T, float *Y, int ldy, int r0, int r1, int add, void *scratch) {
     const size_t xs = act_row_bytes(fmt, cols);
     const int G = cols / 32;
+    if (T <= MV_T) {
+        const size_t rs = (size_t)(G / int_block_groups(type)) * int_block_bytes(type);
+        for (int r = r0; r < r1; r += 8)
+            matvec_q8(type, fmt, W + (size_t)r * row_bytes, row_bytes, rs, r1 - r < 8 ? r1 - r : 8, cols, Xq, xs, T,
+                      Y + (r - r0), ldy, add);
+        return;
+    }
     uint8_t *panel = scratch;
     float *acc = (float *)(panel + PANEL_BYTES + PANEL_SCALES * sizeof(float)); /* [MM_RB / 16][MM_TB][16] */
     for (int tb = 0; tb < T; tb += MM_TB) {

@@ -632,13 +632,19 @@ KERNELS_INLINE void group_sums(uint32_t type, kernels_act fmt, const uint8_t *co
     if (off[1]) S[1] = _mm512_sub_epi32(S[1], _mm512_set1_epi32(off[1]));
 }
 
-/* Rows [0, n) (n <= 16) of W (rows rb apart, rs bytes each), y[0..n). Missing rows repeat the last
- * one (results dropped). */
-KERNELS_INLINE void matvec_q16(uint32_t type, kernels_act fmt, const uint8_t *W, size_t rb, size_t rs, int n, int cols,
-                               const void *xq, float *y, int add) {
-    const act_group *grp = act_groups(xq, fmt, cols);
+/* Rows [0, n) (n <= 16) of W (rows rb apart, rs bytes each) times T tokens (T <= MV_T; Xq's rows xs
+ * apart), Y[t * ldy + 0..n). Missing rows repeat the last one (results dropped). T = 1 is the
+ * matvec; a few tokens at once (a speculative draft's verification, a small batch) share each
+ * group's rows, scales and prefetches, every token's results bit for bit its matvec's, while the
+ * weights come from memory once: the packed matmul's packing costs more than it saves below a
+ * dozen tokens, and T matvecs would read the weights T times. */
+#define MV_T 8
+KERNELS_INLINE void matvec_q16(uint32_t type, kernels_act fmt, const uint8_t *W, size_t rb, size_t rs, int n,
+                                      int cols, const uint8_t *Xq, size_t xs, int T, float *Y, int ldy, int add) {
+    const act_group *grp[MV_T];
     const uint8_t *row[16];
     int32_t offs[16];
+    for (int t = 0; t < T; t++) grp[t] = act_groups(Xq + xs * (size_t)t, fmt, cols);
     for (int i = 0; i < 16; i++) {
         offs[i] = (int32_t)((size_t)(i < n ? i : n - 1) * rb);
         row[i] = W + offs[i];
@@ -646,7 +652,8 @@ KERNELS_INLINE void matvec_q16(uint32_t type, kernels_act fmt, const uint8_t *W,
     const __m512i idx = _mm512_loadu_si512(offs);
     const int G = cols / 32, by4 = type == GGML_TYPE_Q4_0 || type == GGML_TYPE_IQ4_NL;
     const size_t pf_step = 16 * rs / (size_t)G;
-    __m512 acc = _mm512_setzero_ps(), ka[16], kb[16], a4[4];
+    __m512 acc[MV_T], ka[16], kb[16], a4[4];
+    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
     for (int g = 0; g < G; g++) {
         /* The 16 rows are read as 16 slow streams, which the hardware prefetchers follow poorly;
          * the next tile, when its rows are contiguous, is fetched linearly, as fast as this one is
@@ -662,19 +669,21 @@ KERNELS_INLINE void matvec_q16(uint32_t type, kernels_act fmt, const uint8_t *W,
         if (by4 && g % 4 == 0 && g + 4 <= G) scales4_18(row, (size_t)g * 18, a4);
         if (by4 && g - g % 4 + 4 <= G) a[0] = a4[g % 4]; /* by fours except the last blocks */
         else group_scales(type, row, W, idx, g, ka, kb, a, b);
-        __m512i S[2];
-        group_sums(type, fmt, row, g, xq, &grp[g], S);
-        acc = scale_group(type, acc, S, a, b, &grp[g]);
+        for (int t = 0; t < T; t++) {
+            __m512i S[2];
+            group_sums(type, fmt, row, g, Xq + xs * (size_t)t, &grp[t][g], S);
+            acc[t] = scale_group(type, acc[t], S, a, b, &grp[t][g]);
+        }
     }
-    store_rows(y, acc, n, add);
+    for (int t = 0; t < T; t++) store_rows(Y + (size_t)t * ldy, acc[t], n, add);
 }
 
 KERNELS_INLINE void matvec_tiles(uint32_t type, kernels_act fmt, const uint8_t *W, size_t row_bytes, int cols,
                                  const void *xq, float *y, int r0, int r1, int add) {
     const size_t rs = (size_t)(cols / 32 / int_block_groups(type)) * int_block_bytes(type);
     for (int r = r0; r < r1; r += 16)
-        matvec_q16(type, fmt, W + (size_t)r * row_bytes, row_bytes, rs, r1 - r < 16 ? r1 - r : 16, cols, xq, y + (r - r0),
-                   add);
+        matvec_q16(type, fmt, W + (size_t)r * row_bytes, row_bytes, rs, r1 - r < 16 ? r1 - r : 16, cols, xq, 0, 1,
+                   y + (r - r0), 0, add);
 }
 
 /* The packed matmul is blocked for the caches: a block of MM_TB tokens and MM_RB rows keeps its
@@ -864,6 +873,12 @@ KERNELS_INLINE void matmul_blocks(uint32_t type, kernels_act fmt, const uint8_t 
     const size_t xs = act_row_bytes(fmt, cols);
     const int G = cols / 32;
     const size_t rs = (size_t)(G / int_block_groups(type)) * int_block_bytes(type);
+    if (T <= MV_T) {
+        for (int r = r0; r < r1; r += 16)
+            matvec_q16(type, fmt, W + (size_t)r * row_bytes, row_bytes, rs, r1 - r < 16 ? r1 - r : 16, cols, Xq, xs, T,
+                       Y + (r - r0), ldy, add);
+        return;
+    }
     uint8_t *panel = scratch;
     float *acc = (float *)(panel + PANEL_BYTES + PANEL_SCALES * sizeof(float)); /* [MM_RB / 32][MM_TB][2][16] */
     for (int tb = 0; tb < T; tb += MM_TB) {
