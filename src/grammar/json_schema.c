@@ -346,6 +346,86 @@ static int property_kv(conv *c, const char *key, const char *value_rule, const c
     return 0;
 }
 
+/* ---- keys other than the listed ones ---- */
+
+typedef struct knode {
+    uint32_t cp;
+    int32_t child, next;  /* first child, next sibling (-1: none) */
+    bool end;             /* a listed key ends here */
+} knode;
+
+/* One UTF-8 character of s: its length, 0 when invalid or one a key would have to escape. */
+static int key_char(const char *s, uint32_t *cp) {
+    const unsigned char *u = (const unsigned char *)s;
+    int n = u[0] < 0x80 ? 1 : (u[0] & 0xE0) == 0xC0 ? 2 : (u[0] & 0xF0) == 0xE0 ? 3 : (u[0] & 0xF8) == 0xF0 ? 4 : 0;
+    if (!n) return 0;
+    uint32_t v = n == 1 ? u[0] : n == 2 ? u[0] & 0x1Fu : n == 3 ? u[0] & 0x0Fu : u[0] & 0x07u;
+    for (int i = 1; i < n; i++) {
+        if ((u[i] & 0xC0) != 0x80) return 0;
+        v = v << 6 | (u[i] & 0x3Fu);
+    }
+    if (v < 0x20 || v == '"' || v == '\\' || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return 0;
+    *cp = v;
+    return n;
+}
+
+static int32_t knode_child(knode *t, int32_t *n, int32_t at, uint32_t cp) {
+    for (int32_t k = t[at].child; k >= 0; k = t[k].next)
+        if (t[k].cp == cp) return k;
+    t[*n] = (knode){cp, -1, t[at].child, false};
+    t[at].child = *n;
+    return (*n)++;
+}
+
+/* The rule for trie node i: the rest of a key whose characters so far spell node i's prefix. */
+static const char *key_rule(conv *c, const knode *t, int32_t i, const char *name) {
+    char *rule = sub_name(c, name, "other-key");
+    if (!rule) return NULL;
+    const char *ch = prim_rule(c, P_CHAR);
+    sbuf b = {0}, cls = {0};
+    if (!t[i].end) sb_printf(&b, "\"\\\"\" | ");
+    for (int32_t k = t[i].child; k >= 0; k = t[k].next) {
+        const char *sub_rule = key_rule(c, t, k, name);
+        if (!sub_rule) { free(b.s), free(cls.s); return NULL; }
+        sb_printf(&b, "[\\U%08X] %s | ", t[k].cp, sub_rule);
+        sb_printf(&cls, "\\U%08X", t[k].cp);
+    }
+    sb_printf(&b, "( [^\"\\\\\\x00-\\x1F%s] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} ) ) %s* \"\\\"\"",
+              cls.s ? cls.s : "", ch);
+    emit(c, rule, b.s ? b.s : "\"\"");
+    free(b.s), free(cls.s);
+    return rule;
+}
+
+/* A JSON string that is none of keys[0..n): it leaves the keys' character trie somewhere or ends
+ * where none of them does. (A listed key spelled with escapes, \u0061 for a, is not caught.) */
+static const char *other_key(conv *c, const char *const *keys, int n, const char *name) {
+    size_t total = 1;
+    for (int i = 0; i < n; i++) total += strlen(keys[i]);
+    knode *t = malloc(total * sizeof *t);
+    if (!t) return NULL;
+    int32_t n_nodes = 1;
+    t[0] = (knode){0, -1, -1, false};
+    for (int i = 0; i < n; i++) {
+        int32_t at = 0;
+        uint32_t cp;
+        const char *k = keys[i];
+        for (int len; *k && (len = key_char(k, &cp)) > 0; k += len) at = knode_child(t, &n_nodes, at, cp);
+        if (!*k) t[at].end = true; /* (a key with characters that need escapes stays unlisted) */
+    }
+    const char *root = key_rule(c, t, 0, name);
+    free(t);
+    if (!root) return NULL;
+    char *rule = sub_name(c, name, "extra-key");
+    if (rule) {
+        sbuf b = {0};
+        sb_printf(&b, "\"\\\"\" %s", root);
+        emit(c, rule, b.s ? b.s : "\"\"");
+        free(b.s);
+    }
+    return rule;
+}
+
 /* The properties in order, required ones always, optional ones maybe, then additional ones when
  * allowed. first_i: what can come from property i on when nothing was written yet; rest_i: the
  * same after something was (each item led by a comma). Built from the end. */
@@ -363,12 +443,14 @@ static int object_body(conv *c, const cJSON *s, const char *ptr, const char *nam
     for (const cJSON *r = req ? req->child : NULL; r; r = r->next)
         if (!props || !cJSON_GetObjectItemCaseSensitive(props, r->valuestring)) n++;
     char **kv = calloc((size_t)n + 1, sizeof *kv);
+    const char **keys = calloc((size_t)n + 1, sizeof *keys);
     bool *required = calloc((size_t)n + 1, 1);
-    if (!kv || !required) { free(kv), free(required); return nc_fail(c->err, "out of memory"); }
+    if (!kv || !keys || !required) { free(kv), free(keys), free(required); return nc_fail(c->err, "out of memory"); }
     int i = 0, rc = 0;
     char *pp = ptr_join(ptr, "properties");
     for (const cJSON *p = props ? props->child : NULL; p && rc == 0; p = p->next, i++) {
         const char *vr;
+        keys[i] = p->string;
         rc = pp ? sub(c, p, pp, p->string, name, p->string, &vr) : nc_fail(c->err, "out of memory");
         if (rc == 0) rc = property_kv(c, p->string, vr, name, &kv[i]);
         for (const cJSON *r = req ? req->child : NULL; r; r = r->next) required[i] |= !strcmp(r->valuestring, p->string);
@@ -377,6 +459,7 @@ static int object_body(conv *c, const cJSON *s, const char *ptr, const char *nam
     for (const cJSON *r = req ? req->child : NULL; r && rc == 0; r = r->next)
         if (!props || !cJSON_GetObjectItemCaseSensitive(props, r->valuestring)) {
             required[i] = true;
+            keys[i] = r->valuestring;
             rc = property_kv(c, r->valuestring, prim_rule(c, P_VALUE), name, &kv[i++]);
         }
     /* additional properties: absent means none when properties are listed, any otherwise */
@@ -385,11 +468,13 @@ static int object_body(conv *c, const cJSON *s, const char *ptr, const char *nam
         const char *vr = prim_rule(c, P_VALUE);
         if (addl && !cJSON_IsTrue(addl)) rc = sub(c, addl, ptr, "additionalProperties", name, "additional", &vr);
         const char *ws = prim_rule(c, P_WS);
-        char *x = rc == 0 ? sub_name(c, name, "extra-kv") : NULL;
-        if (rc == 0 && !x) rc = nc_fail(c->err, "out of memory");
+        /* the listed keys keep their own schemas: an additional key is any other */
+        const char *key = rc == 0 ? (i > 0 ? other_key(c, keys, i, name) : prim_rule(c, P_STRING)) : NULL;
+        char *x = key ? sub_name(c, name, "extra-kv") : NULL;
+        if (rc == 0 && !x) rc = c->failed ? -1 : nc_fail(c->err, "out of memory");
         if (rc == 0) {
             sbuf e = {0};
-            sb_printf(&e, "%s %s \":\" %s %s %s", prim_rule(c, P_STRING), ws, ws, vr, ws);
+            sb_printf(&e, "%s %s \":\" %s %s %s", key, ws, ws, vr, ws);
             emit(c, x, e.s ? e.s : "\"\"");
             free(e.s);
             extra = x;
@@ -419,7 +504,7 @@ static int object_body(conv *c, const cJSON *s, const char *ptr, const char *nam
         next_first = first, next_rest = rest;
     }
     if (rc == 0) sb_printf(b, "\"{\" %s %s \"}\"", ws, next_first);
-    free(kv), free(required);
+    free(kv), free(keys), free(required);
     return rc;
 }
 
