@@ -511,8 +511,8 @@ static int object_body(conv *c, const cJSON *s, const char *ptr, const char *nam
 /* Positions t.. of an array: prefix item t (or items), with a comma before all but the first. */
 static void array_tail(conv *c, sbuf *b, char **elem, int n_prefix, const char *item, long t, long min, long max) {
     const char *ws = prim_rule(c, P_WS);
-    char sep[160];
-    snprintf(sep, sizeof sep, t > 0 ? "\",\" %s " : "", ws);
+    char sep[160] = "";
+    if (t > 0) snprintf(sep, sizeof sep, "\",\" %s ", ws);
     if (max >= 0 && t >= max) return;
     if (t < n_prefix) {
         bool opt = t >= min;
@@ -769,6 +769,26 @@ static int gen(conv *c, const cJSON *s, const char *ptr, const char *name) {
     return rc;
 }
 
+/* The offset of the first byte that is not valid UTF-8, or -1 (names and literals copy the
+ * schema's strings into the grammar, which must be UTF-8). */
+static long invalid_utf8_at(const char *s) {
+    const unsigned char *u = (const unsigned char *)s;
+    for (long i = 0; u[i];) {
+        int n = u[i] < 0x80 ? 1 : u[i] >= 0xC2 && u[i] <= 0xDF ? 2 : u[i] >= 0xE0 && u[i] <= 0xEF ? 3
+              : u[i] >= 0xF0 && u[i] <= 0xF4 ? 4 : 0;
+        if (!n) return i;
+        uint32_t v = n == 1 ? u[i] : n == 2 ? u[i] & 0x1Fu : n == 3 ? u[i] & 0x0Fu : u[i] & 0x07u;
+        for (int k = 1; k < n; k++) {
+            if ((u[i + k] & 0xC0) != 0x80) return i;
+            v = v << 6 | (u[i + k] & 0x3Fu);
+        }
+        static const uint32_t min_of[5] = {0, 0, 0x80, 0x800, 0x10000};
+        if (v < min_of[n] || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return i;
+        i += n;
+    }
+    return -1;
+}
+
 static bool valid_root_name(const char *r) {
     if (!*r || strlen(r) > 64) return false;
     for (; *r; r++)
@@ -783,6 +803,8 @@ int nc_json_schema_to_grammar(const char *schema_json, const char *root_name, ch
     if (!valid_root_name(root_name))
         return nc_fail(err, "json schema: root name '%.80s' must be 1 to 64 letters, digits, '-' or '_'", root_name);
     if (!schema_json) return nc_fail(err, "json schema: no schema");
+    long bad = invalid_utf8_at(schema_json);
+    if (bad >= 0) return nc_fail(err, "json schema: invalid UTF-8 at byte %ld", bad);
     conv c = {.root = root_name, .err = err};
     c.doc = cJSON_Parse(schema_json);
     if (!c.doc) return nc_fail(err, "json schema: not valid JSON");
