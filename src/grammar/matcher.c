@@ -514,12 +514,6 @@ bool gr_matcher_can_end(const gr_matcher *m) {
     return s.partial == 0 && s.n > 0 && s.ids[0] == COMPLETE;
 }
 
-bool gr_matcher_can_continue(const gr_matcher *m) {
-    if (gr_matcher_dead(m)) return false;
-    sview s = view_of(m, &m->cur);
-    return s.n > (s.n > 0 && s.ids[0] == COMPLETE);
-}
-
 static bool ensure_frames(gr_matcher *m, int32_t n) {
     if (n <= m->n_frames) return true;
     frame *f = realloc(m->frames, (size_t)n * sizeof *f);
