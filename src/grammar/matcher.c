@@ -23,6 +23,7 @@
 #define MAX_STATES (1 << 15)  /* interned states */
 #define SOFT_NODES (1 << 20)  /* past this, the arena is compacted before the next step */
 #define HARD_NODES (1 << 22)  /* a step needing more nodes fails (prunes) */
+#define MASK_CACHE 32         /* whole masks remembered, by interned state */
 #define UNKNOWN (-2)
 #define DEAD (-1)
 
@@ -56,6 +57,15 @@ typedef struct frame {
     uint32_t partial;
 } frame;
 
+/* A mask computed for an interned state: the allowed tokens as bits. Generation revisits states
+ * all the time (every character inside a JSON string leaves the state as it was), so a step
+ * often costs a copy instead of a walk. */
+typedef struct mask_entry {
+    int32_t sid;       /* -1: empty */
+    int32_t count;
+    uint64_t *bits;
+} mask_entry;
+
 struct gr_matcher {
     const gr_grammar *g;
     node *nodes;
@@ -71,6 +81,9 @@ struct gr_matcher {
     frame cur;                /* the current state (sid or the set in buf) */
     frame *frames;
     int32_t n_frames;
+    mask_entry masks[MASK_CACHE];
+    int32_t next_victim, mask_n;
+    const gr_vocab *mask_vocab;
     bool dead, oom;
 };
 
@@ -374,7 +387,12 @@ static bool advance(gr_matcher *m, const frame *from, frame *to, uint8_t b) {
 
 /* ---- compaction ---- */
 
+static void drop_masks(gr_matcher *m) {
+    for (int i = 0; i < MASK_CACHE; i++) m->masks[i].sid = -1;
+}
+
 static void drop_states(gr_matcher *m) {
+    drop_masks(m); /* they are keyed by state ids */
     for (int32_t s = 0; s < m->n_states; s++) free(m->states[s].next);
     m->n_states = 0;
     m->set_pool.n = 0;
@@ -444,6 +462,7 @@ int gr_matcher_new(gr_matcher **out, const gr_grammar *g, nc_err *err) {
     }
     m->nodes[COMPLETE] = (node){-1, -1};
     m->n_nodes = 1;
+    drop_masks(m);
     gr_matcher_reset(m);
     if (m->oom) {
         gr_matcher_free(m);
@@ -456,6 +475,7 @@ int gr_matcher_new(gr_matcher **out, const gr_grammar *g, nc_err *err) {
 void gr_matcher_free(gr_matcher *m) {
     if (!m) return;
     drop_states(m);
+    for (int i = 0; i < MASK_CACHE; i++) free(m->masks[i].bits);
     free(m->states);
     free(m->state_hash);
     free(m->nodes);
@@ -524,11 +544,46 @@ static bool ensure_frames(gr_matcher *m, int32_t n) {
     return true;
 }
 
+/* The cached mask of the current state, expanded into allowed; -1 when there is none. */
+static int32_t cached_mask(gr_matcher *m, const gr_vocab *v, uint8_t *allowed, int32_t n) {
+    if (m->cur.sid < 0 || v != m->mask_vocab || n != m->mask_n) return -1;
+    for (int i = 0; i < MASK_CACHE; i++) {
+        const mask_entry *e = &m->masks[i];
+        if (e->sid != m->cur.sid) continue;
+        for (int32_t id = 0; id < n; id++) allowed[id] = (uint8_t)(e->bits[id >> 6] >> (id & 63) & 1);
+        return e->count;
+    }
+    return -1;
+}
+
+static void remember_mask(gr_matcher *m, const gr_vocab *v, const uint8_t *allowed, int32_t n, int32_t count) {
+    if (m->cur.sid < 0) return;
+    if (v != m->mask_vocab || n != m->mask_n) {
+        drop_masks(m);
+        m->mask_vocab = v;
+        m->mask_n = n;
+    }
+    mask_entry *e = &m->masks[m->next_victim];
+    m->next_victim = (m->next_victim + 1) % MASK_CACHE;
+    e->sid = -1;
+    if (!e->bits && !(e->bits = malloc(((size_t)v->n_tokens / 64 + 1) * sizeof *e->bits))) return;
+    memset(e->bits, 0, ((size_t)n / 64 + 1) * sizeof *e->bits);
+    for (int32_t id = 0; id < n; id++)
+        if (allowed[id]) e->bits[id >> 6] |= 1ull << (id & 63);
+    e->sid = m->cur.sid;
+    e->count = count;
+}
+
 int32_t gr_matcher_mask(gr_matcher *m, const gr_vocab *v, uint8_t *allowed, int32_t n) {
+    if (n > v->n_tokens) {
+        memset(allowed + v->n_tokens, 0, (size_t)(n - v->n_tokens));
+        n = v->n_tokens;
+    }
     memset(allowed, 0, (size_t)n);
-    if (n > v->n_tokens) n = v->n_tokens;
     if (gr_matcher_dead(m) || !ensure_room(m) || !ensure_frames(m, v->max_depth + 1)) return 0;
-    int32_t count = 0;
+    int32_t count = cached_mask(m, v, allowed, n);
+    if (count >= 0) return count;
+    count = 0;
     if (gr_matcher_can_end(m))
         for (int32_t id = 0; id < n; id++)
             if (v->eog[id]) allowed[id] = 1, count++;
@@ -548,5 +603,6 @@ int32_t gr_matcher_mask(gr_matcher *m, const gr_vocab *v, uint8_t *allowed, int3
         }
         i++;
     }
+    remember_mask(m, v, allowed, n, count);
     return count;
 }

@@ -272,6 +272,10 @@ static void mask_case(const nc_model *m, const gr_vocab *v, const char *grammar,
     }
     CHECK_MSG(bad == 0 && count == want_count, "mask for prefix '%s': %d tokens differ (first %d), %d allowed, %d wanted",
               prefix, bad, first_bad, count, want_count);
+    /* again from the same state: the remembered mask */
+    uint8_t *again = malloc((size_t)n);
+    CHECK(gr_matcher_mask(mm, v, again, n) == count && !memcmp(again, allowed, (size_t)n));
+    free(again);
     free(allowed);
     gr_matcher_free(mm), gr_matcher_free(brute), gr_free(g);
 }
