@@ -301,9 +301,9 @@ int32_t nc_sample_temperature(const float *logits, int32_t n, float temp, nc_rng
  * against it (README, Structured output, lists the keywords supported and refused). The rule for
  * the schema's value is named root_name (NULL: "root"); every other rule it emits is named
  * root_name followed by '-', so conversions with different root names can be concatenated into
- * one grammar beside rules of the caller's own. Whitespace: none outside strings except one
- * optional space or newline (followed by at most 16 spaces or tabs) after '{' '[' ',' ':' and
- * before '}' ']', so even a random model cannot loop for ever on blanks. "{}" gives any JSON value,
+ * one grammar beside rules of the caller's own. Whitespace: between two JSON tokens at most one
+ * optional blank, a space or a newline followed by up to 16 spaces or tabs (none before the value
+ * or after it), so even a random model cannot loop for ever on blanks. "{}" gives any JSON value,
  * {"type":"object"} any JSON object. *gbnf is malloc'd (free it); on failure the error names the
  * keyword and where it is (a JSON pointer). */
 int nc_json_schema_to_grammar(const char *schema_json, const char *root_name, char **gbnf, nc_err *err);
@@ -315,7 +315,8 @@ int nc_grammar_check(const char *gbnf, nc_err *err);
  * a chain of small stages, each transforming the candidate list (id, logit, probability) in
  * place; their order is data (`samplers`). Default order:
  *   penalties;dry;no_repeat_ngram;logit_bias;temperature;top_n_sigma;top_k;typ_p;top_p;min_p;xtc
- * then a seeded draw. A stage whose parameter is neutral is left out, so with the defaults the
+ * then a seeded draw; with a grammar (`grammar`), its stage runs before all of them. A stage
+ * whose parameter is neutral is left out, so with the defaults the
  * chain is penalties -> logit bias -> temperature -> top-k -> top-p -> min-p -> sample (the
  * penalties stage appears once a penalty is set). With Mirostat the truncation stages are left
  * out and Mirostat makes the draw, as in llama.cpp. The state of a sampler (generator, Mirostat's

@@ -4,8 +4,8 @@
  * root_name, every other one starts with root_name and '-'.
  *
  * Choices made for generation:
- * - whitespace: one optional blank after '{' '[' ',' ':' and around values, a space or a newline
- *   followed by up to 16 spaces or tabs, so a model (even a random one) cannot spin on blanks;
+ * - whitespace: between two JSON tokens at most one optional blank, a space or a newline followed
+ *   by up to 16 spaces or tabs, so a model (even a random one) cannot spin on blanks;
  * - numbers: at most 16 integer digits, 16 fraction digits and 3 exponent digits;
  * - an object with `properties` and no `additionalProperties` gets no other keys (what a caller
  *   of a schema for generation wants); without `properties` any keys are allowed;

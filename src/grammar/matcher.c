@@ -42,7 +42,7 @@ typedef struct istate {
     int32_t off, n;    /* into set_pool */
     uint32_t partial;
     uint64_t hash;
-    int32_t *next;     /* 256 transitions, allocated on first use */
+    int32_t *next;     /* transitions (256, or 64 inside a character), allocated on first use */
 } istate;
 
 typedef struct ibuf {
@@ -358,12 +358,16 @@ static bool step_byte(gr_matcher *m, sview s, uint8_t b, uint32_t *partial) {
     return step_char(m, s, cp) && m->out.n > 0;
 }
 
-/* frame `to` := frame `from` advanced by b; false when dead. Interned states cache it. */
+/* frame `to` := frame `from` advanced by b; false when dead. Interned states cache it: 256
+ * transitions, or 64 for a state inside a character (only continuation bytes can follow). */
 static bool advance(gr_matcher *m, const frame *from, frame *to, uint8_t b) {
+    bool partial_from = P_NEED(from->sid >= 0 ? m->states[from->sid].partial : from->partial) != 0;
+    if (partial_from && (b & 0xC0) != 0x80) return false;
+    int slot = partial_from ? b & 0x3F : b;
     if (from->sid >= 0) {
         istate *st = &m->states[from->sid];
-        if (st->next && st->next[b] != UNKNOWN) {
-            to->sid = st->next[b];
+        if (st->next && st->next[slot] != UNKNOWN) {
+            to->sid = st->next[slot];
             return to->sid != DEAD;
         }
     }
@@ -372,9 +376,10 @@ static bool advance(gr_matcher *m, const frame *from, frame *to, uint8_t b) {
     int32_t sid = ok ? intern(m, m->out.v, m->out.n, partial) : DEAD;
     if (from->sid >= 0 && (sid >= 0 || !ok)) {
         istate *st = &m->states[from->sid];
-        if (!st->next && (st->next = malloc(256 * sizeof *st->next)))
-            for (int i = 0; i < 256; i++) st->next[i] = UNKNOWN;
-        if (st->next) st->next[b] = ok ? sid : DEAD;
+        int size = partial_from ? 64 : 256;
+        if (!st->next && (st->next = malloc((size_t)size * sizeof *st->next)))
+            for (int i = 0; i < size; i++) st->next[i] = UNKNOWN;
+        if (st->next) st->next[slot] = ok ? sid : DEAD;
     }
     if (!ok) return false;
     to->sid = sid;

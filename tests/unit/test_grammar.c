@@ -409,6 +409,25 @@ static void test_sampler(void) {
             nc_sampler_free(fresh);
         }
     nc_sampler_free(s);
+    /* beam search and contrastive search refuse a grammar */
+    nc_context *ctx = NULL;
+    nc_context_params cp = {.n_ctx = 64, .n_seq_max = 2};
+    CHECK(nc_context_new(&ctx, m, &cp, &err) == 0);
+    if (ctx) {
+        nc_sampler_params_default(&p);
+        p.grammar = "root ::= \"a\"";
+        int32_t prompt[2] = {1, 403};
+        nc_stop_params stop = {.max_tokens = 4};
+        nc_beam_params bp = {.n_beams = 2, .n_best = 1, .length_penalty = 1};
+        nc_beam_result br;
+        CHECK(nc_beam_search(ctx, m, prompt, 2, &bp, &p, &stop, &br, &err) == -1 &&
+              strstr(err.msg, "grammar: not supported with beam search"));
+        nc_contrastive_params csp = {.penalty_alpha = 0.5f, .top_k = 2};
+        nc_gen_result gr;
+        CHECK(nc_contrastive_search(ctx, m, prompt, 2, &csp, &p, &stop, NULL, NULL, &gr, &err) == -1 &&
+              strstr(err.msg, "grammar: not supported with contrastive search"));
+        nc_context_free(ctx);
+    }
     free(logits), free(a), free(b);
     nc_model_free(m);
 }
