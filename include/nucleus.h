@@ -374,7 +374,9 @@ typedef struct nc_sampler_params {
     const char *grammar;        /* GBNF text (llama.cpp's format); NULL or "": none. The stage
                                    `grammar` then runs first: every token whose text cannot continue
                                    the grammar is set to -inf, end-of-generation tokens are allowed
-                                   only where the grammar can be complete (README, Structured output) */
+                                   only where the grammar can be complete; where nothing else can
+                                   follow they alone remain, overriding min_tokens and ignore_eos
+                                   (README, Structured output) */
 } nc_sampler_params;
 
 /* llama.cpp's defaults: temp 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_last_n 64,
