@@ -39,6 +39,7 @@ typedef struct conv {
     sbuf out;
     char **names;       /* every rule name taken */
     int n_names, cap_names;
+    int32_t *name_slots; /* hash of names: index + 1, 0 empty; 2 * cap_names slots */
     char **ref_keys, **ref_rules;  /* $ref strings and their rules */
     bool failed;        /* a name could not be made (limit, memory): err is set */
     int n_refs;
@@ -120,13 +121,36 @@ static char *ptr_join(const char *ptr, const char *key) {
 
 /* ---- rule names ---- */
 
-static bool name_taken(const conv *c, const char *n) {
-    for (int i = 0; i < c->n_names; i++)
-        if (!strcmp(c->names[i], n)) return true;
-    return false;
+static uint64_t hash_str(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
 }
 
-/* A fresh rule name: base, with letters, digits and '-' only, made unique with -2, -3 ... */
+/* The slot of name n in the hash: its own, or the empty one where it would go. */
+static size_t name_slot(const conv *c, const char *n) {
+    size_t mask = 2 * (size_t)c->cap_names - 1, i = hash_str(n) & mask;
+    while (c->name_slots[i] && strcmp(c->names[c->name_slots[i] - 1], n)) i = (i + 1) & mask;
+    return i;
+}
+
+static bool name_taken(const conv *c, const char *n) { return c->cap_names && c->name_slots[name_slot(c, n)]; }
+
+static bool names_grow(conv *c) {
+    int cap = c->cap_names ? 2 * c->cap_names : 64;
+    char **g = realloc(c->names, (size_t)cap * sizeof *g);
+    int32_t *slots = calloc(2 * (size_t)cap, sizeof *slots);
+    if (g) c->names = g;
+    if (!g || !slots) { free(slots); return false; }
+    free(c->name_slots);
+    c->name_slots = slots;
+    c->cap_names = cap;
+    for (int i = 0; i < c->n_names; i++) c->name_slots[name_slot(c, c->names[i])] = i + 1;
+    return true;
+}
+
+/* A fresh rule name: base, with letters, digits and '-' only, made unique with -2, -3 ... (a
+ * hash keeps this constant-time: schemas come from requests). */
 static char *take_name(conv *c, const char *base) {
     if (c->failed) return NULL;
     if (c->n_names >= MAX_RULES) {
@@ -135,33 +159,27 @@ static char *take_name(conv *c, const char *base) {
         return NULL;
     }
     size_t n = strlen(base);
-    if (n > 200) n = 200;
-    char *clean = malloc(n + 16);
-    if (!clean) {
+    char *clean = malloc((n > 200 ? 200 : n) + 16);
+    if (!clean || (c->n_names == c->cap_names && !names_grow(c))) {
+        free(clean);
         c->failed = true;
         nc_fail(c->err, "out of memory");
         return NULL;
     }
-    for (size_t i = 0; i < n; i++) {
+    if (n > 200) { /* deep names: a prefix and a hash of the whole, so they stay apart */
+        snprintf(clean + 183, 17, "%016llx", (unsigned long long)hash_str(base));
+        clean[182] = '-';
+    }
+    for (size_t i = 0; i < (n > 200 ? 182 : n); i++) {
         char ch = base[i];
         bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-';
         clean[i] = ok ? ch : '-';
     }
+    if (n > 200) n = 199;
     clean[n] = 0;
     for (int k = 2; name_taken(c, clean); k++) snprintf(clean + n, 16, "-%d", k);
-    if (c->n_names == c->cap_names) {
-        int cap = c->cap_names ? 2 * c->cap_names : 64;
-        char **g = realloc(c->names, (size_t)cap * sizeof *g);
-        if (!g) {
-            free(clean);
-            c->failed = true;
-            nc_fail(c->err, "out of memory");
-            return NULL;
-        }
-        c->names = g;
-        c->cap_names = cap;
-    }
     c->names[c->n_names++] = clean;
+    c->name_slots[name_slot(c, clean)] = c->n_names;
     return clean;
 }
 
@@ -338,7 +356,9 @@ static int property_kv(conv *c, const char *key, const char *value_rule, const c
     const char *ws = prim_rule(c, P_WS);
     sb_printf(&b, "%s %s \":\" %s %s %s", k.s ? k.s : "\"\"", ws, ws, value_rule, ws);
     free(k.s);
-    char *kv = sub_name(c, name, "kv");
+    char suffix[160];
+    snprintf(suffix, sizeof suffix, "%.120s-kv", key);
+    char *kv = sub_name(c, name, suffix);
     if (!kv || b.oom) { free(b.s); return nc_fail(c->err, "out of memory"); }
     emit(c, kv, b.s);
     free(b.s);
@@ -379,7 +399,9 @@ static int32_t knode_child(knode *t, int32_t *n, int32_t at, uint32_t cp) {
 
 /* The rule for trie node i: the rest of a key whose characters so far spell node i's prefix. */
 static const char *key_rule(conv *c, const knode *t, int32_t i, const char *name) {
-    char *rule = sub_name(c, name, "other-key");
+    char suffix[40];
+    snprintf(suffix, sizeof suffix, "other-key-%d", i);
+    char *rule = sub_name(c, name, suffix);
     if (!rule) return NULL;
     const char *ch = prim_rule(c, P_CHAR);
     sbuf b = {0}, cls = {0};
@@ -483,7 +505,10 @@ static int object_body(conv *c, const cJSON *s, const char *ptr, const char *nam
     const char *ws = prim_rule(c, P_WS);
     char *next_first = NULL, *next_rest = NULL;
     for (int k = n; k >= 0 && rc == 0; k--) {
-        char *first = sub_name(c, name, "first"), *rest = sub_name(c, name, "rest");
+        char fs[32], rs[32];
+        snprintf(fs, sizeof fs, "first-%d", k);
+        snprintf(rs, sizeof rs, "rest-%d", k);
+        char *first = sub_name(c, name, fs), *rest = sub_name(c, name, rs);
         if (!first || !rest) { rc = nc_fail(c->err, "out of memory"); break; }
         sbuf fb = {0}, rb = {0};
         if (k == n) {
@@ -815,7 +840,7 @@ int nc_json_schema_to_grammar(const char *schema_json, const char *root_name, ch
     if (rc == 0 && c.out.oom) rc = nc_fail(err, "json schema: the grammar is too large");
     for (int i = 0; i < c.n_names; i++) free(c.names[i]);
     for (int i = 0; i < c.n_refs; i++) free(c.ref_keys[i]);
-    free(c.names), free(c.ref_keys), free(c.ref_rules);
+    free(c.names), free(c.name_slots), free(c.ref_keys), free(c.ref_rules);
     cJSON_Delete(c.doc);
     if (rc) {
         free(c.out.s);
