@@ -19,7 +19,13 @@
 #include "grammar/trie.h"
 
 #define COMPLETE 0            /* node id standing for "the grammar may end here" */
-#define MAX_SET (1 << 14)     /* stacks in one state: more are dropped (an absurdly ambiguous grammar) */
+#define MAX_SET 2048          /* stacks in one state: more are dropped (an absurdly ambiguous grammar) */
+/* Closure work (stacks expanded) allowed per mask and per token fed: a grammar whose sets of stacks
+ * explode (ambiguity nested in recursion can double them at every character) gets a truncated
+ * mask, or ends, instead of holding a server's engine for minutes. Real grammars use far less:
+ * the JSON masks of bench/grammar.sh stay under a million. */
+#define MASK_BUDGET 20000000
+#define FEED_BUDGET 2000000
 #define MAX_STATES (1 << 15)  /* interned states */
 #define SOFT_NODES (1 << 20)  /* past this, the arena is compacted before the next step */
 #define HARD_NODES (1 << 22)  /* a step needing more nodes fails (prunes) */
@@ -81,6 +87,7 @@ struct gr_matcher {
     frame cur;                /* the current state (sid or the set in buf) */
     frame *frames;
     int32_t n_frames;
+    int64_t budget;           /* closure work left in this call */
     mask_entry masks[MASK_CACHE];
     int32_t next_victim, mask_n;
     const gr_vocab *mask_vocab;
@@ -205,6 +212,7 @@ static bool closure(gr_matcher *m) {
     }
     m->out.n = 0;
     while (m->work.n > 0) {
+        if (--m->budget < 0) return false;
         int32_t x = m->work.v[--m->work.n];
         if (m->stamp[x] == m->cur_stamp) continue;
         m->stamp[x] = m->cur_stamp;
@@ -374,7 +382,7 @@ static bool advance(gr_matcher *m, const frame *from, frame *to, uint8_t b) {
     uint32_t partial = 0;
     bool ok = step_byte(m, view_of(m, from), b, &partial);
     int32_t sid = ok ? intern(m, m->out.v, m->out.n, partial) : DEAD;
-    if (from->sid >= 0 && (sid >= 0 || !ok)) {
+    if (from->sid >= 0 && (sid >= 0 || (!ok && m->budget >= 0))) { /* a step cut by the budget is not remembered */
         istate *st = &m->states[from->sid];
         int size = partial_from ? 64 : 256;
         if (!st->next && (st->next = malloc((size_t)size * sizeof *st->next)))
@@ -471,7 +479,7 @@ int gr_matcher_new(gr_matcher **out, const gr_grammar *g, nc_err *err) {
     gr_matcher_reset(m);
     if (m->oom) {
         gr_matcher_free(m);
-        return nc_fail(err, "grammar: out of memory expanding the start rule");
+        return nc_fail(err, "grammar: the start rule expands too far (memory or work limit)");
     }
     *out = m;
     return 0;
@@ -498,6 +506,7 @@ void gr_matcher_free(gr_matcher *m) {
 void gr_matcher_reset(gr_matcher *m) {
     m->dead = false;
     if (!ensure_room(m)) return;
+    m->budget = FEED_BUDGET;
     m->work.n = 0;
     const gr_grammar *g = m->g;
     bool ok = true;
@@ -514,6 +523,7 @@ void gr_matcher_reset(gr_matcher *m) {
 
 bool gr_matcher_feed(gr_matcher *m, const uint8_t *bytes, size_t n) {
     if (m->dead || !ensure_room(m)) return false;
+    m->budget = FEED_BUDGET;
     for (size_t i = 0; i < n; i++) {
         frame next = {.sid = -1};
         bool ok = advance(m, &m->cur, &next, bytes[i]);
@@ -586,6 +596,7 @@ int32_t gr_matcher_mask(gr_matcher *m, const gr_vocab *v, uint8_t *allowed, int3
     }
     memset(allowed, 0, (size_t)n);
     if (gr_matcher_dead(m) || !ensure_room(m) || !ensure_frames(m, v->max_depth + 1)) return 0;
+    m->budget = MASK_BUDGET;
     int32_t count = cached_mask(m, v, allowed, n);
     if (count >= 0) return count;
     count = 0;
@@ -608,6 +619,6 @@ int32_t gr_matcher_mask(gr_matcher *m, const gr_vocab *v, uint8_t *allowed, int3
         }
         i++;
     }
-    remember_mask(m, v, allowed, n, count);
+    if (m->budget >= 0) remember_mask(m, v, allowed, n, count);
     return count;
 }
