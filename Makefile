@@ -108,8 +108,9 @@ $(BUILD)/grammar_bench: bench/grammar_bench.c $(BUILD)/rel/libnucleus.a
 # Fuzz harnesses need clang's libFuzzer.
 FUZZ_SRC := $(shell find tests/fuzz -name 'fuzz_*.c' | sort)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
-# A harness links only the parsers it exercises (the format layer and the shared helpers).
-FUZZ_LIB_SRC := src/common.c $(shell find src/format -name '*.c' | sort)
+# A harness links only the parsers it exercises (the format and grammar layers, which need
+# nothing else, and the shared helpers).
+FUZZ_LIB_SRC := src/common.c $(shell find src/format src/grammar -name '*.c' | sort)
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRC)
 	@mkdir -p $(dir $@)
 	clang $(CSTD) $(INC) -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $< $(FUZZ_LIB_SRC) $(LDLIBS)

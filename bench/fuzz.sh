@@ -5,13 +5,13 @@
 # the inputs run, the peak memory and the verdict: any crash, sanitizer report, leak or input
 # slower than 10 s fails it (tests/lib/fuzz_run.sh), and the input is kept in build/fuzz/.
 #
-#   bash bench/fuzz.sh [RUNS [HARNESS...]]     (HARNESS: gguf, template, ...; default all)
+#   bash bench/fuzz.sh [RUNS [HARNESS...]]     (HARNESS: gguf, template, grammar, ...; default all)
 set -u
 cd "$(dirname "$0")/.."
 runs=${1:-1000000}
 shift $(($# > 0))
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(gguf kv_file request safetensors spm_model template)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(gguf kv_file request safetensors spm_model template grammar)
 make -s build/fuzz/fuzz_gguf build/fuzz/fuzz_kv_file build/fuzz/fuzz_request build/fuzz/fuzz_safetensors \
     build/fuzz/fuzz_spm_model || exit 1
 echo "| harness | inputs | peak RSS (MB) | seconds | result |"
@@ -22,8 +22,8 @@ for h in "${harnesses[@]}"; do
     t0=$(date +%s)
     out=$(FUZZ_RUNS=$runs bash "$t" 2>&1)
     rc=$?
-    units=$(sed -n 's/^stat::number_of_executed_units: *//p' <<<"$out")
-    rss=$(sed -n 's/^stat::peak_rss_mb: *//p' <<<"$out")
+    units=$(sed -n 's/^stat::number_of_executed_units: *//p' <<<"$out" | paste -sd' ')  # grammar: two harnesses
+    rss=$(sed -n 's/^stat::peak_rss_mb: *//p' <<<"$out" | paste -sd' ')
     [ $rc -eq 0 ] || { failed=$((failed + 1)); echo "$out" | tail -n 30 >&2; }
     echo "| $name | ${units:--} | ${rss:--} | $(( $(date +%s) - t0 )) | $([ $rc -eq 0 ] && echo "0 crashes, 0 timeouts, 0 leaks" || echo FAILED) |"
 done

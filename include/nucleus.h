@@ -301,9 +301,9 @@ int32_t nc_sample_temperature(const float *logits, int32_t n, float temp, nc_rng
  * against it (README, Structured output, lists the keywords supported and refused). The rule for
  * the schema's value is named root_name (NULL: "root"); every other rule it emits is named
  * root_name followed by '-', so conversions with different root names can be concatenated into
- * one grammar beside rules of the caller's own. Whitespace: none outside strings except one
- * optional space or newline (followed by at most 16 spaces or tabs) after '{' '[' ',' ':' and
- * before '}' ']', so even a random model cannot loop for ever on blanks. "{}" gives any JSON value,
+ * one grammar beside rules of the caller's own. Whitespace: between two JSON tokens at most one
+ * optional blank, a space or a newline followed by up to 16 spaces or tabs (none before the value
+ * or after it), so even a random model cannot loop for ever on blanks. "{}" gives any JSON value,
  * {"type":"object"} any JSON object. *gbnf is malloc'd (free it); on failure the error names the
  * keyword and where it is (a JSON pointer). */
 int nc_json_schema_to_grammar(const char *schema_json, const char *root_name, char **gbnf, nc_err *err);
@@ -318,7 +318,8 @@ int nc_grammar_check_model(const nc_model *m, const char *gbnf, nc_err *err);
  * a chain of small stages, each transforming the candidate list (id, logit, probability) in
  * place; their order is data (`samplers`). Default order:
  *   penalties;dry;no_repeat_ngram;logit_bias;temperature;top_n_sigma;top_k;typ_p;top_p;min_p;xtc
- * then a seeded draw. A stage whose parameter is neutral is left out, so with the defaults the
+ * then a seeded draw; with a grammar (`grammar`), its stage runs before all of them. A stage
+ * whose parameter is neutral is left out, so with the defaults the
  * chain is penalties -> logit bias -> temperature -> top-k -> top-p -> min-p -> sample (the
  * penalties stage appears once a penalty is set). With Mirostat the truncation stages are left
  * out and Mirostat makes the draw, as in llama.cpp. The state of a sampler (generator, Mirostat's
@@ -376,7 +377,9 @@ typedef struct nc_sampler_params {
     const char *grammar;        /* GBNF text (llama.cpp's format); NULL or "": none. The stage
                                    `grammar` then runs first: every token whose text cannot continue
                                    the grammar is set to -inf, end-of-generation tokens are allowed
-                                   only where the grammar can be complete (README, Structured output) */
+                                   only where the grammar can be complete; where nothing else can
+                                   follow they alone remain, overriding min_tokens and ignore_eos
+                                   (README, Structured output) */
 } nc_sampler_params;
 
 /* llama.cpp's defaults: temp 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_last_n 64,

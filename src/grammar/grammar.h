@@ -66,8 +66,6 @@ void gr_matcher_reset(gr_matcher *m);
 bool gr_matcher_feed(gr_matcher *m, const uint8_t *bytes, size_t n);
 /* The grammar is complete here (the text so far is a sentence of it). */
 bool gr_matcher_can_end(const gr_matcher *m);
-/* Some byte can follow. */
-bool gr_matcher_can_continue(const gr_matcher *m);
 bool gr_matcher_dead(const gr_matcher *m);
 
 /* ---- the vocabulary trie (vocab_trie.c) ---- */

@@ -4,8 +4,8 @@
  * root_name, every other one starts with root_name and '-'.
  *
  * Choices made for generation:
- * - whitespace: one optional blank after '{' '[' ',' ':' and around values, a space or a newline
- *   followed by up to 16 spaces or tabs, so a model (even a random one) cannot spin on blanks;
+ * - whitespace: between two JSON tokens at most one optional blank, a space or a newline followed
+ *   by up to 16 spaces or tabs, so a model (even a random one) cannot spin on blanks;
  * - numbers: at most 16 integer digits, 16 fraction digits and 3 exponent digits;
  * - an object with `properties` and no `additionalProperties` gets no other keys (what a caller
  *   of a schema for generation wants); without `properties` any keys are allowed;
@@ -39,6 +39,7 @@ typedef struct conv {
     sbuf out;
     char **names;       /* every rule name taken */
     int n_names, cap_names;
+    int32_t *name_slots; /* hash of names: index + 1, 0 empty; 2 * cap_names slots */
     char **ref_keys, **ref_rules;  /* $ref strings and their rules */
     bool failed;        /* a name could not be made (limit, memory): err is set */
     int n_refs;
@@ -120,13 +121,36 @@ static char *ptr_join(const char *ptr, const char *key) {
 
 /* ---- rule names ---- */
 
-static bool name_taken(const conv *c, const char *n) {
-    for (int i = 0; i < c->n_names; i++)
-        if (!strcmp(c->names[i], n)) return true;
-    return false;
+static uint64_t hash_str(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
 }
 
-/* A fresh rule name: base, with letters, digits and '-' only, made unique with -2, -3 ... */
+/* The slot of name n in the hash: its own, or the empty one where it would go. */
+static size_t name_slot(const conv *c, const char *n) {
+    size_t mask = 2 * (size_t)c->cap_names - 1, i = hash_str(n) & mask;
+    while (c->name_slots[i] && strcmp(c->names[c->name_slots[i] - 1], n)) i = (i + 1) & mask;
+    return i;
+}
+
+static bool name_taken(const conv *c, const char *n) { return c->cap_names && c->name_slots[name_slot(c, n)]; }
+
+static bool names_grow(conv *c) {
+    int cap = c->cap_names ? 2 * c->cap_names : 64;
+    char **g = realloc(c->names, (size_t)cap * sizeof *g);
+    int32_t *slots = calloc(2 * (size_t)cap, sizeof *slots);
+    if (g) c->names = g;
+    if (!g || !slots) { free(slots); return false; }
+    free(c->name_slots);
+    c->name_slots = slots;
+    c->cap_names = cap;
+    for (int i = 0; i < c->n_names; i++) c->name_slots[name_slot(c, c->names[i])] = i + 1;
+    return true;
+}
+
+/* A fresh rule name: base, with letters, digits and '-' only, made unique with -2, -3 ... (a
+ * hash keeps this constant-time: schemas come from requests). */
 static char *take_name(conv *c, const char *base) {
     if (c->failed) return NULL;
     if (c->n_names >= MAX_RULES) {
@@ -135,33 +159,27 @@ static char *take_name(conv *c, const char *base) {
         return NULL;
     }
     size_t n = strlen(base);
-    if (n > 200) n = 200;
-    char *clean = malloc(n + 16);
-    if (!clean) {
+    char *clean = malloc((n > 200 ? 200 : n) + 16);
+    if (!clean || (c->n_names == c->cap_names && !names_grow(c))) {
+        free(clean);
         c->failed = true;
         nc_fail(c->err, "out of memory");
         return NULL;
     }
-    for (size_t i = 0; i < n; i++) {
+    if (n > 200) { /* deep names: a prefix and a hash of the whole, so they stay apart */
+        snprintf(clean + 183, 17, "%016llx", (unsigned long long)hash_str(base));
+        clean[182] = '-';
+    }
+    for (size_t i = 0; i < (n > 200 ? 182 : n); i++) {
         char ch = base[i];
         bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-';
         clean[i] = ok ? ch : '-';
     }
+    if (n > 200) n = 199;
     clean[n] = 0;
     for (int k = 2; name_taken(c, clean); k++) snprintf(clean + n, 16, "-%d", k);
-    if (c->n_names == c->cap_names) {
-        int cap = c->cap_names ? 2 * c->cap_names : 64;
-        char **g = realloc(c->names, (size_t)cap * sizeof *g);
-        if (!g) {
-            free(clean);
-            c->failed = true;
-            nc_fail(c->err, "out of memory");
-            return NULL;
-        }
-        c->names = g;
-        c->cap_names = cap;
-    }
     c->names[c->n_names++] = clean;
+    c->name_slots[name_slot(c, clean)] = c->n_names;
     return clean;
 }
 
@@ -338,12 +356,96 @@ static int property_kv(conv *c, const char *key, const char *value_rule, const c
     const char *ws = prim_rule(c, P_WS);
     sb_printf(&b, "%s %s \":\" %s %s %s", k.s ? k.s : "\"\"", ws, ws, value_rule, ws);
     free(k.s);
-    char *kv = sub_name(c, name, "kv");
+    char suffix[160];
+    snprintf(suffix, sizeof suffix, "%.120s-kv", key);
+    char *kv = sub_name(c, name, suffix);
     if (!kv || b.oom) { free(b.s); return nc_fail(c->err, "out of memory"); }
     emit(c, kv, b.s);
     free(b.s);
     *out = kv;
     return 0;
+}
+
+/* ---- keys other than the listed ones ---- */
+
+typedef struct knode {
+    uint32_t cp;
+    int32_t child, next;  /* first child, next sibling (-1: none) */
+    bool end;             /* a listed key ends here */
+} knode;
+
+/* One UTF-8 character of s: its length, 0 when invalid or one a key would have to escape. */
+static int key_char(const char *s, uint32_t *cp) {
+    const unsigned char *u = (const unsigned char *)s;
+    int n = u[0] < 0x80 ? 1 : (u[0] & 0xE0) == 0xC0 ? 2 : (u[0] & 0xF0) == 0xE0 ? 3 : (u[0] & 0xF8) == 0xF0 ? 4 : 0;
+    if (!n) return 0;
+    uint32_t v = n == 1 ? u[0] : n == 2 ? u[0] & 0x1Fu : n == 3 ? u[0] & 0x0Fu : u[0] & 0x07u;
+    for (int i = 1; i < n; i++) {
+        if ((u[i] & 0xC0) != 0x80) return 0;
+        v = v << 6 | (u[i] & 0x3Fu);
+    }
+    if (v < 0x20 || v == '"' || v == '\\' || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return 0;
+    *cp = v;
+    return n;
+}
+
+static int32_t knode_child(knode *t, int32_t *n, int32_t at, uint32_t cp) {
+    for (int32_t k = t[at].child; k >= 0; k = t[k].next)
+        if (t[k].cp == cp) return k;
+    t[*n] = (knode){cp, -1, t[at].child, false};
+    t[at].child = *n;
+    return (*n)++;
+}
+
+/* The rule for trie node i: the rest of a key whose characters so far spell node i's prefix. */
+static const char *key_rule(conv *c, const knode *t, int32_t i, const char *name) {
+    char suffix[40];
+    snprintf(suffix, sizeof suffix, "other-key-%d", i);
+    char *rule = sub_name(c, name, suffix);
+    if (!rule) return NULL;
+    const char *ch = prim_rule(c, P_CHAR);
+    sbuf b = {0}, cls = {0};
+    if (!t[i].end) sb_printf(&b, "\"\\\"\" | ");
+    for (int32_t k = t[i].child; k >= 0; k = t[k].next) {
+        const char *sub_rule = key_rule(c, t, k, name);
+        if (!sub_rule) { free(b.s), free(cls.s); return NULL; }
+        sb_printf(&b, "[\\U%08X] %s | ", t[k].cp, sub_rule);
+        sb_printf(&cls, "\\U%08X", t[k].cp);
+    }
+    sb_printf(&b, "( [^\"\\\\\\x00-\\x1F%s] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} ) ) %s* \"\\\"\"",
+              cls.s ? cls.s : "", ch);
+    emit(c, rule, b.s ? b.s : "\"\"");
+    free(b.s), free(cls.s);
+    return rule;
+}
+
+/* A JSON string that is none of keys[0..n): it leaves the keys' character trie somewhere or ends
+ * where none of them does. (A listed key spelled with escapes, \u0061 for a, is not caught.) */
+static const char *other_key(conv *c, const char *const *keys, int n, const char *name) {
+    size_t total = 1;
+    for (int i = 0; i < n; i++) total += strlen(keys[i]);
+    knode *t = malloc(total * sizeof *t);
+    if (!t) return NULL;
+    int32_t n_nodes = 1;
+    t[0] = (knode){0, -1, -1, false};
+    for (int i = 0; i < n; i++) {
+        int32_t at = 0;
+        uint32_t cp;
+        const char *k = keys[i];
+        for (int len; *k && (len = key_char(k, &cp)) > 0; k += len) at = knode_child(t, &n_nodes, at, cp);
+        if (!*k) t[at].end = true; /* (a key with characters that need escapes stays unlisted) */
+    }
+    const char *root = key_rule(c, t, 0, name);
+    free(t);
+    if (!root) return NULL;
+    char *rule = sub_name(c, name, "extra-key");
+    if (rule) {
+        sbuf b = {0};
+        sb_printf(&b, "\"\\\"\" %s", root);
+        emit(c, rule, b.s ? b.s : "\"\"");
+        free(b.s);
+    }
+    return rule;
 }
 
 /* The properties in order, required ones always, optional ones maybe, then additional ones when
@@ -363,12 +465,14 @@ static int object_body(conv *c, const cJSON *s, const char *ptr, const char *nam
     for (const cJSON *r = req ? req->child : NULL; r; r = r->next)
         if (!props || !cJSON_GetObjectItemCaseSensitive(props, r->valuestring)) n++;
     char **kv = calloc((size_t)n + 1, sizeof *kv);
+    const char **keys = calloc((size_t)n + 1, sizeof *keys);
     bool *required = calloc((size_t)n + 1, 1);
-    if (!kv || !required) { free(kv), free(required); return nc_fail(c->err, "out of memory"); }
+    if (!kv || !keys || !required) { free(kv), free(keys), free(required); return nc_fail(c->err, "out of memory"); }
     int i = 0, rc = 0;
     char *pp = ptr_join(ptr, "properties");
     for (const cJSON *p = props ? props->child : NULL; p && rc == 0; p = p->next, i++) {
         const char *vr;
+        keys[i] = p->string;
         rc = pp ? sub(c, p, pp, p->string, name, p->string, &vr) : nc_fail(c->err, "out of memory");
         if (rc == 0) rc = property_kv(c, p->string, vr, name, &kv[i]);
         for (const cJSON *r = req ? req->child : NULL; r; r = r->next) required[i] |= !strcmp(r->valuestring, p->string);
@@ -377,6 +481,7 @@ static int object_body(conv *c, const cJSON *s, const char *ptr, const char *nam
     for (const cJSON *r = req ? req->child : NULL; r && rc == 0; r = r->next)
         if (!props || !cJSON_GetObjectItemCaseSensitive(props, r->valuestring)) {
             required[i] = true;
+            keys[i] = r->valuestring;
             rc = property_kv(c, r->valuestring, prim_rule(c, P_VALUE), name, &kv[i++]);
         }
     /* additional properties: absent means none when properties are listed, any otherwise */
@@ -385,11 +490,13 @@ static int object_body(conv *c, const cJSON *s, const char *ptr, const char *nam
         const char *vr = prim_rule(c, P_VALUE);
         if (addl && !cJSON_IsTrue(addl)) rc = sub(c, addl, ptr, "additionalProperties", name, "additional", &vr);
         const char *ws = prim_rule(c, P_WS);
-        char *x = rc == 0 ? sub_name(c, name, "extra-kv") : NULL;
-        if (rc == 0 && !x) rc = nc_fail(c->err, "out of memory");
+        /* the listed keys keep their own schemas: an additional key is any other */
+        const char *key = rc == 0 ? (i > 0 ? other_key(c, keys, i, name) : prim_rule(c, P_STRING)) : NULL;
+        char *x = key ? sub_name(c, name, "extra-kv") : NULL;
+        if (rc == 0 && !x) rc = c->failed ? -1 : nc_fail(c->err, "out of memory");
         if (rc == 0) {
             sbuf e = {0};
-            sb_printf(&e, "%s %s \":\" %s %s %s", prim_rule(c, P_STRING), ws, ws, vr, ws);
+            sb_printf(&e, "%s %s \":\" %s %s %s", key, ws, ws, vr, ws);
             emit(c, x, e.s ? e.s : "\"\"");
             free(e.s);
             extra = x;
@@ -398,7 +505,10 @@ static int object_body(conv *c, const cJSON *s, const char *ptr, const char *nam
     const char *ws = prim_rule(c, P_WS);
     char *next_first = NULL, *next_rest = NULL;
     for (int k = n; k >= 0 && rc == 0; k--) {
-        char *first = sub_name(c, name, "first"), *rest = sub_name(c, name, "rest");
+        char fs[32], rs[32];
+        snprintf(fs, sizeof fs, "first-%d", k);
+        snprintf(rs, sizeof rs, "rest-%d", k);
+        char *first = sub_name(c, name, fs), *rest = sub_name(c, name, rs);
         if (!first || !rest) { rc = nc_fail(c->err, "out of memory"); break; }
         sbuf fb = {0}, rb = {0};
         if (k == n) {
@@ -419,15 +529,15 @@ static int object_body(conv *c, const cJSON *s, const char *ptr, const char *nam
         next_first = first, next_rest = rest;
     }
     if (rc == 0) sb_printf(b, "\"{\" %s %s \"}\"", ws, next_first);
-    free(kv), free(required);
+    free(kv), free(keys), free(required);
     return rc;
 }
 
 /* Positions t.. of an array: prefix item t (or items), with a comma before all but the first. */
 static void array_tail(conv *c, sbuf *b, char **elem, int n_prefix, const char *item, long t, long min, long max) {
     const char *ws = prim_rule(c, P_WS);
-    char sep[160];
-    snprintf(sep, sizeof sep, t > 0 ? "\",\" %s " : "", ws);
+    char sep[160] = "";
+    if (t > 0) snprintf(sep, sizeof sep, "\",\" %s ", ws);
     if (max >= 0 && t >= max) return;
     if (t < n_prefix) {
         bool opt = t >= min;
@@ -684,6 +794,26 @@ static int gen(conv *c, const cJSON *s, const char *ptr, const char *name) {
     return rc;
 }
 
+/* The offset of the first byte that is not valid UTF-8, or -1 (names and literals copy the
+ * schema's strings into the grammar, which must be UTF-8). */
+static long invalid_utf8_at(const char *s) {
+    const unsigned char *u = (const unsigned char *)s;
+    for (long i = 0; u[i];) {
+        int n = u[i] < 0x80 ? 1 : u[i] >= 0xC2 && u[i] <= 0xDF ? 2 : u[i] >= 0xE0 && u[i] <= 0xEF ? 3
+              : u[i] >= 0xF0 && u[i] <= 0xF4 ? 4 : 0;
+        if (!n) return i;
+        uint32_t v = n == 1 ? u[i] : n == 2 ? u[i] & 0x1Fu : n == 3 ? u[i] & 0x0Fu : u[i] & 0x07u;
+        for (int k = 1; k < n; k++) {
+            if ((u[i + k] & 0xC0) != 0x80) return i;
+            v = v << 6 | (u[i + k] & 0x3Fu);
+        }
+        static const uint32_t min_of[5] = {0, 0, 0x80, 0x800, 0x10000};
+        if (v < min_of[n] || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return i;
+        i += n;
+    }
+    return -1;
+}
+
 static bool valid_root_name(const char *r) {
     if (!*r || strlen(r) > 64) return false;
     for (; *r; r++)
@@ -698,6 +828,8 @@ int nc_json_schema_to_grammar(const char *schema_json, const char *root_name, ch
     if (!valid_root_name(root_name))
         return nc_fail(err, "json schema: root name '%.80s' must be 1 to 64 letters, digits, '-' or '_'", root_name);
     if (!schema_json) return nc_fail(err, "json schema: no schema");
+    long bad = invalid_utf8_at(schema_json);
+    if (bad >= 0) return nc_fail(err, "json schema: invalid UTF-8 at byte %ld", bad);
     conv c = {.root = root_name, .err = err};
     c.doc = cJSON_Parse(schema_json);
     if (!c.doc) return nc_fail(err, "json schema: not valid JSON");
@@ -708,7 +840,7 @@ int nc_json_schema_to_grammar(const char *schema_json, const char *root_name, ch
     if (rc == 0 && c.out.oom) rc = nc_fail(err, "json schema: the grammar is too large");
     for (int i = 0; i < c.n_names; i++) free(c.names[i]);
     for (int i = 0; i < c.n_refs; i++) free(c.ref_keys[i]);
-    free(c.names), free(c.ref_keys), free(c.ref_rules);
+    free(c.names), free(c.name_slots), free(c.ref_keys), free(c.ref_rules);
     cJSON_Delete(c.doc);
     if (rc) {
         free(c.out.s);

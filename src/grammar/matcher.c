@@ -19,10 +19,17 @@
 #include "grammar/trie.h"
 
 #define COMPLETE 0            /* node id standing for "the grammar may end here" */
-#define MAX_SET (1 << 14)     /* stacks in one state: more are dropped (an absurdly ambiguous grammar) */
+#define MAX_SET 2048          /* stacks in one state: more are dropped (an absurdly ambiguous grammar) */
+/* Closure work (stacks expanded) allowed per mask and per token fed: a grammar whose sets of stacks
+ * explode (ambiguity nested in recursion can double them at every character) gets a truncated
+ * mask, or ends, instead of holding a server's engine for minutes. Real grammars use far less:
+ * the JSON masks of bench/grammar.sh stay under a million. */
+#define MASK_BUDGET 20000000
+#define FEED_BUDGET 2000000
 #define MAX_STATES (1 << 15)  /* interned states */
 #define SOFT_NODES (1 << 20)  /* past this, the arena is compacted before the next step */
 #define HARD_NODES (1 << 22)  /* a step needing more nodes fails (prunes) */
+#define MASK_CACHE 32         /* whole masks remembered, by interned state */
 #define UNKNOWN (-2)
 #define DEAD (-1)
 
@@ -41,7 +48,7 @@ typedef struct istate {
     int32_t off, n;    /* into set_pool */
     uint32_t partial;
     uint64_t hash;
-    int32_t *next;     /* 256 transitions, allocated on first use */
+    int32_t *next;     /* transitions (256, or 64 inside a character), allocated on first use */
 } istate;
 
 typedef struct ibuf {
@@ -55,6 +62,15 @@ typedef struct frame {
     ibuf buf;
     uint32_t partial;
 } frame;
+
+/* A mask computed for an interned state: the allowed tokens as bits. Generation revisits states
+ * all the time (every character inside a JSON string leaves the state as it was), so a step
+ * often costs a copy instead of a walk. */
+typedef struct mask_entry {
+    int32_t sid;       /* -1: empty */
+    int32_t count;
+    uint64_t *bits;
+} mask_entry;
 
 struct gr_matcher {
     const gr_grammar *g;
@@ -71,6 +87,10 @@ struct gr_matcher {
     frame cur;                /* the current state (sid or the set in buf) */
     frame *frames;
     int32_t n_frames;
+    int64_t budget;           /* closure work left in this call */
+    mask_entry masks[MASK_CACHE];
+    int32_t next_victim, mask_n;
+    const gr_vocab *mask_vocab;
     bool dead, oom;
 };
 
@@ -192,6 +212,7 @@ static bool closure(gr_matcher *m) {
     }
     m->out.n = 0;
     while (m->work.n > 0) {
+        if (--m->budget < 0) return false;
         int32_t x = m->work.v[--m->work.n];
         if (m->stamp[x] == m->cur_stamp) continue;
         m->stamp[x] = m->cur_stamp;
@@ -345,23 +366,28 @@ static bool step_byte(gr_matcher *m, sview s, uint8_t b, uint32_t *partial) {
     return step_char(m, s, cp) && m->out.n > 0;
 }
 
-/* frame `to` := frame `from` advanced by b; false when dead. Interned states cache it. */
+/* frame `to` := frame `from` advanced by b; false when dead. Interned states cache it: 256
+ * transitions, or 64 for a state inside a character (only continuation bytes can follow). */
 static bool advance(gr_matcher *m, const frame *from, frame *to, uint8_t b) {
+    bool partial_from = P_NEED(from->sid >= 0 ? m->states[from->sid].partial : from->partial) != 0;
+    if (partial_from && (b & 0xC0) != 0x80) return false;
+    int slot = partial_from ? b & 0x3F : b;
     if (from->sid >= 0) {
         istate *st = &m->states[from->sid];
-        if (st->next && st->next[b] != UNKNOWN) {
-            to->sid = st->next[b];
+        if (st->next && st->next[slot] != UNKNOWN) {
+            to->sid = st->next[slot];
             return to->sid != DEAD;
         }
     }
     uint32_t partial = 0;
     bool ok = step_byte(m, view_of(m, from), b, &partial);
     int32_t sid = ok ? intern(m, m->out.v, m->out.n, partial) : DEAD;
-    if (from->sid >= 0 && (sid >= 0 || !ok)) {
+    if (from->sid >= 0 && (sid >= 0 || (!ok && m->budget >= 0))) { /* a step cut by the budget is not remembered */
         istate *st = &m->states[from->sid];
-        if (!st->next && (st->next = malloc(256 * sizeof *st->next)))
-            for (int i = 0; i < 256; i++) st->next[i] = UNKNOWN;
-        if (st->next) st->next[b] = ok ? sid : DEAD;
+        int size = partial_from ? 64 : 256;
+        if (!st->next && (st->next = malloc((size_t)size * sizeof *st->next)))
+            for (int i = 0; i < size; i++) st->next[i] = UNKNOWN;
+        if (st->next) st->next[slot] = ok ? sid : DEAD;
     }
     if (!ok) return false;
     to->sid = sid;
@@ -374,7 +400,12 @@ static bool advance(gr_matcher *m, const frame *from, frame *to, uint8_t b) {
 
 /* ---- compaction ---- */
 
+static void drop_masks(gr_matcher *m) {
+    for (int i = 0; i < MASK_CACHE; i++) m->masks[i].sid = -1;
+}
+
 static void drop_states(gr_matcher *m) {
+    drop_masks(m); /* they are keyed by state ids */
     for (int32_t s = 0; s < m->n_states; s++) free(m->states[s].next);
     m->n_states = 0;
     m->set_pool.n = 0;
@@ -444,10 +475,11 @@ int gr_matcher_new(gr_matcher **out, const gr_grammar *g, nc_err *err) {
     }
     m->nodes[COMPLETE] = (node){-1, -1};
     m->n_nodes = 1;
+    drop_masks(m);
     gr_matcher_reset(m);
     if (m->oom) {
         gr_matcher_free(m);
-        return nc_fail(err, "grammar: out of memory expanding the start rule");
+        return nc_fail(err, "grammar: the start rule expands too far (memory or work limit)");
     }
     *out = m;
     return 0;
@@ -456,6 +488,7 @@ int gr_matcher_new(gr_matcher **out, const gr_grammar *g, nc_err *err) {
 void gr_matcher_free(gr_matcher *m) {
     if (!m) return;
     drop_states(m);
+    for (int i = 0; i < MASK_CACHE; i++) free(m->masks[i].bits);
     free(m->states);
     free(m->state_hash);
     free(m->nodes);
@@ -473,6 +506,7 @@ void gr_matcher_free(gr_matcher *m) {
 void gr_matcher_reset(gr_matcher *m) {
     m->dead = false;
     if (!ensure_room(m)) return;
+    m->budget = FEED_BUDGET;
     m->work.n = 0;
     const gr_grammar *g = m->g;
     bool ok = true;
@@ -489,6 +523,7 @@ void gr_matcher_reset(gr_matcher *m) {
 
 bool gr_matcher_feed(gr_matcher *m, const uint8_t *bytes, size_t n) {
     if (m->dead || !ensure_room(m)) return false;
+    m->budget = FEED_BUDGET;
     for (size_t i = 0; i < n; i++) {
         frame next = {.sid = -1};
         bool ok = advance(m, &m->cur, &next, bytes[i]);
@@ -514,12 +549,6 @@ bool gr_matcher_can_end(const gr_matcher *m) {
     return s.partial == 0 && s.n > 0 && s.ids[0] == COMPLETE;
 }
 
-bool gr_matcher_can_continue(const gr_matcher *m) {
-    if (gr_matcher_dead(m)) return false;
-    sview s = view_of(m, &m->cur);
-    return s.n > (s.n > 0 && s.ids[0] == COMPLETE);
-}
-
 static bool ensure_frames(gr_matcher *m, int32_t n) {
     if (n <= m->n_frames) return true;
     frame *f = realloc(m->frames, (size_t)n * sizeof *f);
@@ -530,11 +559,47 @@ static bool ensure_frames(gr_matcher *m, int32_t n) {
     return true;
 }
 
+/* The cached mask of the current state, expanded into allowed; -1 when there is none. */
+static int32_t cached_mask(gr_matcher *m, const gr_vocab *v, uint8_t *allowed, int32_t n) {
+    if (m->cur.sid < 0 || v != m->mask_vocab || n != m->mask_n) return -1;
+    for (int i = 0; i < MASK_CACHE; i++) {
+        const mask_entry *e = &m->masks[i];
+        if (e->sid != m->cur.sid) continue;
+        for (int32_t id = 0; id < n; id++) allowed[id] = (uint8_t)(e->bits[id >> 6] >> (id & 63) & 1);
+        return e->count;
+    }
+    return -1;
+}
+
+static void remember_mask(gr_matcher *m, const gr_vocab *v, const uint8_t *allowed, int32_t n, int32_t count) {
+    if (m->cur.sid < 0) return;
+    if (v != m->mask_vocab || n != m->mask_n) {
+        drop_masks(m);
+        m->mask_vocab = v;
+        m->mask_n = n;
+    }
+    mask_entry *e = &m->masks[m->next_victim];
+    m->next_victim = (m->next_victim + 1) % MASK_CACHE;
+    e->sid = -1;
+    if (!e->bits && !(e->bits = malloc(((size_t)v->n_tokens / 64 + 1) * sizeof *e->bits))) return;
+    memset(e->bits, 0, ((size_t)n / 64 + 1) * sizeof *e->bits);
+    for (int32_t id = 0; id < n; id++)
+        if (allowed[id]) e->bits[id >> 6] |= 1ull << (id & 63);
+    e->sid = m->cur.sid;
+    e->count = count;
+}
+
 int32_t gr_matcher_mask(gr_matcher *m, const gr_vocab *v, uint8_t *allowed, int32_t n) {
+    if (n > v->n_tokens) {
+        memset(allowed + v->n_tokens, 0, (size_t)(n - v->n_tokens));
+        n = v->n_tokens;
+    }
     memset(allowed, 0, (size_t)n);
-    if (n > v->n_tokens) n = v->n_tokens;
     if (gr_matcher_dead(m) || !ensure_room(m) || !ensure_frames(m, v->max_depth + 1)) return 0;
-    int32_t count = 0;
+    m->budget = MASK_BUDGET;
+    int32_t count = cached_mask(m, v, allowed, n);
+    if (count >= 0) return count;
+    count = 0;
     if (gr_matcher_can_end(m))
         for (int32_t id = 0; id < n; id++)
             if (v->eog[id]) allowed[id] = 1, count++;
@@ -554,5 +619,6 @@ int32_t gr_matcher_mask(gr_matcher *m, const gr_vocab *v, uint8_t *allowed, int3
         }
         i++;
     }
+    if (m->budget >= 0) remember_mask(m, v, allowed, n, count);
     return count;
 }

@@ -137,6 +137,7 @@ static int compile_grammar(nc_sampler *s, const nc_model *m, const nc_sampler_pa
     if (gr_matcher_new(&s->matcher, s->grammar, err)) return -1;
     s->allowed = malloc((size_t)s->n_vocab);
     if (!s->allowed) return nc_fail(err, "out of memory");
+    for (int32_t id = 0; id < s->n_vocab && id < gr_vocab_n_tokens(s->gvocab); id++) s->n_grammar_eog += gr_vocab_is_eog(s->gvocab, id);
     return 0;
 }
 

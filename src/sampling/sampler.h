@@ -118,6 +118,8 @@ struct nc_sampler {
     int32_t *consumed, n_consumed, cap_consumed;
     bool grammar_stuck;         /* the last mask allowed no token (nc_sampler_grammar_stuck) */
     uint8_t *allowed;
+    int32_t n_grammar_eog;  /* end-of-generation tokens among the logits */
+    bool grammar_ended;     /* this step's mask allowed nothing but the end */
 };
 
 /* A stage: its names, its role, when it is active, what it does (stages.c). */

@@ -94,7 +94,9 @@ static bool bias_active(const nc_sampler_params *p) { return p->n_logit_bias > 0
 static double bias_param(const nc_sampler_params *p) { return p->n_logit_bias; }
 static void bias_apply(nc_sampler *s, const step_in *in, cand_list *c, nc_explain_stage *r) {
     int32_t before = c->n, biased = smp_logit_bias(c, s->bias, s->p.n_logit_bias), banned = 0;
-    bool ban_eog = s->p.ignore_eos || in->n_history - in->n_prompt < s->p.min_tokens;
+    /* A grammar that is complete with nothing more to allow ends the text whatever min_tokens and
+       ignore_eos say: banning the end there would leave no token at all. */
+    bool ban_eog = (s->p.ignore_eos || in->n_history - in->n_prompt < s->p.min_tokens) && !s->grammar_ended;
     if (ban_eog) banned = smp_ban(c, s->eog, s->n_eog);
     if (!r) return;
     stage_report(r, "logit-bias", s->p.n_logit_bias, before, c, 1.0);
@@ -237,12 +239,16 @@ static void grammar_apply(nc_sampler *s, const step_in *in, cand_list *c, nc_exp
     if (synced) allowed = gr_matcher_mask(s->matcher, s->gvocab, s->allowed, s->n_vocab);
     bool stuck = allowed == 0;
     s->grammar_stuck = stuck;
+    s->grammar_ended = stuck || allowed - (gr_matcher_can_end(s->matcher) ? s->n_grammar_eog : 0) == 0;
     if (stuck) /* the text cannot go on under the grammar (or memory ran out): end it */
         for (int32_t id = 0; id < s->n_vocab; id++) s->allowed[id] = id < gr_vocab_n_tokens(s->gvocab) && gr_vocab_is_eog(s->gvocab, id);
     for (int32_t i = 0; i < c->n; i++)
         if (!s->allowed[c->data[i].id]) c->data[i].logit = -INFINITY;
     if (!r) return;
     stage_report(r, "grammar", NAN, before, c, 1.0);
+    int32_t kept = 0; /* the others are -inf, still in the list */
+    for (int32_t i = 0; i < c->n; i++) kept += s->allowed[c->data[i].id];
+    r->n_after = kept;
     snprintf(r->what, sizeof r->what, "grammar: %d of %d tokens allowed%s%s", allowed, before,
              gr_matcher_can_end(s->matcher) ? ", may end here" : "", stuck ? " (none: only end-of-generation)" : "");
 }

@@ -89,6 +89,12 @@ expect_err "ordering the stage" "sampler stage 'grammar' cannot be ordered" \
 expect_in "run -h" "--json-schema" "$("$BIN" run -h)"
 expect_in "chat -h" "--grammar-file" "$("$BIN" chat -h)"
 
+# A complete grammar with nothing more to allow ends the text, even with --ignore-eos / --min-tokens.
+for flag in --ignore-eos "--min-tokens 30"; do
+    gen "$tmp/end.out" -m "$STORIES" -n 40 --seed 1 --grammar 'root ::= [a-z]{1,3} "."' $flag &&
+        { [[ $(cat "$tmp/end.out") =~ ^[a-z]{1,3}\.$ ]] && ok || bad "$flag: '$(cat "$tmp/end.out")'"; }
+done
+
 # ---- every model, every schema, three seeds ----
 models=("$SHARED"/models/*/*.gguf "$SHARED"/archs/*/*.gguf)
 n_gen=0

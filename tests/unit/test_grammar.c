@@ -226,6 +226,13 @@ static void test_hostile(void) {
     memset(text, 'a', 2000);
     text[2000] = 0;
     CHECK(match(amb, text) == 1);
+    /* ambiguity nested in recursion: the stacks double at every x (bounded sets and work) */
+    const char *expo = "root ::= a\na ::= \"x\" a b | \"x\" a c | \"\"\nb ::= \"y\"?\nc ::= \"z\"?";
+    char xs[81];
+    memset(xs, 'x', 80);
+    xs[80] = 0;
+    CHECK(match(expo, "xxyy") == 2);
+    CHECK(match(expo, xs) >= 0);
     /* ten thousand-way optional chain */
     CHECK(match("root ::= \"a\"{0,10000} \"b\"", "aaaaab") == 2);
     double dt = now() - t0;
@@ -272,6 +279,10 @@ static void mask_case(const nc_model *m, const gr_vocab *v, const char *grammar,
     }
     CHECK_MSG(bad == 0 && count == want_count, "mask for prefix '%s': %d tokens differ (first %d), %d allowed, %d wanted",
               prefix, bad, first_bad, count, want_count);
+    /* again from the same state: the remembered mask */
+    uint8_t *again = malloc((size_t)n);
+    CHECK(gr_matcher_mask(mm, v, again, n) == count && !memcmp(again, allowed, (size_t)n));
+    free(again);
     free(allowed);
     gr_matcher_free(mm), gr_matcher_free(brute), gr_free(g);
 }
@@ -405,6 +416,25 @@ static void test_sampler(void) {
             nc_sampler_free(fresh);
         }
     nc_sampler_free(s);
+    /* beam search and contrastive search refuse a grammar */
+    nc_context *ctx = NULL;
+    nc_context_params cp = {.n_ctx = 64, .n_seq_max = 2};
+    CHECK(nc_context_new(&ctx, m, &cp, &err) == 0);
+    if (ctx) {
+        nc_sampler_params_default(&p);
+        p.grammar = "root ::= \"a\"";
+        int32_t prompt[2] = {1, 403};
+        nc_stop_params stop = {.max_tokens = 4};
+        nc_beam_params bp = {.n_beams = 2, .n_best = 1, .length_penalty = 1};
+        nc_beam_result br;
+        CHECK(nc_beam_search(ctx, m, prompt, 2, &bp, &p, &stop, &br, &err) == -1 &&
+              strstr(err.msg, "grammar: not supported with beam search"));
+        nc_contrastive_params csp = {.penalty_alpha = 0.5f, .top_k = 2};
+        nc_gen_result gr;
+        CHECK(nc_contrastive_search(ctx, m, prompt, 2, &csp, &p, &stop, NULL, NULL, &gr, &err) == -1 &&
+              strstr(err.msg, "grammar: not supported with contrastive search"));
+        nc_context_free(ctx);
+    }
     free(logits), free(a), free(b);
     nc_model_free(m);
 }
