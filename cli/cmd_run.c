@@ -308,6 +308,7 @@ static int run_sampling(nc_context *c, const nc_model *m, const run_opts *o, con
         !(o->dec.use_contrastive ? nc_contrastive_search(c, m, prompt, n_prompt, &o->dec.contrastive, &o->dec.sp,
                                                          &o->dec.stop, on_event, &out, &res, err)
                                  : nc_generate(c, m, prompt, n_prompt, &gp, on_event, &out, &res, err))) {
+        int32_t n_stuck = 0;
         for (int32_t i = 0; i < res.n_samples; i++) {
             const nc_gen_sample *s = &res.samples[i];
             if (out.n_samples > 1) { /* the header on stderr: stdout holds only the texts */
@@ -318,12 +319,17 @@ static int run_sampling(nc_context *c, const nc_model *m, const run_opts *o, con
             }
             st->n_gen += s->n_tokens;
             st->context_full |= s->finish == NC_FINISH_CONTEXT;
+            n_stuck += s->finish == NC_FINISH_GRAMMAR;
             st->n_evictions += s->n_evictions;
             st->n_evicted += s->n_evicted;
             size_t len = strlen(st->finish);
             snprintf(st->finish + len, sizeof st->finish - len, "%s%s", i ? "," : "", nc_finish_name(s->finish));
         }
         if (out.n_samples == 1) putchar('\n');
+        fflush(stdout);
+        if (n_stuck)
+            fprintf(stderr, "warning: %d of %d samples stopped where no token of the model's vocabulary continues the "
+                            "grammar: their text is not a complete sentence of it\n", n_stuck, res.n_samples);
         st->t_prompt = res.t_prompt;
         st->t_gen = res.t_gen;
         st->n_cached = res.n_cached;

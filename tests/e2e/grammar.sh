@@ -104,10 +104,13 @@ for schema in "$D"/*.json; do
     for m in "${models[@]}"; do
         mname=$(basename "$m" .gguf)
         # A vocabulary that cannot spell '{' (TinyStories-656K's has no such token and no byte
-        # fallback: it tokenizes to <unk>, id 0) can only end at once, with nothing written.
+        # fallback: it tokenizes to <unk>, id 0) can only end at once, with nothing written, and
+        # says why: the finish reason grammar and a warning, not a "stop" as if it were complete.
         if grep -qw 0 <<<"$("$BIN" tokenize -m "$m" -p '{' --no-bos)"; then
-            gen "$tmp/$name/$mname.empty" -m "$m" -n 50 --temp 1 --seed 1 --json-schema-file "$schema" &&
-                expect_eq "$mname cannot write JSON: empty output" "$(cat "$tmp/$name/$mname.empty")" ""
+            err=$("$BIN" run -p "$PROMPT" -m "$m" -n 50 --temp 1 --seed 1 --json-schema-file "$schema" 2>&1 >"$tmp/$name/$mname.empty")
+            expect_eq "$mname cannot write JSON: empty output" "$(cat "$tmp/$name/$mname.empty")" "$PROMPT"
+            expect_in "$mname cannot write JSON: the finish reason" "stop: grammar" "$err"
+            expect_in "$mname cannot write JSON: the warning" "no token of the model's vocabulary continues the grammar" "$err"
             continue
         fi
         for seed in 1 2 3; do
