@@ -130,8 +130,10 @@ sampler_proposal spec_proposal(const spec_state *st, int32_t i) {
  * cost of 1 + (draft + VERIFY) * gamma passes: the draft's own passes and the extra rows of the
  * model's. None when no length beats plain decoding (1 token per pass); then a probe of one
  * draft keeps the estimate of alpha alive, after PROBE passes, twice as many after each probe
- * that was rejected (up to 64 x PROBE). Deterministic (no clocks): the same seed draws the same
- * tokens. */
+ * that did not make drafting pay (up to 64 x PROBE): a pair whose drafts are kept but cost more
+ * than they save (a draft nearly as slow as its model) probes ever more rarely, since each probe
+ * costs the draft's catch-up over the tokens since the last one. Deterministic (no clocks): the
+ * same seed draws the same tokens. */
 /* A verified row's share of a pass. Decoding reads the weights once per pass, so an extra row costs
  * only its arithmetic: on the 2-core AVX-512 machines we measure, prefill runs about 5x faster per
  * token than decode (TinyLlama Q4_0 153 vs 32 tok/s, TinyStories-656K 64k vs 14k), a fifth. */
@@ -155,7 +157,7 @@ static int32_t draft_length(const spec_drafter *d, spec_state *st) {
     }
     if (++st->idle < st->probe_every) return 0;
     st->idle = 0;
-    if (st->probe_every < 64 * PROBE) st->probe_every *= 2; /* back to PROBE once a draft is kept */
+    if (st->probe_every < 64 * PROBE) st->probe_every *= 2; /* back to PROBE once drafting pays */
     return lo;
 }
 
@@ -276,7 +278,6 @@ void spec_verified(spec_state *st, const seq *s, int32_t n_accepted, int32_t n_m
     /* each draft verified moves the estimate (a moving average over the last ~5); the first
      * rejected one too */
     for (int32_t i = 0; i < n_accepted; i++) st->alpha = 0.8 * st->alpha + 0.2;
-    if (n_accepted > 0) st->probe_every = PROBE;
     if (n_made > n_accepted && n_accepted < k) st->alpha *= 0.8;
     st->n_draft = 0;
     if (st->d->p.draft && nc_kv_seq_len(st->d->p.draft, st->kv) > s->n_tokens - 1)
