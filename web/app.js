@@ -18,14 +18,28 @@ const SAMPLERS = [
   ['eta_cutoff', 'Eta cutoff', 0, 'number', 0, 0.99, 0.0001],
   ['dynatemp_range', 'Dynamic temperature range', 0, 'number', 0, 5, 0.05],
   ['dynatemp_exponent', 'Dynamic temperature exponent', 1, 'number', 0, 10, 0.1],
+  ['top_n_sigma', 'Top-n-sigma (0: off)', 0, 'number', 0, 100, 0.1],
+  ['min_keep', 'Min tokens kept by truncation', 0, 'number', 0, 1000, 1],
+  ['xtc_probability', 'XTC probability', 0, 'number', 0, 1, 0.01],
+  ['xtc_threshold', 'XTC threshold', 0.1, 'number', 0, 1, 0.01],
+  ['mirostat', 'Mirostat (0: off, 1, 2)', 0, 'number', 0, 2, 1],
+  ['mirostat_tau', 'Mirostat target entropy (tau)', 5, 'number', 0, 100, 0.1],
+  ['mirostat_eta', 'Mirostat learning rate (eta)', 0.1, 'number', 0, 1, 0.01],
   ['repetition_penalty', 'Repetition penalty', 1, 'number', 0.1, 10, 0.05],
+  ['repeat_last_n', 'Penalty window (-1: all)', 64, 'number', -1, 100000, 1],
   ['presence_penalty', 'Presence penalty', 0, 'number', -2, 2, 0.1],
   ['frequency_penalty', 'Frequency penalty', 0, 'number', -2, 2, 0.1],
   ['no_repeat_ngram_size', 'No-repeat n-gram size', 0, 'number', 0, 100, 1],
+  ['dry_multiplier', 'DRY multiplier (0: off)', 0, 'number', 0, 100, 0.1],
+  ['dry_base', 'DRY base', 1.75, 'number', 1, 100, 0.05],
+  ['dry_allowed_length', 'DRY allowed length', 2, 'number', 1, 1000, 1],
+  ['dry_penalty_last_n', 'DRY window (-1: all)', -1, 'number', -1, 100000, 1],
+  ['dry_sequence_breakers', 'DRY sequence breakers (one per line; empty: the defaults)', '', 'lines', 64],
+  ['samplers', 'Stage order (e.g. top_k;temperature; empty: the default)', '', 'text'],
   ['min_tokens', 'Min tokens', 0, 'number', 0, 100000, 1],
   ['max_tokens', 'Max tokens (0: no limit)', 256, 'number', 0, 100000, 1],
   ['seed', 'Seed (empty: random)', '', 'number', 0, 2 ** 53, 1],
-  ['stop', 'Stop strings (one per line)', '', 'textarea'],
+  ['stop', 'Stop strings (one per line)', '', 'lines', 16],
   ['ignore_eos', 'Ignore end of generation', false, 'checkbox'],
 ];
 
@@ -46,10 +60,10 @@ function buildSettings() {
     const l = document.createElement('label');
     l.htmlFor = id;
     l.textContent = label;
-    const input = document.createElement(kind === 'textarea' ? 'textarea' : 'input');
+    const input = document.createElement(kind === 'lines' ? 'textarea' : 'input');
     input.id = id;
     if (kind === 'number') Object.assign(input, { type: 'number', min, max, step });
-    if (kind === 'textarea') input.rows = 2;
+    if (kind === 'lines') input.rows = 2;
     input.value = String(def);
     box.append(l, input);
   }
@@ -60,15 +74,16 @@ function buildSettings() {
 // The request's sampling fields from the panel (empty fields are left to the server).
 function settings() {
   const out = {};
-  for (const [name, , , kind] of SAMPLERS) {
+  for (const [name, , , kind, most] of SAMPLERS) {
     const input = $(`set-${name}`);
     if (kind === 'checkbox') { if (input.checked) out[name] = true; continue; }
-    if (kind === 'textarea') {
-      const stops = input.value.split('\n').filter((x) => x.length);
-      if (stops.length) out[name] = stops.slice(0, 16);
+    if (kind === 'lines') {
+      const lines = input.value.split('\n').filter((x) => x.length);
+      if (lines.length) out[name] = lines.slice(0, most);
       continue;
     }
     if (input.value === '') continue;
+    if (kind === 'text') { out[name] = input.value; continue; }
     const v = Number(input.value);
     if (name === 'max_tokens' && v === 0) continue;
     out[name] = v;
