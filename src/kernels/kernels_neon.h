@@ -12,8 +12,8 @@
  *
  * Float types: 4 weights per step FMA'd with x into four accumulators per token (step u to
  * accumulator u % NACC), KT tokens per tile: per-token order is independent of the tile. kernels_mix
- * runs the defined fma chains with the columns along the lanes. The gated activations, soft-capping
- * and the softmax span are the scalar set's. */
+ * runs the defined fma chains with the columns along the lanes. The element-wise helpers use the
+ * SIMD sets' exp (kernels_impl.h). */
 #ifndef NC_KERNELS_NEON_H
 #define NC_KERNELS_NEON_H
 
@@ -550,10 +550,110 @@ static void rms_norm(float *out, const float *x, const float *w, int n, float ep
     for (; i < n; i++) out[i] = x[i] * scale * w[i];
 }
 
-/* The scalar set's (its expf). */
-static void glu(kernels_glu act, float *out, const float *g, const float *u, int n) { kernels_scalar_ops.glu(act, out, g, u, n); }
-static void softcap(float *x, int n, float scale, float cap) { kernels_scalar_ops.softcap(x, n, scale, cap); }
-static float softmax_span(float *p, int n, float scale, float *max) { return kernels_scalar_ops.softmax_span(p, n, scale, max); }
+/* exp_ps: see EXP_* in kernels_impl.h; 2^n put in the exponent. */
+static inline float32x4_t exp_ps(float32x4_t x) {
+    x = vminq_f32(x, vdupq_n_f32(EXP_HI));
+    uint32x4_t small = vcltq_f32(x, vdupq_n_f32(EXP_LO));
+    float32x4_t n = vrndnq_f32(vmulq_n_f32(x, EXP_LOG2E));
+    float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(EXP_LN2_HI));
+    r = vfmsq_f32(r, n, vdupq_n_f32(EXP_LN2_LO));
+    float32x4_t p = vdupq_n_f32(EXP_P0);
+    p = vfmaq_f32(vdupq_n_f32(EXP_P1), p, r);
+    p = vfmaq_f32(vdupq_n_f32(EXP_P2), p, r);
+    p = vfmaq_f32(vdupq_n_f32(EXP_P3), p, r);
+    p = vfmaq_f32(vdupq_n_f32(EXP_P4), p, r);
+    p = vfmaq_f32(vdupq_n_f32(EXP_P5), p, r);
+    p = vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.0f)), p, vmulq_f32(r, r));
+    /* 2^n: n in [-126, 128]; 128 (x near 88.7) is split as 2 * 2^127 */
+    int32x4_t ni = vcvtnq_s32_f32(n);
+    uint32x4_t big = vcgtq_s32(ni, vdupq_n_s32(127));
+    ni = vsubq_s32(ni, vandq_s32(vreinterpretq_s32_u32(big), vdupq_n_s32(1)));
+    p = vmulq_f32(p, vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(ni, vdupq_n_s32(127)), 23)));
+    p = vbslq_f32(big, vaddq_f32(p, p), p);
+    return vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(p), small));
+}
+
+static inline float32x4_t x_sigmoid(float32x4_t x, float32x4_t arg) {
+    return vdivq_f32(x, vaddq_f32(vdupq_n_f32(1.0f), exp_ps(arg)));
+}
+
+static float32x4_t glu4(kernels_glu act, float32x4_t x, float32x4_t v) {
+    const float32x4_t lim = vdupq_n_f32(OAI_LIMIT);
+    if (act == KERNELS_SILU) return vmulq_f32(x_sigmoid(x, vnegq_f32(x)), v);
+    if (act == KERNELS_GELU_TANH) {
+        float32x4_t y = vfmaq_f32(x, vmulq_n_f32(x, GELU_A), vmulq_f32(x, x));
+        return vmulq_f32(x_sigmoid(x, vmulq_n_f32(y, GELU_2C)), v);
+    }
+    x = vminq_f32(x, lim);
+    v = vmaxq_f32(vminq_f32(v, lim), vnegq_f32(lim));
+    return vmulq_f32(x_sigmoid(x, vmulq_n_f32(x, -OAI_ALPHA)), vaddq_f32(v, vdupq_n_f32(1.0f)));
+}
+
+/* The last n % 4 elements run as a whole vector over a zero-padded copy. */
+static void glu(kernels_glu act, float *out, const float *g, const float *u, int n) {
+    int i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(out + i, glu4(act, vld1q_f32(g + i), vld1q_f32(u + i)));
+    if (i < n) {
+        float gb[4] = {0}, ub[4] = {0}, ob[4];
+        memcpy(gb, g + i, sizeof(float) * (size_t)(n - i));
+        memcpy(ub, u + i, sizeof(float) * (size_t)(n - i));
+        vst1q_f32(ob, glu4(act, vld1q_f32(gb), vld1q_f32(ub)));
+        memcpy(out + i, ob, sizeof(float) * (size_t)(n - i));
+    }
+}
+
+/* cap * tanh(z), tanh |z| = (1 - e) / (1 + e) with e = exp(-2 |z|), z's sign put back. */
+static float32x4_t softcap4(float32x4_t x, float k, float cap) {
+    const float32x4_t one = vdupq_n_f32(1.0f);
+    float32x4_t z = vmulq_n_f32(x, k), e = exp_ps(vmulq_n_f32(vabsq_f32(z), -2.0f));
+    float32x4_t t = vdivq_f32(vsubq_f32(one, e), vaddq_f32(one, e));
+    uint32x4_t sign = vandq_u32(vreinterpretq_u32_f32(z), vdupq_n_u32(0x80000000u));
+    return vmulq_n_f32(vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(t), sign)), cap);
+}
+
+static void softcap(float *x, int n, float scale, float cap) {
+    int i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(x + i, softcap4(vld1q_f32(x + i), scale / cap, cap));
+    if (i < n) {
+        float b[4] = {0};
+        memcpy(b, x + i, sizeof(float) * (size_t)(n - i));
+        vst1q_f32(b, softcap4(vld1q_f32(b), scale / cap, cap));
+        memcpy(x + i, b, sizeof(float) * (size_t)(n - i));
+    }
+}
+
+static float softmax_span(float *p, int n, float scale, float *max) {
+    float32x4_t mv = vdupq_n_f32(*max);
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        float32x4_t v = vmulq_n_f32(vld1q_f32(p + i), scale);
+        vst1q_f32(p + i, v);
+        mv = vmaxq_f32(mv, v);
+    }
+    float m = vmaxvq_f32(mv);
+    for (; i < n; i++) {
+        p[i] *= scale;
+        m = p[i] > m ? p[i] : m;
+    }
+    float32x4_t mm = vdupq_n_f32(m), sum = vdupq_n_f32(0.0f);
+    for (i = 0; i + 4 <= n; i += 4) {
+        float32x4_t e = exp_ps(vsubq_f32(vld1q_f32(p + i), mm));
+        vst1q_f32(p + i, e);
+        sum = vaddq_f32(sum, e);
+    }
+    float total = vaddvq_f32(sum);
+    if (i < n) {
+        float b[4] = {0};
+        memcpy(b, p + i, sizeof(float) * (size_t)(n - i));
+        vst1q_f32(b, exp_ps(vsubq_f32(vld1q_f32(b), mm)));
+        for (int k = 0; k < n - i; k++) {
+            p[i + k] = b[k];
+            total += b[k];
+        }
+    }
+    *max = m;
+    return total;
+}
 
 /* FCVTN rounds to nearest even, as quant_f32_to_fp16. */
 static void f32_to_f16(uint16_t *dst, const float *src, int n) {
