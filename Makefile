@@ -10,19 +10,23 @@ REL_CFLAGS := $(CSTD) $(WARN) $(INC) -O2 -g -fno-math-errno
 SAN_CFLAGS := $(CSTD) $(WARN) $(INC) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 LDLIBS  := -lm -lpthread -lpcre2-8 -lcjson -lmicrohttpd
 
-# Kernels for one instruction set live in files named *_avx2.c / *_avx512.c / *_neon_dot.c and
-# are compiled with that set enabled; everything else targets baseline x86-64 or AArch64 (whose
-# ASIMD is the NEON set, kernels_neon.c), and the dispatcher picks at run time from cpuid or HWCAP.
+# Kernels for one instruction set live in files named *_avx2.c / *_avx512.c / *_neon_dot.c /
+# *_neon_i8mm.c and are compiled with that set enabled; everything else targets baseline x86-64
+# or AArch64 (whose ASIMD is the NEON set's kernels_neon.c), and the dispatcher picks at run time
+# from cpuid or HWCAP.
 ARCH := $(shell uname -m)
 NEON_DOT_FLAGS := -march=armv8.2-a+dotprod
+NEON_I8MM_FLAGS := -march=armv8.2-a+dotprod+i8mm
 ifeq ($(ARCH),x86_64)
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mavx512dq -mfma -mf16c
 HOST_NEON_DOT_FLAGS :=
+HOST_NEON_I8MM_FLAGS :=
 else
 AVX2_FLAGS   :=
 AVX512_FLAGS :=
 HOST_NEON_DOT_FLAGS := $(if $(filter aarch64 arm64,$(ARCH)),$(NEON_DOT_FLAGS),)
+HOST_NEON_I8MM_FLAGS := $(if $(filter aarch64 arm64,$(ARCH)),$(NEON_I8MM_FLAGS),)
 endif
 
 LIB_SRC  := $(shell find src -name '*.c' | sort)
@@ -46,7 +50,7 @@ all: $(BUILD)/nucleus
 deps:
 	bash scripts/install-deps.sh
 
-isa_flags = $(if $(findstring _avx512,$1),$(AVX512_FLAGS),$(if $(findstring _avx2,$1),$(AVX2_FLAGS),$(if $(findstring _neon_dot,$1),$(HOST_NEON_DOT_FLAGS),)))
+isa_flags = $(if $(findstring _avx512,$1),$(AVX512_FLAGS),$(if $(findstring _avx2,$1),$(AVX2_FLAGS),$(if $(findstring _neon_dot,$1),$(HOST_NEON_DOT_FLAGS),$(if $(findstring _neon_i8mm,$1),$(HOST_NEON_I8MM_FLAGS),))))
 
 $(BUILD)/rel/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -117,7 +121,7 @@ A64_SRC := $(sort $(wildcard src/kernels/*.c)) src/tensor/quant.c src/tensor/qua
 A64_CFLAGS := $(CSTD) $(WARN) $(INC) -O2 -g -fno-math-errno -fsanitize=undefined -fno-sanitize-recover=undefined
 $(A64)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(AARCH64_CC) $(A64_CFLAGS) $(if $(findstring _neon_dot,$<),$(NEON_DOT_FLAGS),) -MMD -MP -c $< -o $@
+	$(AARCH64_CC) $(A64_CFLAGS) $(if $(findstring _neon_dot,$<),$(NEON_DOT_FLAGS),$(if $(findstring _neon_i8mm,$<),$(NEON_I8MM_FLAGS),)) -MMD -MP -c $< -o $@
 $(A64)/test_kernels: tests/unit/test_kernels.c $(A64_SRC:%.c=$(A64)/%.o)
 	$(AARCH64_CC) $(A64_CFLAGS) -Itests -o $@ $^ -lm -lpthread
 .PHONY: cross-aarch64

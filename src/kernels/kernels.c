@@ -2,8 +2,8 @@
  * OS saves the wider registers; on AArch64 the auxiliary vector's HWCAP says whether SDOT is
  * there (ASIMD always is). NUCLEUS_ISA may cap the choice. The AVX-512 set needs F, BW, VL, DQ
  * and VNNI (its file is compiled with all of them); AMX is never used. The NEON set is built
- * twice (kernels_neon.c, kernels_neon_dot.c with SDOT): the same results, the second taken where
- * the CPU has SDOT. */
+ * three times (kernels_neon.c; kernels_neon_dot.c with SDOT; kernels_neon_i8mm.c with SDOT and
+ * I8MM): the same results, the one the CPU can run taken. */
 #include "kernels/kernels.h"
 
 #include <stdatomic.h>
@@ -56,8 +56,12 @@ static kernels_isa detect_isa(void) { return getauxval(AT_HWCAP) & HWCAP_ASIMD ?
 /* Scalar < NEON; a request for an x86 set is no cap. */
 static kernels_isa cap(kernels_isa want) { return want == KERNELS_SCALAR ? KERNELS_SCALAR : detect_isa(); }
 
-/* SDOT (FEAT_DotProd): the NEON set's int8 products use it. */
-static bool has_sdot(void) { return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0; }
+/* The NEON set's build for the CPU: with SDOT (FEAT_DotProd) for the int8 products, and I8MM
+ * (FEAT_I8MM) for the matmul's. */
+static const kernels_ops *neon_ops(void) {
+    if (!(getauxval(AT_HWCAP) & HWCAP_ASIMDDP)) return &kernels_neon_ops;
+    return getauxval(AT_HWCAP2) & HWCAP2_I8MM ? &kernels_neon_i8mm_ops : &kernels_neon_dot_ops;
+}
 #else
 static kernels_isa detect_isa(void) { return KERNELS_SCALAR; }
 static kernels_isa cap(kernels_isa want) { return KERNELS_SCALAR; }
@@ -100,7 +104,7 @@ static const kernels_ops *ops(void) {
     case KERNELS_AVX512: return &kernels_avx512_ops;
     case KERNELS_AVX2: return &kernels_avx2_ops;
 #elif defined(__aarch64__)
-    case KERNELS_NEON: return has_sdot() ? &kernels_neon_dot_ops : &kernels_neon_ops;
+    case KERNELS_NEON: return neon_ops();
 #endif
     default: return &kernels_scalar_ops;
     }

@@ -177,8 +177,9 @@ extern const kernels_ops kernels_scalar_ops;
 extern const kernels_ops kernels_avx2_ops;
 extern const kernels_ops kernels_avx512_ops;
 #elif defined(__aarch64__)
-extern const kernels_ops kernels_neon_ops;     /* ASIMD only */
-extern const kernels_ops kernels_neon_dot_ops; /* the same with SDOT */
+extern const kernels_ops kernels_neon_ops;      /* ASIMD only */
+extern const kernels_ops kernels_neon_dot_ops;  /* the same with SDOT */
+extern const kernels_ops kernels_neon_i8mm_ops; /* with SDOT and I8MM */
 #endif
 
 #if defined(__GNUC__)

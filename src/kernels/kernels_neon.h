@@ -1,10 +1,12 @@
-/* The NEON kernel set (AArch64, 4 f32 lanes), compiled twice: kernels_neon.c (ASIMD only) and
- * kernels_neon_dot.c (with SDOT), which define NEON_SDOT and NEON_OPS (the table's name) first.
+/* The NEON kernel set (AArch64, 4 f32 lanes), compiled three times: kernels_neon.c (ASIMD only),
+ * kernels_neon_dot.c (with SDOT) and kernels_neon_i8mm.c (SDOT and I8MM), which define NEON_SDOT,
+ * NEON_I8MM and NEON_OPS (the table's name) first.
  *
  * Integer types: a tile is 4 rows (one per lane) by 1 (matvec) or TT (matmul) tokens. Each group
  * of each row is unpacked once per tile into 32 signed int8 weights (every type's integers w fit),
  * multiplied with each token's activations into int32 partial sums (int16 activations: widening
- * multiply-accumulates; int8: SDOT, or widening multiplies and pairwise adds without it), and
+ * multiply-accumulates; int8: SDOT, or widening multiplies and pairwise adds without it; SMMLA
+ * on 2 rows by 2 tokens at a time in a matmul tile where the CPU has I8MM), and
  * the 4 rows' sums are reduced exactly into one vector, lane r holding row r's S (S_a and S_b for
  * the types with scales per 16). The f32 scaling then runs on the 4 rows at once in the defined
  * order (kernels_impl.h), so every path gives the scalar set's bits. The scales are read per row
@@ -371,11 +373,11 @@ KERNELS_INLINE float32x4_t lanes(const float s[NR][16], int i) {
 }
 
 /* acc plus a group's scaled sums in the defined order: S (or S_a, S_b) times a * d, then the
- * offsets. P[h][r]: row r's partial sums of half h (P[0] the whole group without halves). */
-KERNELS_INLINE float32x4_t scale_group(uint32_t type, float32x4_t acc, const int32x4_t P[2][NR], const float32x4_t a[2],
+ * offsets. S[h] lane r: row r's sum over half h (S[0] the whole group without halves). */
+KERNELS_INLINE float32x4_t scale_group(uint32_t type, float32x4_t acc, const int32x4_t S[2], const float32x4_t a[2],
                                        const float32x4_t b[2], const act_group *x) {
-    acc = vfmaq_f32(acc, vcvtq_f32_s32(row_sums(P[0])), vmulq_n_f32(a[0], x->d));
-    if (int_halves(type)) acc = vfmaq_f32(acc, vcvtq_f32_s32(row_sums(P[1])), vmulq_n_f32(a[1], x->d));
+    acc = vfmaq_f32(acc, vcvtq_f32_s32(S[0]), vmulq_n_f32(a[0], x->d));
+    if (int_halves(type)) acc = vfmaq_f32(acc, vcvtq_f32_s32(S[1]), vmulq_n_f32(a[1], x->d));
     if (int_has_min(type) && int_halves(type)) {
         acc = vfmaq_n_f32(acc, b[0], x->d * (float)x->sum16);
         acc = vfmaq_n_f32(acc, b[1], x->d * (float)(x->sum - x->sum16));
@@ -384,6 +386,76 @@ KERNELS_INLINE float32x4_t scale_group(uint32_t type, float32x4_t acc, const int
     }
     return acc;
 }
+
+/* One token's sums S (scale_group) of a group: each row's products reduced across lanes. */
+KERNELS_INLINE void token_sums(kernels_act fmt, int halves, const int8x16_t w[NR][2], const int16x8_t wh[NR][4],
+                               const uint8_t *x, int g, int32x4_t S[2]) {
+    int32x4_t P[2][NR];
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; r++) {
+        int32x4_t p[2];
+        if (fmt == KERNELS_ACT_I16) {
+            const int16_t *xg = (const int16_t *)x + 32 * g;
+            const int16x8_t xv[4] = {vld1q_s16(xg), vld1q_s16(xg + 8), vld1q_s16(xg + 16), vld1q_s16(xg + 24)};
+            dot_i16(wh[r], xv, p);
+        } else {
+            const int8_t *xg = (const int8_t *)x + 32 * g;
+            const int8x16_t xv[2] = {vld1q_s8(xg), vld1q_s8(xg + 16)};
+            dot_i8(w[r], xv, p);
+        }
+        P[0][r] = halves ? p[0] : vaddq_s32(p[0], p[1]);
+        P[1][r] = p[1];
+    }
+    S[0] = row_sums(P[0]);
+    if (halves) S[1] = row_sums(P[1]);
+}
+
+#if NEON_I8MM
+/* The sums S of TT tokens (x[t]: token t's int8 activations of the group) by SMMLA, which
+ * multiplies 2 rows by 2 tokens over 8 weights into a 2x2 block (row i, token j in lane 2i + j):
+ * blocks of row pairs (0, 1) and (2, 3) for a token pair, unzipped, give each token's rows in
+ * lane order. */
+KERNELS_INLINE void tile_sums_mmla(int halves, const int8x16_t w[NR][2], const int8_t *const x[TT], int32x4_t S[2][TT]) {
+    int8x16_t xv[TT][2];
+#pragma GCC unroll 4
+    for (int t = 0; t < TT; t++) {
+        xv[t][0] = vld1q_s8(x[t]);
+        xv[t][1] = vld1q_s8(x[t] + 16);
+    }
+    int32x4_t B[2][TT / 2]; /* [row pair][token pair] */
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        if (h == 0 || halves)
+#pragma GCC unroll 2
+            for (int rp = 0; rp < 2; rp++)
+#pragma GCC unroll 2
+                for (int tp = 0; tp < TT / 2; tp++) B[rp][tp] = vdupq_n_s32(0);
+#pragma GCC unroll 2
+        for (int c = 0; c < 2; c++) { /* weights 16h + 8c .. 16h + 8c + 7 */
+            int8x16_t wp[2], xp[TT / 2];
+#pragma GCC unroll 2
+            for (int rp = 0; rp < 2; rp++)
+                wp[rp] = c ? vcombine_s8(vget_high_s8(w[2 * rp][h]), vget_high_s8(w[2 * rp + 1][h]))
+                           : vcombine_s8(vget_low_s8(w[2 * rp][h]), vget_low_s8(w[2 * rp + 1][h]));
+#pragma GCC unroll 2
+            for (int tp = 0; tp < TT / 2; tp++)
+                xp[tp] = c ? vcombine_s8(vget_high_s8(xv[2 * tp][h]), vget_high_s8(xv[2 * tp + 1][h]))
+                           : vcombine_s8(vget_low_s8(xv[2 * tp][h]), vget_low_s8(xv[2 * tp + 1][h]));
+#pragma GCC unroll 2
+            for (int rp = 0; rp < 2; rp++)
+#pragma GCC unroll 2
+                for (int tp = 0; tp < TT / 2; tp++) B[rp][tp] = vmmlaq_s32(B[rp][tp], wp[rp], xp[tp]);
+        }
+        if (h == 0 && !halves) continue;
+        int s = halves ? h : 0;
+#pragma GCC unroll 2
+        for (int tp = 0; tp < TT / 2; tp++) {
+            S[s][2 * tp] = vuzp1q_s32(B[0][tp], B[1][tp]);
+            S[s][2 * tp + 1] = vuzp2q_s32(B[0][tp], B[1][tp]);
+        }
+    }
+}
+#endif
 
 /* Rows row[0..3] times nt (1 or TT) tokens (X, xs bytes apart): acc[t] lane r is the defined
  * result of row r and token t. */
@@ -416,30 +488,27 @@ KERNELS_INLINE void int_tile(uint32_t type, kernels_act fmt, const uint8_t *cons
             a[h] = lanes(sa, 2 * j + h);
             if (int_has_min(type)) b[h] = lanes(sb, 2 * j + h);
         }
+#if NEON_I8MM
+        if (fmt == KERNELS_ACT_I8 && nt == TT) {
+            int32x4_t S[2][TT];
+            const int8_t *xg[TT];
+#pragma GCC unroll 4
+            for (int t = 0; t < TT; t++) xg[t] = (const int8_t *)(X + xs * (size_t)t) + 32 * g;
+            tile_sums_mmla(halves, w, xg, S);
+#pragma GCC unroll 4
+            for (int t = 0; t < TT; t++) {
+                const int32x4_t St[2] = {S[0][t], halves ? S[1][t] : S[0][t]};
+                acc[t] = scale_group(type, acc[t], St, a, b, &act_groups(X + xs * (size_t)t, fmt, cols)[g]);
+            }
+            continue;
+        }
+#endif
 #pragma GCC unroll 4
         for (int t = 0; t < nt; t++) {
             const uint8_t *x = X + xs * (size_t)t;
-            int32x4_t P[2][NR];
-#pragma GCC unroll 4
-            for (int r = 0; r < NR; r++) {
-                int32x4_t p[2];
-                if (fmt == KERNELS_ACT_I16) {
-                    const int16_t *xg = (const int16_t *)x + 32 * g;
-                    const int16x8_t xv[4] = {vld1q_s16(xg), vld1q_s16(xg + 8), vld1q_s16(xg + 16), vld1q_s16(xg + 24)};
-                    dot_i16(wh[r], xv, p);
-                } else {
-                    const int8_t *xg = (const int8_t *)x + 32 * g;
-                    const int8x16_t xv[2] = {vld1q_s8(xg), vld1q_s8(xg + 16)};
-                    dot_i8(w[r], xv, p);
-                }
-                if (halves) {
-                    P[0][r] = p[0];
-                    P[1][r] = p[1];
-                } else {
-                    P[0][r] = vaddq_s32(p[0], p[1]);
-                }
-            }
-            acc[t] = scale_group(type, acc[t], P, a, b, &act_groups(x, fmt, cols)[g]);
+            int32x4_t S[2];
+            token_sums(fmt, halves, w, wh, x, g, S);
+            acc[t] = scale_group(type, acc[t], S, a, b, &act_groups(x, fmt, cols)[g]);
         }
     }
 }

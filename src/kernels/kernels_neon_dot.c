@@ -3,6 +3,7 @@
  * kernels_neon.c: the products are exact integers either way. */
 #if defined(__aarch64__)
 #define NEON_SDOT 1
+#define NEON_I8MM 0
 #define NEON_OPS kernels_neon_dot_ops
 #include "kernels/kernels_neon.h"
 #endif

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The NEON kernel set (AArch64) under qemu-aarch64: cross-compiles the kernels and their unit test
 # with Debian's gcc-aarch64-linux-gnu (make cross-aarch64, into $BUILD/aarch64) and runs them on
-# two emulated CPUs: -cpu max (SDOT and I8MM: kernels_neon_dot.c runs) and -cpu cortex-a72
-# (Armv8.0, ASIMD only: kernels_neon.c runs; only the integer tests). test_kernels checks the
-# scalar and the NEON set: every integer type, both activation formats, matvec and packed matmul, odd row ranges,
+# three emulated CPUs, one per build of the NEON set: -cpu max (SDOT and I8MM: kernels_neon_i8mm.c
+# runs), and for the integer tests (where the builds differ: the int8 products) -cpu neoverse-n1
+# (SDOT: kernels_neon_dot.c) and -cpu cortex-a72 (Armv8.0, ASIMD only: kernels_neon.c).
+# test_kernels checks the scalar and the NEON set: every integer type, both activation formats, matvec and packed matmul, odd row ranges,
 # token counts, strides and column counts, bit for bit against the defined computation (so NEON
 # equals scalar bit for bit), the float types within tolerance of float64 and bit-exact across
 # splits and tile sizes, kernels_mix's fma chains bit for bit, the helpers. A probe linked with
@@ -58,6 +59,7 @@ objs=$(find "$a64/src" -name '*.o' | sort)
 if aarch64-linux-gnu-gcc -std=c11 -D_GNU_SOURCE -Isrc -fsanitize=undefined -o "$tmp/probe" "$tmp/probe.c" $objs -lm -lpthread 2>"$tmp/probe.log"; then
     ok
     expect_eq "-cpu max" "$(run max "$tmp/probe")" "sdot=1 i8mm=1 set=neon"
+    expect_eq "-cpu neoverse-n1" "$(run neoverse-n1 "$tmp/probe")" "sdot=1 i8mm=0 set=neon"
     expect_eq "-cpu cortex-a72" "$(run cortex-a72 "$tmp/probe")" "sdot=0 i8mm=0 set=neon"
     expect_eq "NUCLEUS_ISA=scalar" "$(NUCLEUS_ISA=scalar run max "$tmp/probe")" "sdot=1 i8mm=1 set=scalar"
     expect_eq "NUCLEUS_ISA=neon" "$(NUCLEUS_ISA=neon run cortex-a72 "$tmp/probe")" "sdot=0 i8mm=0 set=neon"
@@ -67,9 +69,9 @@ else
 fi
 
 # test_kernels on each CPU model, its own counts joining ours: all of it on max, the integer tests
-# (where the two builds differ: the int8 products) on cortex-a72.
+# on the others.
 INT_TESTS="test_exact_rows test_int_path test_mxfp4_scales test_int_blocks test_real_rows"
-for cpu in max cortex-a72; do
+for cpu in max neoverse-n1 cortex-a72; do
     if [ "$cpu" = max ]; then tests=""; else tests=$INT_TESTS; fi
     out=$(run "$cpu" "$a64/test_kernels" $tests 2>&1)
     rc=$?
