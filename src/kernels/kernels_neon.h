@@ -9,8 +9,8 @@
  * on 2 rows by 2 tokens at a time in a matmul tile where the CPU has I8MM), and
  * the 4 rows' sums are reduced exactly into one vector, lane r holding row r's S (S_a and S_b for
  * the types with scales per 16). The f32 scaling then runs on the 4 rows at once in the defined
- * order (kernels_impl.h), so every path gives the scalar set's bits. The scales are read per row
- * in scalar code, a 256-block's once per tile.
+ * order (kernels_impl.h), so every path gives the scalar set's bits. The scales are decoded per
+ * row in scalar code, once per block and tile (a 256-block's serve its 8 groups).
  *
  * Float types: 4 weights per step FMA'd with x into four accumulators per token (step u to
  * accumulator u % NACC), KT tokens per tile: per-token order is independent of the tile. kernels_mix
