@@ -10,16 +10,23 @@ REL_CFLAGS := $(CSTD) $(WARN) $(INC) -O2 -g -fno-math-errno
 SAN_CFLAGS := $(CSTD) $(WARN) $(INC) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 LDLIBS  := -lm -lpthread -lpcre2-8 -lcjson -lmicrohttpd
 
-# Kernels for one instruction set live in files named *_avx2.c / *_avx512.c and are
-# compiled with that set enabled; everything else targets baseline x86-64 (or the host arch),
-# and the dispatcher picks at run time from cpuid.
+# Kernels for one instruction set live in files named *_avx2.c / *_avx512.c / *_neon_dot.c /
+# *_neon_i8mm.c and are compiled with that set enabled; everything else targets baseline x86-64
+# or AArch64 (whose ASIMD is the NEON set's kernels_neon.c), and the dispatcher picks at run time
+# from cpuid or HWCAP.
 ARCH := $(shell uname -m)
+NEON_DOT_FLAGS := -march=armv8.2-a+dotprod
+NEON_I8MM_FLAGS := -march=armv8.2-a+dotprod+i8mm
 ifeq ($(ARCH),x86_64)
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mavx512dq -mfma -mf16c
+HOST_NEON_DOT_FLAGS :=
+HOST_NEON_I8MM_FLAGS :=
 else
 AVX2_FLAGS   :=
 AVX512_FLAGS :=
+HOST_NEON_DOT_FLAGS := $(if $(filter aarch64 arm64,$(ARCH)),$(NEON_DOT_FLAGS),)
+HOST_NEON_I8MM_FLAGS := $(if $(filter aarch64 arm64,$(ARCH)),$(NEON_I8MM_FLAGS),)
 endif
 
 LIB_SRC  := $(shell find src -name '*.c' | sort)
@@ -43,7 +50,7 @@ all: $(BUILD)/nucleus
 deps:
 	bash scripts/install-deps.sh
 
-isa_flags = $(if $(findstring _avx512,$1),$(AVX512_FLAGS),$(if $(findstring _avx2,$1),$(AVX2_FLAGS),))
+isa_flags = $(if $(findstring _avx512,$1),$(AVX512_FLAGS),$(if $(findstring _avx2,$1),$(AVX2_FLAGS),$(if $(findstring _neon_dot,$1),$(HOST_NEON_DOT_FLAGS),$(if $(findstring _neon_i8mm,$1),$(HOST_NEON_I8MM_FLAGS),))))
 
 $(BUILD)/rel/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -104,6 +111,21 @@ $(BUILD)/kv_budget_speed: bench/kv_budget_speed.c $(BUILD)/rel/libnucleus.a
 	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS)
 $(BUILD)/grammar_bench: bench/grammar_bench.c $(BUILD)/rel/libnucleus.a
 	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS)
+
+# AArch64 under qemu-aarch64 (tests/e2e/neon.sh): the kernels and their unit test, cross-compiled
+# with Debian's gcc-aarch64-linux-gnu (make deps) into $(BUILD)/aarch64, with UBSan (ASan does not
+# run under qemu-user). Only what test_kernels links, so no arm64 libraries are needed.
+AARCH64_CC ?= aarch64-linux-gnu-gcc
+A64 := $(BUILD)/aarch64
+A64_SRC := $(sort $(wildcard src/kernels/*.c)) src/tensor/quant.c src/tensor/quant_k.c src/format/ggml_types.c
+A64_CFLAGS := $(CSTD) $(WARN) $(INC) -O2 -g -fno-math-errno -fsanitize=undefined -fno-sanitize-recover=undefined
+$(A64)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(AARCH64_CC) $(A64_CFLAGS) $(if $(findstring _neon_dot,$<),$(NEON_DOT_FLAGS),$(if $(findstring _neon_i8mm,$<),$(NEON_I8MM_FLAGS),)) -MMD -MP -c $< -o $@
+$(A64)/test_kernels: tests/unit/test_kernels.c $(A64_SRC:%.c=$(A64)/%.o)
+	$(AARCH64_CC) $(A64_CFLAGS) -Itests -o $@ $^ -lm -lpthread
+.PHONY: cross-aarch64
+cross-aarch64: $(A64)/test_kernels
 
 # Fuzz harnesses need clang's libFuzzer.
 FUZZ_SRC := $(shell find tests/fuzz -name 'fuzz_*.c' | sort)

@@ -115,7 +115,7 @@ static int listed(const char *list, const char *name) {
 
 int main(int argc, char **argv) {
     double secs = argc > 1 ? atof(argv[1]) : 1.0;
-    static const char *const isas[] = {"scalar", "avx2", "avx512"};
+    static const char *const isas[] = {"scalar", "avx2", "avx512", "neon"};
     static const char *const fmts[] = {"i16", "i8"};
     /* cache: 128 rows (150 KB to 1 MB); memory: 256 MB of weights, far beyond any cache */
     const int cols = 2048, small_rows = 128, T = 128;
@@ -138,7 +138,7 @@ int main(int argc, char **argv) {
         size_t rb = quant_row_bytes(type, cols);
         int big_rows = (int)(big_bytes / rb);
         uint8_t *w = make_weights(type, big_rows, cols, &rb);
-        for (int isa = KERNELS_SCALAR; isa <= KERNELS_AVX512; isa++) {
+        for (int isa = KERNELS_SCALAR; isa < KERNELS_ISA_COUNT; isa++) {
             if ((int)kernels_force((kernels_isa)isa) != isa) continue;
             for (int f = 0; f < (kernels_int8_type(type) ? 2 : 1); f++) {
                 problem p = {type, w, rb, cols, X, (kernels_act)f, Xq, scratch};

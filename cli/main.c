@@ -37,6 +37,8 @@ static void version(void) {
 #endif
 #if defined(__x86_64__)
     const char *sets = "scalar avx2 avx512";
+#elif defined(__aarch64__)
+    const char *sets = "scalar neon";
 #else
     const char *sets = "scalar";
 #endif

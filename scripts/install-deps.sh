@@ -8,7 +8,11 @@ set -eu
 # Gutenberg), the text of bench/perplexity.sh and tests/e2e/perplexity.sh.
 # chromium: the browser tests/e2e/web.sh drives (playwright-core, which downloads no browser of its
 # own) to test the server's web page.
-PKGS=(build-essential clang libclang-rt-14-dev python3 python3-numpy libpcre2-dev libcjson-dev libmicrohttpd-dev nginx golang-1.19-src chromium)
+# gcc-aarch64-linux-gnu, libc6-dev-arm64-cross and qemu-user (qemu-aarch64): tests/e2e/neon.sh
+# cross-compiles the NEON kernels and their unit test for AArch64 and runs them emulated, so the
+# ARM set is tested on x86 machines too.
+PKGS=(build-essential clang libclang-rt-14-dev python3 python3-numpy libpcre2-dev libcjson-dev libmicrohttpd-dev nginx golang-1.19-src chromium
+      gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -36,7 +36,9 @@ for s in tests/e2e/*.sh; do
 done
 
 # The forward pass against the exact reference with the other kernel sets too (capped to what
-# the CPU has): the AVX2 set is what CPUs without AVX-512 run, the scalar one what ARM runs.
+# the CPU has): the AVX2 set is what CPUs without AVX-512 run, the scalar one what other
+# architectures run (on AArch64 "avx2" caps nothing: the NEON set runs; tests/e2e/neon.sh
+# tests that set under qemu on x86 machines).
 for isa in avx2 scalar; do
     run_suite "test_forward ($isa)" env NUCLEUS_ISA=$isa build/san/tests/test_forward
     run_suite "reference ($isa)" env NUCLEUS_ISA=$isa bash tests/e2e/reference.sh

@@ -1,6 +1,9 @@
-/* Run-time choice of the kernel set: cpuid says what the CPU has, xgetbv whether the OS saves
- * the wider registers, NUCLEUS_ISA may cap the choice. The AVX-512 set needs F, BW, VL, DQ and
- * VNNI (its file is compiled with all of them); AMX is never used. */
+/* Run-time choice of the kernel set: on x86-64 cpuid says what the CPU has, xgetbv whether the
+ * OS saves the wider registers; on AArch64 the auxiliary vector's HWCAP says whether SDOT is
+ * there (ASIMD always is). NUCLEUS_ISA may cap the choice. The AVX-512 set needs F, BW, VL, DQ
+ * and VNNI (its file is compiled with all of them); AMX is never used. The NEON set is built
+ * three times (kernels_neon.c; kernels_neon_dot.c with SDOT; kernels_neon_i8mm.c with SDOT and
+ * I8MM): the same results, the one the CPU can run taken. */
 #include "kernels/kernels.h"
 
 #include <stdatomic.h>
@@ -12,6 +15,8 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#elif defined(__aarch64__)
+#include <sys/auxv.h>
 #endif
 
 /* -1 until kernels_init() has run; then the kernels_isa in force. */
@@ -38,8 +43,28 @@ static kernels_isa detect_isa(void) {
     bool zmm_state = (xcr0 & 0xE0) == 0xE0; /* opmask, upper ZMM0-15, ZMM16-31 */
     return f && dq && bw && vl && vnni && zmm_state ? KERNELS_AVX512 : KERNELS_AVX2;
 }
+
+/* The sets up to want, in the order scalar < AVX2 < AVX-512; a NEON request is no cap. */
+static kernels_isa cap(kernels_isa want) {
+    kernels_isa have = detect_isa();
+    if (want == KERNELS_NEON) return have;
+    return want < have ? want : have;
+}
+#elif defined(__aarch64__)
+static kernels_isa detect_isa(void) { return getauxval(AT_HWCAP) & HWCAP_ASIMD ? KERNELS_NEON : KERNELS_SCALAR; }
+
+/* Scalar < NEON; a request for an x86 set is no cap. */
+static kernels_isa cap(kernels_isa want) { return want == KERNELS_SCALAR ? KERNELS_SCALAR : detect_isa(); }
+
+/* The NEON set's build for the CPU: with SDOT (FEAT_DotProd) for the int8 products, and I8MM
+ * (FEAT_I8MM) for the matmul's. */
+static const kernels_ops *neon_ops(void) {
+    if (!(getauxval(AT_HWCAP) & HWCAP_ASIMDDP)) return &kernels_neon_ops;
+    return getauxval(AT_HWCAP2) & HWCAP2_I8MM ? &kernels_neon_i8mm_ops : &kernels_neon_dot_ops;
+}
 #else
 static kernels_isa detect_isa(void) { return KERNELS_SCALAR; }
+static kernels_isa cap(kernels_isa want) { return KERNELS_SCALAR; }
 #endif
 
 static kernels_isa env_cap(void) {
@@ -47,12 +72,8 @@ static kernels_isa env_cap(void) {
     if (!s) return KERNELS_AVX512;
     if (!strcmp(s, "scalar")) return KERNELS_SCALAR;
     if (!strcmp(s, "avx2")) return KERNELS_AVX2;
+    if (!strcmp(s, "neon")) return KERNELS_NEON;
     return KERNELS_AVX512;
-}
-
-static kernels_isa cap(kernels_isa want) {
-    kernels_isa have = detect_isa();
-    return want < have ? want : have;
 }
 
 void kernels_init(void) {
@@ -67,7 +88,7 @@ kernels_isa kernels_active(void) {
 }
 
 const char *kernels_name(void) {
-    static const char *const names[] = {"scalar", "avx2", "avx512"};
+    static const char *const names[] = {"scalar", "avx2", "avx512", "neon"};
     return names[kernels_active()];
 }
 
@@ -82,6 +103,8 @@ static const kernels_ops *ops(void) {
 #if defined(__x86_64__)
     case KERNELS_AVX512: return &kernels_avx512_ops;
     case KERNELS_AVX2: return &kernels_avx2_ops;
+#elif defined(__aarch64__)
+    case KERNELS_NEON: return neon_ops();
 #endif
     default: return &kernels_scalar_ops;
     }

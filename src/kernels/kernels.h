@@ -1,6 +1,7 @@
-/* Numerical kernels, one implementation per instruction set (scalar, AVX2, AVX-512), chosen at
- * run time from cpuid by kernels_init(). Weights are read block by block from their stored type
- * (never dequantised a whole matrix at a time). Float weight types (F32, F16, BF16) take f32
+/* Numerical kernels, one implementation per instruction set (scalar, AVX2, AVX-512 on x86-64;
+ * scalar, NEON on AArch64), chosen at run time (cpuid, the auxiliary vector) by kernels_init().
+ * Weights are read block by block from their stored type (never dequantised a whole matrix at a
+ * time). Float weight types (F32, F16, BF16) take f32
  * activations; the integer types take activations quantised per group of 32 (int16 by default,
  * int8 in the fast mode) and sum exact integer products per group before scaling in f32. */
 #ifndef NC_KERNELS_H
@@ -9,14 +10,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum kernels_isa { KERNELS_SCALAR = 0, KERNELS_AVX2 = 1, KERNELS_AVX512 = 2 } kernels_isa;
+typedef enum kernels_isa { KERNELS_SCALAR = 0, KERNELS_AVX2 = 1, KERNELS_AVX512 = 2, KERNELS_NEON = 3 } kernels_isa;
+#define KERNELS_ISA_COUNT 4
 
 /* Detect the CPU and select the best set (idempotent, thread-safe). The environment variable
- * NUCLEUS_ISA=scalar|avx2|avx512 caps the choice (for tests and benchmarks). */
+ * NUCLEUS_ISA=scalar|avx2|avx512|neon caps the choice (for tests and benchmarks); a set of the
+ * other architecture caps nothing. */
 void kernels_init(void);
 kernels_isa kernels_active(void);
-const char *kernels_name(void); /* "avx512", "avx2", "scalar" */
-/* Force a set (tests compare sets against each other); returns the set actually in force. */
+const char *kernels_name(void); /* "avx512", "avx2", "neon", "scalar" */
+/* Force a set (tests compare sets against each other); returns the set actually in force: the
+ * best one this CPU has up to isa (on AArch64: NEON for any isa but scalar). */
 kernels_isa kernels_force(kernels_isa isa);
 
 /* y[r - r0] = dot(row r of W, x) for rows r in [r0, r1).

@@ -1,5 +1,5 @@
 /* Internal interface between the dispatcher (kernels.c) and the kernel sets, one per
- * instruction set (kernels_scalar.c, kernels_avx2.c, kernels_avx512.c).
+ * instruction set (kernels_scalar.c, kernels_avx2.c, kernels_avx512.c, kernels_neon.h).
  *
  * Determinism: a row's result depends only on the row and the token's activations: not on r0/r1
  * (thread split), on T, on decode versus prefill, or on which path (matvec, packed matmul) ran.
@@ -176,6 +176,10 @@ extern const kernels_ops kernels_scalar_ops;
 #if defined(__x86_64__)
 extern const kernels_ops kernels_avx2_ops;
 extern const kernels_ops kernels_avx512_ops;
+#elif defined(__aarch64__)
+extern const kernels_ops kernels_neon_ops;      /* ASIMD only */
+extern const kernels_ops kernels_neon_dot_ops;  /* the same with SDOT */
+extern const kernels_ops kernels_neon_i8mm_ops; /* with SDOT and I8MM */
 #endif
 
 #if defined(__GNUC__)

@@ -16,7 +16,7 @@
 #define ROWS 7
 #define MAXT 9
 
-static const char *const isa_names[] = {"scalar", "avx2", "avx512"};
+static const char *const isa_names[] = {"scalar", "avx2", "avx512", "neon"};
 
 static float frand(void) { return (float)rand() / (float)RAND_MAX * 2.0f - 1.0f; }
 
@@ -205,7 +205,7 @@ static void test_type(const type_case *tc) {
         reference(&p);
         float first[MAXT][ROWS];
         int have_first = 0;
-        for (int isa = KERNELS_SCALAR; isa <= KERNELS_AVX512; isa++) {
+        for (int isa = KERNELS_SCALAR; isa < KERNELS_ISA_COUNT; isa++) {
             if (!available((kernels_isa)isa)) continue;
             char what[64];
             snprintf(what, sizeof what, "%s %s cols=%d", isa_names[isa], tc->name, cols);
@@ -248,7 +248,7 @@ static void test_exact_rows(void) {
     for (int j = 0; j < 16; j++) q4[2 + j] = (uint8_t)(9 | 7 << 4); /* +1 for 0-15, -1 for 16-31 */
     float x4[32]; /* 2i for weights i < 15, 32u for i = 15, i - 16 after */
     for (int i = 0; i < 32; i++) x4[i] = i < 15 ? 2.0f * (float)i : i == 15 ? 32.0f * u : (float)(i - 16);
-    for (int isa = KERNELS_SCALAR; isa <= KERNELS_AVX512; isa++) {
+    for (int isa = KERNELS_SCALAR; isa < KERNELS_ISA_COUNT; isa++) {
         if (!available((kernels_isa)isa)) continue;
         float y = 0;
         kernels_matvec(GGML_TYPE_Q8_0, q8, 68, 64, x, &y, 0, 1);
@@ -277,7 +277,7 @@ static void test_int_blocks(void) {
             for (int i = 0; i < COLS; i++) x[i] = frand();
             kernels_quantize_act(fmt, x, COLS, Xq + xs * t);
         }
-        for (int isa = KERNELS_AVX2; isa <= KERNELS_AVX512; isa++) {
+        for (int isa = KERNELS_AVX2; isa < KERNELS_ISA_COUNT; isa++) {
             if (!available((kernels_isa)isa)) continue;
             int bad = 0;
             kernels_mul(type, w, rb, COLS, NULL, fmt, Xq, T, Y, R, 0, R, 0, NULL);
@@ -318,13 +318,13 @@ static void read_act(kernels_act fmt, const uint8_t *xq, int cols, int32_t *q, f
 /* The defined result (kernels_impl.h: exact integer sums per group, then the f32 fma chain in
  * the defined order), written out here from the type's integer form (quant_group, checked
  * against the formats' definitions in test_quant), and the bound on its distance from the exact
- * product with the unquantised x: every |x - d*q| <= d/2 (times |w|), plus f32 rounding. */
-static float int_defined(uint32_t type, const uint8_t *row, int cols, const int32_t *q, const float *d,
+ * product with the unquantised x: every |x - d*q| <= d/2 (times |w|), plus f32 rounding. deq: the
+ * row dequantised. */
+static float int_defined(uint32_t type, const uint8_t *row, const float *deq, int cols, const int32_t *q, const float *d,
                          const int32_t *sum, const int32_t *sum16, const float *x, double *bound) {
     const quant_type *qt = quant_type_of(type);
-    float acc = 0, *deq = malloc(sizeof(float) * (size_t)cols);
+    float acc = 0;
     double err = 0, mag = 0;
-    quant_dequantize_row(type, row, deq, cols);
     for (int i = 0; i < cols; i++) {
         err += fabs((double)deq[i]) * d[i / 32] * 0.5;
         mag += fabs((double)deq[i] * x[i]);
@@ -348,7 +348,6 @@ static float int_defined(uint32_t type, const uint8_t *row, int cols, const int3
             acc = fmaf(grp.b[0], d[g] * (float)sum[g], acc);
         }
     }
-    free(deq);
     *bound = err * 1.0001 + 1e-6 * mag + 1e-30;
     return acc;
 }
@@ -362,7 +361,7 @@ static int sets_agree_on_quantisation(kernels_act fmt, const float *x, int cols)
     kernels_force(KERNELS_SCALAR);
     kernels_quantize_act(fmt, x, cols, a);
     read_act(fmt, a, cols, qa, da, sa[0], sa[1]);
-    for (int isa = KERNELS_AVX2; isa <= KERNELS_AVX512; isa++) {
+    for (int isa = KERNELS_AVX2; isa < KERNELS_ISA_COUNT; isa++) {
         if (!available((kernels_isa)isa)) continue;
         kernels_quantize_act(fmt, x, cols, b);
         read_act(fmt, b, cols, qb, db, sb[0], sb[1]);
@@ -398,7 +397,8 @@ static void test_int_path(void) {
                 memcpy(w + rb * r, one, rs);
                 for (int i = 0; i < GAP; i++) w[rb * r + rs + i] = (uint8_t)rand(); /* not part of the row */
             }
-            float *X = malloc(sizeof(float) * (size_t)NT * cols);
+            float *X = malloc(sizeof(float) * (size_t)NT * cols), *deq = malloc(sizeof(float) * (size_t)R * cols);
+            for (int r = 0; r < R; r++) quant_dequantize_row(type, w + rb * r, deq + (size_t)r * cols, cols);
             for (int i = 0; i < NT * cols; i++) X[i] = frand() * (i % 97 == 0 ? 20.0f : 1.0f) + (i / cols % 2 ? 0.3f : 0.0f);
             double worst_rel[2] = {0, 0};
             for (int f = 0; f < 2; f++) {
@@ -413,7 +413,6 @@ static void test_int_path(void) {
                 CHECK_MSG(agree, "%s cols=%d fmt=%d: the sets quantise differently", tname, cols, f);
                 kernels_force(KERNELS_SCALAR);
                 int bad_bound = 0;
-                float *deq = malloc(sizeof(float) * cols);
                 for (int t = 0; t < NT; t++) {
                     kernels_quantize_act(fmt, X + (size_t)t * cols, cols, Xq + xs * t);
                     read_act(fmt, Xq + xs * t, cols, q, d, sum, sum16);
@@ -426,21 +425,20 @@ static void test_int_path(void) {
                     for (int r = 0; r < R; r++) {
                         double bound, exact = 0, scale = 0;
                         const float *x = X + (size_t)t * cols;
-                        want[t * R + r] = int_defined(type, w + rb * r, cols, q, d, sum, sum16, x, &bound);
-                        quant_dequantize_row(type, w + rb * r, deq, cols);
+                        const float *dr = deq + (size_t)r * cols;
+                        want[t * R + r] = int_defined(type, w + rb * r, dr, cols, q, d, sum, sum16, x, &bound);
                         for (int i = 0; i < cols; i++) {
-                            exact += (double)deq[i] * x[i];
-                            scale += fabs((double)deq[i] * x[i]);
+                            exact += (double)dr[i] * x[i];
+                            scale += fabs((double)dr[i] * x[i]);
                         }
                         double dev = fabs(want[t * R + r] - exact);
                         bad_bound += dev > bound;
                         if (dev / scale > worst_rel[f]) worst_rel[f] = dev / scale;
                     }
                 }
-                free(deq);
                 CHECK_MSG(bad_bound == 0, "%s cols=%d fmt=%d: %d results outside the quantisation bound", tname, cols, f,
                           bad_bound);
-                for (int isa = KERNELS_SCALAR; isa <= KERNELS_AVX512; isa++) {
+                for (int isa = KERNELS_SCALAR; isa < KERNELS_ISA_COUNT; isa++) {
                     if (!available((kernels_isa)isa)) continue;
                     int bad = 0;
                     static const int ranges[][2] = {{0, R}, {0, 16}, {3, 35}, {16, 33}, {36, 37}};
@@ -483,6 +481,7 @@ static void test_int_path(void) {
             free(w);
             free(one);
             free(X);
+            free(deq);
         }
 }
 
@@ -512,7 +511,7 @@ static void test_mxfp4_scales(void) {
         inf += isinf(want[0][r]);
     }
     CHECK_MSG(bad_nan == 0 && nan > 0 && inf > 0, "MXFP4 scalar: %d NaN rows wrong (%d NaN, %d inf)", bad_nan, nan, inf);
-    for (int isa = KERNELS_AVX2; isa <= KERNELS_AVX512; isa++) {
+    for (int isa = KERNELS_AVX2; isa < KERNELS_ISA_COUNT; isa++) {
         if (!available((kernels_isa)isa)) continue;
         int bad = 0;
         kernels_mul(GGML_TYPE_MXFP4, w, rb, COLS, NULL, KERNELS_ACT_I16, Xq, T, &Y[0][0], R, 0, R, 0, NULL);
@@ -566,7 +565,7 @@ static void test_real_rows(void) {
     if (!ok) return;
     /* int16 activations: |x - d*q| <= d/2 per element, with d = max|x| / 32767 per group of 32;
      * the norm weights' groups peak near 0.86 (d/2 ~ 1.3e-5), and row 2047 moves by 3.4e-5 */
-    for (int isa = KERNELS_SCALAR; isa <= KERNELS_AVX512; isa++) {
+    for (int isa = KERNELS_SCALAR; isa < KERNELS_ISA_COUNT; isa++) {
         if (!available((kernels_isa)isa)) continue;
         float y[2048];
         kernels_matvec(GGML_TYPE_Q8_0, emb, 136, 128, norm, y, 0, 2048);
@@ -580,7 +579,7 @@ static void test_real_rows(void) {
 static void test_zero_padding(void) {
     static const uint32_t types[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16};
     static const int lens[] = {1, 7, 16, 33, 70, 255};
-    for (int isa = KERNELS_SCALAR; isa <= KERNELS_AVX512; isa++) {
+    for (int isa = KERNELS_SCALAR; isa < KERNELS_ISA_COUNT; isa++) {
         if (!available((kernels_isa)isa)) continue;
         int bad = 0;
         for (int ti = 0; ti < 3; ti++)
@@ -613,7 +612,7 @@ static void test_zero_padding(void) {
 /* The element-wise helpers against float64, for lengths around the vector widths (tails). */
 static void test_helpers(void) {
     static const int lens[] = {1, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 100, 1000};
-    for (int isa = KERNELS_SCALAR; isa <= KERNELS_AVX512; isa++) {
+    for (int isa = KERNELS_SCALAR; isa < KERNELS_ISA_COUNT; isa++) {
         if (!available((kernels_isa)isa)) continue;
         int bad_norm = 0, bad_glu = 0, bad_soft = 0, bad_f16 = 0;
         for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
@@ -737,7 +736,7 @@ static void test_mix(void) {
                 a[k * CAPN + j] = v;
             }
         for (int i = 0; i < MAXR * CAPK; i++) X[i] = frand();
-        for (int isa = KERNELS_SCALAR; isa <= KERNELS_AVX512; isa++) {
+        for (int isa = KERNELS_SCALAR; isa < KERNELS_ISA_COUNT; isa++) {
             if (!available((kernels_isa)isa)) continue;
             int bad = 0, far = 0, spill = 0, padded = 0;
             for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
@@ -796,7 +795,7 @@ static void test_dequantize(void) {
         uint8_t q[BLOCKS * 34];
         CHECK(quant_quantize_row(types[ti], x, q, N));
         quant_dequantize_row(types[ti], q, want, N);
-        for (int isa = KERNELS_SCALAR; isa <= KERNELS_AVX512; isa++) {
+        for (int isa = KERNELS_SCALAR; isa < KERNELS_ISA_COUNT; isa++) {
             if (!available((kernels_isa)isa)) continue;
             for (int i = 0; i < N + 8; i++) got[i] = 12345.0f;
             kernels_dequantize(types[ti], q, got, N);
@@ -809,19 +808,34 @@ static void test_dequantize(void) {
     }
 }
 
-int main(void) {
+/* With arguments, only the tests named run (tests/e2e/neon.sh: the integer paths again on a second
+ * emulated CPU); without, all of them. */
+static int wanted(int argc, char **argv, const char *name) {
+    if (argc < 2) return 1;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], name)) return 1;
+    return 0;
+}
+#define RUN(test) \
+    if (wanted(argc, argv, #test)) test()
+
+static void test_types(void) {
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_type(&cases[i]);
+}
+
+int main(int argc, char **argv) {
     srand(12345);
     test_dispatch();
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_type(&cases[i]);
-    test_exact_rows();
-    test_coverage();
-    test_int_path();
-    test_mxfp4_scales();
-    test_int_blocks();
-    test_real_rows();
-    test_helpers();
-    test_zero_padding();
-    test_mix();
-    test_dequantize();
+    RUN(test_types);
+    RUN(test_exact_rows);
+    RUN(test_coverage);
+    RUN(test_int_path);
+    RUN(test_mxfp4_scales);
+    RUN(test_int_blocks);
+    RUN(test_real_rows);
+    RUN(test_helpers);
+    RUN(test_zero_padding);
+    RUN(test_mix);
+    RUN(test_dequantize);
     return test_summary("test_kernels");
 }
