@@ -99,6 +99,18 @@ assert d["threads"] == 2 and d["kernels"] in ("avx512", "avx2", "scalar") and d[
 ' "$out" && ok || bad "bench --json: $out"
 out=$($BIN bench -m "$STORIES" -p 16 -n 8 -r 1 -t 1 2>&1)
 grep -q "| pp16 |" <<<"$out" && grep -q "| tg8 |" <<<"$out" && grep -q "GB/s" <<<"$out" && ok || bad "bench table: $out"
+# -d: the tests run on top of a filled context (llama-bench's rows), and the JSON says how deep
+out=$($BIN bench -m "$STORIES" -p 16 -n 8 -d 40 -r 2 -t 2 --no-bandwidth 2>&1)
+grep -Eq "\| pp16 @ d40 \| [0-9.]+ ± [0-9.]+ \|" <<<"$out" && grep -Eq "\| tg8 @ d40 \| [0-9.]+ ± [0-9.]+ \|" <<<"$out" \
+    && ok || bad "bench -d table: $out"
+out=$($BIN bench -m "$STORIES" -p 16 -n 8 -d 40 -r 1 -t 1 --json --no-bandwidth 2>&1)
+/usr/bin/python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+assert d["depth"] == 40 and d["pp"]["mean"] > 0 and d["tg"]["mean"] > 0, d
+' "$out" && ok || bad "bench -d --json: $out"
+expect_err "bench negative depth" "-d: -1 is outside the allowed range" $BIN bench -d -1
+expect_err "bench bad depth" "--n-depth: expected an integer" $BIN bench --n-depth 4k
 
 # Bad input: clean errors naming the problem.
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
