@@ -33,7 +33,9 @@ fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-if ! make -s -j2 BUILD="$build" cross-aarch64 >"$tmp/build.log" 2>&1; then
+# A make of its own (not a submake of `make test`'s jobserver, whose -j2 it would override with a
+# warning of make's that the check below would take for the compiler's).
+if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -j2 BUILD="$build" cross-aarch64 >"$tmp/build.log" 2>&1; then
     bad "make cross-aarch64 failed: $(tail -n 20 "$tmp/build.log")"
     finish
 fi
