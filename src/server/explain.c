@@ -43,30 +43,12 @@ static cJSON *number(double v, int digits) {
     return cJSON_CreateNumber(strtod(buf, NULL));
 }
 
-static bool put(cJSON *obj, const char *name, cJSON *item) {
-    if (!obj || !item) {
-        cJSON_Delete(item);
-        return false;
-    }
-    cJSON_AddItemToObject(obj, name, item);
-    return true;
-}
-
-static bool append(cJSON *arr, cJSON *item) {
-    if (!arr || !item) {
-        cJSON_Delete(item);
-        return false;
-    }
-    cJSON_AddItemToArray(arr, item);
-    return true;
-}
-
 /* "token": id, "piece": its text (bytes that are not UTF-8 on their own become U+FFFD). */
 static bool put_token(cJSON *o, int32_t token, srv_piece_fn piece, void *ctx) {
     char buf[256];
     int n = piece ? piece(ctx, token, buf, sizeof buf) : 0;
     char *clean = srv_utf8_clean(buf, n > 0 && n <= (int)sizeof buf ? (size_t)n : 0);
-    bool ok = clean && put(o, "token", cJSON_CreateNumber(token)) && put(o, "piece", cJSON_CreateString(clean));
+    bool ok = clean && srv_json_put(o, "token", cJSON_CreateNumber(token)) && srv_json_put(o, "piece", cJSON_CreateString(clean));
     free(clean);
     return ok;
 }
@@ -74,9 +56,9 @@ static bool put_token(cJSON *o, int32_t token, srv_piece_fn piece, void *ctx) {
 /* The shape of `nucleus run --explain=json`'s stages. */
 static cJSON *stage_item(const nc_explain_stage *s) {
     cJSON *o = cJSON_CreateObject();
-    bool ok = put(o, "name", cJSON_CreateString(s->name)) && put(o, "param", number(s->param, 7)) &&
-              put(o, "n_before", cJSON_CreateNumber(s->n_before)) && put(o, "n_after", cJSON_CreateNumber(s->n_after)) &&
-              put(o, "mass", number(s->mass, 7)) && put(o, "what", cJSON_CreateString(s->what));
+    bool ok = srv_json_put(o, "name", cJSON_CreateString(s->name)) && srv_json_put(o, "param", number(s->param, 7)) &&
+              srv_json_put(o, "n_before", cJSON_CreateNumber(s->n_before)) && srv_json_put(o, "n_after", cJSON_CreateNumber(s->n_after)) &&
+              srv_json_put(o, "mass", number(s->mass, 7)) && srv_json_put(o, "what", cJSON_CreateString(s->what));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -86,13 +68,13 @@ static cJSON *stage_item(const nc_explain_stage *s) {
 
 static bool put_report(cJSON *o, const nc_explain *ex, srv_piece_fn piece, void *ctx) {
     cJSON *stages = cJSON_CreateArray(), *top = NULL;
-    bool ok = put(o, "stages", stages);
-    for (int32_t i = 0; ok && ex && i < ex->n_stages; i++) ok = append(stages, stage_item(&ex->stage[i]));
-    ok = ok && put(o, "p", number(ex ? ex->p : NAN, 7)) &&
-         put(o, "n_candidates", cJSON_CreateNumber(ex ? ex->n_candidates : 0)) && put(o, "top", top = cJSON_CreateArray());
+    bool ok = srv_json_put(o, "stages", stages);
+    for (int32_t i = 0; ok && ex && i < ex->n_stages; i++) ok = srv_json_append(stages, stage_item(&ex->stage[i]));
+    ok = ok && srv_json_put(o, "p", number(ex ? ex->p : NAN, 7)) &&
+         srv_json_put(o, "n_candidates", cJSON_CreateNumber(ex ? ex->n_candidates : 0)) && srv_json_put(o, "top", top = cJSON_CreateArray());
     for (int32_t i = 0; ok && ex && i < ex->n_top; i++) {
         cJSON *t = cJSON_CreateObject();
-        ok = append(top, t) && put_token(t, ex->top[i].token, piece, ctx) && put(t, "p", number(ex->top[i].p, 7));
+        ok = srv_json_append(top, t) && put_token(t, ex->top[i].token, piece, ctx) && srv_json_put(t, "p", number(ex->top[i].p, 7));
     }
     return ok;
 }
@@ -104,14 +86,14 @@ static bool put_raw(cJSON *o, const srv_explain_step *in, srv_piece_fn piece, vo
     int32_t k = srv_top_logits(in->logits, in->n_vocab, in->top_n, ids);
     double lse = srv_logsumexp(in->logits, in->n_vocab);
     cJSON *raw = cJSON_CreateObject(), *top = NULL;
-    bool ok = put(o, "raw", raw) && put(raw, "n_vocab", cJSON_CreateNumber(in->n_vocab)) &&
-              put(raw, "logsumexp", number(lse, 10)) && put(raw, "token_logit", number(in->logits[in->token], 7)) &&
-              put(raw, "top", top = cJSON_CreateArray());
+    bool ok = srv_json_put(o, "raw", raw) && srv_json_put(raw, "n_vocab", cJSON_CreateNumber(in->n_vocab)) &&
+              srv_json_put(raw, "logsumexp", number(lse, 10)) && srv_json_put(raw, "token_logit", number(in->logits[in->token], 7)) &&
+              srv_json_put(raw, "top", top = cJSON_CreateArray());
     for (int32_t i = 0; ok && i < k; i++) {
         cJSON *t = cJSON_CreateObject();
         float x = in->logits[ids[i]];
-        ok = append(top, t) && put_token(t, ids[i], piece, ctx) && put(t, "logit", number(x, 7)) &&
-             put(t, "logprob", number((double)x - lse, 7));
+        ok = srv_json_append(top, t) && put_token(t, ids[i], piece, ctx) && srv_json_put(t, "logit", number(x, 7)) &&
+             srv_json_put(t, "logprob", number((double)x - lse, 7));
     }
     free(ids);
     return ok;
@@ -119,10 +101,10 @@ static bool put_raw(cJSON *o, const srv_explain_step *in, srv_piece_fn piece, vo
 
 char *srv_json_explain_step(const srv_explain_step *in, srv_piece_fn piece, void *piece_ctx) {
     cJSON *o = cJSON_CreateObject();
-    bool ok = put(o, "sample", cJSON_CreateNumber(in->choice)) && put(o, "step", cJSON_CreateNumber(in->step)) &&
+    bool ok = srv_json_put(o, "sample", cJSON_CreateNumber(in->choice)) && srv_json_put(o, "step", cJSON_CreateNumber(in->step)) &&
               put_report(o, in->ex, piece, piece_ctx) && put_token(o, in->token, piece, piece_ctx) &&
-              put(o, "eog", cJSON_CreateBool(in->eog)) &&
-              put(o, "finish", cJSON_CreateString(nc_finish_name(in->finish))) && put_raw(o, in, piece, piece_ctx);
+              srv_json_put(o, "eog", cJSON_CreateBool(in->eog)) &&
+              srv_json_put(o, "finish", cJSON_CreateString(nc_finish_name(in->finish))) && put_raw(o, in, piece, piece_ctx);
     char *s = ok ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
     return s;

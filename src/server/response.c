@@ -56,7 +56,7 @@ static cJSON *text_item(const char *text, size_t n) {
 }
 
 /* Add item to obj under name; false (and item freed) when either is missing. */
-static bool put(cJSON *obj, const char *name, cJSON *item) {
+bool srv_json_put(cJSON *obj, const char *name, cJSON *item) {
     if (!obj || !item) {
         cJSON_Delete(item);
         return false;
@@ -65,7 +65,7 @@ static bool put(cJSON *obj, const char *name, cJSON *item) {
     return true;
 }
 
-static bool append(cJSON *arr, cJSON *item) {
+bool srv_json_append(cJSON *arr, cJSON *item) {
     if (!arr || !item) {
         cJSON_Delete(item);
         return false;
@@ -75,15 +75,15 @@ static bool append(cJSON *arr, cJSON *item) {
 }
 
 static bool put_text(cJSON *obj, const char *name, const char *text, size_t n) {
-    return put(obj, name, text_item(text, n));
+    return srv_json_put(obj, name, text_item(text, n));
 }
 
 /* A string, or null for NULL. */
 static bool put_str(cJSON *obj, const char *name, const char *s) {
-    return put(obj, name, s ? cJSON_CreateString(s) : cJSON_CreateNull());
+    return srv_json_put(obj, name, s ? cJSON_CreateString(s) : cJSON_CreateNull());
 }
 
-static bool put_num(cJSON *obj, const char *name, double v) { return put(obj, name, cJSON_CreateNumber(v)); }
+static bool put_num(cJSON *obj, const char *name, double v) { return srv_json_put(obj, name, cJSON_CreateNumber(v)); }
 
 /* JSON has no infinities: a banned alternative reports OpenAI's floor of -9999. */
 static double json_logprob(float lp) { return isfinite(lp) ? lp : -9999.0; }
@@ -112,8 +112,8 @@ static cJSON *chat_token_lp(const srv_resp_meta *m, int32_t token, float logprob
     int n = token_bytes(m, token, buf, sizeof buf);
     cJSON *o = cJSON_CreateObject(), *bytes = cJSON_CreateArray();
     bool ok = put_text(o, "token", buf, (size_t)n) && put_num(o, "logprob", json_logprob(logprob));
-    for (int i = 0; ok && i < n; i++) ok = append(bytes, cJSON_CreateNumber((unsigned char)buf[i]));
-    if (!put(o, "bytes", bytes) || !ok) {
+    for (int i = 0; ok && i < n; i++) ok = srv_json_append(bytes, cJSON_CreateNumber((unsigned char)buf[i]));
+    if (!srv_json_put(o, "bytes", bytes) || !ok) {
         cJSON_Delete(o);
         return NULL;
     }
@@ -122,13 +122,13 @@ static cJSON *chat_token_lp(const srv_resp_meta *m, int32_t token, float logprob
 
 static cJSON *chat_logprobs(const srv_resp_meta *m, const srv_choice_view *c) {
     cJSON *o = cJSON_CreateObject(), *content = NULL;
-    bool ok = put(o, "content", content = cJSON_CreateArray()) && put(o, "refusal", cJSON_CreateNull());
+    bool ok = srv_json_put(o, "content", content = cJSON_CreateArray()) && srv_json_put(o, "refusal", cJSON_CreateNull());
     for (int32_t i = 0; ok && i < c->n_lp; i++) {
         const srv_logprob *lp = &c->lp[i];
         cJSON *entry = chat_token_lp(m, lp->token, lp->logprob), *top = NULL;
-        ok = append(content, entry) && put(entry, "top_logprobs", top = cJSON_CreateArray());
+        ok = srv_json_append(content, entry) && srv_json_put(entry, "top_logprobs", top = cJSON_CreateArray());
         for (int32_t k = 0; ok && k < lp->n_top; k++)
-            ok = append(top, chat_token_lp(m, lp->top[k].token, lp->top[k].logprob));
+            ok = srv_json_append(top, chat_token_lp(m, lp->top[k].token, lp->top[k].logprob));
     }
     if (!ok) {
         cJSON_Delete(o);
@@ -140,23 +140,23 @@ static cJSON *chat_logprobs(const srv_resp_meta *m, const srv_choice_view *c) {
 /* Completions: {"tokens", "token_logprobs", "top_logprobs": [{text: logprob}], "text_offset"}. */
 static cJSON *completion_logprobs(const srv_resp_meta *m, const srv_choice_view *c) {
     cJSON *o = cJSON_CreateObject(), *tokens = NULL, *lps = NULL, *tops = NULL, *offsets = NULL;
-    bool ok = put(o, "tokens", tokens = cJSON_CreateArray()) &&
-              put(o, "token_logprobs", lps = cJSON_CreateArray()) &&
-              put(o, "top_logprobs", tops = cJSON_CreateArray()) &&
-              put(o, "text_offset", offsets = cJSON_CreateArray());
+    bool ok = srv_json_put(o, "tokens", tokens = cJSON_CreateArray()) &&
+              srv_json_put(o, "token_logprobs", lps = cJSON_CreateArray()) &&
+              srv_json_put(o, "top_logprobs", tops = cJSON_CreateArray()) &&
+              srv_json_put(o, "text_offset", offsets = cJSON_CreateArray());
     size_t offset = c->text_offset;
     char buf[PIECE_CAP];
     for (int32_t i = 0; ok && i < c->n_lp; i++) {
         const srv_logprob *lp = &c->lp[i];
         int n = token_bytes(m, lp->token, buf, sizeof buf);
         cJSON *top = cJSON_CreateObject();
-        ok = append(tokens, text_item(buf, (size_t)n)) && append(lps, cJSON_CreateNumber(json_logprob(lp->logprob))) &&
-             append(offsets, cJSON_CreateNumber((double)offset)) && append(tops, top);
+        ok = srv_json_append(tokens, text_item(buf, (size_t)n)) && srv_json_append(lps, cJSON_CreateNumber(json_logprob(lp->logprob))) &&
+             srv_json_append(offsets, cJSON_CreateNumber((double)offset)) && srv_json_append(tops, top);
         offset += (size_t)n;
         for (int32_t k = 0; ok && k < lp->n_top; k++) {
             int tn = token_bytes(m, lp->top[k].token, buf, sizeof buf);
             char *key = srv_utf8_clean(buf, (size_t)tn);
-            ok = key && put(top, key, cJSON_CreateNumber(json_logprob(lp->top[k].logprob)));
+            ok = key && srv_json_put(top, key, cJSON_CreateNumber(json_logprob(lp->top[k].logprob)));
             free(key);
         }
     }
@@ -178,7 +178,7 @@ static cJSON *envelope(const srv_resp_meta *m, const char *object, cJSON **choic
     cJSON *o = cJSON_CreateObject();
     *choices = NULL;
     bool ok = put_str(o, "id", m->id) && put_str(o, "object", object) && put_num(o, "created", (double)m->created) &&
-              put_str(o, "model", m->model) && put(o, "choices", *choices = cJSON_CreateArray());
+              put_str(o, "model", m->model) && srv_json_put(o, "choices", *choices = cJSON_CreateArray());
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -192,7 +192,7 @@ static cJSON *usage_item(const srv_usage *u) {
               put_num(o, "completion_tokens", (double)u->completion_tokens) &&
               put_num(o, "total_tokens", (double)(u->prompt_tokens + u->completion_tokens));
     cJSON *details = ok ? cJSON_CreateObject() : NULL;
-    ok = ok && put(o, "prompt_tokens_details", details) && put_num(details, "cached_tokens", (double)u->cached_tokens);
+    ok = ok && srv_json_put(o, "prompt_tokens_details", details) && put_num(details, "cached_tokens", (double)u->cached_tokens);
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -206,7 +206,7 @@ static cJSON *tool_call_item(const srv_tool_call *c, int32_t k, bool head, bool 
     cJSON *o = cJSON_CreateObject(), *fn = NULL;
     bool ok = (k < 0 || put_num(o, "index", k)) &&
               (!head || (put_str(o, "id", c->id) && put_str(o, "type", "function"))) &&
-              put(o, "function", fn = cJSON_CreateObject()) && (!head || put_str(fn, "name", c->name)) &&
+              srv_json_put(o, "function", fn = cJSON_CreateObject()) && (!head || put_str(fn, "name", c->name)) &&
               put_str(fn, "arguments", tail ? c->arguments : "");
     if (!ok) {
         cJSON_Delete(o);
@@ -217,15 +217,15 @@ static cJSON *tool_call_item(const srv_tool_call *c, int32_t k, bool head, bool 
 
 static bool put_tool_calls(cJSON *msg, const srv_tool_calls *calls) {
     cJSON *arr = cJSON_CreateArray();
-    bool ok = put(msg, "tool_calls", arr);
-    for (int32_t k = 0; ok && k < calls->n; k++) ok = append(arr, tool_call_item(&calls->calls[k], -1, true, true));
+    bool ok = srv_json_put(msg, "tool_calls", arr);
+    for (int32_t k = 0; ok && k < calls->n; k++) ok = srv_json_append(arr, tool_call_item(&calls->calls[k], -1, true, true));
     return ok;
 }
 
 static bool has_calls(const srv_choice_view *c) { return c->calls && c->calls->n > 0; }
 
 static bool put_content(cJSON *msg, const srv_choice_view *c) {
-    if (has_calls(c) && c->n_text == 0) return put(msg, "content", cJSON_CreateNull());
+    if (has_calls(c) && c->n_text == 0) return srv_json_put(msg, "content", cJSON_CreateNull());
     return put_text(msg, "content", c->text, c->n_text);
 }
 
@@ -233,10 +233,10 @@ static bool put_content(cJSON *msg, const srv_choice_view *c) {
 static bool put_explain(cJSON *o, const srv_choice_view *c) {
     if (!c->explain) return true;
     cJSON *x = cJSON_CreateObject(), *steps = NULL;
-    bool ok = put(o, "nucleus_explain", x) &&
-              (!c->prompt || put(x, "prompt_tokens", cJSON_CreateIntArray(c->prompt, c->n_prompt))) &&
-              put(x, "steps", steps = cJSON_CreateArray());
-    for (int32_t i = 0; ok && i < c->n_steps; i++) ok = append(steps, cJSON_CreateRaw(c->steps[i]));
+    bool ok = srv_json_put(o, "nucleus_explain", x) &&
+              (!c->prompt || srv_json_put(x, "prompt_tokens", cJSON_CreateIntArray(c->prompt, c->n_prompt))) &&
+              srv_json_put(x, "steps", steps = cJSON_CreateArray());
+    for (int32_t i = 0; ok && i < c->n_steps; i++) ok = srv_json_append(steps, cJSON_CreateRaw(c->steps[i]));
     return ok;
 }
 
@@ -250,13 +250,13 @@ static cJSON *choice_item(const srv_resp_meta *m, const srv_choice_view *c) {
     bool ok = put_num(o, "index", c->index);
     if (m->api == SRV_API_CHAT) {
         cJSON *msg = NULL;
-        ok = ok && put(o, "message", msg = cJSON_CreateObject()) && put_str(msg, "role", "assistant") &&
-             put_content(msg, c) && put(msg, "refusal", cJSON_CreateNull()) &&
+        ok = ok && srv_json_put(o, "message", msg = cJSON_CreateObject()) && put_str(msg, "role", "assistant") &&
+             put_content(msg, c) && srv_json_put(msg, "refusal", cJSON_CreateNull()) &&
              (!has_calls(c) || put_tool_calls(msg, c->calls));
     } else {
         ok = ok && put_text(o, "text", c->text, c->n_text);
     }
-    ok = ok && put(o, "logprobs", logprobs_item(m, c)) && put_str(o, "finish_reason", choice_finish(c)) &&
+    ok = ok && srv_json_put(o, "logprobs", logprobs_item(m, c)) && put_str(o, "finish_reason", choice_finish(c)) &&
          put_explain(o, c);
     if (!ok) {
         cJSON_Delete(o);
@@ -270,7 +270,7 @@ static cJSON *choice_item(const srv_resp_meta *m, const srv_choice_view *c) {
 static bool put_timings(cJSON *root, const srv_usage *u) {
     if (!u->speculative) return true;
     cJSON *t = cJSON_CreateObject();
-    return put(root, "timings", t) && put_num(t, "predicted_n", (double)u->completion_tokens) &&
+    return srv_json_put(root, "timings", t) && put_num(t, "predicted_n", (double)u->completion_tokens) &&
            put_num(t, "draft_n", (double)u->spec.drafted) && put_num(t, "draft_n_accepted", (double)u->spec.accepted) &&
            put_num(t, "passes", (double)u->spec.passes);
 }
@@ -278,8 +278,8 @@ static bool put_timings(cJSON *root, const srv_usage *u) {
 char *srv_json_response(const srv_resp_meta *m, const srv_choice_view *choices, int n, const srv_usage *u) {
     cJSON *arr, *root = envelope(m, m->api == SRV_API_CHAT ? "chat.completion" : "text_completion", &arr);
     bool ok = root != NULL;
-    for (int i = 0; ok && i < n; i++) ok = append(arr, choice_item(m, &choices[i]));
-    ok = ok && put(root, "usage", usage_item(u)) && put_timings(root, u);
+    for (int i = 0; ok && i < n; i++) ok = srv_json_append(arr, choice_item(m, &choices[i]));
+    ok = ok && srv_json_put(root, "usage", usage_item(u)) && put_timings(root, u);
     return print_and_free(root, ok);
 }
 
@@ -288,13 +288,13 @@ static cJSON *chunk_choice(const srv_resp_meta *m, const srv_choice_view *c, boo
     bool ok = put_num(o, "index", c->index);
     if (m->api == SRV_API_CHAT) {
         cJSON *delta = NULL;
-        ok = ok && put(o, "delta", delta = cJSON_CreateObject()) &&
+        ok = ok && srv_json_put(o, "delta", delta = cJSON_CreateObject()) &&
              (!role_delta || put_str(delta, "role", "assistant")) &&
              ((c->n_text == 0 && !role_delta) || put_text(delta, "content", c->text, c->n_text));
     } else {
         ok = ok && put_text(o, "text", c->text, c->n_text);
     }
-    ok = ok && put(o, "logprobs", logprobs_item(m, c)) && put_str(o, "finish_reason", choice_finish(c)) &&
+    ok = ok && srv_json_put(o, "logprobs", logprobs_item(m, c)) && put_str(o, "finish_reason", choice_finish(c)) &&
          put_explain(o, c);
     if (!ok) {
         cJSON_Delete(o);
@@ -307,28 +307,28 @@ char *srv_json_tool_call_chunk(const srv_resp_meta *m, int32_t index, int32_t k,
                                bool usage_null) {
     cJSON *arr, *root = envelope(m, "chat.completion.chunk", &arr);
     cJSON *choice = cJSON_CreateObject(), *delta = NULL, *calls = NULL;
-    bool ok = append(arr, choice) && put_num(choice, "index", index) &&
-              put(choice, "delta", delta = cJSON_CreateObject()) && put(delta, "tool_calls", calls = cJSON_CreateArray()) &&
-              append(calls, tool_call_item(c, k, head, !head)) && put(choice, "logprobs", cJSON_CreateNull()) &&
-              put(choice, "finish_reason", cJSON_CreateNull()) && (!usage_null || put(root, "usage", cJSON_CreateNull()));
+    bool ok = srv_json_append(arr, choice) && put_num(choice, "index", index) &&
+              srv_json_put(choice, "delta", delta = cJSON_CreateObject()) && srv_json_put(delta, "tool_calls", calls = cJSON_CreateArray()) &&
+              srv_json_append(calls, tool_call_item(c, k, head, !head)) && srv_json_put(choice, "logprobs", cJSON_CreateNull()) &&
+              srv_json_put(choice, "finish_reason", cJSON_CreateNull()) && (!usage_null || srv_json_put(root, "usage", cJSON_CreateNull()));
     return print_and_free(root, ok);
 }
 
 char *srv_json_chunk(const srv_resp_meta *m, const srv_choice_view *c, bool role_delta, bool usage_null) {
     cJSON *arr, *root = envelope(m, m->api == SRV_API_CHAT ? "chat.completion.chunk" : "text_completion", &arr);
-    bool ok = root && append(arr, chunk_choice(m, c, role_delta)) &&
-              (!usage_null || put(root, "usage", cJSON_CreateNull()));
+    bool ok = root && srv_json_append(arr, chunk_choice(m, c, role_delta)) &&
+              (!usage_null || srv_json_put(root, "usage", cJSON_CreateNull()));
     return print_and_free(root, ok);
 }
 
 char *srv_json_usage_chunk(const srv_resp_meta *m, const srv_usage *u) {
     cJSON *arr, *root = envelope(m, m->api == SRV_API_CHAT ? "chat.completion.chunk" : "text_completion", &arr);
-    return print_and_free(root, root && put(root, "usage", usage_item(u)) && put_timings(root, u));
+    return print_and_free(root, root && srv_json_put(root, "usage", usage_item(u)) && put_timings(root, u));
 }
 
 char *srv_json_error(const srv_error *e) {
     cJSON *root = cJSON_CreateObject(), *err = NULL;
-    bool ok = put(root, "error", err = cJSON_CreateObject()) &&
+    bool ok = srv_json_put(root, "error", err = cJSON_CreateObject()) &&
               put_text(err, "message", e->message, strlen(e->message)) &&
               put_str(err, "type", e->type) && put_str(err, "param", e->param[0] ? e->param : NULL) &&
               put_str(err, "code", e->code);
@@ -342,8 +342,8 @@ static bool model_fields(cJSON *model, const char *model_id, int64_t created) {
 
 char *srv_json_models(const char *model_id, int64_t created) {
     cJSON *root = cJSON_CreateObject(), *data = NULL, *model = NULL;
-    bool ok = put_str(root, "object", "list") && put(root, "data", data = cJSON_CreateArray()) &&
-              append(data, model = cJSON_CreateObject()) && model_fields(model, model_id, created);
+    bool ok = put_str(root, "object", "list") && srv_json_put(root, "data", data = cJSON_CreateArray()) &&
+              srv_json_append(data, model = cJSON_CreateObject()) && model_fields(model, model_id, created);
     return print_and_free(root, ok);
 }
 
@@ -389,7 +389,7 @@ static cJSON *embedding_value(const float *v, int32_t n, bool base64) {
     }
     cJSON *arr = cJSON_CreateArray();
     for (int32_t i = 0; arr && i < n; i++)
-        if (!append(arr, cJSON_CreateNumber(v[i]))) {
+        if (!srv_json_append(arr, cJSON_CreateNumber(v[i]))) {
             cJSON_Delete(arr);
             return NULL;
         }
@@ -399,21 +399,21 @@ static cJSON *embedding_value(const float *v, int32_t n, bool base64) {
 char *srv_json_embeddings(const char *model_id, const float *vectors, int32_t n, int32_t n_embd, bool base64,
                           int64_t prompt_tokens) {
     cJSON *root = cJSON_CreateObject(), *data = NULL, *usage = NULL;
-    bool ok = put_str(root, "object", "list") && put(root, "data", data = cJSON_CreateArray());
+    bool ok = put_str(root, "object", "list") && srv_json_put(root, "data", data = cJSON_CreateArray());
     for (int32_t i = 0; ok && i < n; i++) {
         cJSON *item = cJSON_CreateObject();
-        ok = append(data, item) && put_str(item, "object", "embedding") && put_num(item, "index", i) &&
-             put(item, "embedding", embedding_value(vectors + (size_t)i * n_embd, n_embd, base64));
+        ok = srv_json_append(data, item) && put_str(item, "object", "embedding") && put_num(item, "index", i) &&
+             srv_json_put(item, "embedding", embedding_value(vectors + (size_t)i * n_embd, n_embd, base64));
     }
-    ok = ok && put_str(root, "model", model_id) && put(root, "usage", usage = cJSON_CreateObject()) &&
+    ok = ok && put_str(root, "model", model_id) && srv_json_put(root, "usage", usage = cJSON_CreateObject()) &&
          put_num(usage, "prompt_tokens", (double)prompt_tokens) && put_num(usage, "total_tokens", (double)prompt_tokens);
     return print_and_free(root, ok);
 }
 
 char *srv_json_tokens(const int32_t *ids, int32_t n) {
     cJSON *root = cJSON_CreateObject(), *arr = NULL;
-    bool ok = put(root, "tokens", arr = cJSON_CreateArray());
-    for (int32_t i = 0; ok && i < n; i++) ok = append(arr, cJSON_CreateNumber(ids[i]));
+    bool ok = srv_json_put(root, "tokens", arr = cJSON_CreateArray());
+    for (int32_t i = 0; ok && i < n; i++) ok = srv_json_append(arr, cJSON_CreateNumber(ids[i]));
     return print_and_free(root, ok);
 }
 
@@ -427,6 +427,6 @@ char *srv_json_slot(int32_t id, const char *filename, bool save, int32_t n_token
     bool ok = put_num(root, "id_slot", id) && put_str(root, "filename", filename) &&
               put_num(root, save ? "n_saved" : "n_restored", n_tokens) &&
               put_num(root, save ? "n_written" : "n_read", (double)n_bytes) &&
-              put(root, "timings", timings = cJSON_CreateObject()) && put_num(timings, save ? "save_ms" : "restore_ms", ms);
+              srv_json_put(root, "timings", timings = cJSON_CreateObject()) && put_num(timings, save ? "save_ms" : "restore_ms", ms);
     return print_and_free(root, ok);
 }

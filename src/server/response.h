@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cjson/cJSON.h>
+
 #include "nucleus.h"
 #include "server/request.h"
 #include "server/tool_calls.h"
@@ -59,6 +61,11 @@ typedef struct srv_usage {
     bool speculative;       /* the server decodes speculatively: "timings" reports the drafts */
     nc_spec_stats spec;
 } srv_usage;
+
+/* Add item to obj as name / to arr; false (item freed) when either is NULL (out of memory), so a
+ * body is built as one chain of &&. */
+bool srv_json_put(cJSON *obj, const char *name, cJSON *item);
+bool srv_json_append(cJSON *arr, cJSON *item);
 
 char *srv_json_error(const srv_error *e);
 /* The whole response of a request that did not stream. */

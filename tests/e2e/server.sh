@@ -45,20 +45,7 @@ start_server chat -m "$chat_model" --parallel 2 -t 2 || finish
 
 NUCLEUS_URL=$url_main NUCLEUS_KEY=$key NUCLEUS_CHAT_URL=$url_chat \
     node --test --test-reporter=tap --test-timeout=180000 tests/node_server/server.test.mjs >"$tmp/node.tap" 2>&1
-n_pass=$(grep -E '^# pass [0-9]+' "$tmp/node.tap" | awk '{print $3}')
-n_fail=$(grep -E '^# fail [0-9]+' "$tmp/node.tap" | awk '{print $3}')
-if [ -z "$n_pass" ] || [ -z "$n_fail" ]; then
-    bad "node --test gave no summary:"
-    tail -n 40 "$tmp/node.tap"
-else
-    grep -E '^(not )?ok ' "$tmp/node.tap"
-    pass=$((pass + n_pass))
-    fail=$((fail + n_fail))
-    if [ "$n_fail" -ne 0 ]; then
-        echo "node tests failing:"
-        grep -E -A 25 '^\s*not ok' "$tmp/node.tap" | head -n 120
-    fi
-fi
+count_tap "$tmp/node.tap"
 
 # The port is the first server's alone: a second one is refused, not given half the requests
 # (timeout: a server that shared the port would run on).

@@ -47,20 +47,7 @@ servers+="]"
 
 NUCLEUS_SERVERS=$servers node --test --test-reporter=tap --test-timeout=600000 tests/node_server/structured.test.mjs \
     >"$tmp/node.tap" 2>&1
-n_pass=$(grep -E '^# pass [0-9]+' "$tmp/node.tap" | awk '{print $3}')
-n_fail=$(grep -E '^# fail [0-9]+' "$tmp/node.tap" | awk '{print $3}')
-if [ -z "$n_pass" ] || [ -z "$n_fail" ]; then
-    bad "node --test gave no summary:"
-    tail -n 40 "$tmp/node.tap"
-else
-    grep -E '^(not )?ok ' "$tmp/node.tap"
-    pass=$((pass + n_pass))
-    fail=$((fail + n_fail))
-    if [ "$n_fail" -ne 0 ]; then
-        echo "node tests failing:"
-        grep -E -A 25 '^\s*not ok' "$tmp/node.tap" | head -n 150
-    fi
-fi
+count_tap "$tmp/node.tap"
 for dir in "$SHARED"/archs/*/; do stop_server "$(basename "$dir")"; done
 for name in stories260K tinystories hermes llama3_tools mistral; do stop_server "$name"; done
 finish

@@ -140,20 +140,7 @@ expect_eq "nucleus_explain with beam search" \
 # ---- the page in Chromium ----
 NUCLEUS_URL=$url_chat NUCLEUS_KEY=$key CORS_PORT=$cors_port SHOTS=$(pwd)/$shots \
     node --test --test-reporter=tap --test-timeout=240000 tests/node_web/web.test.mjs >"$tmp/node.tap" 2>&1
-n_pass=$(grep -E '^# pass [0-9]+' "$tmp/node.tap" | awk '{print $3}')
-n_fail=$(grep -E '^# fail [0-9]+' "$tmp/node.tap" | awk '{print $3}')
-if [ -z "$n_pass" ] || [ -z "$n_fail" ]; then
-    bad "node --test gave no summary:"
-    tail -n 40 "$tmp/node.tap"
-else
-    grep -E '^(not )?ok ' "$tmp/node.tap"
-    pass=$((pass + n_pass))
-    fail=$((fail + n_fail))
-    if [ "$n_fail" -ne 0 ]; then
-        echo "node tests failing:"
-        grep -E -A 30 '^\s*not ok' "$tmp/node.tap" | head -n 150
-    fi
-fi
+count_tap "$tmp/node.tap"
 for f in desktop-inspector desktop-slider desktop-branch phone-chat phone-inspector; do
     if [ -s "$shots/$f.png" ]; then ok; else bad "no screenshot $shots/$f.png"; fi
 done

@@ -18,3 +18,22 @@ expect_err() {
     if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -qF -- "$needle" <<<"$out" && ! grep -q "Sanitizer" <<<"$out"; then ok
     else bad "$what: rc=$rc, expected an error containing '$needle', got: $out"; fi
 }
+# count_tap FILE: adds a `node --test --test-reporter=tap` run's pass and fail counts to ours,
+# lists its tests, and shows the failing ones (or the output, when it gave no summary).
+count_tap() {
+    local n_pass n_fail
+    n_pass=$(grep -E '^# pass [0-9]+' "$1" | awk '{print $3}')
+    n_fail=$(grep -E '^# fail [0-9]+' "$1" | awk '{print $3}')
+    if [ -z "$n_pass" ] || [ -z "$n_fail" ]; then
+        bad "node --test gave no summary:"
+        tail -n 40 "$1"
+        return
+    fi
+    grep -E '^(not )?ok ' "$1"
+    pass=$((pass + n_pass))
+    fail=$((fail + n_fail))
+    if [ "$n_fail" -ne 0 ]; then
+        echo "node tests failing:"
+        grep -E -A 30 '^\s*not ok' "$1" | head -n 150
+    fi
+}
