@@ -88,7 +88,9 @@ static void run(const problem *p, int T, float *Y, int rows, int chunk) {
                     rows - r < chunk ? rows : r + chunk, 0, p->scratch);
 }
 
-/* T tokens over rows rows for about secs; returns GB/s of weights (T = 1) or GFLOP/s. */
+/* T tokens over rows rows for about secs; returns GB/s of weights (T = 1), weights times tokens
+ * (T <= 8: a speculative verification or a small server batch, rows read once for all of them),
+ * or GFLOP/s (the matmul). */
 static double bench(const problem *p, int rows, int T, int chunk, float *Y, double secs) {
     run(p, T, Y, rows, chunk); /* warm up */
     double best = 0;
@@ -99,7 +101,7 @@ static double bench(const problem *p, int rows, int T, int chunk, float *Y, doub
             run(p, T, Y, rows, chunk);
             reps++;
         } while ((t = now() - t0) < secs / WINDOWS);
-        double rate = T == 1 ? (double)p->rb * rows * reps / t / 1e9 : 2.0 * rows * p->cols * T * reps / t / 1e9;
+        double rate = T <= 8 ? (double)p->rb * rows * T * reps / t / 1e9 : 2.0 * rows * p->cols * T * reps / t / 1e9;
         best = rate > best ? rate : best;
     }
     return best;
@@ -128,9 +130,10 @@ int main(int argc, char **argv) {
     size_t xqb = kernels_act_bytes(KERNELS_ACT_I16, cols);
     uint8_t *Xq = aligned_alloc(64, xqb * T);
     void *scratch = aligned_alloc(64, kernels_mul_scratch_bytes());
-    printf("%-6s %-11s %14s %14s %14s %16s\n", "type", "isa", "matvec-cache", "matvec-memory", "64-row calls",
-           "matmul T=128");
-    printf("%-6s %-11s %14s %14s %14s %16s\n", "", "", "GB/s", "GB/s", "GB/s", "GFLOP/s");
+    printf("%-6s %-11s %14s %14s %14s %10s %10s %16s\n", "type", "isa", "matvec-cache", "matvec-memory", "64-row calls",
+           "T=2 cache", "T=4 cache", "matmul T=128");
+    printf("%-6s %-11s %14s %14s %14s %10s %10s %16s\n", "", "", "GB/s", "GB/s", "GB/s", "GB/s x T", "GB/s x T",
+           "GFLOP/s");
     const char *only = argc > 2 ? argv[2] : NULL; /* optional: type names, "Q4_0,Q4_K" */
     for (uint32_t type = 0; type < GGML_TYPE_COUNT; type++) {
         const quant_type *qt = quant_type_of(type);
@@ -147,11 +150,13 @@ int main(int argc, char **argv) {
                 double cache = bench(&p, small_rows, 1, 0, Y, secs);
                 double mem = bench(&p, big_rows, 1, 0, Y, secs);
                 double chunked = bench(&p, big_rows, 1, 64, Y, secs);
+                double t2 = bench(&p, small_rows, 2, 0, Y, secs), t4 = bench(&p, small_rows, 4, 0, Y, secs);
                 double mm = bench(&p, isa ? 1024 : 32, isa ? T : 8, 0, Y, secs);
                 char name[32];
                 snprintf(name, sizeof name, "%s%s%s", isas[isa], kernels_int_type(type) ? " " : "",
                          kernels_int_type(type) ? fmts[f] : "");
-                printf("%-6s %-11s %14.1f %14.1f %14.1f %16.1f\n", qt->name, name, cache, mem, chunked, mm);
+                printf("%-6s %-11s %14.1f %14.1f %14.1f %10.1f %10.1f %16.1f\n", qt->name, name, cache, mem, chunked, t2, t4,
+                       mm);
                 fflush(stdout);
             }
         }

@@ -632,12 +632,77 @@ KERNELS_INLINE void group_sums(uint32_t type, kernels_act fmt, const uint8_t *co
     if (off[1]) S[1] = _mm512_sub_epi32(S[1], _mm512_set1_epi32(off[1]));
 }
 
+/* Rows as 16 vectors of 16 dwords in, columns out: c[j] lane i = r[i] lane j. */
+KERNELS_INLINE void transpose16(__m512i r[16]) {
+    __m512i t[16], u[16];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) {
+        t[2 * k] = _mm512_unpacklo_epi32(r[2 * k], r[2 * k + 1]);
+        t[2 * k + 1] = _mm512_unpackhi_epi32(r[2 * k], r[2 * k + 1]);
+    }
+#pragma GCC unroll 4
+    for (int m = 0; m < 4; m++) { /* u[4m + c], 128-bit lane l: column 4l + c of rows 4m..4m+3 */
+        u[4 * m] = _mm512_unpacklo_epi64(t[4 * m], t[4 * m + 2]);
+        u[4 * m + 1] = _mm512_unpackhi_epi64(t[4 * m], t[4 * m + 2]);
+        u[4 * m + 2] = _mm512_unpacklo_epi64(t[4 * m + 1], t[4 * m + 3]);
+        u[4 * m + 3] = _mm512_unpackhi_epi64(t[4 * m + 1], t[4 * m + 3]);
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) { /* 4x4 transpose of 128-bit lanes of u[c], u[4 + c], u[8 + c], u[12 + c] */
+        __m512i x0 = _mm512_shuffle_i32x4(u[c], u[4 + c], _MM_SHUFFLE(1, 0, 1, 0));
+        __m512i x1 = _mm512_shuffle_i32x4(u[c], u[4 + c], _MM_SHUFFLE(3, 2, 3, 2));
+        __m512i x2 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], _MM_SHUFFLE(1, 0, 1, 0));
+        __m512i x3 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], _MM_SHUFFLE(3, 2, 3, 2));
+        r[c] = _mm512_shuffle_i32x4(x0, x2, _MM_SHUFFLE(2, 0, 2, 0));
+        r[4 + c] = _mm512_shuffle_i32x4(x0, x2, _MM_SHUFFLE(3, 1, 3, 1));
+        r[8 + c] = _mm512_shuffle_i32x4(x1, x3, _MM_SHUFFLE(2, 0, 2, 0));
+        r[12 + c] = _mm512_shuffle_i32x4(x1, x3, _MM_SHUFFLE(3, 1, 3, 1));
+    }
+}
+
+/* Group g's exact sums S of 16 rows for T tokens at once (T >= 2, int16 activations): the rows'
+ * weights are unpacked once and transposed in registers, rows along the lanes, so that each
+ * token's sums are 16 multiply-adds of a broadcast activation pair, with no horizontal reduction
+ * (the packed matmul's tile, without its packing to memory). group_sums instead reduces 16
+ * vectors per token: about 45 shuffles and adds, three times the products, cheaper only when
+ * there is one token to pay for the transpose. The integers are the same, so the results are.
+ * Measured (kernels_bench, 128 rows in cache): 8 tokens cost 3-4 matvecs instead of 5-6 for Q8_0,
+ * Q4_K and Q6_K; the nibble types of split_nibbles keep group_sums, whose two rows per vector
+ * unpack more cheaply than 16 single rows (2 tokens cost 1.5 matvecs there, 2.3 this way). */
+KERNELS_INLINE void group_sums_tokens(uint32_t type, const uint8_t *const row[16], int g, const uint8_t *Xq, size_t xs,
+                                      int T, const act_group *const grp[], __m512i S[][2]) {
+    __m512i v[16];
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; r++) v[r] = weights_i16(type, row[r], g);
+    transpose16(v); /* v[j] lane r: row r's weights 2j and 2j + 1 */
+    for (int t = 0; t < T; t++) {
+        const int32_t *x = (const int32_t *)(const void *)(Xq + xs * (size_t)t) + 16 * g; /* int16 pairs */
+        __m512i c[4]; /* four chains: the products' latency is covered within the token */
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) c[k] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            c[0] = _mm512_dpwssd_epi32(c[0], v[2 * j], _mm512_set1_epi32(x[2 * j]));
+            c[1] = _mm512_dpwssd_epi32(c[1], v[2 * j + 1], _mm512_set1_epi32(x[2 * j + 1]));
+            c[2] = _mm512_dpwssd_epi32(c[2], v[8 + 2 * j], _mm512_set1_epi32(x[8 + 2 * j]));
+            c[3] = _mm512_dpwssd_epi32(c[3], v[9 + 2 * j], _mm512_set1_epi32(x[9 + 2 * j]));
+        }
+        __m512i lo = _mm512_add_epi32(c[0], c[1]), hi = _mm512_add_epi32(c[2], c[3]);
+        if (int_halves(type)) S[t][0] = lo, S[t][1] = hi;
+        else S[t][0] = _mm512_add_epi32(lo, hi);
+        int32_t off[2];
+        group_offsets(type, KERNELS_ACT_I16, &grp[t][g], off);
+        if (off[0]) S[t][0] = _mm512_sub_epi32(S[t][0], _mm512_set1_epi32(off[0]));
+        if (off[1]) S[t][1] = _mm512_sub_epi32(S[t][1], _mm512_set1_epi32(off[1]));
+    }
+}
+
 /* Rows [0, n) (n <= 16) of W (rows rb apart, rs bytes each) times T tokens (T <= MV_T; Xq's rows xs
  * apart), Y[t * ldy + 0..n). Missing rows repeat the last one (results dropped). T = 1 is the
  * matvec; a few tokens at once (a speculative draft's verification, a small batch) share each
- * group's rows, scales and prefetches, every token's results bit for bit its matvec's, while the
- * weights come from memory once: the packed matmul's packing costs more than it saves below a
- * dozen tokens, and T matvecs would read the weights T times. */
+ * group's rows, unpacking, scales and prefetches, every token's results bit for bit its
+ * matvec's, while the weights come from memory once: the packed matmul's packing costs more than
+ * it saves below a dozen tokens, and T matvecs would read the weights T times. */
 #define MV_T 8
 KERNELS_INLINE void matvec_q16(uint32_t type, kernels_act fmt, const uint8_t *W, size_t rb, size_t rs, int n,
                                       int cols, const uint8_t *Xq, size_t xs, int T, float *Y, int ldy, int add) {
@@ -669,11 +734,11 @@ KERNELS_INLINE void matvec_q16(uint32_t type, kernels_act fmt, const uint8_t *W,
         if (by4 && g % 4 == 0 && g + 4 <= G) scales4_18(row, (size_t)g * 18, a4);
         if (by4 && g - g % 4 + 4 <= G) a[0] = a4[g % 4]; /* by fours except the last blocks */
         else group_scales(type, row, W, idx, g, ka, kb, a, b);
-        for (int t = 0; t < T; t++) {
-            __m512i S[2];
-            group_sums(type, fmt, row, g, Xq + xs * (size_t)t, &grp[t][g], S);
-            acc[t] = scale_group(type, acc[t], S, a, b, &grp[t][g]);
-        }
+        __m512i S[MV_T][2];
+        if (T > 1 && fmt == KERNELS_ACT_I16 && !split_nibbles(type)) group_sums_tokens(type, row, g, Xq, xs, T, grp, S);
+        else
+            for (int t = 0; t < T; t++) group_sums(type, fmt, row, g, Xq + xs * (size_t)t, &grp[t][g], S[t]);
+        for (int t = 0; t < T; t++) acc[t] = scale_group(type, acc[t], S[t], a, b, &grp[t][g]);
     }
     for (int t = 0; t < T; t++) store_rows(Y + (size_t)t * ldy, acc[t], n, add);
 }
@@ -702,34 +767,6 @@ KERNELS_INLINE void matvec_tiles(uint32_t type, kernels_act fmt, const uint8_t *
 #define PANEL_BYTES (MM_KG * 16 * 128)
 #define PANEL_SCALES (MM_KG * 2 * 4 * 16)
 _Static_assert(PANEL_BYTES + PANEL_SCALES * 4 + MM_RB * MM_TB * 4 <= KERNELS_MUL_SCRATCH, "matmul scratch");
-
-/* Rows as 16 vectors of 16 dwords in, columns out: c[j] lane i = r[i] lane j. */
-KERNELS_INLINE void transpose16(__m512i r[16]) {
-    __m512i t[16], u[16];
-#pragma GCC unroll 8
-    for (int k = 0; k < 8; k++) {
-        t[2 * k] = _mm512_unpacklo_epi32(r[2 * k], r[2 * k + 1]);
-        t[2 * k + 1] = _mm512_unpackhi_epi32(r[2 * k], r[2 * k + 1]);
-    }
-#pragma GCC unroll 4
-    for (int m = 0; m < 4; m++) { /* u[4m + c], 128-bit lane l: column 4l + c of rows 4m..4m+3 */
-        u[4 * m] = _mm512_unpacklo_epi64(t[4 * m], t[4 * m + 2]);
-        u[4 * m + 1] = _mm512_unpackhi_epi64(t[4 * m], t[4 * m + 2]);
-        u[4 * m + 2] = _mm512_unpacklo_epi64(t[4 * m + 1], t[4 * m + 3]);
-        u[4 * m + 3] = _mm512_unpackhi_epi64(t[4 * m + 1], t[4 * m + 3]);
-    }
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; c++) { /* 4x4 transpose of 128-bit lanes of u[c], u[4 + c], u[8 + c], u[12 + c] */
-        __m512i x0 = _mm512_shuffle_i32x4(u[c], u[4 + c], _MM_SHUFFLE(1, 0, 1, 0));
-        __m512i x1 = _mm512_shuffle_i32x4(u[c], u[4 + c], _MM_SHUFFLE(3, 2, 3, 2));
-        __m512i x2 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], _MM_SHUFFLE(1, 0, 1, 0));
-        __m512i x3 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], _MM_SHUFFLE(3, 2, 3, 2));
-        r[c] = _mm512_shuffle_i32x4(x0, x2, _MM_SHUFFLE(2, 0, 2, 0));
-        r[4 + c] = _mm512_shuffle_i32x4(x0, x2, _MM_SHUFFLE(3, 1, 3, 1));
-        r[8 + c] = _mm512_shuffle_i32x4(x1, x3, _MM_SHUFFLE(2, 0, 2, 0));
-        r[12 + c] = _mm512_shuffle_i32x4(x1, x3, _MM_SHUFFLE(3, 1, 3, 1));
-    }
-}
 
 /* Pack groups [g0, g0 + ng) of rows [0, n) of W (n <= 32; g0 a multiple of 8). int16: the signed
  * weights (the stored form minus its offset), so the packed product is S itself; uint8: the
