@@ -70,6 +70,11 @@ KERNELS_INLINE void float_rows(uint32_t type, const uint8_t *w, int cols, const 
     zero_acc(acc, nt);
     int nu = cols / 16, u = 0;
     for (; u + NACC <= nu; u += NACC) {
+        /* Half-precision rows run ahead of the hardware prefetchers: fetch 16 KB ahead into L2
+         * (the two lines of a step of 64 weights). Measured (kernels_bench, weights from memory,
+         * one thread): F16 16 -> 18 GB/s; F32, whose steps take twice the bytes, gained nothing. */
+        if (type != GGML_TYPE_F32)
+            for (int o = 0; o < 128; o += 64) _mm_prefetch((const char *)w + 32 * (size_t)u + 16384 + o, _MM_HINT_T2);
 #pragma GCC unroll 4
         for (int k = 0; k < NACC; k++) float_step(acc, k, load_w(type, w, 16 * (u + k)), X, cols, 16 * (u + k), nt);
     }
