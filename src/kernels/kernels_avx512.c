@@ -594,10 +594,96 @@ KERNELS_INLINE void weights_i16x2(uint32_t type, const uint8_t *a, const uint8_t
     }
 }
 
+/* The K-quants (Q2_K to Q6_K) in matvec with int16 activations: each 256-block stores a group's
+ * 32 weights as bit fields of 32 consecutive bytes (l = 0..31, the weight's index), so two rows'
+ * bytes fill one vector as they are: row a's in the low 256 bits, row b's above. Rather than
+ * widening bytes to words (a cross-lane vpmovzxbw per row) and then the madd, each 16-bit word
+ * (bytes 2i, 2i+1) is split in place: its low byte is weight 2i, its high byte weight 2i+1. Two
+ * in-lane masks give the even and the odd weights as int16, multiplied with the group's even
+ * and odd activations (computed once per group, shared by the 16 rows): the order of the products
+ * changes, not S. Each 128-bit lane keeps 16 consecutive weights of one row, so the halves (k < 16,
+ * k >= 16) stay apart for the types with scales per 16.
+ * kquant_bytes: bytes whose bits [0, bits) hold the stored integer of each weight (higher bits are
+ * masked off later); stored = w for Q4_K, Q5_K, Q2_K; w + 32 for Q6_K; w + 4 for Q3_K. */
+KERNELS_INLINE int kquant_words(uint32_t type) {
+    return type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K || type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K ||
+           type == GGML_TYPE_Q6_K;
+}
+KERNELS_INLINE int kquant_bits(uint32_t type) {
+    return type == GGML_TYPE_Q2_K ? 2 : type == GGML_TYPE_Q3_K ? 3 : type == GGML_TYPE_Q4_K ? 4 : type == GGML_TYPE_Q5_K ? 5 : 6;
+}
+KERNELS_INLINE __m512i rows2_bytes(const uint8_t *a, const uint8_t *b, size_t o) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(a + o))),
+                              _mm256_loadu_si256((const __m256i *)(b + o)), 1);
+}
+/* Bits of every byte rotated left by s (-7..7) within its dword: for the bit fields used below,
+ * the bits that land in the field come from the same byte, whatever the direction. */
+KERNELS_INLINE __m512i rotate_bits(__m512i v, int s) { return _mm512_rolv_epi32(v, _mm512_set1_epi32(s & 31)); }
+/* Bits [0, lobits) of each byte from lo, the rest from hi (vpternlog: c ? a : b with c the mask). */
+KERNELS_INLINE __m512i merge_nibble(__m512i lo, __m512i hi, int lobits) {
+    return _mm512_ternarylogic_epi32(lo, hi, _mm512_set1_epi8((char)((1 << lobits) - 1)), 0xE4);
+}
+KERNELS_INLINE __m512i kquant_bytes(uint32_t type, const uint8_t *a, const uint8_t *b, int g) {
+    const uint8_t *pa = int_block(type, a, g), *pb = int_block(type, b, g);
+    const int j = g % 8;
+    switch (type) {
+    case GGML_TYPE_Q2_K: /* crumb j % 4 */
+        return rotate_bits(rows2_bytes(pa, pb, offsetof(block_Q2_K, qs) + 32 * (size_t)(j / 4)), -2 * (j % 4));
+    case GGML_TYPE_Q3_K: { /* crumb j % 4, and bit j of hmask to bit 2 */
+        __m512i q = rotate_bits(rows2_bytes(pa, pb, offsetof(block_Q3_K, qs) + 32 * (size_t)(j / 4)), -2 * (j % 4));
+        return merge_nibble(q, rotate_bits(rows2_bytes(pa, pb, offsetof(block_Q3_K, hmask)), 2 - j), 2);
+    }
+    case GGML_TYPE_Q4_K: { /* nibble j % 2 */
+        __m512i q = rows2_bytes(pa, pb, offsetof(block_Q4_K, qs) + 32 * (size_t)(j / 2));
+        return j % 2 ? _mm512_srli_epi16(q, 4) : q;
+    }
+    case GGML_TYPE_Q5_K: { /* nibble j % 2, and bit j of qh to bit 4 */
+        __m512i q = rows2_bytes(pa, pb, offsetof(block_Q5_K, qs) + 32 * (size_t)(j / 2));
+        if (j % 2) q = _mm512_srli_epi16(q, 4);
+        return merge_nibble(q, rotate_bits(rows2_bytes(pa, pb, offsetof(block_Q5_K, qh)), 4 - j), 4);
+    }
+    default: { /* Q6_K: nibble of ql, two bits of qh to bits 4-5 (see Q6K_QL) */
+        __m512i ql = rows2_bytes(pa, pb, Q6K_QL(j));
+        if (Q6K_NIBBLE(j)) ql = _mm512_srli_epi16(ql, 4);
+        return merge_nibble(ql, rotate_bits(rows2_bytes(pa, pb, Q6K_QH(j)), 4 - Q6K_QH_SHIFT(j)), 4);
+    }
+    }
+}
+
+/* Group g's products of rows a and b: per 128-bit lane (row a weights 0-15, 16-31, row b's the
+ * same), four dwords of partial sums. xe, xo: the group's even and odd activations, in both
+ * 256-bit halves. */
+KERNELS_INLINE __m512i kquant_products(uint32_t type, const uint8_t *a, const uint8_t *b, int g, __m512i xe, __m512i xo) {
+    const __m512i m = _mm512_set1_epi16((short)((1 << kquant_bits(type)) - 1));
+    __m512i q = kquant_bytes(type, a, b, g), ev = _mm512_and_si512(q, m), od = _mm512_srli_epi16(q, 8);
+    if (!(type == GGML_TYPE_Q4_K && g % 2)) od = _mm512_and_si512(od, m); /* Q4_K's high nibbles: nothing above */
+    return _mm512_dpwssd_epi32(_mm512_madd_epi16(ev, xe), od, xo);
+}
+
 /* The group's exact S of 16 rows (lane r = row r); halves: S[0], S[1]. */
 KERNELS_INLINE void group_sums(uint32_t type, kernels_act fmt, const uint8_t *const row[16], int g, const void *xq,
                                const act_group *a, __m512i S[2]) {
-    if (fmt == KERNELS_ACT_I16 && split_nibbles(type)) {
+    if (fmt == KERNELS_ACT_I16 && kquant_words(type)) {
+        __m512i x = _mm512_loadu_si512((const int16_t *)xq + 32 * g), P[8];
+        __m512i xe = _mm512_broadcast_i64x4(_mm512_cvtepi32_epi16(x));
+        __m512i xo = _mm512_broadcast_i64x4(_mm512_cvtepi32_epi16(_mm512_srai_epi32(x, 16)));
+        if (int_halves(type)) {
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) P[i] = kquant_products(type, row[2 * i], row[2 * i + 1], g, xe, xo);
+            reduce_halves(P, S);
+        } else {
+#pragma GCC unroll 8
+            for (int p = 0; p < 8; p++) { /* rows (p % 2) * 8 + p / 2 and 4 more: see reduce8x2 */
+                int ra = (p % 2) * 8 + p / 2;
+                P[p] = kquant_products(type, row[ra], row[ra + 4], g, xe, xo);
+            }
+            S[0] = reduce8x2(P);
+        }
+        if (type == GGML_TYPE_Q3_K) { /* the stored w + 4 */
+            S[0] = _mm512_sub_epi32(S[0], _mm512_set1_epi32(4 * a->sum16));
+            S[1] = _mm512_sub_epi32(S[1], _mm512_set1_epi32(4 * (a->sum - a->sum16)));
+        }
+    } else if (fmt == KERNELS_ACT_I16 && split_nibbles(type)) {
         /* Two rows per vector, 16 weights each: rows a and b's weights 0-15 in one vector, their
          * weights 16-31 in another, against x's two halves broadcast: half the unpacking and
          * reduction work of one row per vector. */
