@@ -766,12 +766,14 @@ KERNELS_INLINE void transpose16(__m512i r[16]) {
 /* Group g's exact sums S of 16 rows for T tokens at once (T >= 2, int16 activations): the rows'
  * weights are unpacked once and transposed in registers, rows along the lanes, so that each
  * token's sums are 16 multiply-adds of a broadcast activation pair, with no horizontal reduction
- * (the packed matmul's tile, without its packing to memory). group_sums instead reduces 16
- * vectors per token: about 45 shuffles and adds, three times the products, cheaper only when
- * there is one token to pay for the transpose. The integers are the same, so the results are.
- * Measured (kernels_bench, 128 rows in cache): 8 tokens cost 3-4 matvecs instead of 5-6 for Q8_0,
- * Q4_K and Q6_K; the nibble types of split_nibbles keep group_sums, whose two rows per vector
- * unpack more cheaply than 16 single rows (2 tokens cost 1.5 matvecs there, 2.3 this way). */
+ * (the packed matmul's tile, without its packing to memory). group_sums instead unpacks and
+ * reduces per token (for Q8_0 about 45 shuffles and adds, three times the products), cheaper
+ * only when there is one token to pay for the transpose. The integers are the same, so the
+ * results are. Measured (kernels_bench, 128 rows in cache, GB/s x tokens for 4 tokens, against
+ * group_sums per token): Q8_0 50 vs 44, Q4_K 25 vs 20.5, Q5_K 27 vs 21, Q6_K 29 vs 23, Q2_K 12.4
+ * vs 11, Q3_K level; at 2 tokens both are level. The nibble types of split_nibbles keep
+ * group_sums, whose two rows per vector unpack more cheaply than 16 single rows (2 tokens cost
+ * 1.5 matvecs there, 2.3 this way). */
 KERNELS_INLINE void group_sums_tokens(uint32_t type, const uint8_t *const row[16], int g, const uint8_t *Xq, size_t xs,
                                       int T, const act_group *const grp[], __m512i S[][2]) {
     __m512i v[16];
