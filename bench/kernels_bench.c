@@ -139,12 +139,19 @@ int main(int argc, char **argv) {
         const quant_type *qt = quant_type_of(type);
         if (!qt || (only && !listed(only, qt->name))) continue;
         size_t rb = quant_row_bytes(type, cols);
-        int big_rows = (int)(big_bytes / rb);
-        uint8_t *w = make_weights(type, big_rows, cols, &rb);
+        int big_rows = (int)(big_bytes / rb) / KERNELS_ILV_ROWS * KERNELS_ILV_ROWS;
+        uint8_t *w = make_weights(type, big_rows, cols, &rb), *wi = NULL;
         for (int isa = KERNELS_SCALAR; isa < KERNELS_ISA_COUNT; isa++) {
             if ((int)kernels_force((kernels_isa)isa) != isa) continue;
-            for (int f = 0; f < (kernels_int8_type(type) ? 2 : 1); f++) {
+            /* the formats, then the interleaved layout (int16 activations) where the set has it */
+            int nf = kernels_int8_type(type) ? 2 : 1, ilv = kernels_ilv_type(type);
+            if (ilv && !wi) {
+                wi = aligned_alloc(64, rb * (size_t)big_rows);
+                kernels_interleave(type, w, wi, big_rows, cols);
+            }
+            for (int f = 0; f < nf + ilv; f++) {
                 problem p = {type, w, rb, cols, X, (kernels_act)f, Xq, scratch};
+                if (f == nf) p = (problem){type | KERNELS_ILV, wi, rb, cols, X, KERNELS_ACT_I16, Xq, scratch};
                 for (int t = 0; t < T; t++)
                     kernels_quantize_act(p.fmt, X + (size_t)t * cols, cols, Xq + (size_t)t * kernels_act_bytes(p.fmt, cols));
                 double cache = bench(&p, small_rows, 1, 0, Y, secs);
@@ -154,13 +161,14 @@ int main(int argc, char **argv) {
                 double mm = bench(&p, isa ? 1024 : 32, isa ? T : 8, 0, Y, secs);
                 char name[32];
                 snprintf(name, sizeof name, "%s%s%s", isas[isa], kernels_int_type(type) ? " " : "",
-                         kernels_int_type(type) ? fmts[f] : "");
+                         f == nf ? "ilv" : kernels_int_type(type) ? fmts[f] : "");
                 printf("%-6s %-11s %14.1f %14.1f %14.1f %10.1f %10.1f %16.1f\n", qt->name, name, cache, mem, chunked, t2, t4,
                        mm);
                 fflush(stdout);
             }
         }
         free(w);
+        free(wi);
     }
     free(X);
     free(Xq);

@@ -85,6 +85,7 @@ int nc_model_load(nc_model **out, const char *path, nc_err *err) {
         nc_model_free(nm);
         return -1;
     }
+    model_interleave(nm->m);
     *out = nm;
     return 0;
 }

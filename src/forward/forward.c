@@ -341,7 +341,8 @@ static void weight_mul(const model_weight *w, const float *X, kernels_act fmt, c
                     w->cols, T, Y, ldy);
         return;
     }
-    kernels_mul(w->type, w->data, w->row_bytes, w->cols, X, fmt, Xq, T, Y, ldy, r0, r1, add, scratch);
+    if (w->ilv) kernels_mul(w->type | KERNELS_ILV, w->ilv, w->row_bytes, w->cols, X, fmt, Xq, T, Y, ldy, r0, r1, add, scratch);
+    else kernels_mul(w->type, w->data, w->row_bytes, w->cols, X, fmt, Xq, T, Y, ldy, r0, r1, add, scratch);
 }
 
 /* Rows [r0, r1) of w for tokens [t0, t1) of the job's input into Y (token t0's row first). */

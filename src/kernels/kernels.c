@@ -143,10 +143,56 @@ static void *widen_act(const uint8_t *xq, int T, int cols) {
     return w;
 }
 
+int kernels_ilv_type(uint32_t type) {
+    size_t q0, qn;
+    return type < 64 && ilv_region(type, &q0, &qn) && (ops()->ilv_types >> type & 1);
+}
+
+/* Rows [r0, r1) of interleaved weights put back in order, the tiles holding them 128 rows at a
+ * time, then the rows' kernels (the same integers, so the same results): where the set has no
+ * kernel for the product, and for the rows of a tile cut by r0 or r1. */
+static void ilv_unpacked(uint32_t type, const uint8_t *W, int cols, kernels_act fmt, const void *xq, int T, float *Y,
+                         int ldy, int r0, int r1, int add, void *scratch) {
+    enum { N = 128 };
+    size_t rb = quant_row_bytes(type, cols);
+    uint8_t *rows = aligned_alloc(64, N * rb);
+    if (!rows) abort();
+    for (int a = r0 / KERNELS_ILV_ROWS * KERNELS_ILV_ROWS; a < r1; a += N) {
+        int b = a + N < r1 ? a + N : (r1 + KERNELS_ILV_ROWS - 1) / KERNELS_ILV_ROWS * KERNELS_ILV_ROWS;
+        int lo = a > r0 ? a : r0, hi = b < r1 ? b : r1;
+        ilv_deinterleave(type, W + (size_t)a * rb, rows, b - a, cols);
+        kernels_mul(type, rows, rb, cols, NULL, fmt, xq, T, Y + (lo - r0), ldy, lo - a, hi - a, add, scratch);
+    }
+    free(rows);
+}
+
+/* Rows [r0, r1) of interleaved weights: whole tiles by the set's kernel, the cut ones unpacked. */
+static void mul_interleaved(uint32_t type, const uint8_t *W, int cols, kernels_act fmt, const void *xq, int T, float *Y,
+                    int ldy, int r0, int r1, int add, void *scratch) {
+    const kernels_ops *o = ops();
+    int a = (r0 + KERNELS_ILV_ROWS - 1) / KERNELS_ILV_ROWS * KERNELS_ILV_ROWS, b = r1 / KERNELS_ILV_ROWS * KERNELS_ILV_ROWS;
+    if (a >= b) {
+        ilv_unpacked(type, W, cols, fmt, xq, T, Y, ldy, r0, r1, add, scratch);
+        return;
+    }
+    if (r0 < a) ilv_unpacked(type, W, cols, fmt, xq, T, Y, ldy, r0, a, add, scratch);
+    if (!(o->ilv_mul && (o->ilv_types >> type & 1) &&
+          o->ilv_mul(type, W, cols, fmt, xq, T, Y + (a - r0), ldy, a, b, add, scratch)))
+        ilv_unpacked(type, W, cols, fmt, xq, T, Y + (a - r0), ldy, a, b, add, scratch);
+    if (b < r1) ilv_unpacked(type, W, cols, fmt, xq, T, Y + (b - r0), ldy, b, r1, add, scratch);
+}
+
 void kernels_mul(uint32_t type, const void *W, size_t row_bytes, int cols, const float *x, kernels_act fmt,
                  const void *xq, int T, float *Y, int ldy, int r0, int r1, int add, void *scratch) {
     const kernels_ops *o = ops();
     if (r0 >= r1 || T <= 0) return;
+    if (type & KERNELS_ILV) {
+        void *own = NULL;
+        if (!scratch && !(scratch = own = aligned_alloc(64, KERNELS_MUL_SCRATCH))) abort();
+        mul_interleaved(type & ~KERNELS_ILV, W, cols, fmt, xq, T, Y, ldy, r0, r1, add, scratch);
+        free(own);
+        return;
+    }
     if (!kernels_int_type(type)) {
         if (T == 1) o->matvec(type, W, row_bytes, cols, x, Y, r0, r1, add);
         else o->matmul(type, W, row_bytes, cols, x, T, Y, ldy, r0, r1, add);

@@ -66,6 +66,28 @@ void kernels_mul(uint32_t type, const void *W, size_t row_bytes, int cols, const
                  const void *xq, int T, float *Y, int ldy, int r0, int r1, int add, void *scratch);
 size_t kernels_mul_scratch_bytes(void);
 
+/* ---- interleaved weights ---------------------------------------------------------------------
+ * A decode step reads every weight once per token, and the matvec kernels spend more of their
+ * time reducing each row's products across the vector lanes than multiplying. In the interleaved
+ * layout the rows go in tiles of KERNELS_ILV_ROWS (16); a tile's 256-blocks in order, each as a
+ * record of the 16 rows' blocks: first each row's scales (the block's bytes outside its quantised
+ * integers) in row order, then the integers dword by dword: dword c of rows 0..15, then dword
+ * c + 1. A 64-byte load then holds 4 bytes of each of 16 rows, a quad of weights per lane, which
+ * multiplies with a broadcast quad of activations: the rows stay in the lanes and nothing is
+ * reduced across them (the packed matmul's form, kept at rest). The matrix keeps its size and its
+ * rows' byte offsets at tile boundaries: rows [16i, 16i + 16) are still at W + 16i * row_bytes.
+ * The integers, hence the results, are the row layout's bit for bit. */
+#define KERNELS_ILV_ROWS 16
+/* Or'ed into kernels_mul's type: W is interleaved (its rows a multiple of 16, row_bytes the
+ * type's row size; r0 and r1 any rows, those of a tile cut by them are put back in order). */
+#define KERNELS_ILV 0x10000u
+/* True when the active set multiplies this type faster interleaved (AVX-512: Q4_K, Q6_K); every
+ * set accepts interleaved weights of these types (putting rows back in order where it has no
+ * kernel for them). */
+int kernels_ilv_type(uint32_t type);
+/* rows (a multiple of 16) of cols elements of type, plain rows in src, into dst interleaved. */
+void kernels_interleave(uint32_t type, const void *src, void *dst, int rows, int cols);
+
 /* Rows of A weighted by X: for r < R and columns j < N, Y[r * ldy + j] = sum over k < K of
  * X[r * ldx + k] * A[k][j], where A's rows (F32, F16 or BF16) are row_bytes apart. Each result is one
  * f32 fma chain over k in increasing order, acc = fma(x_k, a_kj, acc) from 0: the same bits in

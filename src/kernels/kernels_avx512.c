@@ -856,6 +856,107 @@ KERNELS_INLINE void matvec_tiles(uint32_t type, kernels_act fmt, const uint8_t *
                    y + (r - r0), 0, add);
 }
 
+/* ---- interleaved weights (kernels.h, KERNELS_ILV) ----
+ * A record's 64-byte loads hold 4 bytes of each of the 16 rows: group j's stored integers come out
+ * as 8 vectors of u8 quads (lane r: row r's weights 4i..4i+3), each multiplied with a broadcast
+ * quad of activations by vpdpbusd, so every lane sums one row and nothing is reduced across lanes
+ * (group_sums spends about as much on its reduction tree as on the products). The int16
+ * activations go as two byte planes, q = 256 hi + lo with lo unsigned: vpdpbusd takes the lo
+ * plane as its unsigned operand against the weights, and the weights (0..63) as the unsigned one
+ * against the signed hi plane, so the weights are never widened to 16 bits and S is exact. */
+
+/* Group j's stored integers of a record's 16 rows (region: the record's interleaved dwords). */
+KERNELS_INLINE void ilv_quads(uint32_t type, const uint8_t *region, int j, __m512i q[8]) {
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+        if (type == GGML_TYPE_Q4_K) { /* nibble j % 2 of qs[32 (j / 2) + l] */
+            __m512i v = _mm512_loadu_si512(region + (size_t)(8 * (j / 2) + i) * 64);
+            q[i] = _mm512_and_si512(j % 2 ? _mm512_srli_epi16(v, 4) : v, _mm512_set1_epi8(0xF));
+        } else { /* Q6_K: w + 32, a nibble of ql and two bits of qh (see Q6K_QL) */
+            __m512i ql = _mm512_loadu_si512(region + (size_t)(Q6K_QL(j) / 4 + i) * 64);
+            __m512i qh = _mm512_loadu_si512(region + (size_t)(Q6K_QH(j) / 4 + i) * 64);
+            if (Q6K_NIBBLE(j)) ql = _mm512_srli_epi16(ql, 4);
+            q[i] = _mm512_and_si512(merge_nibble(ql, rotate_bits(qh, 4 - Q6K_QH_SHIFT(j)), 4), _mm512_set1_epi8(0x3F));
+        }
+    }
+}
+
+/* One tile of 16 interleaved rows times T tokens (T <= MV_T) into Y[t * ldy + 0..16). planes: per
+ * token ps bytes, per group 64: the activations' low bytes, then their high bytes. */
+KERNELS_INLINE void matvec_ilv(uint32_t type, const uint8_t *tile, int cols, const uint8_t *planes, size_t ps,
+                               const act_group *const grp[], int T, float *Y, int ldy, int add) {
+    size_t q0, qn;
+    ilv_region(type, &q0, &qn);
+    const size_t hn = int_block_bytes(type) - qn, rec = KERNELS_ILV_ROWS * int_block_bytes(type);
+    /* row r's scales: bytes before the region at hn r, those after it at hn r - qn */
+    const __m512i idx = _mm512_sub_epi32(_mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                                            _mm512_set1_epi32((int)hn)),
+                                         _mm512_set1_epi32(q0 ? 0 : (int)qn));
+    __m512 acc[MV_T], ka[16], kb[16];
+    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
+    for (int b = 0; b < cols / 256; b++) {
+        const uint8_t *r = tile + (size_t)b * rec, *region = r + KERNELS_ILV_ROWS * hn;
+        kblock_scales(type, r, idx, ka, kb);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            const int g = 8 * b + j;
+            for (size_t o = (size_t)j * rec / 8; o < (size_t)(j + 1) * rec / 8; o += 64)
+                _mm_prefetch((const char *)r + 16384 + o, _MM_HINT_T0);
+            __m512i q[8];
+            ilv_quads(type, region, j, q);
+            __m512 a[2], bs[2];
+            group_scales(type, NULL, NULL, idx, g, ka, kb, a, bs);
+            for (int t = 0; t < T; t++) {
+                const int32_t *lo = (const int32_t *)(const void *)(planes + ps * (size_t)t + 64 * (size_t)g), *hi = lo + 8;
+                __m512i L[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()}, H[2] = {L[0], L[1]};
+#pragma GCC unroll 8
+                for (int i = 0; i < 8; i++) { /* two chains: the halves (weights 0-15, 16-31) */
+                    L[i / 4] = _mm512_dpbusd_epi32(L[i / 4], _mm512_set1_epi32(lo[i]), q[i]);
+                    H[i / 4] = _mm512_dpbusd_epi32(H[i / 4], q[i], _mm512_set1_epi32(hi[i]));
+                }
+                __m512i S[2];
+#pragma GCC unroll 2
+                for (int h = 0; h < 2; h++) S[h] = _mm512_add_epi32(_mm512_slli_epi32(H[h], 8), L[h]);
+                if (!int_halves(type)) S[0] = _mm512_add_epi32(S[0], S[1]);
+                int32_t off[2];
+                group_offsets(type, KERNELS_ACT_I16, &grp[t][g], off);
+                if (off[0]) S[0] = _mm512_sub_epi32(S[0], _mm512_set1_epi32(off[0]));
+                if (off[1]) S[1] = _mm512_sub_epi32(S[1], _mm512_set1_epi32(off[1]));
+                acc[t] = scale_group(type, acc[t], S, a, bs, &grp[t][g]);
+            }
+        }
+    }
+    for (int t = 0; t < T; t++) store_rows(Y + (size_t)t * ldy, acc[t], KERNELS_ILV_ROWS, add);
+}
+
+/* The ops' ilv_mul: decode steps and small batches (T <= MV_T, int16 activations whose planes fit
+ * in scratch); the rest goes back to rows. */
+static int ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, const void *Xq, int T, float *Y, int ldy,
+                   int r0, int r1, int add, void *scratch) {
+    const size_t ps = 2 * (size_t)cols, xs = act_row_bytes(KERNELS_ACT_I16, cols);
+    if (fmt != KERNELS_ACT_I16 || T > MV_T || ps * (size_t)T > KERNELS_MUL_SCRATCH) return 0;
+    uint8_t *planes = scratch;
+    const act_group *grp[MV_T];
+    for (int t = 0; t < T; t++) {
+        const uint8_t *x = (const uint8_t *)Xq + xs * (size_t)t;
+        grp[t] = act_groups(x, KERNELS_ACT_I16, cols);
+        for (int g = 0; g < cols / 32; g++) {
+            __m512i v = _mm512_loadu_si512(x + 64 * (size_t)g);
+            _mm256_storeu_si256((__m256i *)(planes + ps * (size_t)t + 64 * (size_t)g), _mm512_cvtepi16_epi8(v));
+            _mm256_storeu_si256((__m256i *)(planes + ps * (size_t)t + 64 * (size_t)g + 32),
+                                _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 8)));
+        }
+    }
+    const size_t rb = (size_t)(cols / 256) * int_block_bytes(type);
+    for (int r = r0; r < r1; r += KERNELS_ILV_ROWS) {
+        const uint8_t *tile = (const uint8_t *)W + (size_t)r * rb;
+        float *y = Y + (r - r0);
+        if (type == GGML_TYPE_Q4_K) matvec_ilv(GGML_TYPE_Q4_K, tile, cols, planes, ps, grp, T, y, ldy, add);
+        else matvec_ilv(GGML_TYPE_Q6_K, tile, cols, planes, ps, grp, T, y, ldy, add);
+    }
+    return 1;
+}
+
 /* The packed matmul is blocked for the caches: a block of MM_TB tokens and MM_RB rows keeps its
  * f32 accumulators in scratch (64 KB); the weights go by k-blocks of MM_KG groups (512 k), each
  * 32-row panel of a k-block packed once (40 KB) and used by every token of the block, whose
@@ -1273,6 +1374,8 @@ const kernels_ops kernels_avx512_ops = {
     .matmul = matmul,
     .quantize_act = quantize_act,
     .q = {QUANT_INT_TYPES(KERNELS_INT_ENTRY)},
+    .ilv_types = 1ull << GGML_TYPE_Q4_K | 1ull << GGML_TYPE_Q6_K,
+    .ilv_mul = ilv_mul,
     .mix = mix,
     .rms_norm = rms_norm,
     .glu = glu,

@@ -102,6 +102,19 @@ static inline const uint8_t *int_block(uint32_t type, const uint8_t *row, int g)
     return row + (size_t)(g / int_block_groups(type)) * int_block_bytes(type);
 }
 
+/* The interleaved layout (kernels.h, KERNELS_ILV) of a type: the bytes [q0, q0 + qn) of each block
+ * (its quantised integers) go dword by dword across the 16 rows; the rest (its scales) stays
+ * whole per row, in row order, ahead of them. 0 for the types without one. */
+static inline int ilv_region(uint32_t type, size_t *q0, size_t *qn) {
+    switch (type) {
+    case GGML_TYPE_Q4_K: *q0 = offsetof(block_Q4_K, qs), *qn = sizeof(((block_Q4_K *)0)->qs); return 1;
+    case GGML_TYPE_Q6_K: *q0 = offsetof(block_Q6_K, ql), *qn = offsetof(block_Q6_K, scales); return 1;
+    default: *q0 = *qn = 0; return 0;
+    }
+}
+/* Interleaved rows [0, rows) back to plain ones (interleave.c). */
+void ilv_deinterleave(uint32_t type, const void *src, void *dst, int rows, int cols);
+
 /* The types whose kernels also take int8 activations (KERNELS_ACT_I8); kernels_mul hands the
  * others int8 activations widened to int16 (the same integers, so the same result). */
 static inline int int_takes_i8(uint32_t type) {
@@ -136,6 +149,12 @@ typedef struct kernels_ops {
     /* Groups [g0, g1) of one token's activations (x and dst: the whole row). */
     void (*quantize_act)(kernels_act fmt, const float *x, int cols, int g0, int g1, void *dst);
     kernels_int_ops q[GGML_TYPE_COUNT]; /* by type; NULL entries for the others */
+    /* Interleaved weights (KERNELS_ILV) of the types in ilv_types (a bit per type): Y as the int
+     * matmul's, rows [r0, r1) multiples of 16. Returns 0, computing nothing, for the products it
+     * has no kernel for (kernels_mul then multiplies the rows put back in order). */
+    uint64_t ilv_types;
+    int (*ilv_mul)(uint32_t type, const void *W, int cols, kernels_act fmt, const void *Xq, int T, float *Y, int ldy,
+                   int r0, int r1, int add, void *scratch);
     void (*mix)(uint32_t type, const void *A, size_t row_bytes, int K, int N, const float *X, int ldx, int R, float *Y,
                 int ldy);
     void (*rms_norm)(float *out, const float *x, const float *w, int n, float eps);

@@ -26,6 +26,9 @@ typedef struct model_weight {
     int32_t rows, cols;
     size_t row_bytes;
     bool transposed;
+    const void *ilv;                   /* the rows interleaved for the kernel set (kernels.h,
+                                          KERNELS_ILV; model_interleave), or NULL: data stays the
+                                          rows as stored, for lookups and the fingerprint */
 } model_weight;
 
 typedef struct model_layer {
@@ -100,6 +103,13 @@ int model_bind_hf(model **out, hf_dir *dir, nc_err *err);
 void model_free(model *m);
 
 const char *model_arch_name(const model *m);
+
+/* Interleaved copies (model->owned) of the weights the active kernel set multiplies faster that
+ * way (kernels_ilv_type: on AVX-512 the Q4_K and Q6_K matrices), then the file's pages of those
+ * weights dropped from the mapping, so memory holds them once. A weight whose copy cannot be
+ * allocated stays as it is. NUCLEUS_REPACK=0 turns it off (processes then share the file's pages,
+ * at the interleaved kernels' speed-up). Returns the bytes interleaved. */
+uint64_t model_interleave(model *m);
 
 /* A hash of the architecture, every hyper-parameter, the norms, and every weight's type, shape
  * and a sample of its bytes (model/fingerprint.c): what a saved KV cache records so that only

@@ -808,6 +808,56 @@ static void test_dequantize(void) {
     }
 }
 
+/* Interleaved weights (kernels.h, KERNELS_ILV): in every set, for token counts on both sides of
+ * the small-batch kernels, both activation formats, row ranges aligned to the tiles and cutting
+ * them, storing and adding: every result bit for bit the plain rows'; AVX-512 has the kernels. */
+static void test_interleaved(void) {
+    enum { R = 80, COLS = 768, MT = 33 };
+    static const uint32_t types[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
+    static const int Ts[] = {1, 2, 3, 4, 7, 8, 9, MT};
+    static const int ranges[][2] = {{0, R}, {16, 48}, {5, 70}, {3, 9}, {17, 18}, {64, 80}};
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+        uint32_t type = types[ti];
+        size_t rb = quant_row_bytes(type, COLS);
+        uint8_t *w = malloc(rb * R), *wi = malloc(rb * R);
+        fill_weights(type, w, R, COLS);
+        kernels_interleave(type, w, wi, R, COLS);
+        CHECK_MSG(memcmp(w, wi, rb * R) != 0, "type %u: interleaving moved no byte", (unsigned)type);
+        float *x = malloc(sizeof(float) * COLS), *Y0 = malloc(sizeof(float) * MT * R), *Y1 = malloc(sizeof(float) * MT * R);
+        for (int isa = KERNELS_SCALAR; isa < KERNELS_ISA_COUNT; isa++) {
+            if (!available((kernels_isa)isa)) continue;
+            if (isa == KERNELS_AVX512) CHECK(kernels_ilv_type(type));
+            int bad = 0;
+            for (int f = 0; f < 2; f++) {
+                kernels_act fmt = (kernels_act)f;
+                size_t xs = kernels_act_bytes(fmt, COLS);
+                uint8_t *Xq = aligned_alloc(64, xs * MT);
+                for (int t = 0; t < MT; t++) {
+                    for (int i = 0; i < COLS; i++) x[i] = frand() + (t % 2 ? 0.5f : 0.0f);
+                    kernels_quantize_act(fmt, x, COLS, Xq + xs * t);
+                }
+                for (size_t k = 0; k < sizeof Ts / sizeof *Ts; k++)
+                    for (size_t g = 0; g < sizeof ranges / sizeof *ranges; g++)
+                        for (int add = 0; add < 2; add++) {
+                            int T = Ts[k], r0 = ranges[g][0], r1 = ranges[g][1];
+                            for (int i = 0; i < MT * R; i++) Y0[i] = Y1[i] = (float)(i % 13) - 6.0f;
+                            kernels_mul(type, w, rb, COLS, NULL, fmt, Xq, T, Y0, R, r0, r1, add, NULL);
+                            kernels_mul(type | KERNELS_ILV, wi, rb, COLS, NULL, fmt, Xq, T, Y1, R, r0, r1, add, NULL);
+                            for (int i = 0; i < MT * R; i++) bad += !same_bits(Y0[i], Y1[i]);
+                        }
+                free(Xq);
+            }
+            CHECK_MSG(bad == 0, "%s type %u: %d interleaved results differ from the rows'", isa_names[isa],
+                      (unsigned)type, bad);
+        }
+        free(w);
+        free(wi);
+        free(x);
+        free(Y0);
+        free(Y1);
+    }
+}
+
 /* With arguments, only the tests named run (tests/e2e/neon.sh: the integer paths again on a second
  * emulated CPU); without, all of them. */
 static int wanted(int argc, char **argv, const char *name) {
@@ -837,5 +887,6 @@ int main(int argc, char **argv) {
     RUN(test_zero_padding);
     RUN(test_mix);
     RUN(test_dequantize);
+    RUN(test_interleaved);
     return test_summary("test_kernels");
 }
