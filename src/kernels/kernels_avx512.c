@@ -1,9 +1,6 @@
 /* AVX-512 kernels (16 f32 lanes; F, BW, VL, DQ and VNNI). Weights are widened in registers, never
  * dequantised a matrix at a time. The integer types take integer activations (see the integer
- * section below). Float types: 16 weights per step, FMA'd with x; each token has NACC
- * accumulators to keep dependency chains short (FMA latency is four cycles): step u goes to
- * accumulator u % NACC, and a row's result is the fixed-order sum of its accumulators.
- * Per-token order is independent of the tile (see kernels_impl.h). */
+ * section below); the float types are described in their section. */
 #if defined(__x86_64__) && defined(__AVX512F__)
 
 #include <immintrin.h>
@@ -14,9 +11,6 @@
 #include "kernels/kernels_x86.h"
 #include "tensor/quant.h"
 
-#define KT 4   /* tokens per matmul tile */
-#define NACC 4 /* accumulators per token */
-
 static inline float hsum(__m512 v) {
     __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
     __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
@@ -25,20 +19,16 @@ static inline float hsum(__m512 v) {
     return _mm_cvtss_f32(b);
 }
 
-KERNELS_INLINE void zero_acc(__m512 acc[KT][NACC], int nt) {
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++)
-#pragma GCC unroll 8
-        for (int k = 0; k < NACC; k++) acc[t][k] = _mm512_setzero_ps();
-}
-
-KERNELS_INLINE void reduce_acc(__m512 acc[KT][NACC], int nt, float *out) {
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++)
-        out[t] = hsum(_mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]), _mm512_add_ps(acc[t][2], acc[t][3])));
-}
-
-/* ---- F32, F16, BF16: 16 weights per step ---- */
+/* ---- F32, F16, BF16 ----
+ * A row's result for a token is defined by its 16 lanes: lane l is the f32 fma chain, from 0,
+ * over the row's elements k = l (mod 16) in increasing k, weights widened to f32 exactly (a
+ * last partial step of 16 reads zeros past the row); the result is hsum of the lanes. Every path
+ * computes those chains, so each row's bits are the same whatever the batch:
+ * - float_tile (decode, and batches of up to 3 tokens): 8 rows at once, the weights widened in
+ *   registers, 8 x T independent chains hiding the FMA latency;
+ * - float_matmul (4 tokens and more): 4 rows of a k-block widened once into an f32 panel in L1,
+ *   then tiles of 6 tokens: 24 chains in registers, 10 loads per 24 FMAs, so the FMAs bound it
+ *   (the older form, a row by 4 tokens with 4 accumulators each, loaded 5 vectors per 4 FMAs). */
 
 KERNELS_INLINE __m512 widen_w(uint32_t type, __m256i h) {
     if (type == GGML_TYPE_F16) return _mm512_cvtph_ps(h);
@@ -55,72 +45,187 @@ KERNELS_INLINE __m512 load_w_part(uint32_t type, const uint8_t *w, int i, __mmas
     return widen_w(type, _mm256_maskz_loadu_epi16(m, w + 2 * (size_t)i));
 }
 
-KERNELS_INLINE void float_step(__m512 acc[KT][NACC], int k, __m512 wv, const float *X, int cols,
-                               int i, int nt) {
-#pragma GCC unroll 8
+#define FV_R 8 /* rows of a float_tile at most */
+#define FV_T 6 /* its tokens at most */
+
+/* Rows [0, nr) (nr <= FV_R) of W (rows rb apart) times nt <= FV_T tokens (X, cols apart) into
+ * out[t][r]; nr and nt constants after inlining, so the chains stay in registers and no row is a
+ * branch. The rows are as many streams, which the hardware prefetchers follow poorly: the next
+ * tile's rows are fetched into L2 as one linear stream instead, as many bytes per step as this
+ * tile reads. */
+KERNELS_INLINE void float_tile(uint32_t type, const uint8_t *W, size_t rb, int nr, int cols, const float *X, int nt,
+                               float out[FV_T][FV_R]) {
+    __m512 acc[FV_T][FV_R];
+#pragma GCC unroll 6
     for (int t = 0; t < nt; t++)
-        acc[t][k] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(X + (size_t)t * cols + i), acc[t][k]);
-}
-
-/* Step u of 16 weights goes to accumulator u % NACC, a last partial step too: so a row padded
- * with zero activations gives the same bits as the shorter row. */
-KERNELS_INLINE void float_rows(uint32_t type, const uint8_t *w, int cols, const float *X, int nt,
-                               float *out) {
-    __m512 acc[KT][NACC];
-    zero_acc(acc, nt);
-    int nu = cols / 16, u = 0;
-    for (; u + NACC <= nu; u += NACC) {
-        /* Half-precision rows run ahead of the hardware prefetchers: fetch 16 KB ahead into L2
-         * (the two lines of a step of 64 weights). Measured (kernels_bench, weights from memory,
-         * one thread): F16 16 -> 18 GB/s; F32, whose steps take twice the bytes, gained nothing. */
-        if (type != GGML_TYPE_F32)
-            for (int o = 0; o < 128; o += 64) _mm_prefetch((const char *)w + 32 * (size_t)u + 16384 + o, _MM_HINT_T2);
-#pragma GCC unroll 4
-        for (int k = 0; k < NACC; k++) float_step(acc, k, load_w(type, w, 16 * (u + k)), X, cols, 16 * (u + k), nt);
-    }
-#pragma GCC unroll 4
-    for (int k = 0; k < NACC - 1; k++)
-        if (u + k < nu) float_step(acc, k, load_w(type, w, 16 * (u + k)), X, cols, 16 * (u + k), nt);
-    if (cols % 16) {
-        int i = 16 * nu;
-        __mmask16 m = (__mmask16)((1u << (cols % 16)) - 1);
-        __m512 wv = load_w_part(type, w, i, m);
 #pragma GCC unroll 8
+        for (int r = 0; r < nr; r++) acc[t][r] = _mm512_setzero_ps();
+    const size_t esz = type == GGML_TYPE_F32 ? 4 : 2;
+    int nu = cols / 16;
+    for (int u = 0; u < nu; u++) {
+        for (size_t o = 0; o < (size_t)nr * 16 * esz; o += 64)
+            _mm_prefetch((const char *)W + nr * rb + (size_t)nr * 16 * esz * (size_t)u + o, _MM_HINT_T1);
+        __m512 w[FV_R];
+#pragma GCC unroll 8
+        for (int r = 0; r < nr; r++) w[r] = load_w(type, W + r * rb, 16 * u);
+#pragma GCC unroll 6
+        for (int t = 0; t < nt; t++) {
+            __m512 x = _mm512_loadu_ps(X + (size_t)t * cols + 16 * u);
+#pragma GCC unroll 8
+            for (int r = 0; r < nr; r++) acc[t][r] = _mm512_fmadd_ps(w[r], x, acc[t][r]);
+        }
+    }
+    if (cols % 16) {
+        __mmask16 m = (__mmask16)((1u << (cols % 16)) - 1);
+        __m512 w[FV_R];
+#pragma GCC unroll 8
+        for (int r = 0; r < nr; r++) w[r] = load_w_part(type, W + r * rb, 16 * nu, m);
+#pragma GCC unroll 6
+        for (int t = 0; t < nt; t++) {
+            __m512 x = _mm512_maskz_loadu_ps(m, X + (size_t)t * cols + 16 * nu);
+#pragma GCC unroll 8
+            for (int r = 0; r < nr; r++) acc[t][r] = _mm512_fmadd_ps(w[r], x, acc[t][r]);
+        }
+    }
+#pragma GCC unroll 6
+    for (int t = 0; t < nt; t++)
+#pragma GCC unroll 8
+        for (int r = 0; r < nr; r++) out[t][r] = hsum(acc[t][r]);
+}
+
+/* Rows [r0, r1) of W times nt tokens, tiles of nr rows (both constants after inlining), the
+ * rows left one by one. */
+KERNELS_INLINE void float_tiles(uint32_t type, const uint8_t *W, size_t rb, int cols, const float *X, int nt, int nr,
+                                float *Y, int ldy, int r0, int r1, int add) {
+    for (int r = r0; r < r1;) {
+        int n = r1 - r < nr ? 1 : nr;
+        float out[FV_T][FV_R];
+        if (n == nr) float_tile(type, W + (size_t)r * rb, rb, nr, cols, X, nt, out);
+        else float_tile(type, W + (size_t)r * rb, rb, 1, cols, X, nt, out);
         for (int t = 0; t < nt; t++)
+            for (int i = 0; i < n; i++) kernels_store(&Y[(size_t)t * ldy + (r - r0) + i], out[t][i], add);
+        r += n;
+    }
+}
+
+#define FM_R 4    /* rows of a panel */
+#define FM_T 6    /* tokens of a tile */
+#define FM_KB 512 /* elements of a k-block (a panel: 8 KB of f32) */
+#define FM_TB 96  /* tokens whose chains are kept between k-blocks (24 KB) */
+
+/* The 24 chains of a panel (FM_R rows of kn elements, f32) and FM_T tokens (xp[t]: their
+ * elements of the k-block), continued from part[r][t] (or from 0 when first) and stored back. */
+KERNELS_INLINE void float_micro(const float panel[FM_R][FM_KB], const float *const xp[FM_T], int kn, __m512 part[FM_R][FM_T],
+                                int first) {
+    __m512 acc[FM_R][FM_T];
 #pragma GCC unroll 4
-            for (int k = 0; k < NACC; k++) /* constant indices keep acc in registers */
-                if (k == nu % NACC)
-                    acc[t][k] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, X + (size_t)t * cols + i), acc[t][k]);
+    for (int r = 0; r < FM_R; r++)
+#pragma GCC unroll 6
+        for (int t = 0; t < FM_T; t++) acc[r][t] = first ? _mm512_setzero_ps() : part[r][t];
+    int nu = kn / 16;
+    for (int u = 0; u < nu; u++) {
+        __m512 w[FM_R];
+#pragma GCC unroll 4
+        for (int r = 0; r < FM_R; r++) w[r] = _mm512_load_ps(&panel[r][16 * u]);
+#pragma GCC unroll 6
+        for (int t = 0; t < FM_T; t++) {
+            __m512 x = _mm512_loadu_ps(xp[t] + 16 * u);
+#pragma GCC unroll 4
+            for (int r = 0; r < FM_R; r++) acc[r][t] = _mm512_fmadd_ps(w[r], x, acc[r][t]);
+        }
     }
-    reduce_acc(acc, nt, out);
+    if (kn % 16) { /* the panel holds zeros past the row */
+        __mmask16 m = (__mmask16)((1u << (kn % 16)) - 1);
+#pragma GCC unroll 6
+        for (int t = 0; t < FM_T; t++) {
+            __m512 x = _mm512_maskz_loadu_ps(m, xp[t] + 16 * nu);
+#pragma GCC unroll 4
+            for (int r = 0; r < FM_R; r++) acc[r][t] = _mm512_fmadd_ps(_mm512_load_ps(&panel[r][16 * nu]), x, acc[r][t]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < FM_R; r++)
+#pragma GCC unroll 6
+        for (int t = 0; t < FM_T; t++) part[r][t] = acc[r][t];
 }
 
-/* nt as a constant, so that the accumulators stay in registers: with nt known only at run time,
- * 2 tokens (a speculative verification's leftover tile) took as long as 4. */
-KERNELS_INLINE void float_rows_nt(uint32_t type, const uint8_t *w, int cols, const float *X, int nt, float *out) {
-    switch (nt) {
-    case 1: float_rows(type, w, cols, X, 1, out); break;
-    case 2: float_rows(type, w, cols, X, 2, out); break;
-    case 3: float_rows(type, w, cols, X, 3, out); break;
-    default: float_rows(type, w, cols, X, KT, out); break;
+/* Rows [0, nr) of W, elements [k0, k0 + kn), widened into the panel; zeros past them. */
+KERNELS_INLINE void float_panel(uint32_t type, const uint8_t *W, size_t rb, int nr, int k0, int kn,
+                                float panel[FM_R][FM_KB]) {
+    int nu = kn / 16, np = (kn + 15) / 16;
+    for (int r = 0; r < FM_R; r++) {
+        const uint8_t *w = W + (size_t)r * rb;
+        if (r >= nr) {
+            for (int u = 0; u < np; u++) _mm512_store_ps(&panel[r][16 * u], _mm512_setzero_ps());
+            continue;
+        }
+        for (int u = 0; u < nu; u++) _mm512_store_ps(&panel[r][16 * u], load_w(type, w, k0 + 16 * u));
+        if (kn % 16)
+            _mm512_store_ps(&panel[r][16 * nu], load_w_part(type, w, k0 + 16 * nu, (__mmask16)((1u << (kn % 16)) - 1)));
     }
 }
-_Static_assert(KT == 4, "float_rows_nt's cases");
 
-KERNELS_INLINE void f32_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
-    float_rows_nt(GGML_TYPE_F32, w, cols, X, nt, out);
-}
-KERNELS_INLINE void f16_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
-    float_rows_nt(GGML_TYPE_F16, w, cols, X, nt, out);
-}
-KERNELS_INLINE void bf16_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
-    float_rows_nt(GGML_TYPE_BF16, w, cols, X, nt, out);
+KERNELS_INLINE void float_matmul(uint32_t type, const uint8_t *W, size_t rb, int cols, const float *X, int T, float *Y,
+                                 int ldy, int r0, int r1, int add) {
+    static const float zeros[FM_KB] __attribute__((aligned(64)));
+    float panel[FM_R][FM_KB] __attribute__((aligned(64)));
+    __m512 part[FM_TB / FM_T][FM_R][FM_T];
+    for (int tb = 0; tb < T; tb += FM_TB) {
+        int nt = T - tb < FM_TB ? T - tb : FM_TB;
+        for (int ra = r0; ra < r1; ra += FM_R) {
+            int nr = r1 - ra < FM_R ? r1 - ra : FM_R;
+            for (int k0 = 0; k0 < cols; k0 += FM_KB) {
+                int kn = cols - k0 < FM_KB ? cols - k0 : FM_KB;
+                float_panel(type, W + (size_t)ra * rb, rb, nr, k0, kn, panel);
+                for (int tt = 0; tt < nt; tt += FM_T) {
+                    const float *xp[FM_T];
+                    for (int t = 0; t < FM_T; t++)
+                        xp[t] = tt + t < nt ? X + (size_t)(tb + tt + t) * cols + k0 : zeros;
+                    float_micro((const float(*)[FM_KB])panel, xp, kn, part[tt / FM_T], k0 == 0);
+                }
+            }
+            for (int t = 0; t < nt; t++)
+                for (int r = 0; r < nr; r++)
+                    kernels_store(&Y[(size_t)(tb + t) * ldy + (ra + r - r0)], hsum(part[t / FM_T][r][t % FM_T]), add);
+        }
+    }
 }
 
-KERNELS_DEFINE_DRIVERS(f32, KT)
-KERNELS_DEFINE_DRIVERS(f16, KT)
-KERNELS_DEFINE_DRIVERS(bf16, KT)
-KERNELS_DEFINE_DISPATCH()
+static void matvec(uint32_t type, const void *W, size_t row_bytes, int cols, const float *x, float *y, int r0, int r1,
+                   int add) {
+    switch (type) {
+    case GGML_TYPE_F32: float_tiles(GGML_TYPE_F32, W, row_bytes, cols, x, 1, 2, y, 0, r0, r1, add); break;
+    case GGML_TYPE_F16: float_tiles(GGML_TYPE_F16, W, row_bytes, cols, x, 1, 2, y, 0, r0, r1, add); break;
+    case GGML_TYPE_BF16: float_tiles(GGML_TYPE_BF16, W, row_bytes, cols, x, 1, 2, y, 0, r0, r1, add); break;
+    default: break;
+    }
+}
+
+/* A few tokens (a speculative verification, a small server batch) go through the tiles, the
+ * weights widened in registers (8 rows by up to 3 tokens, 4 rows by 4 to 6); more through the
+ * panels. */
+KERNELS_INLINE void float_mul(uint32_t type, const uint8_t *W, size_t rb, int cols, const float *X, int T, float *Y,
+                              int ldy, int r0, int r1, int add) {
+    switch (T) {
+    case 1: float_tiles(type, W, rb, cols, X, 1, 2, Y, ldy, r0, r1, add); break;
+    case 2: float_tiles(type, W, rb, cols, X, 2, FV_R, Y, ldy, r0, r1, add); break;
+    case 3: float_tiles(type, W, rb, cols, X, 3, FV_R, Y, ldy, r0, r1, add); break;
+    case 4: float_tiles(type, W, rb, cols, X, 4, 4, Y, ldy, r0, r1, add); break;
+    case 5: float_tiles(type, W, rb, cols, X, 5, 4, Y, ldy, r0, r1, add); break;
+    case 6: float_tiles(type, W, rb, cols, X, 6, 4, Y, ldy, r0, r1, add); break;
+    default: float_matmul(type, W, rb, cols, X, T, Y, ldy, r0, r1, add); break;
+    }
+}
+
+static void matmul(uint32_t type, const void *W, size_t row_bytes, int cols, const float *X, int T, float *Y, int ldy,
+                   int r0, int r1, int add) {
+    switch (type) {
+    case GGML_TYPE_F32: float_mul(GGML_TYPE_F32, W, row_bytes, cols, X, T, Y, ldy, r0, r1, add); break;
+    case GGML_TYPE_F16: float_mul(GGML_TYPE_F16, W, row_bytes, cols, X, T, Y, ldy, r0, r1, add); break;
+    case GGML_TYPE_BF16: float_mul(GGML_TYPE_BF16, W, row_bytes, cols, X, T, Y, ldy, r0, r1, add); break;
+    default: break;
+    }
+}
 
 /* ---- integer activations ----
  * matvec: 16 rows at a time. For each group of 32 weights, every row's integer products go to

@@ -4,12 +4,14 @@
  * Determinism: a row's result depends only on the row and the token's activations: not on r0/r1
  * (thread split), on T, on decode versus prefill, or on which path (matvec, packed matmul) ran.
  *
- * Float weight types (F32, F16, BF16): every set computes the dot product of a weight row with
- * one token through a single function per type, "<type>_rows(w, cols, X, nt, out)", which
- * evaluates nt tokens at once but performs, for each token, exactly the same sequence of float
- * operations whatever nt is (the tokens only share the decoded weights). Matvec calls it with
- * nt = 1, matmul with tiles of KT tokens and one smaller tile of the leftover tokens. These
- * results do depend on the instruction set (lane counts differ).
+ * Float weight types (F32, F16, BF16): each set defines a row's dot product with one token as a
+ * fixed sequence of float operations, which every path performs whatever the tiles: the scalar,
+ * AVX2 and NEON sets through a single function per type, "<type>_rows(w, cols, X, nt, out)",
+ * evaluating nt tokens at once with the same operations per token (the tokens only share the
+ * decoded weights; matvec calls it with nt = 1, matmul with tiles of KT tokens and one smaller
+ * tile of the leftover tokens); the AVX-512 set as 16 lane chains (kernels_avx512.c), computed by
+ * register tiles of rows and tokens or by f32 panels. These results do depend on the instruction
+ * set (lane counts differ).
  *
  * Integer weight types (every quantised type: QUANT_INT_TYPES) are defined exactly, identically
  * in every set, from the type's integer form (tensor/quant.h: per group of 32 weights, integers
