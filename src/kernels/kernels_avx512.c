@@ -24,9 +24,11 @@ static inline float hsum(__m512 v) {
  * over the row's elements k = l (mod 16) in increasing k, weights widened to f32 exactly (a
  * last partial step of 16 reads zeros past the row); the result is hsum of the lanes. Every path
  * computes those chains, so each row's bits are the same whatever the batch:
- * - float_tile (decode, and batches of up to 3 tokens): 8 rows at once, the weights widened in
- *   registers, 8 x T independent chains hiding the FMA latency;
- * - float_matmul (4 tokens and more): 4 rows of a k-block widened once into an f32 panel in L1,
+ * - float_tile (decode and up to 6 tokens): a few rows at once, the weights widened in
+ *   registers, rows x tokens independent chains. Decode takes 2 rows: two streams from memory
+ *   (8 rows read 30 GB/s on one core where 2 read 38, kernels_bench), 32 chains enough to feed
+ *   the bandwidth; 2-3 tokens take 8 rows, 4-6 take 4;
+ * - float_matmul (7 tokens and more): 4 rows of a k-block widened once into an f32 panel in L1,
  *   then tiles of 6 tokens: 24 chains in registers, 10 loads per 24 FMAs, so the FMAs bound it
  *   (the older form, a row by 4 tokens with 4 accumulators each, loaded 5 vectors per 4 FMAs). */
 
@@ -194,7 +196,7 @@ KERNELS_INLINE void float_matmul(uint32_t type, const uint8_t *W, size_t rb, int
 static void matvec(uint32_t type, const void *W, size_t row_bytes, int cols, const float *x, float *y, int r0, int r1,
                    int add) {
     switch (type) {
-    case GGML_TYPE_F32: float_tiles(GGML_TYPE_F32, W, row_bytes, cols, x, 1, 2, y, 0, r0, r1, add); break;
+    case GGML_TYPE_F32: float_tiles(GGML_TYPE_F32, W, row_bytes, cols, x, 1, 2, y, 0, r0, r1, add); break; /* 2 rows */
     case GGML_TYPE_F16: float_tiles(GGML_TYPE_F16, W, row_bytes, cols, x, 1, 2, y, 0, r0, r1, add); break;
     case GGML_TYPE_BF16: float_tiles(GGML_TYPE_BF16, W, row_bytes, cols, x, 1, 2, y, 0, r0, r1, add); break;
     default: break;
@@ -202,8 +204,7 @@ static void matvec(uint32_t type, const void *W, size_t row_bytes, int cols, con
 }
 
 /* A few tokens (a speculative verification, a small server batch) go through the tiles, the
- * weights widened in registers (8 rows by up to 3 tokens, 4 rows by 4 to 6); more through the
- * panels. */
+ * weights widened in registers; more through the panels. */
 KERNELS_INLINE void float_mul(uint32_t type, const uint8_t *W, size_t rb, int cols, const float *X, int T, float *Y,
                               int ldy, int r0, int r1, int add) {
     switch (T) {
