@@ -69,8 +69,8 @@ size_t kernels_mul_scratch_bytes(void);
 /* ---- interleaved weights ---------------------------------------------------------------------
  * A decode step reads every weight once per token, and the matvec kernels spend more of their
  * time reducing each row's products across the vector lanes than multiplying. In the interleaved
- * layout the rows go in tiles of KERNELS_ILV_ROWS (16); a tile's 256-blocks in order, each as a
- * record of the 16 rows' blocks: first each row's scales (the block's bytes outside its quantised
+ * layout the rows go in tiles of KERNELS_ILV_ROWS (16); a tile's blocks (the type's: 32 or 256
+ * weights) in order, each as a record of the 16 rows' blocks: first each row's scales (the block's bytes outside its quantised
  * integers) in row order, then the integers dword by dword: dword c of rows 0..15, then dword
  * c + 1. A 64-byte load then holds 4 bytes of each of 16 rows, a quad of weights per lane, which
  * multiplies with a broadcast quad of activations: the rows stay in the lanes and nothing is
@@ -81,9 +81,9 @@ size_t kernels_mul_scratch_bytes(void);
 /* Or'ed into kernels_mul's type: W is interleaved (its rows a multiple of 16, row_bytes the
  * type's row size; r0 and r1 any rows, those of a tile cut by them are put back in order). */
 #define KERNELS_ILV 0x10000u
-/* True when the active set multiplies this type faster interleaved (AVX-512: Q4_K, Q6_K); every
- * set accepts interleaved weights of these types (putting rows back in order where it has no
- * kernel for them). */
+/* True when the active set multiplies this type faster interleaved (AVX-512: Q4_0, Q4_K, Q6_K);
+ * every set accepts interleaved weights of these types (putting rows back in order where it has
+ * no kernel for them). */
 int kernels_ilv_type(uint32_t type);
 /* rows (a multiple of 16) of cols elements of type, plain rows in src, into dst interleaved. */
 void kernels_interleave(uint32_t type, const void *src, void *dst, int rows, int cols);
