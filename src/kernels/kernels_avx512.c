@@ -1356,8 +1356,7 @@ ILV_DEFINE_MATMUL(Q6_K)
 
 /* The ops' ilv_mul: int16 activations, or int8 ones of the types that take them (the others go
  * back to rows). Decode steps and small batches (T <= MV_T) by matvec_ilv, more by the packed
- * matmul, whose panels the records make cheaper to pack. (Split into functions per type and
- * format as the matmul is, the decode ran 20% slower: TinyLlama Q4_0 tg64 73 against 89 tok/s.) */
+ * matmul, whose panels the records make cheaper to pack. */
 static int ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, const void *Xq, int T, float *Y, int ldy,
                    int r0, int r1, int add, void *scratch) {
     const int i16 = fmt == KERNELS_ACT_I16;
