@@ -162,7 +162,10 @@ static int32_t draft_length(const spec_drafter *d, spec_state *st) {
 }
 
 /* Prompt lookup (Saxena 2023): the tokens after the latest earlier occurrence of the sequence's
- * last g tokens, g from lookup_ngram down to 1. */
+ * last g tokens, g from lookup_ngram down to 1. The copy may run on into the tokens it has just
+ * proposed, as an LZ77 match overlaps itself: text that repeats a stretch of p tokens (a list, a
+ * loop of greedy decoding) gets a full draft, where stopping at the sequence's end would give
+ * only p tokens (one, for a token repeated). */
 static void propose_lookup(const spec_drafter *d, seq *s, int32_t room) {
     const int32_t *t = s->tokens;
     int32_t n = s->n_tokens, found = 0, want = draft_length(d, s->spec);
@@ -174,7 +177,7 @@ static void propose_lookup(const spec_drafter *d, seq *s, int32_t room) {
     for (int32_t g = d->p.lookup_ngram < n - 1 ? d->p.lookup_ngram : n - 1; g >= 1 && !found; g--)
         for (int32_t i = n - g - 1; i >= 0 && !found; i--) {
             if (memcmp(t + i, t + n - g, (size_t)g * sizeof *t) != 0) continue;
-            for (int32_t j = i + g; j < n && found < room; j++) s->tokens[n + found++] = t[j];
+            for (int32_t j = i + g; found < room; j++) s->tokens[n + found++] = t[j]; /* j < n + found */
         }
     s->spec->n_draft = found >= d->p.draft_min ? found : 0;
 }

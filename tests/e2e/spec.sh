@@ -3,9 +3,9 @@
 # TinyStories-656K Q8_0 file drafting for its Hugging Face F32 weights; a 2-layer synthetic
 # SmolLM2 F16 with its Q4_0 twin, 49,152 tokens) or with prompt lookup gives exactly the tokens,
 # text and log-probabilities of plain decoding, over many prompts, with several samples, fixed
-# and adaptive draft lengths; a seed gives the same sampled tokens twice; `run` reports the
-# acceptance on stderr; a draft of another vocabulary and contradictory flags are refused with
-# the reason. The server (per slot, several slots batched) answers greedy requests with the
+# and adaptive draft lengths, a lookup copy that runs into its own proposals; a seed gives the
+# same sampled tokens twice; `run` reports the acceptance on stderr; a draft of another
+# vocabulary and contradictory flags are refused with the reason. The server (per slot, several slots batched) answers greedy requests with the
 # plain server's text and logprobs, reports the drafts in `timings` and /metrics.
 set -u
 cd "$(dirname "$0")/../.."
@@ -56,6 +56,12 @@ smol_q4=$(synth_model smollm2-135m-q4_0-l2 --shape smollm2-135m --layers 2 --typ
 if [ -n "${smol_q4:-}" ]; then
     run_both "synthetic SmolLM2 F16 drafted by Q4_0" "$smol_f16" "-md $smol_q4" "-n 24" "The meaning of life is"
     run_both "synthetic SmolLM2, lookup" "$smol_f16" "--lookup-ngram 2" "-n 24" "one two three one two three one two"
+    # Its greedy text repeats one token: a lookup copy that runs on into its own proposals drafts
+    # all 8 each pass and keeps them, where one stopping at the text's end would draft one.
+    run_both "lookup, a repeated token" "$smol_f16" "--lookup-ngram 2 --draft-fixed --draft-max 8" "-n 48 --ignore-eos" \
+        "one two three one two three one two"
+    tpp=$(sed -n 's/.*mean accepted length \([0-9.]*\) tokens per pass.*/\1/p' "$tmp/b.err")
+    if awk -v t="${tpp:-0}" 'BEGIN { exit !(t >= 4) }'; then ok; else bad "lookup, a repeated token: ${tpp:-no} tokens per pass"; fi
 fi
 
 # Sampling: the same seed gives the same tokens (the draws against the drafts are seeded too).
