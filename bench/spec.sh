@@ -12,10 +12,14 @@
 # --allow-requantize); TinyLlama-1.1B's shape (synth-gguf, F16) drafted by its Q4_0 quantisation
 # (llama-quantize of that F16 file: the same weights); prompt lookup (n-grams of 3) on the
 # TinyStories model, once on a paragraph to copy and once on a long story whose greedy text
-# loops. Plain decoding: nucleus run without a draft, llama-bench's tg for llama.cpp (its
-# examples have no plain mode). nucleus's prediction: tokens per pass / (1 + c x drafts per pass),
-# c = the draft's time per token over the model's (plain runs), 0 for lookup: what the measured
-# acceptance and draft cost give when a pass of the model costs the same with drafts as without.
+# loops, and on the TinyLlama shape (synth-gguf's Q4_0 file, bench/run.sh's), whose greedy text
+# repeats one token. Plain decoding: nucleus run without a draft, llama-bench's tg for llama.cpp
+# (its examples have no plain mode). nucleus's predictions: tokens per pass / (1 + c x drafts per pass), c = the draft's time per
+# token over the model's (plain runs), 0 for lookup: what the measured acceptance and draft cost
+# give when a pass of the model costs the same with drafts as without (Leviathan et al.'s
+# assumption); then the same with the passes' measured cost: tokens per pass / (tK / t1 + c x
+# drafts per pass), t1 and tK the times of a pass of 1 and of K = 1 + drafts per pass tokens
+# (`nucleus bench -p K -d DEPTH`, DEPTH the run's mean context).
 # Each figure is the median of REPS runs (3 x REPS for TinyStories, whose runs last milliseconds:
 # TOKENS for TinyLlama, --n-tiny (448, its context holds 512) for TinyStories). Not part of
 # `make test`.
@@ -72,12 +76,26 @@ plain_theirs() {
     "$lc/bin/llama-bench" -m "$1" -p 0 -n "$n" -t "$threads" -r "$reps" -o csv 2>/dev/null | tail -n 1 | awk -F'","' '{print $(NF-1)}'
 }
 
-echo "| pair | engine | plain tok/s | speculative tok/s | speed-up | drafts kept | tokens per pass | predicted speed-up |"
+echo "| pair | engine | plain tok/s | speculative tok/s | speed-up | drafts kept | tokens per pass | predicted speed-up: free rows / measured rows |"
 echo "|---|---|---|---|---|---|---|---|"
 row() { # name engine plain spec drafted accepted per_pass predicted
     awk -v name="$1" -v eng="$2" -v p="$3" -v s="$4" -v d="$5" -v a="$6" -v t="$7" -v pr="$8" 'BEGIN {
         printf "| %s | %s | %.1f | %.1f | %.2f | %s | %.2f | %s |\n", name, eng, p, s, s / p,
                (d > 0 ? sprintf("%.1f%% of %d", 100 * a / d, d) : "none"), t, pr }'
+}
+# predict MODEL PROMPT TOKENS_PER_PASS DRAFTED C: "free / measured" (see the header)
+predict() {
+    local model=$1 prompt=$2 tpp=$3 d=$4 c=$5 k depth js
+    k=$(awk -v t="$tpp" -v d="$d" -v n="$n" 'BEGIN { k = int(1 + d * t / n + 0.5); print k < 1 ? 1 : k }')
+    depth=$(( $(build/nucleus tokenize -m "$model" -p "$prompt" | wc -w) + n / 2 ))
+    js=$(build/nucleus bench -m "$model" -p "$k" -n 32 -d "$depth" -t "$threads" -r "$reps" --json --no-bandwidth 2>/dev/null)
+    /usr/bin/python3 -c '
+import json, sys
+t, d, n, c, k = (float(a) for a in sys.argv[1:6])
+b = json.loads(sys.argv[6])
+per = d * t / n  # drafts per pass
+t1, tk = 1 / b["tg"]["mean"], k / b["pp"]["mean"]
+print("%.2f / %.2f" % (t / (1 + c * per), t / (tk / t1 + c * per)))' "$tpp" "$d" "$n" "$c" "$k" "$js"
 }
 # ours, theirs and plain_theirs read the caller's n and reps
 case_pair() { # name model draft prompt tokens reps
@@ -85,10 +103,8 @@ case_pair() { # name model draft prompt tokens reps
     read -r plain _ _ _ <<<"$(ours "$model" "$prompt")"
     read -r dplain _ _ _ <<<"$(ours "$draft" "$prompt")"
     read -r spec d a tpp <<<"$(ours "$model" "$prompt" -md "$draft")"
-    # c: a draft token's time over a model token's; drafts per pass: drafted / (n / tokens per pass)
-    pred=$(awk -v t="$tpp" -v d="$d" -v p="$plain" -v dp="$dplain" -v n="$n" \
-        'BEGIN { printf "%.2f", t / (1 + p / dp * d * t / n) }')
-    row "$name" nucleus "$plain" "$spec" "$d" "$a" "$tpp" "$pred"
+    # c: a draft token's time over a model token's
+    row "$name" nucleus "$plain" "$spec" "$d" "$a" "$tpp" "$(predict "$model" "$prompt" "$tpp" "$d" "$(awk -v p="$plain" -v dp="$dplain" 'BEGIN { print p / dp }')")"
     read -r tspec td ta tn <<<"$(theirs llama-speculative "$model" "$prompt" -md "$draft")"
     tplain=$(plain_theirs "$model")
     row "$name" "llama.cpp" "$tplain" "$tspec" "$td" "$ta" "$(awk -v n="$tn" -v a="$ta" 'BEGIN { print n / (n - a) }')" ""
@@ -97,7 +113,7 @@ case_lookup() { # name model prompt tokens reps
     local name=$1 model=$2 prompt=$3 n=$4 reps=$5
     read -r plain _ _ _ <<<"$(ours "$model" "$prompt")"
     read -r spec d a tpp <<<"$(ours "$model" "$prompt" --lookup-ngram 3)"
-    row "$name" nucleus "$plain" "$spec" "$d" "$a" "$tpp" "$(awk -v t="$tpp" 'BEGIN { printf "%.2f", t }')"
+    row "$name" nucleus "$plain" "$spec" "$d" "$a" "$tpp" "$(predict "$model" "$prompt" "$tpp" "$d" 0)"
     read -r tspec td ta tn <<<"$(theirs llama-lookup "$model" "$prompt")"
     tplain=$(plain_theirs "$model")
     row "$name" "llama.cpp" "$tplain" "$tspec" "$td" "$ta" "$(awk -v n="$tn" -v a="$ta" 'BEGIN { print n / (n - a) }')" ""
@@ -106,5 +122,6 @@ case_pair "TinyStories-656K Q8_0, draft its Q4_0" "$tiny" "$tiny_q4" "$story" "$
 case_pair "TinyLlama-1.1B shape F16, draft its Q4_0" "$llama" "$llama_q4" "$story" "$n" "$reps"
 case_lookup "lookup: copy a paragraph (TinyStories)" "$tiny" "$paragraph" "$n_tiny" $((3 * reps))
 case_lookup "lookup: a long story (TinyStories)" "$tiny" "$story" "$n_tiny" $((3 * reps))
+case_lookup "lookup: TinyLlama-1.1B shape Q4_0, its looping text" "$(synth_model bench-tinyllama-1.1b-q4_0 --shape tinyllama-1.1b --type q4_0)" "$paragraph" "$n" "$reps"
 echo
 echo "bash bench/spec.sh --llamacpp $lc -t $threads -r $reps -n $n --n-tiny $n_tiny; $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"

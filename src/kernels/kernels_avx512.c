@@ -1355,22 +1355,26 @@ ILV_DEFINE_MATMUL(Q4_K)
 ILV_DEFINE_MATMUL(Q6_K)
 
 /* The ops' ilv_mul: int16 activations, or int8 ones of the types that take them (the others go
- * back to rows). Decode steps and small batches (T <= MV_T) by matvec_ilv, more by the packed
- * matmul, whose panels the records make cheaper to pack. */
+ * back to rows). Decode steps and small batches by matvec_ilv, MV_T tokens at a time up to
+ * ILV_MV_MAX, more by the packed matmul, whose panels the records make cheaper to pack. Where
+ * the packed matmul takes over, a pass's cost jumps: it packs each panel for few tokens
+ * (TinyLlama Q4_0, `nucleus bench -p K -d 64`, in decode passes: K = 8 2.99, 9 5.04, 16 6.72;
+ * by matvec_ilv 16 cost about 6), so a speculative verification of 9 to 16 rows stays here. */
+#define ILV_MV_MAX (2 * MV_T)
 static int ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, const void *Xq, int T, float *Y, int ldy,
                    int r0, int r1, int add, void *scratch) {
     const int i16 = fmt == KERNELS_ACT_I16;
     const size_t xs = act_row_bytes(fmt, cols), ps = i16 ? 2 * (size_t)cols : xs;
     if (!i16 && !int_takes_i8(type)) return 0;
-    if (T > MV_T) {
+    if (T > ILV_MV_MAX) {
         switch (type) {
         case GGML_TYPE_Q4_0: ilv_matmul_Q4_0(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); return 1;
         case GGML_TYPE_Q4_K: ilv_matmul_Q4_K(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); return 1;
         default: ilv_matmul_Q6_K(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); return 1;
         }
     }
-    if (i16 && ps * (size_t)T > KERNELS_MUL_SCRATCH) { /* planes of wide rows: a few tokens at a time */
-        int n = (int)(KERNELS_MUL_SCRATCH / ps);
+    if (T > MV_T || (i16 && ps * (size_t)T > KERNELS_MUL_SCRATCH)) { /* a few tokens at a time */
+        int n = i16 && ps * MV_T > KERNELS_MUL_SCRATCH ? (int)(KERNELS_MUL_SCRATCH / ps) : MV_T;
         for (int t = 0; t < T; t += n)
             ilv_mul(type, W, cols, fmt, (const uint8_t *)Xq + xs * (size_t)t, T - t < n ? T - t : n, Y + (size_t)t * ldy,
                     ldy, r0, r1, add, scratch);
