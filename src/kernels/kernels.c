@@ -167,8 +167,8 @@ static void ilv_unpacked(uint32_t type, const uint8_t *W, int cols, kernels_act 
 }
 
 /* Rows [r0, r1) of interleaved weights: whole tiles by the set's kernel, the cut ones unpacked. */
-static void mul_interleaved(uint32_t type, const uint8_t *W, int cols, kernels_act fmt, const void *xq, int T, float *Y,
-                    int ldy, int r0, int r1, int add, void *scratch) {
+static void mul_interleaved(uint32_t type, const uint8_t *W, int cols, kernels_act fmt, const void *xq, int T,
+                            float *Y, int ldy, int r0, int r1, int add, void *scratch) {
     const kernels_ops *o = ops();
     int a = (r0 + KERNELS_ILV_ROWS - 1) / KERNELS_ILV_ROWS * KERNELS_ILV_ROWS, b = r1 / KERNELS_ILV_ROWS * KERNELS_ILV_ROWS;
     if (a >= b) {

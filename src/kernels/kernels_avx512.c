@@ -196,7 +196,7 @@ KERNELS_INLINE void float_matmul(uint32_t type, const uint8_t *W, size_t rb, int
 static void matvec(uint32_t type, const void *W, size_t row_bytes, int cols, const float *x, float *y, int r0, int r1,
                    int add) {
     switch (type) {
-    case GGML_TYPE_F32: float_tiles(GGML_TYPE_F32, W, row_bytes, cols, x, 1, 2, y, 0, r0, r1, add); break; /* 2 rows */
+    case GGML_TYPE_F32: float_tiles(GGML_TYPE_F32, W, row_bytes, cols, x, 1, 2, y, 0, r0, r1, add); break;
     case GGML_TYPE_F16: float_tiles(GGML_TYPE_F16, W, row_bytes, cols, x, 1, 2, y, 0, r0, r1, add); break;
     case GGML_TYPE_BF16: float_tiles(GGML_TYPE_BF16, W, row_bytes, cols, x, 1, 2, y, 0, r0, r1, add); break;
     default: break;
