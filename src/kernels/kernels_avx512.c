@@ -1272,18 +1272,36 @@ static void prefetch_panel_ilv(const uint8_t *W, size_t rb, size_t rs, int n, in
             _mm_prefetch((const char *)W + (size_t)16 * s * rb + o, _MM_HINT_T0);
 }
 
+/* Small batches (a speculative verification, a server step of a few slots) go through the matvec,
+ * MV_T tokens or fewer at a time, each tile's chunks one after the other while its rows are in the
+ * cache, so the weights come from memory once. The packed matmul packs every panel for the few
+ * tokens, which costs more than the matvec's repeated unpacking up to MV_MAX tokens of rows and
+ * ILV_MV_MAX of interleaved tiles, whose matvec needs no transpose. kernels_mul on a 256 MB matrix,
+ * one core: rows of Q4_K, 9 tokens, 77 ms by the matmul, 51 in chunks of 5 and 4 (Q8_0, 16 tokens:
+ * 51 -> 39 ms; beyond 16 the matmul wins for most types); interleaved Q4_0, 17 tokens, 68 ms by
+ * the matmul, 54 in chunks of 6, 6 and 5 (Q4_K 87 -> 59, Q6_K 76 -> 52; at 32 the matmul of Q4_0
+ * is level). */
+#define MV_MAX (2 * MV_T)
+#define ILV_MV_MAX (4 * MV_T)
+static inline int mv_chunk(int T) {
+    int chunks = (T + MV_T - 1) / MV_T;
+    return (T + chunks - 1) / chunks;
+}
+
 /* The packed matmul of rows (ilv = 0) or of interleaved tiles (ilv = 1: r0, r1 multiples of 16,
- * T > MV_T). */
+ * T > ILV_MV_MAX). */
 KERNELS_INLINE void matmul_packed(uint32_t type, kernels_act fmt, const uint8_t *W, size_t row_bytes, int cols,
                                   const uint8_t *Xq, int T, float *Y, int ldy, int r0, int r1, int add, void *scratch,
                                   int ilv) {
     const size_t xs = act_row_bytes(fmt, cols);
     const int G = cols / 32;
     const size_t rs = (size_t)(G / int_block_groups(type)) * int_block_bytes(type);
-    if (T <= MV_T && !ilv) {
+    if (T <= MV_MAX && !ilv) {
+        const int n = mv_chunk(T);
         for (int r = r0; r < r1; r += 16)
-            matvec_q16(type, fmt, W + (size_t)r * row_bytes, row_bytes, rs, r1 - r < 16 ? r1 - r : 16, cols, Xq, xs, T,
-                       Y + (r - r0), ldy, add);
+            for (int t = 0; t < T; t += n)
+                matvec_q16(type, fmt, W + (size_t)r * row_bytes, row_bytes, rs, r1 - r < 16 ? r1 - r : 16, cols,
+                           Xq + xs * (size_t)t, xs, T - t < n ? T - t : n, Y + (size_t)t * ldy + (r - r0), ldy, add);
         return;
     }
     uint8_t *panel = scratch;
@@ -1355,12 +1373,8 @@ ILV_DEFINE_MATMUL(Q4_K)
 ILV_DEFINE_MATMUL(Q6_K)
 
 /* The ops' ilv_mul: int16 activations, or int8 ones of the types that take them (the others go
- * back to rows). Decode steps and small batches by matvec_ilv, MV_T tokens at a time up to
- * ILV_MV_MAX, more by the packed matmul, whose panels the records make cheaper to pack. Where
- * the packed matmul takes over, a pass's cost jumps: it packs each panel for few tokens
- * (TinyLlama Q4_0, `nucleus bench -p K -d 64`, in decode passes: K = 8 2.99, 9 5.04, 16 6.72;
- * by matvec_ilv 16 cost about 6), so a speculative verification of 9 to 16 rows stays here. */
-#define ILV_MV_MAX (2 * MV_T)
+ * back to rows). Decode steps and small batches (up to ILV_MV_MAX tokens) by matvec_ilv, more by
+ * the packed matmul, whose panels the records make cheaper to pack. */
 static int ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, const void *Xq, int T, float *Y, int ldy,
                    int r0, int r1, int add, void *scratch) {
     const int i16 = fmt == KERNELS_ACT_I16;
@@ -1373,8 +1387,8 @@ static int ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, cons
         default: ilv_matmul_Q6_K(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); return 1;
         }
     }
-    if (T > MV_T || (i16 && ps * (size_t)T > KERNELS_MUL_SCRATCH)) { /* a few tokens at a time */
-        int n = i16 && ps * MV_T > KERNELS_MUL_SCRATCH ? (int)(KERNELS_MUL_SCRATCH / ps) : MV_T;
+    if (i16 && ps * (size_t)T > KERNELS_MUL_SCRATCH) { /* the planes of as many tokens as fit */
+        int n = (int)(KERNELS_MUL_SCRATCH / ps);
         for (int t = 0; t < T; t += n)
             ilv_mul(type, W, cols, fmt, (const uint8_t *)Xq + xs * (size_t)t, T - t < n ? T - t : n, Y + (size_t)t * ldy,
                     ldy, r0, r1, add, scratch);
@@ -1383,7 +1397,7 @@ static int ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, cons
     /* int16 activations as two byte planes: per token ps bytes, per group 64, its low bytes then
      * its high bytes */
     const uint8_t *planes = i16 ? scratch : Xq;
-    const act_group *grp[MV_T];
+    const act_group *grp[ILV_MV_MAX];
     for (int t = 0; t < T; t++) {
         const uint8_t *x = (const uint8_t *)Xq + xs * (size_t)t;
         grp[t] = act_groups(x, fmt, cols);
@@ -1395,15 +1409,19 @@ static int ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, cons
         }
     }
     const size_t rb = quant_row_bytes(type, cols);
-    for (int r = r0; r < r1; r += KERNELS_ILV_ROWS) {
-        const uint8_t *tile = (const uint8_t *)W + (size_t)r * rb;
-        float *y = Y + (r - r0);
-        switch (type) {
-        case GGML_TYPE_Q4_0: matvec_ilv(GGML_TYPE_Q4_0, fmt, tile, cols, planes, ps, grp, T, y, ldy, add); break;
-        case GGML_TYPE_Q4_K: matvec_ilv(GGML_TYPE_Q4_K, fmt, tile, cols, planes, ps, grp, T, y, ldy, add); break;
-        default: matvec_ilv(GGML_TYPE_Q6_K, fmt, tile, cols, planes, ps, grp, T, y, ldy, add); break;
+    const int n = mv_chunk(T);
+    for (int r = r0; r < r1; r += KERNELS_ILV_ROWS)
+        for (int t = 0; t < T; t += n) {
+            const uint8_t *tile = (const uint8_t *)W + (size_t)r * rb, *p = planes + ps * (size_t)t;
+            const act_group *const *g = grp + t;
+            int m = T - t < n ? T - t : n;
+            float *y = Y + (size_t)t * ldy + (r - r0);
+            switch (type) {
+            case GGML_TYPE_Q4_0: matvec_ilv(GGML_TYPE_Q4_0, fmt, tile, cols, p, ps, g, m, y, ldy, add); break;
+            case GGML_TYPE_Q4_K: matvec_ilv(GGML_TYPE_Q4_K, fmt, tile, cols, p, ps, g, m, y, ldy, add); break;
+            default: matvec_ilv(GGML_TYPE_Q6_K, fmt, tile, cols, p, ps, g, m, y, ldy, add); break;
+            }
         }
-    }
     return 1;
 }
 

@@ -75,10 +75,11 @@ static inline const act_group *act_groups(const void *xq, kernels_act fmt, int c
     return (const act_group *)((const uint8_t *)xq + act_q_bytes(fmt, cols));
 }
 
-/* Bytes of kernels_mul's scratch, the largest a set's packed matmul needs: AVX-512's panel (32
- * rows by 512 int16 weights, four f32 scales per row and group) and block of f32 accumulators (128
- * rows by 128 tokens); AVX2's are half as many rows. */
-#define KERNELS_MUL_SCRATCH (16 * 16 * 128 + 16 * 2 * 4 * 16 * 4 + 128 * 128 * 4)
+/* Bytes of kernels_mul's scratch: the most a set's packed matmul needs (AVX-512's panel, 32 rows
+ * by 512 int16 weights and four f32 scales per row and group, and block of f32 accumulators, 128
+ * rows by 128 tokens: 168 KB), or AVX-512's byte planes of the int16 activations of a small batch
+ * for the interleaved matvec (2 bytes per activation: 32 tokens of 16384 columns). */
+#define KERNELS_MUL_SCRATCH (1 << 20)
 
 /* A type's block and the shape of its definition (above) as compile-time constants for the
  * specialised kernels: bytes and groups of 32 per block, scales per 16 weights, offsets. From the

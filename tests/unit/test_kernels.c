@@ -382,7 +382,7 @@ static int sets_agree_on_quantisation(kernels_act fmt, const float *x, int cols)
  * one. The types without int8 kernels take int8 activations widened: the same definition. */
 static void test_int_path(void) {
     static const int col_index[] = {0, 1, 2, 4, 5};
-    static const int Ts[] = {1, 2, 3, 4, 7, 16, 17, 40};
+    static const int Ts[] = {1, 2, 3, 4, 7, 9, 12, 16, 17, 40};
     enum { R = 37, NT = 40, GAP = 37 };
     for (size_t ti = 0; ti < NCASES; ti++)
         for (size_t ci = 0; ci < 5; ci++) {
@@ -809,13 +809,13 @@ static void test_dequantize(void) {
 }
 
 /* Interleaved weights (kernels.h, KERNELS_ILV): in every set, for token counts on both sides of
- * each change of path (one matvec group, several, the packed matmul), both activation formats,
- * row ranges aligned to the tiles and cutting them, storing and adding: every result bit for bit
- * the plain rows'; AVX-512 has the kernels. */
+ * each change of path (one matvec chunk, several, even or not, the packed matmul), both activation
+ * formats, row ranges aligned to the tiles and cutting them, storing and adding: every result bit
+ * for bit the plain rows'; AVX-512 has the kernels. */
 static void test_interleaved(void) {
     enum { R = 80, COLS = 768, MT = 33 };
     static const uint32_t types[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
-    static const int Ts[] = {1, 2, 3, 4, 7, 8, 9, 16, 17, MT};
+    static const int Ts[] = {1, 2, 3, 4, 7, 8, 9, 16, 17, 25, 32, MT};
     static const int ranges[][2] = {{0, R}, {16, 48}, {5, 70}, {3, 9}, {17, 18}, {64, 80}};
     for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
         uint32_t type = types[ti];
