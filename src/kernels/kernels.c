@@ -186,24 +186,20 @@ void kernels_mul(uint32_t type, const void *W, size_t row_bytes, int cols, const
                  const void *xq, int T, float *Y, int ldy, int r0, int r1, int add, void *scratch) {
     const kernels_ops *o = ops();
     if (r0 >= r1 || T <= 0) return;
-    if (type & KERNELS_ILV) {
-        void *own = NULL;
-        if (!scratch && !(scratch = own = aligned_alloc(64, KERNELS_MUL_SCRATCH))) abort();
-        mul_interleaved(type & ~KERNELS_ILV, W, cols, fmt, xq, T, Y, ldy, r0, r1, add, scratch);
-        free(own);
-        return;
-    }
-    if (!kernels_int_type(type)) {
+    if (!kernels_int_type(type & ~KERNELS_ILV)) {
         if (T == 1) o->matvec(type, W, row_bytes, cols, x, Y, r0, r1, add);
         else o->matmul(type, W, row_bytes, cols, x, T, Y, ldy, r0, r1, add);
         return;
     }
     void *wide = NULL, *own = NULL;
-    if (fmt == KERNELS_ACT_I8 && !int_takes_i8(type)) {
+    if (fmt == KERNELS_ACT_I8 && !int_takes_i8(type & ~KERNELS_ILV)) {
         xq = wide = widen_act(xq, T, cols);
         fmt = KERNELS_ACT_I16;
     }
-    if (T == 1) {
+    if (type & KERNELS_ILV) {
+        if (!scratch && !(scratch = own = aligned_alloc(64, KERNELS_MUL_SCRATCH))) abort();
+        mul_interleaved(type & ~KERNELS_ILV, W, cols, fmt, xq, T, Y, ldy, r0, r1, add, scratch);
+    } else if (T == 1) {
         o->q[type].matvec(W, row_bytes, cols, fmt, xq, Y, r0, r1, add);
     } else {
         if (!scratch && !(scratch = own = aligned_alloc(64, KERNELS_MUL_SCRATCH))) abort(); /* only a broken heap */

@@ -971,13 +971,30 @@ KERNELS_INLINE void matvec_tiles(uint32_t type, kernels_act fmt, const uint8_t *
  * plane as its unsigned operand against the weights, and the weights (0..63) as the unsigned one
  * against the signed hi plane, so the weights are never widened to 16 bits and S is exact. */
 
-/* Group j's stored integers of a record's 16 rows (region: the record's interleaved dwords). */
+/* What ilv_quads adds to each weight to make it unsigned (0..63): Q4_0's nibbles are w + 8, Q6_K's
+ * stored form w + 32, MXFP4's looked-up values (2 x E2M1, -12..12) go in as w + 12. */
+KERNELS_INLINE int ilv_bias(uint32_t type) {
+    return type == GGML_TYPE_Q4_0 ? 8 : type == GGML_TYPE_Q6_K ? 32 : type == GGML_TYPE_MXFP4 ? 12 : 0;
+}
+
+/* How much the products of ilv_quads' integers exceed S for a group (group_offsets for its form). */
+KERNELS_INLINE void ilv_offsets(uint32_t type, kernels_act fmt, const act_group *a, int32_t off[2]) {
+    group_offsets(type, fmt, a, off);
+    if (type == GGML_TYPE_MXFP4) off[0] = ilv_bias(type) * a->sum;
+}
+
+/* Group j's stored integers of a record's 16 rows (region: the record's interleaved dwords), plus
+ * ilv_bias. */
 KERNELS_INLINE void ilv_quads(uint32_t type, const uint8_t *region, int j, __m512i q[8]) {
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++) {
-        if (type == GGML_TYPE_Q4_0) { /* weights 0-15 low nibbles of qs[0..16), 16-31 high ones */
+        if (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_MXFP4) { /* weights 0-15 low nibbles of qs[0..16), 16-31 high ones */
             __m512i v = _mm512_loadu_si512(region + (size_t)(i % 4) * 64);
             q[i] = _mm512_and_si512(i / 4 ? _mm512_srli_epi16(v, 4) : v, _mm512_set1_epi8(0xF));
+            if (type == GGML_TYPE_MXFP4) { /* the codes' values + 12, looked up in each 128-bit lane */
+                __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)quant_e2m1x2_values));
+                q[i] = _mm512_shuffle_epi8(_mm512_add_epi8(table, _mm512_set1_epi8((char)ilv_bias(type))), q[i]);
+            }
         } else if (type == GGML_TYPE_Q4_K) { /* nibble j % 2 of qs[32 (j / 2) + l] */
             __m512i v = _mm512_loadu_si512(region + (size_t)(8 * (j / 2) + i) * 64);
             q[i] = _mm512_and_si512(j % 2 ? _mm512_srli_epi16(v, 4) : v, _mm512_set1_epi8(0xF));
@@ -1006,6 +1023,10 @@ KERNELS_INLINE __m512i ilv_geometry(uint32_t type, size_t *hn) {
  * ka and kb, read by kblock_scales at j = 0, for the 256-blocks; Q4_0's d from the record. */
 KERNELS_INLINE void ilv_scales(uint32_t type, const uint8_t *rec, __m512i idx, int j, __m512 ka[16], __m512 kb[16],
                                __m512 a[2], __m512 b[2]) {
+    if (type == GGML_TYPE_MXFP4) { /* the rows' E8M0 bytes */
+        a[0] = e8m0_half(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)rec)));
+        return;
+    }
     if (int_block_groups(type) == 1) {
         a[0] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)rec));
         return;
@@ -1056,7 +1077,7 @@ KERNELS_INLINE void matvec_ilv(uint32_t type, kernels_act fmt, const uint8_t *ti
                 }
                 if (!int_halves(type)) S[0] = _mm512_add_epi32(S[0], S[1]);
                 int32_t off[2];
-                group_offsets(type, fmt, &grp[t][g], off);
+                ilv_offsets(type, fmt, &grp[t][g], off);
                 if (off[0]) S[0] = _mm512_sub_epi32(S[0], _mm512_set1_epi32(off[0]));
                 if (off[1]) S[1] = _mm512_sub_epi32(S[1], _mm512_set1_epi32(off[1]));
                 acc[t] = scale_group(type, acc[t], S, a, bs, &grp[t][g]);
@@ -1136,7 +1157,7 @@ KERNELS_INLINE void pack_panel(uint32_t type, kernels_act fmt, const uint8_t *W,
  * quad as it is and the two k-pairs of int16 ones are its bytes spread to words; no transpose. */
 KERNELS_INLINE void pack_panel_ilv(uint32_t type, kernels_act fmt, const uint8_t *W, size_t rb, int n, int g0, int ng,
                                    uint8_t *panel) {
-    const __m512i off16 = _mm512_set1_epi16(stored_offset(type));
+    const __m512i off16 = _mm512_set1_epi16((int16_t)ilv_bias(type));
     /* in each dword, bytes 0 and 1 (2 and 3) to the low bytes of two words; 0x80: a zero */
     const __m512i even = _mm512_set4_epi32((int)0x800D800C, (int)0x80098008, (int)0x80058004, (int)0x80018000),
                   odd = _mm512_set4_epi32((int)0x800F800E, (int)0x800B800A, (int)0x80078006, (int)0x80038002);
@@ -1371,6 +1392,7 @@ QUANT_INT_TYPES(KERNELS_DEFINE_INT)
 ILV_DEFINE_MATMUL(Q4_0)
 ILV_DEFINE_MATMUL(Q4_K)
 ILV_DEFINE_MATMUL(Q6_K)
+ILV_DEFINE_MATMUL(MXFP4)
 
 /* The ops' ilv_mul: int16 activations, or int8 ones of the types that take them (the others go
  * back to rows). Decode steps and small batches (up to ILV_MV_MAX tokens) by matvec_ilv, more by
@@ -1384,6 +1406,7 @@ static int ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, cons
         switch (type) {
         case GGML_TYPE_Q4_0: ilv_matmul_Q4_0(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); return 1;
         case GGML_TYPE_Q4_K: ilv_matmul_Q4_K(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); return 1;
+        case GGML_TYPE_MXFP4: ilv_matmul_MXFP4(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); return 1;
         default: ilv_matmul_Q6_K(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); return 1;
         }
     }
@@ -1419,6 +1442,7 @@ static int ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, cons
             switch (type) {
             case GGML_TYPE_Q4_0: matvec_ilv(GGML_TYPE_Q4_0, fmt, tile, cols, p, ps, g, m, y, ldy, add); break;
             case GGML_TYPE_Q4_K: matvec_ilv(GGML_TYPE_Q4_K, fmt, tile, cols, p, ps, g, m, y, ldy, add); break;
+            case GGML_TYPE_MXFP4: matvec_ilv(GGML_TYPE_MXFP4, fmt, tile, cols, p, ps, g, m, y, ldy, add); break;
             default: matvec_ilv(GGML_TYPE_Q6_K, fmt, tile, cols, p, ps, g, m, y, ldy, add); break;
             }
         }
@@ -1634,7 +1658,7 @@ const kernels_ops kernels_avx512_ops = {
     .matmul = matmul,
     .quantize_act = quantize_act,
     .q = {QUANT_INT_TYPES(KERNELS_INT_ENTRY)},
-    .ilv_types = 1ull << GGML_TYPE_Q4_0 | 1ull << GGML_TYPE_Q4_K | 1ull << GGML_TYPE_Q6_K,
+    .ilv_types = 1ull << GGML_TYPE_Q4_0 | 1ull << GGML_TYPE_Q4_K | 1ull << GGML_TYPE_Q6_K | 1ull << GGML_TYPE_MXFP4,
     .ilv_mul = ilv_mul,
     .mix = mix,
     .rms_norm = rms_norm,
