@@ -176,8 +176,9 @@ static void mul_interleaved(uint32_t type, const uint8_t *W, int cols, kernels_a
         return;
     }
     if (r0 < a) ilv_unpacked(type, W, cols, fmt, xq, T, Y, ldy, r0, a, add, scratch);
-    if (!(o->ilv_mul && (o->ilv_types >> type & 1) &&
-          o->ilv_mul(type, W, cols, fmt, xq, T, Y + (a - r0), ldy, a, b, add, scratch)))
+    if (o->ilv_mul && (o->ilv_types >> type & 1))
+        o->ilv_mul(type, W, cols, fmt, xq, T, Y + (a - r0), ldy, a, b, add, scratch);
+    else
         ilv_unpacked(type, W, cols, fmt, xq, T, Y + (a - r0), ldy, a, b, add, scratch);
     if (b < r1) ilv_unpacked(type, W, cols, fmt, xq, T, Y + (b - r0), ldy, b, r1, add, scratch);
 }

@@ -988,7 +988,8 @@ KERNELS_INLINE void ilv_offsets(uint32_t type, kernels_act fmt, const act_group 
 KERNELS_INLINE void ilv_quads(uint32_t type, const uint8_t *region, int j, __m512i q[8]) {
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++) {
-        if (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_MXFP4) { /* weights 0-15 low nibbles of qs[0..16), 16-31 high ones */
+        /* Q4_0, MXFP4: weights 0-15 are the low nibbles of qs[0..16), 16-31 the high ones */
+        if (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_MXFP4) {
             __m512i v = _mm512_loadu_si512(region + (size_t)(i % 4) * 64);
             q[i] = _mm512_and_si512(i / 4 ? _mm512_srli_epi16(v, 4) : v, _mm512_set1_epi8(0xF));
             if (type == GGML_TYPE_MXFP4) { /* the codes' values + 12, looked up in each 128-bit lane */
@@ -1020,7 +1021,8 @@ KERNELS_INLINE __m512i ilv_geometry(uint32_t type, size_t *hn) {
 }
 
 /* The scales a and offsets b of group j of a record (rec) of 16 interleaved rows: from the block's
- * ka and kb, read by kblock_scales at j = 0, for the 256-blocks; Q4_0's d from the record. */
+ * ka and kb, read by kblock_scales at j = 0, for the 256-blocks; Q4_0's d and MXFP4's E8M0 byte
+ * from the record. */
 KERNELS_INLINE void ilv_scales(uint32_t type, const uint8_t *rec, __m512i idx, int j, __m512 ka[16], __m512 kb[16],
                                __m512 a[2], __m512 b[2]) {
     if (type == GGML_TYPE_MXFP4) { /* the rows' E8M0 bytes */
@@ -1394,20 +1396,19 @@ ILV_DEFINE_MATMUL(Q4_K)
 ILV_DEFINE_MATMUL(Q6_K)
 ILV_DEFINE_MATMUL(MXFP4)
 
-/* The ops' ilv_mul: int16 activations, or int8 ones of the types that take them (the others go
- * back to rows). Decode steps and small batches (up to ILV_MV_MAX tokens) by matvec_ilv, more by
+/* The ops' ilv_mul: int16 activations, or int8 ones of the types that take them (kernels_mul
+ * widens the others'). Decode steps and small batches (up to ILV_MV_MAX tokens) by matvec_ilv, more by
  * the packed matmul, whose panels the records make cheaper to pack. */
-static int ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, const void *Xq, int T, float *Y, int ldy,
-                   int r0, int r1, int add, void *scratch) {
+static void ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, const void *Xq, int T, float *Y, int ldy,
+                    int r0, int r1, int add, void *scratch) {
     const int i16 = fmt == KERNELS_ACT_I16;
     const size_t xs = act_row_bytes(fmt, cols), ps = i16 ? 2 * (size_t)cols : xs;
-    if (!i16 && !int_takes_i8(type)) return 0;
     if (T > ILV_MV_MAX) {
         switch (type) {
-        case GGML_TYPE_Q4_0: ilv_matmul_Q4_0(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); return 1;
-        case GGML_TYPE_Q4_K: ilv_matmul_Q4_K(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); return 1;
-        case GGML_TYPE_MXFP4: ilv_matmul_MXFP4(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); return 1;
-        default: ilv_matmul_Q6_K(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); return 1;
+        case GGML_TYPE_Q4_0: ilv_matmul_Q4_0(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); return;
+        case GGML_TYPE_Q4_K: ilv_matmul_Q4_K(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); return;
+        case GGML_TYPE_MXFP4: ilv_matmul_MXFP4(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); return;
+        default: ilv_matmul_Q6_K(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); return;
         }
     }
     if (i16 && ps * (size_t)T > KERNELS_MUL_SCRATCH) { /* the planes of as many tokens as fit */
@@ -1415,7 +1416,7 @@ static int ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, cons
         for (int t = 0; t < T; t += n)
             ilv_mul(type, W, cols, fmt, (const uint8_t *)Xq + xs * (size_t)t, T - t < n ? T - t : n, Y + (size_t)t * ldy,
                     ldy, r0, r1, add, scratch);
-        return 1;
+        return;
     }
     /* int16 activations as two byte planes: per token ps bytes, per group 64, its low bytes then
      * its high bytes */
@@ -1446,7 +1447,6 @@ static int ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, cons
             default: matvec_ilv(GGML_TYPE_Q6_K, fmt, tile, cols, p, ps, g, m, y, ldy, add); break;
             }
         }
-    return 1;
 }
 
 

@@ -155,10 +155,11 @@ typedef struct kernels_ops {
     void (*quantize_act)(kernels_act fmt, const float *x, int cols, int g0, int g1, void *dst);
     kernels_int_ops q[GGML_TYPE_COUNT]; /* by type; NULL entries for the others */
     /* Interleaved weights (KERNELS_ILV) of the types in ilv_types (a bit per type): Y as the int
-     * matmul's, rows [r0, r1) multiples of 16. Returns 0, computing nothing, for the products it
-     * has no kernel for (kernels_mul then multiplies the rows put back in order). */
+     * matmul's, rows [r0, r1) multiples of 16; int8 activations only for the types of
+     * int_takes_i8. The other types, and every type in a set without it, kernels_mul multiplies as
+     * rows put back in order. */
     uint64_t ilv_types;
-    int (*ilv_mul)(uint32_t type, const void *W, int cols, kernels_act fmt, const void *Xq, int T, float *Y, int ldy,
+    void (*ilv_mul)(uint32_t type, const void *W, int cols, kernels_act fmt, const void *Xq, int T, float *Y, int ldy,
                    int r0, int r1, int add, void *scratch);
     void (*mix)(uint32_t type, const void *A, size_t row_bytes, int K, int N, const float *X, int ldx, int R, float *Y,
                 int ldy);
