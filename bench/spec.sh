@@ -21,8 +21,9 @@
 # drafts per pass), t1 and tK the times of a pass of 1 and of K = 1 + drafts per pass tokens
 # (`nucleus bench -p K -d DEPTH`, DEPTH the run's mean context).
 # Each figure is the median of REPS runs (3 x REPS for TinyStories, whose runs last milliseconds:
-# TOKENS for TinyLlama, --n-tiny (448, its context holds 512) for TinyStories). Not part of
-# `make test`.
+# TOKENS for TinyLlama, --n-tiny (448, its context holds 512) for TinyStories); nucleus's plain,
+# draft and speculative runs take turns, so that the VM's moving speed weighs on each alike. Not
+# part of `make test`.
 set -eu
 cd "$(dirname "$0")/.."
 . tests/lib/models.sh
@@ -53,15 +54,31 @@ paragraph="Tom and Sue went to the park. They played with a ball. The ball was r
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-# ours MODEL PROMPT [FLAGS]: "tok/s drafted accepted tokens_per_pass" (median tok/s)
+# one PROMPT MODEL [FLAGS]: one run, "tok/s drafted accepted tokens_per_pass"
+one() {
+    local prompt=$1 model=$2; shift 2
+    build/nucleus run -m "$model" -p "$prompt" -n "$n" --temp 0 --ignore-eos -t "$threads" "$@" 2>"$tmp/e" >/dev/null
+    rate=$(sed -n 's/.*generated [0-9]* tokens, \([0-9.]*\) tok\/s.*/\1/p' "$tmp/e")
+    spec=$(sed -n 's/^\[speculative\] drafted \([0-9]*\), accepted \([0-9]*\) .* | mean accepted length \([0-9.]*\) tokens per pass.*/\1 \2 \3/p' "$tmp/e")
+    echo "$rate ${spec:-0 0 1}"
+}
+# ours PROMPT "MODEL [FLAGS]"...: each configuration's line of the run with the median tok/s; the
+# configurations take turns, run by run, so that the VM's speed, which moves within seconds, weighs
+# on each alike (a plain decode and its speculative one are compared)
 ours() {
-    local model=$1 prompt=$2; shift 2
+    local prompt=$1 i; shift
     for _ in $(seq "$reps"); do
-        build/nucleus run -m "$model" -p "$prompt" -n "$n" --temp 0 --ignore-eos -t "$threads" "$@" 2>"$tmp/e" >/dev/null
-        rate=$(sed -n 's/.*generated [0-9]* tokens, \([0-9.]*\) tok\/s.*/\1/p' "$tmp/e")
-        spec=$(sed -n 's/^\[speculative\] drafted \([0-9]*\), accepted \([0-9]*\) .* | mean accepted length \([0-9.]*\) tokens per pass.*/\1 \2 \3/p' "$tmp/e")
-        echo "$rate ${spec:-0 0 1}"
-    done | sort -g | awk '{a[NR]=$0} END {print a[int((NR+1)/2)]}'
+        i=0
+        for c in "$@"; do
+            # shellcheck disable=SC2086 # a configuration is a model and its flags, split at spaces
+            one "$prompt" $c >>"$tmp/c$i"
+            i=$((i + 1))
+        done
+    done
+    for ((i = 0; i < $#; i++)); do
+        sort -g "$tmp/c$i" | awk '{a[NR]=$0} END {print a[int((NR+1)/2)]}'
+        rm -f "$tmp/c$i"
+    done
 }
 # theirs EXAMPLE MODEL PROMPT [FLAGS]: "tok/s drafted accepted predicted"
 theirs() {
@@ -100,9 +117,7 @@ print("%.2f / %.2f" % (t / (1 + c * per), t / (tk / t1 + c * per)))' "$tpp" "$d"
 # ours, theirs and plain_theirs read the caller's n and reps
 case_pair() { # name model draft prompt tokens reps
     local name=$1 model=$2 draft=$3 prompt=$4 n=$5 reps=$6
-    read -r plain _ _ _ <<<"$(ours "$model" "$prompt")"
-    read -r dplain _ _ _ <<<"$(ours "$draft" "$prompt")"
-    read -r spec d a tpp <<<"$(ours "$model" "$prompt" -md "$draft")"
+    { read -r plain _ _ _; read -r dplain _ _ _; read -r spec d a tpp; } <<<"$(ours "$prompt" "$model" "$draft" "$model -md $draft")"
     # c: a draft token's time over a model token's
     row "$name" nucleus "$plain" "$spec" "$d" "$a" "$tpp" "$(predict "$model" "$prompt" "$tpp" "$d" "$(awk -v p="$plain" -v dp="$dplain" 'BEGIN { print p / dp }')")"
     read -r tspec td ta tn <<<"$(theirs llama-speculative "$model" "$prompt" -md "$draft")"
@@ -111,8 +126,7 @@ case_pair() { # name model draft prompt tokens reps
 }
 case_lookup() { # name model prompt tokens reps
     local name=$1 model=$2 prompt=$3 n=$4 reps=$5
-    read -r plain _ _ _ <<<"$(ours "$model" "$prompt")"
-    read -r spec d a tpp <<<"$(ours "$model" "$prompt" --lookup-ngram 3)"
+    { read -r plain _ _ _; read -r spec d a tpp; } <<<"$(ours "$prompt" "$model" "$model --lookup-ngram 3")"
     row "$name" nucleus "$plain" "$spec" "$d" "$a" "$tpp" "$(predict "$model" "$prompt" "$tpp" "$d" 0)"
     read -r tspec td ta tn <<<"$(theirs llama-lookup "$model" "$prompt")"
     tplain=$(plain_theirs "$model")
