@@ -971,16 +971,25 @@ KERNELS_INLINE void matvec_tiles(uint32_t type, kernels_act fmt, const uint8_t *
  * plane as its unsigned operand against the weights, and the weights (0..63) as the unsigned one
  * against the signed hi plane, so the weights are never widened to 16 bits and S is exact. */
 
-/* What ilv_quads adds to each weight to make it unsigned (0..63): Q4_0's nibbles are w + 8, Q6_K's
- * stored form w + 32, MXFP4's looked-up values (2 x E2M1, -12..12) go in as w + 12. */
+/* What ilv_quads adds to each weight to make it unsigned: Q4_0's nibbles are w + 8, Q6_K's
+ * stored form w + 32, MXFP4's looked-up values (2 x E2M1, -12..12) go in as w + 12, Q8_0's bytes
+ * as w + 128 (x ^ 0x80, as weights_u8x2 gives them). */
 KERNELS_INLINE int ilv_bias(uint32_t type) {
-    return type == GGML_TYPE_Q4_0 ? 8 : type == GGML_TYPE_Q6_K ? 32 : type == GGML_TYPE_MXFP4 ? 12 : 0;
+    return type == GGML_TYPE_Q4_0    ? 8
+           : type == GGML_TYPE_Q6_K  ? 32
+           : type == GGML_TYPE_MXFP4 ? 12
+           : type == GGML_TYPE_Q8_0  ? 128
+                                     : 0;
 }
 
-/* How much the products of ilv_quads' integers exceed S for a group (group_offsets for its form). */
-KERNELS_INLINE void ilv_offsets(uint32_t type, kernels_act fmt, const act_group *a, int32_t off[2]) {
+/* How much the products of ilv_quads' integers exceed S for a group (group_offsets for its form).
+ * Q8_0's int16 products take the signed bytes against the low plane and w + 128 against the high
+ * one, so they exceed S by 128 x 256 x the high plane's sum (hsum); every other form of int16
+ * products uses the same integers against both planes, exceeding S by the bias times the sum. */
+KERNELS_INLINE void ilv_offsets(uint32_t type, kernels_act fmt, const act_group *a, int32_t hsum, int32_t off[2]) {
     group_offsets(type, fmt, a, off);
     if (type == GGML_TYPE_MXFP4) off[0] = ilv_bias(type) * a->sum;
+    if (type == GGML_TYPE_Q8_0 && fmt == KERNELS_ACT_I16) off[0] = ilv_bias(type) * 256 * hsum;
 }
 
 /* Group j's stored integers of a record's 16 rows (region: the record's interleaved dwords), plus
@@ -996,6 +1005,8 @@ KERNELS_INLINE void ilv_quads(uint32_t type, const uint8_t *region, int j, __m51
                 __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)quant_e2m1x2_values));
                 q[i] = _mm512_shuffle_epi8(_mm512_add_epi8(table, _mm512_set1_epi8((char)ilv_bias(type))), q[i]);
             }
+        } else if (type == GGML_TYPE_Q8_0) { /* the bytes + 128 */
+            q[i] = _mm512_xor_si512(_mm512_loadu_si512(region + (size_t)i * 64), _mm512_set1_epi8((char)0x80));
         } else if (type == GGML_TYPE_Q4_K) { /* nibble j % 2 of qs[32 (j / 2) + l] */
             __m512i v = _mm512_loadu_si512(region + (size_t)(8 * (j / 2) + i) * 64);
             q[i] = _mm512_and_si512(j % 2 ? _mm512_srli_epi16(v, 4) : v, _mm512_set1_epi8(0xF));
@@ -1038,8 +1049,9 @@ KERNELS_INLINE void ilv_scales(uint32_t type, const uint8_t *rec, __m512i idx, i
 }
 
 /* One tile of 16 interleaved rows times T tokens (T <= MV_T) into Y[t * ldy + 0..16). planes: per
- * token ps bytes, per group 64: the int16 activations' low bytes, then their high bytes; or, for
- * int8 activations (fmt), the activations themselves (32 bytes a group), multiplied once. */
+ * token ps bytes, per group 64: the int16 activations' low bytes, then their high bytes, and for
+ * Q8_0 after them the high bytes' sum of each group (int32); or, for int8 activations (fmt), the
+ * activations themselves (32 bytes a group), multiplied once. */
 KERNELS_INLINE void matvec_ilv(uint32_t type, kernels_act fmt, const uint8_t *tile, int cols, const uint8_t *planes,
                                size_t ps, const act_group *const grp[], int T, float *Y, int ldy, int add) {
     size_t hn;
@@ -1067,7 +1079,8 @@ KERNELS_INLINE void matvec_ilv(uint32_t type, kernels_act fmt, const uint8_t *ti
                     __m512i H[2] = {S[0], S[1]};
 #pragma GCC unroll 8
                     for (int i = 0; i < 8; i++) { /* two chains: the halves (weights 0-15, 16-31) */
-                        S[i / 4] = _mm512_dpbusd_epi32(S[i / 4], _mm512_set1_epi32(lo[i]), q[i]);
+                        __m512i w = type == GGML_TYPE_Q8_0 ? _mm512_xor_si512(q[i], _mm512_set1_epi8((char)0x80)) : q[i];
+                        S[i / 4] = _mm512_dpbusd_epi32(S[i / 4], _mm512_set1_epi32(lo[i]), w);
                         H[i / 4] = _mm512_dpbusd_epi32(H[i / 4], q[i], _mm512_set1_epi32(hi[i]));
                     }
 #pragma GCC unroll 2
@@ -1078,8 +1091,10 @@ KERNELS_INLINE void matvec_ilv(uint32_t type, kernels_act fmt, const uint8_t *ti
                     for (int i = 0; i < 8; i++) S[i / 4] = _mm512_dpbusd_epi32(S[i / 4], q[i], _mm512_set1_epi32(x[i]));
                 }
                 if (!int_halves(type)) S[0] = _mm512_add_epi32(S[0], S[1]);
-                int32_t off[2];
-                ilv_offsets(type, fmt, &grp[t][g], off);
+                int32_t off[2], hsum = 0;
+                if (type == GGML_TYPE_Q8_0 && fmt == KERNELS_ACT_I16)
+                    memcpy(&hsum, planes + ps * (size_t)t + 2 * (size_t)cols + 4 * (size_t)g, 4);
+                ilv_offsets(type, fmt, &grp[t][g], hsum, off);
                 if (off[0]) S[0] = _mm512_sub_epi32(S[0], _mm512_set1_epi32(off[0]));
                 if (off[1]) S[1] = _mm512_sub_epi32(S[1], _mm512_set1_epi32(off[1]));
                 acc[t] = scale_group(type, acc[t], S, a, bs, &grp[t][g]);
@@ -1395,6 +1410,7 @@ ILV_DEFINE_MATMUL(Q4_0)
 ILV_DEFINE_MATMUL(Q4_K)
 ILV_DEFINE_MATMUL(Q6_K)
 ILV_DEFINE_MATMUL(MXFP4)
+ILV_DEFINE_MATMUL(Q8_0)
 
 /* The ops' ilv_mul: int16 activations, or int8 ones of the types that take them (kernels_mul
  * widens the others'). Decode steps and small batches (up to ILV_MV_MAX tokens) by matvec_ilv, more by
@@ -1402,9 +1418,11 @@ ILV_DEFINE_MATMUL(MXFP4)
 static void ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, const void *Xq, int T, float *Y, int ldy,
                     int r0, int r1, int add, void *scratch) {
     const int i16 = fmt == KERNELS_ACT_I16;
-    const size_t xs = act_row_bytes(fmt, cols), ps = i16 ? 2 * (size_t)cols : xs;
+    const size_t xs = act_row_bytes(fmt, cols),
+                 ps = !i16 ? xs : 2 * (size_t)cols + (type == GGML_TYPE_Q8_0 ? 4 * (size_t)(cols / 32) : 0);
     if (T > ILV_MV_MAX) {
         switch (type) {
+        case GGML_TYPE_Q8_0: ilv_matmul_Q8_0(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); return;
         case GGML_TYPE_Q4_0: ilv_matmul_Q4_0(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); return;
         case GGML_TYPE_Q4_K: ilv_matmul_Q4_K(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); return;
         case GGML_TYPE_MXFP4: ilv_matmul_MXFP4(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); return;
@@ -1419,17 +1437,21 @@ static void ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, con
         return;
     }
     /* int16 activations as two byte planes: per token ps bytes, per group 64, its low bytes then
-     * its high bytes */
+     * its high bytes (then, for Q8_0, the high bytes' sums; see matvec_ilv) */
     const uint8_t *planes = i16 ? scratch : Xq;
     const act_group *grp[ILV_MV_MAX];
     for (int t = 0; t < T; t++) {
         const uint8_t *x = (const uint8_t *)Xq + xs * (size_t)t;
         grp[t] = act_groups(x, fmt, cols);
         for (int g = 0; i16 && g < cols / 32; g++) {
-            __m512i v = _mm512_loadu_si512(x + 64 * (size_t)g);
-            uint8_t *dst = (uint8_t *)scratch + ps * (size_t)t + 64 * (size_t)g;
-            _mm256_storeu_si256((__m256i *)dst, _mm512_cvtepi16_epi8(v));
-            _mm256_storeu_si256((__m256i *)(dst + 32), _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 8)));
+            __m512i v = _mm512_loadu_si512(x + 64 * (size_t)g), h = _mm512_srai_epi16(v, 8);
+            uint8_t *dst = (uint8_t *)scratch + ps * (size_t)t;
+            _mm256_storeu_si256((__m256i *)(dst + 64 * (size_t)g), _mm512_cvtepi16_epi8(v));
+            _mm256_storeu_si256((__m256i *)(dst + 64 * (size_t)g + 32), _mm512_cvtepi16_epi8(h));
+            if (type == GGML_TYPE_Q8_0) {
+                int32_t hsum = _mm512_reduce_add_epi32(_mm512_madd_epi16(h, _mm512_set1_epi16(1)));
+                memcpy(dst + 2 * (size_t)cols + 4 * (size_t)g, &hsum, 4);
+            }
         }
     }
     const size_t rb = quant_row_bytes(type, cols);
@@ -1444,6 +1466,7 @@ static void ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, con
             case GGML_TYPE_Q4_0: matvec_ilv(GGML_TYPE_Q4_0, fmt, tile, cols, p, ps, g, m, y, ldy, add); break;
             case GGML_TYPE_Q4_K: matvec_ilv(GGML_TYPE_Q4_K, fmt, tile, cols, p, ps, g, m, y, ldy, add); break;
             case GGML_TYPE_MXFP4: matvec_ilv(GGML_TYPE_MXFP4, fmt, tile, cols, p, ps, g, m, y, ldy, add); break;
+            case GGML_TYPE_Q8_0: matvec_ilv(GGML_TYPE_Q8_0, fmt, tile, cols, p, ps, g, m, y, ldy, add); break;
             default: matvec_ilv(GGML_TYPE_Q6_K, fmt, tile, cols, p, ps, g, m, y, ldy, add); break;
             }
         }
@@ -1658,7 +1681,8 @@ const kernels_ops kernels_avx512_ops = {
     .matmul = matmul,
     .quantize_act = quantize_act,
     .q = {QUANT_INT_TYPES(KERNELS_INT_ENTRY)},
-    .ilv_types = 1ull << GGML_TYPE_Q4_0 | 1ull << GGML_TYPE_Q4_K | 1ull << GGML_TYPE_Q6_K | 1ull << GGML_TYPE_MXFP4,
+    .ilv_types = 1ull << GGML_TYPE_Q4_0 | 1ull << GGML_TYPE_Q4_K | 1ull << GGML_TYPE_Q6_K | 1ull << GGML_TYPE_MXFP4 |
+                 1ull << GGML_TYPE_Q8_0,
     .ilv_mul = ilv_mul,
     .mix = mix,
     .rms_norm = rms_norm,

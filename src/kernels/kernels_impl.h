@@ -114,6 +114,7 @@ static inline int ilv_region(uint32_t type, size_t *q0, size_t *qn) {
     case GGML_TYPE_Q4_K: *q0 = offsetof(block_Q4_K, qs), *qn = sizeof(((block_Q4_K *)0)->qs); return 1;
     case GGML_TYPE_Q6_K: *q0 = offsetof(block_Q6_K, ql), *qn = offsetof(block_Q6_K, scales); return 1;
     case GGML_TYPE_MXFP4: *q0 = offsetof(block_MXFP4, qs), *qn = sizeof(((block_MXFP4 *)0)->qs); return 1;
+    case GGML_TYPE_Q8_0: *q0 = offsetof(block_Q8_0, qs), *qn = sizeof(((block_Q8_0 *)0)->qs); return 1;
     default: *q0 = *qn = 0; return 0;
     }
 }

@@ -105,10 +105,11 @@ void model_free(model *m);
 const char *model_arch_name(const model *m);
 
 /* Interleaved copies (model->owned) of the weights the active kernel set multiplies faster that
- * way (kernels_ilv_type: on AVX-512 the Q4_0, Q4_K, Q6_K and MXFP4 matrices), then the file's
- * pages of those weights dropped from the mapping, so memory holds them once. Where the copies cannot be
- * allocated the weights stay as they are. NUCLEUS_REPACK=0 turns it off (processes then share
- * the file's pages, without the interleaved kernels' speed-up). Returns the bytes allocated. */
+ * way (kernels_ilv_type: on AVX-512 the Q4_0, Q4_K, Q6_K, MXFP4 and Q8_0 matrices), then the
+ * file's pages of those weights dropped from the mapping, so memory holds them once. Where the
+ * copies cannot be allocated the weights stay as they are. NUCLEUS_REPACK=0 turns it off
+ * (processes then share the file's pages, without the interleaved kernels' speed-up). Returns the
+ * bytes allocated. */
 uint64_t model_interleave(model *m);
 
 /* A hash of the architecture, every hyper-parameter, the norms, and every weight's type, shape

@@ -814,7 +814,7 @@ static void test_dequantize(void) {
  * for bit the plain rows'; AVX-512 has the kernels. */
 static void test_interleaved(void) {
     enum { R = 80, COLS = 768, MT = 33 };
-    static const uint32_t types[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_MXFP4};
+    static const uint32_t types[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_MXFP4, GGML_TYPE_Q8_0};
     static const int Ts[] = {1, 2, 3, 4, 7, 8, 9, 16, 17, 25, 32, MT};
     static const int ranges[][2] = {{0, R}, {16, 48}, {5, 70}, {3, 9}, {17, 18}, {64, 80}};
     for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
