@@ -78,7 +78,8 @@ static inline const act_group *act_groups(const void *xq, kernels_act fmt, int c
 /* Bytes of kernels_mul's scratch: the most a set's packed matmul needs (AVX-512's panel, 32 rows
  * by 512 int16 weights and four f32 scales per row and group, and block of f32 accumulators, 128
  * rows by 128 tokens: 168 KB), or AVX-512's byte planes of the int16 activations of a small batch
- * for the interleaved matvec (2 bytes per activation: 32 tokens of 16384 columns). */
+ * for the interleaved matvec (2 bytes per activation and 4 per group: 32 tokens of 15,000
+ * columns at once, more in turns). */
 #define KERNELS_MUL_SCRATCH (1 << 20)
 
 /* A type's block and the shape of its definition (above) as compile-time constants for the
@@ -157,11 +158,11 @@ typedef struct kernels_ops {
     kernels_int_ops q[GGML_TYPE_COUNT]; /* by type; NULL entries for the others */
     /* Interleaved weights (KERNELS_ILV) of the types in ilv_types (a bit per type): Y as the int
      * matmul's, rows [r0, r1) multiples of 16; int8 activations only for the types of
-     * int_takes_i8. The other types, and every type in a set without it, kernels_mul multiplies as
-     * rows put back in order. */
+     * int_takes_i8 (kernels_mul widens the others'). Interleaved weights of other types, or in a
+     * set without ilv_mul, kernels_mul multiplies as rows put back in order. */
     uint64_t ilv_types;
     void (*ilv_mul)(uint32_t type, const void *W, int cols, kernels_act fmt, const void *Xq, int T, float *Y, int ldy,
-                   int r0, int r1, int add, void *scratch);
+                    int r0, int r1, int add, void *scratch);
     void (*mix)(uint32_t type, const void *A, size_t row_bytes, int K, int N, const float *X, int ldx, int R, float *Y,
                 int ldy);
     void (*rms_norm)(float *out, const float *x, const float *w, int n, float eps);
