@@ -968,8 +968,9 @@ KERNELS_INLINE void matvec_tiles(uint32_t type, kernels_act fmt, const uint8_t *
  * quad of activations by vpdpbusd, so every lane sums one row and nothing is reduced across lanes
  * (group_sums spends about as much on its reduction tree as on the products). The int16
  * activations go as two byte planes, q = 256 hi + lo with lo unsigned: vpdpbusd takes the lo
- * plane as its unsigned operand against the weights, and the weights (0..63) as the unsigned one
- * against the signed hi plane, so the weights are never widened to 16 bits and S is exact. */
+ * plane as its unsigned operand against the weights, and the weights, made unsigned (ilv_bias),
+ * as the unsigned one against the signed hi plane (Q8_0's, up to 255, go against the lo plane in
+ * their signed form), so the weights are never widened to 16 bits and S is exact. */
 
 /* What ilv_quads adds to each weight to make it unsigned: Q4_0's nibbles are w + 8, Q6_K's
  * stored form w + 32, MXFP4's looked-up values (2 x E2M1, -12..12) go in as w + 12, Q8_0's bytes
@@ -1032,8 +1033,8 @@ KERNELS_INLINE __m512i ilv_geometry(uint32_t type, size_t *hn) {
 }
 
 /* The scales a and offsets b of group j of a record (rec) of 16 interleaved rows: from the block's
- * ka and kb, read by kblock_scales at j = 0, for the 256-blocks; Q4_0's d and MXFP4's E8M0 byte
- * from the record. */
+ * ka and kb, read by kblock_scales at j = 0, for the 256-blocks; Q4_0's and Q8_0's d and MXFP4's
+ * E8M0 byte from the record. */
 KERNELS_INLINE void ilv_scales(uint32_t type, const uint8_t *rec, __m512i idx, int j, __m512 ka[16], __m512 kb[16],
                                __m512 a[2], __m512 b[2]) {
     if (type == GGML_TYPE_MXFP4) { /* the rows' E8M0 bytes */
