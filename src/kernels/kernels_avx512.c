@@ -1407,11 +1407,16 @@ QUANT_INT_TYPES(KERNELS_DEFINE_INT)
         else                                                                                                        \
             matmul_packed(GGML_TYPE_##NAME, KERNELS_ACT_I16, W, rb, cols, Xq, T, Y, ldy, r0, r1, add, scratch, 1);  \
     }
-ILV_DEFINE_MATMUL(Q4_0)
-ILV_DEFINE_MATMUL(Q4_K)
-ILV_DEFINE_MATMUL(Q6_K)
-ILV_DEFINE_MATMUL(MXFP4)
-ILV_DEFINE_MATMUL(Q8_0)
+/* The types this set multiplies interleaved (its ilv_types). */
+#define ILV_TYPES(X) X(Q4_0) X(Q4_K) X(Q6_K) X(MXFP4) X(Q8_0)
+ILV_TYPES(ILV_DEFINE_MATMUL)
+#define ILV_MATMUL_CASE(NAME)                                                                  \
+    case GGML_TYPE_##NAME: ilv_matmul_##NAME(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); \
+        break;
+#define ILV_MATVEC_CASE(NAME)                                                                   \
+    case GGML_TYPE_##NAME: matvec_ilv(GGML_TYPE_##NAME, fmt, tile, cols, p, ps, g, m, y, ldy, add); \
+        break;
+#define ILV_TYPE_BIT(NAME) | 1ull << GGML_TYPE_##NAME
 
 /* The ops' ilv_mul: int16 activations, or int8 ones of the types that take them (kernels_mul
  * widens the others'). Decode steps and small batches (up to ILV_MV_MAX tokens) by matvec_ilv, more by
@@ -1423,12 +1428,10 @@ static void ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, con
                  ps = !i16 ? xs : 2 * (size_t)cols + (type == GGML_TYPE_Q8_0 ? 4 * (size_t)(cols / 32) : 0);
     if (T > ILV_MV_MAX) {
         switch (type) {
-        case GGML_TYPE_Q8_0: ilv_matmul_Q8_0(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); return;
-        case GGML_TYPE_Q4_0: ilv_matmul_Q4_0(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); return;
-        case GGML_TYPE_Q4_K: ilv_matmul_Q4_K(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); return;
-        case GGML_TYPE_MXFP4: ilv_matmul_MXFP4(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); return;
-        default: ilv_matmul_Q6_K(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); return;
+            ILV_TYPES(ILV_MATMUL_CASE)
+        default: break;
         }
+        return;
     }
     if (i16 && ps * (size_t)T > KERNELS_MUL_SCRATCH) { /* the planes of as many tokens as fit */
         int n = (int)(KERNELS_MUL_SCRATCH / ps);
@@ -1464,11 +1467,8 @@ static void ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, con
             int m = T - t < n ? T - t : n;
             float *y = Y + (size_t)t * ldy + (r - r0);
             switch (type) {
-            case GGML_TYPE_Q4_0: matvec_ilv(GGML_TYPE_Q4_0, fmt, tile, cols, p, ps, g, m, y, ldy, add); break;
-            case GGML_TYPE_Q4_K: matvec_ilv(GGML_TYPE_Q4_K, fmt, tile, cols, p, ps, g, m, y, ldy, add); break;
-            case GGML_TYPE_MXFP4: matvec_ilv(GGML_TYPE_MXFP4, fmt, tile, cols, p, ps, g, m, y, ldy, add); break;
-            case GGML_TYPE_Q8_0: matvec_ilv(GGML_TYPE_Q8_0, fmt, tile, cols, p, ps, g, m, y, ldy, add); break;
-            default: matvec_ilv(GGML_TYPE_Q6_K, fmt, tile, cols, p, ps, g, m, y, ldy, add); break;
+                ILV_TYPES(ILV_MATVEC_CASE)
+            default: break;
             }
         }
 }
@@ -1682,8 +1682,7 @@ const kernels_ops kernels_avx512_ops = {
     .matmul = matmul,
     .quantize_act = quantize_act,
     .q = {QUANT_INT_TYPES(KERNELS_INT_ENTRY)},
-    .ilv_types = 1ull << GGML_TYPE_Q4_0 | 1ull << GGML_TYPE_Q4_K | 1ull << GGML_TYPE_Q6_K | 1ull << GGML_TYPE_MXFP4 |
-                 1ull << GGML_TYPE_Q8_0,
+    .ilv_types = 0 ILV_TYPES(ILV_TYPE_BIT),
     .ilv_mul = ilv_mul,
     .mix = mix,
     .rms_norm = rms_norm,
