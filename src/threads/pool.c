@@ -1,6 +1,7 @@
 #include "threads/pool.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -115,18 +116,27 @@ pool *pool_create(int n_threads) {
     pthread_cond_init(&p->all_done, NULL);
     p->threads = calloc((size_t)n_threads, sizeof *p->threads);
     if (!p->threads) { free(p); return NULL; }
+    /* The workers block every signal (they inherit the mask): a process-directed signal such as
+     * chat's Ctrl-C then goes to a thread of the application's, never to a worker, where its
+     * handler would run without interrupting the thread that waits for it. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     for (int i = 1; i < n_threads; i++) {
         worker_arg *wa = malloc(sizeof *wa);
-        if (!wa) { p->n_threads = i; pool_free(p); return NULL; }
-        wa->p = p;
-        wa->ith = i;
-        if (pthread_create(&p->threads[i], NULL, worker_main, wa) != 0) {
+        if (wa) {
+            wa->p = p;
+            wa->ith = i;
+        }
+        if (!wa || pthread_create(&p->threads[i], NULL, worker_main, wa) != 0) {
             free(wa);
+            pthread_sigmask(SIG_SETMASK, &old, NULL);
             p->n_threads = i;
             pool_free(p);
             return NULL;
         }
     }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     return p;
 }
 

@@ -1,6 +1,9 @@
+#include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "test.h"
 #include "threads/pool.h"
@@ -17,7 +20,39 @@ static void sum_worker(void *arg, int ith, int nth) {
     atomic_fetch_add(&j->calls, 1);
 }
 
+static pthread_t main_thread;
+static volatile sig_atomic_t signalled, on_main;
+
+static void on_usr1(int sig) {
+    (void)sig;
+    signalled = 1;
+    on_main = pthread_equal(pthread_self(), main_thread);
+}
+
+/* The workers take no process-directed signal: sent while the creating thread blocks it, it stays
+ * pending (a worker with it unblocked would run the handler at once) and reaches that thread
+ * when it unblocks it, as chat's Ctrl-C must reach the thread waiting at the prompt. */
+static void test_signals(void) {
+    main_thread = pthread_self();
+    struct sigaction sa = {.sa_handler = on_usr1};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, NULL);
+    sigset_t usr1, old;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    pool *p = pool_create(4);
+    pthread_sigmask(SIG_BLOCK, &usr1, &old);
+    kill(getpid(), SIGUSR1);
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    CHECK_MSG(!signalled, "a worker ran the handler");
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    CHECK(signalled && on_main);
+    pool_free(p);
+}
+
 int main(void) {
+    test_signals();
     /* pool_split covers [0, n) exactly, in order, sizes differing by at most one */
     for (int n = 0; n < 50; n++)
         for (int nth = 1; nth <= 7; nth++) {
