@@ -1080,7 +1080,8 @@ KERNELS_INLINE void matvec_ilv(uint32_t type, kernels_act fmt, const uint8_t *ti
                     __m512i H[2] = {S[0], S[1]};
 #pragma GCC unroll 8
                     for (int i = 0; i < 8; i++) { /* two chains: the halves (weights 0-15, 16-31) */
-                        __m512i w = type == GGML_TYPE_Q8_0 ? _mm512_xor_si512(q[i], _mm512_set1_epi8((char)0x80)) : q[i];
+                        __m512i w = q[i];
+                        if (type == GGML_TYPE_Q8_0) w = _mm512_xor_si512(w, _mm512_set1_epi8((char)0x80));
                         S[i / 4] = _mm512_dpbusd_epi32(S[i / 4], _mm512_set1_epi32(lo[i]), w);
                         H[i / 4] = _mm512_dpbusd_epi32(H[i / 4], q[i], _mm512_set1_epi32(hi[i]));
                     }
