@@ -75,16 +75,16 @@ size_t kernels_mul_scratch_bytes(void);
  * dword c of rows 0..15, then dword c + 1. A 64-byte load then holds 4 bytes of each of 16
  * rows, a quad of weights per lane, which multiplies with a broadcast quad of activations: the
  * rows stay in the lanes and nothing is reduced across them (the packed matmul's form, kept at
- * rest). The matrix keeps its size and its
- * rows' byte offsets at tile boundaries: rows [16i, 16i + 16) are still at W + 16i * row_bytes.
- * The integers, hence the results, are the row layout's bit for bit. */
+ * rest). The matrix keeps its size and its rows' byte offsets at tile boundaries: rows
+ * [16i, 16i + 16) are still at W + 16i * row_bytes. The integers, hence the results, are the row
+ * layout's bit for bit. */
 #define KERNELS_ILV_ROWS 16
 /* Or'ed into kernels_mul's type: W is interleaved (its rows a multiple of 16, row_bytes the
  * type's row size; r0 and r1 any rows, those of a tile cut by them are put back in order). */
 #define KERNELS_ILV 0x10000u
 /* True when the active set multiplies this type faster interleaved (AVX-512: Q4_0, Q4_K, Q6_K,
- * MXFP4, Q8_0); every set accepts interleaved weights of these types (putting rows back in order where
- * it has no kernel for them). */
+ * MXFP4, Q8_0); every set accepts interleaved weights of these types (putting rows back in order
+ * where it has no kernel for them). */
 int kernels_ilv_type(uint32_t type);
 /* rows (a multiple of 16) of cols elements of type, plain rows in src, into dst interleaved. */
 void kernels_interleave(uint32_t type, const void *src, void *dst, int rows, int cols);

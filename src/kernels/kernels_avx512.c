@@ -1076,7 +1076,8 @@ KERNELS_INLINE void matvec_ilv(uint32_t type, kernels_act fmt, const uint8_t *ti
             for (int t = 0; t < T; t++) {
                 __m512i S[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
                 if (fmt == KERNELS_ACT_I16) {
-                    const int32_t *lo = (const int32_t *)(const void *)(planes + ps * (size_t)t + 64 * (size_t)g), *hi = lo + 8;
+                    const int32_t *lo = (const int32_t *)(const void *)(planes + ps * (size_t)t + 64 * (size_t)g);
+                    const int32_t *hi = lo + 8;
                     __m512i H[2] = {S[0], S[1]};
 #pragma GCC unroll 8
                     for (int i = 0; i < 8; i++) { /* two chains: the halves (weights 0-15, 16-31) */
@@ -1197,8 +1198,10 @@ KERNELS_INLINE void pack_panel_ilv(uint32_t type, kernels_act fmt, const uint8_t
 #pragma GCC unroll 8
             for (int i = 0; i < 8; i++) {
                 if (fmt == KERNELS_ACT_I16) {
-                    _mm512_store_si512(dst + (size_t)(2 * i) * 128, _mm512_sub_epi16(_mm512_shuffle_epi8(q[i], even), off16));
-                    _mm512_store_si512(dst + (size_t)(2 * i + 1) * 128, _mm512_sub_epi16(_mm512_shuffle_epi8(q[i], odd), off16));
+                    __m512i lo = _mm512_sub_epi16(_mm512_shuffle_epi8(q[i], even), off16);
+                    __m512i hi = _mm512_sub_epi16(_mm512_shuffle_epi8(q[i], odd), off16);
+                    _mm512_store_si512(dst + (size_t)(2 * i) * 128, lo);
+                    _mm512_store_si512(dst + (size_t)(2 * i + 1) * 128, hi);
                 } else {
                     _mm512_store_si512(dst + (size_t)i * 128, q[i]);
                 }
@@ -1356,8 +1359,9 @@ KERNELS_INLINE void matmul_packed(uint32_t type, kernels_act fmt, const uint8_t 
                 for (int p = 0; p < np; p++) {
                     int n = nr - 32 * p < 32 ? nr - 32 * p : 32, t = 0;
                     float *pa = acc + (size_t)p * MM_TB * 32;
-                    if (ilv) pack_panel_ilv(type, fmt, W + (size_t)(rb0 + 32 * p) * row_bytes, row_bytes, n, g0, ng, panel);
-                    else pack_panel(type, fmt, W + (size_t)(rb0 + 32 * p) * row_bytes, row_bytes, n, g0, ng, panel);
+                    const uint8_t *pw = W + (size_t)(rb0 + 32 * p) * row_bytes;
+                    if (ilv) pack_panel_ilv(type, fmt, pw, row_bytes, n, g0, ng, panel);
+                    else pack_panel(type, fmt, pw, row_bytes, n, g0, ng, panel);
                     void (*const prefetch)(const uint8_t *, size_t, size_t, int, int, int, int) =
                         ilv ? prefetch_panel_ilv : prefetch_panel;
                     if (p + 1 < np) /* the next panel of this k-block, else the first of the next k-block */
@@ -1420,8 +1424,8 @@ ILV_TYPES(ILV_DEFINE_MATMUL)
 #define ILV_TYPE_BIT(NAME) | 1ull << GGML_TYPE_##NAME
 
 /* The ops' ilv_mul: int16 activations, or int8 ones of the types that take them (kernels_mul
- * widens the others'). Decode steps and small batches (up to ILV_MV_MAX tokens) by matvec_ilv, more by
- * the packed matmul, whose panels the records make cheaper to pack. */
+ * widens the others'). Decode steps and small batches (up to ILV_MV_MAX tokens) by matvec_ilv,
+ * more by the packed matmul, whose panels the records make cheaper to pack. */
 static void ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, const void *Xq, int T, float *Y, int ldy,
                     int r0, int r1, int add, void *scratch) {
     const int i16 = fmt == KERNELS_ACT_I16;
@@ -1437,8 +1441,8 @@ static void ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, con
     if (i16 && ps * (size_t)T > KERNELS_MUL_SCRATCH) { /* the planes of as many tokens as fit */
         int n = (int)(KERNELS_MUL_SCRATCH / ps);
         for (int t = 0; t < T; t += n)
-            ilv_mul(type, W, cols, fmt, (const uint8_t *)Xq + xs * (size_t)t, T - t < n ? T - t : n, Y + (size_t)t * ldy,
-                    ldy, r0, r1, add, scratch);
+            ilv_mul(type, W, cols, fmt, (const uint8_t *)Xq + xs * (size_t)t, T - t < n ? T - t : n,
+                    Y + (size_t)t * ldy, ldy, r0, r1, add, scratch);
         return;
     }
     /* int16 activations as two byte planes: per token ps bytes, per group 64, its low bytes then
@@ -1473,7 +1477,6 @@ static void ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, con
             }
         }
 }
-
 
 /* ---- element-wise helpers ---- */
 

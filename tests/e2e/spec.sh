@@ -5,8 +5,9 @@
 # text and log-probabilities of plain decoding, over many prompts, with several samples, fixed
 # and adaptive draft lengths, a lookup copy that runs into its own proposals; a seed gives the
 # same sampled tokens twice; `run` reports the acceptance on stderr; a draft of another
-# vocabulary and contradictory flags are refused with the reason. The server (per slot, several slots batched) answers greedy requests with the
-# plain server's text and logprobs, reports the drafts in `timings` and /metrics.
+# vocabulary and contradictory flags are refused with the reason. The server (per slot, several
+# slots batched) answers greedy requests with the plain server's text and logprobs, reports the
+# drafts in `timings` and /metrics.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/models.sh
