@@ -87,8 +87,75 @@ $(BUILD)/rel/cli/main.o $(BUILD)/san/cli/main.o: $(BUILD)/gen/version.h
 .PHONY: FORCE
 FORCE:
 
-$(BUILD)/nucleus: $(REL_CLI_OBJ) $(BUILD)/rel/libnucleus.a
-	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS)
+# The CUDA backend (src/cuda/*.cu, src/forward/forward_gpu.c). CUDA=1: nvcc compiles it for the
+# GPU (sm_80 and sm_90) into $(BUILD)/nucleus. CUDA=emu: the same source is compiled as C++ for
+# the CPU with src/cuda/emulate.h (the tests' way of running the GPU code without a GPU). Either
+# way only forward_gpu.c, the .cu files and the link differ from the CPU build, so the variants
+# share every other object; $(BUILD)/emu/nucleus is always the emulated one (make emu).
+NVCC ?= /usr/local/cuda/bin/nvcc
+CXX ?= g++
+CUDA_HOME ?= /usr/local/cuda
+NVCC_FLAGS := -std=c++17 -O3 -g -lineinfo $(INC) -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+              -Xcompiler -Wall,-Wextra,-Wno-unused-parameter
+EMU_FLAGS := -std=c++17 -x c++ -DNC_CUDA_EMULATE -O2 -g $(WARN) -Wno-unknown-pragmas $(INC)
+CU_SRC := $(sort $(wildcard src/cuda/*.cu))
+CPU_LIB_OBJ := $(filter-out $(BUILD)/rel/src/forward/forward_gpu.o,$(REL_LIB_OBJ))
+CUDA_OBJ := $(BUILD)/cuda/forward_gpu.o $(CU_SRC:src/cuda/%.cu=$(BUILD)/cuda/%.o)
+EMU_OBJ := $(BUILD)/emu/forward_gpu.o $(CU_SRC:src/cuda/%.cu=$(BUILD)/emu/%.o)
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
+
+$(BUILD)/cuda/forward_gpu.o $(BUILD)/emu/forward_gpu.o: src/forward/forward_gpu.c
+	@mkdir -p $(dir $@)
+	$(CC) $(REL_CFLAGS) -DNC_CUDA -MMD -MP -c $< -o $@
+$(BUILD)/cuda/%.o: src/cuda/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/emu/%.o: src/cuda/%.cu
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_FLAGS) -MMD -MP -c $< -o $@
+
+# Which backend $(BUILD)/nucleus was linked with, rewritten when CUDA changes, so it is relinked.
+$(BUILD)/gen/cuda.flag: FORCE
+	@mkdir -p $(dir $@)
+	@[ -f $@ ] && [ "$$(cat $@)" = "$(CUDA)" ] || echo "$(CUDA)" > $@
+ifeq ($(CUDA),1)
+MAIN_OBJ := $(CPU_LIB_OBJ) $(CUDA_OBJ)
+MAIN_LIBS := $(LDLIBS) $(CUDA_LIBS)
+else ifeq ($(CUDA),emu)
+MAIN_OBJ := $(CPU_LIB_OBJ) $(EMU_OBJ)
+MAIN_LIBS := $(LDLIBS) -lstdc++
+else
+MAIN_OBJ := $(BUILD)/rel/libnucleus.a
+MAIN_LIBS := $(LDLIBS)
+endif
+$(BUILD)/nucleus: $(REL_CLI_OBJ) $(MAIN_OBJ) $(BUILD)/gen/cuda.flag
+	$(CC) $(REL_CFLAGS) -o $@ $(filter %.o %.a,$^) $(MAIN_LIBS)
+$(BUILD)/emu/nucleus: $(REL_CLI_OBJ) $(CPU_LIB_OBJ) $(EMU_OBJ)
+	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS) -lstdc++
+$(BUILD)/cuda/nucleus: $(REL_CLI_OBJ) $(CPU_LIB_OBJ) $(CUDA_OBJ)
+	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
+
+# Tests of the CUDA code (tests/cuda: C tests of the backend's functions, .cu tests with kernels
+# of their own): emulated on the CPU ($(BUILD)/emu/tests, part of `make test`), and for the GPU
+# ($(BUILD)/cuda/tests, make cuda; they skip, saying so, where no GPU is found).
+CU_TESTS := $(sort $(basename $(notdir $(wildcard tests/cuda/*.c tests/cuda/*.cu))))
+$(BUILD)/emu/tests/%: tests/cuda/%.c $(CPU_LIB_OBJ) $(EMU_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(REL_CFLAGS) -Itests -o $@ $^ $(LDLIBS) -lstdc++
+$(BUILD)/emu/tests/%: tests/cuda/%.cu
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_FLAGS) -Itests -o $@ $<
+$(BUILD)/cuda/tests/%: tests/cuda/%.c $(CPU_LIB_OBJ) $(CUDA_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(REL_CFLAGS) -Itests -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
+$(BUILD)/cuda/tests/%: tests/cuda/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) -Itests -o $@ $<
+.PHONY: emu cuda
+emu: $(BUILD)/emu/nucleus $(CU_TESTS:%=$(BUILD)/emu/tests/%)
+cuda: $(BUILD)/cuda/nucleus $(CU_TESTS:%=$(BUILD)/cuda/tests/%)
+# make test compiles the GPU build too where nvcc is installed (its tests skip without a GPU).
+HAVE_NVCC := $(if $(wildcard $(NVCC)),cuda,)
 $(BUILD)/san/nucleus: $(SAN_CLI_OBJ) $(BUILD)/san/libnucleus.a
 	$(CC) $(SAN_CFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -141,7 +208,7 @@ $(BUILD)/fuzz/fuzz_kv_file: src/kv/kv_file_format.c src/kv/kv_file.h
 $(BUILD)/fuzz/fuzz_request: src/server/request.c src/server/request.h
 fuzz: $(FUZZ_BIN)
 
-test: $(BUILD)/nucleus $(BUILD)/san/nucleus unit fuzz
+test: $(BUILD)/nucleus $(BUILD)/san/nucleus unit fuzz emu $(HAVE_NVCC)
 	bash tests/run.sh
 
 clean:

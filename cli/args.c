@@ -170,6 +170,25 @@ int cli_cache_arg(int argc, char **argv, int *i, nc_cache_type *k, nc_cache_type
     return 1;
 }
 
+int cli_device_arg(int argc, char **argv, int *i, int32_t *n_gpu_layers) {
+    const char *a = argv[*i], *s;
+    if (!strcmp(a, "--device")) {
+        if (!(s = cli_value(argc, argv, i))) return -1;
+        if (!strcmp(s, "cpu")) *n_gpu_layers = 0;
+        else if (!strcmp(s, "cuda")) *n_gpu_layers = -1;
+        else {
+            fprintf(stderr, "error: --device: expected cpu or cuda, got '%s'\n", s);
+            return -1;
+        }
+        return 1;
+    }
+    if (strcmp(a, "-ngl") && strcmp(a, "--n-gpu-layers") && strcmp(a, "--gpu-layers")) return 0;
+    long n;
+    if (!(s = cli_value(argc, argv, i)) || !cli_int(a, s, -1, 1 << 20, &n)) return -1;
+    *n_gpu_layers = (int32_t)n;
+    return 1;
+}
+
 /* ---- prompt text: files, stdin, escapes ---- */
 
 char *cli_read_text(const char *path, size_t *len) {

@@ -16,6 +16,7 @@ typedef struct bench_opts {
     long n_prompt, n_gen, depth, threads, reps;
     bool json, no_bandwidth, fast;
     nc_cache_type type_k, type_v;
+    int32_t n_gpu_layers;
 } bench_opts;
 
 typedef struct stats { double mean, sd; } stats;
@@ -36,13 +37,14 @@ static stats summarize(const double *v, int n) {
 
 #define USAGE                                                                                                    \
     "usage: nucleus bench [-m MODEL] [-p 128] [-n 64] [-d 0] [-t THREADS] [-r 5] " CLI_CACHE_USAGE               \
-    " [--fast] [--json] [--no-bandwidth]\n"                                                                        \
+    " [--fast] [--json] [--no-bandwidth] " CLI_DEVICE_USAGE "\n"                                                                        \
     "  -p N, -n N         prompt tokens prefilled (pp) and tokens decoded (tg) per repetition (llama-bench's)\n" \
     "  -d N, --n-depth N  tokens already in the context when each test starts (llama-bench's; their prefill\n"  \
     "                     is not timed): rows read 'pp128 @ d4096'\n"                                             \
     "  -r N               repetitions after a warm-up (mean +- standard deviation)\n"                          \
     "  --fast             int8 activations for Q8_0/Q4_0 weights (faster prefill)\n"                          \
-    "  --no-bandwidth     skip measuring the memory read bandwidth\n" CLI_CACHE_HELP
+    "  --no-bandwidth     skip measuring the memory read bandwidth (on the GPU it is not measured)\n"          \
+    CLI_CACHE_HELP CLI_DEVICE_HELP
 
 /* 0: run; 2: refused (message printed); -1: help was asked for (printed). */
 static int parse(int argc, char **argv, bench_opts *o) {
@@ -50,6 +52,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int r = cli_cache_arg(argc, argv, &i, &o->type_k, &o->type_v);
+        if (r == 0) r = cli_device_arg(argc, argv, &i, &o->n_gpu_layers);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(USAGE, stdout); return -1; }
@@ -149,8 +152,10 @@ int cmd_bench(int argc, char **argv) {
     nc_model_get_info(m, &info);
     long n_tok = o.depth + (o.n_prompt > o.n_gen ? o.n_prompt : o.n_gen);
     nc_context_params cp = {.n_ctx = (int32_t)(n_tok + 1), .n_threads = (int32_t)o.threads, .type_k = o.type_k,
-                            .type_v = o.type_v, .fast = o.fast};
+                            .type_v = o.type_v, .fast = o.fast, .n_gpu_layers = o.n_gpu_layers};
     if (nc_context_new(&c, m, &cp, &err)) goto fail;
+    bool gpu = strcmp(nc_context_device(c), "cpu") != 0;
+    if (gpu) fprintf(stderr, "bench: on the GPU: %s\n", nc_context_device(c));
     toks = malloc((size_t)(n_tok + 1) * sizeof *toks);
     if (!toks) { snprintf(err.msg, sizeof err.msg, "out of memory"); goto fail; }
     nc_rng rng;
@@ -161,11 +166,11 @@ int cmd_bench(int argc, char **argv) {
     if (o.n_prompt > 0 && measure(c, &o, toks, true, refill, &pp, &err)) goto fail;
     if (o.n_gen > 0 && measure(c, &o, toks, false, refill, &tg, &err)) goto fail;
     int threads = nc_context_n_threads(c);
-    double bw = o.no_bandwidth ? 0 : nc_measure_read_bandwidth(threads);
+    double bw = o.no_bandwidth || gpu ? 0 : nc_measure_read_bandwidth(threads);
     double ceiling = bw > 0 ? bw / (double)info.decode_bytes : 0;
     double pct = ceiling > 0 ? 100.0 * tg.mean / ceiling : 0;
     char kern[64]; /* the kernel set, and the fast mode when on */
-    snprintf(kern, sizeof kern, "%s%s", nc_kernels_name(), o.fast ? " fast" : "");
+    snprintf(kern, sizeof kern, "%s%s", gpu ? "cuda" : nc_kernels_name(), o.fast && !gpu ? " fast" : "");
     const char *tk = cli_cache_type_name(o.type_k), *tv = cli_cache_type_name(o.type_v);
     char buf[16];
     const char *kvt = cli_cache_types(o.type_k, o.type_v, buf);
@@ -178,7 +183,7 @@ int cmd_bench(int argc, char **argv) {
                "\"tg\": {\"tokens\": %ld, \"mean\": %.2f, \"sd\": %.2f}, \"read_bandwidth\": %.0f, "
                "\"decode_ceiling\": %.2f, \"decode_pct_of_ceiling\": %.1f}\n",
                base_name(o.model), info.arch, (unsigned long long)info.file_bytes,
-               (unsigned long long)info.decode_bytes, threads, nc_kernels_name(), o.fast ? "true" : "false", tk, tv, o.reps, o.depth, o.n_prompt, pp.mean, pp.sd,
+               (unsigned long long)info.decode_bytes, threads, gpu ? "cuda" : nc_kernels_name(), o.fast ? "true" : "false", tk, tv, o.reps, o.depth, o.n_prompt, pp.mean, pp.sd,
                o.n_gen, tg.mean, tg.sd, bw, ceiling, pct);
     } else {
         printf("| model | size | threads | kernels | KV cache | test | tokens/s |\n|---|---|---|---|---|---|---|\n");

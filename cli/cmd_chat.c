@@ -19,6 +19,7 @@ typedef struct chat_opts {
     const char *model, *system;
     long threads, ctx;
     nc_cache_type type_k, type_v;
+    int32_t n_gpu_layers;
     cli_decoding dec;
     cli_spec spec;
 } chat_opts;
@@ -35,11 +36,11 @@ static const char COMMANDS[] =
 
 static void usage_to(FILE *out) {
     fprintf(out,
-            "usage: nucleus chat [-m MODEL] [--system TEXT] [-n N] [-t THREADS] [-c CTX] " CLI_CACHE_USAGE "\n"
+            "usage: nucleus chat [-m MODEL] [--system TEXT] [-n N] [-t THREADS] [-c CTX] " CLI_CACHE_USAGE " " CLI_DEVICE_USAGE "\n"
             "                    [decoding options] [speculative options]\n"
             "  --system TEXT      the system message\n"
             "  -n N               tokens per reply at most (default -1: until the model ends its turn)\n"
-            "  -c CTX             the conversation's context (default: the model's, at most 4096)\n" CLI_CACHE_HELP
+            "  -c CTX             the conversation's context (default: the model's, at most 4096)\n" CLI_CACHE_HELP CLI_DEVICE_HELP
             "%s%s%s",
             COMMANDS, cli_decoding_usage(), cli_spec_usage());
 }
@@ -57,6 +58,7 @@ static int parse(int argc, char **argv, chat_opts *o) {
         }
         int r = cli_decoding_arg(argc, argv, &i, &o->dec);
         if (r == 0) r = cli_cache_arg(argc, argv, &i, &o->type_k, &o->type_v);
+        if (r == 0) r = cli_device_arg(argc, argv, &i, &o->n_gpu_layers);
         if (r == 0) r = cli_spec_arg(argc, argv, &i, &o->spec);
         if (r < 0) return 2;
         if (r > 0) continue;
@@ -425,7 +427,7 @@ int cmd_chat(int argc, char **argv) {
         nc_model_get_info(ch.m, &info);
         long n_ctx = o.ctx ? o.ctx : info.n_ctx_train < 4096 ? info.n_ctx_train : 4096;
         nc_context_params cp = {.n_ctx = (int32_t)n_ctx, .n_threads = (int32_t)o.threads, .type_k = o.type_k,
-                                .type_v = o.type_v};
+                                .type_v = o.type_v, .n_gpu_layers = o.n_gpu_layers};
         if (!nc_context_new(&ch.c, ch.m, &cp, &err) &&
             !cli_spec_open(&o.spec, ch.m, (int32_t)n_ctx, 1, (int32_t)o.threads, &ch.spec, &dm, &dc, &err)) {
             if (*note) fprintf(stderr, "note: %s\n", note);

@@ -16,7 +16,7 @@
 
 #define USAGE                                                                                                      \
     "usage: nucleus perplexity [-m MODEL] -f FILE [-c CTX] [--stride S] [--chunks N] [-t THREADS]\n"               \
-    "                          [--kl-divergence-base BASE [--kl-divergence]] [--json] " CLI_CACHE_USAGE " [--fast]\n" \
+    "                          [--kl-divergence-base BASE [--kl-divergence]] [--json] " CLI_CACHE_USAGE " [--fast] " CLI_DEVICE_USAGE "\n" \
     "  -f FILE            the text (\"-\": stdin), tokenized whole with BOS as the model's vocabulary asks\n"   \
     "  -c CTX             window length in tokens (512, or the model's training context when shorter)\n"          \
     "                     default scheme (llama-perplexity's): chunks of CTX tokens, each starting with BOS,\n"   \
@@ -28,7 +28,7 @@
     "                     with --kl-divergence: read them and report the KL divergence from them, the\n"         \
     "                     perplexity ratio and how often both models rank the same token first\n"                  \
     "  --json             the result as one JSON object\n"                                                         \
-    "  --fast             int8 activations for Q8_0/Q4_0 weights\n" CLI_CACHE_HELP                                \
+    "  --fast             int8 activations for Q8_0/Q4_0 weights\n" CLI_CACHE_HELP CLI_DEVICE_HELP                                \
     "Progress (with an ETA) goes to stderr: a bar on a terminal, else a line every tenth of the windows.\n"
 
 typedef struct ppl_opts {
@@ -36,6 +36,7 @@ typedef struct ppl_opts {
     long n_ctx, stride, chunks, threads;
     bool kld, json, fast;
     nc_cache_type type_k, type_v;
+    int32_t n_gpu_layers;
 } ppl_opts;
 
 /* 0: run; 2: refused (message printed); -1: help was printed. */
@@ -44,6 +45,7 @@ static int parse(int argc, char **argv, ppl_opts *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int r = cli_cache_arg(argc, argv, &i, &o->type_k, &o->type_v);
+        if (r == 0) r = cli_device_arg(argc, argv, &i, &o->n_gpu_layers);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(USAGE, stdout); return -1; }
@@ -469,7 +471,7 @@ int cmd_perplexity(int argc, char **argv) {
     }
 
     nc_context_params cp = {.n_ctx = n_ctx, .n_threads = (int32_t)o.threads, .type_k = o.type_k, .type_v = o.type_v,
-                            .fast = o.fast};
+                            .fast = o.fast, .n_gpu_layers = o.n_gpu_layers};
     if (nc_context_new(&c, m, &cp, &err)) goto fail;
     bool add_bos = nc_vocab_adds_bos(m) && nc_token_bos(m) >= 0;
     fprintf(stderr, "perplexity: %d tokens, %d windows of %d (%s), %llu tokens scored, %d threads\n", n_tok, n_win,

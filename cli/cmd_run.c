@@ -19,6 +19,7 @@ typedef struct run_opts {
     bool escape, special;
     long threads, ctx;
     nc_cache_type type_k, type_v;
+    int32_t n_gpu_layers;
     cli_decoding dec;
     cli_spec spec;
 } run_opts;
@@ -32,7 +33,7 @@ static double now_s(void) {
 static void usage_to(FILE *out) {
     fprintf(out,
             "usage: nucleus run [-m MODEL] (-p PROMPT | -f FILE) [-e] [--special] [-n N] [-t THREADS] [-c CTX]\n"
-            "                   " CLI_CACHE_USAGE " [--prompt-cache FILE] [decoding options]\n"
+            "                   " CLI_CACHE_USAGE " " CLI_DEVICE_USAGE " [--prompt-cache FILE] [decoding options]\n"
             "  -m, --model FILE   the model (GGUF file or Hugging Face directory)\n"
             "  -p, --prompt TEXT  the prompt; '-' reads it from stdin\n"
             "  -f, --file FILE    the prompt is FILE's text ('-': stdin); one final newline is dropped, as llama.cpp\n"
@@ -42,7 +43,7 @@ static void usage_to(FILE *out) {
             "  -t, --threads N    threads (default: all cores)\n"
             "  -c, --ctx-size N   context in tokens (default: the prompt plus -n, within the training length)\n"
             "  -N SAMPLES         several samples: each one's header (--- sample i of N ---) on stderr, text on stdout\n"
-            CLI_CACHE_HELP
+            CLI_CACHE_HELP CLI_DEVICE_HELP
             "  --prompt-cache FILE  reuse the prompt's keys and values saved in FILE as far as the prompt starts\n"
             "                       the same, then save this prompt's there; a FILE of another model, or damaged,\n"
             "                       is an error and is left as it is\n%s%s%s",
@@ -93,6 +94,7 @@ static int parse(int argc, char **argv, run_opts *o) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage_to(stdout); return -1; }
         int r = cli_decoding_arg(argc, argv, &i, &o->dec);
         if (r == 0) r = cli_cache_arg(argc, argv, &i, &o->type_k, &o->type_v);
+        if (r == 0) r = cli_device_arg(argc, argv, &i, &o->n_gpu_layers);
         if (r == 0) r = cli_spec_arg(argc, argv, &i, &o->spec);
         if (r < 0) return 2;
         if (r > 0) continue;
@@ -374,6 +376,7 @@ static void print_stats(const run_opts *o, const nc_model_info *info, nc_context
     fprintf(stderr, "\n[model] %s: %s, %d layers, %.1f MB, kernels %s, %d threads, seed %llu\n", o->model, info->arch,
             info->n_layer, info->file_bytes / 1e6, nc_kernels_name(), nc_context_n_threads(c),
             (unsigned long long)o->dec.sp.seed);
+    if (strcmp(nc_context_device(c), "cpu")) fprintf(stderr, "[gpu] %s\n", nc_context_device(c));
     fprintf(stderr, "[kv cache] keys %s, values %s: %.1f KiB per token, %.2f MiB for %d tokens\n",
             cli_cache_type_name(o->type_k), cli_cache_type_name(o->type_v), nc_kv_bytes_per_token(c) / 1024.0,
             nc_kv_bytes_total(c) / (1024.0 * 1024.0), nc_context_n_ctx(c));
@@ -523,7 +526,8 @@ int cmd_run(int argc, char **argv) {
                             .n_seq_max = o.dec.use_beams         ? o.dec.beam.n_beams
                                          : o.dec.use_contrastive ? o.dec.contrastive.top_k
                                                                  : o.dec.n_samples,
-                            .type_k = o.type_k, .type_v = o.type_v, .swa_full = o.prompt_cache != NULL};
+                            .type_k = o.type_k, .type_v = o.type_v, .swa_full = o.prompt_cache != NULL,
+                            .n_gpu_layers = o.n_gpu_layers};
     if (nc_context_new(&c, m, &cp, &err) ||
         cli_spec_open(&o.spec, m, (int32_t)n_ctx, cp.n_seq_max, (int32_t)o.threads, &spec, &dm, &dc, &err))
         goto fail;

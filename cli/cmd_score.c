@@ -73,12 +73,12 @@ static int fail(const nc_err *err) {
 
 #define USAGE                                                                                                   \
     "usage: nucleus score [-m MODEL] --ids 1,2,3 [--all] [--top K] [--greedy N] [-t THREADS] [-c CTX] "         \
-    CLI_CACHE_USAGE " [--fast]\n"                                                                                 \
+    CLI_CACHE_USAGE " [--fast] " CLI_DEVICE_USAGE "\n"                                                                                 \
     "  --ids 1,2,3        the token ids; the log-probabilities of the next token after them, as JSON\n"          \
     "  --all              every position's (teacher forcing) instead of the last one's\n"                       \
     "  --top K            the K most likely tokens per position (5)\n"                                           \
     "  --greedy N         N greedy steps after the ids, each with its top K\n"                                  \
-    "  --fast             int8 activations for Q8_0/Q4_0 weights\n" CLI_CACHE_HELP
+    "  --fast             int8 activations for Q8_0/Q4_0 weights\n" CLI_CACHE_HELP CLI_DEVICE_HELP
 
 int cmd_score(int argc, char **argv) {
     const char *path = NULL;
@@ -87,9 +87,11 @@ int cmd_score(int argc, char **argv) {
     long top = 5, greedy = 0, threads = 0, ctx = 0;
     bool all = false, fast = false;
     nc_cache_type type_k = NC_CACHE_F16, type_v = NC_CACHE_F16;
+    int32_t ngl = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int r = cli_cache_arg(argc, argv, &i, &type_k, &type_v);
+        if (r == 0) r = cli_device_arg(argc, argv, &i, &ngl);
         if (r < 0) { free(ids); return 2; }
         if (r > 0) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -134,7 +136,7 @@ int cmd_score(int argc, char **argv) {
             goto done;
         }
     nc_context_params cp = {.n_ctx = ctx ? (int32_t)ctx : total, .n_threads = (int32_t)threads, .type_k = type_k,
-                            .type_v = type_v, .fast = fast};
+                            .type_v = type_v, .fast = fast, .n_gpu_layers = ngl};
     if (nc_context_new(&c, m, &cp, &err)) { rc = fail(&err); goto done; }
     lp = malloc((size_t)info.n_vocab * sizeof *lp);
     if (!lp) { fprintf(stderr, "error: out of memory\n"); goto done; }

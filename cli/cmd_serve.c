@@ -13,7 +13,7 @@
 #define USAGE                                                                                                  \
     "usage: nucleus serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [-t THREADS]\n"  \
     "                     [--api-key KEY | --api-key-file FILE] [--max-queue Q] [--prefill-chunk N] [--kv-size N]\n"                 \
-    "                     " CLI_CACHE_USAGE " [--slot-save-path DIR] [--swa-full]\n"                        \
+    "                     " CLI_CACHE_USAGE " " CLI_DEVICE_USAGE " [--slot-save-path DIR] [--swa-full]\n"                        \
     "                     [--context-shift [--keep N] | --attention-sinks N]\n"                              \
     "                     [-md FILE | --lookup-ngram N] [--draft-max N] [--draft-min N] [--draft-fixed]\n"    \
     "                     [--alias NAME] [--chat-template FILE]\n"                                            \
@@ -43,7 +43,7 @@
     "  --swa-full         sliding-window layers keep every position: their prompts can be cached and saved\n" \
     "  --context-shift, --keep N, --attention-sinks N: as in `nucleus run`, for requests that set\n"         \
     "                     max_tokens (others end at a full context, finish \"length\")\n"                      \
-    CLI_CACHE_HELP
+    CLI_CACHE_HELP CLI_DEVICE_HELP
 
 typedef struct serve_opts {
     const char *model, *alias, *template_path, *key_path;
@@ -66,6 +66,7 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         const char *a = argv[i];
         bool ok = true;
         int r = cli_cache_arg(argc, argv, &i, &o->cfg.type_k, &o->cfg.type_v);
+        if (r == 0) r = cli_device_arg(argc, argv, &i, &o->cfg.n_gpu_layers);
         if (r == 0) r = cli_context_arg(argc, argv, &i, &o->context);
         if (r == 0) r = cli_spec_arg(argc, argv, &i, &o->spec);
         if (r < 0) return 2;

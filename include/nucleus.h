@@ -118,12 +118,17 @@ typedef struct nc_context_params {
     bool swa_full;        /* sliding-window layers keep every position, not a ring of their window
                              (more memory; a ring can only save or keep what it still holds) */
     bool fast;            /* int8 activations for Q8_0/Q4_0 weights' normalised inputs (faster prefill) */
+    int32_t n_gpu_layers; /* layers on the first CUDA GPU: 0 none; -1, or n_layer and more: every layer, with
+                             the output projection and the KV cache (a part of them is refused); needs a
+                             build with the CUDA backend (make CUDA=1) */
 } nc_context_params;
 
 int nc_context_new(nc_context **out, nc_model *m, const nc_context_params *p, nc_err *err);
 void nc_context_free(nc_context *c);
 int32_t nc_context_n_ctx(const nc_context *c);
 int32_t nc_context_n_threads(const nc_context *c);
+/* Where the forward pass runs: "cpu", or the GPU's name, memory and what it holds. */
+const char *nc_context_device(nc_context *c);
 
 /* One entry of a batch: the token at a position of a sequence, and whether its logits are
  * wanted. A batch may mix sequences and holds any number of tokens (prefill, decode, or both). */

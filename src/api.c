@@ -35,6 +35,7 @@ struct nc_context {
     nc_model *model;
     fwd_state fwd;
     int32_t n_threads;
+    char device[384];
 };
 
 struct nc_vocab_file {
@@ -298,12 +299,16 @@ int nc_context_new(nc_context **out, nc_model *m, const nc_context_params *p, nc
     if (!cache_ggml_type(d.type_k, &type_k) || !cache_ggml_type(d.type_v, &type_v))
         return nc_fail(err, "cache types %d (keys) and %d (values): each must be an nc_cache_type (f16, f32, q8_0, q4_0)",
                        (int)d.type_k, (int)d.type_v);
+    int32_t n_layer = m->m->hp.n_layer;
+    if (d.n_gpu_layers < -1 || (d.n_gpu_layers > 0 && d.n_gpu_layers < n_layer))
+        return nc_fail(err, "n_gpu_layers %d: the GPU takes every layer or none (0, or -1 or %d and more; the model has %d)",
+                       d.n_gpu_layers, n_layer, n_layer);
     nc_context *c = calloc(1, sizeof *c);
     if (!c) return nc_fail(err, "out of memory");
     c->model = m;
     c->n_threads = d.n_threads;
     if (fwd_init(&c->fwd, m->m, d.n_ctx, d.n_seq_max, d.n_threads, d.n_batch, d.kv_cells,
-                 type_k, type_v, d.swa_full, d.fast, err)) {
+                 type_k, type_v, d.swa_full, d.fast, d.n_gpu_layers != 0, err)) {
         free(c);
         return -1;
     }
@@ -319,6 +324,11 @@ void nc_context_free(nc_context *c) {
 
 int32_t nc_context_n_ctx(const nc_context *c) { return kv_n_ctx(&c->fwd.kv); }
 int32_t nc_context_n_threads(const nc_context *c) { return c->n_threads; }
+
+const char *nc_context_device(nc_context *c) {
+    if (!c->fwd.gpu) return "cpu";
+    return fwd_gpu_describe(&c->fwd, c->device, sizeof c->device);
+}
 
 int nc_forward(nc_context *c, const nc_batch_entry *batch, int n, nc_err *err) {
     return fwd_run(&c->fwd, batch, n, err);
@@ -457,7 +467,14 @@ static kv_file_id context_id(const nc_context *c) {
     return kv_file_id_of(&c->fwd.kv, &id);
 }
 
+/* Saved caches are read from and written to the host's copy of the cells, which a GPU pass does
+ * not keep. */
+static int host_cache(const nc_context *c, nc_err *err) {
+    return c->fwd.gpu ? nc_fail(err, "saving or loading KV caches is not available on the GPU yet") : 0;
+}
+
 int nc_kv_seq_save(nc_context *c, int32_t seq, int32_t n, const char *path, uint64_t *bytes, nc_err *err) {
+    if (host_cache(c, err)) return -1;
     kv_file_id id = context_id(c);
     return kv_seq_save(&c->fwd.kv, seq, n > 0 ? n : nc_kv_seq_len(c, seq), &id, path, bytes, err);
 }
@@ -493,5 +510,6 @@ void nc_kv_file_get_info(const nc_kv_file *f, nc_kv_file_info *info) {
 }
 
 int nc_kv_file_load(nc_kv_file *f, int32_t seq, int32_t n, nc_err *err) {
+    if (host_cache(f->c, err)) return -1;
     return kv_seq_load(&f->c->fwd.kv, seq, &f->view, n, f->path, err);
 }

@@ -21,6 +21,7 @@ run_suite() { # name, command...
     if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
     total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
     printf '%-28s %5d passed %3d failed  (%ds)\n' "$name" "$p" "$f" $((SECONDS - start))
+    grep '^SKIPPED' "$log" | sed 's/^/    | /' # what a suite could not check here, said where everyone reads
     if [ "$f" -ne 0 ]; then
         failed_suites+=("$name")
         sed 's/^/    | /' "$log" | tail -n 60
@@ -30,6 +31,12 @@ run_suite() { # name, command...
 
 for t in build/san/tests/test_*; do
     [ -x "$t" ] && run_suite "$(basename "$t")" "$t"
+done
+# The CUDA backend's tests: emulated on the CPU, and built for the GPU where nvcc is (skipping,
+# saying so, without a GPU).
+for t in build/emu/tests/test_* build/cuda/tests/test_*; do
+    d=${t#build/}
+    [ -x "$t" ] && run_suite "$(basename "$t") (${d%%/*})" "$t"
 done
 for s in tests/e2e/*.sh; do
     [ -f "$s" ] && run_suite "$(basename "$s" .sh)" bash "$s"

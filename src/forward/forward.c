@@ -110,7 +110,7 @@ static int init_cache(fwd_state *s, int32_t n_ctx, int32_t n_seq, int64_t n_cell
 static bool same_rope(const model_rope *a, const model_rope *b) { return memcmp(a, b, sizeof *a) == 0; }
 
 int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t n_threads, int32_t n_batch,
-             int64_t n_cells, uint32_t type_k, uint32_t type_v, bool swa_full, bool fast, nc_err *err) {
+             int64_t n_cells, uint32_t type_k, uint32_t type_v, bool swa_full, bool fast, bool gpu, nc_err *err) {
     memset(s, 0, sizeof *s);
     const model_hparams *hp = &m->hp;
     s->m = m;
@@ -197,10 +197,15 @@ int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t
     }
     for (int k = 0; k < s->n_ropes; k++)
         s->rope_mscale[k] = (float)model_rope_freqs(&hp->rope[k], hp->n_rot, n_ctx, s->inv_freq[k]);
+    if (gpu && fwd_gpu_init(s, err)) {
+        fwd_free(s);
+        return -1;
+    }
     return 0;
 }
 
 void fwd_free(fwd_state *s) {
+    fwd_gpu_free(s);
     kv_free(&s->kv);
     if (s->pool) pool_free(s->pool);
     for (int i = 0; s->thr && i < s->n_threads; i++) {
@@ -1096,6 +1101,15 @@ int fwd_run(fwd_state *s, const nc_batch_entry *batch, int n, nc_err *err) {
         for (int t = 0; t < T; t++) kv_ring_claim(&s->kv, e[t].seq, e[t].pos);
         embed(s, e, T);
         rope_tables(s, e, T);
+        if (s->gpu) {
+            if (fwd_gpu_batch(s, e, T, start, err)) { /* the cells claimed hold nothing usable */
+                for (int i = n - 1; i >= 0; i--) kv_seq_truncate(&s->kv, batch[i].seq, cells[i]);
+                s->n_entries = 0;
+                free(cells);
+                return -1;
+            }
+            continue;
+        }
         attn_blocks(s, e, T);
         for (int il = 0; il < s->m->hp.n_layer; il++) run_layer(s, il, e, T);
         output_logits(s, e, T, start);
@@ -1111,6 +1125,8 @@ int fwd_run(fwd_state *s, const nc_batch_entry *batch, int n, nc_err *err) {
  * of each pair. Moving a key from position p to p' is one more rotation by (p' - p) * theta_i,
  * since rotations compose; the YaRN magnitude scale was applied once and stays. */
 int fwd_seq_keep(fwd_state *s, int32_t seq, const int32_t *cells, int32_t n, const int32_t *new_pos, nc_err *err) {
+    if (s->gpu) /* the keys to turn are on the device; the turn is not written for it yet */
+        return nc_fail(err, "moving cached tokens to new positions (context shift) is not available on the GPU yet");
     const model_hparams *hp = &s->m->hp;
     int half = hp->n_rot / 2, kd = (int)kv_dim(hp);
     int32_t *old = malloc(((size_t)n + 1) * sizeof *old);

@@ -76,6 +76,8 @@ typedef struct fwd_moe {
     float *gate_up;                  /* [n_threads][n_batch][2 * ffn rows] fused products (transposed weights) */
 } fwd_moe;
 
+typedef struct fwd_gpu fwd_gpu; /* forward_gpu.c */
+
 typedef struct fwd_state {
     const model *m;
     kv_cache kv;
@@ -106,6 +108,7 @@ typedef struct fwd_state {
     int32_t logits_cap;              /* rows allocated */
     int32_t *logit_row;              /* batch entry -> row in logits, or -1 */
     int32_t logit_row_cap, n_entries;
+    fwd_gpu *gpu;                    /* the pass runs on a CUDA GPU (forward_gpu.c), or NULL */
 } fwd_state;
 
 /* n_cells: the KV pool's capacity (0: n_seq * n_ctx); type_k, type_v: the cache's key and value
@@ -114,9 +117,10 @@ typedef struct fwd_state {
  * activations; fast: int8 for the products of RMS-normalised inputs (Q/K/V, gate/up: 64% of a
  * layer's arithmetic) with Q8_0 or Q4_0 weights, which keeps the deviation from the exact
  * reference below llama.cpp's. Int8 everywhere would not, nor int8 on Q4_K: see the README's
- * Performance section. */
+ * Performance section. gpu: every layer, the output projection and the cache's keys and values
+ * on the first CUDA GPU (forward_gpu.c; refused, with the reason, for what it lacks). */
 int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t n_threads, int32_t n_batch,
-             int64_t n_cells, uint32_t type_k, uint32_t type_v, bool swa_full, bool fast, nc_err *err);
+             int64_t n_cells, uint32_t type_k, uint32_t type_v, bool swa_full, bool fast, bool gpu, nc_err *err);
 void fwd_free(fwd_state *s);
 
 int fwd_run(fwd_state *s, const nc_batch_entry *batch, int n, nc_err *err);
@@ -126,5 +130,12 @@ const float *fwd_logits(const fwd_state *s, int i);
 const float *fwd_hidden(const fwd_state *s, int i);
 /* kv_seq_keep, then the moved keys rotated for their new positions. */
 int fwd_seq_keep(fwd_state *s, int32_t seq, const int32_t *cells, int32_t n, const int32_t *new_pos, nc_err *err);
+
+/* forward_gpu.c: set-up (s->gpu), release, a line saying what runs where, and one micro-batch
+ * after forward.c embedded its tokens and made its rotary table. */
+int fwd_gpu_init(fwd_state *s, nc_err *err);
+void fwd_gpu_free(fwd_state *s);
+const char *fwd_gpu_describe(const fwd_state *s, char *buf, size_t n);
+int fwd_gpu_batch(fwd_state *s, const nc_batch_entry *e, int T, int first_entry, nc_err *err);
 
 #endif

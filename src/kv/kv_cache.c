@@ -140,6 +140,7 @@ static void copy_cells(kv_cache *kv, int32_t dst, int32_t src, int32_t n) {
         memcpy(kv->v[l] + (size_t)dst * vb, kv->v[l] + (size_t)src * vb, (size_t)n * kv->v_cell);
     }
     memcpy(block_tokens(kv, dst), block_tokens(kv, src), (size_t)n * sizeof(int32_t));
+    if (kv->mirror) kv->mirror(kv->mirror_ctx, dst, 0, src, 0, n);
 }
 
 /* ---- set-up ------------------------------------------------------------------------------- */
@@ -562,6 +563,7 @@ static void move_cells(kv_cache *kv, int32_t dst, int32_t to, int32_t src, int32
                  kv->v[l] + (size_t)src * vb, (size_t)from, (size_t)n, KV_BLOCK);
     }
     memmove(block_tokens(kv, dst) + to, block_tokens(kv, src) + from, (size_t)n * sizeof(int32_t));
+    if (kv->mirror) kv->mirror(kv->mirror_ctx, dst, to, src, from, n);
 }
 
 /* The rings of seq hold what they held of the kept cells, at their new positions. */

@@ -96,6 +96,10 @@ typedef struct kv_cache {
     uint8_t **rk, **rv;                     /* per ring layer: [n_seq] rings */
     int32_t *ring_pos;                      /* [n_seq][ring] position held by each ring cell, or -1 */
     int32_t *ring_hole;                     /* [n_seq] newest position a truncation lost from the ring, or -1 */
+    /* a copy of the cells kept elsewhere (the GPU's cache, forward_gpu.c), or NULL: told of every
+     * copy or move of cells between blocks, (dst block, first cell, src block, first cell, n) */
+    void (*mirror)(void *ctx, int32_t dst, int32_t to, int32_t src, int32_t from, int32_t n);
+    void *mirror_ctx;
 } kv_cache;
 
 typedef struct kv_config {
@@ -128,6 +132,19 @@ static inline void kv_score_add(kv_cache *kv, int32_t seq, int32_t cell, uint64_
 }
 static inline uint64_t kv_score(const kv_cache *kv, int32_t seq, int32_t cell) {
     return atomic_load_explicit(&kv->seqs[seq].score[cell], memory_order_relaxed);
+}
+
+/* Cells of the pool (its blocks' cells; rings not counted), and the pool slot of a sequence's
+ * cell, block * KV_BLOCK + its place in the block: where a copy of the cache kept elsewhere
+ * (kv_set_mirror) holds it. */
+static inline int64_t kv_pool_cells(const kv_cache *kv) { return (int64_t)kv->n_blocks * KV_BLOCK; }
+static inline int32_t kv_cell_slot(const kv_cache *kv, int32_t seq, int32_t cell) {
+    return kv->seqs[seq].table[cell / KV_BLOCK] * KV_BLOCK + cell % KV_BLOCK;
+}
+static inline void kv_set_mirror(kv_cache *kv, void (*mirror)(void *, int32_t, int32_t, int32_t, int32_t, int32_t),
+                                 void *ctx) {
+    kv->mirror = mirror;
+    kv->mirror_ctx = ctx;
 }
 
 /* ---- What attention reads ---- */

@@ -988,7 +988,8 @@ int srv_start(srv_server *sv, nc_model *m, const srv_config *cfg, nc_err *err) {
     int32_t per_slot = 1 + (spec ? (cfg->spec.draft_max ? cfg->spec.draft_max : 16) : 0);
     nc_context_params cp = {.n_ctx = cfg->n_ctx, .n_seq_max = cfg->n_parallel, .n_threads = cfg->n_threads,
                             .n_batch = cfg->n_parallel * per_slot + cfg->chunk, .kv_cells = cfg->kv_cells,
-                            .type_k = cfg->type_k, .type_v = cfg->type_v, .swa_full = cfg->swa_full};
+                            .type_k = cfg->type_k, .type_v = cfg->type_v, .swa_full = cfg->swa_full,
+                            .n_gpu_layers = cfg->n_gpu_layers};
     if (nc_context_new(&sv->c, m, &cp, err)) return -1;
     nc_spec_params sp = cfg->spec;
     if (cfg->draft_model) { /* a sequence per slot, as long as the model's */

@@ -21,6 +21,7 @@ typedef struct srv_config {
     int64_t kv_cells;      /* tokens in the KV pool all slots share (0: n_parallel * n_ctx) */
     int32_t n_threads;     /* 0: all cores */
     nc_cache_type type_k, type_v; /* the KV cache's key and value types */
+    int32_t n_gpu_layers;  /* nc_context_params.n_gpu_layers: 0 the CPU, -1 the GPU */
     int32_t max_queue;     /* requests allowed to wait beyond the slots */
     int32_t chunk;         /* prompt tokens prefilled per step */
     const char *api_key;   /* NULL: no authentication */

@@ -157,12 +157,13 @@ def main():
     ap.add_argument("--fast", action="store_true", help="check the fast mode (nucleus score --fast)")
     ap.add_argument("--set", default="golden", choices=["golden", "quants"], help="which records (a folder of shared/)")
     ap.add_argument("--beat-llama", action="store_true", help="also check our deviations are below llama.cpp's")
+    ap.add_argument("--device", default="", help="nucleus --device (cpu, cuda)")
     ap.add_argument("--cache-types", default="f16,f32,q8_0,q4_0",
                     help="the KV cache types to check, comma-separated (nucleus --cache-type values)")
     args = ap.parse_args()
     args.caches = args.cache_types.split(",")
     llama_devs = quants_llama_devs(args.shared) if args.set == "quants" else {}
-    args.mode = ["--fast"] if args.fast else []
+    args.mode = (["--fast"] if args.fast else []) + (["--device", args.device] if args.device else [])
     passed = failed = 0
     table = []
 

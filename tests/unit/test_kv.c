@@ -372,7 +372,54 @@ static void check_keep(uint32_t type) {
     kv_free(&kv);
 }
 
+/* A copy of the cells kept elsewhere (kv_set_mirror; the GPU's cache): the token each pool slot
+ * holds, written where the cache says a cell lives and moved as the cache reports. */
+static int32_t mirror_tok[4 * KV_BLOCK];
+
+static void mirror_move(void *ctx, int32_t dst, int32_t to, int32_t src, int32_t from, int32_t n) {
+    memmove(mirror_tok + dst * KV_BLOCK + to, mirror_tok + src * KV_BLOCK + from, (size_t)n * sizeof *mirror_tok);
+}
+
+static void mirror_put(kv_cache *kv, int32_t seq, int32_t pos, int32_t tok) {
+    int32_t c = put(kv, seq, pos, tok);
+    CHECK(c >= 0);
+    if (c >= 0) mirror_tok[kv_cell_slot(kv, seq, c)] = tok;
+}
+
+/* The mirror holds every cell of every sequence, where kv_cell_slot says. */
+static bool mirrored(const kv_cache *kv) {
+    for (int32_t q = 0; q < kv_n_seq(kv); q++)
+        for (int32_t c = 0; c < kv_seq_len(kv, q); c++)
+            if (mirror_tok[kv_cell_slot(kv, q, c)] != kv_tokens(kv, q)[c]) return false;
+    return true;
+}
+
+/* Copy-on-write, a partly shared prefix taken over, and kept cells moved all reach the mirror. */
+static void check_mirror(void) {
+    kv_cache kv;
+    nc_err err;
+    kv_config cfg = {.n_layer = 1, .n_seq = 3, .n_ctx = 600, .n_head_kv = 1, .head_dim = 8, .type_k = GGML_TYPE_F16,
+                     .type_v = GGML_TYPE_F16, .n_cells = 4 * KV_BLOCK};
+    CHECK(kv_init(&kv, &cfg, &err) == 0 && kv_pool_cells(&kv) == 4 * KV_BLOCK);
+    kv_set_mirror(&kv, mirror_move, NULL);
+    for (int p = 0; p < 300; p++) mirror_put(&kv, 0, p, 1000 + p);
+    kv_commit(&kv);
+    CHECK(kv_seq_copy(&kv, 0, 1, &err) == 0);
+    mirror_put(&kv, 1, 300, 7); /* into the shared second block: a copy of its 44 cells first */
+    CHECK(kv_cell_slot(&kv, 1, 299) != kv_cell_slot(&kv, 0, 299) && mirrored(&kv));
+    int32_t cells[160], pos[160], n = 0;
+    for (int c = 0; c < 10; c++) cells[n] = c, pos[n] = n, n++;
+    for (int c = 150; c < 300; c++) cells[n] = c, pos[n] = n, n++;
+    CHECK(kv_seq_keep(&kv, 0, cells, n, pos, NULL, &err) == 0); /* 150.. move down to 10.. */
+    CHECK(kv_tokens(&kv, 0)[10] == 1150 && mirrored(&kv));
+    int32_t toks[300];
+    for (int i = 0; i < 300; i++) toks[i] = i < 280 ? 1000 + i : 5;
+    CHECK(kv_seq_reuse_prefix(&kv, 2, toks, 300) == 280 && mirrored(&kv)); /* 256 shared, 24 copied */
+    kv_free(&kv);
+}
+
 int main(void) {
+    check_mirror();
     for (size_t i = 0; i < N_TYPES; i++) {
         check_ring(TYPES[i]);
         check_prefix(TYPES[i]);

@@ -1,0 +1,98 @@
+/* The CUDA backend: the kernels layer's GPU half (src/cuda/ops.cu), reached from C through these
+ * functions. Built with `make CUDA=1` (nvcc); `make CUDA=emu` compiles the same source as C++ for
+ * the CPU with cuda/emulate.h, which runs every kernel's threads as fibers, so `make test` checks
+ * the GPU code's logic on machines without a GPU.
+ *
+ * Every product promises what the CPU kernels promise (kernels.h): a per-row reduction order
+ * that depends on nothing but the row, so a token's outputs are the same bits whatever the batch
+ * holds. Here the order is: lane l of a warp takes elements 8l..8l + 7 of every 256 of the row,
+ * sums their products in order in f32 (the weight's values exactly as dequantised, times the
+ * activations), multiplies by their group's scale and adds to its sum; the lanes' sums meet in
+ * a fixed butterfly. Activations stay f32 (no int8/int16 quantisation), so the GPU's logits are
+ * at least as close to the exact values as the CPU's.
+ *
+ * Device memory is reached through opaque pointers; the operations are queued on the device's
+ * stream in order, and cu_sync waits for them and reports the first failure. */
+#ifndef NC_CUDA_H
+#define NC_CUDA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cu_dev cu_dev;
+
+/* A weight matrix in device memory, in the layout the products read: Q4_0 and Q8_0 as two
+ * planes (the quants of each row's groups, 16 or 32 bytes a group, then an f16 scale per group),
+ * F16, BF16 and F32 as dense rows; any other type dequantised to F32 at upload (exact, 4 bytes
+ * an element). */
+typedef struct cu_mat {
+    uint32_t type;          /* the layout's type: Q4_0, Q8_0, F16, BF16 or F32 */
+    uint32_t file_type;     /* the type it came from */
+    int32_t rows, cols;
+    void *q;                /* quants or elements */
+    void *d;                /* Q4_0 / Q8_0: the group scales, [rows][cols / 32] f16 */
+    size_t bytes;
+} cu_mat;
+
+/* Open the first device; fails with a message when there is none (or no driver). */
+int cu_open(cu_dev **out, nc_err *err);
+void cu_close(cu_dev *d);
+/* "<name>, <N> GiB, compute <major>.<minor>" */
+const char *cu_describe(const cu_dev *d);
+/* Bytes of device memory free now. */
+size_t cu_free_bytes(const cu_dev *d);
+
+void *cu_alloc(cu_dev *d, size_t bytes, nc_err *err);
+void cu_free(cu_dev *d, void *p);
+/* Copies between host and device memory, queued in order with the operations. cu_get waits. */
+int cu_put(cu_dev *d, void *dst, const void *src, size_t bytes, nc_err *err);
+int cu_get(cu_dev *d, void *dst, const void *src, size_t bytes, nc_err *err);
+int cu_zero(cu_dev *d, void *dst, size_t bytes, nc_err *err);
+/* Copy n bytes within device memory; the ranges may overlap (a cache cell moved in place). */
+int cu_move(cu_dev *d, void *dst, const void *src, size_t bytes, nc_err *err);
+/* Wait for everything queued; -1 with the first failure since the last call. */
+int cu_sync(cu_dev *d, nc_err *err);
+
+/* Upload `rows` rows of `cols` elements of a GGUF type (row r at data + r * row_bytes). */
+int cu_upload(cu_dev *d, cu_mat *m, const void *data, uint32_t type, int32_t rows, int32_t cols, size_t row_bytes,
+              nc_err *err);
+void cu_mat_free(cu_dev *d, cu_mat *m);
+
+/* ---- operations (queued; failures surface in cu_sync) ---- */
+
+/* y[t][r] = (add ? y[t][r] : 0) + scale * (sum_k w[r][k] x[t][k] + bias[r]) for t < T, r < rows;
+ * ldx, ldy: floats between tokens' rows; bias may be NULL. */
+void cu_mul(cu_dev *d, const cu_mat *w, const float *x, int ldx, int T, float *y, int ldy, const float *bias,
+            bool add, float scale);
+/* y[i] = RMSNorm(x[rows ? rows[i] : i]) * w for i < T, n floats a row; w NULL: a copy. */
+void cu_rms_norm(cu_dev *d, float *y, const float *x, const int32_t *rows, const float *w, int n, int T, float eps);
+/* Rotate the first n_rot dimensions of each of n_head heads (head_dim apart, ld floats between
+ * tokens) of T tokens by the table cs / sn ([T][n_rot / 2] cos and sin): pairs (2i, 2i + 1), or
+ * (i, i + n_rot / 2) when neox. */
+void cu_rope(cu_dev *d, float *x, int ld, int T, int n_head, int head_dim, int n_rot, bool neox, const float *cs,
+             const float *sn);
+/* out = act(g) * u elementwise, n floats (SiLU). */
+void cu_swiglu(cu_dev *d, float *out, const float *g, const float *u, size_t n);
+/* Store the keys and values of T tokens (kv_dim floats each, ld apart) as f16 into cells
+ * cells[t] of a layer's cache (k_cache / v_cache: [cells][kv_dim]). */
+void cu_kv_store(cu_dev *d, uint16_t *k_cache, uint16_t *v_cache, const float *k, const float *v, int ld, int T,
+                 int kv_dim, const int32_t *cells);
+/* Attention of T query tokens: token t attends to the n_vis[t] cells vis + vis_off[t] (cache
+ * cells, in position order) with the softmax of scale * q.k over them; n_head query heads share
+ * each of n_head_kv key heads; q and out: [T][n_head * head_dim]. */
+void cu_attention(cu_dev *d, float *out, const float *q, const uint16_t *k_cache, const uint16_t *v_cache, int T,
+                  int n_head, int n_head_kv, int head_dim, float scale, const int32_t *vis, const int32_t *vis_off,
+                  const int32_t *n_vis);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

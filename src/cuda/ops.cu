@@ -1,0 +1,489 @@
+/* The CUDA backend's kernels and their host side (cuda.h says what each promises). The same
+ * source builds for the GPU with nvcc and for the CPU with cuda/emulate.h (make emu), so the
+ * kernels use only what the emulator provides: static __shared__ arrays, __syncthreads and the
+ * warp shuffles. */
+#include "cuda/kernel.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "cuda/cuda.h"
+#include "format/ggml_types.h"
+#include "tensor/quant.h"
+}
+
+struct cu_dev {
+    cudaStream_t stream;
+    cudaError_t first;      /* the first failure since the last cu_sync */
+    char desc[320];
+};
+
+/* Remember the first failure of a call or a launch. */
+static void note(cu_dev *d, cudaError_t e) {
+    if (e != cudaSuccess && d->first == cudaSuccess) d->first = e;
+}
+static void note_launch(cu_dev *d) { note(d, cudaGetLastError()); }
+
+static int fail_cuda(nc_err *err, cudaError_t e, const char *what) {
+    return nc_fail(err, "CUDA: %s: %s", what, cudaGetErrorString(e));
+}
+
+/* ---- the device ------------------------------------------------------------------------------ */
+
+extern "C" int cu_open(cu_dev **out, nc_err *err) {
+    *out = NULL;
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) return fail_cuda(err, e, "no usable GPU (cudaGetDeviceCount)");
+    if (n == 0) return nc_fail(err, "CUDA: no GPU found");
+    cudaDeviceProp p;
+    if ((e = cudaSetDevice(0)) != cudaSuccess || (e = cudaGetDeviceProperties(&p, 0)) != cudaSuccess)
+        return fail_cuda(err, e, "device 0");
+    cu_dev *d = (cu_dev *)calloc(1, sizeof *d);
+    if (!d) return nc_fail(err, "out of memory");
+    if ((e = cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+        free(d);
+        return fail_cuda(err, e, "creating a stream");
+    }
+    snprintf(d->desc, sizeof d->desc, "%s, %.0f GiB, compute %d.%d", p.name, (double)p.totalGlobalMem / (1 << 30),
+             p.major, p.minor);
+    *out = d;
+    return 0;
+}
+
+extern "C" void cu_close(cu_dev *d) {
+    if (!d) return;
+    cudaStreamSynchronize(d->stream);
+    cudaStreamDestroy(d->stream);
+    free(d);
+}
+
+extern "C" const char *cu_describe(const cu_dev *d) { return d->desc; }
+
+extern "C" size_t cu_free_bytes(const cu_dev *d) {
+    size_t free_b = 0, total = 0;
+    return cudaMemGetInfo(&free_b, &total) == cudaSuccess ? free_b : 0;
+}
+
+extern "C" void *cu_alloc(cu_dev *d, size_t bytes, nc_err *err) {
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+    if (e != cudaSuccess) {
+        cudaGetLastError(); /* an allocation failure is not sticky: clear it */
+        nc_fail(err, "CUDA: out of device memory for %zu bytes (%zu free): %s", bytes, cu_free_bytes(d),
+                cudaGetErrorString(e));
+        return NULL;
+    }
+    return p;
+}
+
+extern "C" void cu_free(cu_dev *d, void *p) {
+    if (p) cudaFree(p);
+}
+
+extern "C" int cu_put(cu_dev *d, void *dst, const void *src, size_t bytes, nc_err *err) {
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, d->stream);
+    /* the source may be the caller's to reuse as soon as this returns */
+    if (e == cudaSuccess) e = cudaStreamSynchronize(d->stream);
+    return e == cudaSuccess ? 0 : fail_cuda(err, e, "copy to the device");
+}
+
+extern "C" int cu_get(cu_dev *d, void *dst, const void *src, size_t bytes, nc_err *err) {
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, d->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(d->stream);
+    return e == cudaSuccess ? 0 : fail_cuda(err, e, "copy from the device");
+}
+
+extern "C" int cu_zero(cu_dev *d, void *dst, size_t bytes, nc_err *err) {
+    cudaError_t e = cudaMemsetAsync(dst, 0, bytes, d->stream);
+    return e == cudaSuccess ? 0 : fail_cuda(err, e, "clearing device memory");
+}
+
+extern "C" int cu_move(cu_dev *d, void *dst, const void *src, size_t bytes, nc_err *err) {
+    const char *a = (const char *)dst, *b = (const char *)src;
+    cudaError_t e;
+    if (a + bytes <= b || b + bytes <= a) {
+        e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, d->stream);
+    } else { /* overlapping: cudaMemcpy does not promise memmove's result, so through a copy */
+        void *tmp = cu_alloc(d, bytes, err);
+        if (!tmp) return -1;
+        e = cudaMemcpyAsync(tmp, src, bytes, cudaMemcpyDeviceToDevice, d->stream);
+        if (e == cudaSuccess) e = cudaMemcpyAsync(dst, tmp, bytes, cudaMemcpyDeviceToDevice, d->stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(d->stream);
+        cudaFree(tmp);
+    }
+    return e == cudaSuccess ? 0 : fail_cuda(err, e, "copy within the device");
+}
+
+extern "C" int cu_sync(cu_dev *d, nc_err *err) {
+    cudaError_t e = cudaStreamSynchronize(d->stream);
+    note(d, e);
+    note_launch(d);
+    e = d->first;
+    d->first = cudaSuccess;
+    return e == cudaSuccess ? 0 : fail_cuda(err, e, "a queued operation failed");
+}
+
+/* ---- weights --------------------------------------------------------------------------------- */
+
+enum { GROUP = 32 };
+
+static bool planar(uint32_t t) { return t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q8_0; }
+static bool dense(uint32_t t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16; }
+static size_t elem_bytes(uint32_t t) { return t == GGML_TYPE_F32 ? 4 : 2; }
+/* Q4_0 / Q8_0: quant bytes of a group in the planes, and of a GGUF block (an f16 scale first). */
+static size_t plane_bytes(uint32_t t) { return t == GGML_TYPE_Q4_0 ? 16 : 32; }
+
+/* Rows of the device layout made from rows of the file, `n` at a time (a bounded host buffer). */
+static void host_rows(const cu_mat *m, const uint8_t *src, size_t row_bytes, int32_t n, uint8_t *q, uint8_t *dsc) {
+    size_t ng = (size_t)m->cols / GROUP, pb = plane_bytes(m->type);
+    for (int32_t r = 0; r < n; r++) {
+        const uint8_t *row = src + (size_t)r * row_bytes;
+        if (planar(m->type)) {
+            for (size_t g = 0; g < ng; g++) {
+                const uint8_t *blk = row + g * (2 + pb);
+                memcpy(dsc + ((size_t)r * ng + g) * 2, blk, 2);
+                memcpy(q + ((size_t)r * ng + g) * pb, blk + 2, pb);
+            }
+        } else if (m->type == m->file_type) {
+            memcpy(q + (size_t)r * m->cols * elem_bytes(m->type), row, (size_t)m->cols * elem_bytes(m->type));
+        } else {
+            quant_dequantize_row(m->file_type, row, (float *)(q + (size_t)r * m->cols * 4), m->cols);
+        }
+    }
+}
+
+extern "C" int cu_upload(cu_dev *d, cu_mat *m, const void *data, uint32_t type, int32_t rows, int32_t cols,
+                         size_t row_bytes, nc_err *err) {
+    memset(m, 0, sizeof *m);
+    m->file_type = type;
+    m->type = planar(type) || dense(type) ? type : (uint32_t)GGML_TYPE_F32;
+    m->rows = rows;
+    m->cols = cols;
+    if (planar(type) && cols % GROUP)
+        return nc_fail(err, "%d columns: not whole groups of %d", cols, GROUP);
+    if (!quant_type_supported(type)) return nc_fail(err, "type %u cannot be read", type);
+    size_t q_row = planar(m->type) ? (size_t)cols / GROUP * plane_bytes(m->type) : (size_t)cols * elem_bytes(m->type);
+    size_t d_row = planar(m->type) ? (size_t)cols / GROUP * 2 : 0;
+    m->bytes = (size_t)rows * (q_row + d_row);
+    m->q = cu_alloc(d, (size_t)rows * q_row, err);
+    if (!m->q) return -1;
+    if (d_row && !(m->d = cu_alloc(d, (size_t)rows * d_row, err))) {
+        cu_mat_free(d, m);
+        return -1;
+    }
+    int32_t chunk = (int32_t)((64u << 20) / (q_row + d_row + 1)) + 1;
+    uint8_t *hq = (uint8_t *)malloc((size_t)chunk * q_row), *hd = (uint8_t *)malloc((size_t)chunk * d_row + 1);
+    int rc = hq && hd ? 0 : nc_fail(err, "out of memory staging a weight for the device");
+    for (int32_t r0 = 0; rc == 0 && r0 < rows; r0 += chunk) {
+        int32_t n = rows - r0 < chunk ? rows - r0 : chunk;
+        host_rows(m, (const uint8_t *)data + (size_t)r0 * row_bytes, row_bytes, n, hq, hd);
+        rc = cu_put(d, (uint8_t *)m->q + (size_t)r0 * q_row, hq, (size_t)n * q_row, err);
+        if (rc == 0 && d_row) rc = cu_put(d, (uint8_t *)m->d + (size_t)r0 * d_row, hd, (size_t)n * d_row, err);
+    }
+    free(hq);
+    free(hd);
+    if (rc) cu_mat_free(d, m);
+    return rc;
+}
+
+extern "C" void cu_mat_free(cu_dev *d, cu_mat *m) {
+    cu_free(d, m->q);
+    cu_free(d, m->d);
+    m->q = m->d = NULL;
+}
+
+/* ---- products ------------------------------------------------------------------------------ */
+
+/* A weight as the kernels see it. */
+struct mat_view {
+    const uint8_t *q;
+    const uint16_t *d;
+    int rows, cols;
+};
+
+/* Elements e0..e0 + 7 of row r (e0 a multiple of 8): their values as dequantised, before their
+ * group's scale, and whether a scale follows (*s). Elements past the row's end (float types
+ * only) read as 0; vec: the row's length is a multiple of 8, so they are read 16 bytes at a time. */
+template <uint32_t TYPE>
+static __device__ __forceinline__ bool load8(const mat_view &w, int r, int e0, bool vec, float v[8], float *s) {
+    if (TYPE == GGML_TYPE_Q4_0 || TYPE == GGML_TYPE_Q8_0) {
+        size_t at = (size_t)r * (w.cols / GROUP) + e0 / GROUP;
+        int part = e0 % GROUP / 8;
+        *s = h2f(w.d[at]);
+        uint2 u;
+        if (TYPE == GGML_TYPE_Q4_0) /* byte j holds element j in its low nibble, j + 16 in its high one */
+            u = *(const uint2 *)(w.q + at * 16 + (part & 1) * 8);
+        else
+            u = *(const uint2 *)(w.q + at * 32 + part * 8);
+        uint32_t word[2] = {u.x, u.y};
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            uint32_t b = (word[j / 4] >> (8 * (j % 4))) & 0xff;
+            v[j] = TYPE == GGML_TYPE_Q4_0 ? (float)((int)((b >> (part / 2 * 4)) & 15) - 8) : (float)(int8_t)b;
+        }
+        return true;
+    }
+    *s = 1.0f;
+    size_t at = (size_t)r * w.cols + e0;
+    if (TYPE == GGML_TYPE_F32) {
+        const float *p = (const float *)w.q + at;
+        if (vec) {
+            float4 a = *(const float4 *)p, b = *(const float4 *)(p + 4);
+            v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; j++) v[j] = e0 + j < w.cols ? p[j] : 0.0f;
+        }
+        return false;
+    }
+    const uint16_t *p = (const uint16_t *)w.q + at;
+    uint16_t h[8];
+    if (vec) {
+        uint4 u = *(const uint4 *)p;
+        uint32_t word[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int j = 0; j < 8; j++) h[j] = (uint16_t)(word[j / 2] >> (16 * (j % 2)));
+    } else {
+#pragma unroll
+        for (int j = 0; j < 8; j++) h[j] = e0 + j < w.cols ? p[j] : 0;
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++) v[j] = TYPE == GGML_TYPE_F16 ? h2f(h[j]) : __uint_as_float((uint32_t)h[j] << 16);
+    return false;
+}
+
+/* Activations e0..e0 + 7 of one token (0 past the row's end). */
+static __device__ __forceinline__ void load_x8(const float *x, int e0, int n, bool vec, float v[8]) {
+    if (vec) {
+        float4 a = *(const float4 *)(x + e0), b = *(const float4 *)(x + e0 + 4);
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+    } else {
+#pragma unroll
+        for (int j = 0; j < 8; j++) v[j] = e0 + j < n ? x[e0 + j] : 0.0f;
+    }
+}
+
+enum { MUL_WARPS = 4, MUL_TT = 8 };
+
+/* Warp w of block (bx, by) computes row bx * MUL_WARPS + w for tokens by * MUL_TT.. in the order
+ * cuda.h gives: lane l takes elements 8l..8l + 7 of each 256, whose products it sums in order,
+ * scales by their group's scale and adds to its sum; then the lanes' sums meet in a butterfly.
+ * A warp's loads of a row and of an activation row are each 256 contiguous elements. */
+template <uint32_t TYPE>
+static __global__ void __launch_bounds__(MUL_WARPS * 32)
+    k_mul(mat_view w, const float *__restrict__ x, int ldx, int T, float *y, int ldy, const float *__restrict__ bias,
+          int add, float scale) {
+    const int lane = threadIdx.x & 31, r = blockIdx.x * MUL_WARPS + (threadIdx.x >> 5);
+    if (r >= w.rows) return; /* the whole warp: no shuffle is left waiting */
+    const int t0 = blockIdx.y * MUL_TT, nt = T - t0 < MUL_TT ? T - t0 : MUL_TT;
+    const bool vw = w.cols % 8 == 0, vx = vw && ldx % 4 == 0;
+    float acc[MUL_TT];
+#pragma unroll
+    for (int t = 0; t < MUL_TT; t++) acc[t] = 0.0f;
+#pragma unroll 4
+    for (int e0 = lane * 8; e0 < w.cols; e0 += 256) {
+        float v[8], s;
+        bool scaled = load8<TYPE>(w, r, e0, vw, v, &s);
+#pragma unroll
+        for (int t = 0; t < MUL_TT; t++) {
+            if (t >= nt) break;
+            float xv[8];
+            load_x8(x + (size_t)(t0 + t) * ldx, e0, w.cols, vx, xv);
+            float p = v[0] * xv[0];
+#pragma unroll
+            for (int j = 1; j < 8; j++) p = fmaf(v[j], xv[j], p);
+            acc[t] = scaled ? fmaf(s, p, acc[t]) : acc[t] + p;
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < MUL_TT; t++) {
+        if (t >= nt) break; /* nt is the same for the whole warp */
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) acc[t] += __shfl_xor_sync(0xffffffffu, acc[t], o);
+    }
+    if (lane != 0) return;
+    float b = bias ? bias[r] : 0.0f;
+#pragma unroll
+    for (int t = 0; t < MUL_TT; t++) {
+        if (t >= nt) break;
+        float *yt = y + (size_t)(t0 + t) * ldy + r;
+        float v = scale * (acc[t] + b);
+        *yt = add ? *yt + v : v;
+    }
+}
+
+extern "C" void cu_mul(cu_dev *d, const cu_mat *w, const float *x, int ldx, int T, float *y, int ldy,
+                       const float *bias, bool add, float scale) {
+    mat_view v = {(const uint8_t *)w->q, (const uint16_t *)w->d, w->rows, w->cols};
+    dim3 grid((unsigned)((w->rows + MUL_WARPS - 1) / MUL_WARPS), (unsigned)((T + MUL_TT - 1) / MUL_TT));
+    dim3 block(MUL_WARPS * 32);
+    int a = add ? 1 : 0;
+    switch (w->type) {
+    case GGML_TYPE_Q4_0: NC_LAUNCH(k_mul<GGML_TYPE_Q4_0>, grid, block, d->stream, v, x, ldx, T, y, ldy, bias, a, scale); break;
+    case GGML_TYPE_Q8_0: NC_LAUNCH(k_mul<GGML_TYPE_Q8_0>, grid, block, d->stream, v, x, ldx, T, y, ldy, bias, a, scale); break;
+    case GGML_TYPE_F16: NC_LAUNCH(k_mul<GGML_TYPE_F16>, grid, block, d->stream, v, x, ldx, T, y, ldy, bias, a, scale); break;
+    case GGML_TYPE_BF16: NC_LAUNCH(k_mul<GGML_TYPE_BF16>, grid, block, d->stream, v, x, ldx, T, y, ldy, bias, a, scale); break;
+    default: NC_LAUNCH(k_mul<GGML_TYPE_F32>, grid, block, d->stream, v, x, ldx, T, y, ldy, bias, a, scale); break;
+    }
+    note_launch(d);
+}
+
+/* ---- norms, rotation, activation ----------------------------------------------------------- */
+
+enum { NORM_T = 256 };
+
+/* A block per row: the sum of squares in double (as the CPU kernels), each thread over a stride,
+ * then a fixed tree. */
+static __global__ void __launch_bounds__(NORM_T)
+    k_rms_norm(float *y, const float *x, const int32_t *rows, const float *w, int n, float eps) {
+    __shared__ double part[NORM_T];
+    const int i = blockIdx.x, tid = threadIdx.x;
+    const float *xr = x + (size_t)(rows ? rows[i] : i) * n;
+    float *yr = y + (size_t)i * n;
+    double ss = 0;
+    for (int k = tid; k < n; k += NORM_T) ss += (double)xr[k] * xr[k];
+    part[tid] = ss;
+    __syncthreads();
+    for (int h = NORM_T / 2; h > 0; h >>= 1) {
+        if (tid < h) part[tid] += part[tid + h];
+        __syncthreads();
+    }
+    float scale = (float)(1.0 / sqrt(part[0] / n + eps));
+    for (int k = tid; k < n; k += NORM_T) yr[k] = w ? xr[k] * scale * w[k] : xr[k];
+}
+
+extern "C" void cu_rms_norm(cu_dev *d, float *y, const float *x, const int32_t *rows, const float *w, int n, int T,
+                            float eps) {
+    NC_LAUNCH(k_rms_norm, dim3((unsigned)T), dim3(NORM_T), d->stream, y, x, rows, w, n, eps);
+    note_launch(d);
+}
+
+static __global__ void k_rope(float *x, int ld, int n_head, int head_dim, int half, int neox, const float *cs,
+                              const float *sn) {
+    const int t = blockIdx.x;
+    for (int k = threadIdx.x; k < n_head * half; k += blockDim.x) {
+        int h = k / half, i = k % half, a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+        float *v = x + (size_t)t * ld + (size_t)h * head_dim;
+        float c = cs[t * half + i], s = sn[t * half + i], x0 = v[a], x1 = v[b];
+        v[a] = x0 * c - x1 * s;
+        v[b] = x0 * s + x1 * c;
+    }
+}
+
+extern "C" void cu_rope(cu_dev *d, float *x, int ld, int T, int n_head, int head_dim, int n_rot, bool neox,
+                        const float *cs, const float *sn) {
+    NC_LAUNCH(k_rope, dim3((unsigned)T), dim3(128), d->stream, x, ld, n_head, head_dim, n_rot / 2, neox ? 1 : 0, cs, sn);
+    note_launch(d);
+}
+
+static __global__ void k_swiglu(float *out, const float *g, const float *u, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float x = g[i];
+        out[i] = x / (1.0f + expf(-x)) * u[i];
+    }
+}
+
+extern "C" void cu_swiglu(cu_dev *d, float *out, const float *g, const float *u, size_t n) {
+    NC_LAUNCH(k_swiglu, dim3((unsigned)((n + 255) / 256)), dim3(256), d->stream, out, g, u, n);
+    note_launch(d);
+}
+
+/* ---- the KV cache and attention ------------------------------------------------------------ */
+
+static __global__ void k_kv_store(uint16_t *kc, uint16_t *vc, const float *k, const float *v, int ld, int kv_dim,
+                                  const int32_t *cells) {
+    const int t = blockIdx.x;
+    size_t c = (size_t)cells[t] * kv_dim;
+    for (int i = threadIdx.x; i < kv_dim; i += blockDim.x) {
+        kc[c + i] = f2h(k[(size_t)t * ld + i]);
+        vc[c + i] = f2h(v[(size_t)t * ld + i]);
+    }
+}
+
+extern "C" void cu_kv_store(cu_dev *d, uint16_t *k_cache, uint16_t *v_cache, const float *k, const float *v, int ld,
+                            int T, int kv_dim, const int32_t *cells) {
+    NC_LAUNCH(k_kv_store, dim3((unsigned)T), dim3(256), d->stream, k_cache, v_cache, k, v, ld, kv_dim, cells);
+    note_launch(d);
+}
+
+enum { ATT_T = 128, ATT_MAX_HEAD = 256 };
+
+/* max (op 0) or sum (op 1) of one value per thread, in a fixed tree; every thread gets it. */
+static __device__ float block_reduce(float v, float *red, int op) {
+    const int tid = threadIdx.x;
+    red[tid] = v;
+    __syncthreads();
+    for (int h = ATT_T / 2; h > 0; h >>= 1) {
+        if (tid < h) red[tid] = op ? red[tid] + red[tid + h] : fmaxf(red[tid], red[tid + h]);
+        __syncthreads();
+    }
+    float r = red[0];
+    __syncthreads();
+    return r;
+}
+
+/* A block per (query head, token): the cells in spans of ATT_T, a thread per cell for the
+ * scores, a thread per dimension for the weighted values, with the streaming softmax (Milakov &
+ * Gimelshein 2018) across spans; every sum in a fixed order. */
+static __global__ void __launch_bounds__(ATT_T)
+    k_attention(float *out, const float *q, const uint16_t *kc, const uint16_t *vc, int n_head, int n_head_kv,
+                int head_dim, float scale, const int32_t *vis, const int32_t *vis_off, const int32_t *n_vis) {
+    __shared__ float qs[ATT_MAX_HEAD];
+    __shared__ float p[ATT_T];
+    __shared__ float red[ATT_T];
+    __shared__ int32_t cell[ATT_T];
+    const int h = blockIdx.x, t = blockIdx.y, tid = threadIdx.x;
+    const int kv_dim = n_head_kv * head_dim, g = h / (n_head / n_head_kv), n = n_vis[t];
+    const int32_t *cells = vis + vis_off[t];
+    const float *qr = q + ((size_t)t * n_head + h) * head_dim;
+    for (int k = tid; k < head_dim; k += ATT_T) qs[k] = qr[k];
+    float m = -INFINITY, l = 0.0f, o[ATT_MAX_HEAD / ATT_T] = {0.0f, 0.0f};
+    __syncthreads();
+    for (int c0 = 0; c0 < n; c0 += ATT_T) {
+        const int c = c0 + tid, span = n - c0 < ATT_T ? n - c0 : ATT_T;
+        float s = -INFINITY;
+        if (c < n) {
+            cell[tid] = cells[c];
+            const uint16_t *kr = kc + (size_t)cells[c] * kv_dim + (size_t)g * head_dim;
+            float dot = 0.0f;
+            for (int k = 0; k < head_dim; k++) dot = fmaf(qs[k], h2f(kr[k]), dot);
+            s = dot * scale;
+        }
+        float m_new = fmaxf(m, block_reduce(s, red, 0));
+        float e = c < n ? expf(s - m_new) : 0.0f;
+        p[tid] = e;
+        float sum = block_reduce(e, red, 1); /* its barriers also publish p and cell */
+        float corr = expf(m - m_new);
+        l = l * corr + sum;
+#pragma unroll
+        for (int j = 0; j < ATT_MAX_HEAD / ATT_T; j++) {
+            int k = tid + j * ATT_T;
+            if (k >= head_dim) break;
+            float acc = o[j] * corr;
+            for (int i = 0; i < span; i++)
+                acc = fmaf(p[i], h2f(vc[(size_t)cell[i] * kv_dim + (size_t)g * head_dim + k]), acc);
+            o[j] = acc;
+        }
+        m = m_new;
+        __syncthreads(); /* p and cell are rewritten by the next span */
+    }
+    float *orow = out + ((size_t)t * n_head + h) * head_dim;
+#pragma unroll
+    for (int j = 0; j < ATT_MAX_HEAD / ATT_T; j++) {
+        int k = tid + j * ATT_T;
+        if (k < head_dim) orow[k] = o[j] / l;
+    }
+}
+
+extern "C" void cu_attention(cu_dev *d, float *out, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
+                             int T, int n_head, int n_head_kv, int head_dim, float scale, const int32_t *vis,
+                             const int32_t *vis_off, const int32_t *n_vis) {
+    NC_LAUNCH(k_attention, dim3((unsigned)n_head, (unsigned)T), dim3(ATT_T), d->stream, out, q, k_cache, v_cache, n_head,
+              n_head_kv, head_dim, scale, vis, vis_off, n_vis);
+    note_launch(d);
+}

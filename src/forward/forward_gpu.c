@@ -1,0 +1,314 @@
+/* The forward pass on a CUDA GPU (cuda/cuda.h): the same pass as forward.c, top to bottom, with
+ * every layer's products, norms, rotation, cache writes and attention on the device. The host
+ * keeps what is cheap and shared with the CPU pass: the cache's bookkeeping (kv_cache.c: which
+ * cell of which block holds what; the device holds the cells' keys and values, in the same pool
+ * slots, f16, [slot][kv_dim] per layer), the embedding lookup, the rotary tables, and the
+ * logits' last scaling. Per micro-batch the host sends the embedded tokens, the rotary table,
+ * each token's cache slot and the list of slots each token sees; it reads back the logits and
+ * final hidden states of the tokens that asked.
+ *
+ * What runs here: dense decoder-only models with pre-norms, SiLU-gated FFNs, optional Q/K/V and
+ * output biases, optional per-head q/k norms, RoPE on all or some layers, and an f16 cache.
+ * Others are refused at set-up with the feature named (fwd_gpu_init). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "forward/forward.h"
+
+#ifdef NC_CUDA
+#include "cuda/cuda.h"
+#include "format/ggml_types.h"
+
+typedef struct gpu_layer {
+    cu_mat wq, wk, wv, wo, gate, up, down;
+    float *attn_norm, *ffn_norm, *q_norm, *k_norm, *bq, *bk, *bv, *bo; /* device copies, or NULL */
+    uint16_t *k, *v;                                                    /* the layer's cache */
+} gpu_layer;
+
+struct fwd_gpu {
+    cu_dev *dev;
+    gpu_layer *layers;
+    cu_mat output;
+    float *output_norm;
+    /* activations of a micro-batch, [n_batch][width] */
+    float *x, *xn, *q, *k, *v, *attn, *gate, *up, *logits, *cs, *sn;
+    int32_t *slots, *rows, *vis_off, *n_vis;   /* [n_batch] */
+    int32_t *vis, vis_cap;                      /* the slot lists (device), ints allocated */
+    int32_t *h_meta, *h_vis, h_vis_cap;         /* host staging: slots|rows|vis_off|n_vis, the lists */
+    int32_t *h_seq_off;                         /* [n_seq]: where a sequence's list starts, or -1 */
+    uint64_t weight_bytes, cache_bytes;
+    char mirror_err[256];                       /* a failed copy of cache cells, reported by the next pass */
+};
+
+static const model_hparams *hparams(const fwd_state *s) { return &s->m->hp; }
+
+/* The first feature of the model (or cache) the GPU pass lacks, or NULL. */
+static const char *missing_feature(const fwd_state *s) {
+    const model_hparams *hp = hparams(s);
+    const arch_desc *a = hp->arch;
+    if (hp->n_expert > 0) return "mixture-of-experts layers";
+    if (hp->swa_window > 0) return "sliding-window attention";
+    if (a->norms != NORMS_PRE) return "norms after the blocks (post / sandwich norms)";
+    if (a->qk_norm == QK_NORM_ALL) return "q/k norms over all heads";
+    if (a->act != ACT_SILU) return "an FFN activation other than SiLU";
+    if (a->sinks) return "attention sinks";
+    if (hp->attn_softcap > 0 || hp->final_softcap > 0) return "soft-capping";
+    if (hp->head_dim > 256) return "heads of more than 256 dimensions";
+    if (s->kv.type_k != GGML_TYPE_F16 || s->kv.type_v != GGML_TYPE_F16) return "a KV cache type other than f16";
+    for (int il = 0; il < hp->n_layer; il++) {
+        const model_layer *L = &s->m->layers[il];
+        const model_weight *w[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down};
+        for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+            if (!w[i]->data || w[i]->transposed) return "a layer without a dense gated FFN";
+    }
+    return NULL;
+}
+
+static int put_floats(fwd_gpu *g, float **dst, const float *src, size_t n, nc_err *err) {
+    *dst = NULL;
+    if (!src) return 0;
+    if (!(*dst = cu_alloc(g->dev, n * sizeof(float), err))) return -1;
+    g->weight_bytes += n * sizeof(float);
+    return cu_put(g->dev, *dst, src, n * sizeof(float), err);
+}
+
+static int put_weight(fwd_gpu *g, cu_mat *m, const model_weight *w, nc_err *err) {
+    if (cu_upload(g->dev, m, w->data, w->type, w->rows, w->cols, w->row_bytes, err))
+        return nc_fail_prefix(err, "%s", w->name);
+    g->weight_bytes += m->bytes;
+    return 0;
+}
+
+static int upload_layer(fwd_state *s, int il, nc_err *err) {
+    fwd_gpu *g = s->gpu;
+    const model_hparams *hp = hparams(s);
+    const model_layer *L = &s->m->layers[il];
+    gpu_layer *G = &g->layers[il];
+    size_t E = (size_t)hp->n_embd, Q = (size_t)hp->n_head * hp->head_dim, KV = (size_t)hp->n_head_kv * hp->head_dim;
+    bool qk = hp->arch->qk_norm == QK_NORM_HEAD;
+    if (put_weight(g, &G->wq, &L->wq, err) || put_weight(g, &G->wk, &L->wk, err) || put_weight(g, &G->wv, &L->wv, err) ||
+        put_weight(g, &G->wo, &L->wo, err) || put_weight(g, &G->gate, &L->ffn_gate, err) ||
+        put_weight(g, &G->up, &L->ffn_up, err) || put_weight(g, &G->down, &L->ffn_down, err) ||
+        put_floats(g, &G->attn_norm, L->attn_norm, E, err) || put_floats(g, &G->ffn_norm, L->ffn_norm, E, err) ||
+        put_floats(g, &G->q_norm, qk ? L->q_norm : NULL, (size_t)hp->head_dim, err) ||
+        put_floats(g, &G->k_norm, qk ? L->k_norm : NULL, (size_t)hp->head_dim, err) ||
+        put_floats(g, &G->bq, L->bq, Q, err) || put_floats(g, &G->bk, L->bk, KV, err) ||
+        put_floats(g, &G->bv, L->bv, KV, err) || put_floats(g, &G->bo, L->bo, E, err))
+        return nc_fail_prefix(err, "layer %d to the GPU", il);
+    size_t cache = (size_t)kv_pool_cells(&s->kv) * KV * sizeof(uint16_t);
+    if (!(G->k = cu_alloc(g->dev, cache, err)) || !(G->v = cu_alloc(g->dev, cache, err)))
+        return nc_fail_prefix(err, "the KV cache of layer %d on the GPU", il);
+    g->cache_bytes += 2 * cache;
+    return 0;
+}
+
+/* The cache's bookkeeping copied or moved cells between blocks (copy-on-write, eviction): the
+ * device's cells follow. */
+static void mirror_cells(void *ctx, int32_t dst, int32_t to, int32_t src, int32_t from, int32_t n) {
+    fwd_state *s = ctx;
+    fwd_gpu *g = s->gpu;
+    size_t row = (size_t)s->kv.kv_dim * sizeof(uint16_t);
+    size_t d0 = ((size_t)dst * KV_BLOCK + (size_t)to) * row, s0 = ((size_t)src * KV_BLOCK + (size_t)from) * row;
+    nc_err err = {0};
+    for (int il = 0; il < hparams(s)->n_layer && !g->mirror_err[0]; il++) {
+        gpu_layer *G = &g->layers[il];
+        if (cu_move(g->dev, (uint8_t *)G->k + d0, (uint8_t *)G->k + s0, (size_t)n * row, &err) ||
+            cu_move(g->dev, (uint8_t *)G->v + d0, (uint8_t *)G->v + s0, (size_t)n * row, &err))
+            snprintf(g->mirror_err, sizeof g->mirror_err, "moving cached cells on the GPU: %.200s", err.msg);
+    }
+}
+
+int fwd_gpu_init(fwd_state *s, nc_err *err) {
+    const model_hparams *hp = hparams(s);
+    const char *missing = missing_feature(s);
+    if (missing) return nc_fail(err, "the GPU forward pass does not support %s yet (run on the CPU)", missing);
+    fwd_gpu *g = s->gpu = calloc(1, sizeof *g);
+    if (!g) return nc_fail(err, "out of memory");
+    if (cu_open(&g->dev, err)) return -1;
+    g->layers = calloc((size_t)hp->n_layer, sizeof *g->layers);
+    if (!g->layers) return nc_fail(err, "out of memory");
+    for (int il = 0; il < hp->n_layer; il++)
+        if (upload_layer(s, il, err)) return -1;
+    if (put_weight(g, &g->output, &s->m->output, err) ||
+        put_floats(g, &g->output_norm, s->m->output_norm, (size_t)hp->n_embd, err))
+        return nc_fail_prefix(err, "the output projection to the GPU");
+    size_t B = (size_t)s->n_batch, E = (size_t)hp->n_embd, Q = (size_t)hp->n_head * hp->head_dim;
+    size_t KV = (size_t)hp->n_head_kv * hp->head_dim, F = (size_t)hp->n_ff, V = (size_t)hp->n_vocab;
+    size_t half = (size_t)hp->n_rot / 2 + 1;
+    struct { void **p; size_t bytes; } buf[] = {
+        {(void **)&g->x, B * E * 4},      {(void **)&g->xn, B * E * 4},   {(void **)&g->q, B * Q * 4},
+        {(void **)&g->k, B * KV * 4},     {(void **)&g->v, B * KV * 4},   {(void **)&g->attn, B * Q * 4},
+        {(void **)&g->gate, B * F * 4},   {(void **)&g->up, B * F * 4},   {(void **)&g->logits, B * V * 4},
+        {(void **)&g->cs, B * half * 4},  {(void **)&g->sn, B * half * 4}, {(void **)&g->slots, B * 4},
+        {(void **)&g->rows, B * 4},       {(void **)&g->vis_off, B * 4},  {(void **)&g->n_vis, B * 4},
+    };
+    for (size_t i = 0; i < sizeof buf / sizeof buf[0]; i++)
+        if (!(*buf[i].p = cu_alloc(g->dev, buf[i].bytes, err)))
+            return nc_fail_prefix(err, "the GPU's activations for micro-batches of %d tokens", s->n_batch);
+    g->h_meta = malloc(4 * B * sizeof *g->h_meta);
+    g->h_seq_off = malloc((size_t)kv_n_seq(&s->kv) * sizeof *g->h_seq_off);
+    if (!g->h_meta || !g->h_seq_off) return nc_fail(err, "out of memory");
+    kv_set_mirror(&s->kv, mirror_cells, s);
+    return cu_sync(g->dev, err);
+}
+
+void fwd_gpu_free(fwd_state *s) {
+    fwd_gpu *g = s->gpu;
+    if (!g) return;
+    if (g->dev) {
+        for (int il = 0; g->layers && il < hparams(s)->n_layer; il++) {
+            gpu_layer *G = &g->layers[il];
+            cu_mat *m[] = {&G->wq, &G->wk, &G->wv, &G->wo, &G->gate, &G->up, &G->down};
+            for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) cu_mat_free(g->dev, m[i]);
+            float *f[] = {G->attn_norm, G->ffn_norm, G->q_norm, G->k_norm, G->bq, G->bk, G->bv, G->bo};
+            for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) cu_free(g->dev, f[i]);
+            cu_free(g->dev, G->k);
+            cu_free(g->dev, G->v);
+        }
+        cu_mat_free(g->dev, &g->output);
+        void *p[] = {g->output_norm, g->x, g->xn, g->q, g->k, g->v, g->attn, g->gate, g->up, g->logits,
+                     g->cs, g->sn, g->slots, g->rows, g->vis_off, g->n_vis, g->vis};
+        for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) cu_free(g->dev, p[i]);
+        cu_close(g->dev);
+    }
+    free(g->layers);
+    free(g->h_meta);
+    free(g->h_vis);
+    free(g->h_seq_off);
+    free(g);
+    s->gpu = NULL;
+}
+
+const char *fwd_gpu_describe(const fwd_state *s, char *buf, size_t n) {
+    const fwd_gpu *g = s->gpu;
+    snprintf(buf, n, "%s; weights %.1f MiB, KV cache %.1f MiB", cu_describe(g->dev), g->weight_bytes / 1048576.0,
+             g->cache_bytes / 1048576.0);
+    return buf;
+}
+
+/* Cells of a sequence holding positions <= pos (positions increase along the cells). */
+static int32_t cells_upto(const kv_cache *kv, int32_t seq, int32_t pos) {
+    const int32_t *p = kv_positions(kv, seq);
+    int32_t lo = 0, hi = kv_seq_len(kv, seq);
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (p[mid] <= pos) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* What the device needs to place and attend the micro-batch's tokens: each token's slot, and
+ * for each sequence of the micro-batch the slots of its cells in order, of which token t sees
+ * the first n_vis[t]. Sent with the rows of the tokens that want logits. */
+static int send_layout(fwd_state *s, const nc_batch_entry *e, int T, int *n_out, nc_err *err) {
+    fwd_gpu *g = s->gpu;
+    const kv_cache *kv = &s->kv;
+    int32_t *slots = g->h_meta, *rows = slots + T, *vis_off = rows + T, *n_vis = vis_off + T;
+    for (int32_t q = 0; q < kv_n_seq(kv); q++) g->h_seq_off[q] = -1;
+    int32_t total = 0;
+    for (int t = 0; t < T; t++)
+        if (g->h_seq_off[e[t].seq] < 0) {
+            g->h_seq_off[e[t].seq] = total;
+            total += kv_seq_len(kv, e[t].seq);
+        }
+    if (total > g->h_vis_cap) {
+        int32_t *h = realloc(g->h_vis, (size_t)total * sizeof *h);
+        if (!h) return nc_fail(err, "out of memory");
+        g->h_vis = h;
+        g->h_vis_cap = total;
+    }
+    if (total > g->vis_cap) {
+        cu_free(g->dev, g->vis);
+        g->vis_cap = 0;
+        if (!(g->vis = cu_alloc(g->dev, (size_t)total * sizeof(int32_t), err))) return -1;
+        g->vis_cap = total;
+    }
+    for (int32_t q = 0; q < kv_n_seq(kv); q++)
+        for (int32_t c = 0, o = g->h_seq_off[q]; o >= 0 && c < kv_seq_len(kv, q); c++) g->h_vis[o + c] = kv_cell_slot(kv, q, c);
+    *n_out = 0;
+    for (int t = 0; t < T; t++) {
+        slots[t] = kv_cell_slot(kv, e[t].seq, s->cells[t]);
+        vis_off[t] = g->h_seq_off[e[t].seq];
+        n_vis[t] = cells_upto(kv, e[t].seq, e[t].pos);
+        if (e[t].logits) rows[(*n_out)++] = t;
+    }
+    return cu_put(g->dev, g->vis, g->h_vis, (size_t)total * sizeof(int32_t), err) ||
+           cu_put(g->dev, g->slots, slots, (size_t)T * 4, err) || cu_put(g->dev, g->rows, rows, (size_t)T * 4, err) ||
+           cu_put(g->dev, g->vis_off, vis_off, (size_t)T * 4, err) || cu_put(g->dev, g->n_vis, n_vis, (size_t)T * 4, err)
+               ? -1 : 0;
+}
+
+static void layer(fwd_state *s, int il, int T) {
+    fwd_gpu *g = s->gpu;
+    cu_dev *d = g->dev;
+    const model_hparams *hp = hparams(s);
+    const gpu_layer *G = &g->layers[il];
+    int E = hp->n_embd, hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd, F = hp->n_ff;
+    /* attention */
+    cu_rms_norm(d, g->xn, g->x, NULL, G->attn_norm, E, T, hp->norm_eps);
+    cu_mul(d, &G->wq, g->xn, E, T, g->q, Q, G->bq, false, 1.0f);
+    cu_mul(d, &G->wk, g->xn, E, T, g->k, KV, G->bk, false, 1.0f);
+    cu_mul(d, &G->wv, g->xn, E, T, g->v, KV, G->bv, false, 1.0f);
+    if (G->q_norm) { /* per head: T * heads rows of head_dim */
+        cu_rms_norm(d, g->q, g->q, NULL, G->q_norm, hd, T * hp->n_head, hp->norm_eps);
+        cu_rms_norm(d, g->k, g->k, NULL, G->k_norm, hd, T * hp->n_head_kv, hp->norm_eps);
+    }
+    if (s->m->layers[il].rope) {
+        cu_rope(d, g->q, Q, T, hp->n_head, hd, hp->n_rot, hp->rope_neox, g->cs, g->sn);
+        cu_rope(d, g->k, KV, T, hp->n_head_kv, hd, hp->n_rot, hp->rope_neox, g->cs, g->sn);
+    }
+    cu_kv_store(d, G->k, G->v, g->k, g->v, KV, T, KV, g->slots);
+    cu_attention(d, g->attn, g->q, G->k, G->v, T, hp->n_head, hp->n_head_kv, hd, hp->attn_scale, g->vis, g->vis_off,
+                 g->n_vis);
+    cu_mul(d, &G->wo, g->attn, Q, T, g->x, E, G->bo, true, hp->residual_scale);
+    /* feed-forward */
+    cu_rms_norm(d, g->xn, g->x, NULL, G->ffn_norm, E, T, hp->norm_eps);
+    cu_mul(d, &G->gate, g->xn, E, T, g->gate, F, NULL, false, 1.0f);
+    cu_mul(d, &G->up, g->xn, E, T, g->up, F, NULL, false, 1.0f);
+    cu_swiglu(d, g->gate, g->gate, g->up, (size_t)T * F);
+    cu_mul(d, &G->down, g->gate, F, T, g->x, E, NULL, true, hp->residual_scale);
+}
+
+int fwd_gpu_batch(fwd_state *s, const nc_batch_entry *e, int T, int first_entry, nc_err *err) {
+    fwd_gpu *g = s->gpu;
+    cu_dev *d = g->dev;
+    const model_hparams *hp = hparams(s);
+    int E = hp->n_embd, V = hp->n_vocab, half = hp->n_rot / 2, n_out = 0;
+    if (g->mirror_err[0]) return nc_fail(err, "%s", g->mirror_err);
+    for (int t = 0; t < T; t++)
+        if (kv_scoring(&s->kv, e[t].seq))
+            return nc_fail(err, "sequence %d: H2O eviction needs attention scores, which the GPU pass does not keep",
+                           e[t].seq);
+    if (send_layout(s, e, T, &n_out, err) || cu_put(d, g->x, s->x, (size_t)T * E * sizeof(float), err) ||
+        cu_put(d, g->cs, s->rope_cos[0], (size_t)T * half * sizeof(float), err) ||
+        cu_put(d, g->sn, s->rope_sin[0], (size_t)T * half * sizeof(float), err))
+        return -1;
+    for (int il = 0; il < hp->n_layer; il++) layer(s, il, T);
+    if (n_out > 0) {
+        int row0 = -1; /* the logits' row of the first token that wants them */
+        for (int t = 0; row0 < 0; t++)
+            if (e[t].logits) row0 = s->logit_row[first_entry + t];
+        cu_rms_norm(d, g->xn, g->x, g->rows, g->output_norm, E, n_out, hp->norm_eps);
+        cu_mul(d, &g->output, g->xn, E, n_out, g->logits, V, NULL, false, hp->logit_scale);
+        if (cu_get(d, s->hidden + (size_t)row0 * E, g->xn, (size_t)n_out * E * sizeof(float), err) ||
+            cu_get(d, s->logits + (size_t)row0 * V, g->logits, (size_t)n_out * V * sizeof(float), err))
+            return -1;
+    }
+    return cu_sync(d, err);
+}
+
+#else /* a build without CUDA */
+
+int fwd_gpu_init(fwd_state *s, nc_err *err) {
+    return nc_fail(err, "this nucleus was built without the CUDA backend (build it with `make CUDA=1`)");
+}
+void fwd_gpu_free(fwd_state *s) {}
+const char *fwd_gpu_describe(const fwd_state *s, char *buf, size_t n) { return ""; }
+int fwd_gpu_batch(fwd_state *s, const nc_batch_entry *e, int T, int first_entry, nc_err *err) {
+    return nc_fail(err, "this nucleus was built without the CUDA backend");
+}
+
+#endif

@@ -1,0 +1,279 @@
+/* The CUDA backend's operations (cuda/cuda.h) against float64 references computed here: every
+ * weight layout of the products (and a type uploaded as F32), norms, rotation, the activation,
+ * the cache's writes, attention across spans with GQA and per-token visibility, and device
+ * copies. Also the determinism promise: a token's outputs are the same bits whatever the batch.
+ * Built twice: emulated on the CPU (build/emu/tests, in make test) and for the GPU
+ * (build/cuda/tests, make cuda-tests), which skips, saying so, when no GPU is found. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/cuda.h"
+#include "format/ggml_types.h"
+#include "tensor/quant.h"
+#include "test.h"
+
+static uint64_t rng = 88172645463325252ull;
+static float frand(void) { /* uniform in [-1, 1) */
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
+}
+
+static cu_dev *dev;
+
+static void *dup_to_dev(const void *src, size_t bytes) {
+    nc_err err;
+    void *p = cu_alloc(dev, bytes, &err);
+    if (!p || cu_put(dev, p, src, bytes, &err)) {
+        fprintf(stderr, "device copy: %s\n", err.msg);
+        exit(1);
+    }
+    return p;
+}
+
+static void from_dev(void *dst, const void *src, size_t bytes) {
+    nc_err err;
+    if (cu_sync(dev, &err) || cu_get(dev, dst, src, bytes, &err)) {
+        fprintf(stderr, "device read: %s\n", err.msg);
+        exit(1);
+    }
+}
+
+/* ---- products ---- */
+
+static void test_mul(uint32_t type, int rows, int cols) {
+    enum { T = 13 };
+    size_t rb = quant_row_bytes(type, cols);
+    uint8_t *wq = malloc((size_t)rows * rb);
+    float *w = malloc((size_t)rows * cols * sizeof *w), *x = malloc((size_t)T * cols * sizeof *x);
+    float *bias = malloc((size_t)rows * sizeof *bias), *y0 = malloc((size_t)T * rows * sizeof *y0);
+    float *y = malloc((size_t)T * rows * sizeof *y), *y1 = malloc((size_t)rows * sizeof *y1);
+    for (int i = 0; i < rows * cols; i++) w[i] = frand();
+    for (int r = 0; r < rows; r++) {
+        CHECK(quant_quantize_row(type, w + (size_t)r * cols, wq + (size_t)r * rb, cols));
+        quant_dequantize_row(type, wq + (size_t)r * rb, w + (size_t)r * cols, cols); /* the exact weights */
+    }
+    for (int i = 0; i < T * cols; i++) x[i] = frand();
+    for (int r = 0; r < rows; r++) bias[r] = frand();
+    for (int i = 0; i < T * rows; i++) y0[i] = frand();
+    nc_err err;
+    cu_mat m;
+    int rc = cu_upload(dev, &m, wq, type, rows, cols, rb, &err);
+    CHECK_MSG(rc == 0, "%s", err.msg);
+    if (rc) return;
+    float *dx = dup_to_dev(x, (size_t)T * cols * 4), *dy = dup_to_dev(y0, (size_t)T * rows * 4);
+    float *db = dup_to_dev(bias, (size_t)rows * 4), *dy1 = dup_to_dev(y0, (size_t)rows * 4);
+    for (int pass = 0; pass < 2; pass++) { /* plain; then added to y0 with bias and scale */
+        bool add = pass == 1;
+        float scale = add ? 0.75f : 1.0f;
+        if (add) CHECK(cu_put(dev, dy, y0, (size_t)T * rows * 4, &err) == 0);
+        cu_mul(dev, &m, dx, cols, T, dy, rows, add ? db : NULL, add, scale);
+        from_dev(y, dy, (size_t)T * rows * 4);
+        int bad = 0;
+        for (int t = 0; t < T; t++)
+            for (int r = 0; r < rows; r++) {
+                double s = 0, mag = 0;
+                for (int k = 0; k < cols; k++) {
+                    s += (double)w[(size_t)r * cols + k] * x[(size_t)t * cols + k];
+                    mag += fabs((double)w[(size_t)r * cols + k] * x[(size_t)t * cols + k]);
+                }
+                double want = add ? y0[t * rows + r] + scale * (s + bias[r]) : s;
+                double got = y[t * rows + r];
+                if (!(fabs(got - want) <= 2e-6 * (mag + 1))) {
+                    if (bad++ < 3) fprintf(stderr, "type %u %dx%d add %d: y[%d][%d] = %.9g, want %.9g\n", type, rows, cols, add, t, r, got, want);
+                }
+            }
+        CHECK_MSG(bad == 0, "type %u %dx%d add %d: %d wrong", type, rows, cols, add, bad);
+        /* token 5 alone gives the same bits as in the batch of 13 */
+        if (add) CHECK(cu_put(dev, dy1, y0 + 5 * rows, (size_t)rows * 4, &err) == 0);
+        cu_mul(dev, &m, dx + 5 * cols, cols, 1, dy1, rows, add ? db : NULL, add, scale);
+        from_dev(y1, dy1, (size_t)rows * 4);
+        CHECK_MSG(memcmp(y1, y + 5 * rows, (size_t)rows * 4) == 0, "type %u add %d: a token alone differs from the batch",
+                  type, add);
+    }
+    cu_mat_free(dev, &m);
+    cu_free(dev, dx);
+    cu_free(dev, dy);
+    cu_free(dev, db);
+    cu_free(dev, dy1);
+    free(wq), free(w), free(x), free(bias), free(y0), free(y), free(y1);
+}
+
+/* ---- norms, rotation, activation ---- */
+
+static void test_rms_norm(void) {
+    enum { T = 3, N = 300 };
+    float x[T * N], w[N], y[T * N];
+    for (int i = 0; i < T * N; i++) x[i] = frand() * 3;
+    for (int i = 0; i < N; i++) w[i] = frand();
+    int32_t rows[2] = {2, 0};
+    float *dx = dup_to_dev(x, sizeof x), *dw = dup_to_dev(w, sizeof w), *dy = dup_to_dev(x, sizeof x);
+    int32_t *drows = dup_to_dev(rows, sizeof rows);
+    cu_rms_norm(dev, dy, dx, drows, dw, N, 2, 1e-5f);
+    from_dev(y, dy, 2 * N * sizeof(float));
+    for (int i = 0; i < 2; i++) {
+        const float *xr = x + rows[i] * N;
+        double ss = 0;
+        for (int k = 0; k < N; k++) ss += (double)xr[k] * xr[k];
+        double sc = 1.0 / sqrt(ss / N + 1e-5);
+        int bad = 0;
+        for (int k = 0; k < N; k++) bad += fabs(y[i * N + k] - xr[k] * sc * w[k]) > 1e-6 * (fabs(xr[k] * sc * w[k]) + 1e-3);
+        CHECK_MSG(bad == 0, "rms_norm row %d: %d wrong", i, bad);
+    }
+    cu_rms_norm(dev, dy, dx, NULL, NULL, N, T, 1e-5f); /* no weight: a copy */
+    from_dev(y, dy, sizeof y);
+    CHECK(memcmp(x, y, sizeof x) == 0);
+    cu_free(dev, dx), cu_free(dev, dw), cu_free(dev, dy), cu_free(dev, drows);
+}
+
+static void test_rope(bool neox) {
+    enum { T = 2, H = 3, HD = 8, ROT = 6, HALF = ROT / 2, LD = H * HD + 4 };
+    float x[T * LD], y[T * LD], cs[T * HALF], sn[T * HALF];
+    for (int i = 0; i < T * LD; i++) x[i] = frand();
+    for (int i = 0; i < T * HALF; i++) {
+        double a = 3 * frand();
+        cs[i] = (float)cos(a), sn[i] = (float)sin(a);
+    }
+    float *dx = dup_to_dev(x, sizeof x), *dc = dup_to_dev(cs, sizeof cs), *ds = dup_to_dev(sn, sizeof sn);
+    cu_rope(dev, dx, LD, T, H, HD, ROT, neox, dc, ds);
+    from_dev(y, dx, sizeof y);
+    float want[T * LD];
+    memcpy(want, x, sizeof x);
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < HALF; i++) {
+                int a = neox ? i : 2 * i, b = neox ? i + HALF : 2 * i + 1;
+                float *v = want + t * LD + h * HD, c = cs[t * HALF + i], s = sn[t * HALF + i];
+                double x0 = x[t * LD + h * HD + a], x1 = x[t * LD + h * HD + b];
+                v[a] = (float)(x0 * c - x1 * s);
+                v[b] = (float)(x0 * s + x1 * c);
+            }
+    int bad = 0;
+    for (int i = 0; i < T * LD; i++) bad += fabs(y[i] - want[i]) > 1e-6;
+    CHECK_MSG(bad == 0, "rope neox %d: %d wrong", neox, bad);
+    cu_free(dev, dx), cu_free(dev, dc), cu_free(dev, ds);
+}
+
+static void test_swiglu(void) {
+    enum { N = 1000 };
+    float g[N], u[N], y[N];
+    for (int i = 0; i < N; i++) g[i] = 8 * frand(), u[i] = frand();
+    float *dg = dup_to_dev(g, sizeof g), *du = dup_to_dev(u, sizeof u);
+    cu_swiglu(dev, dg, dg, du, N); /* in place, as the forward pass does */
+    from_dev(y, dg, sizeof y);
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+        double want = g[i] / (1 + exp(-(double)g[i])) * u[i];
+        bad += fabs(y[i] - want) > 1e-6 * (fabs(want) + 1e-3);
+    }
+    CHECK_MSG(bad == 0, "swiglu: %d wrong", bad);
+    cu_free(dev, dg), cu_free(dev, du);
+}
+
+/* ---- the cache and attention ---- */
+
+static void test_attention(int head_dim) {
+    enum { SLOTS = 600, NH = 4, NKV = 2, T = 3 };
+    int kvd = NKV * head_dim, qd = NH * head_dim;
+    float *k = malloc((size_t)SLOTS * kvd * 4), *v = malloc((size_t)SLOTS * kvd * 4), *q = malloc((size_t)T * qd * 4);
+    float *out = malloc((size_t)T * qd * 4);
+    int32_t slot[SLOTS], perm[SLOTS];
+    for (int i = 0; i < SLOTS * kvd; i++) k[i] = frand(), v[i] = frand();
+    for (int i = 0; i < T * qd; i++) q[i] = frand() * 2;
+    for (int i = 0; i < SLOTS; i++) slot[i] = i, perm[i] = i;
+    for (int i = SLOTS - 1; i > 0; i--) { /* the cells a sequence sees, in a scattered order */
+        int j = (int)((frand() + 1) / 2 * (i + 1)) % (i + 1), t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    int32_t n_vis[T] = {1, 130, 300}, vis_off[T] = {0, 0, 0};
+    float *dk = dup_to_dev(k, (size_t)SLOTS * kvd * 4), *dv = dup_to_dev(v, (size_t)SLOTS * kvd * 4);
+    float *dq = dup_to_dev(q, (size_t)T * qd * 4), *dout = dup_to_dev(out, (size_t)T * qd * 4);
+    int32_t *dslot = dup_to_dev(slot, sizeof slot), *dvis = dup_to_dev(perm, sizeof perm);
+    int32_t *dn = dup_to_dev(n_vis, sizeof n_vis), *doff = dup_to_dev(vis_off, sizeof vis_off);
+    nc_err err;
+    uint16_t *kc = cu_alloc(dev, (size_t)SLOTS * kvd * 2, &err), *vc = cu_alloc(dev, (size_t)SLOTS * kvd * 2, &err);
+    cu_kv_store(dev, kc, vc, dk, dv, kvd, SLOTS, kvd, dslot);
+    float scale = 1.0f / sqrtf((float)head_dim);
+    cu_attention(dev, dout, dq, kc, vc, T, NH, NKV, head_dim, scale, dvis, doff, dn);
+    from_dev(out, dout, (size_t)T * qd * 4);
+    uint16_t *kh = malloc((size_t)SLOTS * kvd * 2);
+    from_dev(kh, kc, (size_t)SLOTS * kvd * 2);
+    int bad_store = 0;
+    for (int i = 0; i < SLOTS * kvd; i++) bad_store += kh[i] != quant_f32_to_fp16(k[i]);
+    CHECK_MSG(bad_store == 0, "kv_store: %d keys differ from round-to-nearest f16", bad_store);
+    int bad = 0;
+    double *p = malloc(SLOTS * sizeof *p);
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < NH; h++) {
+            int g = h / (NH / NKV);
+            double mx = -INFINITY, sum = 0;
+            for (int c = 0; c < n_vis[t]; c++) {
+                const float *kr = k + (size_t)perm[c] * kvd + g * head_dim;
+                double s = 0;
+                for (int d = 0; d < head_dim; d++) s += (double)q[t * qd + h * head_dim + d] * quant_fp16_to_f32(quant_f32_to_fp16(kr[d]));
+                p[c] = s * scale;
+                if (p[c] > mx) mx = p[c];
+            }
+            for (int c = 0; c < n_vis[t]; c++) sum += p[c] = exp(p[c] - mx);
+            for (int d = 0; d < head_dim; d++) {
+                double o = 0;
+                for (int c = 0; c < n_vis[t]; c++)
+                    o += p[c] / sum * quant_fp16_to_f32(quant_f32_to_fp16(v[(size_t)perm[c] * kvd + g * head_dim + d]));
+                double got = out[t * qd + h * head_dim + d];
+                if (fabs(got - o) > 2e-5) {
+                    if (bad++ < 3) fprintf(stderr, "attention hd %d: token %d head %d dim %d: %.8g, want %.8g\n", head_dim, t, h, d, got, o);
+                }
+            }
+        }
+    CHECK_MSG(bad == 0, "attention (head_dim %d): %d wrong", head_dim, bad);
+    cu_free(dev, dk), cu_free(dev, dv), cu_free(dev, dq), cu_free(dev, dout), cu_free(dev, dslot), cu_free(dev, dvis);
+    cu_free(dev, dn), cu_free(dev, doff), cu_free(dev, kc), cu_free(dev, vc);
+    free(k), free(v), free(q), free(out), free(kh), free(p);
+}
+
+static void test_move(void) {
+    enum { N = 4096 };
+    uint8_t a[N], want[N], got[N];
+    for (int i = 0; i < N; i++) a[i] = (uint8_t)(i * 7 + 3);
+    uint8_t *d = dup_to_dev(a, N);
+    nc_err err;
+    memcpy(want, a, N);
+    memmove(want + 100, want, 2000); /* overlapping, forwards */
+    CHECK(cu_move(dev, d + 100, d, 2000, &err) == 0);
+    memmove(want, want + 50, 3000); /* backwards */
+    CHECK(cu_move(dev, d, d + 50, 3000, &err) == 0);
+    memmove(want + 3500, want, 500); /* apart */
+    CHECK(cu_move(dev, d + 3500, d, 500, &err) == 0);
+    from_dev(got, d, N);
+    CHECK(memcmp(got, want, N) == 0);
+    cu_free(dev, d);
+}
+
+int main(void) {
+    nc_err err;
+    if (cu_open(&dev, &err)) {
+        printf("SKIPPED: no GPU: %s\n", err.msg);
+        return test_summary("test_ops");
+    }
+    printf("device: %s\n", cu_describe(dev));
+    test_mul(GGML_TYPE_Q4_0, 37, 256);
+    test_mul(GGML_TYPE_Q8_0, 37, 256);
+    test_mul(GGML_TYPE_Q8_0, 5, 2048);
+    test_mul(GGML_TYPE_F16, 37, 256);
+    test_mul(GGML_TYPE_F16, 9, 172); /* rows that end inside a group */
+    test_mul(GGML_TYPE_BF16, 37, 96);
+    test_mul(GGML_TYPE_F32, 37, 172);
+    test_mul(GGML_TYPE_Q4_K, 11, 512); /* uploaded as F32 */
+    test_mul(GGML_TYPE_Q6_K, 11, 256);
+    test_rms_norm();
+    test_rope(false);
+    test_rope(true);
+    test_swiglu();
+    test_attention(64);
+    test_attention(256);
+    test_move();
+    cu_close(dev);
+    return test_summary("test_ops");
+}

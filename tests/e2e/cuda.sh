@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The GPU forward pass (src/forward/forward_gpu.c over src/cuda) against the exact references.
+# (1) Emulated, everywhere: build/emu/nucleus runs the CUDA source on the CPU (src/cuda/emulate.h),
+#     so the GPU pass's logic is checked here and in CI: the real trained models of shared/golden
+#     and every architecture of shared/archs the GPU pass supports, against float64 (an f16 cache,
+#     the GPU's); what it lacks refused, naming it (sliding windows, experts, post-norms, other
+#     cache types, a part of the layers, saved caches, context shift), and a build without CUDA
+#     saying how to get it.
+# (2) On a GPU (build/cuda/nucleus, make cuda, and a GPU that test_ops finds): every record of
+#     shared/golden and shared/quants and the supported archs. Without one it says so, loudly.
+# Ends with "cuda: N passed, N failed".
+set -u
+cd "$(dirname "$0")/../.."
+. tests/lib/models.sh
+. tests/lib/checks.sh
+BUILD=${BUILD:-build}
+EMU=$BUILD/emu/nucleus
+STORIES=$SHARED/models/stories260K/stories260K.gguf
+ARCHS=llama3,qwen2,qwen3,smollm3,granite,phi3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+absorb() { # name, command...: a checker's own "N passed, N failed" added to ours; its tables and failures shown
+    local name=$1 out line
+    shift
+    out=$("$@" 2>&1)
+    line=$(grep -E '[0-9]+ passed, [0-9]+ failed' <<<"$out" | tail -n 1)
+    if [[ $line =~ ([0-9]+)\ passed,\ ([0-9]+)\ failed ]]; then
+        pass=$((pass + BASH_REMATCH[1]))
+        fail=$((fail + BASH_REMATCH[2]))
+    else
+        bad "$name: no summary: ${out: -800}"
+    fi
+    echo "== $name"
+    grep -E '^\||^FAIL' <<<"$out" | head -n 40
+}
+
+# (1) emulated
+absorb "golden, emulated GPU" /usr/bin/python3 tests/e2e/golden_check.py --nucleus "$EMU" --shared "$SHARED" \
+    --models "$MODELS_DIR" --device cuda --cache-types f16 --only stories260K
+absorb "golden, emulated GPU" /usr/bin/python3 tests/e2e/golden_check.py --nucleus "$EMU" --shared "$SHARED" \
+    --models "$MODELS_DIR" --device cuda --cache-types f16 --only tinystories
+absorb "archs, emulated GPU" /usr/bin/python3 tests/e2e/archs_check.py --nucleus "$EMU" --shared "$SHARED" \
+    --device cuda --forms gguf,hf --only "$ARCHS"
+
+IDS=1,2,3,4
+expect_err "gemma2: sliding windows" "does not support sliding-window attention" \
+    "$EMU" score -m "$SHARED/archs/gemma2/gemma2-f16.gguf" --ids $IDS --device cuda
+expect_err "mixtral: experts" "does not support mixture-of-experts layers" \
+    "$EMU" score -m "$SHARED/archs/mixtral/mixtral-f16.gguf" --ids $IDS --device cuda
+expect_err "olmo2: post-norms" "does not support norms after the blocks" \
+    "$EMU" score -m "$SHARED/archs/olmo2/olmo2-f16.gguf" --ids $IDS --device cuda
+expect_err "an f32 cache" "does not support a KV cache type other than f16" \
+    "$EMU" score -m "$STORIES" --ids $IDS --device cuda --cache-type f32
+expect_err "a part of the layers" "the GPU takes every layer or none" "$EMU" score -m "$STORIES" --ids $IDS -ngl 2
+expect_err "a bad --device" "expected cpu or cuda" "$EMU" score -m "$STORIES" --ids $IDS --device tpu
+expect_err "the CPU build" "built without the CUDA backend (build it with \`make CUDA=1\`)" \
+    "$BUILD/nucleus" score -m "$STORIES" --ids $IDS --device cuda
+expect_err "a saved prompt" "saving or loading KV caches is not available on the GPU" \
+    "$EMU" run -m "$STORIES" -p "Once upon a time" -n 4 --device cuda --prompt-cache "$tmp/p.kv"
+expect_err "context shift" "context shift) is not available on the GPU" \
+    "$EMU" run -m "$STORIES" -p "Once upon a time" -n 60 -c 32 --context-shift --device cuda
+# -ngl with every layer is the GPU (and -ngl 0 the CPU): run says where it ran
+out=$("$EMU" run -m "$STORIES" -p "Once upon a time" -n 8 --temp 0 -ngl 99 2>&1)
+expect_in "run -ngl 99 names the GPU" "[gpu] nucleus CUDA emulator" "$out"
+out=$("$EMU" run -m "$STORIES" -p "Once upon a time" -n 8 --temp 0 -ngl 0 2>&1)
+if grep -qF "[gpu]" <<<"$out"; then bad "run -ngl 0 ran on the GPU: $out"; else ok; fi
+
+# (2) a real GPU
+if [ -x "$BUILD/cuda/nucleus" ] && [ -x "$BUILD/cuda/tests/test_ops" ] &&
+    ! "$BUILD/cuda/tests/test_ops" 2>&1 | grep -q '^SKIPPED'; then
+    absorb "golden, GPU" /usr/bin/python3 tests/e2e/golden_check.py --nucleus "$BUILD/cuda/nucleus" --shared "$SHARED" \
+        --models "$MODELS_DIR" --device cuda --cache-types f16
+    absorb "quants, GPU" /usr/bin/python3 tests/e2e/golden_check.py --nucleus "$BUILD/cuda/nucleus" --shared "$SHARED" \
+        --models "$MODELS_DIR" --device cuda --cache-types f16 --set quants
+    absorb "archs, GPU" /usr/bin/python3 tests/e2e/archs_check.py --nucleus "$BUILD/cuda/nucleus" --shared "$SHARED" \
+        --device cuda --forms gguf,hf --only "$ARCHS"
+else
+    echo "SKIPPED: no GPU here (or no make cuda build): the golden, quants and archs records were checked on the"
+    echo "SKIPPED: emulated GPU only; on a machine with an NVIDIA GPU, make cuda and rerun this script"
+fi
+
+echo "cuda: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
