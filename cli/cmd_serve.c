@@ -186,6 +186,7 @@ static void print_summary(const serve_opts *o, const nc_model *m, const srv_serv
             si.kv_bytes_per_token / 1024.0, si.kv_bytes / (1024.0 * 1024.0));
     fprintf(stderr, "  threads: %d; kernels: %s; chat template: %s\n", si.n_threads, nc_kernels_name(),
             o->template_path ? o->template_path : *srv_note(sv) ? "ChatML" : "the model's");
+    if (strcmp(si.device, "cpu")) fprintf(stderr, "  gpu: %s\n", si.device);
 }
 
 /* The name /v1/models reports: the file name without its directory and ".gguf". */

@@ -59,6 +59,20 @@ int cu_zero(cu_dev *d, void *dst, size_t bytes, nc_err *err);
 int cu_move(cu_dev *d, void *dst, const void *src, size_t bytes, nc_err *err);
 /* Wait for everything queued; -1 with the first failure since the last call. */
 int cu_sync(cu_dev *d, nc_err *err);
+/* Pinned host memory, and a copy to the device queued without waiting: its source must stay as
+ * it is until the next cu_sync (from pinned memory the copy runs while the host goes on). */
+void *cu_host_alloc(cu_dev *d, size_t bytes, nc_err *err);
+void cu_host_free(cu_dev *d, void *p);
+void cu_put_async(cu_dev *d, void *dst, const void *src, size_t bytes);
+
+/* Graphs (CUDA graphs): the operations queued between cu_capture_begin and cu_capture_end are
+ * recorded instead of run; cu_graph_run queues them again, with the arguments they had, for the
+ * cost of one launch. Nothing may wait on the device while capturing. */
+typedef struct cu_graph cu_graph;
+int cu_capture_begin(cu_dev *d, nc_err *err);
+int cu_capture_end(cu_dev *d, cu_graph **out, nc_err *err);
+void cu_graph_run(cu_dev *d, cu_graph *g);
+void cu_graph_free(cu_graph *g);
 
 /* Upload `rows` rows of `cols` elements of a GGUF type (row r at data + r * row_bytes). */
 int cu_upload(cu_dev *d, cu_mat *m, const void *data, uint32_t type, int32_t rows, int32_t cols, size_t row_bytes,

@@ -48,7 +48,9 @@
 #include <chrono>
 #include <cmath>
 #include <memory> /* before __noinline__ below: libstdc++'s shared_ptr uses __attribute__((__noinline__)) */
+#include <functional>
 #include <type_traits>
+#include <vector>
 
 #if defined(__x86_64__) && defined(__ELF__) && !defined(NC_EMU_UCONTEXT)
 #define NC_EMU_ASM 1
@@ -113,6 +115,7 @@ inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
 enum cudaError {
     cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2,
     cudaErrorInvalidConfiguration = 9, cudaErrorNoDevice = 100, cudaErrorInvalidDevice = 101,
+    cudaErrorStreamCaptureUnsupported = 900,
 };
 typedef enum cudaError cudaError_t;
 enum cudaMemcpyKind {
@@ -120,7 +123,11 @@ enum cudaMemcpyKind {
     cudaMemcpyDeviceToDevice = 3, cudaMemcpyDefault = 4,
 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
-struct CUstream_st { unsigned flags; };
+/* A stream being captured into a graph records its launches and copies instead of running them. */
+struct CUstream_st {
+    unsigned flags;
+    std::vector<std::function<void()>> *capture;
+};
 struct CUevent_st { double ms; };
 typedef CUstream_st *cudaStream_t;
 typedef CUevent_st *cudaEvent_t;
@@ -436,14 +443,21 @@ template <class F> void emu_launch(const char *name, dim3 grid, dim3 block, size
 template <class F> void emu_launch(dim3 grid, dim3 block, F &&body) {
     emu_launch("(kernel)", grid, block, 0, static_cast<F &&>(body));
 }
+/* On a stream being captured, the launch is recorded (its arguments copied) for cudaGraphLaunch. */
+template <class F> void emu_launch_on(cudaStream_t s, const char *name, dim3 grid, dim3 block, size_t smem, F body) {
+    if (s && s->capture)
+        s->capture->push_back([=]() mutable { emu_launch(name, grid, block, smem, body); });
+    else
+        emu_launch(name, grid, block, smem, body);
+}
 #define NC_LAUNCH(kernel, grid, block, stream, ...) \
-    emu_launch(#kernel, (grid), (block), 0, [&] { kernel(__VA_ARGS__); })
+    emu_launch_on((stream), #kernel, (grid), (block), 0, [=] { kernel(__VA_ARGS__); })
 /* Dynamic shared memory: launch with NC_LAUNCH_SMEM and declare it in the kernel with
  * NC_DYNAMIC_SHARED(type, name) (a `type *name`; 128-byte aligned). For nvcc define these as
  * kernel<<<grid, block, smem, stream>>>(...) and
  * extern __shared__ __align__(16) unsigned char nc_dyn_smem_[]; type *name = (type *)nc_dyn_smem_ */
 #define NC_LAUNCH_SMEM(kernel, grid, block, smem, stream, ...) \
-    emu_launch(#kernel, (grid), (block), (smem), [&] { kernel(__VA_ARGS__); })
+    emu_launch_on((stream), #kernel, (grid), (block), (smem), [=] { kernel(__VA_ARGS__); })
 #define NC_DYNAMIC_SHARED(type, name) type *name = reinterpret_cast<type *>(::emu::g.dyn_smem)
 
 /* ---- barriers, shuffles, votes ---------------------------------------------------------------- */
@@ -595,6 +609,7 @@ inline const char *cudaGetErrorName(cudaError_t e) {
     case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
     case cudaErrorNoDevice: return "cudaErrorNoDevice";
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
     }
     return "cudaErrorUnknown";
 }
@@ -606,6 +621,7 @@ inline const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
     }
     return "unrecognized error code";
 }
@@ -653,7 +669,11 @@ inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKi
     if (n) memmove(dst, src, n);
     return cudaSuccess;
 }
-inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k, cudaStream_t = nullptr) {
+inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k, cudaStream_t s = nullptr) {
+    if (s && s->capture) {
+        s->capture->push_back([=] { cudaMemcpy(dst, src, n, k); });
+        return cudaSuccess;
+    }
     return cudaMemcpy(dst, src, n, k);
 }
 inline cudaError_t cudaMemset(void *p, int v, size_t n) {
@@ -661,17 +681,61 @@ inline cudaError_t cudaMemset(void *p, int v, size_t n) {
     if (n) memset(p, v, n);
     return cudaSuccess;
 }
-inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t = nullptr) { return cudaMemset(p, v, n); }
+inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s = nullptr) {
+    if (s && s->capture) {
+        s->capture->push_back([=] { cudaMemset(p, v, n); });
+        return cudaSuccess;
+    }
+    return cudaMemset(p, v, n);
+}
 template <class T> cudaError_t cudaMemcpyToSymbol(const T &sym, const void *src, size_t n, size_t off = 0, cudaMemcpyKind = cudaMemcpyHostToDevice) {
     return cudaMemcpy((char *)const_cast<T *>(&sym) + off, src, n, cudaMemcpyHostToDevice);
 }
 inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
-    *s = new CUstream_st{flags};
+    *s = new CUstream_st{flags, nullptr};
     return cudaSuccess;
 }
 inline cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
-inline cudaError_t cudaStreamDestroy(cudaStream_t s) { delete s; return cudaSuccess; }
-inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    delete s->capture;
+    delete s;
+    return cudaSuccess;
+}
+/* Waiting on a stream being captured is an error, as in CUDA (which also ends the capture). */
+inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    return s && s->capture ? emu_ret(cudaErrorStreamCaptureUnsupported) : cudaSuccess;
+}
+
+/* Graphs: a capture's launches and copies, replayed in order. */
+enum cudaStreamCaptureMode { cudaStreamCaptureModeGlobal = 0, cudaStreamCaptureModeThreadLocal = 1,
+                             cudaStreamCaptureModeRelaxed = 2 };
+struct CUgraph_st { std::vector<std::function<void()>> ops; };
+struct CUgraphExec_st { std::vector<std::function<void()>> ops; };
+typedef CUgraph_st *cudaGraph_t;
+typedef CUgraphExec_st *cudaGraphExec_t;
+inline cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode) {
+    if (!s || s->capture) return emu_ret(cudaErrorInvalidValue);
+    s->capture = new std::vector<std::function<void()>>;
+    return cudaSuccess;
+}
+inline cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g) {
+    if (!s || !s->capture) return emu_ret(cudaErrorInvalidValue);
+    *g = new CUgraph_st{std::move(*s->capture)};
+    delete s->capture;
+    s->capture = nullptr;
+    return cudaSuccess;
+}
+inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long = 0) {
+    *e = new CUgraphExec_st{g->ops};
+    return cudaSuccess;
+}
+inline cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s) {
+    if (s && s->capture) return emu_ret(cudaErrorStreamCaptureUnsupported);
+    for (auto &op : e->ops) op();
+    return cudaSuccess;
+}
+inline cudaError_t cudaGraphDestroy(cudaGraph_t g) { delete g; return cudaSuccess; }
+inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e) { delete e; return cudaSuccess; }
 inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) { *e = new CUevent_st{0}; return cudaSuccess; }
 inline cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
 inline cudaError_t cudaEventDestroy(cudaEvent_t e) { delete e; return cudaSuccess; }

@@ -127,6 +127,63 @@ extern "C" int cu_sync(cu_dev *d, nc_err *err) {
     return e == cudaSuccess ? 0 : fail_cuda(err, e, "a queued operation failed");
 }
 
+extern "C" void *cu_host_alloc(cu_dev *d, size_t bytes, nc_err *err) {
+    void *p = NULL;
+    cudaError_t e = cudaMallocHost(&p, bytes ? bytes : 1);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        fail_cuda(err, e, "pinned host memory");
+        return NULL;
+    }
+    return p;
+}
+
+extern "C" void cu_host_free(cu_dev *d, void *p) {
+    if (p) cudaFreeHost(p);
+}
+
+extern "C" void cu_put_async(cu_dev *d, void *dst, const void *src, size_t bytes) {
+    note(d, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, d->stream));
+}
+
+/* ---- graphs ---------------------------------------------------------------------------------- */
+
+struct cu_graph {
+    cudaGraphExec_t exec;
+};
+
+extern "C" int cu_capture_begin(cu_dev *d, nc_err *err) {
+    cudaError_t e = cudaStreamBeginCapture(d->stream, cudaStreamCaptureModeThreadLocal);
+    return e == cudaSuccess ? 0 : fail_cuda(err, e, "starting a graph capture");
+}
+
+extern "C" int cu_capture_end(cu_dev *d, cu_graph **out, nc_err *err) {
+    *out = NULL;
+    cudaGraph_t g = NULL;
+    cudaError_t e = cudaStreamEndCapture(d->stream, &g);
+    if (e == cudaSuccess && d->first != cudaSuccess) e = d->first; /* a launch failed while capturing */
+    cu_graph *c = (cu_graph *)calloc(1, sizeof *c);
+    if (e == cudaSuccess && !c) e = cudaErrorMemoryAllocation;
+    if (e == cudaSuccess) e = cudaGraphInstantiate(&c->exec, g, 0);
+    if (g) cudaGraphDestroy(g);
+    if (e != cudaSuccess) {
+        free(c);
+        d->first = cudaSuccess;
+        cudaGetLastError();
+        return fail_cuda(err, e, "capturing a graph");
+    }
+    *out = c;
+    return 0;
+}
+
+extern "C" void cu_graph_run(cu_dev *d, cu_graph *g) { note(d, cudaGraphLaunch(g->exec, d->stream)); }
+
+extern "C" void cu_graph_free(cu_graph *g) {
+    if (!g) return;
+    cudaGraphExecDestroy(g->exec);
+    free(g);
+}
+
 /* ---- weights --------------------------------------------------------------------------------- */
 
 enum { GROUP = 32 };

@@ -2,10 +2,15 @@
  * every layer's products, norms, rotation, cache writes and attention on the device. The host
  * keeps what is cheap and shared with the CPU pass: the cache's bookkeeping (kv_cache.c: which
  * cell of which block holds what; the device holds the cells' keys and values, in the same pool
- * slots, f16, [slot][kv_dim] per layer), the embedding lookup, the rotary tables, and the
- * logits' last scaling. Per micro-batch the host sends the embedded tokens, the rotary table,
- * each token's cache slot and the list of slots each token sees; it reads back the logits and
- * final hidden states of the tokens that asked.
+ * slots, f16, [slot][kv_dim] per layer), the embedding lookup and the rotary tables. Per
+ * micro-batch the host sends, in one queue of copies from pinned memory, the embedded tokens, the
+ * rotary table, each token's cache slot and the list of slots each token sees; it reads back the
+ * logits and final hidden states of the tokens that asked.
+ *
+ * A pass is a few hundred launches, which would cost more than a small model's decode step
+ * itself: micro-batches of up to GPU_GRAPH_T tokens run as a CUDA graph captured once per (tokens,
+ * outputs) shape and replayed (every buffer the pass reads or writes has a fixed address, so only
+ * the data changes). NUCLEUS_CUDA_GRAPHS=0 launches every operation instead.
  *
  * What runs here: dense decoder-only models with pre-norms, SiLU-gated FFNs, optional Q/K/V and
  * output biases, optional per-head q/k norms, RoPE on all or some layers, and an f16 cache.
@@ -27,17 +32,30 @@ typedef struct gpu_layer {
     uint16_t *k, *v;                                                    /* the layer's cache */
 } gpu_layer;
 
+/* What a micro-batch sends: the same layout in pinned host memory and on the device. */
+typedef struct gpu_step {
+    float *x;                                   /* [n_batch][n_embd] embedded tokens (then the residual stream) */
+    float *cs, *sn;                             /* [n_batch][n_rot / 2] rotary table */
+    int32_t *slots, *rows, *vis_off, *n_vis;    /* [n_batch] cache slot, rows wanting logits, visible slots */
+    int32_t *vis;                               /* [vis_cap] the slot lists */
+} gpu_step;
+
+#define GPU_GRAPH_T 64 /* micro-batches of at most this many tokens run as graphs */
+#define GPU_GRAPHS 8   /* shapes kept */
+
 struct fwd_gpu {
     cu_dev *dev;
     gpu_layer *layers;
     cu_mat output;
     float *output_norm;
-    /* activations of a micro-batch, [n_batch][width] */
-    float *x, *xn, *q, *k, *v, *attn, *gate, *up, *logits, *cs, *sn;
-    int32_t *slots, *rows, *vis_off, *n_vis;   /* [n_batch] */
-    int32_t *vis, vis_cap;                      /* the slot lists (device), ints allocated */
-    int32_t *h_meta, *h_vis, h_vis_cap;         /* host staging: slots|rows|vis_off|n_vis, the lists */
+    gpu_step dev_step, host_step;
+    void *dev_block, *host_block;               /* their allocations */
+    int32_t vis_cap;                            /* n_seq * n_ctx: the most slots a micro-batch's lists hold */
+    float *xn, *q, *k, *v, *attn, *gate, *up, *logits; /* activations, [n_batch][width] */
     int32_t *h_seq_off;                         /* [n_seq]: where a sequence's list starts, or -1 */
+    bool use_graphs;
+    struct { int T, n_out; cu_graph *graph; } graphs[GPU_GRAPHS];
+    int n_graphs, next_graph;                   /* kept, and the next to replace */
     uint64_t weight_bytes, cache_bytes;
     char mirror_err[256];                       /* a failed copy of cache cells, reported by the next pass */
 };
@@ -120,6 +138,24 @@ static void mirror_cells(void *ctx, int32_t dst, int32_t to, int32_t src, int32_
     }
 }
 
+/* The micro-batch inputs laid out from `base` (NULL: only their size), into the host or the
+ * device copy as base is one or the other; each part 64-byte aligned. Returns the bytes. */
+static size_t step_layout(fwd_state *s, void *base) {
+    fwd_gpu *g = s->gpu;
+    const model_hparams *hp = hparams(s);
+    size_t B = (size_t)s->n_batch, half = (size_t)hp->n_rot / 2 + 1, at = 0;
+    gpu_step *st = base == g->dev_block ? &g->dev_step : &g->host_step;
+    struct { void **p; size_t bytes; } part[] = {
+        {(void **)&st->x, B * (size_t)hp->n_embd * 4}, {(void **)&st->cs, B * half * 4}, {(void **)&st->sn, B * half * 4},
+        {(void **)&st->slots, B * 4}, {(void **)&st->rows, B * 4}, {(void **)&st->vis_off, B * 4},
+        {(void **)&st->n_vis, B * 4}, {(void **)&st->vis, (size_t)g->vis_cap * 4}};
+    for (size_t i = 0; i < sizeof part / sizeof part[0]; i++) {
+        if (base) *part[i].p = (char *)base + at;
+        at += (part[i].bytes + 63) / 64 * 64;
+    }
+    return at;
+}
+
 int fwd_gpu_init(fwd_state *s, nc_err *err) {
     const model_hparams *hp = hparams(s);
     const char *missing = missing_feature(s);
@@ -136,20 +172,22 @@ int fwd_gpu_init(fwd_state *s, nc_err *err) {
         return nc_fail_prefix(err, "the output projection to the GPU");
     size_t B = (size_t)s->n_batch, E = (size_t)hp->n_embd, Q = (size_t)hp->n_head * hp->head_dim;
     size_t KV = (size_t)hp->n_head_kv * hp->head_dim, F = (size_t)hp->n_ff, V = (size_t)hp->n_vocab;
-    size_t half = (size_t)hp->n_rot / 2 + 1;
-    struct { void **p; size_t bytes; } buf[] = {
-        {(void **)&g->x, B * E * 4},      {(void **)&g->xn, B * E * 4},   {(void **)&g->q, B * Q * 4},
-        {(void **)&g->k, B * KV * 4},     {(void **)&g->v, B * KV * 4},   {(void **)&g->attn, B * Q * 4},
-        {(void **)&g->gate, B * F * 4},   {(void **)&g->up, B * F * 4},   {(void **)&g->logits, B * V * 4},
-        {(void **)&g->cs, B * half * 4},  {(void **)&g->sn, B * half * 4}, {(void **)&g->slots, B * 4},
-        {(void **)&g->rows, B * 4},       {(void **)&g->vis_off, B * 4},  {(void **)&g->n_vis, B * 4},
-    };
-    for (size_t i = 0; i < sizeof buf / sizeof buf[0]; i++)
-        if (!(*buf[i].p = cu_alloc(g->dev, buf[i].bytes, err)))
+    struct { float **p; size_t n; } act[] = {{&g->xn, B * E}, {&g->q, B * Q}, {&g->k, B * KV}, {&g->v, B * KV},
+                                             {&g->attn, B * Q}, {&g->gate, B * F}, {&g->up, B * F},
+                                             {&g->logits, B * V}};
+    for (size_t i = 0; i < sizeof act / sizeof act[0]; i++)
+        if (!(*act[i].p = cu_alloc(g->dev, act[i].n * sizeof(float), err)))
             return nc_fail_prefix(err, "the GPU's activations for micro-batches of %d tokens", s->n_batch);
-    g->h_meta = malloc(4 * B * sizeof *g->h_meta);
+    g->vis_cap = kv_n_seq(&s->kv) * kv_n_ctx(&s->kv);
+    size_t bytes = step_layout(s, NULL);
+    if (!(g->dev_block = cu_alloc(g->dev, bytes, err)) || !(g->host_block = cu_host_alloc(g->dev, bytes, err)))
+        return nc_fail_prefix(err, "the GPU's inputs for micro-batches of %d tokens", s->n_batch);
+    step_layout(s, g->dev_block);
+    step_layout(s, g->host_block);
     g->h_seq_off = malloc((size_t)kv_n_seq(&s->kv) * sizeof *g->h_seq_off);
-    if (!g->h_meta || !g->h_seq_off) return nc_fail(err, "out of memory");
+    if (!g->h_seq_off) return nc_fail(err, "out of memory");
+    const char *graphs = getenv("NUCLEUS_CUDA_GRAPHS");
+    g->use_graphs = !graphs || strcmp(graphs, "0") != 0;
     kv_set_mirror(&s->kv, mirror_cells, s);
     return cu_sync(g->dev, err);
 }
@@ -168,14 +206,13 @@ void fwd_gpu_free(fwd_state *s) {
             cu_free(g->dev, G->v);
         }
         cu_mat_free(g->dev, &g->output);
-        void *p[] = {g->output_norm, g->x, g->xn, g->q, g->k, g->v, g->attn, g->gate, g->up, g->logits,
-                     g->cs, g->sn, g->slots, g->rows, g->vis_off, g->n_vis, g->vis};
+        void *p[] = {g->output_norm, g->xn, g->q, g->k, g->v, g->attn, g->gate, g->up, g->logits, g->dev_block};
         for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) cu_free(g->dev, p[i]);
+        cu_host_free(g->dev, g->host_block);
+        for (int i = 0; i < g->n_graphs; i++) cu_graph_free(g->graphs[i].graph);
         cu_close(g->dev);
     }
     free(g->layers);
-    free(g->h_meta);
-    free(g->h_vis);
     free(g->h_seq_off);
     free(g);
     s->gpu = NULL;
@@ -200,13 +237,15 @@ static int32_t cells_upto(const kv_cache *kv, int32_t seq, int32_t pos) {
     return lo;
 }
 
-/* What the device needs to place and attend the micro-batch's tokens: each token's slot, and
- * for each sequence of the micro-batch the slots of its cells in order, of which token t sees
- * the first n_vis[t]. Sent with the rows of the tokens that want logits. */
-static int send_layout(fwd_state *s, const nc_batch_entry *e, int T, int *n_out, nc_err *err) {
+/* The micro-batch's inputs into pinned memory, and their copies queued: the embedded tokens, the
+ * rotary table, each token's slot, and for each sequence of the micro-batch the slots of its
+ * cells in order, of which token t sees the first n_vis[t]; the rows of the tokens that want
+ * logits (*n_out of them). */
+static int send_step(fwd_state *s, const nc_batch_entry *e, int T, int *n_out, nc_err *err) {
     fwd_gpu *g = s->gpu;
     const kv_cache *kv = &s->kv;
-    int32_t *slots = g->h_meta, *rows = slots + T, *vis_off = rows + T, *n_vis = vis_off + T;
+    const gpu_step *h = &g->host_step, *d = &g->dev_step;
+    size_t E = (size_t)hparams(s)->n_embd, half = (size_t)hparams(s)->n_rot / 2;
     for (int32_t q = 0; q < kv_n_seq(kv); q++) g->h_seq_off[q] = -1;
     int32_t total = 0;
     for (int t = 0; t < T; t++)
@@ -214,31 +253,26 @@ static int send_layout(fwd_state *s, const nc_batch_entry *e, int T, int *n_out,
             g->h_seq_off[e[t].seq] = total;
             total += kv_seq_len(kv, e[t].seq);
         }
-    if (total > g->h_vis_cap) {
-        int32_t *h = realloc(g->h_vis, (size_t)total * sizeof *h);
-        if (!h) return nc_fail(err, "out of memory");
-        g->h_vis = h;
-        g->h_vis_cap = total;
-    }
-    if (total > g->vis_cap) {
-        cu_free(g->dev, g->vis);
-        g->vis_cap = 0;
-        if (!(g->vis = cu_alloc(g->dev, (size_t)total * sizeof(int32_t), err))) return -1;
-        g->vis_cap = total;
-    }
+    if (total > g->vis_cap) /* cannot happen: each sequence holds at most n_ctx cells */
+        return nc_fail(err, "%d cache cells seen by one micro-batch: more than %d", total, g->vis_cap);
     for (int32_t q = 0; q < kv_n_seq(kv); q++)
-        for (int32_t c = 0, o = g->h_seq_off[q]; o >= 0 && c < kv_seq_len(kv, q); c++) g->h_vis[o + c] = kv_cell_slot(kv, q, c);
+        for (int32_t c = 0, o = g->h_seq_off[q]; o >= 0 && c < kv_seq_len(kv, q); c++) h->vis[o + c] = kv_cell_slot(kv, q, c);
     *n_out = 0;
     for (int t = 0; t < T; t++) {
-        slots[t] = kv_cell_slot(kv, e[t].seq, s->cells[t]);
-        vis_off[t] = g->h_seq_off[e[t].seq];
-        n_vis[t] = cells_upto(kv, e[t].seq, e[t].pos);
-        if (e[t].logits) rows[(*n_out)++] = t;
+        h->slots[t] = kv_cell_slot(kv, e[t].seq, s->cells[t]);
+        h->vis_off[t] = g->h_seq_off[e[t].seq];
+        h->n_vis[t] = cells_upto(kv, e[t].seq, e[t].pos);
+        if (e[t].logits) h->rows[(*n_out)++] = t;
     }
-    return cu_put(g->dev, g->vis, g->h_vis, (size_t)total * sizeof(int32_t), err) ||
-           cu_put(g->dev, g->slots, slots, (size_t)T * 4, err) || cu_put(g->dev, g->rows, rows, (size_t)T * 4, err) ||
-           cu_put(g->dev, g->vis_off, vis_off, (size_t)T * 4, err) || cu_put(g->dev, g->n_vis, n_vis, (size_t)T * 4, err)
-               ? -1 : 0;
+    memcpy(h->x, s->x, (size_t)T * E * sizeof(float));
+    memcpy(h->cs, s->rope_cos[0], (size_t)T * half * sizeof(float));
+    memcpy(h->sn, s->rope_sin[0], (size_t)T * half * sizeof(float));
+    struct { void *dst; const void *src; size_t bytes; } copy[] = {
+        {d->x, h->x, (size_t)T * E * 4}, {d->cs, h->cs, (size_t)T * half * 4}, {d->sn, h->sn, (size_t)T * half * 4},
+        {d->slots, h->slots, (size_t)T * 4}, {d->rows, h->rows, (size_t)T * 4}, {d->vis_off, h->vis_off, (size_t)T * 4},
+        {d->n_vis, h->n_vis, (size_t)T * 4}, {d->vis, h->vis, (size_t)total * 4}};
+    for (size_t i = 0; i < sizeof copy / sizeof copy[0]; i++) cu_put_async(g->dev, copy[i].dst, copy[i].src, copy[i].bytes);
+    return 0;
 }
 
 static void layer(fwd_state *s, int il, int T) {
@@ -246,9 +280,10 @@ static void layer(fwd_state *s, int il, int T) {
     cu_dev *d = g->dev;
     const model_hparams *hp = hparams(s);
     const gpu_layer *G = &g->layers[il];
+    const gpu_step *st = &g->dev_step;
     int E = hp->n_embd, hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd, F = hp->n_ff;
     /* attention */
-    cu_rms_norm(d, g->xn, g->x, NULL, G->attn_norm, E, T, hp->norm_eps);
+    cu_rms_norm(d, g->xn, st->x, NULL, G->attn_norm, E, T, hp->norm_eps);
     cu_mul(d, &G->wq, g->xn, E, T, g->q, Q, G->bq, false, 1.0f);
     cu_mul(d, &G->wk, g->xn, E, T, g->k, KV, G->bk, false, 1.0f);
     cu_mul(d, &G->wv, g->xn, E, T, g->v, KV, G->bv, false, 1.0f);
@@ -257,42 +292,74 @@ static void layer(fwd_state *s, int il, int T) {
         cu_rms_norm(d, g->k, g->k, NULL, G->k_norm, hd, T * hp->n_head_kv, hp->norm_eps);
     }
     if (s->m->layers[il].rope) {
-        cu_rope(d, g->q, Q, T, hp->n_head, hd, hp->n_rot, hp->rope_neox, g->cs, g->sn);
-        cu_rope(d, g->k, KV, T, hp->n_head_kv, hd, hp->n_rot, hp->rope_neox, g->cs, g->sn);
+        cu_rope(d, g->q, Q, T, hp->n_head, hd, hp->n_rot, hp->rope_neox, st->cs, st->sn);
+        cu_rope(d, g->k, KV, T, hp->n_head_kv, hd, hp->n_rot, hp->rope_neox, st->cs, st->sn);
     }
-    cu_kv_store(d, G->k, G->v, g->k, g->v, KV, T, KV, g->slots);
-    cu_attention(d, g->attn, g->q, G->k, G->v, T, hp->n_head, hp->n_head_kv, hd, hp->attn_scale, g->vis, g->vis_off,
-                 g->n_vis);
-    cu_mul(d, &G->wo, g->attn, Q, T, g->x, E, G->bo, true, hp->residual_scale);
+    cu_kv_store(d, G->k, G->v, g->k, g->v, KV, T, KV, st->slots);
+    cu_attention(d, g->attn, g->q, G->k, G->v, T, hp->n_head, hp->n_head_kv, hd, hp->attn_scale, st->vis, st->vis_off,
+                 st->n_vis);
+    cu_mul(d, &G->wo, g->attn, Q, T, st->x, E, G->bo, true, hp->residual_scale);
     /* feed-forward */
-    cu_rms_norm(d, g->xn, g->x, NULL, G->ffn_norm, E, T, hp->norm_eps);
+    cu_rms_norm(d, g->xn, st->x, NULL, G->ffn_norm, E, T, hp->norm_eps);
     cu_mul(d, &G->gate, g->xn, E, T, g->gate, F, NULL, false, 1.0f);
     cu_mul(d, &G->up, g->xn, E, T, g->up, F, NULL, false, 1.0f);
     cu_swiglu(d, g->gate, g->gate, g->up, (size_t)T * F);
-    cu_mul(d, &G->down, g->gate, F, T, g->x, E, NULL, true, hp->residual_scale);
+    cu_mul(d, &G->down, g->gate, F, T, st->x, E, NULL, true, hp->residual_scale);
+}
+
+/* Every layer, then the final norm and the output projection of the n_out rows that want logits. */
+static void pass(fwd_state *s, int T, int n_out) {
+    fwd_gpu *g = s->gpu;
+    const model_hparams *hp = hparams(s);
+    for (int il = 0; il < hp->n_layer; il++) layer(s, il, T);
+    if (n_out == 0) return;
+    cu_rms_norm(g->dev, g->xn, g->dev_step.x, g->dev_step.rows, g->output_norm, hp->n_embd, n_out, hp->norm_eps);
+    cu_mul(g->dev, &g->output, g->xn, hp->n_embd, n_out, g->logits, hp->n_vocab, NULL, false, hp->logit_scale);
+}
+
+/* The pass as a graph: the one captured for this shape, else captured now (replacing the oldest
+ * when GPU_GRAPHS are kept). */
+static int run_pass(fwd_state *s, int T, int n_out, nc_err *err) {
+    fwd_gpu *g = s->gpu;
+    if (!g->use_graphs || T > GPU_GRAPH_T) {
+        pass(s, T, n_out);
+        return 0;
+    }
+    cu_graph *graph = NULL;
+    for (int i = 0; i < g->n_graphs && !graph; i++)
+        if (g->graphs[i].T == T && g->graphs[i].n_out == n_out) graph = g->graphs[i].graph;
+    if (!graph) {
+        if (cu_capture_begin(g->dev, err)) return -1;
+        pass(s, T, n_out);
+        if (cu_capture_end(g->dev, &graph, err)) return -1;
+        int i = g->n_graphs < GPU_GRAPHS ? g->n_graphs++ : g->next_graph++ % GPU_GRAPHS;
+        cu_graph_free(g->graphs[i].graph);
+        g->graphs[i].T = T;
+        g->graphs[i].n_out = n_out;
+        g->graphs[i].graph = graph;
+    }
+    cu_graph_run(g->dev, graph);
+    return 0;
 }
 
 int fwd_gpu_batch(fwd_state *s, const nc_batch_entry *e, int T, int first_entry, nc_err *err) {
     fwd_gpu *g = s->gpu;
     cu_dev *d = g->dev;
     const model_hparams *hp = hparams(s);
-    int E = hp->n_embd, V = hp->n_vocab, half = hp->n_rot / 2, n_out = 0;
+    int E = hp->n_embd, V = hp->n_vocab, n_out = 0;
     if (g->mirror_err[0]) return nc_fail(err, "%s", g->mirror_err);
     for (int t = 0; t < T; t++)
         if (kv_scoring(&s->kv, e[t].seq))
             return nc_fail(err, "sequence %d: H2O eviction needs attention scores, which the GPU pass does not keep",
                            e[t].seq);
-    if (send_layout(s, e, T, &n_out, err) || cu_put(d, g->x, s->x, (size_t)T * E * sizeof(float), err) ||
-        cu_put(d, g->cs, s->rope_cos[0], (size_t)T * half * sizeof(float), err) ||
-        cu_put(d, g->sn, s->rope_sin[0], (size_t)T * half * sizeof(float), err))
+    if (send_step(s, e, T, &n_out, err) || run_pass(s, T, n_out, err)) {
+        cu_sync(d, NULL);
         return -1;
-    for (int il = 0; il < hp->n_layer; il++) layer(s, il, T);
+    }
     if (n_out > 0) {
         int row0 = -1; /* the logits' row of the first token that wants them */
         for (int t = 0; row0 < 0; t++)
             if (e[t].logits) row0 = s->logit_row[first_entry + t];
-        cu_rms_norm(d, g->xn, g->x, g->rows, g->output_norm, E, n_out, hp->norm_eps);
-        cu_mul(d, &g->output, g->xn, E, n_out, g->logits, V, NULL, false, hp->logit_scale);
         if (cu_get(d, s->hidden + (size_t)row0 * E, g->xn, (size_t)n_out * E * sizeof(float), err) ||
             cu_get(d, s->logits + (size_t)row0 * V, g->logits, (size_t)n_out * V * sizeof(float), err))
             return -1;

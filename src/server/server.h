@@ -60,6 +60,7 @@ int srv_port(const srv_server *s);
 typedef struct srv_info {
     int32_t n_ctx, n_threads;  /* context per slot; threads of the engine */
     double kv_bytes, kv_bytes_per_token;
+    const char *device;        /* nc_context_device: "cpu" or the GPU */
 } srv_info;
 void srv_get_info(const srv_server *s, srv_info *out);
 /* A remark for the operator ("" when none): e.g. that the model's chat template was unusable. */

@@ -539,6 +539,44 @@ static void test_dyn_smem_and_streams() {
     cudaFree(d_in), cudaFree(d_out);
 }
 
+static __global__ void k_add_one(int *d, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) d[i] += 1;
+}
+
+/* A graph captured from a stream: nothing runs while capturing; each launch of the graph runs
+ * its copy and kernels in order, with the arguments they were captured with. */
+static void test_graph() {
+    const int n = 300;
+    std::vector<int> ones(n, 1);
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    int *d = dev_zero<int>(n), *src = to_dev(ones);
+    cudaGraph_t g;
+    cudaGraphExec_t e;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    CK(cudaMemcpyAsync(d, src, n * sizeof(int), cudaMemcpyDeviceToDevice, s));
+    for (int k = 0; k < 3; k++) NC_LAUNCH(k_add_one, (n + 127) / 128, 128, s, d, n - k);
+    CK(cudaStreamEndCapture(s, &g));
+    CK(cudaGraphInstantiate(&e, g, 0));
+    SYNC();
+    std::vector<int> before = from_dev(d, n);
+    int ran = 0;
+    for (int i = 0; i < n; i++) ran += before[i] != 0;
+    check(ran == 0, "graph capture runs nothing", "%d elements written", ran);
+    CK(cudaGraphLaunch(e, s));
+    CK(cudaGraphLaunch(e, s));
+    CK(cudaStreamSynchronize(s));
+    std::vector<int> got = from_dev(d, n);
+    int bad = 0;
+    for (int i = 0; i < n; i++) bad += got[i] != 1 + (i < n - 2 ? 3 : i < n - 1 ? 2 : 1);
+    check(!bad, "graph launches replay the copy and the kernels in order", "%d wrong", bad);
+    CK(cudaGraphExecDestroy(e));
+    CK(cudaGraphDestroy(g));
+    CK(cudaStreamDestroy(s));
+    cudaFree(d), cudaFree(src);
+}
+
 static void test_atomics() {
     int *cnt = dev_zero<int>(1), *mx = dev_zero<int>(1), *cnt2 = dev_zero<int>(1);
     float *fsum = dev_zero<float>(1);
@@ -643,6 +681,7 @@ int main() {
     test_half();
     test_early_return();
     test_dyn_smem_and_streams();
+    test_graph();
     test_atomics();
     bench("shuffle throughput kernel (256 threads, 4096 __shfl_xor_sync each)", k_shfl_bench, 4096, 256, true);
     bench("barrier throughput kernel (256 threads, 2 x 1024 __syncthreads each)", k_sync_bench, 1024, 512, false);

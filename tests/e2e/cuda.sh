@@ -18,7 +18,9 @@ EMU=$BUILD/emu/nucleus
 STORIES=$SHARED/models/stories260K/stories260K.gguf
 ARCHS=llama3,qwen2,qwen3,smollm3,granite,phi3
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+NUCLEUS=$EMU
+. tests/lib/servers.sh
+trap servers_cleanup EXIT
 
 absorb() { # name, command...: a checker's own "N passed, N failed" added to ours; its tables and failures shown
     local name=$1 out line
@@ -65,6 +67,36 @@ out=$("$EMU" run -m "$STORIES" -p "Once upon a time" -n 8 --temp 0 -ngl 99 2>&1)
 expect_in "run -ngl 99 names the GPU" "[gpu] nucleus CUDA emulator" "$out"
 out=$("$EMU" run -m "$STORIES" -p "Once upon a time" -n 8 --temp 0 -ngl 0 2>&1)
 if grep -qF "[gpu]" <<<"$out"; then bad "run -ngl 0 ran on the GPU: $out"; else ok; fi
+
+# Graphs replay what eager launches compute: the same bits
+ids=$(seq -s, 1 40)
+with=$("$EMU" score -m "$STORIES" --ids "$ids" --all --top 5 --device cuda 2>&1)
+without=$(NUCLEUS_CUDA_GRAPHS=0 "$EMU" score -m "$STORIES" --ids "$ids" --greedy 6 --top 5 --device cuda 2>&1)
+with_g=$("$EMU" score -m "$STORIES" --ids "$ids" --greedy 6 --top 5 --device cuda 2>&1)
+expect_eq "greedy steps with and without graphs" "$with_g" "$without"
+expect_in "score on the GPU" '"top_logprobs"' "$with"
+
+# The server on the GPU: four sampled completions at once give what each gives alone (a token's
+# outputs do not depend on the batch it is in)
+if start_server gpu -m "$STORIES" --device cuda --parallel 4 -c 128; then
+    complete() { # seed
+        curl -s "$url_gpu/v1/completions" -H "Content-Type: application/json" -d "{\"prompt\": \"Once upon a time\", \"max_tokens\": 24, \"temperature\": 0.9, \"seed\": $1}" |
+            /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["choices"][0]["text"])'
+    }
+    for i in 1 2 3 4; do complete $i >"$tmp/alone.$i"; done
+    waits=()
+    for i in 1 2 3 4; do
+        complete $i >"$tmp/together.$i" &
+        waits+=($!)
+    done
+    wait "${waits[@]}"
+    for i in 1 2 3 4; do
+        expect_eq "completion $i in a batch of 4 and alone" "$(cat "$tmp/together.$i")" "$(cat "$tmp/alone.$i")"
+    done
+    if [ "$(cat "$tmp/alone.1")" != "$(cat "$tmp/alone.2")" ] && [ -s "$tmp/alone.1" ]; then ok
+    else bad "seeds 1 and 2 gave the same text (or none): $(cat "$tmp/alone.1")"; fi
+    stop_server gpu
+fi
 
 # (2) a real GPU
 if [ -x "$BUILD/cuda/nucleus" ] && [ -x "$BUILD/cuda/tests/test_ops" ] &&
