@@ -46,6 +46,9 @@ int cu_open(cu_dev **out, nc_err *err);
 void cu_close(cu_dev *d);
 /* "<name>, <N> GiB, compute <major>.<minor>" */
 const char *cu_describe(const cu_dev *d);
+/* Whether NUCLEUS_CUDA_PROFILE=1 asked for each operation to be timed (summed by kind and printed
+ * on stderr by cu_close); callers then launch every operation rather than replay graphs. */
+bool cu_profiling(const cu_dev *d);
 /* Bytes of device memory free now. */
 size_t cu_free_bytes(const cu_dev *d);
 

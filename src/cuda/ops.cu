@@ -15,10 +15,19 @@ extern "C" {
 #include "tensor/quant.h"
 }
 
+/* NUCLEUS_CUDA_PROFILE=1: each operation timed with events (waiting for each), summed by kind
+ * and printed on stderr when the device is closed. */
+typedef struct cu_prof {
+    cudaEvent_t start, stop;
+    struct { const char *name; double ms, bytes; long calls; } op[16];
+    int n;
+} cu_prof;
+
 struct cu_dev {
     cudaStream_t stream;
     cudaError_t first;      /* the first failure since the last cu_sync */
     char desc[320];
+    cu_prof *prof;          /* or NULL */
 };
 
 /* Remember the first failure of a call or a launch. */
@@ -30,6 +39,46 @@ static void note_launch(cu_dev *d) { note(d, cudaGetLastError()); }
 static int fail_cuda(nc_err *err, cudaError_t e, const char *what) {
     return nc_fail(err, "CUDA: %s: %s", what, cudaGetErrorString(e));
 }
+
+/* ---- profile ---------------------------------------------------------------------------------- */
+
+static void prof_begin(cu_dev *d) {
+    if (d->prof) note(d, cudaEventRecord(d->prof->start, d->stream));
+}
+
+/* The operation queued since prof_begin: its time, under `name`, with the bytes it must move. */
+static void prof_end(cu_dev *d, const char *name, double bytes) {
+    cu_prof *p = d->prof;
+    if (!p) return;
+    float ms = 0;
+    note(d, cudaEventRecord(p->stop, d->stream));
+    note(d, cudaEventSynchronize(p->stop));
+    note(d, cudaEventElapsedTime(&ms, p->start, p->stop));
+    int i = 0;
+    while (i < p->n && strcmp(p->op[i].name, name)) i++;
+    if (i == p->n) {
+        if (p->n == (int)(sizeof p->op / sizeof p->op[0])) return;
+        p->op[p->n++].name = name;
+    }
+    p->op[i].ms += ms;
+    p->op[i].bytes += bytes;
+    p->op[i].calls++;
+}
+
+static void prof_report(const cu_prof *p) {
+    double total = 0;
+    for (int i = 0; i < p->n; i++) total += p->op[i].ms;
+    fprintf(stderr, "cuda profile (%.1f ms in %d kinds of operation):\n", total, p->n);
+    for (int i = 0; i < p->n; i++) {
+        double gbs = p->op[i].ms > 0 ? p->op[i].bytes / (p->op[i].ms * 1e6) : 0;
+        fprintf(stderr, "  %-10s %10.2f ms %5.1f%% %8ld calls %8.3f ms each", p->op[i].name, p->op[i].ms,
+                100 * p->op[i].ms / (total > 0 ? total : 1), p->op[i].calls, p->op[i].ms / p->op[i].calls);
+        if (gbs > 0) fprintf(stderr, "  %7.1f GB/s", gbs);
+        fputc('\n', stderr);
+    }
+}
+
+extern "C" bool cu_profiling(const cu_dev *d) { return d->prof != NULL; }
 
 /* ---- the device ------------------------------------------------------------------------------ */
 
@@ -50,6 +99,12 @@ extern "C" int cu_open(cu_dev **out, nc_err *err) {
     }
     snprintf(d->desc, sizeof d->desc, "%s, %.0f GiB, compute %d.%d", p.name, (double)p.totalGlobalMem / (1 << 30),
              p.major, p.minor);
+    const char *prof = getenv("NUCLEUS_CUDA_PROFILE");
+    if (prof && !strcmp(prof, "1") && (d->prof = (cu_prof *)calloc(1, sizeof *d->prof)) &&
+        (cudaEventCreate(&d->prof->start) != cudaSuccess || cudaEventCreate(&d->prof->stop) != cudaSuccess)) {
+        free(d->prof);
+        d->prof = NULL;
+    }
     *out = d;
     return 0;
 }
@@ -57,6 +112,12 @@ extern "C" int cu_open(cu_dev **out, nc_err *err) {
 extern "C" void cu_close(cu_dev *d) {
     if (!d) return;
     cudaStreamSynchronize(d->stream);
+    if (d->prof) {
+        prof_report(d->prof);
+        cudaEventDestroy(d->prof->start);
+        cudaEventDestroy(d->prof->stop);
+        free(d->prof);
+    }
     cudaStreamDestroy(d->stream);
     free(d);
 }
@@ -379,6 +440,7 @@ extern "C" void cu_mul(cu_dev *d, const cu_mat *w, const float *x, int ldx, int 
     dim3 grid((unsigned)((w->rows + MUL_WARPS - 1) / MUL_WARPS), (unsigned)((T + MUL_TT - 1) / MUL_TT));
     dim3 block(MUL_WARPS * 32);
     int a = add ? 1 : 0;
+    prof_begin(d);
     switch (w->type) {
     case GGML_TYPE_Q4_0: NC_LAUNCH(k_mul<GGML_TYPE_Q4_0>, grid, block, d->stream, v, x, ldx, T, y, ldy, bias, a, scale); break;
     case GGML_TYPE_Q8_0: NC_LAUNCH(k_mul<GGML_TYPE_Q8_0>, grid, block, d->stream, v, x, ldx, T, y, ldy, bias, a, scale); break;
@@ -387,6 +449,9 @@ extern "C" void cu_mul(cu_dev *d, const cu_mat *w, const float *x, int ldx, int 
     default: NC_LAUNCH(k_mul<GGML_TYPE_F32>, grid, block, d->stream, v, x, ldx, T, y, ldy, bias, a, scale); break;
     }
     note_launch(d);
+    const char *name = w->type == GGML_TYPE_Q4_0 ? "mul Q4_0" : w->type == GGML_TYPE_Q8_0 ? "mul Q8_0"
+                       : w->type == GGML_TYPE_F16  ? "mul F16"  : w->type == GGML_TYPE_BF16 ? "mul BF16" : "mul F32";
+    prof_end(d, name, (double)w->bytes + 4.0 * T * (w->cols + w->rows));
 }
 
 /* ---- norms, rotation, activation ----------------------------------------------------------- */
@@ -415,8 +480,10 @@ static __global__ void __launch_bounds__(NORM_T)
 
 extern "C" void cu_rms_norm(cu_dev *d, float *y, const float *x, const int32_t *rows, const float *w, int n, int T,
                             float eps) {
+    prof_begin(d);
     NC_LAUNCH(k_rms_norm, dim3((unsigned)T), dim3(NORM_T), d->stream, y, x, rows, w, n, eps);
     note_launch(d);
+    prof_end(d, "rms_norm", 0);
 }
 
 static __global__ void k_rope(float *x, int ld, int n_head, int head_dim, int half, int neox, const float *cs,
@@ -433,8 +500,10 @@ static __global__ void k_rope(float *x, int ld, int n_head, int head_dim, int ha
 
 extern "C" void cu_rope(cu_dev *d, float *x, int ld, int T, int n_head, int head_dim, int n_rot, bool neox,
                         const float *cs, const float *sn) {
+    prof_begin(d);
     NC_LAUNCH(k_rope, dim3((unsigned)T), dim3(128), d->stream, x, ld, n_head, head_dim, n_rot / 2, neox ? 1 : 0, cs, sn);
     note_launch(d);
+    prof_end(d, "rope", 0);
 }
 
 static __global__ void k_swiglu(float *out, const float *g, const float *u, size_t n) {
@@ -446,8 +515,10 @@ static __global__ void k_swiglu(float *out, const float *g, const float *u, size
 }
 
 extern "C" void cu_swiglu(cu_dev *d, float *out, const float *g, const float *u, size_t n) {
+    prof_begin(d);
     NC_LAUNCH(k_swiglu, dim3((unsigned)((n + 255) / 256)), dim3(256), d->stream, out, g, u, n);
     note_launch(d);
+    prof_end(d, "swiglu", 0);
 }
 
 /* ---- the KV cache and attention ------------------------------------------------------------ */
@@ -464,8 +535,10 @@ static __global__ void k_kv_store(uint16_t *kc, uint16_t *vc, const float *k, co
 
 extern "C" void cu_kv_store(cu_dev *d, uint16_t *k_cache, uint16_t *v_cache, const float *k, const float *v, int ld,
                             int T, int kv_dim, const int32_t *cells) {
+    prof_begin(d);
     NC_LAUNCH(k_kv_store, dim3((unsigned)T), dim3(256), d->stream, k_cache, v_cache, k, v, ld, kv_dim, cells);
     note_launch(d);
+    prof_end(d, "kv_store", 0);
 }
 
 enum { ATT_T = 128, ATT_MAX_HEAD = 256 };
@@ -508,7 +581,16 @@ static __global__ void __launch_bounds__(ATT_T)
             cell[tid] = cells[c];
             const uint16_t *kr = kc + (size_t)cells[c] * kv_dim + (size_t)g * head_dim;
             float dot = 0.0f;
-            for (int k = 0; k < head_dim; k++) dot = fmaf(qs[k], h2f(kr[k]), dot);
+            if (head_dim % 8 == 0) { /* rows of whole 16-byte pieces: read 8 halves at a time */
+                for (int k0 = 0; k0 < head_dim; k0 += 8) {
+                    uint4 u = *(const uint4 *)(kr + k0);
+                    uint32_t word[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+                    for (int j = 0; j < 8; j++) dot = fmaf(qs[k0 + j], h2f((uint16_t)(word[j / 2] >> (16 * (j % 2)))), dot);
+                }
+            } else {
+                for (int k = 0; k < head_dim; k++) dot = fmaf(qs[k], h2f(kr[k]), dot);
+            }
             s = dot * scale;
         }
         float m_new = fmaxf(m, block_reduce(s, red, 0));
@@ -540,7 +622,9 @@ static __global__ void __launch_bounds__(ATT_T)
 extern "C" void cu_attention(cu_dev *d, float *out, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
                              int T, int n_head, int n_head_kv, int head_dim, float scale, const int32_t *vis,
                              const int32_t *vis_off, const int32_t *n_vis) {
+    prof_begin(d);
     NC_LAUNCH(k_attention, dim3((unsigned)n_head, (unsigned)T), dim3(ATT_T), d->stream, out, q, k_cache, v_cache, n_head,
               n_head_kv, head_dim, scale, vis, vis_off, n_vis);
     note_launch(d);
+    prof_end(d, "attention", 0);
 }

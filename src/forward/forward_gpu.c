@@ -187,7 +187,7 @@ int fwd_gpu_init(fwd_state *s, nc_err *err) {
     g->h_seq_off = malloc((size_t)kv_n_seq(&s->kv) * sizeof *g->h_seq_off);
     if (!g->h_seq_off) return nc_fail(err, "out of memory");
     const char *graphs = getenv("NUCLEUS_CUDA_GRAPHS");
-    g->use_graphs = !graphs || strcmp(graphs, "0") != 0;
+    g->use_graphs = (!graphs || strcmp(graphs, "0") != 0) && !cu_profiling(g->dev);
     kv_set_mirror(&s->kv, mirror_cells, s);
     return cu_sync(g->dev, err);
 }

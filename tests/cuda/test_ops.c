@@ -271,6 +271,7 @@ int main(void) {
     test_rope(false);
     test_rope(true);
     test_swiglu();
+    test_attention(12); /* rows not of whole 16-byte pieces */
     test_attention(64);
     test_attention(256);
     test_move();

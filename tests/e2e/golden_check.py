@@ -43,7 +43,7 @@ def model_path(rec, args):
     out = os.path.join(args.models, name + ".gguf")
     if not os.path.exists(out):
         os.makedirs(args.models, exist_ok=True)
-        run(["/usr/bin/python3", os.path.join(args.shared, "tools/synth-gguf")] + rec["synth_gguf_args"] + ["-o", out])
+        run([sys.executable, os.path.join(args.shared, "tools/synth-gguf")] + rec["synth_gguf_args"] + ["-o", out])
     return out
 
 

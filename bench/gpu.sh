@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# On a machine with an NVIDIA GPU (a lent one: bench/gpu-bundle.sh prepares build/cuda and shared/
+# here, and says how to start this there): the CUDA backend's tests on the GPU; every record of
+# shared/golden and shared/quants and the supported architectures of shared/archs through the GPU
+# pass; then speed, nucleus bench --device cuda (pp512, tg128, 3 repetitions) on issue 19's
+# synthetic models (TinyLlama-1.1B Q4_0, Llama-2-7B Q4_0 and Q8_0), and one decode run of each
+# timed operation by operation (NUCLEUS_CUDA_PROFILE=1). A summary is printed last; the logs are
+# under $OUT (the device tool's folder that comes back) or /tmp/gpu-out.
+set -u
+cd "$(dirname "$0")/.."
+export LD_LIBRARY_PATH=$PWD/build/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+SHARED=${SHARED:-$PWD/shared}
+[ -d "$SHARED/golden" ] || SHARED=$(cd .. && pwd)/shared
+export SHARED
+OUT=${OUT:-/tmp/gpu-out}
+MODELS=${MODELS:-/tmp/gpu-models}
+PY=$(command -v python3)
+N=build/cuda/nucleus
+ARCHS=llama3,qwen2,qwen3,smollm3,granite,phi3
+mkdir -p "$OUT" "$MODELS"
+summary=$OUT/summary.txt
+: >"$summary"
+say() { printf '%s\n' "$*" >>"$summary"; }
+start=$SECONDS
+say "$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1)"
+
+for t in build/cuda/tests/test_*; do
+    name=$(basename "$t")
+    "$t" >"$OUT/$name.log" 2>&1
+    say "$(tail -n 1 "$OUT/$name.log")"
+    grep -E '^(FAIL|SKIPPED)' "$OUT/$name.log" | head -n 10 >>"$summary"
+done
+
+check() { # name, checker arguments...
+    local name=$1
+    shift
+    "$PY" "$@" >"$OUT/$name.log" 2>&1
+    grep -E '^\|' "$OUT/$name.log" >>"$summary"
+    grep -E '^FAIL' "$OUT/$name.log" | head -n 10 >>"$summary"
+    say "$(tail -n 1 "$OUT/$name.log") ($((SECONDS - start)) s)"
+}
+check golden tests/e2e/golden_check.py --nucleus "$N" --shared "$SHARED" --models "$MODELS" --device cuda --cache-types f16
+check quants tests/e2e/golden_check.py --nucleus "$N" --shared "$SHARED" --models "$MODELS" --device cuda --cache-types f16 \
+    --set quants
+check archs tests/e2e/archs_check.py --nucleus "$N" --shared "$SHARED" --device cuda --forms gguf,hf --only "$ARCHS"
+
+for spec in "tinyllama-1.1b q4_0" "llama2-7b q4_0" "llama2-7b q8_0"; do
+    set -- $spec
+    f=$MODELS/bench-$1-$2.gguf
+    [ -s "$f" ] || "$PY" "$SHARED/tools/synth-gguf" --shape "$1" --type "$2" -o "$f" >/dev/null
+    "$N" bench -m "$f" --device cuda -p 512 -n 128 -r 3 >"$OUT/bench-$1-$2.txt" 2>&1
+    grep -E '^\| [^m-]' "$OUT/bench-$1-$2.txt" >>"$summary" || tail -n 3 "$OUT/bench-$1-$2.txt" >>"$summary"
+    NUCLEUS_CUDA_PROFILE=1 "$N" bench -m "$f" --device cuda -p 0 -n 32 -r 1 >"$OUT/profile-$1-$2.txt" 2>&1
+    say "decode profile, $1 $2:"
+    grep -A 12 'cuda profile' "$OUT/profile-$1-$2.txt" >>"$summary"
+done
+say "gpu.sh: $((SECONDS - start)) s"
+cat "$summary"
