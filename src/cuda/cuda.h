@@ -5,11 +5,13 @@
  *
  * Every product promises what the CPU kernels promise (kernels.h): a per-row reduction order
  * that depends on nothing but the row, so a token's outputs are the same bits whatever the batch
- * holds. Here the order is: lane l of a warp takes elements 8l..8l + 7 of every 256 of the row,
- * sums their products in order in f32 (the weight's values exactly as dequantised, times the
- * activations), multiplies by their group's scale and adds to its sum; the lanes' sums meet in
- * a fixed butterfly. Activations stay f32 (no int8/int16 quantisation), so the GPU's logits are
- * at least as close to the exact values as the CPU's.
+ * holds. Q4_0 and Q8_0 run on the tensor cores for every batch size (decode too, where the
+ * weights' bytes bound the time and the idle columns cost nothing): activations split into two
+ * bf16 parts (16 significant bits, as the CPU's int16 activations), each group of 32 a fresh
+ * mma accumulator, scaled and added into the token's sum in group order. The float types run on
+ * the FMA units: lane l of a warp takes elements 8l..8l + 7 of every 256 of the row, sums their
+ * products in order in f32 and adds to its sum; the lanes' sums meet in a fixed butterfly, with
+ * the activations f32.
  *
  * Device memory is reached through opaque pointers; the operations are queued on the device's
  * stream in order, and cu_sync waits for them and reports the first failure. */
@@ -52,6 +54,10 @@ bool cu_profiling(const cu_dev *d);
 /* Bytes of device memory free now. */
 size_t cu_free_bytes(const cu_dev *d);
 
+/* Room for the products' inputs of up to `tokens` tokens of `cols` columns (Q4_0 and Q8_0 products
+ * split their activations into bf16 parts in it first): set before any such product (and before
+ * capturing a graph), or the product fails. */
+int cu_reserve(cu_dev *d, int tokens, int cols, nc_err *err);
 void *cu_alloc(cu_dev *d, size_t bytes, nc_err *err);
 void cu_free(cu_dev *d, void *p);
 /* Copies between host and device memory, queued in order with the operations. cu_get waits. */

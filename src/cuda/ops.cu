@@ -28,6 +28,9 @@ struct cu_dev {
     cudaError_t first;      /* the first failure since the last cu_sync */
     char desc[320];
     cu_prof *prof;          /* or NULL */
+    uint32_t *split;        /* activations as bf16 pairs, high then low parts (cu_reserve) */
+    size_t split_elems;     /* tokens x columns they hold */
+    bool mma;               /* Q4_0 / Q8_0 products on the tensor cores (NUCLEUS_CUDA_MMA=0: not) */
 };
 
 /* Remember the first failure of a call or a launch. */
@@ -99,6 +102,8 @@ extern "C" int cu_open(cu_dev **out, nc_err *err) {
     }
     snprintf(d->desc, sizeof d->desc, "%s, %.0f GiB, compute %d.%d", p.name, (double)p.totalGlobalMem / (1 << 30),
              p.major, p.minor);
+    const char *mma = getenv("NUCLEUS_CUDA_MMA");
+    d->mma = !mma || strcmp(mma, "0") != 0;
     const char *prof = getenv("NUCLEUS_CUDA_PROFILE");
     if (prof && !strcmp(prof, "1") && (d->prof = (cu_prof *)calloc(1, sizeof *d->prof)) &&
         (cudaEventCreate(&d->prof->start) != cudaSuccess || cudaEventCreate(&d->prof->stop) != cudaSuccess)) {
@@ -118,6 +123,7 @@ extern "C" void cu_close(cu_dev *d) {
         cudaEventDestroy(d->prof->stop);
         free(d->prof);
     }
+    cudaFree(d->split);
     cudaStreamDestroy(d->stream);
     free(d);
 }
@@ -127,6 +133,16 @@ extern "C" const char *cu_describe(const cu_dev *d) { return d->desc; }
 extern "C" size_t cu_free_bytes(const cu_dev *d) {
     size_t free_b = 0, total = 0;
     return cudaMemGetInfo(&free_b, &total) == cudaSuccess ? free_b : 0;
+}
+
+extern "C" int cu_reserve(cu_dev *d, int tokens, int cols, nc_err *err) {
+    size_t n = (size_t)((tokens + 7) / 8 * 8) * (size_t)cols;
+    if (n <= d->split_elems) return 0;
+    cudaFree(d->split);
+    d->split_elems = 0;
+    if (!(d->split = (uint32_t *)cu_alloc(d, n * sizeof(uint16_t) * 2, err))) return -1;
+    d->split_elems = n;
+    return 0;
 }
 
 extern "C" void *cu_alloc(cu_dev *d, size_t bytes, nc_err *err) {
@@ -434,6 +450,100 @@ static __global__ void __launch_bounds__(MUL_WARPS * 32)
     }
 }
 
+/* The activations of T tokens as bf16 pairs x = hi + lo (hi = bf16(x), lo = bf16(x - hi): 16
+ * significant bits), hi at xs, lo at xs + T8 * cols / 2 words (T8: T rounded up to 8). */
+static __global__ void k_split(const float *x, int ldx, int T, int cols, uint32_t *xs) {
+    const int t = blockIdx.y;
+    const size_t plane = (size_t)(T + 7) / 8 * 8 * cols / 2;
+    for (int k = 2 * (blockIdx.x * blockDim.x + threadIdx.x); k < cols; k += 2 * gridDim.x * blockDim.x) {
+        const float *xt = x + (size_t)t * ldx + k;
+        uint16_t h0 = bf16_rn(xt[0]), h1 = bf16_rn(xt[1]);
+        uint16_t l0 = bf16_rn(xt[0] - bf16_f32(h0)), l1 = bf16_rn(xt[1] - bf16_f32(h1));
+        xs[(size_t)t * cols / 2 + k / 2] = h0 | (uint32_t)h1 << 16;
+        xs[plane + (size_t)t * cols / 2 + k / 2] = l0 | (uint32_t)l1 << 16;
+    }
+}
+
+enum { MMA_WARPS = 4, MMA_TILES = 4 }; /* a warp: 16 rows x MMA_TILES tiles of 8 tokens */
+
+/* Two weights (elements e, e + 1 of the group, e even) of row r as a bf16 pair: the values as
+ * dequantised before the group's scale (small integers, exact in bf16); 0 past the last row. */
+template <uint32_t TYPE>
+static __device__ __forceinline__ uint32_t weight_pair(const uint8_t *grp, bool in, int e) {
+    if (!in) return 0;
+    float v0, v1;
+    if (TYPE == GGML_TYPE_Q4_0) { /* element j: byte j % 16, low nibble for j < 16 */
+        int sh = e / 16 * 4;
+        v0 = (float)((int)((grp[e % 16] >> sh) & 15) - 8);
+        v1 = (float)((int)((grp[(e + 1) % 16] >> sh) & 15) - 8);
+    } else {
+        v0 = (float)(int8_t)grp[e];
+        v1 = (float)(int8_t)grp[e + 1];
+    }
+    return bf16_rn(v0) | (uint32_t)bf16_rn(v1) << 16;
+}
+
+/* Q4_0 / Q8_0 products on the tensor cores, for any number of tokens: warp w of block (bx, by)
+ * takes rows (bx * MMA_WARPS + w) * 16.. and tokens by * 8 * MMA_TILES..; per group of 32, two
+ * k-halves times the activations' high and low parts into a fresh accumulator (mma.m16n8k16),
+ * which then meets the group's scale in an fma into the token's sum. A token's outputs depend only
+ * on its own activations: the same bits whatever else the batch holds. */
+template <uint32_t TYPE>
+static __global__ void __launch_bounds__(MMA_WARPS * 32)
+    k_mul_mma(mat_view w, const uint32_t *__restrict__ xs, int T, float *y, int ldy, const float *__restrict__ bias,
+              int add, float scale) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    const int r0 = (blockIdx.x * MMA_WARPS + (threadIdx.x >> 5)) * 16, ra = r0 + g, rb = r0 + g + 8;
+    if (r0 >= w.rows) return; /* the whole warp */
+    const bool ina = ra < w.rows, inb = rb < w.rows;
+    const int t0 = blockIdx.y * 8 * MMA_TILES, ng = w.cols / GROUP, half_cols = w.cols / 2;
+    const size_t plane = (size_t)(T + 7) / 8 * 8 * half_cols, pb = TYPE == GGML_TYPE_Q4_0 ? 16 : 32;
+    float acc[MMA_TILES][4];
+#pragma unroll
+    for (int n = 0; n < MMA_TILES; n++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[n][i] = 0.0f;
+    for (int gi = 0; gi < ng; gi++) {
+        const uint8_t *qa = w.q + ((size_t)(ina ? ra : r0) * ng + gi) * pb, *qb = w.q + ((size_t)(inb ? rb : r0) * ng + gi) * pb;
+        float da = ina ? h2f(w.d[(size_t)ra * ng + gi]) : 0.0f, db = inb ? h2f(w.d[(size_t)rb * ng + gi]) : 0.0f;
+        float part[MMA_TILES][4];
+#pragma unroll
+        for (int n = 0; n < MMA_TILES; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) part[n][i] = 0.0f;
+#pragma unroll
+        for (int c = 0; c < 2; c++) { /* the group's two halves of 16 */
+            int e = c * 16 + 2 * q;
+            uint32_t a[4] = {weight_pair<TYPE>(qa, ina, e), weight_pair<TYPE>(qb, inb, e),
+                             weight_pair<TYPE>(qa, ina, e + 8), weight_pair<TYPE>(qb, inb, e + 8)};
+#pragma unroll
+            for (int n = 0; n < MMA_TILES; n++) {
+                if (t0 + 8 * n >= T) break; /* the same for the whole warp */
+                int t = t0 + 8 * n + g;
+                size_t at = (size_t)t * half_cols + (size_t)(gi * GROUP + e) / 2;
+                uint32_t bh[2] = {t < T ? xs[at] : 0u, t < T ? xs[at + 4] : 0u};
+                uint32_t bl[2] = {t < T ? xs[plane + at] : 0u, t < T ? xs[plane + at + 4] : 0u};
+                mma_bf16(part[n], a, bh);
+                mma_bf16(part[n], a, bl);
+            }
+        }
+#pragma unroll
+        for (int n = 0; n < MMA_TILES; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) acc[n][i] = fmaf(i < 2 ? da : db, part[n][i], acc[n][i]);
+    }
+#pragma unroll
+    for (int n = 0; n < MMA_TILES; n++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int r = i < 2 ? ra : rb, t = t0 + 8 * n + 2 * q + (i & 1);
+            if (r >= w.rows || t >= T) continue;
+            float *yt = y + (size_t)t * ldy + r;
+            float v = scale * (acc[n][i] + (bias ? bias[r] : 0.0f));
+            *yt = add ? *yt + v : v;
+        }
+}
+
 extern "C" void cu_mul(cu_dev *d, const cu_mat *w, const float *x, int ldx, int T, float *y, int ldy,
                        const float *bias, bool add, float scale) {
     mat_view v = {(const uint8_t *)w->q, (const uint16_t *)w->d, w->rows, w->cols};
@@ -441,6 +551,22 @@ extern "C" void cu_mul(cu_dev *d, const cu_mat *w, const float *x, int ldx, int 
     dim3 block(MUL_WARPS * 32);
     int a = add ? 1 : 0;
     prof_begin(d);
+    if (d->mma && (w->type == GGML_TYPE_Q4_0 || w->type == GGML_TYPE_Q8_0)) {
+        if ((size_t)((T + 7) / 8 * 8) * (size_t)w->cols > d->split_elems) {
+            note(d, cudaErrorInvalidValue); /* cu_reserve was not told of this size */
+            return;
+        }
+        NC_LAUNCH(k_split, dim3((unsigned)((w->cols / 2 + 127) / 128), (unsigned)T), dim3(128), d->stream, x, ldx, T,
+                  w->cols, d->split);
+        dim3 mgrid((unsigned)((w->rows + 16 * MMA_WARPS - 1) / (16 * MMA_WARPS)), (unsigned)((T + 8 * MMA_TILES - 1) / (8 * MMA_TILES)));
+        if (w->type == GGML_TYPE_Q4_0)
+            NC_LAUNCH(k_mul_mma<GGML_TYPE_Q4_0>, mgrid, dim3(MMA_WARPS * 32), d->stream, v, d->split, T, y, ldy, bias, a, scale);
+        else
+            NC_LAUNCH(k_mul_mma<GGML_TYPE_Q8_0>, mgrid, dim3(MMA_WARPS * 32), d->stream, v, d->split, T, y, ldy, bias, a, scale);
+        note_launch(d);
+        prof_end(d, w->type == GGML_TYPE_Q4_0 ? "mma Q4_0" : "mma Q8_0", (double)w->bytes + 4.0 * T * (w->cols + w->rows));
+        return;
+    }
     switch (w->type) {
     case GGML_TYPE_Q4_0: NC_LAUNCH(k_mul<GGML_TYPE_Q4_0>, grid, block, d->stream, v, x, ldx, T, y, ldy, bias, a, scale); break;
     case GGML_TYPE_Q8_0: NC_LAUNCH(k_mul<GGML_TYPE_Q8_0>, grid, block, d->stream, v, x, ldx, T, y, ldy, bias, a, scale); break;

@@ -178,6 +178,9 @@ int fwd_gpu_init(fwd_state *s, nc_err *err) {
     for (size_t i = 0; i < sizeof act / sizeof act[0]; i++)
         if (!(*act[i].p = cu_alloc(g->dev, act[i].n * sizeof(float), err)))
             return nc_fail_prefix(err, "the GPU's activations for micro-batches of %d tokens", s->n_batch);
+    size_t widest = E > Q ? E : Q;
+    if (F > widest) widest = F;
+    if (cu_reserve(g->dev, s->n_batch, (int)widest, err)) return nc_fail_prefix(err, "the GPU's product inputs");
     g->vis_cap = kv_n_seq(&s->kv) * kv_n_ctx(&s->kv);
     size_t bytes = step_layout(s, NULL);
     if (!(g->dev_block = cu_alloc(g->dev, bytes, err)) || !(g->host_block = cu_host_alloc(g->dev, bytes, err)))

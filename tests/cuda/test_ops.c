@@ -23,6 +23,24 @@ static float frand(void) { /* uniform in [-1, 1) */
 
 static cu_dev *dev;
 
+/* The activations a Q4_0 / Q8_0 product sees: x as bf16 high and low parts, each rounded to
+ * nearest even (cuda.h). */
+static uint16_t bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static float bf16_value(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static double split_value(float x) {
+    float hi = bf16_value(bf16(x));
+    return (double)hi + bf16_value(bf16(x - hi));
+}
+
 static void *dup_to_dev(const void *src, size_t bytes) {
     nc_err err;
     void *p = cu_alloc(dev, bytes, &err);
@@ -58,6 +76,7 @@ static void test_mul(uint32_t type, int rows, int cols) {
     for (int i = 0; i < T * cols; i++) x[i] = frand();
     for (int r = 0; r < rows; r++) bias[r] = frand();
     for (int i = 0; i < T * rows; i++) y0[i] = frand();
+    bool tensor = type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q8_0; /* on the tensor cores */
     nc_err err;
     cu_mat m;
     int rc = cu_upload(dev, &m, wq, type, rows, cols, rb, &err);
@@ -76,7 +95,8 @@ static void test_mul(uint32_t type, int rows, int cols) {
             for (int r = 0; r < rows; r++) {
                 double s = 0, mag = 0;
                 for (int k = 0; k < cols; k++) {
-                    s += (double)w[(size_t)r * cols + k] * x[(size_t)t * cols + k];
+                    float xv = x[(size_t)t * cols + k];
+                    s += (double)w[(size_t)r * cols + k] * (tensor ? split_value(xv) : xv);
                     mag += fabs((double)w[(size_t)r * cols + k] * x[(size_t)t * cols + k]);
                 }
                 double want = add ? y0[t * rows + r] + scale * (s + bias[r]) : s;
@@ -258,6 +278,7 @@ int main(void) {
         return test_summary("test_ops");
     }
     printf("device: %s\n", cu_describe(dev));
+    CHECK(cu_reserve(dev, 16, 2048, &err) == 0);
     test_mul(GGML_TYPE_Q4_0, 37, 256);
     test_mul(GGML_TYPE_Q8_0, 37, 256);
     test_mul(GGML_TYPE_Q8_0, 5, 2048);

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The GPU forward pass (src/forward/forward_gpu.c over src/cuda) against the exact references.
 # (1) Emulated, everywhere: build/emu/nucleus runs the CUDA source on the CPU (src/cuda/emulate.h),
-#     so the GPU pass's logic is checked here and in CI: the real trained models of shared/golden
-#     and every architecture of shared/archs the GPU pass supports, against float64 (an f16 cache,
-#     the GPU's); what it lacks refused, naming it (sliding windows, experts, post-norms, other
-#     cache types, a part of the layers, saved caches, context shift), and a build without CUDA
-#     saying how to get it.
+#     so the GPU pass's logic is checked here and in CI: the real trained models of shared/golden,
+#     every architecture of shared/archs the GPU pass supports, a K-quant of shared/quants and
+#     reference.sh's tiny models in every weight type, against float64 (an f16 cache, the GPU's);
+#     graphs against eager launches; a served batch against its requests alone; what it lacks
+#     refused, naming it (sliding windows, experts, post-norms, other cache types, a part of the
+#     layers, saved caches, context shift), and a build without CUDA saying how to get it.
 # (2) On a GPU (build/cuda/nucleus, make cuda, and a GPU that test_ops finds): every record of
 #     shared/golden and shared/quants and the supported archs. Without one it says so, loudly.
 # Ends with "cuda: N passed, N failed".
@@ -44,6 +45,13 @@ absorb "golden, emulated GPU" /usr/bin/python3 tests/e2e/golden_check.py --nucle
     --models "$MODELS_DIR" --device cuda --cache-types f16 --only tinystories
 absorb "archs, emulated GPU" /usr/bin/python3 tests/e2e/archs_check.py --nucleus "$EMU" --shared "$SHARED" \
     --device cuda --forms gguf,hf --only "$ARCHS"
+absorb "quants (a K-quant, uploaded as F32), emulated GPU" /usr/bin/python3 tests/e2e/golden_check.py --nucleus "$EMU" \
+    --shared "$SHARED" --models "$MODELS_DIR" --device cuda --cache-types f16 --set quants --only q4_k_s
+# tests/e2e/reference.sh's tiny models (every weight type, MQA, partial rotary, rope_freqs, qwen2's
+# biases) against reference-forward, through the GPU pass
+printf '#!/bin/sh\nexec "%s" "$@" --device cuda\n' "$PWD/$EMU" >"$tmp/gpu-nucleus"
+chmod +x "$tmp/gpu-nucleus"
+absorb "reference, emulated GPU" env NUCLEUS_BIN="$tmp/gpu-nucleus" bash tests/e2e/reference.sh
 
 IDS=1,2,3,4
 expect_err "gemma2: sliding windows" "does not support sliding-window attention" \
