@@ -94,6 +94,17 @@ void cu_mat_free(cu_dev *d, cu_mat *m);
  * ldx, ldy: floats between tokens' rows; bias may be NULL. */
 void cu_mul(cu_dev *d, const cu_mat *w, const float *x, int ldx, int T, float *y, int ldy, const float *bias,
             bool add, float scale);
+/* Several products of one input (Q, K and V; gate and up): what cu_mul does for each, the input
+ * prepared once. */
+typedef struct cu_out {
+    const cu_mat *w;
+    float *y;
+    int ldy;
+    const float *bias;
+    bool add;
+    float scale;
+} cu_out;
+void cu_mul_n(cu_dev *d, const float *x, int ldx, int T, const cu_out *out, int n);
 /* y[i] = RMSNorm(x[rows ? rows[i] : i]) * w for i < T, n floats a row; w NULL: a copy. */
 void cu_rms_norm(cu_dev *d, float *y, const float *x, const int32_t *rows, const float *w, int n, int T, float eps);
 /* Rotate the first n_rot dimensions of each of n_head heads (head_dim apart, ld floats between

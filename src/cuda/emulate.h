@@ -16,9 +16,11 @@
  * only at barriers, so a missing __syncthreads or __syncwarp goes unnoticed); warp lanes are not
  * in lock-step except at the intrinsics; shared memory keeps its contents from block to block
  * (uninitialised reads go unnoticed); no concurrency between blocks, streams or host threads
- * (launch from one host thread at a time; no launch from inside a kernel); kernel arguments are
- * evaluated by every thread (avoid side effects in them); no textures, cooperative groups,
- * tensor cores, or inline PTX. A barrier that can never be released aborts with a message.
+ * (launch from one host thread at a time; no launch from inside a kernel); no textures,
+ * cooperative groups or inline PTX (kernel.h gives the tensor cores' mma its own emulation). A
+ * barrier that can never be released aborts with a message. Graphs: a stream being captured
+ * records launches (their arguments evaluated at the launch, as CUDA does) and async copies, and
+ * cudaGraphLaunch replays them in order.
  *
  * For kernel authors: __shared__ expands to `static`, so `extern __shared__` (use
  * NC_DYNAMIC_SHARED with NC_LAUNCH_SMEM) and `static __shared__` do not compile. A template
@@ -49,6 +51,7 @@
 #include <cmath>
 #include <memory> /* before __noinline__ below: libstdc++'s shared_ptr uses __attribute__((__noinline__)) */
 #include <functional>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -450,14 +453,18 @@ template <class F> void emu_launch_on(cudaStream_t s, const char *name, dim3 gri
     else
         emu_launch(name, grid, block, smem, body);
 }
-#define NC_LAUNCH(kernel, grid, block, stream, ...) \
-    emu_launch_on((stream), #kernel, (grid), (block), 0, [=] { kernel(__VA_ARGS__); })
+/* The arguments are evaluated once, at the launch, as CUDA does (a captured launch keeps their
+ * values, not the expressions). */
+#define NC_LAUNCH(kernel, grid, block, stream, ...)                                                   \
+    emu_launch_on((stream), #kernel, (grid), (block), 0,                                           \
+                  [emu_k = kernel, emu_args = std::make_tuple(__VA_ARGS__)] { std::apply(emu_k, emu_args); })
 /* Dynamic shared memory: launch with NC_LAUNCH_SMEM and declare it in the kernel with
  * NC_DYNAMIC_SHARED(type, name) (a `type *name`; 128-byte aligned). For nvcc define these as
  * kernel<<<grid, block, smem, stream>>>(...) and
  * extern __shared__ __align__(16) unsigned char nc_dyn_smem_[]; type *name = (type *)nc_dyn_smem_ */
-#define NC_LAUNCH_SMEM(kernel, grid, block, smem, stream, ...) \
-    emu_launch_on((stream), #kernel, (grid), (block), (smem), [=] { kernel(__VA_ARGS__); })
+#define NC_LAUNCH_SMEM(kernel, grid, block, smem, stream, ...)                                      \
+    emu_launch_on((stream), #kernel, (grid), (block), (smem),                                      \
+                  [emu_k = kernel, emu_args = std::make_tuple(__VA_ARGS__)] { std::apply(emu_k, emu_args); })
 #define NC_DYNAMIC_SHARED(type, name) type *name = reinterpret_cast<type *>(::emu::g.dyn_smem)
 
 /* ---- barriers, shuffles, votes ---------------------------------------------------------------- */

@@ -466,21 +466,41 @@ static __global__ void k_split(const float *x, int ldx, int T, int cols, uint32_
 
 enum { MMA_WARPS = 4, MMA_TILES = 4 }; /* a warp: 16 rows x MMA_TILES tiles of 8 tokens */
 
-/* Two weights (elements e, e + 1 of the group, e even) of row r as a bf16 pair: the values as
- * dequantised before the group's scale (small integers, exact in bf16); 0 past the last row. */
+/* Two small integers (weights as dequantised, before their group's scale; exact in bf16) as a
+ * bf16 pair, the first in the low half. */
+static __device__ __forceinline__ uint32_t bf16_pair(int v0, int v1) {
+    return bf16_rn((float)v0) | (uint32_t)bf16_rn((float)v1) << 16;
+}
+
+/* A lane's share of one row's group for the mma's A fragment: with q = lane % 4, the weights of
+ * elements 2q, 2q + 1 (pair[c][0]) and 2q + 8, 2q + 9 (pair[c][1]) of half c of the group. The
+ * group is read whole, 16 bytes (Q4_0: element j in byte j % 16, the low nibble for j < 16) or
+ * 32 (Q8_0), and the lane's bytes picked out of its words; 0 for a row past the last. */
 template <uint32_t TYPE>
-static __device__ __forceinline__ uint32_t weight_pair(const uint8_t *grp, bool in, int e) {
-    if (!in) return 0;
-    float v0, v1;
-    if (TYPE == GGML_TYPE_Q4_0) { /* element j: byte j % 16, low nibble for j < 16 */
-        int sh = e / 16 * 4;
-        v0 = (float)((int)((grp[e % 16] >> sh) & 15) - 8);
-        v1 = (float)((int)((grp[(e + 1) % 16] >> sh) & 15) - 8);
-    } else {
-        v0 = (float)(int8_t)grp[e];
-        v1 = (float)(int8_t)grp[e + 1];
+static __device__ __forceinline__ void weight_pairs(const uint8_t *grp, bool in, int q, uint32_t pair[2][2]) {
+    if (!in) {
+        pair[0][0] = pair[0][1] = pair[1][0] = pair[1][1] = 0;
+        return;
     }
-    return bf16_rn(v0) | (uint32_t)bf16_rn(v1) << 16;
+    const int sh = 16 * (q & 1); /* bytes 2q, 2q + 1 are the low or high half of word q / 2 */
+    if (TYPE == GGML_TYPE_Q4_0) {
+        uint4 u = *(const uint4 *)grp;
+        uint32_t lo = ((q < 2 ? u.x : u.y) >> sh) & 0xffff, hi = ((q < 2 ? u.z : u.w) >> sh) & 0xffff;
+#pragma unroll
+        for (int c = 0; c < 2; c++) { /* half c: nibble c of each byte */
+            pair[c][0] = bf16_pair((int)((lo >> (4 * c)) & 15) - 8, (int)((lo >> (8 + 4 * c)) & 15) - 8);
+            pair[c][1] = bf16_pair((int)((hi >> (4 * c)) & 15) - 8, (int)((hi >> (8 + 4 * c)) & 15) - 8);
+        }
+    } else {
+        const uint4 *p = (const uint4 *)grp;
+#pragma unroll
+        for (int c = 0; c < 2; c++) { /* half c: bytes 16c.. */
+            uint4 u = p[c];
+            uint32_t lo = ((q < 2 ? u.x : u.y) >> sh) & 0xffff, hi = ((q < 2 ? u.z : u.w) >> sh) & 0xffff;
+            pair[c][0] = bf16_pair((int8_t)(lo & 0xff), (int8_t)(lo >> 8));
+            pair[c][1] = bf16_pair((int8_t)(hi & 0xff), (int8_t)(hi >> 8));
+        }
+    }
 }
 
 /* Q4_0 / Q8_0 products on the tensor cores, for any number of tokens: warp w of block (bx, by)
@@ -506,6 +526,9 @@ static __global__ void __launch_bounds__(MMA_WARPS * 32)
     for (int gi = 0; gi < ng; gi++) {
         const uint8_t *qa = w.q + ((size_t)(ina ? ra : r0) * ng + gi) * pb, *qb = w.q + ((size_t)(inb ? rb : r0) * ng + gi) * pb;
         float da = ina ? h2f(w.d[(size_t)ra * ng + gi]) : 0.0f, db = inb ? h2f(w.d[(size_t)rb * ng + gi]) : 0.0f;
+        uint32_t wa[2][2], wb[2][2];
+        weight_pairs<TYPE>(qa, ina, q, wa);
+        weight_pairs<TYPE>(qb, inb, q, wb);
         float part[MMA_TILES][4];
 #pragma unroll
         for (int n = 0; n < MMA_TILES; n++)
@@ -514,8 +537,7 @@ static __global__ void __launch_bounds__(MMA_WARPS * 32)
 #pragma unroll
         for (int c = 0; c < 2; c++) { /* the group's two halves of 16 */
             int e = c * 16 + 2 * q;
-            uint32_t a[4] = {weight_pair<TYPE>(qa, ina, e), weight_pair<TYPE>(qb, inb, e),
-                             weight_pair<TYPE>(qa, ina, e + 8), weight_pair<TYPE>(qb, inb, e + 8)};
+            uint32_t a[4] = {wa[c][0], wb[c][0], wa[c][1], wb[c][1]};
 #pragma unroll
             for (int n = 0; n < MMA_TILES; n++) {
                 if (t0 + 8 * n >= T) break; /* the same for the whole warp */
@@ -544,29 +566,31 @@ static __global__ void __launch_bounds__(MMA_WARPS * 32)
         }
 }
 
-extern "C" void cu_mul(cu_dev *d, const cu_mat *w, const float *x, int ldx, int T, float *y, int ldy,
-                       const float *bias, bool add, float scale) {
+static bool tensor_cores(const cu_dev *d, const cu_mat *w) {
+    return d->mma && (w->type == GGML_TYPE_Q4_0 || w->type == GGML_TYPE_Q8_0);
+}
+
+/* One product of cu_mul_n, its input already split (for the tensor cores) or as given. */
+static void mul_one(cu_dev *d, const cu_out *o, const float *x, int ldx, int T) {
+    const cu_mat *w = o->w;
     mat_view v = {(const uint8_t *)w->q, (const uint16_t *)w->d, w->rows, w->cols};
-    dim3 grid((unsigned)((w->rows + MUL_WARPS - 1) / MUL_WARPS), (unsigned)((T + MUL_TT - 1) / MUL_TT));
-    dim3 block(MUL_WARPS * 32);
-    int a = add ? 1 : 0;
+    int a = o->add ? 1 : 0;
+    float *y = o->y;
     prof_begin(d);
-    if (d->mma && (w->type == GGML_TYPE_Q4_0 || w->type == GGML_TYPE_Q8_0)) {
-        if ((size_t)((T + 7) / 8 * 8) * (size_t)w->cols > d->split_elems) {
-            note(d, cudaErrorInvalidValue); /* cu_reserve was not told of this size */
-            return;
-        }
-        NC_LAUNCH(k_split, dim3((unsigned)((w->cols / 2 + 127) / 128), (unsigned)T), dim3(128), d->stream, x, ldx, T,
-                  w->cols, d->split);
-        dim3 mgrid((unsigned)((w->rows + 16 * MMA_WARPS - 1) / (16 * MMA_WARPS)), (unsigned)((T + 8 * MMA_TILES - 1) / (8 * MMA_TILES)));
+    if (tensor_cores(d, w)) {
+        dim3 grid((unsigned)((w->rows + 16 * MMA_WARPS - 1) / (16 * MMA_WARPS)), (unsigned)((T + 8 * MMA_TILES - 1) / (8 * MMA_TILES)));
         if (w->type == GGML_TYPE_Q4_0)
-            NC_LAUNCH(k_mul_mma<GGML_TYPE_Q4_0>, mgrid, dim3(MMA_WARPS * 32), d->stream, v, d->split, T, y, ldy, bias, a, scale);
+            NC_LAUNCH(k_mul_mma<GGML_TYPE_Q4_0>, grid, dim3(MMA_WARPS * 32), d->stream, v, d->split, T, y, o->ldy, o->bias, a, o->scale);
         else
-            NC_LAUNCH(k_mul_mma<GGML_TYPE_Q8_0>, mgrid, dim3(MMA_WARPS * 32), d->stream, v, d->split, T, y, ldy, bias, a, scale);
+            NC_LAUNCH(k_mul_mma<GGML_TYPE_Q8_0>, grid, dim3(MMA_WARPS * 32), d->stream, v, d->split, T, y, o->ldy, o->bias, a, o->scale);
         note_launch(d);
         prof_end(d, w->type == GGML_TYPE_Q4_0 ? "mma Q4_0" : "mma Q8_0", (double)w->bytes + 4.0 * T * (w->cols + w->rows));
         return;
     }
+    dim3 grid((unsigned)((w->rows + MUL_WARPS - 1) / MUL_WARPS), (unsigned)((T + MUL_TT - 1) / MUL_TT)), block(MUL_WARPS * 32);
+    int ldy = o->ldy;
+    const float *bias = o->bias;
+    float scale = o->scale;
     switch (w->type) {
     case GGML_TYPE_Q4_0: NC_LAUNCH(k_mul<GGML_TYPE_Q4_0>, grid, block, d->stream, v, x, ldx, T, y, ldy, bias, a, scale); break;
     case GGML_TYPE_Q8_0: NC_LAUNCH(k_mul<GGML_TYPE_Q8_0>, grid, block, d->stream, v, x, ldx, T, y, ldy, bias, a, scale); break;
@@ -578,6 +602,30 @@ extern "C" void cu_mul(cu_dev *d, const cu_mat *w, const float *x, int ldx, int 
     const char *name = w->type == GGML_TYPE_Q4_0 ? "mul Q4_0" : w->type == GGML_TYPE_Q8_0 ? "mul Q8_0"
                        : w->type == GGML_TYPE_F16  ? "mul F16"  : w->type == GGML_TYPE_BF16 ? "mul BF16" : "mul F32";
     prof_end(d, name, (double)w->bytes + 4.0 * T * (w->cols + w->rows));
+}
+
+extern "C" void cu_mul_n(cu_dev *d, const float *x, int ldx, int T, const cu_out *out, int n) {
+    bool split = false;
+    for (int i = 0; i < n; i++) split = split || tensor_cores(d, out[i].w);
+    if (split) { /* once for all the products (they share the input, so its width) */
+        int cols = out[0].w->cols;
+        if ((size_t)((T + 7) / 8 * 8) * (size_t)cols > d->split_elems) {
+            note(d, cudaErrorInvalidValue); /* cu_reserve was not told of this size */
+            return;
+        }
+        prof_begin(d);
+        NC_LAUNCH(k_split, dim3((unsigned)((cols / 2 + 127) / 128), (unsigned)T), dim3(128), d->stream, x, ldx, T, cols,
+                  d->split);
+        note_launch(d);
+        prof_end(d, "split", 0);
+    }
+    for (int i = 0; i < n; i++) mul_one(d, &out[i], x, ldx, T);
+}
+
+extern "C" void cu_mul(cu_dev *d, const cu_mat *w, const float *x, int ldx, int T, float *y, int ldy,
+                       const float *bias, bool add, float scale) {
+    cu_out o = {w, y, ldy, bias, add, scale};
+    cu_mul_n(d, x, ldx, T, &o, 1);
 }
 
 /* ---- norms, rotation, activation ----------------------------------------------------------- */

@@ -287,9 +287,9 @@ static void layer(fwd_state *s, int il, int T) {
     int E = hp->n_embd, hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd, F = hp->n_ff;
     /* attention */
     cu_rms_norm(d, g->xn, st->x, NULL, G->attn_norm, E, T, hp->norm_eps);
-    cu_mul(d, &G->wq, g->xn, E, T, g->q, Q, G->bq, false, 1.0f);
-    cu_mul(d, &G->wk, g->xn, E, T, g->k, KV, G->bk, false, 1.0f);
-    cu_mul(d, &G->wv, g->xn, E, T, g->v, KV, G->bv, false, 1.0f);
+    cu_mul_n(d, g->xn, E, T,
+             (cu_out[]){{&G->wq, g->q, Q, G->bq, false, 1.0f}, {&G->wk, g->k, KV, G->bk, false, 1.0f},
+                        {&G->wv, g->v, KV, G->bv, false, 1.0f}}, 3);
     if (G->q_norm) { /* per head: T * heads rows of head_dim */
         cu_rms_norm(d, g->q, g->q, NULL, G->q_norm, hd, T * hp->n_head, hp->norm_eps);
         cu_rms_norm(d, g->k, g->k, NULL, G->k_norm, hd, T * hp->n_head_kv, hp->norm_eps);
@@ -304,8 +304,7 @@ static void layer(fwd_state *s, int il, int T) {
     cu_mul(d, &G->wo, g->attn, Q, T, st->x, E, G->bo, true, hp->residual_scale);
     /* feed-forward */
     cu_rms_norm(d, g->xn, st->x, NULL, G->ffn_norm, E, T, hp->norm_eps);
-    cu_mul(d, &G->gate, g->xn, E, T, g->gate, F, NULL, false, 1.0f);
-    cu_mul(d, &G->up, g->xn, E, T, g->up, F, NULL, false, 1.0f);
+    cu_mul_n(d, g->xn, E, T, (cu_out[]){{&G->gate, g->gate, F, NULL, false, 1.0f}, {&G->up, g->up, F, NULL, false, 1.0f}}, 2);
     cu_swiglu(d, g->gate, g->gate, g->up, (size_t)T * F);
     cu_mul(d, &G->down, g->gate, F, T, st->x, E, NULL, true, hp->residual_scale);
 }

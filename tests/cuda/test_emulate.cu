@@ -545,7 +545,7 @@ static __global__ void k_add_one(int *d, int n) {
 }
 
 /* A graph captured from a stream: nothing runs while capturing; each launch of the graph runs
- * its copy and kernels in order, with the arguments they were captured with. */
+ * its copy and kernels in order, with the values their arguments had when captured. */
 static void test_graph() {
     const int n = 300;
     std::vector<int> ones(n, 1);
@@ -556,8 +556,10 @@ static void test_graph() {
     cudaGraphExec_t e;
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     CK(cudaMemcpyAsync(d, src, n * sizeof(int), cudaMemcpyDeviceToDevice, s));
-    for (int k = 0; k < 3; k++) NC_LAUNCH(k_add_one, (n + 127) / 128, 128, s, d, n - k);
+    int len[3] = {n, n - 1, n - 2};
+    for (int k = 0; k < 3; k++) NC_LAUNCH(k_add_one, (n + 127) / 128, 128, s, d, len[k]);
     CK(cudaStreamEndCapture(s, &g));
+    len[0] = len[1] = len[2] = 0; /* the graph keeps the values the arguments had */
     CK(cudaGraphInstantiate(&e, g, 0));
     SYNC();
     std::vector<int> before = from_dev(d, n);

@@ -121,6 +121,37 @@ static void test_mul(uint32_t type, int rows, int cols) {
     free(wq), free(w), free(x), free(bias), free(y0), free(y), free(y1);
 }
 
+/* cu_mul_n: a Q4_0, an F16 and a Q8_0 product of one input give what each gives alone. */
+static void test_mul_n(void) {
+    enum { T = 5, R = 40, C = 128 };
+    static const uint32_t types[3] = {GGML_TYPE_Q4_0, GGML_TYPE_F16, GGML_TYPE_Q8_0};
+    float w[R * C], x[T * C], alone[T * R], together[T * R];
+    uint8_t wq[R * C * 2];
+    for (int i = 0; i < T * C; i++) x[i] = frand();
+    float *dx = dup_to_dev(x, sizeof x), *dy[3];
+    cu_mat m[3];
+    cu_out out[3];
+    nc_err err;
+    for (int k = 0; k < 3; k++) {
+        size_t rb = quant_row_bytes(types[k], C);
+        for (int i = 0; i < R * C; i++) w[i] = frand();
+        for (int r = 0; r < R; r++) quant_quantize_row(types[k], w + r * C, wq + r * rb, C);
+        CHECK(cu_upload(dev, &m[k], wq, types[k], R, C, rb, &err) == 0);
+        dy[k] = dup_to_dev(x, sizeof alone);
+        out[k] = (cu_out){&m[k], dy[k], R, NULL, false, 1.0f};
+    }
+    cu_mul_n(dev, dx, C, T, out, 3);
+    for (int k = 0; k < 3; k++) {
+        from_dev(together, dy[k], sizeof together);
+        cu_mul(dev, &m[k], dx, C, T, dy[k], R, NULL, false, 1.0f);
+        from_dev(alone, dy[k], sizeof alone);
+        CHECK_MSG(memcmp(alone, together, sizeof alone) == 0, "cu_mul_n, type %u: differs from cu_mul", types[k]);
+        cu_mat_free(dev, &m[k]);
+        cu_free(dev, dy[k]);
+    }
+    cu_free(dev, dx);
+}
+
 /* ---- norms, rotation, activation ---- */
 
 static void test_rms_norm(void) {
@@ -288,6 +319,7 @@ int main(void) {
     test_mul(GGML_TYPE_F32, 37, 172);
     test_mul(GGML_TYPE_Q4_K, 11, 512); /* uploaded as F32 */
     test_mul(GGML_TYPE_Q6_K, 11, 256);
+    test_mul_n();
     test_rms_norm();
     test_rope(false);
     test_rope(true);
