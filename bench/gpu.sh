@@ -16,7 +16,7 @@ OUT=${OUT:-/tmp/gpu-out}
 MODELS=${MODELS:-/tmp/gpu-models}
 PY=$(command -v python3)
 N=build/cuda/nucleus
-ARCHS=llama3,qwen2,qwen3,smollm3,granite,phi3
+ARCHS=llama3,qwen2,qwen3,smollm3,granite,phi3,gemma2,gemma3,olmo2
 mkdir -p "$OUT" "$MODELS"
 summary=$OUT/summary.txt
 : >"$summary"

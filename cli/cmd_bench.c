@@ -37,7 +37,7 @@ static stats summarize(const double *v, int n) {
 
 #define USAGE                                                                                                    \
     "usage: nucleus bench [-m MODEL] [-p 128] [-n 64] [-d 0] [-t THREADS] [-r 5] " CLI_CACHE_USAGE               \
-    " [--fast] [--json] [--no-bandwidth] " CLI_DEVICE_USAGE "\n"                                                                        \
+    " [--fast] [--json] [--no-bandwidth] " CLI_DEVICE_USAGE "\n"                                                 \
     "  -p N, -n N         prompt tokens prefilled (pp) and tokens decoded (tg) per repetition (llama-bench's)\n" \
     "  -d N, --n-depth N  tokens already in the context when each test starts (llama-bench's; their prefill\n"  \
     "                     is not timed): rows read 'pp128 @ d4096'\n"                                             \

@@ -73,7 +73,7 @@ static int fail(const nc_err *err) {
 
 #define USAGE                                                                                                   \
     "usage: nucleus score [-m MODEL] --ids 1,2,3 [--all] [--top K] [--greedy N] [-t THREADS] [-c CTX] "         \
-    CLI_CACHE_USAGE " [--fast] " CLI_DEVICE_USAGE "\n"                                                                                 \
+    CLI_CACHE_USAGE " [--fast] " CLI_DEVICE_USAGE "\n"                                                          \
     "  --ids 1,2,3        the token ids; the log-probabilities of the next token after them, as JSON\n"          \
     "  --all              every position's (teacher forcing) instead of the last one's\n"                       \
     "  --top K            the K most likely tokens per position (5)\n"                                           \

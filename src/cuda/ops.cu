@@ -12,6 +12,7 @@
 extern "C" {
 #include "cuda/cuda.h"
 #include "format/ggml_types.h"
+#include "kernels/kernels_impl.h" /* the activations' constants, as the CPU kernels have them */
 #include "tensor/quant.h"
 }
 
@@ -464,7 +465,7 @@ static __global__ void k_split(const float *x, int ldx, int T, int cols, uint32_
     }
 }
 
-enum { MMA_WARPS = 4, MMA_TILES = 4 }; /* a warp: 16 rows x MMA_TILES tiles of 8 tokens */
+enum { MMA_WARPS = 4, MMA_TILES = 8 }; /* a warp: 16 rows x MMA_TILES tiles of 8 tokens (untuned) */
 
 /* Two small integers (weights as dequantised, before their group's scale; exact in bf16) as a
  * bf16 pair, the first in the low half. */
@@ -635,7 +636,7 @@ enum { NORM_T = 256 };
 /* A block per row: the sum of squares in double (as the CPU kernels), each thread over a stride,
  * then a fixed tree. */
 static __global__ void __launch_bounds__(NORM_T)
-    k_rms_norm(float *y, const float *x, const int32_t *rows, const float *w, int n, float eps) {
+    k_rms_norm(float *y, const float *x, const int32_t *rows, const float *w, int n, float eps, int add, float scale) {
     __shared__ double part[NORM_T];
     const int i = blockIdx.x, tid = threadIdx.x;
     const float *xr = x + (size_t)(rows ? rows[i] : i) * n;
@@ -648,16 +649,26 @@ static __global__ void __launch_bounds__(NORM_T)
         if (tid < h) part[tid] += part[tid + h];
         __syncthreads();
     }
-    float scale = (float)(1.0 / sqrt(part[0] / n + eps));
-    for (int k = tid; k < n; k += NORM_T) yr[k] = w ? xr[k] * scale * w[k] : xr[k];
+    float inv = (float)(1.0 / sqrt(part[0] / n + eps));
+    for (int k = tid; k < n; k += NORM_T) {
+        float v = w ? xr[k] * inv * w[k] : xr[k];
+        yr[k] = add ? yr[k] + scale * v : v;
+    }
 }
 
 extern "C" void cu_rms_norm(cu_dev *d, float *y, const float *x, const int32_t *rows, const float *w, int n, int T,
                             float eps) {
     prof_begin(d);
-    NC_LAUNCH(k_rms_norm, dim3((unsigned)T), dim3(NORM_T), d->stream, y, x, rows, w, n, eps);
+    NC_LAUNCH(k_rms_norm, dim3((unsigned)T), dim3(NORM_T), d->stream, y, x, rows, w, n, eps, 0, 1.0f);
     note_launch(d);
     prof_end(d, "rms_norm", 0);
+}
+
+extern "C" void cu_norm_add(cu_dev *d, float *x, const float *o, const float *w, int n, int T, float eps, float scale) {
+    prof_begin(d);
+    NC_LAUNCH(k_rms_norm, dim3((unsigned)T), dim3(NORM_T), d->stream, x, o, (const int32_t *)NULL, w, n, eps, 1, scale);
+    note_launch(d);
+    prof_end(d, "norm_add", 0);
 }
 
 static __global__ void k_rope(float *x, int ld, int n_head, int head_dim, int half, int neox, const float *cs,
@@ -680,19 +691,25 @@ extern "C" void cu_rope(cu_dev *d, float *x, int ld, int T, int n_head, int head
     prof_end(d, "rope", 0);
 }
 
-static __global__ void k_swiglu(float *out, const float *g, const float *u, size_t n) {
+/* The gated activations, as the CPU kernels define them (kernels_glu). */
+static __global__ void k_glu(int act, float *out, const float *g, const float *u, size_t n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) {
-        float x = g[i];
-        out[i] = x / (1.0f + expf(-x)) * u[i];
+    if (i >= n) return;
+    float x = g[i], v = u[i];
+    if (act == KERNELS_SILU) out[i] = x / (1.0f + expf(-x)) * v;
+    else if (act == KERNELS_GELU_TANH) out[i] = x / (1.0f + expf(GELU_2C * (x + GELU_A * x * x * x))) * v;
+    else {
+        x = x < OAI_LIMIT ? x : OAI_LIMIT;
+        v = v < -OAI_LIMIT ? -OAI_LIMIT : v > OAI_LIMIT ? OAI_LIMIT : v;
+        out[i] = x / (1.0f + expf(-OAI_ALPHA * x)) * (v + 1.0f);
     }
 }
 
-extern "C" void cu_swiglu(cu_dev *d, float *out, const float *g, const float *u, size_t n) {
+extern "C" void cu_glu(cu_dev *d, int act, float *out, const float *g, const float *u, size_t n) {
     prof_begin(d);
-    NC_LAUNCH(k_swiglu, dim3((unsigned)((n + 255) / 256)), dim3(256), d->stream, out, g, u, n);
+    NC_LAUNCH(k_glu, dim3((unsigned)((n + 255) / 256)), dim3(256), d->stream, act, out, g, u, n);
     note_launch(d);
-    prof_end(d, "swiglu", 0);
+    prof_end(d, "glu", 0);
 }
 
 /* ---- the KV cache and attention ------------------------------------------------------------ */
@@ -736,14 +753,16 @@ static __device__ float block_reduce(float v, float *red, int op) {
  * Gimelshein 2018) across spans; every sum in a fixed order. */
 static __global__ void __launch_bounds__(ATT_T)
     k_attention(float *out, const float *q, const uint16_t *kc, const uint16_t *vc, int n_head, int n_head_kv,
-                int head_dim, float scale, const int32_t *vis, const int32_t *vis_off, const int32_t *n_vis) {
+                int head_dim, float scale, float cap, const int32_t *vis, const int32_t *vis_off, const int32_t *vis_lo,
+                const int32_t *n_vis) {
     __shared__ float qs[ATT_MAX_HEAD];
     __shared__ float p[ATT_T];
     __shared__ float red[ATT_T];
     __shared__ int32_t cell[ATT_T];
     const int h = blockIdx.x, t = blockIdx.y, tid = threadIdx.x;
-    const int kv_dim = n_head_kv * head_dim, g = h / (n_head / n_head_kv), n = n_vis[t];
-    const int32_t *cells = vis + vis_off[t];
+    const int lo = vis_lo ? vis_lo[t] : 0, kv_dim = n_head_kv * head_dim, g = h / (n_head / n_head_kv);
+    const int n = n_vis[t] - lo;
+    const int32_t *cells = vis + vis_off[t] + lo;
     const float *qr = q + ((size_t)t * n_head + h) * head_dim;
     for (int k = tid; k < head_dim; k += ATT_T) qs[k] = qr[k];
     float m = -INFINITY, l = 0.0f, o[ATT_MAX_HEAD / ATT_T] = {0.0f, 0.0f};
@@ -765,7 +784,7 @@ static __global__ void __launch_bounds__(ATT_T)
             } else {
                 for (int k = 0; k < head_dim; k++) dot = fmaf(qs[k], h2f(kr[k]), dot);
             }
-            s = dot * scale;
+            s = cap > 0 ? cap * tanhf(dot * (scale / cap)) : dot * scale; /* Gemma 2's soft-capping */
         }
         float m_new = fmaxf(m, block_reduce(s, red, 0));
         float e = c < n ? expf(s - m_new) : 0.0f;
@@ -794,11 +813,11 @@ static __global__ void __launch_bounds__(ATT_T)
 }
 
 extern "C" void cu_attention(cu_dev *d, float *out, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
-                             int T, int n_head, int n_head_kv, int head_dim, float scale, const int32_t *vis,
-                             const int32_t *vis_off, const int32_t *n_vis) {
+                             int T, int n_head, int n_head_kv, int head_dim, float scale, float cap, const int32_t *vis,
+                             const int32_t *vis_off, const int32_t *vis_lo, const int32_t *n_vis) {
     prof_begin(d);
     NC_LAUNCH(k_attention, dim3((unsigned)n_head, (unsigned)T), dim3(ATT_T), d->stream, out, q, k_cache, v_cache, n_head,
-              n_head_kv, head_dim, scale, vis, vis_off, n_vis);
+              n_head_kv, head_dim, scale, cap, vis, vis_off, vis_lo, n_vis);
     note_launch(d);
     prof_end(d, "attention", 0);
 }

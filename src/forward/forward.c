@@ -127,7 +127,8 @@ int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t
         if (int_weight(&m->layers[il].wo) && span % 32)
             return nc_fail(err, "attn_output.weight of layer %d: quantised, with query-head groups of %d dimensions "
                                 "(not a multiple of 32)", il, span);
-    if (init_cache(s, n_ctx, n_seq, n_cells, type_k, type_v, swa_full, err)) return -1;
+    /* the GPU pass reads sliding layers' windows out of the full cache, not a ring */
+    if (init_cache(s, n_ctx, n_seq, n_cells, type_k, type_v, swa_full || gpu, err)) return -1;
     s->pool = pool_create(n_threads);
     size_t B = (size_t)n_batch, E = (size_t)hp->n_embd, Q = q_dim(hp), KV = kv_dim(hp);
     size_t F = (size_t)(hp->n_ff > 0 ? hp->n_ff : 1), FE = (size_t)(hp->n_ff_exp > 0 ? hp->n_ff_exp : 1);

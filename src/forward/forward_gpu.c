@@ -12,9 +12,11 @@
  * outputs) shape and replayed (every buffer the pass reads or writes has a fixed address, so only
  * the data changes). NUCLEUS_CUDA_GRAPHS=0 launches every operation instead.
  *
- * What runs here: dense decoder-only models with pre-norms, SiLU-gated FFNs, optional Q/K/V and
- * output biases, optional per-head q/k norms, RoPE on all or some layers, and an f16 cache.
- * Others are refused at set-up with the feature named (fwd_gpu_init). */
+ * What runs here: dense decoder-only models, their norms before, after or around each block,
+ * gated FFNs (SiLU, GELU, gpt-oss's), Q/K/V and output biases, q/k norms per head or over all
+ * heads, RoPE on all or some layers (two tables where sliding layers rotate differently),
+ * sliding windows (the cache then keeps every position: swa_full), soft-capped scores and
+ * logits, and an f16 cache. Experts and attention sinks are refused at set-up (fwd_gpu_init). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,15 +30,17 @@
 
 typedef struct gpu_layer {
     cu_mat wq, wk, wv, wo, gate, up, down;
-    float *attn_norm, *ffn_norm, *q_norm, *k_norm, *bq, *bk, *bv, *bo; /* device copies, or NULL */
-    uint16_t *k, *v;                                                    /* the layer's cache */
+    float *attn_norm, *ffn_norm, *attn_post_norm, *ffn_post_norm;  /* device copies, or NULL */
+    float *q_norm, *k_norm, *bq, *bk, *bv, *bo;
+    uint16_t *k, *v;                                                /* the layer's cache */
 } gpu_layer;
 
 /* What a micro-batch sends: the same layout in pinned host memory and on the device. */
 typedef struct gpu_step {
     float *x;                                   /* [n_batch][n_embd] embedded tokens (then the residual stream) */
-    float *cs, *sn;                             /* [n_batch][n_rot / 2] rotary table */
+    float *cs[2], *sn[2];                       /* [n_batch][n_rot / 2] rotary tables (full, sliding layers) */
     int32_t *slots, *rows, *vis_off, *n_vis;    /* [n_batch] cache slot, rows wanting logits, visible slots */
+    int32_t *vis_lo;                            /* [n_batch] the first of them a sliding layer sees */
     int32_t *vis;                               /* [vis_cap] the slot lists */
 } gpu_step;
 
@@ -51,7 +55,7 @@ struct fwd_gpu {
     gpu_step dev_step, host_step;
     void *dev_block, *host_block;               /* their allocations */
     int32_t vis_cap;                            /* n_seq * n_ctx: the most slots a micro-batch's lists hold */
-    float *xn, *q, *k, *v, *attn, *gate, *up, *logits; /* activations, [n_batch][width] */
+    float *xn, *q, *k, *v, *attn, *o, *gate, *up, *logits; /* activations, [n_batch][width] */
     int32_t *h_seq_off;                         /* [n_seq]: where a sequence's list starts, or -1 */
     bool use_graphs;
     struct { int T, n_out; cu_graph *graph; } graphs[GPU_GRAPHS];
@@ -67,12 +71,7 @@ static const char *missing_feature(const fwd_state *s) {
     const model_hparams *hp = hparams(s);
     const arch_desc *a = hp->arch;
     if (hp->n_expert > 0) return "mixture-of-experts layers";
-    if (hp->swa_window > 0) return "sliding-window attention";
-    if (a->norms != NORMS_PRE) return "norms after the blocks (post / sandwich norms)";
-    if (a->qk_norm == QK_NORM_ALL) return "q/k norms over all heads";
-    if (a->act != ACT_SILU) return "an FFN activation other than SiLU";
     if (a->sinks) return "attention sinks";
-    if (hp->attn_softcap > 0 || hp->final_softcap > 0) return "soft-capping";
     if (hp->head_dim > 256) return "heads of more than 256 dimensions";
     if (s->kv.type_k != GGML_TYPE_F16 || s->kv.type_v != GGML_TYPE_F16) return "a KV cache type other than f16";
     for (int il = 0; il < hp->n_layer; il++) {
@@ -105,13 +104,16 @@ static int upload_layer(fwd_state *s, int il, nc_err *err) {
     const model_layer *L = &s->m->layers[il];
     gpu_layer *G = &g->layers[il];
     size_t E = (size_t)hp->n_embd, Q = (size_t)hp->n_head * hp->head_dim, KV = (size_t)hp->n_head_kv * hp->head_dim;
-    bool qk = hp->arch->qk_norm == QK_NORM_HEAD;
+    /* q/k norms: one of head_dim for every head, or over all heads at once */
+    size_t qn = hp->arch->qk_norm == QK_NORM_HEAD ? (size_t)hp->head_dim : Q, kn = qn == Q ? KV : qn;
+    bool qk = hp->arch->qk_norm != QK_NORM_NONE;
     if (put_weight(g, &G->wq, &L->wq, err) || put_weight(g, &G->wk, &L->wk, err) || put_weight(g, &G->wv, &L->wv, err) ||
         put_weight(g, &G->wo, &L->wo, err) || put_weight(g, &G->gate, &L->ffn_gate, err) ||
         put_weight(g, &G->up, &L->ffn_up, err) || put_weight(g, &G->down, &L->ffn_down, err) ||
         put_floats(g, &G->attn_norm, L->attn_norm, E, err) || put_floats(g, &G->ffn_norm, L->ffn_norm, E, err) ||
-        put_floats(g, &G->q_norm, qk ? L->q_norm : NULL, (size_t)hp->head_dim, err) ||
-        put_floats(g, &G->k_norm, qk ? L->k_norm : NULL, (size_t)hp->head_dim, err) ||
+        put_floats(g, &G->attn_post_norm, L->attn_post_norm, E, err) ||
+        put_floats(g, &G->ffn_post_norm, L->ffn_post_norm, E, err) ||
+        put_floats(g, &G->q_norm, qk ? L->q_norm : NULL, qn, err) || put_floats(g, &G->k_norm, qk ? L->k_norm : NULL, kn, err) ||
         put_floats(g, &G->bq, L->bq, Q, err) || put_floats(g, &G->bk, L->bk, KV, err) ||
         put_floats(g, &G->bv, L->bv, KV, err) || put_floats(g, &G->bo, L->bo, E, err))
         return nc_fail_prefix(err, "layer %d to the GPU", il);
@@ -146,9 +148,10 @@ static size_t step_layout(fwd_state *s, void *base) {
     size_t B = (size_t)s->n_batch, half = (size_t)hp->n_rot / 2 + 1, at = 0;
     gpu_step *st = base == g->dev_block ? &g->dev_step : &g->host_step;
     struct { void **p; size_t bytes; } part[] = {
-        {(void **)&st->x, B * (size_t)hp->n_embd * 4}, {(void **)&st->cs, B * half * 4}, {(void **)&st->sn, B * half * 4},
+        {(void **)&st->x, B * (size_t)hp->n_embd * 4}, {(void **)&st->cs[0], B * half * 4},
+        {(void **)&st->sn[0], B * half * 4}, {(void **)&st->cs[1], B * half * 4}, {(void **)&st->sn[1], B * half * 4},
         {(void **)&st->slots, B * 4}, {(void **)&st->rows, B * 4}, {(void **)&st->vis_off, B * 4},
-        {(void **)&st->n_vis, B * 4}, {(void **)&st->vis, (size_t)g->vis_cap * 4}};
+        {(void **)&st->n_vis, B * 4}, {(void **)&st->vis_lo, B * 4}, {(void **)&st->vis, (size_t)g->vis_cap * 4}};
     for (size_t i = 0; i < sizeof part / sizeof part[0]; i++) {
         if (base) *part[i].p = (char *)base + at;
         at += (part[i].bytes + 63) / 64 * 64;
@@ -173,7 +176,7 @@ int fwd_gpu_init(fwd_state *s, nc_err *err) {
     size_t B = (size_t)s->n_batch, E = (size_t)hp->n_embd, Q = (size_t)hp->n_head * hp->head_dim;
     size_t KV = (size_t)hp->n_head_kv * hp->head_dim, F = (size_t)hp->n_ff, V = (size_t)hp->n_vocab;
     struct { float **p; size_t n; } act[] = {{&g->xn, B * E}, {&g->q, B * Q}, {&g->k, B * KV}, {&g->v, B * KV},
-                                             {&g->attn, B * Q}, {&g->gate, B * F}, {&g->up, B * F},
+                                             {&g->attn, B * Q}, {&g->o, B * E}, {&g->gate, B * F}, {&g->up, B * F},
                                              {&g->logits, B * V}};
     for (size_t i = 0; i < sizeof act / sizeof act[0]; i++)
         if (!(*act[i].p = cu_alloc(g->dev, act[i].n * sizeof(float), err)))
@@ -203,13 +206,14 @@ void fwd_gpu_free(fwd_state *s) {
             gpu_layer *G = &g->layers[il];
             cu_mat *m[] = {&G->wq, &G->wk, &G->wv, &G->wo, &G->gate, &G->up, &G->down};
             for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) cu_mat_free(g->dev, m[i]);
-            float *f[] = {G->attn_norm, G->ffn_norm, G->q_norm, G->k_norm, G->bq, G->bk, G->bv, G->bo};
+            float *f[] = {G->attn_norm, G->ffn_norm, G->attn_post_norm, G->ffn_post_norm, G->q_norm, G->k_norm,
+                          G->bq, G->bk, G->bv, G->bo};
             for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) cu_free(g->dev, f[i]);
             cu_free(g->dev, G->k);
             cu_free(g->dev, G->v);
         }
         cu_mat_free(g->dev, &g->output);
-        void *p[] = {g->output_norm, g->xn, g->q, g->k, g->v, g->attn, g->gate, g->up, g->logits, g->dev_block};
+        void *p[] = {g->output_norm, g->xn, g->q, g->k, g->v, g->attn, g->o, g->gate, g->up, g->logits, g->dev_block};
         for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) cu_free(g->dev, p[i]);
         cu_host_free(g->dev, g->host_block);
         for (int i = 0; i < g->n_graphs; i++) cu_graph_free(g->graphs[i].graph);
@@ -228,13 +232,13 @@ const char *fwd_gpu_describe(const fwd_state *s, char *buf, size_t n) {
     return buf;
 }
 
-/* Cells of a sequence holding positions <= pos (positions increase along the cells). */
-static int32_t cells_upto(const kv_cache *kv, int32_t seq, int32_t pos) {
+/* Cells of a sequence holding positions < pos (positions increase along the cells). */
+static int32_t cells_below(const kv_cache *kv, int32_t seq, int32_t pos) {
     const int32_t *p = kv_positions(kv, seq);
     int32_t lo = 0, hi = kv_seq_len(kv, seq);
     while (lo < hi) {
         int32_t mid = lo + (hi - lo) / 2;
-        if (p[mid] <= pos) lo = mid + 1;
+        if (p[mid] < pos) lo = mid + 1;
         else hi = mid;
     }
     return lo;
@@ -264,49 +268,79 @@ static int send_step(fwd_state *s, const nc_batch_entry *e, int T, int *n_out, n
     for (int t = 0; t < T; t++) {
         h->slots[t] = kv_cell_slot(kv, e[t].seq, s->cells[t]);
         h->vis_off[t] = g->h_seq_off[e[t].seq];
-        h->n_vis[t] = cells_upto(kv, e[t].seq, e[t].pos);
+        int32_t window = hparams(s)->swa_window; /* a sliding layer sees (pos - window, pos] */
+        h->n_vis[t] = cells_below(kv, e[t].seq, e[t].pos + 1);
+        h->vis_lo[t] = window > 0 && e[t].pos >= window ? cells_below(kv, e[t].seq, e[t].pos - window + 1) : 0;
         if (e[t].logits) h->rows[(*n_out)++] = t;
     }
     memcpy(h->x, s->x, (size_t)T * E * sizeof(float));
-    memcpy(h->cs, s->rope_cos[0], (size_t)T * half * sizeof(float));
-    memcpy(h->sn, s->rope_sin[0], (size_t)T * half * sizeof(float));
+    int tables = s->n_ropes;
+    for (int k = 0; k < tables; k++) {
+        memcpy(h->cs[k], s->rope_cos[k], (size_t)T * half * sizeof(float));
+        memcpy(h->sn[k], s->rope_sin[k], (size_t)T * half * sizeof(float));
+    }
     struct { void *dst; const void *src; size_t bytes; } copy[] = {
-        {d->x, h->x, (size_t)T * E * 4}, {d->cs, h->cs, (size_t)T * half * 4}, {d->sn, h->sn, (size_t)T * half * 4},
-        {d->slots, h->slots, (size_t)T * 4}, {d->rows, h->rows, (size_t)T * 4}, {d->vis_off, h->vis_off, (size_t)T * 4},
-        {d->n_vis, h->n_vis, (size_t)T * 4}, {d->vis, h->vis, (size_t)total * 4}};
-    for (size_t i = 0; i < sizeof copy / sizeof copy[0]; i++) cu_put_async(g->dev, copy[i].dst, copy[i].src, copy[i].bytes);
+        {d->x, h->x, (size_t)T * E * 4}, {d->cs[0], h->cs[0], (size_t)T * half * 4},
+        {d->sn[0], h->sn[0], (size_t)T * half * 4}, {d->cs[1], h->cs[1], tables > 1 ? (size_t)T * half * 4 : 0},
+        {d->sn[1], h->sn[1], tables > 1 ? (size_t)T * half * 4 : 0}, {d->slots, h->slots, (size_t)T * 4},
+        {d->rows, h->rows, (size_t)T * 4}, {d->vis_off, h->vis_off, (size_t)T * 4}, {d->n_vis, h->n_vis, (size_t)T * 4},
+        {d->vis_lo, h->vis_lo, (size_t)T * 4}, {d->vis, h->vis, (size_t)total * 4}};
+    for (size_t i = 0; i < sizeof copy / sizeof copy[0]; i++)
+        if (copy[i].bytes) cu_put_async(g->dev, copy[i].dst, copy[i].src, copy[i].bytes);
     return 0;
+}
+
+/* A block's output o (biased) into the residual stream: x += scale * post_norm(o). Without a
+ * post-norm the product adds itself (cu_mul's add), so o is never written. */
+static void residual(fwd_state *s, const cu_mat *w, const float *in, int ld, int T, const float *bias,
+                     const float *post_norm) {
+    fwd_gpu *g = s->gpu;
+    const model_hparams *hp = hparams(s);
+    int E = hp->n_embd;
+    if (!post_norm) {
+        cu_mul(g->dev, w, in, ld, T, g->dev_step.x, E, bias, true, hp->residual_scale);
+        return;
+    }
+    cu_mul(g->dev, w, in, ld, T, g->o, E, bias, false, 1.0f);
+    cu_norm_add(g->dev, g->dev_step.x, g->o, post_norm, E, T, hp->norm_eps, hp->residual_scale);
 }
 
 static void layer(fwd_state *s, int il, int T) {
     fwd_gpu *g = s->gpu;
     cu_dev *d = g->dev;
     const model_hparams *hp = hparams(s);
+    const model_layer *L = &s->m->layers[il];
     const gpu_layer *G = &g->layers[il];
     const gpu_step *st = &g->dev_step;
     int E = hp->n_embd, hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd, F = hp->n_ff;
+    int table = L->sliding && s->n_ropes > 1;
+    static const int act[] = {[ACT_SILU] = KERNELS_SILU, [ACT_GELU_TANH] = KERNELS_GELU_TANH,
+                              [ACT_SWIGLU_OAI] = KERNELS_SILU_OAI};
     /* attention */
     cu_rms_norm(d, g->xn, st->x, NULL, G->attn_norm, E, T, hp->norm_eps);
     cu_mul_n(d, g->xn, E, T,
              (cu_out[]){{&G->wq, g->q, Q, G->bq, false, 1.0f}, {&G->wk, g->k, KV, G->bk, false, 1.0f},
                         {&G->wv, g->v, KV, G->bv, false, 1.0f}}, 3);
-    if (G->q_norm) { /* per head: T * heads rows of head_dim */
+    if (G->q_norm && hp->arch->qk_norm == QK_NORM_HEAD) { /* per head: T * heads rows of head_dim */
         cu_rms_norm(d, g->q, g->q, NULL, G->q_norm, hd, T * hp->n_head, hp->norm_eps);
         cu_rms_norm(d, g->k, g->k, NULL, G->k_norm, hd, T * hp->n_head_kv, hp->norm_eps);
+    } else if (G->q_norm) { /* over all heads of a token (OLMo 2) */
+        cu_rms_norm(d, g->q, g->q, NULL, G->q_norm, Q, T, hp->norm_eps);
+        cu_rms_norm(d, g->k, g->k, NULL, G->k_norm, KV, T, hp->norm_eps);
     }
-    if (s->m->layers[il].rope) {
-        cu_rope(d, g->q, Q, T, hp->n_head, hd, hp->n_rot, hp->rope_neox, st->cs, st->sn);
-        cu_rope(d, g->k, KV, T, hp->n_head_kv, hd, hp->n_rot, hp->rope_neox, st->cs, st->sn);
+    if (L->rope) {
+        cu_rope(d, g->q, Q, T, hp->n_head, hd, hp->n_rot, hp->rope_neox, st->cs[table], st->sn[table]);
+        cu_rope(d, g->k, KV, T, hp->n_head_kv, hd, hp->n_rot, hp->rope_neox, st->cs[table], st->sn[table]);
     }
     cu_kv_store(d, G->k, G->v, g->k, g->v, KV, T, KV, st->slots);
-    cu_attention(d, g->attn, g->q, G->k, G->v, T, hp->n_head, hp->n_head_kv, hd, hp->attn_scale, st->vis, st->vis_off,
-                 st->n_vis);
-    cu_mul(d, &G->wo, g->attn, Q, T, st->x, E, G->bo, true, hp->residual_scale);
+    cu_attention(d, g->attn, g->q, G->k, G->v, T, hp->n_head, hp->n_head_kv, hd, hp->attn_scale, hp->attn_softcap,
+                 st->vis, st->vis_off, L->sliding ? st->vis_lo : NULL, st->n_vis);
+    residual(s, &G->wo, g->attn, Q, T, G->bo, G->attn_post_norm);
     /* feed-forward */
     cu_rms_norm(d, g->xn, st->x, NULL, G->ffn_norm, E, T, hp->norm_eps);
     cu_mul_n(d, g->xn, E, T, (cu_out[]){{&G->gate, g->gate, F, NULL, false, 1.0f}, {&G->up, g->up, F, NULL, false, 1.0f}}, 2);
-    cu_swiglu(d, g->gate, g->gate, g->up, (size_t)T * F);
-    cu_mul(d, &G->down, g->gate, F, T, st->x, E, NULL, true, hp->residual_scale);
+    cu_glu(d, act[hp->arch->act], g->gate, g->gate, g->up, (size_t)T * F);
+    residual(s, &G->down, g->gate, F, T, NULL, G->ffn_post_norm);
 }
 
 /* Every layer, then the final norm and the output projection of the n_out rows that want logits. */
@@ -316,7 +350,9 @@ static void pass(fwd_state *s, int T, int n_out) {
     for (int il = 0; il < hp->n_layer; il++) layer(s, il, T);
     if (n_out == 0) return;
     cu_rms_norm(g->dev, g->xn, g->dev_step.x, g->dev_step.rows, g->output_norm, hp->n_embd, n_out, hp->norm_eps);
-    cu_mul(g->dev, &g->output, g->xn, hp->n_embd, n_out, g->logits, hp->n_vocab, NULL, false, hp->logit_scale);
+    /* soft-capped logits are scaled inside the cap, on the host (fwd_gpu_batch) */
+    float scale = hp->final_softcap > 0 ? 1.0f : hp->logit_scale;
+    cu_mul(g->dev, &g->output, g->xn, hp->n_embd, n_out, g->logits, hp->n_vocab, NULL, false, scale);
 }
 
 /* The pass as a graph: the one captured for this shape, else captured now (replacing the oldest
@@ -365,6 +401,8 @@ int fwd_gpu_batch(fwd_state *s, const nc_batch_entry *e, int T, int first_entry,
         if (cu_get(d, s->hidden + (size_t)row0 * E, g->xn, (size_t)n_out * E * sizeof(float), err) ||
             cu_get(d, s->logits + (size_t)row0 * V, g->logits, (size_t)n_out * V * sizeof(float), err))
             return -1;
+        for (int i = 0; hp->final_softcap > 0 && i < n_out; i++) /* Gemma 2: cap * tanh(logit * scale / cap) */
+            kernels_softcap(s->logits + (size_t)(row0 + i) * V, V, hp->logit_scale, hp->final_softcap);
     }
     return cu_sync(d, err);
 }

@@ -10,6 +10,7 @@
 
 #include "cuda/cuda.h"
 #include "format/ggml_types.h"
+#include "kernels/kernels.h"
 #include "tensor/quant.h"
 #include "test.h"
 
@@ -207,25 +208,55 @@ static void test_rope(bool neox) {
     cu_free(dev, dx), cu_free(dev, dc), cu_free(dev, ds);
 }
 
-static void test_swiglu(void) {
+/* The gated activations against their definitions in double: SiLU, GELU's tanh form, gpt-oss's
+ * clamped SiLU with its slope and the +1 on the linear part. */
+static void test_glu(kernels_glu act) {
     enum { N = 1000 };
     float g[N], u[N], y[N];
-    for (int i = 0; i < N; i++) g[i] = 8 * frand(), u[i] = frand();
+    for (int i = 0; i < N; i++) g[i] = 10 * frand(), u[i] = 10 * frand();
     float *dg = dup_to_dev(g, sizeof g), *du = dup_to_dev(u, sizeof u);
-    cu_swiglu(dev, dg, dg, du, N); /* in place, as the forward pass does */
+    cu_glu(dev, act, dg, dg, du, N); /* in place, as the forward pass does */
     from_dev(y, dg, sizeof y);
     int bad = 0;
     for (int i = 0; i < N; i++) {
-        double want = g[i] / (1 + exp(-(double)g[i])) * u[i];
-        bad += fabs(y[i] - want) > 1e-6 * (fabs(want) + 1e-3);
+        double x = g[i], v = u[i], want;
+        if (act == KERNELS_SILU) want = x / (1 + exp(-x)) * v;
+        else if (act == KERNELS_GELU_TANH) want = 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))) * v;
+        else {
+            x = x < 7 ? x : 7;
+            v = v < -7 ? -7 : v > 7 ? 7 : v;
+            want = x / (1 + exp(-1.702 * x)) * (v + 1);
+        }
+        bad += fabs(y[i] - want) > 2e-6 * (fabs(want) + 1e-3);
     }
-    CHECK_MSG(bad == 0, "swiglu: %d wrong", bad);
+    CHECK_MSG(bad == 0, "glu %d: %d wrong", (int)act, bad);
     cu_free(dev, dg), cu_free(dev, du);
+}
+
+/* x += scale * RMSNorm(o) * w. */
+static void test_norm_add(void) {
+    enum { T = 2, N = 96 };
+    float x[T * N], o[T * N], w[N], y[T * N];
+    for (int i = 0; i < T * N; i++) x[i] = frand(), o[i] = 5 * frand();
+    for (int i = 0; i < N; i++) w[i] = frand();
+    float *dx = dup_to_dev(x, sizeof x), *dout = dup_to_dev(o, sizeof o), *dw = dup_to_dev(w, sizeof w);
+    cu_norm_add(dev, dx, dout, dw, N, T, 1e-6f, 0.5f);
+    from_dev(y, dx, sizeof y);
+    int bad = 0;
+    for (int t = 0; t < T; t++) {
+        double ss = 0;
+        for (int k = 0; k < N; k++) ss += (double)o[t * N + k] * o[t * N + k];
+        double inv = 1 / sqrt(ss / N + 1e-6);
+        for (int k = 0; k < N; k++) bad += fabs(y[t * N + k] - (x[t * N + k] + 0.5 * o[t * N + k] * inv * w[k])) > 1e-6;
+    }
+    CHECK_MSG(bad == 0, "norm_add: %d wrong", bad);
+    cu_free(dev, dx), cu_free(dev, dout), cu_free(dev, dw);
 }
 
 /* ---- the cache and attention ---- */
 
-static void test_attention(int head_dim) {
+/* cap > 0: soft-capped scores; window: each token sees only its last `window` cells. */
+static void test_attention(int head_dim, float cap, int window) {
     enum { SLOTS = 600, NH = 4, NKV = 2, T = 3 };
     int kvd = NKV * head_dim, qd = NH * head_dim;
     float *k = malloc((size_t)SLOTS * kvd * 4), *v = malloc((size_t)SLOTS * kvd * 4), *q = malloc((size_t)T * qd * 4);
@@ -238,16 +269,18 @@ static void test_attention(int head_dim) {
         int j = (int)((frand() + 1) / 2 * (i + 1)) % (i + 1), t = perm[i];
         perm[i] = perm[j], perm[j] = t;
     }
-    int32_t n_vis[T] = {1, 130, 300}, vis_off[T] = {0, 0, 0};
+    int32_t n_vis[T] = {1, 130, 300}, vis_off[T] = {0, 0, 0}, vis_lo[T];
+    for (int t = 0; t < T; t++) vis_lo[t] = window && n_vis[t] > window ? n_vis[t] - window : 0;
     float *dk = dup_to_dev(k, (size_t)SLOTS * kvd * 4), *dv = dup_to_dev(v, (size_t)SLOTS * kvd * 4);
     float *dq = dup_to_dev(q, (size_t)T * qd * 4), *dout = dup_to_dev(out, (size_t)T * qd * 4);
     int32_t *dslot = dup_to_dev(slot, sizeof slot), *dvis = dup_to_dev(perm, sizeof perm);
     int32_t *dn = dup_to_dev(n_vis, sizeof n_vis), *doff = dup_to_dev(vis_off, sizeof vis_off);
+    int32_t *dlo = dup_to_dev(vis_lo, sizeof vis_lo);
     nc_err err;
     uint16_t *kc = cu_alloc(dev, (size_t)SLOTS * kvd * 2, &err), *vc = cu_alloc(dev, (size_t)SLOTS * kvd * 2, &err);
     cu_kv_store(dev, kc, vc, dk, dv, kvd, SLOTS, kvd, dslot);
     float scale = 1.0f / sqrtf((float)head_dim);
-    cu_attention(dev, dout, dq, kc, vc, T, NH, NKV, head_dim, scale, dvis, doff, dn);
+    cu_attention(dev, dout, dq, kc, vc, T, NH, NKV, head_dim, scale, cap, dvis, doff, window ? dlo : NULL, dn);
     from_dev(out, dout, (size_t)T * qd * 4);
     uint16_t *kh = malloc((size_t)SLOTS * kvd * 2);
     from_dev(kh, kc, (size_t)SLOTS * kvd * 2);
@@ -260,17 +293,17 @@ static void test_attention(int head_dim) {
         for (int h = 0; h < NH; h++) {
             int g = h / (NH / NKV);
             double mx = -INFINITY, sum = 0;
-            for (int c = 0; c < n_vis[t]; c++) {
+            for (int c = vis_lo[t]; c < n_vis[t]; c++) {
                 const float *kr = k + (size_t)perm[c] * kvd + g * head_dim;
                 double s = 0;
                 for (int d = 0; d < head_dim; d++) s += (double)q[t * qd + h * head_dim + d] * quant_fp16_to_f32(quant_f32_to_fp16(kr[d]));
-                p[c] = s * scale;
+                p[c] = cap > 0 ? cap * tanh(s * scale / cap) : s * scale;
                 if (p[c] > mx) mx = p[c];
             }
-            for (int c = 0; c < n_vis[t]; c++) sum += p[c] = exp(p[c] - mx);
+            for (int c = vis_lo[t]; c < n_vis[t]; c++) sum += p[c] = exp(p[c] - mx);
             for (int d = 0; d < head_dim; d++) {
                 double o = 0;
-                for (int c = 0; c < n_vis[t]; c++)
+                for (int c = vis_lo[t]; c < n_vis[t]; c++)
                     o += p[c] / sum * quant_fp16_to_f32(quant_f32_to_fp16(v[(size_t)perm[c] * kvd + g * head_dim + d]));
                 double got = out[t * qd + h * head_dim + d];
                 if (fabs(got - o) > 2e-5) {
@@ -278,9 +311,9 @@ static void test_attention(int head_dim) {
                 }
             }
         }
-    CHECK_MSG(bad == 0, "attention (head_dim %d): %d wrong", head_dim, bad);
+    CHECK_MSG(bad == 0, "attention (head_dim %d, cap %g, window %d): %d wrong", head_dim, cap, window, bad);
     cu_free(dev, dk), cu_free(dev, dv), cu_free(dev, dq), cu_free(dev, dout), cu_free(dev, dslot), cu_free(dev, dvis);
-    cu_free(dev, dn), cu_free(dev, doff), cu_free(dev, kc), cu_free(dev, vc);
+    cu_free(dev, dn), cu_free(dev, doff), cu_free(dev, dlo), cu_free(dev, kc), cu_free(dev, vc);
     free(k), free(v), free(q), free(out), free(kh), free(p);
 }
 
@@ -323,10 +356,14 @@ int main(void) {
     test_rms_norm();
     test_rope(false);
     test_rope(true);
-    test_swiglu();
-    test_attention(12); /* rows not of whole 16-byte pieces */
-    test_attention(64);
-    test_attention(256);
+    test_glu(KERNELS_SILU);
+    test_glu(KERNELS_GELU_TANH);
+    test_glu(KERNELS_SILU_OAI);
+    test_norm_add();
+    test_attention(12, 0, 0); /* rows not of whole 16-byte pieces */
+    test_attention(64, 0, 0);
+    test_attention(256, 0, 0);
+    test_attention(64, 50.0f, 100); /* Gemma 2's soft-capping, a sliding window */
     test_move();
     cu_close(dev);
     return test_summary("test_ops");

@@ -5,8 +5,8 @@
 #     every architecture of shared/archs the GPU pass supports, a K-quant of shared/quants and
 #     reference.sh's tiny models in every weight type, against float64 (an f16 cache, the GPU's);
 #     graphs against eager launches; a served batch against its requests alone; what it lacks
-#     refused, naming it (sliding windows, experts, post-norms, other cache types, a part of the
-#     layers, saved caches, context shift), and a build without CUDA saying how to get it.
+#     refused, naming it (experts, other cache types, a part of the layers, saved caches, context
+#     shift), and a build without CUDA saying how to get it.
 # (2) On a GPU (build/cuda/nucleus, make cuda, and a GPU that test_ops finds): every record of
 #     shared/golden and shared/quants and the supported archs. Without one it says so, loudly.
 # Ends with "cuda: N passed, N failed".
@@ -17,7 +17,7 @@ cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 EMU=$BUILD/emu/nucleus
 STORIES=$SHARED/models/stories260K/stories260K.gguf
-ARCHS=llama3,qwen2,qwen3,smollm3,granite,phi3
+ARCHS=llama3,qwen2,qwen3,smollm3,granite,phi3,gemma2,gemma3,olmo2
 tmp=$(mktemp -d)
 NUCLEUS=$EMU
 . tests/lib/servers.sh
@@ -54,12 +54,10 @@ chmod +x "$tmp/gpu-nucleus"
 absorb "reference, emulated GPU" env NUCLEUS_BIN="$tmp/gpu-nucleus" bash tests/e2e/reference.sh
 
 IDS=1,2,3,4
-expect_err "gemma2: sliding windows" "does not support sliding-window attention" \
-    "$EMU" score -m "$SHARED/archs/gemma2/gemma2-f16.gguf" --ids $IDS --device cuda
-expect_err "mixtral: experts" "does not support mixture-of-experts layers" \
-    "$EMU" score -m "$SHARED/archs/mixtral/mixtral-f16.gguf" --ids $IDS --device cuda
-expect_err "olmo2: post-norms" "does not support norms after the blocks" \
-    "$EMU" score -m "$SHARED/archs/olmo2/olmo2-f16.gguf" --ids $IDS --device cuda
+for arch in mixtral qwen3moe gptoss; do
+    expect_err "$arch: experts" "does not support mixture-of-experts layers" \
+        "$EMU" score -m "$SHARED/archs/$arch/$arch-f16.gguf" --ids $IDS --device cuda
+done
 expect_err "an f32 cache" "does not support a KV cache type other than f16" \
     "$EMU" score -m "$STORIES" --ids $IDS --device cuda --cache-type f32
 expect_err "a part of the layers" "the GPU takes every layer or none" "$EMU" score -m "$STORIES" --ids $IDS -ngl 2
