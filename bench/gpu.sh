@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU (a lent one: bench/gpu-bundle.sh prepares build/cuda and shared/
 # here, and says how to start this there): the CUDA backend's tests on the GPU; every record of
-# shared/golden and shared/quants and the supported architectures of shared/archs through the GPU
-# pass; then speed, nucleus bench --device cuda (pp512, tg128, 3 repetitions) on issue 19's
+# shared/golden, shared/quants and shared/archs through the GPU pass; then speed, nucleus bench --device cuda (pp512, tg128, 3 repetitions) on issue 19's
 # synthetic models (TinyLlama-1.1B Q4_0, Llama-2-7B Q4_0 and Q8_0), and one decode run of each
 # timed operation by operation (NUCLEUS_CUDA_PROFILE=1). A summary is printed last; the logs are
 # under $OUT (the device tool's folder that comes back) or /tmp/gpu-out.
@@ -16,7 +15,6 @@ OUT=${OUT:-/tmp/gpu-out}
 MODELS=${MODELS:-/tmp/gpu-models}
 PY=$(command -v python3)
 N=build/cuda/nucleus
-ARCHS=llama3,qwen2,qwen3,smollm3,granite,phi3,gemma2,gemma3,olmo2
 mkdir -p "$OUT" "$MODELS"
 summary=$OUT/summary.txt
 : >"$summary"
@@ -42,7 +40,7 @@ check() { # name, checker arguments...
 check golden tests/e2e/golden_check.py --nucleus "$N" --shared "$SHARED" --models "$MODELS" --device cuda --cache-types f16
 check quants tests/e2e/golden_check.py --nucleus "$N" --shared "$SHARED" --models "$MODELS" --device cuda --cache-types f16 \
     --set quants
-check archs tests/e2e/archs_check.py --nucleus "$N" --shared "$SHARED" --device cuda --forms gguf,hf --only "$ARCHS"
+check archs tests/e2e/archs_check.py --nucleus "$N" --shared "$SHARED" --device cuda --forms gguf,hf
 
 for spec in "tinyllama-1.1b q4_0" "llama2-7b q4_0" "llama2-7b q8_0"; do
     set -- $spec

@@ -115,19 +115,26 @@ void cu_rope(cu_dev *d, float *x, int ld, int T, int n_head, int head_dim, int n
 /* x[i] += scale * RMSNorm(o[i]) * w for i < T, n floats a row: a block's output through its
  * post-norm into the residual stream. */
 void cu_norm_add(cu_dev *d, float *x, const float *o, const float *w, int n, int T, float eps, float scale);
-/* out = act(g) * u elementwise, n floats; act a kernels_glu (SiLU, GELU's tanh form, gpt-oss's). */
-void cu_glu(cu_dev *d, int act, float *out, const float *g, const float *u, size_t n);
+/* out[t][i] = act(g[t * ldg + i * step]) * u[t * ldg + i * step] for t < T, i < F (out: [T][F]);
+ * act a kernels_glu (SiLU, GELU's tanh form, gpt-oss's). step 2 reads interleaved gate/up rows. */
+void cu_glu(cu_dev *d, int act, float *out, const float *g, const float *u, int T, int F, int ldg, int step);
+/* dst[r] = src[idx[r]] for r < rows, rows of n floats. */
+void cu_gather(cu_dev *d, float *dst, const float *src, const int32_t *idx, int rows, int n);
+/* o[t] = the sum over k < K, in order, of w[t][k] * y[row[t][k]] (fma; rows of n floats): the
+ * experts' outputs of each token weighted. */
+void cu_combine(cu_dev *d, float *o, const float *y, const int32_t *row, const float *w, int T, int K, int n);
 /* Store the keys and values of T tokens (kv_dim floats each, ld apart) as f16 into cells
  * cells[t] of a layer's cache (k_cache / v_cache: [cells][kv_dim]). */
 void cu_kv_store(cu_dev *d, uint16_t *k_cache, uint16_t *v_cache, const float *k, const float *v, int ld, int T,
                  int kv_dim, const int32_t *cells);
 /* Attention of T query tokens: token t attends to cells vis_lo[t]..n_vis[t] - 1 (vis_lo NULL:
  * from 0; a sliding window) of its list vis + vis_off[t] (cache slots, in position order) with
- * the softmax of scale * q.k over them, soft-capped to cap * tanh(scale * q.k / cap) when cap > 0;
- * n_head query heads share each of n_head_kv key heads; q and out: [T][n_head * head_dim]. */
+ * the softmax of scale * q.k over them, soft-capped to cap * tanh(scale * q.k / cap) when cap > 0,
+ * with one more logit sinks[head] whose value is zero when sinks is not NULL (gpt-oss); n_head
+ * query heads share each of n_head_kv key heads; q and out: [T][n_head * head_dim]. */
 void cu_attention(cu_dev *d, float *out, const float *q, const uint16_t *k_cache, const uint16_t *v_cache, int T,
-                  int n_head, int n_head_kv, int head_dim, float scale, float cap, const int32_t *vis,
-                  const int32_t *vis_off, const int32_t *vis_lo, const int32_t *n_vis);
+                  int n_head, int n_head_kv, int head_dim, float scale, float cap, const float *sinks,
+                  const int32_t *vis, const int32_t *vis_off, const int32_t *vis_lo, const int32_t *n_vis);
 
 #ifdef __cplusplus
 }

@@ -692,24 +692,57 @@ extern "C" void cu_rope(cu_dev *d, float *x, int ld, int T, int n_head, int head
 }
 
 /* The gated activations, as the CPU kernels define them (kernels_glu). */
-static __global__ void k_glu(int act, float *out, const float *g, const float *u, size_t n) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float x = g[i], v = u[i];
-    if (act == KERNELS_SILU) out[i] = x / (1.0f + expf(-x)) * v;
-    else if (act == KERNELS_GELU_TANH) out[i] = x / (1.0f + expf(GELU_2C * (x + GELU_A * x * x * x))) * v;
+static __global__ void k_glu(int act, float *out, const float *g, const float *u, int F, int ldg, int step) {
+    const int t = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= F) return;
+    float x = g[(size_t)t * ldg + (size_t)i * step], v = u[(size_t)t * ldg + (size_t)i * step];
+    float *o = out + (size_t)t * F;
+    if (act == KERNELS_SILU) o[i] = x / (1.0f + expf(-x)) * v;
+    else if (act == KERNELS_GELU_TANH) o[i] = x / (1.0f + expf(GELU_2C * (x + GELU_A * x * x * x))) * v;
     else {
         x = x < OAI_LIMIT ? x : OAI_LIMIT;
         v = v < -OAI_LIMIT ? -OAI_LIMIT : v > OAI_LIMIT ? OAI_LIMIT : v;
-        out[i] = x / (1.0f + expf(-OAI_ALPHA * x)) * (v + 1.0f);
+        o[i] = x / (1.0f + expf(-OAI_ALPHA * x)) * (v + 1.0f);
     }
 }
 
-extern "C" void cu_glu(cu_dev *d, int act, float *out, const float *g, const float *u, size_t n) {
+extern "C" void cu_glu(cu_dev *d, int act, float *out, const float *g, const float *u, int T, int F, int ldg, int step) {
     prof_begin(d);
-    NC_LAUNCH(k_glu, dim3((unsigned)((n + 255) / 256)), dim3(256), d->stream, act, out, g, u, n);
+    NC_LAUNCH(k_glu, dim3((unsigned)((F + 255) / 256), (unsigned)T), dim3(256), d->stream, act, out, g, u, F, ldg, step);
     note_launch(d);
     prof_end(d, "glu", 0);
+}
+
+/* ---- experts -------------------------------------------------------------------------------- */
+
+static __global__ void k_gather(float *dst, const float *src, const int32_t *idx, int n) {
+    const int r = blockIdx.x;
+    const float *s = src + (size_t)idx[r] * n;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) dst[(size_t)r * n + i] = s[i];
+}
+
+extern "C" void cu_gather(cu_dev *d, float *dst, const float *src, const int32_t *idx, int rows, int n) {
+    prof_begin(d);
+    NC_LAUNCH(k_gather, dim3((unsigned)rows), dim3(256), d->stream, dst, src, idx, n);
+    note_launch(d);
+    prof_end(d, "gather", 0);
+}
+
+/* o[t] = sum over its slots k, in order, of w[t][k] * y[row[t][k]] (fma). */
+static __global__ void k_combine(float *o, const float *y, const int32_t *row, const float *w, int K, int n) {
+    const int t = blockIdx.x;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        float acc = 0.0f;
+        for (int k = 0; k < K; k++) acc = fmaf(w[t * K + k], y[(size_t)row[t * K + k] * n + i], acc);
+        o[(size_t)t * n + i] = acc;
+    }
+}
+
+extern "C" void cu_combine(cu_dev *d, float *o, const float *y, const int32_t *row, const float *w, int T, int K, int n) {
+    prof_begin(d);
+    NC_LAUNCH(k_combine, dim3((unsigned)T), dim3(256), d->stream, o, y, row, w, K, n);
+    note_launch(d);
+    prof_end(d, "combine", 0);
 }
 
 /* ---- the KV cache and attention ------------------------------------------------------------ */
@@ -753,8 +786,8 @@ static __device__ float block_reduce(float v, float *red, int op) {
  * Gimelshein 2018) across spans; every sum in a fixed order. */
 static __global__ void __launch_bounds__(ATT_T)
     k_attention(float *out, const float *q, const uint16_t *kc, const uint16_t *vc, int n_head, int n_head_kv,
-                int head_dim, float scale, float cap, const int32_t *vis, const int32_t *vis_off, const int32_t *vis_lo,
-                const int32_t *n_vis) {
+                int head_dim, float scale, float cap, const float *sinks, const int32_t *vis, const int32_t *vis_off,
+                const int32_t *vis_lo, const int32_t *n_vis) {
     __shared__ float qs[ATT_MAX_HEAD];
     __shared__ float p[ATT_T];
     __shared__ float red[ATT_T];
@@ -765,7 +798,8 @@ static __global__ void __launch_bounds__(ATT_T)
     const int32_t *cells = vis + vis_off[t] + lo;
     const float *qr = q + ((size_t)t * n_head + h) * head_dim;
     for (int k = tid; k < head_dim; k += ATT_T) qs[k] = qr[k];
-    float m = -INFINITY, l = 0.0f, o[ATT_MAX_HEAD / ATT_T] = {0.0f, 0.0f};
+    /* a sink (gpt-oss) is a first logit whose value vector is zero */
+    float m = sinks ? sinks[h] : -INFINITY, l = sinks ? 1.0f : 0.0f, o[ATT_MAX_HEAD / ATT_T] = {0.0f, 0.0f};
     __syncthreads();
     for (int c0 = 0; c0 < n; c0 += ATT_T) {
         const int c = c0 + tid, span = n - c0 < ATT_T ? n - c0 : ATT_T;
@@ -813,11 +847,11 @@ static __global__ void __launch_bounds__(ATT_T)
 }
 
 extern "C" void cu_attention(cu_dev *d, float *out, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
-                             int T, int n_head, int n_head_kv, int head_dim, float scale, float cap, const int32_t *vis,
-                             const int32_t *vis_off, const int32_t *vis_lo, const int32_t *n_vis) {
+                             int T, int n_head, int n_head_kv, int head_dim, float scale, float cap, const float *sinks,
+                             const int32_t *vis, const int32_t *vis_off, const int32_t *vis_lo, const int32_t *n_vis) {
     prof_begin(d);
     NC_LAUNCH(k_attention, dim3((unsigned)n_head, (unsigned)T), dim3(ATT_T), d->stream, out, q, k_cache, v_cache, n_head,
-              n_head_kv, head_dim, scale, cap, vis, vis_off, vis_lo, n_vis);
+              n_head_kv, head_dim, scale, cap, sinks, vis, vis_off, vis_lo, n_vis);
     note_launch(d);
     prof_end(d, "attention", 0);
 }

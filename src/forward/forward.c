@@ -782,7 +782,7 @@ static void dense_ffn(fwd_state *s, int il, int T) {
 /* ---- mixture of experts ------------------------------------------------------------------------ */
 
 /* Route token t: its router logits to k experts and weights. Ties go to the lower expert id. */
-static void route(fwd_state *s, const model_layer *L, int t) {
+void fwd_route(fwd_state *s, const model_layer *L, int t) {
     const model_hparams *hp = &s->m->hp;
     int N = hp->n_expert, K = hp->n_expert_used;
     float *z = s->moe.logits + (size_t)t * N;
@@ -919,7 +919,7 @@ static void moe_down_chunk(void *arg, int c, int ith) {
 
 static void router_chunk(void *arg, int t, int ith) {
     const moe_job *j = arg;
-    route(j->s, j->L, t);
+    fwd_route(j->s, j->L, t);
 }
 
 /* o[t] = the weighted sum of token t's expert outputs, in the order of its slots. */

@@ -131,6 +131,11 @@ const float *fwd_hidden(const fwd_state *s, int i);
 /* kv_seq_keep, then the moved keys rotated for their new positions. */
 int fwd_seq_keep(fwd_state *s, int32_t seq, const int32_t *cells, int32_t n, const int32_t *new_pos, nc_err *err);
 
+/* The router's choice for token t of a mixture-of-experts layer, from its logits in
+ * s->moe.logits: the experts in s->moe.expert, their weights in s->moe.weight (shared by the CPU
+ * and GPU passes). */
+void fwd_route(fwd_state *s, const model_layer *L, int t);
+
 /* forward_gpu.c: set-up (s->gpu), release, a line saying what runs where, and one micro-batch
  * after forward.c embedded its tokens and made its rotary table. */
 int fwd_gpu_init(fwd_state *s, nc_err *err);

@@ -16,7 +16,10 @@
  * gated FFNs (SiLU, GELU, gpt-oss's), Q/K/V and output biases, q/k norms per head or over all
  * heads, RoPE on all or some layers (two tables where sliding layers rotate differently),
  * sliding windows (the cache then keeps every position: swa_full), soft-capped scores and
- * logits, and an f16 cache. Experts and attention sinks are refused at set-up (fwd_gpu_init). */
+ * logits, attention sinks, and an f16 cache. A mixture of experts routes on the host (the
+ * router's logits come back, fwd_route chooses as on the CPU), then each expert that has tokens
+ * runs its products over them, gathered, and a kernel combines each token's experts in slot
+ * order; the round trip per layer rules out graphs for such models. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,13 +30,26 @@
 #ifdef NC_CUDA
 #include "cuda/cuda.h"
 #include "format/ggml_types.h"
+#include "tensor/quant.h"
 
 typedef struct gpu_layer {
     cu_mat wq, wk, wv, wo, gate, up, down;
     float *attn_norm, *ffn_norm, *attn_post_norm, *ffn_post_norm;  /* device copies, or NULL */
-    float *q_norm, *k_norm, *bq, *bk, *bv, *bo;
+    float *q_norm, *k_norm, *bq, *bk, *bv, *bo, *sinks;
     uint16_t *k, *v;                                                /* the layer's cache */
+    /* experts: the router and n_expert of each matrix (gate and up, or fused), their biases */
+    cu_mat router, *exp_gate, *exp_up, *exp_gate_up, *exp_down;
+    float *exp_gate_b, *exp_up_b, *exp_gate_up_b, *exp_down_b;
 } gpu_layer;
+
+/* A micro-batch's expert work: (token, slot) rows grouped by expert. */
+typedef struct gpu_moe {
+    float *logits;                              /* [n_batch][n_expert] router outputs */
+    float *in, *gate, *up, *gate_up, *act, *out; /* per row: inputs, products, activations, outputs */
+    float *weight;                              /* [n_batch][k] the slots' weights */
+    int32_t *token, *row;                       /* [rows] each row's token; [n_batch][k] each slot's row */
+    int32_t *h_token, *h_row, *start, *next;    /* host copies; [n_expert + 1] first row of each expert, a cursor */
+} gpu_moe;
 
 /* What a micro-batch sends: the same layout in pinned host memory and on the device. */
 typedef struct gpu_step {
@@ -56,6 +72,7 @@ struct fwd_gpu {
     void *dev_block, *host_block;               /* their allocations */
     int32_t vis_cap;                            /* n_seq * n_ctx: the most slots a micro-batch's lists hold */
     float *xn, *q, *k, *v, *attn, *o, *gate, *up, *logits; /* activations, [n_batch][width] */
+    gpu_moe moe;
     int32_t *h_seq_off;                         /* [n_seq]: where a sequence's list starts, or -1 */
     bool use_graphs;
     struct { int T, n_out; cu_graph *graph; } graphs[GPU_GRAPHS];
@@ -69,16 +86,13 @@ static const model_hparams *hparams(const fwd_state *s) { return &s->m->hp; }
 /* The first feature of the model (or cache) the GPU pass lacks, or NULL. */
 static const char *missing_feature(const fwd_state *s) {
     const model_hparams *hp = hparams(s);
-    const arch_desc *a = hp->arch;
-    if (hp->n_expert > 0) return "mixture-of-experts layers";
-    if (a->sinks) return "attention sinks";
     if (hp->head_dim > 256) return "heads of more than 256 dimensions";
     if (s->kv.type_k != GGML_TYPE_F16 || s->kv.type_v != GGML_TYPE_F16) return "a KV cache type other than f16";
     for (int il = 0; il < hp->n_layer; il++) {
         const model_layer *L = &s->m->layers[il];
         const model_weight *w[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down};
-        for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
-            if (!w[i]->data || w[i]->transposed) return "a layer without a dense gated FFN";
+        for (size_t i = 0; !L->router.data && i < sizeof w / sizeof w[0]; i++)
+            if (!w[i]->data) return "a layer without a gated FFN";
     }
     return NULL;
 }
@@ -92,9 +106,32 @@ static int put_floats(fwd_gpu *g, float **dst, const float *src, size_t n, nc_er
 }
 
 static int put_weight(fwd_gpu *g, cu_mat *m, const model_weight *w, nc_err *err) {
-    if (cu_upload(g->dev, m, w->data, w->type, w->rows, w->cols, w->row_bytes, err))
-        return nc_fail_prefix(err, "%s", w->name);
+    int rc;
+    if (w->transposed) { /* stored input by input (Hugging Face's expert tensors): rows made here, as F32 */
+        size_t size = w->type == GGML_TYPE_F32 ? 4 : 2;
+        float *rows = malloc((size_t)w->rows * w->cols * sizeof *rows);
+        if (!rows) return nc_fail(err, "%s: out of memory", w->name);
+        for (int32_t k = 0; k < w->cols; k++)
+            for (int32_t r = 0; r < w->rows; r++)
+                quant_dequantize_row(w->type, (const char *)w->data + (size_t)k * w->row_bytes + (size_t)r * size,
+                                     rows + (size_t)r * w->cols + k, 1);
+        rc = cu_upload(g->dev, m, rows, GGML_TYPE_F32, w->rows, w->cols, (size_t)w->cols * 4, err);
+        free(rows);
+    } else {
+        rc = cu_upload(g->dev, m, w->data, w->type, w->rows, w->cols, w->row_bytes, err);
+    }
+    if (rc) return nc_fail_prefix(err, "%s", w->name);
     g->weight_bytes += m->bytes;
+    return 0;
+}
+
+/* n_expert of one expert matrix (or none: NULL) into *out. */
+static int put_experts(fwd_gpu *g, cu_mat **out, const model_weight *w, int n, nc_err *err) {
+    *out = NULL;
+    if (!w) return 0;
+    if (!(*out = calloc((size_t)n, sizeof **out))) return nc_fail(err, "out of memory");
+    for (int e = 0; e < n; e++)
+        if (put_weight(g, &(*out)[e], &w[e], err)) return -1;
     return 0;
 }
 
@@ -115,8 +152,20 @@ static int upload_layer(fwd_state *s, int il, nc_err *err) {
         put_floats(g, &G->ffn_post_norm, L->ffn_post_norm, E, err) ||
         put_floats(g, &G->q_norm, qk ? L->q_norm : NULL, qn, err) || put_floats(g, &G->k_norm, qk ? L->k_norm : NULL, kn, err) ||
         put_floats(g, &G->bq, L->bq, Q, err) || put_floats(g, &G->bk, L->bk, KV, err) ||
-        put_floats(g, &G->bv, L->bv, KV, err) || put_floats(g, &G->bo, L->bo, E, err))
+        put_floats(g, &G->bv, L->bv, KV, err) || put_floats(g, &G->bo, L->bo, E, err) ||
+        put_floats(g, &G->sinks, L->sinks, (size_t)hp->n_head, err))
         return nc_fail_prefix(err, "layer %d to the GPU", il);
+    if (L->router.data) {
+        size_t N = (size_t)hp->n_expert, FE = (size_t)hp->n_ff_exp;
+        if (put_weight(g, &G->router, &L->router, err) || put_experts(g, &G->exp_gate, L->exp_gate, hp->n_expert, err) ||
+            put_experts(g, &G->exp_up, L->exp_up, hp->n_expert, err) ||
+            put_experts(g, &G->exp_gate_up, L->exp_gate_up, hp->n_expert, err) ||
+            put_experts(g, &G->exp_down, L->exp_down, hp->n_expert, err) ||
+            put_floats(g, &G->exp_gate_b, L->exp_gate_b, N * FE, err) || put_floats(g, &G->exp_up_b, L->exp_up_b, N * FE, err) ||
+            put_floats(g, &G->exp_gate_up_b, L->exp_gate_up_b, N * 2 * FE, err) ||
+            put_floats(g, &G->exp_down_b, L->exp_down_b, N * E, err))
+            return nc_fail_prefix(err, "the experts of layer %d to the GPU", il);
+    }
     size_t cache = (size_t)kv_pool_cells(&s->kv) * KV * sizeof(uint16_t);
     if (!(G->k = cu_alloc(g->dev, cache, err)) || !(G->v = cu_alloc(g->dev, cache, err)))
         return nc_fail_prefix(err, "the KV cache of layer %d on the GPU", il);
@@ -181,9 +230,28 @@ int fwd_gpu_init(fwd_state *s, nc_err *err) {
     for (size_t i = 0; i < sizeof act / sizeof act[0]; i++)
         if (!(*act[i].p = cu_alloc(g->dev, act[i].n * sizeof(float), err)))
             return nc_fail_prefix(err, "the GPU's activations for micro-batches of %d tokens", s->n_batch);
-    size_t widest = E > Q ? E : Q;
+    size_t widest = E > Q ? E : Q, K = (size_t)hp->n_expert_used, FE = (size_t)hp->n_ff_exp, R = B * K;
     if (F > widest) widest = F;
-    if (cu_reserve(g->dev, s->n_batch, (int)widest, err)) return nc_fail_prefix(err, "the GPU's product inputs");
+    if (FE > widest) widest = FE;
+    /* an expert's products take up to every (token, slot) row of the micro-batch */
+    if (cu_reserve(g->dev, hp->n_expert > 0 ? (int)R : s->n_batch, (int)widest, err))
+        return nc_fail_prefix(err, "the GPU's product inputs");
+    if (hp->n_expert > 0) {
+        gpu_moe *mo = &g->moe;
+        struct { float **p; size_t n; } buf[] = {{&mo->logits, B * (size_t)hp->n_expert}, {&mo->in, R * E},
+                                                 {&mo->gate, R * FE}, {&mo->up, R * FE}, {&mo->gate_up, R * 2 * FE},
+                                                 {&mo->act, R * FE}, {&mo->out, R * E}, {&mo->weight, R}};
+        for (size_t i = 0; i < sizeof buf / sizeof buf[0]; i++)
+            if (!(*buf[i].p = cu_alloc(g->dev, buf[i].n * sizeof(float), err)))
+                return nc_fail_prefix(err, "the GPU's expert buffers");
+        if (!(mo->token = cu_alloc(g->dev, R * 4, err)) || !(mo->row = cu_alloc(g->dev, R * 4, err)))
+            return nc_fail_prefix(err, "the GPU's expert buffers");
+        mo->h_token = malloc(R * sizeof *mo->h_token);
+        mo->h_row = malloc(R * sizeof *mo->h_row);
+        mo->start = malloc(((size_t)hp->n_expert + 1) * sizeof *mo->start);
+        mo->next = malloc((size_t)hp->n_expert * sizeof *mo->next);
+        if (!mo->h_token || !mo->h_row || !mo->start || !mo->next) return nc_fail(err, "out of memory");
+    }
     g->vis_cap = kv_n_seq(&s->kv) * kv_n_ctx(&s->kv);
     size_t bytes = step_layout(s, NULL);
     if (!(g->dev_block = cu_alloc(g->dev, bytes, err)) || !(g->host_block = cu_host_alloc(g->dev, bytes, err)))
@@ -193,7 +261,7 @@ int fwd_gpu_init(fwd_state *s, nc_err *err) {
     g->h_seq_off = malloc((size_t)kv_n_seq(&s->kv) * sizeof *g->h_seq_off);
     if (!g->h_seq_off) return nc_fail(err, "out of memory");
     const char *graphs = getenv("NUCLEUS_CUDA_GRAPHS");
-    g->use_graphs = (!graphs || strcmp(graphs, "0") != 0) && !cu_profiling(g->dev);
+    g->use_graphs = (!graphs || strcmp(graphs, "0") != 0) && !cu_profiling(g->dev) && hp->n_expert == 0;
     kv_set_mirror(&s->kv, mirror_cells, s);
     return cu_sync(g->dev, err);
 }
@@ -211,7 +279,19 @@ void fwd_gpu_free(fwd_state *s) {
             for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) cu_free(g->dev, f[i]);
             cu_free(g->dev, G->k);
             cu_free(g->dev, G->v);
+            cu_free(g->dev, G->sinks);
+            cu_mat_free(g->dev, &G->router);
+            cu_mat *ex[] = {G->exp_gate, G->exp_up, G->exp_gate_up, G->exp_down};
+            for (size_t i = 0; i < sizeof ex / sizeof ex[0]; i++) {
+                for (int e = 0; ex[i] && e < hparams(s)->n_expert; e++) cu_mat_free(g->dev, &ex[i][e]);
+                free(ex[i]);
+            }
+            float *eb[] = {G->exp_gate_b, G->exp_up_b, G->exp_gate_up_b, G->exp_down_b};
+            for (size_t i = 0; i < sizeof eb / sizeof eb[0]; i++) cu_free(g->dev, eb[i]);
         }
+        gpu_moe *mo = &g->moe;
+        void *mp[] = {mo->logits, mo->in, mo->gate, mo->up, mo->gate_up, mo->act, mo->out, mo->weight, mo->token, mo->row};
+        for (size_t i = 0; i < sizeof mp / sizeof mp[0]; i++) cu_free(g->dev, mp[i]);
         cu_mat_free(g->dev, &g->output);
         void *p[] = {g->output_norm, g->xn, g->q, g->k, g->v, g->attn, g->o, g->gate, g->up, g->logits, g->dev_block};
         for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) cu_free(g->dev, p[i]);
@@ -221,6 +301,10 @@ void fwd_gpu_free(fwd_state *s) {
     }
     free(g->layers);
     free(g->h_seq_off);
+    free(g->moe.h_token);
+    free(g->moe.h_row);
+    free(g->moe.start);
+    free(g->moe.next);
     free(g);
     s->gpu = NULL;
 }
@@ -305,7 +389,64 @@ static void residual(fwd_state *s, const cu_mat *w, const float *in, int ld, int
     cu_norm_add(g->dev, g->dev_step.x, g->o, post_norm, E, T, hp->norm_eps, hp->residual_scale);
 }
 
-static void layer(fwd_state *s, int il, int T) {
+static const int glu_kind[] = {[ACT_SILU] = KERNELS_SILU, [ACT_GELU_TANH] = KERNELS_GELU_TANH,
+                               [ACT_SWIGLU_OAI] = KERNELS_SILU_OAI};
+
+/* The experts' FFN of layer il (see the head of this file); -1 when the router's logits do not
+ * come back. */
+static int moe_ffn(fwd_state *s, int il, int T, nc_err *err) {
+    fwd_gpu *g = s->gpu;
+    cu_dev *d = g->dev;
+    gpu_moe *mo = &g->moe;
+    const model_hparams *hp = hparams(s);
+    const gpu_layer *G = &g->layers[il];
+    int E = hp->n_embd, N = hp->n_expert, K = hp->n_expert_used, FE = hp->n_ff_exp, act = glu_kind[hp->arch->act];
+    cu_rms_norm(d, g->xn, g->dev_step.x, NULL, G->ffn_norm, E, T, hp->norm_eps);
+    cu_mul(d, &G->router, g->xn, E, T, mo->logits, N, NULL, false, 1.0f);
+    if (cu_get(d, s->moe.logits, mo->logits, (size_t)T * N * sizeof(float), err)) return -1;
+    for (int t = 0; t < T; t++) fwd_route(s, &s->m->layers[il], t);
+    /* the rows grouped by expert, tokens in order within each (a counting sort) */
+    memset(mo->start, 0, ((size_t)N + 1) * sizeof *mo->start);
+    for (int i = 0; i < T * K; i++) mo->start[s->moe.expert[i] + 1]++;
+    for (int e = 0; e < N; e++) mo->start[e + 1] += mo->start[e];
+    memcpy(mo->next, mo->start, (size_t)N * sizeof *mo->next);
+    for (int i = 0; i < T * K; i++) {
+        int r = mo->next[s->moe.expert[i]]++;
+        mo->h_row[i] = r;
+        mo->h_token[r] = i / K;
+    }
+    if (cu_put(d, mo->token, mo->h_token, (size_t)T * K * 4, err) || cu_put(d, mo->row, mo->h_row, (size_t)T * K * 4, err) ||
+        cu_put(d, mo->weight, s->moe.weight, (size_t)T * K * 4, err))
+        return -1;
+    cu_gather(d, mo->in, g->xn, mo->token, T * K, E);
+    for (int e = 0; e < N; e++) {
+        int first = mo->start[e], n = mo->start[e + 1] - first;
+        if (n == 0) continue;
+        const float *in = mo->in + (size_t)first * E;
+        float *a = mo->act + (size_t)first * FE;
+        if (G->exp_gate) {
+            float *gt = mo->gate + (size_t)first * FE, *up = mo->up + (size_t)first * FE;
+            cu_mul_n(d, in, E, n,
+                     (cu_out[]){{&G->exp_gate[e], gt, FE, G->exp_gate_b ? G->exp_gate_b + (size_t)e * FE : NULL, false, 1.0f},
+                                {&G->exp_up[e], up, FE, G->exp_up_b ? G->exp_up_b + (size_t)e * FE : NULL, false, 1.0f}},
+                     2);
+            cu_glu(d, act, a, gt, up, n, FE, FE, 1);
+        } else { /* fused: gate and up rows interleaved, or gate's then up's */
+            float *gu = mo->gate_up + (size_t)first * 2 * FE;
+            bool inter = hp->gate_up == GATE_UP_INTERLEAVED;
+            cu_mul(d, &G->exp_gate_up[e], in, E, n, gu, 2 * FE,
+                   G->exp_gate_up_b ? G->exp_gate_up_b + (size_t)e * 2 * FE : NULL, false, 1.0f);
+            cu_glu(d, act, a, gu, gu + (inter ? 1 : FE), n, FE, 2 * FE, inter ? 2 : 1);
+        }
+        cu_mul(d, &G->exp_down[e], a, FE, n, mo->out + (size_t)first * E, E,
+               G->exp_down_b ? G->exp_down_b + (size_t)e * E : NULL, false, 1.0f);
+    }
+    cu_combine(d, g->o, mo->out, mo->row, mo->weight, T, K, E);
+    cu_norm_add(d, g->dev_step.x, g->o, G->ffn_post_norm, E, T, hp->norm_eps, hp->residual_scale);
+    return 0;
+}
+
+static int layer(fwd_state *s, int il, int T, nc_err *err) {
     fwd_gpu *g = s->gpu;
     cu_dev *d = g->dev;
     const model_hparams *hp = hparams(s);
@@ -314,8 +455,6 @@ static void layer(fwd_state *s, int il, int T) {
     const gpu_step *st = &g->dev_step;
     int E = hp->n_embd, hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd, F = hp->n_ff;
     int table = L->sliding && s->n_ropes > 1;
-    static const int act[] = {[ACT_SILU] = KERNELS_SILU, [ACT_GELU_TANH] = KERNELS_GELU_TANH,
-                              [ACT_SWIGLU_OAI] = KERNELS_SILU_OAI};
     /* attention */
     cu_rms_norm(d, g->xn, st->x, NULL, G->attn_norm, E, T, hp->norm_eps);
     cu_mul_n(d, g->xn, E, T,
@@ -334,41 +473,46 @@ static void layer(fwd_state *s, int il, int T) {
     }
     cu_kv_store(d, G->k, G->v, g->k, g->v, KV, T, KV, st->slots);
     cu_attention(d, g->attn, g->q, G->k, G->v, T, hp->n_head, hp->n_head_kv, hd, hp->attn_scale, hp->attn_softcap,
-                 st->vis, st->vis_off, L->sliding ? st->vis_lo : NULL, st->n_vis);
+                 G->sinks, st->vis, st->vis_off, L->sliding ? st->vis_lo : NULL, st->n_vis);
     residual(s, &G->wo, g->attn, Q, T, G->bo, G->attn_post_norm);
     /* feed-forward */
+    if (L->router.data) return moe_ffn(s, il, T, err);
     cu_rms_norm(d, g->xn, st->x, NULL, G->ffn_norm, E, T, hp->norm_eps);
     cu_mul_n(d, g->xn, E, T, (cu_out[]){{&G->gate, g->gate, F, NULL, false, 1.0f}, {&G->up, g->up, F, NULL, false, 1.0f}}, 2);
-    cu_glu(d, act[hp->arch->act], g->gate, g->gate, g->up, (size_t)T * F);
+    cu_glu(d, glu_kind[hp->arch->act], g->gate, g->gate, g->up, T, F, F, 1);
     residual(s, &G->down, g->gate, F, T, NULL, G->ffn_post_norm);
+    return 0;
 }
 
 /* Every layer, then the final norm and the output projection of the n_out rows that want logits. */
-static void pass(fwd_state *s, int T, int n_out) {
+static int pass(fwd_state *s, int T, int n_out, nc_err *err) {
     fwd_gpu *g = s->gpu;
     const model_hparams *hp = hparams(s);
-    for (int il = 0; il < hp->n_layer; il++) layer(s, il, T);
-    if (n_out == 0) return;
+    for (int il = 0; il < hp->n_layer; il++)
+        if (layer(s, il, T, err)) return -1;
+    if (n_out == 0) return 0;
     cu_rms_norm(g->dev, g->xn, g->dev_step.x, g->dev_step.rows, g->output_norm, hp->n_embd, n_out, hp->norm_eps);
     /* soft-capped logits are scaled inside the cap, on the host (fwd_gpu_batch) */
     float scale = hp->final_softcap > 0 ? 1.0f : hp->logit_scale;
     cu_mul(g->dev, &g->output, g->xn, hp->n_embd, n_out, g->logits, hp->n_vocab, NULL, false, scale);
+    return 0;
 }
 
 /* The pass as a graph: the one captured for this shape, else captured now (replacing the oldest
  * when GPU_GRAPHS are kept). */
 static int run_pass(fwd_state *s, int T, int n_out, nc_err *err) {
     fwd_gpu *g = s->gpu;
-    if (!g->use_graphs || T > GPU_GRAPH_T) {
-        pass(s, T, n_out);
-        return 0;
-    }
+    if (!g->use_graphs || T > GPU_GRAPH_T) return pass(s, T, n_out, err);
     cu_graph *graph = NULL;
     for (int i = 0; i < g->n_graphs && !graph; i++)
         if (g->graphs[i].T == T && g->graphs[i].n_out == n_out) graph = g->graphs[i].graph;
     if (!graph) {
         if (cu_capture_begin(g->dev, err)) return -1;
-        pass(s, T, n_out);
+        if (pass(s, T, n_out, err)) { /* a dense pass does not fail; end the capture all the same */
+            cu_capture_end(g->dev, &graph, NULL);
+            cu_graph_free(graph);
+            return -1;
+        }
         if (cu_capture_end(g->dev, &graph, err)) return -1;
         int i = g->n_graphs < GPU_GRAPHS ? g->n_graphs++ : g->next_graph++ % GPU_GRAPHS;
         cu_graph_free(g->graphs[i].graph);

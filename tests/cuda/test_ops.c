@@ -215,7 +215,7 @@ static void test_glu(kernels_glu act) {
     float g[N], u[N], y[N];
     for (int i = 0; i < N; i++) g[i] = 10 * frand(), u[i] = 10 * frand();
     float *dg = dup_to_dev(g, sizeof g), *du = dup_to_dev(u, sizeof u);
-    cu_glu(dev, act, dg, dg, du, N); /* in place, as the forward pass does */
+    cu_glu(dev, act, dg, dg, du, 1, N, N, 1); /* in place, as the forward pass does */
     from_dev(y, dg, sizeof y);
     int bad = 0;
     for (int i = 0; i < N; i++) {
@@ -280,7 +280,7 @@ static void test_attention(int head_dim, float cap, int window) {
     uint16_t *kc = cu_alloc(dev, (size_t)SLOTS * kvd * 2, &err), *vc = cu_alloc(dev, (size_t)SLOTS * kvd * 2, &err);
     cu_kv_store(dev, kc, vc, dk, dv, kvd, SLOTS, kvd, dslot);
     float scale = 1.0f / sqrtf((float)head_dim);
-    cu_attention(dev, dout, dq, kc, vc, T, NH, NKV, head_dim, scale, cap, dvis, doff, window ? dlo : NULL, dn);
+    cu_attention(dev, dout, dq, kc, vc, T, NH, NKV, head_dim, scale, cap, NULL, dvis, doff, window ? dlo : NULL, dn);
     from_dev(out, dout, (size_t)T * qd * 4);
     uint16_t *kh = malloc((size_t)SLOTS * kvd * 2);
     from_dev(kh, kc, (size_t)SLOTS * kvd * 2);

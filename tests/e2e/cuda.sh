@@ -2,13 +2,13 @@
 # The GPU forward pass (src/forward/forward_gpu.c over src/cuda) against the exact references.
 # (1) Emulated, everywhere: build/emu/nucleus runs the CUDA source on the CPU (src/cuda/emulate.h),
 #     so the GPU pass's logic is checked here and in CI: the real trained models of shared/golden,
-#     every architecture of shared/archs the GPU pass supports, a K-quant of shared/quants and
+#     every architecture of shared/archs (all twelve run on the GPU), a K-quant of shared/quants and
 #     reference.sh's tiny models in every weight type, against float64 (an f16 cache, the GPU's);
 #     graphs against eager launches; a served batch against its requests alone; what it lacks
-#     refused, naming it (experts, other cache types, a part of the layers, saved caches, context
-#     shift), and a build without CUDA saying how to get it.
+#     refused, naming it (other cache types, a part of the layers, saved caches, context shift), and
+#     a build without CUDA saying how to get it.
 # (2) On a GPU (build/cuda/nucleus, make cuda, and a GPU that test_ops finds): every record of
-#     shared/golden and shared/quants and the supported archs. Without one it says so, loudly.
+#     shared/golden, shared/quants and shared/archs. Without one it says so, loudly.
 # Ends with "cuda: N passed, N failed".
 set -u
 cd "$(dirname "$0")/../.."
@@ -17,7 +17,6 @@ cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 EMU=$BUILD/emu/nucleus
 STORIES=$SHARED/models/stories260K/stories260K.gguf
-ARCHS=llama3,qwen2,qwen3,smollm3,granite,phi3,gemma2,gemma3,olmo2
 tmp=$(mktemp -d)
 NUCLEUS=$EMU
 . tests/lib/servers.sh
@@ -44,7 +43,7 @@ absorb "golden, emulated GPU" /usr/bin/python3 tests/e2e/golden_check.py --nucle
 absorb "golden, emulated GPU" /usr/bin/python3 tests/e2e/golden_check.py --nucleus "$EMU" --shared "$SHARED" \
     --models "$MODELS_DIR" --device cuda --cache-types f16 --only tinystories
 absorb "archs, emulated GPU" /usr/bin/python3 tests/e2e/archs_check.py --nucleus "$EMU" --shared "$SHARED" \
-    --device cuda --forms gguf,hf --only "$ARCHS"
+    --device cuda --forms gguf,hf
 absorb "quants (a K-quant, uploaded as F32), emulated GPU" /usr/bin/python3 tests/e2e/golden_check.py --nucleus "$EMU" \
     --shared "$SHARED" --models "$MODELS_DIR" --device cuda --cache-types f16 --set quants --only q4_k_s
 # tests/e2e/reference.sh's tiny models (every weight type, MQA, partial rotary, rope_freqs, qwen2's
@@ -54,10 +53,6 @@ chmod +x "$tmp/gpu-nucleus"
 absorb "reference, emulated GPU" env NUCLEUS_BIN="$tmp/gpu-nucleus" bash tests/e2e/reference.sh
 
 IDS=1,2,3,4
-for arch in mixtral qwen3moe gptoss; do
-    expect_err "$arch: experts" "does not support mixture-of-experts layers" \
-        "$EMU" score -m "$SHARED/archs/$arch/$arch-f16.gguf" --ids $IDS --device cuda
-done
 expect_err "an f32 cache" "does not support a KV cache type other than f16" \
     "$EMU" score -m "$STORIES" --ids $IDS --device cuda --cache-type f32
 expect_err "a part of the layers" "the GPU takes every layer or none" "$EMU" score -m "$STORIES" --ids $IDS -ngl 2
@@ -112,7 +107,7 @@ if [ -x "$BUILD/cuda/nucleus" ] && [ -x "$BUILD/cuda/tests/test_ops" ] &&
     absorb "quants, GPU" /usr/bin/python3 tests/e2e/golden_check.py --nucleus "$BUILD/cuda/nucleus" --shared "$SHARED" \
         --models "$MODELS_DIR" --device cuda --cache-types f16 --set quants
     absorb "archs, GPU" /usr/bin/python3 tests/e2e/archs_check.py --nucleus "$BUILD/cuda/nucleus" --shared "$SHARED" \
-        --device cuda --forms gguf,hf --only "$ARCHS"
+        --device cuda --forms gguf,hf
 else
     echo "SKIPPED: no GPU here (or no make cuda build): the golden, quants and archs records were checked on the"
     echo "SKIPPED: emulated GPU only; on a machine with an NVIDIA GPU, make cuda and rerun this script"
