@@ -467,14 +467,13 @@ static kv_file_id context_id(const nc_context *c) {
     return kv_file_id_of(&c->fwd.kv, &id);
 }
 
-/* Saved caches are read from and written to the host's copy of the cells, which a GPU pass does
- * not keep. */
-static int host_cache(const nc_context *c, nc_err *err) {
-    return c->fwd.gpu ? nc_fail(err, "saving or loading KV caches is not available on the GPU yet") : 0;
-}
-
+/* Saved caches are written from and read into the host's copy of the cells: on the GPU they are
+ * brought over first (saving) or sent back after (loading). */
 int nc_kv_seq_save(nc_context *c, int32_t seq, int32_t n, const char *path, uint64_t *bytes, nc_err *err) {
-    if (host_cache(c, err)) return -1;
+    if (seq >= 0 && seq < kv_n_seq(&c->fwd.kv) && c->fwd.gpu) {
+        int32_t len = kv_seq_len(&c->fwd.kv, seq);
+        if (fwd_gpu_cache_sync(&c->fwd, seq, n > 0 && n < len ? n : len, true, err)) return -1;
+    }
     kv_file_id id = context_id(c);
     return kv_seq_save(&c->fwd.kv, seq, n > 0 ? n : nc_kv_seq_len(c, seq), &id, path, bytes, err);
 }
@@ -510,6 +509,11 @@ void nc_kv_file_get_info(const nc_kv_file *f, nc_kv_file_info *info) {
 }
 
 int nc_kv_file_load(nc_kv_file *f, int32_t seq, int32_t n, nc_err *err) {
-    if (host_cache(f->c, err)) return -1;
-    return kv_seq_load(&f->c->fwd.kv, seq, &f->view, n, f->path, err);
+    fwd_state *s = &f->c->fwd;
+    if (kv_seq_load(&s->kv, seq, &f->view, n, f->path, err)) return -1;
+    if (s->gpu && fwd_gpu_cache_sync(s, seq, kv_seq_len(&s->kv, seq), false, err)) {
+        kv_seq_truncate(&s->kv, seq, 0); /* the GPU holds no usable cells */
+        return -1;
+    }
+    return 0;
 }

@@ -112,14 +112,20 @@ void cu_rms_norm(cu_dev *d, float *y, const float *x, const int32_t *rows, const
  * (i, i + n_rot / 2) when neox. */
 void cu_rope(cu_dev *d, float *x, int ld, int T, int n_head, int head_dim, int n_rot, bool neox, const float *cs,
              const float *sn);
+/* Keys already in a layer's cache turned for new positions (context shift): the keys of cells
+ * slots[0..n) rotated as cu_rope does, by the rows of cs / sn ([n][n_rot / 2]), back to f16. */
+void cu_turn_keys(cu_dev *d, uint16_t *k_cache, int kv_dim, int n_head_kv, int head_dim, int n_rot, bool neox,
+                  const int32_t *slots, const float *cs, const float *sn, int n);
 /* x[i] += scale * RMSNorm(o[i]) * w for i < T, n floats a row: a block's output through its
  * post-norm into the residual stream. */
 void cu_norm_add(cu_dev *d, float *x, const float *o, const float *w, int n, int T, float eps, float scale);
 /* out[t][i] = act(g[t * ldg + i * step]) * u[t * ldg + i * step] for t < T, i < F (out: [T][F]);
  * act a kernels_glu (SiLU, GELU's tanh form, gpt-oss's). step 2 reads interleaved gate/up rows. */
 void cu_glu(cu_dev *d, int act, float *out, const float *g, const float *u, int T, int F, int ldg, int step);
-/* dst[r] = src[idx[r]] for r < rows, rows of n floats. */
+/* dst[r] = src[idx[r]], and dst[idx[r]] = src[r], for r < rows: rows of n floats (any 4-byte
+ * data: the bits are copied). */
 void cu_gather(cu_dev *d, float *dst, const float *src, const int32_t *idx, int rows, int n);
+void cu_scatter(cu_dev *d, float *dst, const float *src, const int32_t *idx, int rows, int n);
 /* o[t] = the sum over k < K, in order, of w[t][k] * y[row[t][k]] (fma; rows of n floats): the
  * experts' outputs of each token weighted. */
 void cu_combine(cu_dev *d, float *o, const float *y, const int32_t *row, const float *w, int T, int K, int n);

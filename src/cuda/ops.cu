@@ -692,6 +692,30 @@ extern "C" void cu_rope(cu_dev *d, float *x, int ld, int T, int n_head, int head
 }
 
 /* The gated activations, as the CPU kernels define them (kernels_glu). */
+/* Keys already in the cache turned for new positions: cell c (slot slots[c]) rotated by the
+ * table's row c, each of n_head heads, rounded back to f16. */
+static __global__ void k_turn_keys(uint16_t *kc, int kv_dim, int n_head, int head_dim, int half, int neox,
+                                   const int32_t *slots, const float *cs, const float *sn) {
+    const int c = blockIdx.x;
+    uint16_t *row = kc + (size_t)slots[c] * kv_dim;
+    for (int k = threadIdx.x; k < n_head * half; k += blockDim.x) {
+        int h = k / half, i = k % half, a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+        uint16_t *v = row + (size_t)h * head_dim;
+        float co = cs[c * half + i], si = sn[c * half + i], x0 = h2f(v[a]), x1 = h2f(v[b]);
+        v[a] = f2h(x0 * co - x1 * si);
+        v[b] = f2h(x0 * si + x1 * co);
+    }
+}
+
+extern "C" void cu_turn_keys(cu_dev *d, uint16_t *k_cache, int kv_dim, int n_head_kv, int head_dim, int n_rot, bool neox,
+                             const int32_t *slots, const float *cs, const float *sn, int n) {
+    prof_begin(d);
+    NC_LAUNCH(k_turn_keys, dim3((unsigned)n), dim3(128), d->stream, k_cache, kv_dim, n_head_kv, head_dim, n_rot / 2,
+              neox ? 1 : 0, slots, cs, sn);
+    note_launch(d);
+    prof_end(d, "turn_keys", 0);
+}
+
 static __global__ void k_glu(int act, float *out, const float *g, const float *u, int F, int ldg, int step) {
     const int t = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= F) return;
@@ -726,6 +750,19 @@ extern "C" void cu_gather(cu_dev *d, float *dst, const float *src, const int32_t
     NC_LAUNCH(k_gather, dim3((unsigned)rows), dim3(256), d->stream, dst, src, idx, n);
     note_launch(d);
     prof_end(d, "gather", 0);
+}
+
+static __global__ void k_scatter(float *dst, const float *src, const int32_t *idx, int n) {
+    const int r = blockIdx.x;
+    float *t = dst + (size_t)idx[r] * n;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) t[i] = src[(size_t)r * n + i];
+}
+
+extern "C" void cu_scatter(cu_dev *d, float *dst, const float *src, const int32_t *idx, int rows, int n) {
+    prof_begin(d);
+    NC_LAUNCH(k_scatter, dim3((unsigned)rows), dim3(256), d->stream, dst, src, idx, n);
+    note_launch(d);
+    prof_end(d, "scatter", 0);
 }
 
 /* o[t] = sum over its slots k, in order, of w[t][k] * y[row[t][k]] (fma). */

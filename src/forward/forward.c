@@ -1126,8 +1126,6 @@ int fwd_run(fwd_state *s, const nc_batch_entry *batch, int n, nc_err *err) {
  * of each pair. Moving a key from position p to p' is one more rotation by (p' - p) * theta_i,
  * since rotations compose; the YaRN magnitude scale was applied once and stays. */
 int fwd_seq_keep(fwd_state *s, int32_t seq, const int32_t *cells, int32_t n, const int32_t *new_pos, nc_err *err) {
-    if (s->gpu) /* the keys to turn are on the device; the turn is not written for it yet */
-        return nc_fail(err, "moving cached tokens to new positions (context shift) is not available on the GPU yet");
     const model_hparams *hp = &s->m->hp;
     int half = hp->n_rot / 2, kd = (int)kv_dim(hp);
     int32_t *old = malloc(((size_t)n + 1) * sizeof *old);
@@ -1147,7 +1145,8 @@ int fwd_seq_keep(fwd_state *s, int32_t seq, const int32_t *cells, int32_t n, con
                 cs[(((size_t)k * n + c) * 2) * half + i] = (float)cos(a);
                 cs[(((size_t)k * n + c) * 2 + 1) * half + i] = (float)sin(a);
             }
-    for (int il = 0; rc == 0 && il < hp->n_layer; il++) {
+    if (rc == 0 && s->gpu) rc = fwd_gpu_turn_keys(s, seq, n, new_pos, old, cs, err); /* the keys are there */
+    for (int il = 0; rc == 0 && !s->gpu && il < hp->n_layer; il++) {
         const model_layer *L = &s->m->layers[il];
         int k = L->sliding && s->n_ropes > 1;
         for (int32_t c = 0; L->rope && c < n; c++) {

@@ -142,5 +142,12 @@ int fwd_gpu_init(fwd_state *s, nc_err *err);
 void fwd_gpu_free(fwd_state *s);
 const char *fwd_gpu_describe(const fwd_state *s, char *buf, size_t n);
 int fwd_gpu_batch(fwd_state *s, const nc_batch_entry *e, int T, int first_entry, nc_err *err);
+/* After kv_seq_keep moved a sequence's cells (new_pos, old: each kept cell's positions; cs:
+ * fwd_seq_keep's turn of each, cos and sin per rotary table), the same turn of the keys on the GPU. */
+int fwd_gpu_turn_keys(fwd_state *s, int32_t seq, int32_t n, const int32_t *new_pos, const int32_t *old,
+                      const float *cs, nc_err *err);
+/* The keys and values of cells 0..n-1 of seq from the GPU into the host's copy of the cache
+ * (to_host, before saving them) or back (after loading them). */
+int fwd_gpu_cache_sync(fwd_state *s, int32_t seq, int32_t n, bool to_host, nc_err *err);
 
 #endif

@@ -524,6 +524,89 @@ static int run_pass(fwd_state *s, int T, int n_out, nc_err *err) {
     return 0;
 }
 
+int fwd_gpu_cache_sync(fwd_state *s, int32_t seq, int32_t n, bool to_host, nc_err *err) {
+    fwd_gpu *g = s->gpu;
+    kv_cache *kv = &s->kv;
+    int words = kv->kv_dim / 2; /* an f16 row moved as 4-byte words */
+    size_t row = kv_k_row_bytes(kv);
+    if (n <= 0) return 0;
+    if (kv->kv_dim % 2) return nc_fail(err, "KV rows of %d dimensions (odd) cannot be moved off the GPU", kv->kv_dim);
+    int32_t *slots = malloc((size_t)n * sizeof *slots), *dslots = NULL;
+    uint8_t *hk = malloc((size_t)n * row), *hv = malloc((size_t)n * row);
+    float *tmp = NULL;
+    int rc = slots && hk && hv ? 0 : nc_fail(err, "out of memory");
+    for (int32_t c = 0; rc == 0 && c < n; c++) slots[c] = kv_cell_slot(kv, seq, c);
+    if (rc == 0 && (!(dslots = cu_alloc(g->dev, (size_t)n * 4, err)) || !(tmp = cu_alloc(g->dev, (size_t)n * row, err)) ||
+                    cu_put(g->dev, dslots, slots, (size_t)n * 4, err)))
+        rc = -1;
+    for (int il = 0; rc == 0 && il < hparams(s)->n_layer; il++) {
+        float *k = (float *)g->layers[il].k, *v = (float *)g->layers[il].v;
+        if (to_host) {
+            cu_gather(g->dev, tmp, k, dslots, n, words);
+            rc = cu_get(g->dev, hk, tmp, (size_t)n * row, err);
+            if (rc == 0) cu_gather(g->dev, tmp, v, dslots, n, words);
+            if (rc == 0) rc = cu_get(g->dev, hv, tmp, (size_t)n * row, err);
+            for (int32_t c = 0; rc == 0 && c < n; c++) kv_write_row(kv, il, seq, c, hk + (size_t)c * row, hv + (size_t)c * row);
+        } else {
+            for (int32_t c = 0; c < n; c++) kv_read_row(kv, il, seq, c, hk + (size_t)c * row, hv + (size_t)c * row);
+            rc = cu_put(g->dev, tmp, hk, (size_t)n * row, err);
+            if (rc == 0) cu_scatter(g->dev, k, tmp, dslots, n, words);
+            if (rc == 0) rc = cu_put(g->dev, tmp, hv, (size_t)n * row, err); /* cu_put waits: the scatter has read tmp */
+            if (rc == 0) cu_scatter(g->dev, v, tmp, dslots, n, words);
+        }
+    }
+    if (rc == 0) rc = cu_sync(g->dev, err);
+    cu_free(g->dev, dslots);
+    cu_free(g->dev, tmp);
+    free(slots);
+    free(hk);
+    free(hv);
+    return rc;
+}
+
+int fwd_gpu_turn_keys(fwd_state *s, int32_t seq, int32_t n, const int32_t *new_pos, const int32_t *old,
+                      const float *cs, nc_err *err) {
+    fwd_gpu *g = s->gpu;
+    const model_hparams *hp = hparams(s);
+    size_t half = (size_t)hp->n_rot / 2;
+    int32_t *slots = malloc(((size_t)n + 1) * sizeof *slots), m = 0;
+    float *tab = malloc(((size_t)n * half * 2 * (size_t)s->n_ropes + 1) * sizeof *tab);
+    int32_t *dslots = NULL;
+    float *dtab = NULL;
+    int rc = slots && tab ? 0 : nc_fail(err, "out of memory");
+    /* the moved cells, and their rows of each table: cos then sin, table by table */
+    for (int32_t c = 0; rc == 0 && c < n; c++)
+        if (new_pos[c] != old[c]) slots[m++] = kv_cell_slot(&s->kv, seq, c);
+    for (int k = 0, i = 0; rc == 0 && k < s->n_ropes; k++, i = 0)
+        for (int32_t c = 0; c < n; c++)
+            if (new_pos[c] != old[c]) {
+                const float *row = cs + (((size_t)k * n + c) * 2) * half;
+                memcpy(tab + ((size_t)k * 2 * m + i) * half, row, half * sizeof *tab);
+                memcpy(tab + ((size_t)k * 2 * m + m + i) * half, row + half, half * sizeof *tab);
+                i++;
+            }
+    if (rc == 0 && m > 0) {
+        size_t tab_bytes = (size_t)m * half * 2 * (size_t)s->n_ropes * sizeof *tab;
+        if (!(dslots = cu_alloc(g->dev, (size_t)m * sizeof *slots, err)) || !(dtab = cu_alloc(g->dev, tab_bytes, err)) ||
+            cu_put(g->dev, dslots, slots, (size_t)m * sizeof *slots, err) || cu_put(g->dev, dtab, tab, tab_bytes, err))
+            rc = -1;
+        for (int il = 0; rc == 0 && il < hp->n_layer; il++) {
+            const model_layer *L = &s->m->layers[il];
+            int k = L->sliding && s->n_ropes > 1;
+            if (!L->rope) continue;
+            const float *cos_k = dtab + (size_t)k * 2 * m * half;
+            cu_turn_keys(g->dev, g->layers[il].k, s->kv.kv_dim, hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_neox,
+                         dslots, cos_k, cos_k + (size_t)m * half, m);
+        }
+        if (rc == 0) rc = cu_sync(g->dev, err);
+    }
+    cu_free(g->dev, dslots);
+    cu_free(g->dev, dtab);
+    free(slots);
+    free(tab);
+    return rc;
+}
+
 int fwd_gpu_batch(fwd_state *s, const nc_batch_entry *e, int T, int first_entry, nc_err *err) {
     fwd_gpu *g = s->gpu;
     cu_dev *d = g->dev;
@@ -559,6 +642,13 @@ int fwd_gpu_init(fwd_state *s, nc_err *err) {
 void fwd_gpu_free(fwd_state *s) {}
 const char *fwd_gpu_describe(const fwd_state *s, char *buf, size_t n) { return ""; }
 int fwd_gpu_batch(fwd_state *s, const nc_batch_entry *e, int T, int first_entry, nc_err *err) {
+    return nc_fail(err, "this nucleus was built without the CUDA backend");
+}
+int fwd_gpu_turn_keys(fwd_state *s, int32_t seq, int32_t n, const int32_t *new_pos, const int32_t *old,
+                      const float *cs, nc_err *err) {
+    return nc_fail(err, "this nucleus was built without the CUDA backend");
+}
+int fwd_gpu_cache_sync(fwd_state *s, int32_t seq, int32_t n, bool to_host, nc_err *err) {
     return nc_fail(err, "this nucleus was built without the CUDA backend");
 }
 

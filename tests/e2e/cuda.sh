@@ -5,8 +5,8 @@
 #     every architecture of shared/archs (all twelve run on the GPU), a K-quant of shared/quants and
 #     reference.sh's tiny models in every weight type, against float64 (an f16 cache, the GPU's);
 #     graphs against eager launches; a served batch against its requests alone; what it lacks
-#     refused, naming it (other cache types, a part of the layers, saved caches, context shift), and
-#     a build without CUDA saying how to get it.
+#     refused, naming it (other cache types, a part of the layers), and a build without CUDA
+#     saying how to get it; a prompt cache saved and reused, and a context shift, on the GPU.
 # (2) On a GPU (build/cuda/nucleus, make cuda, and a GPU that test_ops finds): every record of
 #     shared/golden, shared/quants and shared/archs. Without one it says so, loudly.
 # Ends with "cuda: N passed, N failed".
@@ -59,10 +59,14 @@ expect_err "a part of the layers" "the GPU takes every layer or none" "$EMU" sco
 expect_err "a bad --device" "expected cpu or cuda" "$EMU" score -m "$STORIES" --ids $IDS --device tpu
 expect_err "the CPU build" "built without the CUDA backend (build it with \`make CUDA=1\`)" \
     "$BUILD/nucleus" score -m "$STORIES" --ids $IDS --device cuda
-expect_err "a saved prompt" "saving or loading KV caches is not available on the GPU" \
-    "$EMU" run -m "$STORIES" -p "Once upon a time" -n 4 --device cuda --prompt-cache "$tmp/p.kv"
-expect_err "context shift" "context shift) is not available on the GPU" \
-    "$EMU" run -m "$STORIES" -p "Once upon a time" -n 60 -c 32 --context-shift --device cuda
+# a prompt saved from the GPU and reused by the next run; a context shift (the keys turned on the GPU)
+# generating past the context (test_gpu_forward checks both against recomputed logits)
+"$EMU" run -m "$STORIES" -p "Once upon a time there was" -n 4 --temp 0 --device cuda --prompt-cache "$tmp/p.kv" \
+    >/dev/null 2>"$tmp/save.err"
+out=$("$EMU" run -m "$STORIES" -p "Once upon a time there was" -n 4 --temp 0 --device cuda --prompt-cache "$tmp/p.kv" 2>&1)
+expect_in "the prompt cache reused on the GPU" "reused)" "$out"
+out=$("$EMU" run -m "$STORIES" -p "Once upon a time" -n 80 -c 32 --context-shift --temp 0 --device cuda 2>&1)
+expect_in "a context shift on the GPU" "generated 80 tokens" "$out"
 # -ngl with every layer is the GPU (and -ngl 0 the CPU): run says where it ran
 out=$("$EMU" run -m "$STORIES" -p "Once upon a time" -n 8 --temp 0 -ngl 99 2>&1)
 expect_in "run -ngl 99 names the GPU" "[gpu] nucleus CUDA emulator" "$out"
