@@ -25,14 +25,14 @@ const char *cli_cache_types(nc_cache_type k, nc_cache_type v, char buf[16]);
     "  --cache-type-k T, --cache-type-v T  KV cache keys / values: f16 (default), f32, q8_0, q4_0 (-ctk, -ctv;\n" \
     "                     --cache-type T sets both; q8_0 and q4_0 need a head_dim that is a multiple of 32)\n"
 /* Where the model runs: --device cpu|cuda, -ngl / --n-gpu-layers N (nc_context_params.n_gpu_layers:
- * 0 the CPU, -1 or at least the model's layers every layer on the GPU). 1: argv[*i] was one,
- * consumed with its value; 0: not one; -1: refused (message printed). */
+ * 0 the CPU, N the last N layers on the GPU, -1 every layer). 1: argv[*i] was one, consumed with
+ * its value; 0: not one; -1: refused (message printed). */
 int cli_device_arg(int argc, char **argv, int *i, int32_t *n_gpu_layers);
 #define CLI_DEVICE_USAGE "[--device cpu|cuda] [-ngl N]"
 #define CLI_DEVICE_HELP                                                                                      \
     "  --device cpu|cuda  where the model runs (cuda: every layer and the KV cache on the first GPU; needs a\n"  \
-    "                     build with `make CUDA=1`); -ngl N: 0 is the CPU, -1 or the model's layer count or\n"  \
-    "                     more the GPU (a part of the layers is refused)\n"
+    "                     build with `make CUDA=1`); -ngl N: the last N layers and the output on the GPU, the\n" \
+    "                     others on the CPU (0: the CPU; -1, or the layer count and more: every layer)\n"
 /* The value after a flag, or NULL with a message when argv ends. */
 const char *cli_value(int argc, char **argv, int *i);
 

@@ -118,9 +118,10 @@ typedef struct nc_context_params {
     bool swa_full;        /* sliding-window layers keep every position, not a ring of their window
                              (more memory; a ring can only save or keep what it still holds) */
     bool fast;            /* int8 activations for Q8_0/Q4_0 weights' normalised inputs (faster prefill) */
-    int32_t n_gpu_layers; /* layers on the first CUDA GPU: 0 none; -1, or n_layer and more: every layer, with
-                             the output projection and the KV cache (a part of them is refused); needs a
-                             build with the CUDA backend (make CUDA=1) */
+    int32_t n_gpu_layers; /* layers on the first CUDA GPU, the last ones (llama.cpp's -ngl): 0 none; N: the last
+                             N with the output projection and their part of the KV cache, the CPU running
+                             the others; -1 (or n_layer and more): every layer; needs a build with the
+                             CUDA backend (make CUDA=1) */
 } nc_context_params;
 
 int nc_context_new(nc_context **out, nc_model *m, const nc_context_params *p, nc_err *err);

@@ -299,16 +299,14 @@ int nc_context_new(nc_context **out, nc_model *m, const nc_context_params *p, nc
     if (!cache_ggml_type(d.type_k, &type_k) || !cache_ggml_type(d.type_v, &type_v))
         return nc_fail(err, "cache types %d (keys) and %d (values): each must be an nc_cache_type (f16, f32, q8_0, q4_0)",
                        (int)d.type_k, (int)d.type_v);
-    int32_t n_layer = m->m->hp.n_layer;
-    if (d.n_gpu_layers < -1 || (d.n_gpu_layers > 0 && d.n_gpu_layers < n_layer))
-        return nc_fail(err, "n_gpu_layers %d: the GPU takes every layer or none (0, or -1 or %d and more; the model has %d)",
-                       d.n_gpu_layers, n_layer, n_layer);
+    if (d.n_gpu_layers < -1) return nc_fail(err, "n_gpu_layers %d: -1 (every layer), 0 (none) or a count", d.n_gpu_layers);
+    int32_t n_layer = m->m->hp.n_layer, n_gpu = d.n_gpu_layers < 0 || d.n_gpu_layers > n_layer ? n_layer : d.n_gpu_layers;
     nc_context *c = calloc(1, sizeof *c);
     if (!c) return nc_fail(err, "out of memory");
     c->model = m;
     c->n_threads = d.n_threads;
     if (fwd_init(&c->fwd, m->m, d.n_ctx, d.n_seq_max, d.n_threads, d.n_batch, d.kv_cells,
-                 type_k, type_v, d.swa_full, d.fast, d.n_gpu_layers != 0, err)) {
+                 type_k, type_v, d.swa_full, d.fast, n_gpu, err)) {
         free(c);
         return -1;
     }

@@ -110,7 +110,7 @@ static int init_cache(fwd_state *s, int32_t n_ctx, int32_t n_seq, int64_t n_cell
 static bool same_rope(const model_rope *a, const model_rope *b) { return memcmp(a, b, sizeof *a) == 0; }
 
 int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t n_threads, int32_t n_batch,
-             int64_t n_cells, uint32_t type_k, uint32_t type_v, bool swa_full, bool fast, bool gpu, nc_err *err) {
+             int64_t n_cells, uint32_t type_k, uint32_t type_v, bool swa_full, bool fast, int32_t n_gpu, nc_err *err) {
     memset(s, 0, sizeof *s);
     const model_hparams *hp = &m->hp;
     s->m = m;
@@ -128,7 +128,7 @@ int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t
             return nc_fail(err, "attn_output.weight of layer %d: quantised, with query-head groups of %d dimensions "
                                 "(not a multiple of 32)", il, span);
     /* the GPU pass reads sliding layers' windows out of the full cache, not a ring */
-    if (init_cache(s, n_ctx, n_seq, n_cells, type_k, type_v, swa_full || gpu, err)) return -1;
+    if (init_cache(s, n_ctx, n_seq, n_cells, type_k, type_v, swa_full || n_gpu > 0, err)) return -1;
     s->pool = pool_create(n_threads);
     size_t B = (size_t)n_batch, E = (size_t)hp->n_embd, Q = q_dim(hp), KV = kv_dim(hp);
     size_t F = (size_t)(hp->n_ff > 0 ? hp->n_ff : 1), FE = (size_t)(hp->n_ff_exp > 0 ? hp->n_ff_exp : 1);
@@ -198,7 +198,8 @@ int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t
     }
     for (int k = 0; k < s->n_ropes; k++)
         s->rope_mscale[k] = (float)model_rope_freqs(&hp->rope[k], hp->n_rot, n_ctx, s->inv_freq[k]);
-    if (gpu && fwd_gpu_init(s, err)) {
+    s->gpu_first = n_gpu >= hp->n_layer ? 0 : hp->n_layer - n_gpu;
+    if (n_gpu > 0 && fwd_gpu_init(s, err)) {
         fwd_free(s);
         return -1;
     }
@@ -1102,7 +1103,9 @@ int fwd_run(fwd_state *s, const nc_batch_entry *batch, int n, nc_err *err) {
         for (int t = 0; t < T; t++) kv_ring_claim(&s->kv, e[t].seq, e[t].pos);
         embed(s, e, T);
         rope_tables(s, e, T);
-        if (s->gpu) {
+        attn_blocks(s, e, T);
+        for (int il = 0; il < (s->gpu ? s->gpu_first : s->m->hp.n_layer); il++) run_layer(s, il, e, T);
+        if (s->gpu) { /* the rest on the GPU */
             if (fwd_gpu_batch(s, e, T, start, err)) { /* the cells claimed hold nothing usable */
                 for (int i = n - 1; i >= 0; i--) kv_seq_truncate(&s->kv, batch[i].seq, cells[i]);
                 s->n_entries = 0;
@@ -1111,8 +1114,6 @@ int fwd_run(fwd_state *s, const nc_batch_entry *batch, int n, nc_err *err) {
             }
             continue;
         }
-        attn_blocks(s, e, T);
-        for (int il = 0; il < s->m->hp.n_layer; il++) run_layer(s, il, e, T);
         output_logits(s, e, T, start);
     }
     kv_commit(&s->kv);
@@ -1145,8 +1146,8 @@ int fwd_seq_keep(fwd_state *s, int32_t seq, const int32_t *cells, int32_t n, con
                 cs[(((size_t)k * n + c) * 2) * half + i] = (float)cos(a);
                 cs[(((size_t)k * n + c) * 2 + 1) * half + i] = (float)sin(a);
             }
-    if (rc == 0 && s->gpu) rc = fwd_gpu_turn_keys(s, seq, n, new_pos, old, cs, err); /* the keys are there */
-    for (int il = 0; rc == 0 && !s->gpu && il < hp->n_layer; il++) {
+    if (rc == 0 && s->gpu) rc = fwd_gpu_turn_keys(s, seq, n, new_pos, old, cs, err); /* its layers' keys are there */
+    for (int il = 0; rc == 0 && il < (s->gpu ? s->gpu_first : hp->n_layer); il++) {
         const model_layer *L = &s->m->layers[il];
         int k = L->sliding && s->n_ropes > 1;
         for (int32_t c = 0; L->rope && c < n; c++) {

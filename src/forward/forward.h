@@ -108,7 +108,8 @@ typedef struct fwd_state {
     int32_t logits_cap;              /* rows allocated */
     int32_t *logit_row;              /* batch entry -> row in logits, or -1 */
     int32_t logit_row_cap, n_entries;
-    fwd_gpu *gpu;                    /* the pass runs on a CUDA GPU (forward_gpu.c), or NULL */
+    fwd_gpu *gpu;                    /* the pass runs on a CUDA GPU (forward_gpu.c), or NULL: */
+    int32_t gpu_first;               /* from this layer on, and the output projection */
 } fwd_state;
 
 /* n_cells: the KV pool's capacity (0: n_seq * n_ctx); type_k, type_v: the cache's key and value
@@ -117,10 +118,11 @@ typedef struct fwd_state {
  * activations; fast: int8 for the products of RMS-normalised inputs (Q/K/V, gate/up: 64% of a
  * layer's arithmetic) with Q8_0 or Q4_0 weights, which keeps the deviation from the exact
  * reference below llama.cpp's. Int8 everywhere would not, nor int8 on Q4_K: see the README's
- * Performance section. gpu: every layer, the output projection and the cache's keys and values
- * on the first CUDA GPU (forward_gpu.c; refused, with the reason, for what it lacks). */
+ * Performance section. n_gpu: the last n_gpu layers (all of them from n_layer on), with the
+ * output projection and their part of the cache, on the first CUDA GPU (forward_gpu.c; refused,
+ * with the reason, for what it lacks); 0: none. */
 int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t n_threads, int32_t n_batch,
-             int64_t n_cells, uint32_t type_k, uint32_t type_v, bool swa_full, bool fast, bool gpu, nc_err *err);
+             int64_t n_cells, uint32_t type_k, uint32_t type_v, bool swa_full, bool fast, int32_t n_gpu, nc_err *err);
 void fwd_free(fwd_state *s);
 
 int fwd_run(fwd_state *s, const nc_batch_entry *batch, int n, nc_err *err);
@@ -137,7 +139,8 @@ int fwd_seq_keep(fwd_state *s, int32_t seq, const int32_t *cells, int32_t n, con
 void fwd_route(fwd_state *s, const model_layer *L, int t);
 
 /* forward_gpu.c: set-up (s->gpu), release, a line saying what runs where, and one micro-batch
- * after forward.c embedded its tokens and made its rotary table. */
+ * after forward.c embedded its tokens, made its rotary table and ran the layers before
+ * gpu_first. */
 int fwd_gpu_init(fwd_state *s, nc_err *err);
 void fwd_gpu_free(fwd_state *s);
 const char *fwd_gpu_describe(const fwd_state *s, char *buf, size_t n);

@@ -12,6 +12,10 @@
  * outputs) shape and replayed (every buffer the pass reads or writes has a fixed address, so only
  * the data changes). NUCLEUS_CUDA_GRAPHS=0 launches every operation instead.
  *
+ * The GPU takes the last layers, gpu_first.. (every layer when it is 0), and the output
+ * projection; the CPU pass runs the layers before, and its residual stream is what the GPU pass
+ * starts from. The cache's cells of each layer live where the layer runs.
+ *
  * What runs here: dense decoder-only models, their norms before, after or around each block,
  * gated FFNs (SiLU, GELU, gpt-oss's), Q/K/V and output biases, q/k norms per head or over all
  * heads, RoPE on all or some layers (two tables where sliding layers rotate differently),
@@ -181,7 +185,7 @@ static void mirror_cells(void *ctx, int32_t dst, int32_t to, int32_t src, int32_
     size_t row = (size_t)s->kv.kv_dim * sizeof(uint16_t);
     size_t d0 = ((size_t)dst * KV_BLOCK + (size_t)to) * row, s0 = ((size_t)src * KV_BLOCK + (size_t)from) * row;
     nc_err err = {0};
-    for (int il = 0; il < hparams(s)->n_layer && !g->mirror_err[0]; il++) {
+    for (int il = s->gpu_first; il < hparams(s)->n_layer && !g->mirror_err[0]; il++) {
         gpu_layer *G = &g->layers[il];
         if (cu_move(g->dev, (uint8_t *)G->k + d0, (uint8_t *)G->k + s0, (size_t)n * row, &err) ||
             cu_move(g->dev, (uint8_t *)G->v + d0, (uint8_t *)G->v + s0, (size_t)n * row, &err))
@@ -217,7 +221,7 @@ int fwd_gpu_init(fwd_state *s, nc_err *err) {
     if (cu_open(&g->dev, err)) return -1;
     g->layers = calloc((size_t)hp->n_layer, sizeof *g->layers);
     if (!g->layers) return nc_fail(err, "out of memory");
-    for (int il = 0; il < hp->n_layer; il++)
+    for (int il = s->gpu_first; il < hp->n_layer; il++)
         if (upload_layer(s, il, err)) return -1;
     if (put_weight(g, &g->output, &s->m->output, err) ||
         put_floats(g, &g->output_norm, s->m->output_norm, (size_t)hp->n_embd, err))
@@ -311,8 +315,11 @@ void fwd_gpu_free(fwd_state *s) {
 
 const char *fwd_gpu_describe(const fwd_state *s, char *buf, size_t n) {
     const fwd_gpu *g = s->gpu;
-    snprintf(buf, n, "%s; weights %.1f MiB, KV cache %.1f MiB", cu_describe(g->dev), g->weight_bytes / 1048576.0,
-             g->cache_bytes / 1048576.0);
+    int L = hparams(s)->n_layer;
+    char layers[64] = "every layer";
+    if (s->gpu_first > 0) snprintf(layers, sizeof layers, "layers %d-%d of %d", s->gpu_first, L - 1, L);
+    snprintf(buf, n, "%s; %s and the output, weights %.1f MiB, KV cache %.1f MiB", cu_describe(g->dev), layers,
+             g->weight_bytes / 1048576.0, g->cache_bytes / 1048576.0);
     return buf;
 }
 
@@ -488,7 +495,7 @@ static int layer(fwd_state *s, int il, int T, nc_err *err) {
 static int pass(fwd_state *s, int T, int n_out, nc_err *err) {
     fwd_gpu *g = s->gpu;
     const model_hparams *hp = hparams(s);
-    for (int il = 0; il < hp->n_layer; il++)
+    for (int il = s->gpu_first; il < hp->n_layer; il++)
         if (layer(s, il, T, err)) return -1;
     if (n_out == 0) return 0;
     cu_rms_norm(g->dev, g->xn, g->dev_step.x, g->dev_step.rows, g->output_norm, hp->n_embd, n_out, hp->norm_eps);
@@ -539,7 +546,7 @@ int fwd_gpu_cache_sync(fwd_state *s, int32_t seq, int32_t n, bool to_host, nc_er
     if (rc == 0 && (!(dslots = cu_alloc(g->dev, (size_t)n * 4, err)) || !(tmp = cu_alloc(g->dev, (size_t)n * row, err)) ||
                     cu_put(g->dev, dslots, slots, (size_t)n * 4, err)))
         rc = -1;
-    for (int il = 0; rc == 0 && il < hparams(s)->n_layer; il++) {
+    for (int il = s->gpu_first; rc == 0 && il < hparams(s)->n_layer; il++) {
         float *k = (float *)g->layers[il].k, *v = (float *)g->layers[il].v;
         if (to_host) {
             cu_gather(g->dev, tmp, k, dslots, n, words);
@@ -590,7 +597,7 @@ int fwd_gpu_turn_keys(fwd_state *s, int32_t seq, int32_t n, const int32_t *new_p
         if (!(dslots = cu_alloc(g->dev, (size_t)m * sizeof *slots, err)) || !(dtab = cu_alloc(g->dev, tab_bytes, err)) ||
             cu_put(g->dev, dslots, slots, (size_t)m * sizeof *slots, err) || cu_put(g->dev, dtab, tab, tab_bytes, err))
             rc = -1;
-        for (int il = 0; rc == 0 && il < hp->n_layer; il++) {
+        for (int il = s->gpu_first; rc == 0 && il < hp->n_layer; il++) {
             const model_layer *L = &s->m->layers[il];
             int k = L->sliding && s->n_ropes > 1;
             if (!L->rope) continue;

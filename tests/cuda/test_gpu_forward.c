@@ -1,10 +1,11 @@
-/* The GPU forward pass through the public API (stories260K, every layer on the GPU), what the
- * golden records do not reach: the CPU pass's logits for the same tokens (within f32 rounding);
- * a prefix taken over from the cache (a whole block shared, 43 cells copied on the device) giving
- * the same bits as computing it, and so does a cache saved from the GPU and loaded into another
- * context's; every cell moved 1000 positions later (the keys turned on the device) leaving the
- * next token's logits where they were. Emulated in make test; on a GPU with
- * make cuda (skipped, saying so, without one). */
+/* The GPU forward pass through the public API (stories260K), what the golden records do not
+ * reach: the CPU pass's logits for the same tokens (within f32 rounding); a prefix taken over from
+ * the cache (a whole block shared, 43 cells copied on the device) giving the same bits as
+ * computing it, and so does a cache saved from the GPU and loaded into another context's; every
+ * cell moved 1000 positions later (the keys turned on the device) leaving the next token's logits
+ * where they were. All of it with every layer on the GPU and with the layers split between the
+ * CPU and the GPU. Emulated in make test; on a GPU with make cuda (skipped, saying so, without
+ * one). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,18 +20,11 @@ static float max_diff(const float *a, const float *b, int n) {
     return d;
 }
 
-int main(void) {
-    const char *shared = getenv("SHARED");
-    char path[512];
-    snprintf(path, sizeof path, "%s/models/stories260K/stories260K.gguf", shared ? shared : "../shared");
-    nc_err err;
-    nc_model *m;
-    if (nc_model_load(&m, path, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
-        return 1;
-    }
+/* Every check with the last n_gpu layers on the GPU (-1: all of them). */
+static void check_split(nc_model *m, int32_t n_gpu) {
     nc_model_info info;
     nc_model_get_info(m, &info);
+    nc_err err;
     enum { N = 300 };
     int V = info.n_vocab;
     int32_t tok[N + 1];
@@ -40,13 +34,8 @@ int main(void) {
     float *ref = malloc(sizeof(float) * V), *cpu = malloc(sizeof(float) * V);
 
     nc_context *c;
-    nc_context_params p = {.n_ctx = 1024, .n_seq_max = 3, .n_threads = 2, .n_gpu_layers = -1};
-    if (nc_context_new(&c, m, &p, &err)) {
-        printf("SKIPPED: no GPU: %s\n", err.msg);
-        nc_model_free(m);
-        free(ref), free(cpu);
-        return test_summary("test_gpu_forward");
-    }
+    nc_context_params p = {.n_ctx = 1024, .n_seq_max = 3, .n_threads = 2, .n_gpu_layers = n_gpu};
+    CHECK(nc_context_new(&c, m, &p, &err) == 0);
     printf("device: %s\n", nc_context_device(c));
     CHECK(nc_forward(c, b, N, &err) == 0);
     memcpy(ref, nc_logits(c, N - 1), sizeof(float) * V);
@@ -58,8 +47,7 @@ int main(void) {
     CHECK(nc_forward(cc, b, N, &err) == 0);
     memcpy(cpu, nc_logits(cc, N - 1), sizeof(float) * V);
     nc_context_free(cc);
-    CHECK_MSG(max_diff(ref, cpu, V) < 1e-3f, "GPU and CPU logits differ by %g", max_diff(ref, cpu, V));
-
+    CHECK_MSG(max_diff(ref, cpu, V) < 1e-3f, "GPU (%d layers) and CPU logits differ by %g", n_gpu, max_diff(ref, cpu, V));
     /* another sequence takes the first 299 from the cache: the same bits for the last token */
     CHECK(nc_kv_seq_reuse_prefix(c, 1, tok, N - 1) == N - 1);
     nc_batch_entry last = {tok[N - 1], N - 1, 1, true};
@@ -99,7 +87,29 @@ int main(void) {
     CHECK_MSG(d < 2e-2f, "shifted by 1000: logits moved by %g", d);
 
     nc_context_free(c);
-    nc_model_free(m);
     free(ref), free(cpu);
+}
+
+int main(void) {
+    const char *shared = getenv("SHARED");
+    char path[512];
+    snprintf(path, sizeof path, "%s/models/stories260K/stories260K.gguf", shared ? shared : "../shared");
+    nc_err err;
+    nc_model *m;
+    if (nc_model_load(&m, path, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    nc_context *c;
+    nc_context_params p = {.n_ctx = 64, .n_gpu_layers = -1};
+    if (nc_context_new(&c, m, &p, &err)) {
+        printf("SKIPPED: no GPU: %s\n", err.msg);
+        nc_model_free(m);
+        return test_summary("test_gpu_forward");
+    }
+    nc_context_free(c);
+    check_split(m, -1);
+    check_split(m, 3); /* layers 0-1 on the CPU, 2-4 on the GPU: each its part of the cache */
+    nc_model_free(m);
     return test_summary("test_gpu_forward");
 }
