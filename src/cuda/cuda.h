@@ -1,7 +1,7 @@
 /* The CUDA backend: the kernels layer's GPU half (src/cuda/ops.cu), reached from C through these
- * functions. Built with `make CUDA=1` (nvcc); `make CUDA=emu` compiles the same source as C++ for
- * the CPU with cuda/emulate.h, which runs every kernel's threads as fibers, so `make test` checks
- * the GPU code's logic on machines without a GPU.
+ * functions. Built with `make CUDA=1` or `make cuda` (nvcc); `make emu` compiles the same source
+ * as C++ for the CPU with cuda/emulate.h, which runs every kernel's threads as fibers, so `make
+ * test` checks the GPU code's logic on machines without a GPU.
  *
  * Every product promises what the CPU kernels promise (kernels.h): a per-row reduction order
  * that depends on nothing but the row, so a token's outputs are the same bits whatever the batch
