@@ -155,7 +155,7 @@ int cmd_bench(int argc, char **argv) {
                             .type_v = o.type_v, .fast = o.fast, .n_gpu_layers = o.n_gpu_layers};
     if (nc_context_new(&c, m, &cp, &err)) goto fail;
     bool gpu = strcmp(nc_context_device(c), "cpu") != 0;
-    if (gpu) fprintf(stderr, "bench: on the GPU: %s\n", nc_context_device(c));
+    if (gpu && !o.json) fprintf(stderr, "bench: on the GPU: %s\n", nc_context_device(c));
     toks = malloc((size_t)(n_tok + 1) * sizeof *toks);
     if (!toks) { snprintf(err.msg, sizeof err.msg, "out of memory"); goto fail; }
     nc_rng rng;
@@ -181,10 +181,10 @@ int cmd_bench(int argc, char **argv) {
         printf("{\"model\": \"%s\", \"arch\": \"%s\", \"file_bytes\": %llu, \"decode_bytes\": %llu, \"threads\": %d, "
                "\"kernels\": \"%s\", \"fast\": %s, \"type_k\": \"%s\", \"type_v\": \"%s\", \"repetitions\": %ld, \"depth\": %ld, \"pp\": {\"tokens\": %ld, \"mean\": %.2f, \"sd\": %.2f}, "
                "\"tg\": {\"tokens\": %ld, \"mean\": %.2f, \"sd\": %.2f}, \"read_bandwidth\": %.0f, "
-               "\"decode_ceiling\": %.2f, \"decode_pct_of_ceiling\": %.1f}\n",
+               "\"decode_ceiling\": %.2f, \"decode_pct_of_ceiling\": %.1f, \"device\": \"%s\"}\n",
                base_name(o.model), info.arch, (unsigned long long)info.file_bytes,
                (unsigned long long)info.decode_bytes, threads, gpu ? "cuda" : nc_kernels_name(), o.fast ? "true" : "false", tk, tv, o.reps, o.depth, o.n_prompt, pp.mean, pp.sd,
-               o.n_gen, tg.mean, tg.sd, bw, ceiling, pct);
+               o.n_gen, tg.mean, tg.sd, bw, ceiling, pct, nc_context_device(c));
     } else {
         printf("| model | size | threads | kernels | KV cache | test | tokens/s |\n|---|---|---|---|---|---|---|\n");
         if (o.n_prompt > 0)

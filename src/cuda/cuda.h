@@ -43,6 +43,15 @@ typedef struct cu_mat {
     size_t bytes;
 } cu_mat;
 
+/* One layer's KV cache on the device: a row of kv_dim elements of its keys' and its values' types
+ * (F32, F16, or GGML's Q8_0 / Q4_0 blocks of 32, as kv_cache.c stores rows) per pool slot. */
+typedef struct cu_cache {
+    uint8_t *k, *v;
+    uint32_t type_k, type_v;
+    int kv_dim;
+} cu_cache;
+#define CU_MAX_KV_DIM 8192 /* the widest rows a context shift turns */
+
 /* Open the first device; fails with a message when there is none (or no driver). */
 int cu_open(cu_dev **out, nc_err *err);
 void cu_close(cu_dev *d);
@@ -112,10 +121,11 @@ void cu_rms_norm(cu_dev *d, float *y, const float *x, const int32_t *rows, const
  * (i, i + n_rot / 2) when neox. */
 void cu_rope(cu_dev *d, float *x, int ld, int T, int n_head, int head_dim, int n_rot, bool neox, const float *cs,
              const float *sn);
-/* Keys already in a layer's cache turned for new positions (context shift): the keys of cells
- * slots[0..n) rotated as cu_rope does, by the rows of cs / sn ([n][n_rot / 2]), back to f16. */
-void cu_turn_keys(cu_dev *d, uint16_t *k_cache, int kv_dim, int n_head_kv, int head_dim, int n_rot, bool neox,
-                  const int32_t *slots, const float *cs, const float *sn, int n);
+/* Keys already in a layer's cache turned for new positions (context shift): the keys of slots
+ * slots[0..n) read as floats, rotated as cu_rope does by the rows of cs / sn ([n][n_rot / 2]),
+ * stored back in the cache's type. */
+void cu_turn_keys(cu_dev *d, cu_cache c, int n_head_kv, int head_dim, int n_rot, bool neox, const int32_t *slots,
+                  const float *cs, const float *sn, int n);
 /* x[i] += scale * RMSNorm(o[i]) * w for i < T, n floats a row: a block's output through its
  * post-norm into the residual stream. */
 void cu_norm_add(cu_dev *d, float *x, const float *o, const float *w, int n, int T, float eps, float scale);
@@ -129,18 +139,22 @@ void cu_scatter(cu_dev *d, float *dst, const float *src, const int32_t *idx, int
 /* o[t] = the sum over k < K, in order, of w[t][k] * y[row[t][k]] (fma; rows of n floats): the
  * experts' outputs of each token weighted. */
 void cu_combine(cu_dev *d, float *o, const float *y, const int32_t *row, const float *w, int T, int K, int n);
-/* Store the keys and values of T tokens (kv_dim floats each, ld apart) as f16 into cells
- * cells[t] of a layer's cache (k_cache / v_cache: [cells][kv_dim]). */
-void cu_kv_store(cu_dev *d, uint16_t *k_cache, uint16_t *v_cache, const float *k, const float *v, int ld, int T,
-                 int kv_dim, const int32_t *cells);
+/* Bytes of a cache row of n elements of `type`. */
+size_t cu_row_bytes(uint32_t type, int n);
+/* Copy rows of `bytes` bytes: row r of src (src_idx[r] when not NULL) to row r of dst (dst_idx[r]). */
+void cu_rows(cu_dev *d, void *dst, const void *src, const int32_t *dst_idx, const int32_t *src_idx, int rows,
+             size_t bytes);
+/* Store the keys and values of T tokens (kv_dim floats each, ld apart) into slots cells[t] of a
+ * layer's cache, in its types (rounded or quantised as kv_cache.c does). */
+void cu_kv_store(cu_dev *d, cu_cache c, const float *k, const float *v, int ld, int T, const int32_t *cells);
 /* Attention of T query tokens: token t attends to cells vis_lo[t]..n_vis[t] - 1 (vis_lo NULL:
  * from 0; a sliding window) of its list vis + vis_off[t] (cache slots, in position order) with
  * the softmax of scale * q.k over them, soft-capped to cap * tanh(scale * q.k / cap) when cap > 0,
  * with one more logit sinks[head] whose value is zero when sinks is not NULL (gpt-oss); n_head
  * query heads share each of n_head_kv key heads; q and out: [T][n_head * head_dim]. */
-void cu_attention(cu_dev *d, float *out, const float *q, const uint16_t *k_cache, const uint16_t *v_cache, int T,
-                  int n_head, int n_head_kv, int head_dim, float scale, float cap, const float *sinks,
-                  const int32_t *vis, const int32_t *vis_off, const int32_t *vis_lo, const int32_t *n_vis);
+void cu_attention(cu_dev *d, float *out, const float *q, cu_cache c, int T, int n_head, int head_dim, float scale,
+                  float cap, const float *sinks, const int32_t *vis, const int32_t *vis_off, const int32_t *vis_lo,
+                  const int32_t *n_vis);
 
 #ifdef __cplusplus
 }

@@ -629,6 +629,78 @@ extern "C" void cu_mul(cu_dev *d, const cu_mat *w, const float *x, int ldx, int 
     cu_mul_n(d, x, ldx, T, &o, 1);
 }
 
+/* ---- cache rows ----------------------------------------------------------------------------- */
+
+static __host__ __device__ __forceinline__ size_t cache_row(uint32_t type, int n) {
+    return type == GGML_TYPE_F32 ? 4 * (size_t)n : type == GGML_TYPE_F16 ? 2 * (size_t)n
+                                                  : (size_t)n / 32 * (type == GGML_TYPE_Q8_0 ? 34 : 18);
+}
+
+extern "C" size_t cu_row_bytes(uint32_t type, int n) { return cache_row(type, n); }
+
+/* Element j of a cache row: F32, F16, or blocks of 32 (an f16 scale, then 32 int8 for Q8_0, or
+ * 16 bytes of nibbles for Q4_0: element k in byte k % 16, the low nibble for k < 16), as
+ * quant_dequantize_row reads them. */
+static __device__ __forceinline__ float cache_elem(const uint8_t *row, uint32_t type, int j) {
+    if (type == GGML_TYPE_F32) return ((const float *)row)[j];
+    if (type == GGML_TYPE_F16) return h2f(((const uint16_t *)row)[j]);
+    const uint8_t *b = row + (size_t)(j / 32) * (type == GGML_TYPE_Q8_0 ? 34 : 18);
+    float d = h2f((uint16_t)(b[0] | b[1] << 8));
+    int k = j % 32;
+    if (type == GGML_TYPE_Q8_0) return d * (float)(int8_t)b[2 + k];
+    return d * (float)((int)((b[2 + k % 16] >> (k / 16 * 4)) & 15) - 8);
+}
+
+/* A row of n floats into the cache's type, by the whole block: elements, or blocks of 32 a
+ * thread, quantised with quant.c's rules (Q8_0: d = amax / 127, q = round(x / d); Q4_0: d = the
+ * value of largest magnitude / -8, q = x / d + 8.5 truncated, at most 15), products and sums
+ * rounded one by one (no fma), so the bits are the CPU's. */
+static __device__ void cache_store(uint8_t *row, uint32_t type, const float *x, int n) {
+    if (type == GGML_TYPE_F32) {
+        for (int i = threadIdx.x; i < n; i += blockDim.x) ((float *)row)[i] = x[i];
+        return;
+    }
+    if (type == GGML_TYPE_F16) {
+        for (int i = threadIdx.x; i < n; i += blockDim.x) ((uint16_t *)row)[i] = f2h(x[i]);
+        return;
+    }
+    for (int blk = threadIdx.x; blk < n / 32; blk += blockDim.x) {
+        const float *xb = x + (size_t)blk * 32;
+        uint8_t *b = row + (size_t)blk * (type == GGML_TYPE_Q8_0 ? 34 : 18);
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < 32; j++)
+            if (fabsf(xb[j]) > amax) amax = fabsf(xb[j]), max = xb[j];
+        float dq = type == GGML_TYPE_Q8_0 ? amax / 127.0f : max / -8.0f, id = dq != 0.0f ? 1.0f / dq : 0.0f;
+        uint16_t h = f2h(dq);
+        b[0] = (uint8_t)(h & 0xff), b[1] = (uint8_t)(h >> 8);
+        if (type == GGML_TYPE_Q8_0) {
+            for (int j = 0; j < 32; j++) b[2 + j] = (uint8_t)(int8_t)roundf(__fmul_rn(xb[j], id));
+        } else {
+            for (int j = 0; j < 16; j++) {
+                int lo = (int)__fadd_rn(__fmul_rn(xb[j], id), 8.5f), hi = (int)__fadd_rn(__fmul_rn(xb[j + 16], id), 8.5f);
+                lo = lo < 15 ? lo : 15, hi = hi < 15 ? hi : 15;
+                b[2 + j] = (uint8_t)((lo & 0xF) | (hi & 0xF) << 4);
+            }
+        }
+    }
+}
+
+static __global__ void k_rows(uint8_t *dst, const uint8_t *src, const int32_t *di, const int32_t *si, int bytes) {
+    const int r = blockIdx.x;
+    uint8_t *t = dst + (size_t)(di ? di[r] : r) * bytes;
+    const uint8_t *f = src + (size_t)(si ? si[r] : r) * bytes;
+    for (int i = threadIdx.x; i < bytes; i += blockDim.x) t[i] = f[i];
+}
+
+extern "C" void cu_rows(cu_dev *d, void *dst, const void *src, const int32_t *dst_idx, const int32_t *src_idx, int rows,
+                        size_t bytes) {
+    prof_begin(d);
+    NC_LAUNCH(k_rows, dim3((unsigned)rows), dim3(256), d->stream, (uint8_t *)dst, (const uint8_t *)src, dst_idx, src_idx,
+              (int)bytes);
+    note_launch(d);
+    prof_end(d, "rows", 0);
+}
+
 /* ---- norms, rotation, activation ----------------------------------------------------------- */
 
 enum { NORM_T = 256 };
@@ -691,31 +763,37 @@ extern "C" void cu_rope(cu_dev *d, float *x, int ld, int T, int n_head, int head
     prof_end(d, "rope", 0);
 }
 
-/* The gated activations, as the CPU kernels define them (kernels_glu). */
-/* Keys already in the cache turned for new positions: cell c (slot slots[c]) rotated by the
- * table's row c, each of n_head heads, rounded back to f16. */
-static __global__ void k_turn_keys(uint16_t *kc, int kv_dim, int n_head, int head_dim, int half, int neox,
-                                   const int32_t *slots, const float *cs, const float *sn) {
+/* Keys already in the cache turned for new positions: cell c (slot slots[c]) read as floats,
+ * each of n_head heads rotated by the table's row c, stored back in the cache's type (as the CPU
+ * does: kv_read_k, rope_head, kv_store). */
+static __global__ void k_turn_keys(cu_cache cc, int n_head, int head_dim, int half, int neox, const int32_t *slots,
+                                   const float *cs, const float *sn) {
+    __shared__ float x[CU_MAX_KV_DIM];
     const int c = blockIdx.x;
-    uint16_t *row = kc + (size_t)slots[c] * kv_dim;
+    uint8_t *row = cc.k + (size_t)slots[c] * cache_row(cc.type_k, cc.kv_dim);
+    for (int j = threadIdx.x; j < cc.kv_dim; j += blockDim.x) x[j] = cache_elem(row, cc.type_k, j);
+    __syncthreads();
     for (int k = threadIdx.x; k < n_head * half; k += blockDim.x) {
         int h = k / half, i = k % half, a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
-        uint16_t *v = row + (size_t)h * head_dim;
-        float co = cs[c * half + i], si = sn[c * half + i], x0 = h2f(v[a]), x1 = h2f(v[b]);
-        v[a] = f2h(x0 * co - x1 * si);
-        v[b] = f2h(x0 * si + x1 * co);
+        float *v = x + (size_t)h * head_dim;
+        float co = cs[c * half + i], si = sn[c * half + i], x0 = v[a], x1 = v[b];
+        v[a] = x0 * co - x1 * si;
+        v[b] = x0 * si + x1 * co;
     }
+    __syncthreads();
+    cache_store(row, cc.type_k, x, cc.kv_dim);
 }
 
-extern "C" void cu_turn_keys(cu_dev *d, uint16_t *k_cache, int kv_dim, int n_head_kv, int head_dim, int n_rot, bool neox,
-                             const int32_t *slots, const float *cs, const float *sn, int n) {
+extern "C" void cu_turn_keys(cu_dev *d, cu_cache c, int n_head_kv, int head_dim, int n_rot, bool neox, const int32_t *slots,
+                             const float *cs, const float *sn, int n) {
     prof_begin(d);
-    NC_LAUNCH(k_turn_keys, dim3((unsigned)n), dim3(128), d->stream, k_cache, kv_dim, n_head_kv, head_dim, n_rot / 2,
-              neox ? 1 : 0, slots, cs, sn);
+    NC_LAUNCH(k_turn_keys, dim3((unsigned)n), dim3(128), d->stream, c, n_head_kv, head_dim, n_rot / 2, neox ? 1 : 0, slots,
+              cs, sn);
     note_launch(d);
     prof_end(d, "turn_keys", 0);
 }
 
+/* The gated activations, as the CPU kernels define them (kernels_glu). */
 static __global__ void k_glu(int act, float *out, const float *g, const float *u, int F, int ldg, int step) {
     const int t = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= F) return;
@@ -784,20 +862,15 @@ extern "C" void cu_combine(cu_dev *d, float *o, const float *y, const int32_t *r
 
 /* ---- the KV cache and attention ------------------------------------------------------------ */
 
-static __global__ void k_kv_store(uint16_t *kc, uint16_t *vc, const float *k, const float *v, int ld, int kv_dim,
-                                  const int32_t *cells) {
+static __global__ void k_kv_store(cu_cache cc, const float *k, const float *v, int ld, const int32_t *cells) {
     const int t = blockIdx.x;
-    size_t c = (size_t)cells[t] * kv_dim;
-    for (int i = threadIdx.x; i < kv_dim; i += blockDim.x) {
-        kc[c + i] = f2h(k[(size_t)t * ld + i]);
-        vc[c + i] = f2h(v[(size_t)t * ld + i]);
-    }
+    cache_store(cc.k + (size_t)cells[t] * cache_row(cc.type_k, cc.kv_dim), cc.type_k, k + (size_t)t * ld, cc.kv_dim);
+    cache_store(cc.v + (size_t)cells[t] * cache_row(cc.type_v, cc.kv_dim), cc.type_v, v + (size_t)t * ld, cc.kv_dim);
 }
 
-extern "C" void cu_kv_store(cu_dev *d, uint16_t *k_cache, uint16_t *v_cache, const float *k, const float *v, int ld,
-                            int T, int kv_dim, const int32_t *cells) {
+extern "C" void cu_kv_store(cu_dev *d, cu_cache c, const float *k, const float *v, int ld, int T, const int32_t *cells) {
     prof_begin(d);
-    NC_LAUNCH(k_kv_store, dim3((unsigned)T), dim3(256), d->stream, k_cache, v_cache, k, v, ld, kv_dim, cells);
+    NC_LAUNCH(k_kv_store, dim3((unsigned)T), dim3(256), d->stream, c, k, v, ld, cells);
     note_launch(d);
     prof_end(d, "kv_store", 0);
 }
@@ -822,15 +895,15 @@ static __device__ float block_reduce(float v, float *red, int op) {
  * scores, a thread per dimension for the weighted values, with the streaming softmax (Milakov &
  * Gimelshein 2018) across spans; every sum in a fixed order. */
 static __global__ void __launch_bounds__(ATT_T)
-    k_attention(float *out, const float *q, const uint16_t *kc, const uint16_t *vc, int n_head, int n_head_kv,
-                int head_dim, float scale, float cap, const float *sinks, const int32_t *vis, const int32_t *vis_off,
-                const int32_t *vis_lo, const int32_t *n_vis) {
+    k_attention(float *out, const float *q, cu_cache cc, int n_head, int head_dim, float scale, float cap,
+                const float *sinks, const int32_t *vis, const int32_t *vis_off, const int32_t *vis_lo, const int32_t *n_vis) {
     __shared__ float qs[ATT_MAX_HEAD];
     __shared__ float p[ATT_T];
     __shared__ float red[ATT_T];
     __shared__ int32_t cell[ATT_T];
     const int h = blockIdx.x, t = blockIdx.y, tid = threadIdx.x;
-    const int lo = vis_lo ? vis_lo[t] : 0, kv_dim = n_head_kv * head_dim, g = h / (n_head / n_head_kv);
+    const int lo = vis_lo ? vis_lo[t] : 0, g = h / (n_head / (cc.kv_dim / head_dim));
+    const size_t k_row = cache_row(cc.type_k, cc.kv_dim), v_row = cache_row(cc.type_v, cc.kv_dim);
     const int n = n_vis[t] - lo;
     const int32_t *cells = vis + vis_off[t] + lo;
     const float *qr = q + ((size_t)t * n_head + h) * head_dim;
@@ -843,9 +916,10 @@ static __global__ void __launch_bounds__(ATT_T)
         float s = -INFINITY;
         if (c < n) {
             cell[tid] = cells[c];
-            const uint16_t *kr = kc + (size_t)cells[c] * kv_dim + (size_t)g * head_dim;
+            const uint8_t *krow = cc.k + (size_t)cells[c] * k_row;
+            const uint16_t *kr = (const uint16_t *)krow + (size_t)g * head_dim;
             float dot = 0.0f;
-            if (head_dim % 8 == 0) { /* rows of whole 16-byte pieces: read 8 halves at a time */
+            if (cc.type_k == GGML_TYPE_F16 && head_dim % 8 == 0) { /* whole 16-byte pieces: 8 halves at a time */
                 for (int k0 = 0; k0 < head_dim; k0 += 8) {
                     uint4 u = *(const uint4 *)(kr + k0);
                     uint32_t word[4] = {u.x, u.y, u.z, u.w};
@@ -853,7 +927,7 @@ static __global__ void __launch_bounds__(ATT_T)
                     for (int j = 0; j < 8; j++) dot = fmaf(qs[k0 + j], h2f((uint16_t)(word[j / 2] >> (16 * (j % 2)))), dot);
                 }
             } else {
-                for (int k = 0; k < head_dim; k++) dot = fmaf(qs[k], h2f(kr[k]), dot);
+                for (int k = 0; k < head_dim; k++) dot = fmaf(qs[k], cache_elem(krow, cc.type_k, g * head_dim + k), dot);
             }
             s = cap > 0 ? cap * tanhf(dot * (scale / cap)) : dot * scale; /* Gemma 2's soft-capping */
         }
@@ -869,7 +943,7 @@ static __global__ void __launch_bounds__(ATT_T)
             if (k >= head_dim) break;
             float acc = o[j] * corr;
             for (int i = 0; i < span; i++)
-                acc = fmaf(p[i], h2f(vc[(size_t)cell[i] * kv_dim + (size_t)g * head_dim + k]), acc);
+                acc = fmaf(p[i], cache_elem(cc.v + (size_t)cell[i] * v_row, cc.type_v, g * head_dim + k), acc);
             o[j] = acc;
         }
         m = m_new;
@@ -883,12 +957,12 @@ static __global__ void __launch_bounds__(ATT_T)
     }
 }
 
-extern "C" void cu_attention(cu_dev *d, float *out, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
-                             int T, int n_head, int n_head_kv, int head_dim, float scale, float cap, const float *sinks,
-                             const int32_t *vis, const int32_t *vis_off, const int32_t *vis_lo, const int32_t *n_vis) {
+extern "C" void cu_attention(cu_dev *d, float *out, const float *q, cu_cache c, int T, int n_head, int head_dim, float scale,
+                             float cap, const float *sinks, const int32_t *vis, const int32_t *vis_off,
+                             const int32_t *vis_lo, const int32_t *n_vis) {
     prof_begin(d);
-    NC_LAUNCH(k_attention, dim3((unsigned)n_head, (unsigned)T), dim3(ATT_T), d->stream, out, q, k_cache, v_cache, n_head,
-              n_head_kv, head_dim, scale, cap, sinks, vis, vis_off, vis_lo, n_vis);
+    NC_LAUNCH(k_attention, dim3((unsigned)n_head, (unsigned)T), dim3(ATT_T), d->stream, out, q, c, n_head, head_dim, scale,
+              cap, sinks, vis, vis_off, vis_lo, n_vis);
     note_launch(d);
     prof_end(d, "attention", 0);
 }

@@ -2,7 +2,8 @@
  * every layer's products, norms, rotation, cache writes and attention on the device. The host
  * keeps what is cheap and shared with the CPU pass: the cache's bookkeeping (kv_cache.c: which
  * cell of which block holds what; the device holds the cells' keys and values, in the same pool
- * slots, f16, [slot][kv_dim] per layer), the embedding lookup and the rotary tables. Per
+ * slots, a row per slot in the cache's types, as kv_cache.c stores rows), the embedding lookup
+ * and the rotary tables. Per
  * micro-batch the host sends, in one queue of copies from pinned memory, the embedded tokens, the
  * rotary table, each token's cache slot and the list of slots each token sees; it reads back the
  * logits and final hidden states of the tokens that asked.
@@ -20,7 +21,7 @@
  * gated FFNs (SiLU, GELU, gpt-oss's), Q/K/V and output biases, q/k norms per head or over all
  * heads, RoPE on all or some layers (two tables where sliding layers rotate differently),
  * sliding windows (the cache then keeps every position: swa_full), soft-capped scores and
- * logits, attention sinks, and an f16 cache. A mixture of experts routes on the host (the
+ * logits, attention sinks, and every cache type. A mixture of experts routes on the host (the
  * router's logits come back, fwd_route chooses as on the CPU), then each expert that has tokens
  * runs its products over them, gathered, and a kernel combines each token's experts in slot
  * order; the round trip per layer rules out graphs for such models. */
@@ -40,7 +41,7 @@ typedef struct gpu_layer {
     cu_mat wq, wk, wv, wo, gate, up, down;
     float *attn_norm, *ffn_norm, *attn_post_norm, *ffn_post_norm;  /* device copies, or NULL */
     float *q_norm, *k_norm, *bq, *bk, *bv, *bo, *sinks;
-    uint16_t *k, *v;                                                /* the layer's cache */
+    uint8_t *k, *v;                                                 /* the layer's cache (cu_cache) */
     /* experts: the router and n_expert of each matrix (gate and up, or fused), their biases */
     cu_mat router, *exp_gate, *exp_up, *exp_gate_up, *exp_down;
     float *exp_gate_b, *exp_up_b, *exp_gate_up_b, *exp_down_b;
@@ -87,11 +88,16 @@ struct fwd_gpu {
 
 static const model_hparams *hparams(const fwd_state *s) { return &s->m->hp; }
 
+/* Layer il's cache on the device. */
+static cu_cache cache_of(const fwd_state *s, int il) {
+    return (cu_cache){s->gpu->layers[il].k, s->gpu->layers[il].v, s->kv.type_k, s->kv.type_v, s->kv.kv_dim};
+}
+
 /* The first feature of the model (or cache) the GPU pass lacks, or NULL. */
 static const char *missing_feature(const fwd_state *s) {
     const model_hparams *hp = hparams(s);
     if (hp->head_dim > 256) return "heads of more than 256 dimensions";
-    if (s->kv.type_k != GGML_TYPE_F16 || s->kv.type_v != GGML_TYPE_F16) return "a KV cache type other than f16";
+    if (s->kv.kv_dim > CU_MAX_KV_DIM) return "KV rows wider than CU_MAX_KV_DIM";
     for (int il = 0; il < hp->n_layer; il++) {
         const model_layer *L = &s->m->layers[il];
         const model_weight *w[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down};
@@ -170,10 +176,10 @@ static int upload_layer(fwd_state *s, int il, nc_err *err) {
             put_floats(g, &G->exp_down_b, L->exp_down_b, N * E, err))
             return nc_fail_prefix(err, "the experts of layer %d to the GPU", il);
     }
-    size_t cache = (size_t)kv_pool_cells(&s->kv) * KV * sizeof(uint16_t);
-    if (!(G->k = cu_alloc(g->dev, cache, err)) || !(G->v = cu_alloc(g->dev, cache, err)))
+    size_t ck = (size_t)kv_pool_cells(&s->kv) * kv_k_row_bytes(&s->kv), cv = (size_t)kv_pool_cells(&s->kv) * kv_v_row_bytes(&s->kv);
+    if (!(G->k = cu_alloc(g->dev, ck, err)) || !(G->v = cu_alloc(g->dev, cv, err)))
         return nc_fail_prefix(err, "the KV cache of layer %d on the GPU", il);
-    g->cache_bytes += 2 * cache;
+    g->cache_bytes += ck + cv;
     return 0;
 }
 
@@ -182,13 +188,13 @@ static int upload_layer(fwd_state *s, int il, nc_err *err) {
 static void mirror_cells(void *ctx, int32_t dst, int32_t to, int32_t src, int32_t from, int32_t n) {
     fwd_state *s = ctx;
     fwd_gpu *g = s->gpu;
-    size_t row = (size_t)s->kv.kv_dim * sizeof(uint16_t);
-    size_t d0 = ((size_t)dst * KV_BLOCK + (size_t)to) * row, s0 = ((size_t)src * KV_BLOCK + (size_t)from) * row;
+    size_t kr = kv_k_row_bytes(&s->kv), vr = kv_v_row_bytes(&s->kv);
+    size_t d0 = (size_t)dst * KV_BLOCK + (size_t)to, s0 = (size_t)src * KV_BLOCK + (size_t)from; /* slots */
     nc_err err = {0};
     for (int il = s->gpu_first; il < hparams(s)->n_layer && !g->mirror_err[0]; il++) {
         gpu_layer *G = &g->layers[il];
-        if (cu_move(g->dev, (uint8_t *)G->k + d0, (uint8_t *)G->k + s0, (size_t)n * row, &err) ||
-            cu_move(g->dev, (uint8_t *)G->v + d0, (uint8_t *)G->v + s0, (size_t)n * row, &err))
+        if (cu_move(g->dev, G->k + d0 * kr, G->k + s0 * kr, (size_t)n * kr, &err) ||
+            cu_move(g->dev, G->v + d0 * vr, G->v + s0 * vr, (size_t)n * vr, &err))
             snprintf(g->mirror_err, sizeof g->mirror_err, "moving cached cells on the GPU: %.200s", err.msg);
     }
 }
@@ -478,9 +484,9 @@ static int layer(fwd_state *s, int il, int T, nc_err *err) {
         cu_rope(d, g->q, Q, T, hp->n_head, hd, hp->n_rot, hp->rope_neox, st->cs[table], st->sn[table]);
         cu_rope(d, g->k, KV, T, hp->n_head_kv, hd, hp->n_rot, hp->rope_neox, st->cs[table], st->sn[table]);
     }
-    cu_kv_store(d, G->k, G->v, g->k, g->v, KV, T, KV, st->slots);
-    cu_attention(d, g->attn, g->q, G->k, G->v, T, hp->n_head, hp->n_head_kv, hd, hp->attn_scale, hp->attn_softcap,
-                 G->sinks, st->vis, st->vis_off, L->sliding ? st->vis_lo : NULL, st->n_vis);
+    cu_kv_store(d, cache_of(s, il), g->k, g->v, KV, T, st->slots);
+    cu_attention(d, g->attn, g->q, cache_of(s, il), T, hp->n_head, hd, hp->attn_scale, hp->attn_softcap, G->sinks, st->vis,
+                 st->vis_off, L->sliding ? st->vis_lo : NULL, st->n_vis);
     residual(s, &G->wo, g->attn, Q, T, G->bo, G->attn_post_norm);
     /* feed-forward */
     if (L->router.data) return moe_ffn(s, il, T, err);
@@ -534,32 +540,30 @@ static int run_pass(fwd_state *s, int T, int n_out, nc_err *err) {
 int fwd_gpu_cache_sync(fwd_state *s, int32_t seq, int32_t n, bool to_host, nc_err *err) {
     fwd_gpu *g = s->gpu;
     kv_cache *kv = &s->kv;
-    int words = kv->kv_dim / 2; /* an f16 row moved as 4-byte words */
-    size_t row = kv_k_row_bytes(kv);
+    size_t kr = kv_k_row_bytes(kv), vr = kv_v_row_bytes(kv);
     if (n <= 0) return 0;
-    if (kv->kv_dim % 2) return nc_fail(err, "KV rows of %d dimensions (odd) cannot be moved off the GPU", kv->kv_dim);
     int32_t *slots = malloc((size_t)n * sizeof *slots), *dslots = NULL;
-    uint8_t *hk = malloc((size_t)n * row), *hv = malloc((size_t)n * row);
-    float *tmp = NULL;
+    uint8_t *hk = malloc((size_t)n * kr), *hv = malloc((size_t)n * vr), *tmp = NULL;
     int rc = slots && hk && hv ? 0 : nc_fail(err, "out of memory");
     for (int32_t c = 0; rc == 0 && c < n; c++) slots[c] = kv_cell_slot(kv, seq, c);
-    if (rc == 0 && (!(dslots = cu_alloc(g->dev, (size_t)n * 4, err)) || !(tmp = cu_alloc(g->dev, (size_t)n * row, err)) ||
+    if (rc == 0 && (!(dslots = cu_alloc(g->dev, (size_t)n * 4, err)) ||
+                    !(tmp = cu_alloc(g->dev, (size_t)n * (kr > vr ? kr : vr), err)) ||
                     cu_put(g->dev, dslots, slots, (size_t)n * 4, err)))
         rc = -1;
     for (int il = s->gpu_first; rc == 0 && il < hparams(s)->n_layer; il++) {
-        float *k = (float *)g->layers[il].k, *v = (float *)g->layers[il].v;
-        if (to_host) {
-            cu_gather(g->dev, tmp, k, dslots, n, words);
-            rc = cu_get(g->dev, hk, tmp, (size_t)n * row, err);
-            if (rc == 0) cu_gather(g->dev, tmp, v, dslots, n, words);
-            if (rc == 0) rc = cu_get(g->dev, hv, tmp, (size_t)n * row, err);
-            for (int32_t c = 0; rc == 0 && c < n; c++) kv_write_row(kv, il, seq, c, hk + (size_t)c * row, hv + (size_t)c * row);
-        } else {
-            for (int32_t c = 0; c < n; c++) kv_read_row(kv, il, seq, c, hk + (size_t)c * row, hv + (size_t)c * row);
-            rc = cu_put(g->dev, tmp, hk, (size_t)n * row, err);
-            if (rc == 0) cu_scatter(g->dev, k, tmp, dslots, n, words);
-            if (rc == 0) rc = cu_put(g->dev, tmp, hv, (size_t)n * row, err); /* cu_put waits: the scatter has read tmp */
-            if (rc == 0) cu_scatter(g->dev, v, tmp, dslots, n, words);
+        uint8_t *k = g->layers[il].k, *v = g->layers[il].v;
+        if (to_host) { /* the sequence's rows gathered, then brought over */
+            cu_rows(g->dev, tmp, k, NULL, dslots, n, kr);
+            rc = cu_get(g->dev, hk, tmp, (size_t)n * kr, err);
+            if (rc == 0) cu_rows(g->dev, tmp, v, NULL, dslots, n, vr);
+            if (rc == 0) rc = cu_get(g->dev, hv, tmp, (size_t)n * vr, err);
+            for (int32_t c = 0; rc == 0 && c < n; c++) kv_write_row(kv, il, seq, c, hk + (size_t)c * kr, hv + (size_t)c * vr);
+        } else { /* sent over, then scattered to the sequence's slots (cu_put waits, so tmp is free again) */
+            for (int32_t c = 0; c < n; c++) kv_read_row(kv, il, seq, c, hk + (size_t)c * kr, hv + (size_t)c * vr);
+            rc = cu_put(g->dev, tmp, hk, (size_t)n * kr, err);
+            if (rc == 0) cu_rows(g->dev, k, tmp, dslots, NULL, n, kr);
+            if (rc == 0) rc = cu_put(g->dev, tmp, hv, (size_t)n * vr, err);
+            if (rc == 0) cu_rows(g->dev, v, tmp, dslots, NULL, n, vr);
         }
     }
     if (rc == 0) rc = cu_sync(g->dev, err);
@@ -602,8 +606,8 @@ int fwd_gpu_turn_keys(fwd_state *s, int32_t seq, int32_t n, const int32_t *new_p
             int k = L->sliding && s->n_ropes > 1;
             if (!L->rope) continue;
             const float *cos_k = dtab + (size_t)k * 2 * m * half;
-            cu_turn_keys(g->dev, g->layers[il].k, s->kv.kv_dim, hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_neox,
-                         dslots, cos_k, cos_k + (size_t)m * half, m);
+            cu_turn_keys(g->dev, cache_of(s, il), hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_neox, dslots, cos_k,
+                         cos_k + (size_t)m * half, m);
         }
         if (rc == 0) rc = cu_sync(g->dev, err);
     }

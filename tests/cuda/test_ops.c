@@ -255,14 +255,32 @@ static void test_norm_add(void) {
 
 /* ---- the cache and attention ---- */
 
-/* cap > 0: soft-capped scores; window: each token sees only its last `window` cells. */
-static void test_attention(int head_dim, float cap, int window) {
+/* Row i of a cache of `type` as kv_cache.c stores it (quant_quantize_row), and read back. */
+static bool cache_row(uint32_t type, const float *x, int n, uint8_t *row, float *back) {
+    if (!quant_quantize_row(type, x, row, n)) return false;
+    quant_dequantize_row(type, row, back, n);
+    return true;
+}
+
+/* Keys and values of types tk / tv stored into a cache (the same bytes as kv_cache.c's rows),
+ * then attention over them: cap > 0 soft-caps the scores, window lets each token see only its
+ * last `window` cells. */
+static void test_attention(int head_dim, float cap, int window, uint32_t tk, uint32_t tv) {
     enum { SLOTS = 600, NH = 4, NKV = 2, T = 3 };
     int kvd = NKV * head_dim, qd = NH * head_dim;
+    size_t kr = cu_row_bytes(tk, kvd), vr = cu_row_bytes(tv, kvd);
     float *k = malloc((size_t)SLOTS * kvd * 4), *v = malloc((size_t)SLOTS * kvd * 4), *q = malloc((size_t)T * qd * 4);
+    float *ks = malloc((size_t)SLOTS * kvd * 4), *vs = malloc((size_t)SLOTS * kvd * 4); /* as stored */
+    uint8_t *krows = malloc((size_t)SLOTS * kr), *vrows = malloc((size_t)SLOTS * vr), *got_rows = malloc((size_t)SLOTS * kr);
     float *out = malloc((size_t)T * qd * 4);
     int32_t slot[SLOTS], perm[SLOTS];
     for (int i = 0; i < SLOTS * kvd; i++) k[i] = frand(), v[i] = frand();
+    bool written = true;
+    for (int i = 0; i < SLOTS; i++) {
+        written &= cache_row(tk, k + (size_t)i * kvd, kvd, krows + (size_t)i * kr, ks + (size_t)i * kvd);
+        written &= cache_row(tv, v + (size_t)i * kvd, kvd, vrows + (size_t)i * vr, vs + (size_t)i * kvd);
+    }
+    CHECK(written);
     for (int i = 0; i < T * qd; i++) q[i] = frand() * 2;
     for (int i = 0; i < SLOTS; i++) slot[i] = i, perm[i] = i;
     for (int i = SLOTS - 1; i > 0; i--) { /* the cells a sequence sees, in a scattered order */
@@ -277,16 +295,13 @@ static void test_attention(int head_dim, float cap, int window) {
     int32_t *dn = dup_to_dev(n_vis, sizeof n_vis), *doff = dup_to_dev(vis_off, sizeof vis_off);
     int32_t *dlo = dup_to_dev(vis_lo, sizeof vis_lo);
     nc_err err;
-    uint16_t *kc = cu_alloc(dev, (size_t)SLOTS * kvd * 2, &err), *vc = cu_alloc(dev, (size_t)SLOTS * kvd * 2, &err);
-    cu_kv_store(dev, kc, vc, dk, dv, kvd, SLOTS, kvd, dslot);
+    cu_cache cc = {cu_alloc(dev, (size_t)SLOTS * kr, &err), cu_alloc(dev, (size_t)SLOTS * vr, &err), tk, tv, kvd};
+    cu_kv_store(dev, cc, dk, dv, kvd, SLOTS, dslot);
     float scale = 1.0f / sqrtf((float)head_dim);
-    cu_attention(dev, dout, dq, kc, vc, T, NH, NKV, head_dim, scale, cap, NULL, dvis, doff, window ? dlo : NULL, dn);
+    cu_attention(dev, dout, dq, cc, T, NH, head_dim, scale, cap, NULL, dvis, doff, window ? dlo : NULL, dn);
     from_dev(out, dout, (size_t)T * qd * 4);
-    uint16_t *kh = malloc((size_t)SLOTS * kvd * 2);
-    from_dev(kh, kc, (size_t)SLOTS * kvd * 2);
-    int bad_store = 0;
-    for (int i = 0; i < SLOTS * kvd; i++) bad_store += kh[i] != quant_f32_to_fp16(k[i]);
-    CHECK_MSG(bad_store == 0, "kv_store: %d keys differ from round-to-nearest f16", bad_store);
+    from_dev(got_rows, cc.k, (size_t)SLOTS * kr);
+    CHECK_MSG(memcmp(got_rows, krows, (size_t)SLOTS * kr) == 0, "kv_store: keys of type %u differ from kv_cache.c's rows", tk);
     int bad = 0;
     double *p = malloc(SLOTS * sizeof *p);
     for (int t = 0; t < T; t++)
@@ -294,27 +309,26 @@ static void test_attention(int head_dim, float cap, int window) {
             int g = h / (NH / NKV);
             double mx = -INFINITY, sum = 0;
             for (int c = vis_lo[t]; c < n_vis[t]; c++) {
-                const float *kr = k + (size_t)perm[c] * kvd + g * head_dim;
+                const float *kv = ks + (size_t)perm[c] * kvd + g * head_dim;
                 double s = 0;
-                for (int d = 0; d < head_dim; d++) s += (double)q[t * qd + h * head_dim + d] * quant_fp16_to_f32(quant_f32_to_fp16(kr[d]));
+                for (int d = 0; d < head_dim; d++) s += (double)q[t * qd + h * head_dim + d] * kv[d];
                 p[c] = cap > 0 ? cap * tanh(s * scale / cap) : s * scale;
                 if (p[c] > mx) mx = p[c];
             }
             for (int c = vis_lo[t]; c < n_vis[t]; c++) sum += p[c] = exp(p[c] - mx);
             for (int d = 0; d < head_dim; d++) {
                 double o = 0;
-                for (int c = vis_lo[t]; c < n_vis[t]; c++)
-                    o += p[c] / sum * quant_fp16_to_f32(quant_f32_to_fp16(v[(size_t)perm[c] * kvd + g * head_dim + d]));
+                for (int c = vis_lo[t]; c < n_vis[t]; c++) o += p[c] / sum * vs[(size_t)perm[c] * kvd + g * head_dim + d];
                 double got = out[t * qd + h * head_dim + d];
                 if (fabs(got - o) > 2e-5) {
                     if (bad++ < 3) fprintf(stderr, "attention hd %d: token %d head %d dim %d: %.8g, want %.8g\n", head_dim, t, h, d, got, o);
                 }
             }
         }
-    CHECK_MSG(bad == 0, "attention (head_dim %d, cap %g, window %d): %d wrong", head_dim, cap, window, bad);
+    CHECK_MSG(bad == 0, "attention (head_dim %d, cap %g, window %d, types %u/%u): %d wrong", head_dim, cap, window, tk, tv, bad);
     cu_free(dev, dk), cu_free(dev, dv), cu_free(dev, dq), cu_free(dev, dout), cu_free(dev, dslot), cu_free(dev, dvis);
-    cu_free(dev, dn), cu_free(dev, doff), cu_free(dev, dlo), cu_free(dev, kc), cu_free(dev, vc);
-    free(k), free(v), free(q), free(out), free(kh), free(p);
+    cu_free(dev, dn), cu_free(dev, doff), cu_free(dev, dlo), cu_free(dev, cc.k), cu_free(dev, cc.v);
+    free(k), free(v), free(q), free(ks), free(vs), free(krows), free(vrows), free(got_rows), free(out), free(p);
 }
 
 static void test_move(void) {
@@ -360,10 +374,14 @@ int main(void) {
     test_glu(KERNELS_GELU_TANH);
     test_glu(KERNELS_SILU_OAI);
     test_norm_add();
-    test_attention(12, 0, 0); /* rows not of whole 16-byte pieces */
-    test_attention(64, 0, 0);
-    test_attention(256, 0, 0);
-    test_attention(64, 50.0f, 100); /* Gemma 2's soft-capping, a sliding window */
+    test_attention(12, 0, 0, GGML_TYPE_F16, GGML_TYPE_F16); /* rows not of whole 16-byte pieces */
+    test_attention(64, 0, 0, GGML_TYPE_F16, GGML_TYPE_F16);
+    test_attention(256, 0, 0, GGML_TYPE_F16, GGML_TYPE_F16);
+    test_attention(64, 50.0f, 100, GGML_TYPE_F16, GGML_TYPE_F16); /* Gemma 2's soft-capping, a sliding window */
+    test_attention(64, 0, 0, GGML_TYPE_F32, GGML_TYPE_F32);
+    test_attention(64, 0, 0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0);
+    test_attention(32, 0, 0, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0); /* rows of 18 * 2 bytes: not word-aligned */
+    test_attention(64, 0, 0, GGML_TYPE_Q8_0, GGML_TYPE_F16);
     test_move();
     cu_close(dev);
     return test_summary("test_ops");

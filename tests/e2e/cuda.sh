@@ -3,9 +3,10 @@
 # (1) Emulated, everywhere: build/emu/nucleus runs the CUDA source on the CPU (src/cuda/emulate.h),
 #     so the GPU pass's logic is checked here and in CI: the real trained models of shared/golden,
 #     every architecture of shared/archs (all twelve run on the GPU), a K-quant of shared/quants and
-#     reference.sh's tiny models in every weight type, against float64 (an f16 cache, the GPU's);
+#     reference.sh's tiny models in every weight type, against float64 (an f16 cache); kv_quant.sh's
+#     models with every cache type against the reference that rounds keys and values alike;
 #     graphs against eager launches; a served batch against its requests alone; what it lacks
-#     refused, naming it (other cache types), and a build without CUDA saying how to get it; the
+#     refused, naming it, and a build without CUDA saying how to get it; the
 #     layers split between the CPU and the GPU (-ngl); a prompt cache saved and reused, and a
 #     context shift, on the GPU.
 # (2) On a GPU (build/cuda/nucleus, make cuda, and a GPU that test_ops finds): every record of
@@ -52,6 +53,8 @@ absorb "quants (a K-quant, uploaded as F32), emulated GPU" /usr/bin/python3 test
 printf '#!/bin/sh\nexec "%s" "$@" --device cuda\n' "$PWD/$EMU" >"$tmp/gpu-nucleus"
 chmod +x "$tmp/gpu-nucleus"
 absorb "reference, emulated GPU" env NUCLEUS_BIN="$tmp/gpu-nucleus" bash tests/e2e/reference.sh
+# every key / value cache type (F16, F32, Q8_0, Q4_0) against the reference with the same rounding
+absorb "kv_quant, emulated GPU" env NUCLEUS_BIN="$tmp/gpu-nucleus" bash tests/e2e/kv_quant.sh
 # the layers split: the first on the CPU, the last (-ngl) and the output on the GPU
 split() { # file, layers: a nucleus whose score runs the last `layers` on the GPU
     printf '#!/bin/sh\n[ "$1" = score ] && exec "%s" "$@" -ngl %s\nexec "%s" "$@"\n' "$PWD/$EMU" "$2" "$PWD/$EMU" >"$1"
@@ -65,8 +68,6 @@ absorb "archs, the last layer on the emulated GPU" /usr/bin/python3 tests/e2e/ar
     --shared "$SHARED" --device cuda --forms gguf --only gemma3,gptoss,qwen2
 
 IDS=1,2,3,4
-expect_err "an f32 cache" "does not support a KV cache type other than f16" \
-    "$EMU" score -m "$STORIES" --ids $IDS --device cuda --cache-type f32
 expect_err "a negative layer count" "-ngl: -2 is outside the allowed range -1.." "$EMU" score -m "$STORIES" --ids $IDS -ngl -2
 expect_err "a bad --device" "expected cpu or cuda" "$EMU" score -m "$STORIES" --ids $IDS --device tpu
 expect_err "the CPU build" "built without the CUDA backend (build it with \`make CUDA=1\`)" \
