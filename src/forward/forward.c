@@ -520,17 +520,6 @@ typedef struct attn_cells {
     int32_t begin, end;              /* span coordinates (cells, or positions) to visit */
 } attn_cells;
 
-/* The first index of the sorted positions pos[0..n) that is >= p. */
-static int32_t lower_bound(const int32_t *pos, int32_t n, int32_t p) {
-    int32_t lo = 0, hi = n;
-    while (lo < hi) {
-        int32_t mid = lo + (hi - lo) / 2;
-        if (pos[mid] < p) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
 static attn_cells block_cells(const fwd_state *s, int layer, int seq, int32_t lo, int32_t hi) {
     const kv_cache *kv = &s->kv;
     attn_cells c = {.ring = kv_is_ring(kv, layer)};
@@ -540,8 +529,8 @@ static attn_cells block_cells(const fwd_state *s, int layer, int seq, int32_t lo
     } else {
         const int32_t *pos = kv_positions(kv, seq);
         int32_t n = kv_seq_len(kv, seq);
-        c.begin = lower_bound(pos, n, lo) / FWD_ATTN_SPAN * FWD_ATTN_SPAN;
-        c.end = lower_bound(pos, n, hi + 1);
+        c.begin = fwd_lower_bound(pos, n, lo) / FWD_ATTN_SPAN * FWD_ATTN_SPAN;
+        c.end = fwd_lower_bound(pos, n, hi + 1);
     }
     return c;
 }
@@ -556,8 +545,8 @@ static void span_range(const attn_cells *c, const int32_t *label, int32_t c0, in
         *a = first - c0;
         *z = last >= first ? last - c0 + 1 : *a;
     } else {
-        *a = lower_bound(label, nc, lo);
-        *z = lower_bound(label, nc, hi + 1);
+        *a = fwd_lower_bound(label, nc, lo);
+        *z = fwd_lower_bound(label, nc, hi + 1);
     }
 }
 

@@ -133,6 +133,17 @@ const float *fwd_hidden(const fwd_state *s, int i);
 /* kv_seq_keep, then the moved keys rotated for their new positions. */
 int fwd_seq_keep(fwd_state *s, int32_t seq, const int32_t *cells, int32_t n, const int32_t *new_pos, nc_err *err);
 
+/* The first index of the sorted positions pos[0..n) that is >= p. */
+static inline int32_t fwd_lower_bound(const int32_t *pos, int32_t n, int32_t p) {
+    int32_t lo = 0, hi = n;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (pos[mid] < p) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
 /* The router's choice for token t of a mixture-of-experts layer, from its logits in
  * s->moe.logits: the experts in s->moe.expert, their weights in s->moe.weight (shared by the CPU
  * and GPU passes). */

@@ -331,14 +331,7 @@ const char *fwd_gpu_describe(const fwd_state *s, char *buf, size_t n) {
 
 /* Cells of a sequence holding positions < pos (positions increase along the cells). */
 static int32_t cells_below(const kv_cache *kv, int32_t seq, int32_t pos) {
-    const int32_t *p = kv_positions(kv, seq);
-    int32_t lo = 0, hi = kv_seq_len(kv, seq);
-    while (lo < hi) {
-        int32_t mid = lo + (hi - lo) / 2;
-        if (p[mid] < pos) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
+    return fwd_lower_bound(kv_positions(kv, seq), kv_seq_len(kv, seq), pos);
 }
 
 /* The micro-batch's inputs into pinned memory, and their copies queued: the embedded tokens, the

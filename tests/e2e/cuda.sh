@@ -24,6 +24,14 @@ NUCLEUS=$EMU
 . tests/lib/servers.sh
 trap servers_cleanup EXIT
 
+wrap() { # file, flags...: the emulated nucleus with the flags added to every command that runs the model
+    local file=$1
+    shift
+    printf '#!/bin/sh\ncase "$1" in run|chat|serve|score|perplexity|bench) exec "%s" "$@" %s;; esac\nexec "%s" "$@"\n' \
+        "$PWD/$EMU" "$*" "$PWD/$EMU" >"$file"
+    chmod +x "$file"
+}
+
 absorb() { # name, command...: a checker's own "N passed, N failed" added to ours; its tables and failures shown
     local name=$1 out line
     shift
@@ -50,20 +58,15 @@ absorb "quants (a K-quant, uploaded as F32), emulated GPU" /usr/bin/python3 test
     --shared "$SHARED" --models "$MODELS_DIR" --device cuda --cache-types f16 --set quants --only q4_k_s
 # tests/e2e/reference.sh's tiny models (every weight type, MQA, partial rotary, rope_freqs, qwen2's
 # biases) against reference-forward, through the GPU pass
-printf '#!/bin/sh\nexec "%s" "$@" --device cuda\n' "$PWD/$EMU" >"$tmp/gpu-nucleus"
-chmod +x "$tmp/gpu-nucleus"
+wrap "$tmp/gpu-nucleus" --device cuda
 absorb "reference, emulated GPU" env NUCLEUS_BIN="$tmp/gpu-nucleus" bash tests/e2e/reference.sh
 # every key / value cache type (F16, F32, Q8_0, Q4_0) against the reference with the same rounding
 absorb "kv_quant, emulated GPU" env NUCLEUS_BIN="$tmp/gpu-nucleus" bash tests/e2e/kv_quant.sh
 # the layers split: the first on the CPU, the last (-ngl) and the output on the GPU
-split() { # file, layers: a nucleus whose score runs the last `layers` on the GPU
-    printf '#!/bin/sh\n[ "$1" = score ] && exec "%s" "$@" -ngl %s\nexec "%s" "$@"\n' "$PWD/$EMU" "$2" "$PWD/$EMU" >"$1"
-    chmod +x "$1"
-}
-split "$tmp/split-nucleus" 2
+wrap "$tmp/split-nucleus" -ngl 2
 absorb "golden, 2 of 5 layers on the emulated GPU" /usr/bin/python3 tests/e2e/golden_check.py --nucleus "$tmp/split-nucleus" \
     --shared "$SHARED" --models "$MODELS_DIR" --cache-types f16 --only stories260K
-split "$tmp/split1-nucleus" 1
+wrap "$tmp/split1-nucleus" -ngl 1
 absorb "archs, the last layer on the emulated GPU" /usr/bin/python3 tests/e2e/archs_check.py --nucleus "$tmp/split1-nucleus" \
     --shared "$SHARED" --device cuda --forms gguf --only gemma3,gptoss,qwen2
 
