@@ -2,7 +2,8 @@
 # On a machine with an NVIDIA GPU (a lent one: bench/gpu-bundle.sh prepares build/cuda and shared/
 # here, and says how to start this there): the CUDA backend's tests on the GPU; every record of
 # shared/golden, shared/quants and shared/archs through the GPU pass; then speed, nucleus bench --device cuda (pp512, tg128, 3 repetitions) on issue 19's
-# synthetic models (TinyLlama-1.1B Q4_0, Llama-2-7B Q4_0 and Q8_0), and one decode run of each
+# synthetic models (TinyLlama-1.1B Q4_0, Llama-2-7B Q4_0 and Q8_0; TinyLlama Q4_K, a K-quant read from
+# its blocks), and one decode run of each
 # timed operation by operation (NUCLEUS_CUDA_PROFILE=1). A summary is printed last; the logs are
 # under $OUT (the device tool's folder that comes back) or /tmp/gpu-out.
 set -u
@@ -42,7 +43,7 @@ check quants tests/e2e/golden_check.py --nucleus "$N" --shared "$SHARED" --model
     --set quants
 check archs tests/e2e/archs_check.py --nucleus "$N" --shared "$SHARED" --device cuda --forms gguf,hf
 
-for spec in "tinyllama-1.1b q4_0" "llama2-7b q4_0" "llama2-7b q8_0"; do
+for spec in "tinyllama-1.1b q4_0" "tinyllama-1.1b q4_k" "llama2-7b q4_0" "llama2-7b q8_0"; do
     set -- $spec
     f=$MODELS/bench-$1-$2.gguf
     [ -s "$f" ] || "$PY" "$SHARED/tools/synth-gguf" --shape "$1" --type "$2" -o "$f" >/dev/null

@@ -5,13 +5,17 @@
  *
  * Every product promises what the CPU kernels promise (kernels.h): a per-row reduction order
  * that depends on nothing but the row, so a token's outputs are the same bits whatever the batch
- * holds. Q4_0 and Q8_0 run on the tensor cores for every batch size (decode too, where the
- * weights' bytes bound the time and the idle columns cost nothing): activations split into two
- * bf16 parts (16 significant bits, as the CPU's int16 activations), each group of 32 a fresh
- * mma accumulator, scaled and added into the token's sum in group order. The float types run on
- * the FMA units: lane l of a warp takes elements 8l..8l + 7 of every 256 of the row, sums their
- * products in order in f32 and adds to its sum; the lanes' sums meet in a fixed butterfly, with
- * the activations f32.
+ * holds. The quantised types run on the tensor cores for every batch size (decode too, where
+ * the weights' bytes bound the time and the idle columns cost nothing), each weight as the
+ * integer w of its type's form (tensor/quant_form.h: weight = a w + b per half group of 16):
+ * activations split into two bf16 parts (16 significant bits, as the CPU's int16 activations),
+ * each group of 32 (or half, for the types scaled by halves) a fresh mma accumulator of w times
+ * them, scaled by a and added into the token's sum in group order, then b times the group's
+ * (half's) sum of the activations, summed in order in f32. The float types run on the FMA units:
+ * lane l of a warp takes elements 8l..8l + 7 of every 256 of the row, sums their products in
+ * order in f32 and adds to its sum; the lanes' sums meet in a fixed butterfly, with the
+ * activations f32 (NUCLEUS_CUDA_MMA=0 runs the quantised types so too: w times x summed over the
+ * 8, times a, plus b times their sum).
  *
  * Device memory is reached through opaque pointers; the operations are queued on the device's
  * stream in order, and cu_sync waits for them and reports the first failure. */
@@ -32,10 +36,10 @@ typedef struct cu_dev cu_dev;
 
 /* A weight matrix in device memory, in the layout the products read: Q4_0 and Q8_0 as two
  * planes (the quants of each row's groups, 16 or 32 bytes a group, then an f16 scale per group),
- * F16, BF16 and F32 as dense rows; any other type dequantised to F32 at upload (exact, 4 bytes
- * an element). */
+ * the other quantised types as the file's blocks, F16, BF16 and F32 as dense rows; IQ3_S is
+ * dequantised to F32 at upload (exact, 4 bytes an element). */
 typedef struct cu_mat {
-    uint32_t type;          /* the layout's type: Q4_0, Q8_0, F16, BF16 or F32 */
+    uint32_t type;          /* the layout's type: the file's, or F32 for IQ3_S */
     uint32_t file_type;     /* the type it came from */
     int32_t rows, cols;
     void *q;                /* quants or elements */
@@ -63,9 +67,9 @@ bool cu_profiling(const cu_dev *d);
 /* Bytes of device memory free now. */
 size_t cu_free_bytes(const cu_dev *d);
 
-/* Room for the products' inputs of up to `tokens` tokens of `cols` columns (Q4_0 and Q8_0 products
- * split their activations into bf16 parts in it first): set before any such product (and before
- * capturing a graph), or the product fails. */
+/* Room for the products' inputs of up to `tokens` tokens of `cols` columns (the tensor cores'
+ * products split their activations into bf16 parts, and sum them by 16, in it first): set before
+ * any such product (and before capturing a graph), or the product fails. */
 int cu_reserve(cu_dev *d, int tokens, int cols, nc_err *err);
 void *cu_alloc(cu_dev *d, size_t bytes, nc_err *err);
 void cu_free(cu_dev *d, void *p);

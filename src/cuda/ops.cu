@@ -30,8 +30,9 @@ struct cu_dev {
     char desc[320];
     cu_prof *prof;          /* or NULL */
     uint32_t *split;        /* activations as bf16 pairs, high then low parts (cu_reserve) */
+    float *sums;            /* the activations' sums by 16 columns, for types with offsets */
     size_t split_elems;     /* tokens x columns they hold */
-    bool mma;               /* Q4_0 / Q8_0 products on the tensor cores (NUCLEUS_CUDA_MMA=0: not) */
+    bool mma;               /* quantised products on the tensor cores (NUCLEUS_CUDA_MMA=0: not) */
 };
 
 /* Remember the first failure of a call or a launch. */
@@ -125,6 +126,7 @@ extern "C" void cu_close(cu_dev *d) {
         free(d->prof);
     }
     cudaFree(d->split);
+    cudaFree(d->sums);
     cudaStreamDestroy(d->stream);
     free(d);
 }
@@ -140,8 +142,12 @@ extern "C" int cu_reserve(cu_dev *d, int tokens, int cols, nc_err *err) {
     size_t n = (size_t)((tokens + 7) / 8 * 8) * (size_t)cols;
     if (n <= d->split_elems) return 0;
     cudaFree(d->split);
+    cudaFree(d->sums);
     d->split_elems = 0;
-    if (!(d->split = (uint32_t *)cu_alloc(d, n * sizeof(uint16_t) * 2, err))) return -1;
+    d->sums = NULL;
+    if (!(d->split = (uint32_t *)cu_alloc(d, n * sizeof(uint16_t) * 2, err)) ||
+        !(d->sums = (float *)cu_alloc(d, n / 16 * sizeof(float) + sizeof(float), err)))
+        return -1;
     d->split_elems = n;
     return 0;
 }
@@ -266,7 +272,14 @@ extern "C" void cu_graph_free(cu_graph *g) {
 
 enum { GROUP = 32 };
 
-static bool planar(uint32_t t) { return t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q8_0; }
+static constexpr bool planar_type(uint32_t t) { return t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q8_0; }
+static bool planar(uint32_t t) { return planar_type(t); }
+/* The other quantised types stay in the file's blocks, read through their form (quant_form.h);
+ * IQ3_S, whose grid is a table built at start, is dequantised to F32. */
+static bool native(uint32_t t) {
+    const quant_type *q = quant_type_of(t);
+    return q && q->group && !planar(t) && t != GGML_TYPE_IQ3_S;
+}
 static bool dense(uint32_t t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16; }
 static size_t elem_bytes(uint32_t t) { return t == GGML_TYPE_F32 ? 4 : 2; }
 /* Q4_0 / Q8_0: quant bytes of a group in the planes, and of a GGUF block (an f16 scale first). */
@@ -283,6 +296,9 @@ static void host_rows(const cu_mat *m, const uint8_t *src, size_t row_bytes, int
                 memcpy(dsc + ((size_t)r * ng + g) * 2, blk, 2);
                 memcpy(q + ((size_t)r * ng + g) * pb, blk + 2, pb);
             }
+        } else if (native(m->type)) {
+            size_t rb = quant_row_bytes(m->type, m->cols);
+            memcpy(q + (size_t)r * rb, row, rb);
         } else if (m->type == m->file_type) {
             memcpy(q + (size_t)r * m->cols * elem_bytes(m->type), row, (size_t)m->cols * elem_bytes(m->type));
         } else {
@@ -295,13 +311,17 @@ extern "C" int cu_upload(cu_dev *d, cu_mat *m, const void *data, uint32_t type, 
                          size_t row_bytes, nc_err *err) {
     memset(m, 0, sizeof *m);
     m->file_type = type;
-    m->type = planar(type) || dense(type) ? type : (uint32_t)GGML_TYPE_F32;
+    m->type = planar(type) || dense(type) || native(type) ? type : (uint32_t)GGML_TYPE_F32;
     m->rows = rows;
     m->cols = cols;
     if (planar(type) && cols % GROUP)
         return nc_fail(err, "%d columns: not whole groups of %d", cols, GROUP);
     if (!quant_type_supported(type)) return nc_fail(err, "type %u cannot be read", type);
-    size_t q_row = planar(m->type) ? (size_t)cols / GROUP * plane_bytes(m->type) : (size_t)cols * elem_bytes(m->type);
+    if (native(type) && cols % (int32_t)quant_type_of(type)->block_elems)
+        return nc_fail(err, "%d columns: not whole blocks of %u", cols, quant_type_of(type)->block_elems);
+    size_t q_row = planar(m->type)   ? (size_t)cols / GROUP * plane_bytes(m->type)
+                   : native(m->type) ? quant_row_bytes(m->type, cols)
+                                     : (size_t)cols * elem_bytes(m->type);
     size_t d_row = planar(m->type) ? (size_t)cols / GROUP * 2 : 0;
     m->bytes = (size_t)rows * (q_row + d_row);
     m->q = cu_alloc(d, (size_t)rows * q_row, err);
@@ -338,13 +358,45 @@ struct mat_view {
     const uint8_t *q;
     const uint16_t *d;
     int rows, cols;
+    size_t rb; /* bytes a row, for the types in the file's blocks */
 };
 
-/* Elements e0..e0 + 7 of row r (e0 a multiple of 8): their values as dequantised, before their
- * group's scale, and whether a scale follows (*s). Elements past the row's end (float types
- * only) read as 0; vec: the row's length is a multiple of 8, so they are read 16 bytes at a time. */
+/* A quantised type's form (quant_form.h) to the kernels: groups of 32 a block, whether scales go
+ * by halves of 16 and whether there are offsets (quant.h's list), and whether its weights stay in
+ * the file's blocks (native: all but Q4_0 and Q8_0, which are split into planes). */
+template <uint32_t TYPE> struct form {
+    enum { native = 0, halves = 0, has_min = 0 };
+};
+#define FORM(NAME, GROUPS, HALVES, MIN, WRITER)                                                                 \
+    template <> struct form<GGML_TYPE_##NAME> {                                                                 \
+        enum { native = !planar_type(GGML_TYPE_##NAME), groups = GROUPS, halves = HALVES, has_min = MIN };      \
+        static constexpr size_t bytes = sizeof(block_##NAME);                                                   \
+        static __device__ __forceinline__ int w(const uint8_t *b, int j, int k) { return qf_w_##NAME(b, j, k); } \
+        static __device__ __forceinline__ void ab(const uint8_t *b, int j, float a[2], float o[2]) {            \
+            qf_ab_##NAME(b, j, a, o);                                                                           \
+        }                                                                                                       \
+    };
+QUANT_FORM_TYPES(FORM)
+#undef FORM
+
+/* Elements e0..e0 + 7 of row r (e0 a multiple of 8): their integers w, and their half-group's
+ * scale *s and offset *o (the element is s w + o), or for the float types their values (*s = 1,
+ * *o = 0). Elements past the row's end (float types only) read as 0; vec: the row's length is a
+ * multiple of 8, so they are read 16 bytes at a time. */
 template <uint32_t TYPE>
-static __device__ __forceinline__ bool load8(const mat_view &w, int r, int e0, bool vec, float v[8], float *s) {
+static __device__ __forceinline__ void load8(const mat_view &w, int r, int e0, bool vec, float v[8], float *s, float *o) {
+    *o = 0.0f;
+    if constexpr (form<TYPE>::native) {
+        using F = form<TYPE>;
+        const int gi = e0 / GROUP, j = gi % F::groups, k0 = e0 % GROUP;
+        const uint8_t *blk = w.q + (size_t)r * w.rb + (size_t)(gi / F::groups) * F::bytes;
+        float a[2], b[2];
+        F::ab(blk, j, a, b);
+        *s = a[k0 / 16], *o = b[k0 / 16];
+#pragma unroll
+        for (int i = 0; i < 8; i++) v[i] = (float)F::w(blk, j, k0 + i);
+        return;
+    }
     if (TYPE == GGML_TYPE_Q4_0 || TYPE == GGML_TYPE_Q8_0) {
         size_t at = (size_t)r * (w.cols / GROUP) + e0 / GROUP;
         int part = e0 % GROUP / 8;
@@ -360,7 +412,7 @@ static __device__ __forceinline__ bool load8(const mat_view &w, int r, int e0, b
             uint32_t b = (word[j / 4] >> (8 * (j % 4))) & 0xff;
             v[j] = TYPE == GGML_TYPE_Q4_0 ? (float)((int)((b >> (part / 2 * 4)) & 15) - 8) : (float)(int8_t)b;
         }
-        return true;
+        return;
     }
     *s = 1.0f;
     size_t at = (size_t)r * w.cols + e0;
@@ -373,7 +425,7 @@ static __device__ __forceinline__ bool load8(const mat_view &w, int r, int e0, b
 #pragma unroll
             for (int j = 0; j < 8; j++) v[j] = e0 + j < w.cols ? p[j] : 0.0f;
         }
-        return false;
+        return;
     }
     const uint16_t *p = (const uint16_t *)w.q + at;
     uint16_t h[8];
@@ -388,7 +440,6 @@ static __device__ __forceinline__ bool load8(const mat_view &w, int r, int e0, b
     }
 #pragma unroll
     for (int j = 0; j < 8; j++) v[j] = TYPE == GGML_TYPE_F16 ? h2f(h[j]) : __uint_as_float((uint32_t)h[j] << 16);
-    return false;
 }
 
 /* Activations e0..e0 + 7 of one token (0 past the row's end). */
@@ -406,8 +457,9 @@ enum { MUL_WARPS = 4, MUL_TT = 8 };
 
 /* Warp w of block (bx, by) computes row bx * MUL_WARPS + w for tokens by * MUL_TT.. in the order
  * cuda.h gives: lane l takes elements 8l..8l + 7 of each 256, whose products it sums in order,
- * scales by their group's scale and adds to its sum; then the lanes' sums meet in a butterfly.
- * A warp's loads of a row and of an activation row are each 256 contiguous elements. */
+ * scales by their group's scale and adds to its sum (then, for types with offsets, the offset
+ * times the 8 activations' sum); then the lanes' sums meet in a butterfly. A warp's loads of a
+ * row and of an activation row are each 256 contiguous elements. */
 template <uint32_t TYPE>
 static __global__ void __launch_bounds__(MUL_WARPS * 32)
     k_mul(mat_view w, const float *__restrict__ x, int ldx, int T, float *y, int ldy, const float *__restrict__ bias,
@@ -421,8 +473,8 @@ static __global__ void __launch_bounds__(MUL_WARPS * 32)
     for (int t = 0; t < MUL_TT; t++) acc[t] = 0.0f;
 #pragma unroll 4
     for (int e0 = lane * 8; e0 < w.cols; e0 += 256) {
-        float v[8], s;
-        bool scaled = load8<TYPE>(w, r, e0, vw, v, &s);
+        float v[8], s, o;
+        load8<TYPE>(w, r, e0, vw, v, &s, &o);
 #pragma unroll
         for (int t = 0; t < MUL_TT; t++) {
             if (t >= nt) break;
@@ -431,7 +483,17 @@ static __global__ void __launch_bounds__(MUL_WARPS * 32)
             float p = v[0] * xv[0];
 #pragma unroll
             for (int j = 1; j < 8; j++) p = fmaf(v[j], xv[j], p);
-            acc[t] = scaled ? fmaf(s, p, acc[t]) : acc[t] + p;
+            if (TYPE == GGML_TYPE_F32 || TYPE == GGML_TYPE_F16 || TYPE == GGML_TYPE_BF16) {
+                acc[t] += p;
+            } else {
+                acc[t] = fmaf(s, p, acc[t]);
+                if (form<TYPE>::has_min) {
+                    float sx = xv[0];
+#pragma unroll
+                    for (int j = 1; j < 8; j++) sx += xv[j];
+                    acc[t] = fmaf(o, sx, acc[t]);
+                }
+            }
         }
     }
 #pragma unroll
@@ -476,13 +538,9 @@ static __device__ __forceinline__ uint32_t bf16_pair(int v0, int v1) {
 /* A lane's share of one row's group for the mma's A fragment: with q = lane % 4, the weights of
  * elements 2q, 2q + 1 (pair[c][0]) and 2q + 8, 2q + 9 (pair[c][1]) of half c of the group. The
  * group is read whole, 16 bytes (Q4_0: element j in byte j % 16, the low nibble for j < 16) or
- * 32 (Q8_0), and the lane's bytes picked out of its words; 0 for a row past the last. */
+ * 32 (Q8_0), and the lane's bytes picked out of its words. */
 template <uint32_t TYPE>
-static __device__ __forceinline__ void weight_pairs(const uint8_t *grp, bool in, int q, uint32_t pair[2][2]) {
-    if (!in) {
-        pair[0][0] = pair[0][1] = pair[1][0] = pair[1][1] = 0;
-        return;
-    }
+static __device__ __forceinline__ void weight_pairs(const uint8_t *grp, int q, uint32_t pair[2][2]) {
     const int sh = 16 * (q & 1); /* bytes 2q, 2q + 1 are the low or high half of word q / 2 */
     if (TYPE == GGML_TYPE_Q4_0) {
         uint4 u = *(const uint4 *)grp;
@@ -504,37 +562,72 @@ static __device__ __forceinline__ void weight_pairs(const uint8_t *grp, bool in,
     }
 }
 
-/* Q4_0 / Q8_0 products on the tensor cores, for any number of tokens: warp w of block (bx, by)
+/* Row r's group gi as the mma's A operand (weight_pairs' layout) with the group's scales a and
+ * offsets b by half: Q4_0 / Q8_0 from their planes, the other types from their blocks through
+ * their form. All 0 for a row past the last. */
+template <uint32_t TYPE>
+static __device__ __forceinline__ void group_frag(const mat_view &w, int r, bool in, int gi, int q, uint32_t pair[2][2],
+                                                  float a[2], float b[2]) {
+    if (!in) {
+        pair[0][0] = pair[0][1] = pair[1][0] = pair[1][1] = 0;
+        a[0] = a[1] = b[0] = b[1] = 0.0f;
+        return;
+    }
+    if constexpr (form<TYPE>::native) {
+        using F = form<TYPE>;
+        const uint8_t *blk = w.q + (size_t)r * w.rb + (size_t)(gi / F::groups) * F::bytes;
+        const int j = gi % F::groups;
+#pragma unroll
+        for (int c = 0; c < 2; c++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                int k = 16 * c + 8 * h + 2 * q;
+                pair[c][h] = bf16_pair(F::w(blk, j, k), F::w(blk, j, k + 1));
+            }
+        F::ab(blk, j, a, b);
+    } else {
+        const size_t at = (size_t)r * (w.cols / GROUP) + gi;
+        weight_pairs<TYPE>(w.q + at * (TYPE == GGML_TYPE_Q4_0 ? 16 : 32), q, pair);
+        a[0] = a[1] = h2f(w.d[at]);
+        b[0] = b[1] = 0.0f;
+    }
+}
+
+/* Quantised products on the tensor cores, for any number of tokens: warp w of block (bx, by)
  * takes rows (bx * MMA_WARPS + w) * 16.. and tokens by * 8 * MMA_TILES..; per group of 32, two
- * k-halves times the activations' high and low parts into a fresh accumulator (mma.m16n8k16),
- * which then meets the group's scale in an fma into the token's sum. A token's outputs depend only
- * on its own activations: the same bits whatever else the batch holds. */
+ * k-halves times the activations' high and low parts into a fresh accumulator (mma.m16n8k16), or
+ * one per half for types scaled by halves, which then meets its scale in an fma into the token's
+ * sum; types with offsets add offset times the activations' sum over the group (or half), from
+ * `sums`. A token's outputs depend only on its own activations: the same bits whatever else the
+ * batch holds. */
 template <uint32_t TYPE>
 static __global__ void __launch_bounds__(MMA_WARPS * 32)
-    k_mul_mma(mat_view w, const uint32_t *__restrict__ xs, int T, float *y, int ldy, const float *__restrict__ bias,
-              int add, float scale) {
+    k_mul_mma(mat_view w, const uint32_t *__restrict__ xs, const float *__restrict__ sums, int T, float *y, int ldy,
+              const float *__restrict__ bias, int add, float scale) {
+    constexpr int NP = form<TYPE>::halves ? 2 : 1; /* accumulators a group */
     const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
     const int r0 = (blockIdx.x * MMA_WARPS + (threadIdx.x >> 5)) * 16, ra = r0 + g, rb = r0 + g + 8;
     if (r0 >= w.rows) return; /* the whole warp */
     const bool ina = ra < w.rows, inb = rb < w.rows;
     const int t0 = blockIdx.y * 8 * MMA_TILES, ng = w.cols / GROUP, half_cols = w.cols / 2;
-    const size_t plane = (size_t)(T + 7) / 8 * 8 * half_cols, pb = TYPE == GGML_TYPE_Q4_0 ? 16 : 32;
+    const size_t plane = (size_t)(T + 7) / 8 * 8 * half_cols;
     float acc[MMA_TILES][4];
 #pragma unroll
     for (int n = 0; n < MMA_TILES; n++)
 #pragma unroll
         for (int i = 0; i < 4; i++) acc[n][i] = 0.0f;
     for (int gi = 0; gi < ng; gi++) {
-        const uint8_t *qa = w.q + ((size_t)(ina ? ra : r0) * ng + gi) * pb, *qb = w.q + ((size_t)(inb ? rb : r0) * ng + gi) * pb;
-        float da = ina ? h2f(w.d[(size_t)ra * ng + gi]) : 0.0f, db = inb ? h2f(w.d[(size_t)rb * ng + gi]) : 0.0f;
         uint32_t wa[2][2], wb[2][2];
-        weight_pairs<TYPE>(qa, ina, q, wa);
-        weight_pairs<TYPE>(qb, inb, q, wb);
-        float part[MMA_TILES][4];
+        float sa[2], oa[2], sb[2], ob[2];
+        group_frag<TYPE>(w, ina ? ra : r0, ina, gi, q, wa, sa, oa);
+        group_frag<TYPE>(w, inb ? rb : r0, inb, gi, q, wb, sb, ob);
+        float part[NP][MMA_TILES][4];
 #pragma unroll
-        for (int n = 0; n < MMA_TILES; n++)
+        for (int p = 0; p < NP; p++)
 #pragma unroll
-            for (int i = 0; i < 4; i++) part[n][i] = 0.0f;
+            for (int n = 0; n < MMA_TILES; n++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) part[p][n][i] = 0.0f;
 #pragma unroll
         for (int c = 0; c < 2; c++) { /* the group's two halves of 16 */
             int e = c * 16 + 2 * q;
@@ -546,14 +639,27 @@ static __global__ void __launch_bounds__(MMA_WARPS * 32)
                 size_t at = (size_t)t * half_cols + (size_t)(gi * GROUP + e) / 2;
                 uint32_t bh[2] = {t < T ? xs[at] : 0u, t < T ? xs[at + 4] : 0u};
                 uint32_t bl[2] = {t < T ? xs[plane + at] : 0u, t < T ? xs[plane + at + 4] : 0u};
-                mma_bf16(part[n], a, bh);
-                mma_bf16(part[n], a, bl);
+                mma_bf16(part[NP == 2 ? c : 0][n], a, bh);
+                mma_bf16(part[NP == 2 ? c : 0][n], a, bl);
             }
         }
 #pragma unroll
-        for (int n = 0; n < MMA_TILES; n++)
+        for (int n = 0; n < MMA_TILES; n++) {
+            if (t0 + 8 * n >= T) break;
 #pragma unroll
-            for (int i = 0; i < 4; i++) acc[n][i] = fmaf(i < 2 ? da : db, part[n][i], acc[n][i]);
+            for (int i = 0; i < 4; i++) {
+#pragma unroll
+                for (int p = 0; p < NP; p++) acc[n][i] = fmaf(i < 2 ? sa[p] : sb[p], part[p][n][i], acc[n][i]);
+                if (form<TYPE>::has_min) {
+                    int t = t0 + 8 * n + 2 * q + (i & 1);
+                    if (t >= T) continue;
+                    const float *sx = sums + (size_t)t * (w.cols / 16) + 2 * gi;
+#pragma unroll
+                    for (int p = 0; p < NP; p++)
+                        acc[n][i] = fmaf(i < 2 ? oa[p] : ob[p], NP == 2 ? sx[p] : sx[0] + sx[1], acc[n][i]);
+                }
+            }
+        }
     }
 #pragma unroll
     for (int n = 0; n < MMA_TILES; n++)
@@ -567,47 +673,74 @@ static __global__ void __launch_bounds__(MMA_WARPS * 32)
         }
 }
 
-static bool tensor_cores(const cu_dev *d, const cu_mat *w) {
-    return d->mma && (w->type == GGML_TYPE_Q4_0 || w->type == GGML_TYPE_Q8_0);
+/* Each token's activations summed by 16 columns in order (a thread a half group), for the
+ * offsets of the types that have them. */
+static __global__ void k_sums(const float *x, int ldx, int cols, float *sums) {
+    const int t = blockIdx.y, h = blockIdx.x * blockDim.x + threadIdx.x;
+    if (h >= cols / 16) return;
+    const float *xt = x + (size_t)t * ldx + 16 * h;
+    float s = xt[0];
+    for (int k = 1; k < 16; k++) s += xt[k];
+    sums[(size_t)t * (cols / 16) + h] = s;
 }
 
-/* One product of cu_mul_n, its input already split (for the tensor cores) or as given. */
+static bool tensor_cores(const cu_dev *d, const cu_mat *w) { return d->mma && (planar(w->type) || native(w->type)); }
+static bool offsets(const cu_mat *w) { return native(w->type) && quant_type_of(w->type)->has_min; }
+
+/* The profile's names of the products, by type. */
+#define NAME_CASE(NAME, ...) case GGML_TYPE_##NAME: return mma ? "mma " #NAME : "mul " #NAME;
+static const char *mul_name(uint32_t type, bool mma) {
+    switch (type) {
+    QUANT_FORM_TYPES(NAME_CASE)
+    case GGML_TYPE_F16: return "mul F16";
+    case GGML_TYPE_BF16: return "mul BF16";
+    default: return "mul F32";
+    }
+}
+#undef NAME_CASE
+
+/* One product of cu_mul_n, its input already split (and summed) for the tensor cores, or as
+ * given. */
 static void mul_one(cu_dev *d, const cu_out *o, const float *x, int ldx, int T) {
     const cu_mat *w = o->w;
-    mat_view v = {(const uint8_t *)w->q, (const uint16_t *)w->d, w->rows, w->cols};
-    int a = o->add ? 1 : 0;
-    float *y = o->y;
-    prof_begin(d);
-    if (tensor_cores(d, w)) {
-        dim3 grid((unsigned)((w->rows + 16 * MMA_WARPS - 1) / (16 * MMA_WARPS)), (unsigned)((T + 8 * MMA_TILES - 1) / (8 * MMA_TILES)));
-        if (w->type == GGML_TYPE_Q4_0)
-            NC_LAUNCH(k_mul_mma<GGML_TYPE_Q4_0>, grid, dim3(MMA_WARPS * 32), d->stream, v, d->split, T, y, o->ldy, o->bias, a, o->scale);
-        else
-            NC_LAUNCH(k_mul_mma<GGML_TYPE_Q8_0>, grid, dim3(MMA_WARPS * 32), d->stream, v, d->split, T, y, o->ldy, o->bias, a, o->scale);
-        note_launch(d);
-        prof_end(d, w->type == GGML_TYPE_Q4_0 ? "mma Q4_0" : "mma Q8_0", (double)w->bytes + 4.0 * T * (w->cols + w->rows));
-        return;
-    }
-    dim3 grid((unsigned)((w->rows + MUL_WARPS - 1) / MUL_WARPS), (unsigned)((T + MUL_TT - 1) / MUL_TT)), block(MUL_WARPS * 32);
-    int ldy = o->ldy;
+    mat_view v = {(const uint8_t *)w->q, (const uint16_t *)w->d, w->rows, w->cols,
+                  native(w->type) ? quant_row_bytes(w->type, w->cols) : 0};
+    int a = o->add ? 1 : 0, ldy = o->ldy;
+    float *y = o->y, scale = o->scale;
     const float *bias = o->bias;
-    float scale = o->scale;
-    switch (w->type) {
-    case GGML_TYPE_Q4_0: NC_LAUNCH(k_mul<GGML_TYPE_Q4_0>, grid, block, d->stream, v, x, ldx, T, y, ldy, bias, a, scale); break;
-    case GGML_TYPE_Q8_0: NC_LAUNCH(k_mul<GGML_TYPE_Q8_0>, grid, block, d->stream, v, x, ldx, T, y, ldy, bias, a, scale); break;
-    case GGML_TYPE_F16: NC_LAUNCH(k_mul<GGML_TYPE_F16>, grid, block, d->stream, v, x, ldx, T, y, ldy, bias, a, scale); break;
-    case GGML_TYPE_BF16: NC_LAUNCH(k_mul<GGML_TYPE_BF16>, grid, block, d->stream, v, x, ldx, T, y, ldy, bias, a, scale); break;
-    default: NC_LAUNCH(k_mul<GGML_TYPE_F32>, grid, block, d->stream, v, x, ldx, T, y, ldy, bias, a, scale); break;
+    bool mma = tensor_cores(d, w);
+    prof_begin(d);
+    if (mma) {
+        dim3 grid((unsigned)((w->rows + 16 * MMA_WARPS - 1) / (16 * MMA_WARPS)), (unsigned)((T + 8 * MMA_TILES - 1) / (8 * MMA_TILES)));
+        dim3 block(MMA_WARPS * 32);
+#define MMA_CASE(NAME, ...)                                                                                           \
+    case GGML_TYPE_##NAME:                                                                                            \
+        NC_LAUNCH(k_mul_mma<GGML_TYPE_##NAME>, grid, block, d->stream, v, d->split, d->sums, T, y, ldy, bias, a, scale); \
+        break;
+        switch (w->type) { QUANT_FORM_TYPES(MMA_CASE) default: break; }
+#undef MMA_CASE
+    } else {
+        dim3 grid((unsigned)((w->rows + MUL_WARPS - 1) / MUL_WARPS), (unsigned)((T + MUL_TT - 1) / MUL_TT)), block(MUL_WARPS * 32);
+#define MUL_CASE(NAME, ...)                                                                                           \
+    case GGML_TYPE_##NAME: NC_LAUNCH(k_mul<GGML_TYPE_##NAME>, grid, block, d->stream, v, x, ldx, T, y, ldy, bias, a, scale); break;
+        switch (w->type) {
+        QUANT_FORM_TYPES(MUL_CASE)
+        MUL_CASE(F16)
+        MUL_CASE(BF16)
+        default: MUL_CASE(F32)
+        }
+#undef MUL_CASE
     }
     note_launch(d);
-    const char *name = w->type == GGML_TYPE_Q4_0 ? "mul Q4_0" : w->type == GGML_TYPE_Q8_0 ? "mul Q8_0"
-                       : w->type == GGML_TYPE_F16  ? "mul F16"  : w->type == GGML_TYPE_BF16 ? "mul BF16" : "mul F32";
-    prof_end(d, name, (double)w->bytes + 4.0 * T * (w->cols + w->rows));
+    prof_end(d, mul_name(w->type, mma), (double)w->bytes + 4.0 * T * (w->cols + w->rows));
 }
 
 extern "C" void cu_mul_n(cu_dev *d, const float *x, int ldx, int T, const cu_out *out, int n) {
-    bool split = false;
-    for (int i = 0; i < n; i++) split = split || tensor_cores(d, out[i].w);
+    bool split = false, sums = false;
+    for (int i = 0; i < n; i++) {
+        split = split || tensor_cores(d, out[i].w);
+        sums = sums || (tensor_cores(d, out[i].w) && offsets(out[i].w));
+    }
     if (split) { /* once for all the products (they share the input, so its width) */
         int cols = out[0].w->cols;
         if ((size_t)((T + 7) / 8 * 8) * (size_t)cols > d->split_elems) {
@@ -617,6 +750,9 @@ extern "C" void cu_mul_n(cu_dev *d, const float *x, int ldx, int T, const cu_out
         prof_begin(d);
         NC_LAUNCH(k_split, dim3((unsigned)((cols / 2 + 127) / 128), (unsigned)T), dim3(128), d->stream, x, ldx, T, cols,
                   d->split);
+        if (sums)
+            NC_LAUNCH(k_sums, dim3((unsigned)((cols / 16 + 127) / 128), (unsigned)T), dim3(128), d->stream, x, ldx, cols,
+                      d->sums);
         note_launch(d);
         prof_end(d, "split", 0);
     }

@@ -27,16 +27,7 @@ static void store_u16(uint8_t *p, uint16_t v) {
 
 static float load_fp16(const uint8_t *p) { return quant_fp16_to_f32(load_u16(p)); }
 
-float quant_fp16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
-    uint32_t exp = (h >> 10) & 0x1F;
-    uint32_t man = h & 0x3FF;
-    if (exp == 0x1F) return bits_f32(sign | 0x7F800000u | (man << 13)); /* inf, nan keeps payload */
-    if (exp != 0) return bits_f32(sign | ((exp + 112) << 23) | (man << 13));
-    /* zero or subnormal: man * 2^-24, exact in f32 */
-    float v = (float)man * 0x1p-24f;
-    return sign ? -v : v;
-}
+float quant_fp16_to_f32(uint16_t h) { return qf_fp16(h); }
 
 uint16_t quant_f32_to_fp16(float f) {
     uint32_t u = f32_bits(f);
@@ -69,11 +60,7 @@ uint16_t quant_f32_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
-/* 2^(e-128) as bits: subnormal below e = 2 (2^-128 is bit 21 of the significand). */
-float quant_e8m0_half(uint8_t e) {
-    if (e == 0xFF) return bits_f32(0x7FC00000u);
-    return bits_f32(e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);
-}
+float quant_e8m0_half(uint8_t e) { return qf_e8m0_half(e); }
 
 /* ---- the format constants ---- */
 
@@ -119,120 +106,13 @@ static void build_grid(void) {
 
 /* ---- integer forms: group j of a block ---- */
 
-/* Both halves' scale a (and offset b). */
-static void set_scale(quant_group *o, float a, float b) {
-    o->a[0] = o->a[1] = a;
-    o->b[0] = o->b[1] = b;
-}
-
-/* Weight k of a block of 16 nibble bytes: low nibbles 0-15, high nibbles 16-31. */
-static int nibble(const uint8_t *qs, int k) { return (qs[k % 16] >> (k < 16 ? 0 : 4)) & 0xF; }
-
-static void group_Q4_0(const uint8_t *blk, int j, quant_group *o) {
-    for (int k = 0; k < 32; k++) o->w[k] = (int16_t)(nibble(blk + 2, k) - 8);
-    set_scale(o, load_fp16(blk), 0.0f);
-}
-
-static void group_Q4_1(const uint8_t *blk, int j, quant_group *o) {
-    for (int k = 0; k < 32; k++) o->w[k] = (int16_t)nibble(blk + 4, k);
-    set_scale(o, load_fp16(blk), load_fp16(blk + 2));
-}
-
-static void group_Q5_0(const uint8_t *blk, int j, quant_group *o) {
-    uint32_t qh = quant_load_le32(blk + 2);
-    for (int k = 0; k < 32; k++) o->w[k] = (int16_t)((nibble(blk + 6, k) | (qh >> k & 1) << 4) - 16);
-    set_scale(o, load_fp16(blk), 0.0f);
-}
-
-static void group_Q5_1(const uint8_t *blk, int j, quant_group *o) {
-    uint32_t qh = quant_load_le32(blk + 4);
-    for (int k = 0; k < 32; k++) o->w[k] = (int16_t)(nibble(blk + 8, k) | (qh >> k & 1) << 4);
-    set_scale(o, load_fp16(blk), load_fp16(blk + 2));
-}
-
-static void group_Q8_0(const uint8_t *blk, int j, quant_group *o) {
-    for (int k = 0; k < 32; k++) o->w[k] = (int8_t)blk[2 + k];
-    set_scale(o, load_fp16(blk), 0.0f);
-}
-
-static void group_IQ4_NL(const uint8_t *blk, int j, quant_group *o) {
-    for (int k = 0; k < 32; k++) o->w[k] = quant_iq4_values[nibble(blk + 2, k)];
-    set_scale(o, load_fp16(blk), 0.0f);
-}
-
-/* The E2M1 values doubled, so the scale is 2^(e-128): both exact. */
-static void group_MXFP4(const uint8_t *blk, int j, quant_group *o) {
-    for (int k = 0; k < 32; k++) o->w[k] = quant_e2m1x2_values[nibble(blk + 1, k)];
-    set_scale(o, quant_e8m0_half(blk[0]), 0.0f);
-}
-
-/* Q2_K and Q3_K: the 2-bit field of weight l of group j (weights 32j .. 32j+31). */
-static int crumb(const uint8_t *qs, int j, int l) { return (qs[32 * (j / 4) + l] >> (2 * (j % 4))) & 3; }
-
-static void group_Q2_K(const uint8_t *blk, int j, quant_group *o) {
-    const uint8_t *sc = blk + offsetof(block_Q2_K, scales) + 2 * j;
-    float d = load_fp16(blk + offsetof(block_Q2_K, d)), dmin = load_fp16(blk + offsetof(block_Q2_K, dmin));
-    for (int l = 0; l < 32; l++) o->w[l] = (int16_t)crumb(blk + offsetof(block_Q2_K, qs), j, l);
-    for (int h = 0; h < 2; h++) {
-        o->a[h] = d * (float)(sc[h] & 0xF);
-        o->b[h] = -(dmin * (float)(sc[h] >> 4));
+/* Group j of a block from the type's form in quant_form.h. */
+#define GROUP_FROM_FORM(NAME, GROUPS, HALVES, MIN, WRITER)                          \
+    static void group_##NAME(const uint8_t *blk, int j, quant_group *o) {           \
+        for (int k = 0; k < 32; k++) o->w[k] = (int16_t)qf_w_##NAME(blk, j, k);      \
+        qf_ab_##NAME(blk, j, o->a, o->b);                                           \
     }
-}
-
-/* Q3_K's 6-bit scale i (0..15), offset by 32. */
-static int q3_K_scale(const uint8_t *s, int i) {
-    return (((s[i % 8] >> (4 * (i / 8))) & 0xF) | ((s[8 + i % 4] >> (2 * (i / 4))) & 3) << 4) - 32;
-}
-
-static void group_Q3_K(const uint8_t *blk, int j, quant_group *o) {
-    const uint8_t *hmask = blk + offsetof(block_Q3_K, hmask), *s = blk + offsetof(block_Q3_K, scales);
-    float d = load_fp16(blk + offsetof(block_Q3_K, d));
-    for (int l = 0; l < 32; l++)
-        o->w[l] = (int16_t)(crumb(blk + offsetof(block_Q3_K, qs), j, l) - (hmask[l] >> j & 1 ? 0 : 4));
-    for (int h = 0; h < 2; h++) {
-        o->a[h] = d * (float)q3_K_scale(s, 2 * j + h);
-        o->b[h] = 0.0f;
-    }
-}
-
-/* Q4_K and Q5_K share the scales and the low nibbles; Q5_K adds a fifth bit from qh. */
-static void group_q45_K(const uint8_t *blk, int j, const uint8_t *qh, const uint8_t *qs, quant_group *o) {
-    uint8_t sc[8], m[8];
-    quant_q4_K_scales(blk + offsetof(block_Q4_K, scales), sc, m);
-    for (int l = 0; l < 32; l++)
-        o->w[l] = (int16_t)(((qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0xF) | (qh ? (qh[l] >> j & 1) << 4 : 0));
-    set_scale(o, load_fp16(blk) * (float)sc[j], -(load_fp16(blk + 2) * (float)m[j]));
-}
-
-static void group_Q4_K(const uint8_t *blk, int j, quant_group *o) {
-    group_q45_K(blk, j, NULL, blk + offsetof(block_Q4_K, qs), o);
-}
-
-static void group_Q5_K(const uint8_t *blk, int j, quant_group *o) {
-    group_q45_K(blk, j, blk + offsetof(block_Q5_K, qh), blk + offsetof(block_Q5_K, qs), o);
-}
-
-/* Group j of half h = j / 4, part p = j % 4: nibble p / 2 of ql[64h + 32 * (p % 2) + l] and bits
- * 2p, 2p+1 of qh[32h + l] on top. */
-static void group_Q6_K(const uint8_t *blk, int j, quant_group *o) {
-    const uint8_t *ql = blk + offsetof(block_Q6_K, ql) + 64 * (j / 4) + 32 * (j % 2);
-    const uint8_t *qh = blk + offsetof(block_Q6_K, qh) + 32 * (j / 4);
-    const int8_t *sc = (const int8_t *)(blk + offsetof(block_Q6_K, scales)) + 2 * j;
-    float d = load_fp16(blk + offsetof(block_Q6_K, d));
-    int p = j % 4;
-    for (int l = 0; l < 32; l++) o->w[l] = (int16_t)((((ql[l] >> (4 * (p / 2))) & 0xF) | ((qh[l] >> (2 * p)) & 3) << 4) - 32);
-    for (int h = 0; h < 2; h++) {
-        o->a[h] = d * (float)sc[h];
-        o->b[h] = 0.0f;
-    }
-}
-
-static void group_IQ4_XS(const uint8_t *blk, int j, quant_group *o) {
-    int ls = ((blk[offsetof(block_IQ4_XS, scales_l) + j / 2] >> (4 * (j % 2))) & 0xF) |
-             ((load_u16(blk + offsetof(block_IQ4_XS, scales_h)) >> (2 * j)) & 3) << 4;
-    for (int k = 0; k < 32; k++) o->w[k] = quant_iq4_values[nibble(blk + offsetof(block_IQ4_XS, qs) + 16 * j, k)];
-    set_scale(o, load_fp16(blk) * (float)(ls - 32), 0.0f);
-}
+QUANT_FORM_TYPES(GROUP_FROM_FORM)
 
 static void group_IQ3_S(const uint8_t *blk, int j, quant_group *o) {
     const uint32_t *grid = quant_iq3_s_grid;
@@ -246,7 +126,7 @@ static void group_IQ3_S(const uint8_t *blk, int j, quant_group *o) {
         }
     }
     int s = (blk[offsetof(block_IQ3_S, scales) + j / 2] >> (4 * (j % 2))) & 0xF;
-    set_scale(o, load_fp16(blk) * (float)(1 + 2 * s), 0.0f);
+    qf_set(o->a, o->b, load_fp16(blk) * (float)(1 + 2 * s), 0.0f);
 }
 
 /* ---- float types ---- */

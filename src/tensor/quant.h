@@ -73,6 +73,8 @@ typedef struct {                   /* 110: d * (1 + 2 * s) * ±grid, per 32 */
     uint8_t scales[4];             /* s of sub-block j: nibble j % 2 of byte j / 2 */
 } block_IQ3_S;
 
+#include "tensor/quant_form.h" /* each type's integer form, weight by weight */
+
 /* The integer form of one group of 32 weights: weight k = a[k / 16] * w[k] + b[k / 16], where
  * a * w is exact in f32. For types with one scale per 32 weights a[0] == a[1] and b[0] == b[1]. */
 typedef struct quant_group {
@@ -96,9 +98,9 @@ typedef struct quant_type {
 
 /* The quantised types, one line each: X(name, groups of 32 per block, halves, has_min, writer or
  * NULL). The table entry of type GGML_TYPE_<name> has the layout block_<name> and takes its
- * integer form from group_<name> (quant.c); the kernels specialise on the same list
- * (kernels_impl.h). */
-#define QUANT_INT_TYPES(X)                      \
+ * integer form from qf_w_<name> and qf_ab_<name> (quant_form.h; IQ3_S from quant.c); the kernels
+ * specialise on the same list (kernels_impl.h, and cuda/ops.cu on QUANT_FORM_TYPES). */
+#define QUANT_FORM_TYPES(X)                     \
     X(Q4_0, 1, false, false, quant_q4_0)        \
     X(Q4_1, 1, false, true, quant_q4_1)         \
     X(Q5_0, 1, false, false, quant_q5_0)        \
@@ -110,9 +112,9 @@ typedef struct quant_type {
     X(Q5_K, 8, false, true, quant_q5_K)         \
     X(Q6_K, 8, true, false, quant_q6_K)         \
     X(IQ4_NL, 1, false, false, quant_iq4_nl)    \
-    X(IQ3_S, 8, false, false, NULL)             \
     X(IQ4_XS, 8, false, false, NULL)            \
     X(MXFP4, 1, false, false, quant_mxfp4)
+#define QUANT_INT_TYPES(X) QUANT_FORM_TYPES(X) X(IQ3_S, 8, false, false, NULL)
 
 /* The K-quant writers (quant_k.c): nb blocks of 256 from src, each sub-block's scale searched for
  * the least squared error. */
@@ -155,23 +157,6 @@ extern const int8_t quant_e2m1x2_values[16];
 /* IQ3_S: the 512 grid entries, four magnitudes (1, 3, .., 15) per entry in the bytes of a
  * little-endian word (the format's constants). */
 extern const uint32_t *const quant_iq3_s_grid;
-
-/* A little-endian word (as files store them) from bytes. */
-static inline uint32_t quant_load_le32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-/* Q4_K and Q5_K: the eight 6-bit scales and mins packed in a block's 12 scale bytes. Sub-block
- * j < 4 keeps its scale and min in the low 6 bits of bytes j and j+4; sub-block j >= 4 keeps
- * their low 4 bits in the nibbles of byte j+4 and their top 2 bits in the top bits of bytes j-4
- * and j. Worked on four bytes at a time (four sub-blocks side by side in one word); byte j of *sc
- * and *m (least significant first) is sub-block j's scale and min. */
-static inline void quant_q4_K_scales64(const uint8_t packed[K_SCALE_SIZE], uint64_t *sc, uint64_t *m) {
-    uint32_t a = quant_load_le32(packed), b = quant_load_le32(packed + 4), c = quant_load_le32(packed + 8);
-    uint32_t lo6 = 0x3F3F3F3Fu, lo4 = 0x0F0F0F0Fu, top2 = 0x30303030u; /* masks per byte */
-    *sc = (a & lo6) | (uint64_t)((c & lo4) | ((a >> 2) & top2)) << 32;
-    *m = (b & lo6) | (uint64_t)(((c >> 4) & lo4) | ((b >> 2) & top2)) << 32;
-}
 
 /* The same as eight bytes each. */
 static inline void quant_q4_K_scales(const uint8_t packed[K_SCALE_SIZE], uint8_t sc[8], uint8_t m[8]) {

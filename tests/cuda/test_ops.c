@@ -24,8 +24,8 @@ static float frand(void) { /* uniform in [-1, 1) */
 
 static cu_dev *dev;
 
-/* The activations a Q4_0 / Q8_0 product sees: x as bf16 high and low parts, each rounded to
- * nearest even (cuda.h). */
+/* The activations a product on the tensor cores sees: x as bf16 high and low parts, each rounded
+ * to nearest even (cuda.h). */
 static uint16_t bf16(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
@@ -62,6 +62,44 @@ static void from_dev(void *dst, const void *src, size_t bytes) {
 
 /* ---- products ---- */
 
+/* Random blocks of the types no writer makes: random bytes, with their f16 scales set to
+ * numbers of about 1 / 64. */
+static void random_blocks(uint32_t type, uint8_t *row, size_t bytes) {
+    for (size_t i = 0; i < bytes; i++) row[i] = (uint8_t)(frand() * 128 + 128);
+    size_t bb = quant_type_of(type)->block_bytes;
+    for (size_t b = 0; b < bytes; b += bb) {
+        size_t at[2] = {0, 0};
+        int n = 0;
+        if (type == GGML_TYPE_Q2_K) at[n++] = offsetof(block_Q2_K, d), at[n++] = offsetof(block_Q2_K, dmin);
+        if (type == GGML_TYPE_IQ4_XS) at[n++] = offsetof(block_IQ4_XS, d);
+        for (int i = 0; i < n; i++) {
+            uint16_t h = quant_f32_to_fp16((1.0f + frand()) / 64);
+            row[b + at[i]] = (uint8_t)h, row[b + at[i] + 1] = (uint8_t)(h >> 8);
+        }
+    }
+}
+
+/* Sum over k of row r's weights times x: the quantised types by their integer form, a w times
+ * x (exact in double) plus b times x, with x as the tensor cores see it or as it is (what the
+ * offsets' sums use either way); the float types their values times x. */
+static double dot_row(uint32_t type, const uint8_t *row, const float *w, const float *x, int cols, bool tensor) {
+    const quant_type *qt = quant_type_of(type);
+    double s = 0;
+    if (!qt->group) {
+        for (int k = 0; k < cols; k++) s += (double)w[k] * x[k];
+        return s;
+    }
+    for (int g = 0; g < cols / 32; g++) {
+        quant_group f;
+        qt->group(row + (size_t)(g * 32 / qt->block_elems) * qt->block_bytes, g % (qt->block_elems / 32), &f);
+        for (int k = 0; k < 32; k++) {
+            float xv = x[32 * g + k];
+            s += (double)(f.a[k / 16] * f.w[k]) * (tensor ? split_value(xv) : xv) + (double)f.b[k / 16] * xv;
+        }
+    }
+    return s;
+}
+
 static void test_mul(uint32_t type, int rows, int cols) {
     enum { T = 13 };
     size_t rb = quant_row_bytes(type, cols);
@@ -70,14 +108,20 @@ static void test_mul(uint32_t type, int rows, int cols) {
     float *bias = malloc((size_t)rows * sizeof *bias), *y0 = malloc((size_t)T * rows * sizeof *y0);
     float *y = malloc((size_t)T * rows * sizeof *y), *y1 = malloc((size_t)rows * sizeof *y1);
     for (int i = 0; i < rows * cols; i++) w[i] = frand();
+    const quant_type *qt = quant_type_of(type);
     for (int r = 0; r < rows; r++) {
-        CHECK(quant_quantize_row(type, w + (size_t)r * cols, wq + (size_t)r * rb, cols));
+        if (qt->quantize)
+            CHECK(quant_quantize_row(type, w + (size_t)r * cols, wq + (size_t)r * rb, cols));
+        else
+            random_blocks(type, wq + (size_t)r * rb, rb);
         quant_dequantize_row(type, wq + (size_t)r * rb, w + (size_t)r * cols, cols); /* the exact weights */
     }
     for (int i = 0; i < T * cols; i++) x[i] = frand();
     for (int r = 0; r < rows; r++) bias[r] = frand();
     for (int i = 0; i < T * rows; i++) y0[i] = frand();
-    bool tensor = type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q8_0; /* on the tensor cores */
+    const char *mma = getenv("NUCLEUS_CUDA_MMA");
+    /* on the tensor cores: the quantised types, IQ3_S (uploaded as F32) aside */
+    bool tensor = qt->group && type != GGML_TYPE_IQ3_S && !(mma && !strcmp(mma, "0"));
     nc_err err;
     cu_mat m;
     int rc = cu_upload(dev, &m, wq, type, rows, cols, rb, &err);
@@ -94,12 +138,9 @@ static void test_mul(uint32_t type, int rows, int cols) {
         int bad = 0;
         for (int t = 0; t < T; t++)
             for (int r = 0; r < rows; r++) {
-                double s = 0, mag = 0;
-                for (int k = 0; k < cols; k++) {
-                    float xv = x[(size_t)t * cols + k];
-                    s += (double)w[(size_t)r * cols + k] * (tensor ? split_value(xv) : xv);
-                    mag += fabs((double)w[(size_t)r * cols + k] * x[(size_t)t * cols + k]);
-                }
+                double s = dot_row(type, wq + (size_t)r * rb, w + (size_t)r * cols, x + (size_t)t * cols, cols, tensor),
+                       mag = 0;
+                for (int k = 0; k < cols; k++) mag += fabs((double)w[(size_t)r * cols + k] * x[(size_t)t * cols + k]);
                 double want = add ? y0[t * rows + r] + scale * (s + bias[r]) : s;
                 double got = y[t * rows + r];
                 if (!(fabs(got - want) <= 2e-6 * (mag + 1))) {
@@ -349,6 +390,15 @@ static void test_move(void) {
     cu_free(dev, d);
 }
 
+/* The types read from the file's blocks, through their forms. */
+static void test_native_types(void) {
+    static const uint32_t types[] = {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
+                                     GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL,
+                                     GGML_TYPE_IQ4_XS, GGML_TYPE_MXFP4};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        test_mul(types[i], 37, quant_type_of(types[i])->block_elems == 256 ? 512 : 96);
+}
+
 int main(void) {
     nc_err err;
     if (cu_open(&dev, &err)) {
@@ -364,8 +414,8 @@ int main(void) {
     test_mul(GGML_TYPE_F16, 9, 172); /* rows that end inside a group */
     test_mul(GGML_TYPE_BF16, 37, 96);
     test_mul(GGML_TYPE_F32, 37, 172);
-    test_mul(GGML_TYPE_Q4_K, 11, 512); /* uploaded as F32 */
-    test_mul(GGML_TYPE_Q6_K, 11, 256);
+    test_mul(GGML_TYPE_IQ3_S, 11, 256); /* uploaded as F32 */
+    test_native_types();
     test_mul_n();
     test_rms_norm();
     test_rope(false);
@@ -384,5 +434,14 @@ int main(void) {
     test_attention(64, 0, 0, GGML_TYPE_Q8_0, GGML_TYPE_F16);
     test_move();
     cu_close(dev);
+    /* the products again on the FMA units */
+    setenv("NUCLEUS_CUDA_MMA", "0", 1);
+    if (cu_open(&dev, &err) == 0) {
+        CHECK(cu_reserve(dev, 16, 2048, &err) == 0);
+        test_mul(GGML_TYPE_Q4_0, 37, 256);
+        test_mul(GGML_TYPE_Q8_0, 5, 2048);
+        test_native_types();
+        cu_close(dev);
+    }
     return test_summary("test_ops");
 }

@@ -2,7 +2,7 @@
 # The GPU forward pass (src/forward/forward_gpu.c over src/cuda) against the exact references.
 # (1) Emulated, everywhere: build/emu/nucleus runs the CUDA source on the CPU (src/cuda/emulate.h),
 #     so the GPU pass's logic is checked here and in CI: the real trained models of shared/golden,
-#     every architecture of shared/archs (all twelve run on the GPU), a K-quant of shared/quants and
+#     every architecture of shared/archs (all twelve run on the GPU), every type of shared/quants and
 #     reference.sh's tiny models in every weight type, against float64 (an f16 cache); kv_quant.sh's
 #     models with every cache type against the reference that rounds keys and values alike;
 #     graphs against eager launches; a served batch against its requests alone; what it lacks
@@ -54,12 +54,13 @@ absorb "golden, emulated GPU" /usr/bin/python3 tests/e2e/golden_check.py --nucle
     --models "$MODELS_DIR" --device cuda --cache-types f16 --only tinystories
 absorb "archs, emulated GPU" /usr/bin/python3 tests/e2e/archs_check.py --nucleus "$EMU" --shared "$SHARED" \
     --device cuda --forms gguf,hf
-absorb "quants (a K-quant, uploaded as F32), emulated GPU" /usr/bin/python3 tests/e2e/golden_check.py --nucleus "$EMU" \
-    --shared "$SHARED" --models "$MODELS_DIR" --device cuda --cache-types f16 --set quants --only q4_k_s
 # tests/e2e/reference.sh's tiny models (every weight type, MQA, partial rotary, rope_freqs, qwen2's
 # biases) against reference-forward, through the GPU pass
 wrap "$tmp/gpu-nucleus" --device cuda
 absorb "reference, emulated GPU" env NUCLEUS_BIN="$tmp/gpu-nucleus" bash tests/e2e/reference.sh
+# every weight type: shared/quants (read from their blocks on the GPU; IQ3_S uploaded as F32) and
+# quants.sh's MXFP4 model
+absorb "quants, emulated GPU" env NUCLEUS_BIN="$tmp/gpu-nucleus" bash tests/e2e/quants.sh --cache-types f16
 # every key / value cache type (F16, F32, Q8_0, Q4_0) against the reference with the same rounding
 absorb "kv_quant, emulated GPU" env NUCLEUS_BIN="$tmp/gpu-nucleus" bash tests/e2e/kv_quant.sh
 # the layers split: the first on the CPU, the last (-ngl) and the output on the GPU

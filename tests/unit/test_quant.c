@@ -531,12 +531,14 @@ static void test_iq3_s_grid(void) {
 }
 
 /* The constants against their definitions: IQ4_NL's published values; E2M1 from its bits (OCP);
- * E8M0 scales 2^(e-127) (halved: 2^(e-128)), NaN for 255. */
+ * E8M0 scales 2^(e-127) (halved: 2^(e-128)), NaN for 255. The tables and quant_form.h's packed
+ * words alike. */
 static void test_constants(void) {
     int bad = 0;
     for (int i = 0; i < 16; i++) {
         bad += quant_iq4_values[i] != iq4nl_values[i];
         bad += quant_e2m1x2_values[i] != 2.0 * e2m1(i);
+        bad += qf_iq4((uint32_t)i) != iq4nl_values[i] || qf_e2m1x2((uint32_t)i) != 2.0 * e2m1(i); /* quant_form.h's */
     }
     for (int e = 0; e < 255; e++) bad += quant_e8m0_half((uint8_t)e) != (float)ldexp(1.0, e - 128);
     bad += !isnan(quant_e8m0_half(255));
