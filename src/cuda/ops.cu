@@ -527,7 +527,9 @@ static __global__ void k_split(const float *x, int ldx, int T, int cols, uint32_
     }
 }
 
-enum { MMA_WARPS = 4, MMA_TILES = 8 }; /* a warp: 16 rows x MMA_TILES tiles of 8 tokens (untuned) */
+/* A block: 16 rows x MMA_TILES tiles of 8 tokens, its MMA_WARPS warps each over every
+ * MMA_WARPS-th group of 32 (untuned). */
+enum { MMA_WARPS = 8, MMA_TILES = 8 };
 
 /* Two small integers (weights as dequantised, before their group's scale; exact in bf16) as a
  * bf16 pair, the first in the low half. */
@@ -593,21 +595,24 @@ static __device__ __forceinline__ void group_frag(const mat_view &w, int r, bool
     }
 }
 
-/* Quantised products on the tensor cores, for any number of tokens: warp w of block (bx, by)
- * takes rows (bx * MMA_WARPS + w) * 16.. and tokens by * 8 * MMA_TILES..; per group of 32, two
- * k-halves times the activations' high and low parts into a fresh accumulator (mma.m16n8k16), or
- * one per half for types scaled by halves, which then meets its scale in an fma into the token's
- * sum; types with offsets add offset times the activations' sum over the group (or half), from
- * `sums`. A token's outputs depend only on its own activations: the same bits whatever else the
- * batch holds. */
+/* Quantised products on the tensor cores, for any number of tokens: block (bx, by) takes rows
+ * bx * 16.. and tokens by * 8 * MMA_TILES.., and its warp w the groups of 32 w, w + MMA_WARPS, ..
+ * (so that a decode, one token, still has a warp per 16 rows and 1 / MMA_WARPS of their length
+ * to keep loads in flight); per group, two k-halves times the activations' high and low parts
+ * into a fresh accumulator (mma.m16n8k16), or one per half for types scaled by halves, which
+ * then meets its scale in an fma into the warp's sum; types with offsets add offset times the
+ * activations' sum over the group (or half), from `sums`. The warps' sums are then added in warp
+ * order. Nothing depends on the number of tokens, so a token's outputs are the same bits whatever
+ * else the batch holds. */
 template <uint32_t TYPE>
 static __global__ void __launch_bounds__(MMA_WARPS * 32)
     k_mul_mma(mat_view w, const uint32_t *__restrict__ xs, const float *__restrict__ sums, int T, float *y, int ldy,
               const float *__restrict__ bias, int add, float scale) {
     constexpr int NP = form<TYPE>::halves ? 2 : 1; /* accumulators a group */
-    const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    const int r0 = (blockIdx.x * MMA_WARPS + (threadIdx.x >> 5)) * 16, ra = r0 + g, rb = r0 + g + 8;
-    if (r0 >= w.rows) return; /* the whole warp */
+    static_assert(MMA_TILES == MMA_WARPS, "warp n adds up tile n");
+    __shared__ float red[MMA_WARPS][MMA_TILES * 4][32]; /* each warp's sums, lane by lane */
+    const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3, wi = threadIdx.x >> 5;
+    const int r0 = blockIdx.x * 16, ra = r0 + g, rb = r0 + g + 8;
     const bool ina = ra < w.rows, inb = rb < w.rows;
     const int t0 = blockIdx.y * 8 * MMA_TILES, ng = w.cols / GROUP, half_cols = w.cols / 2;
     const size_t plane = (size_t)(T + 7) / 8 * 8 * half_cols;
@@ -616,7 +621,8 @@ static __global__ void __launch_bounds__(MMA_WARPS * 32)
     for (int n = 0; n < MMA_TILES; n++)
 #pragma unroll
         for (int i = 0; i < 4; i++) acc[n][i] = 0.0f;
-    for (int gi = 0; gi < ng; gi++) {
+#pragma unroll 2
+    for (int gi = wi; gi < ng; gi += MMA_WARPS) {
         uint32_t wa[2][2], wb[2][2];
         float sa[2], oa[2], sb[2], ob[2];
         group_frag<TYPE>(w, ina ? ra : r0, ina, gi, q, wa, sa, oa);
@@ -664,13 +670,19 @@ static __global__ void __launch_bounds__(MMA_WARPS * 32)
 #pragma unroll
     for (int n = 0; n < MMA_TILES; n++)
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            int r = i < 2 ? ra : rb, t = t0 + 8 * n + 2 * q + (i & 1);
-            if (r >= w.rows || t >= T) continue;
-            float *yt = y + (size_t)t * ldy + r;
-            float v = scale * (acc[n][i] + (bias ? bias[r] : 0.0f));
-            *yt = add ? *yt + v : v;
-        }
+        for (int i = 0; i < 4; i++) red[wi][4 * n + i][lane] = acc[n][i];
+    __syncthreads();
+    const int n = wi; /* this warp's tile: the warps' sums in warp order */
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        float v = red[0][4 * n + i][lane];
+        for (int k = 1; k < MMA_WARPS; k++) v += red[k][4 * n + i][lane];
+        int r = i < 2 ? ra : rb, t = t0 + 8 * n + 2 * q + (i & 1);
+        if (r >= w.rows || t >= T) continue;
+        float *yt = y + (size_t)t * ldy + r;
+        v = scale * (v + (bias ? bias[r] : 0.0f));
+        *yt = add ? *yt + v : v;
+    }
 }
 
 /* Each token's activations summed by 16 columns in order (a thread a half group), for the
@@ -711,7 +723,7 @@ static void mul_one(cu_dev *d, const cu_out *o, const float *x, int ldx, int T) 
     bool mma = tensor_cores(d, w);
     prof_begin(d);
     if (mma) {
-        dim3 grid((unsigned)((w->rows + 16 * MMA_WARPS - 1) / (16 * MMA_WARPS)), (unsigned)((T + 8 * MMA_TILES - 1) / (8 * MMA_TILES)));
+        dim3 grid((unsigned)((w->rows + 15) / 16), (unsigned)((T + 8 * MMA_TILES - 1) / (8 * MMA_TILES)));
         dim3 block(MMA_WARPS * 32);
 #define MMA_CASE(NAME, ...)                                                                                           \
     case GGML_TYPE_##NAME:                                                                                            \
