@@ -3,7 +3,7 @@
 # decoding" table. Greedy decoding (the tokens are those of plain decoding), the same files,
 # prompts, lengths and threads for both engines.
 #
-#   bash bench/spec.sh --llamacpp DIR [-t THREADS] [-r REPS] [-n TOKENS] [--n-tiny TOKENS]
+#   bash bench/spec.sh --llamacpp DIR [-t THREADS] [--tiny-threads THREADS] [-r REPS] [-n TOKENS] [--n-tiny TOKENS]
 #
 # DIR holds a llama.cpp build's bin/ (llama-speculative, llama-lookup, llama-bench, llama-quantize),
 # made with ../shared/tools/build-llamacpp from the fetched Mesh-LLM/llama.cpp snapshot
@@ -17,25 +17,33 @@
 # (its examples have no plain mode). nucleus's predictions: tokens per pass / (1 + c x drafts per pass), c = the draft's time per
 # token over the model's (plain runs), 0 for lookup: what the measured acceptance and draft cost
 # give when a pass of the model costs the same with drafts as without (Leviathan et al.'s
-# assumption); then the same with the passes' measured cost: tokens per pass / (tK / t1 + c x
-# drafts per pass), t1 and tK the times of a pass of 1 and of K = 1 + drafts per pass tokens
-# (`nucleus bench -p K -d DEPTH`, DEPTH the run's mean context).
+# assumption); then the same with the passes' measured cost: tokens per pass / (tP / t1 + c x
+# drafts per pass + the draft's catch-up), where a pass's time is taken as affine in its rows,
+# tP = t1 + drafts per pass x (tM - t1) / 16, t1 and tM the times of a pass of 1 and of M = 17
+# tokens (1 + --draft-max; `nucleus bench -p 17 -d DEPTH`, DEPTH the run's mean context): the
+# passes of a run hold from 1 to 17 rows, and a row's cost is not the same at every size, so the
+# line through both ends. A draft model's rows beyond its drafts (its catch-up over tokens it has
+# not seen: after rejected drafts, and at each probe while it does not draft; `run` reports its
+# rows) count at the draft's own time per row of a 17-token pass, over t1.
 # Each figure is the median of REPS runs (3 x REPS for TinyStories, whose runs last milliseconds:
 # TOKENS for TinyLlama, --n-tiny (448, its context holds 512) for TinyStories); nucleus's plain,
-# draft and speculative runs take turns, so that the VM's moving speed weighs on each alike. Not
-# part of `make test`.
+# draft and speculative runs take turns, so that the VM's moving speed weighs on each alike.
+# TinyStories runs with --tiny-threads (1) in both engines: its step lasts about 20 us, where a
+# second thread's hand-offs cost more than they share and the VM's scheduling moves a run by
+# 30%; with one thread its runs agree within 2%. Not part of `make test`.
 set -eu
 cd "$(dirname "$0")/.."
 . tests/lib/models.sh
-threads=2 reps=3 n=128 n_tiny=448 lc=""
+threads=2 tiny_threads=1 reps=3 n=128 n_tiny=448 lc=""
 while [ $# -gt 0 ]; do
     case $1 in
         --llamacpp) lc=$2; shift 2 ;;
         -t) threads=$2; shift 2 ;;
+        --tiny-threads) tiny_threads=$2; shift 2 ;;
         -r) reps=$2; shift 2 ;;
         -n) n=$2; shift 2 ;;
         --n-tiny) n_tiny=$2; shift 2 ;;
-        *) echo "usage: bash bench/spec.sh --llamacpp DIR [-t N] [-r N] [-n N] [--n-tiny N]" >&2; exit 2 ;;
+        *) echo "usage: bash bench/spec.sh --llamacpp DIR [-t N] [--tiny-threads N] [-r N] [-n N] [--n-tiny N]" >&2; exit 2 ;;
     esac
 done
 for b in llama-speculative llama-lookup llama-bench llama-quantize; do
@@ -54,13 +62,13 @@ paragraph="Tom and Sue went to the park. They played with a ball. The ball was r
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-# one PROMPT MODEL [FLAGS]: one run, "tok/s drafted accepted tokens_per_pass"
+# one PROMPT MODEL [FLAGS]: one run, "tok/s drafted accepted tokens_per_pass draft_rows"
 one() {
     local prompt=$1 model=$2; shift 2
     build/nucleus run -m "$model" -p "$prompt" -n "$n" --temp 0 --ignore-eos -t "$threads" "$@" 2>"$tmp/e" >/dev/null
     rate=$(sed -n 's/.*generated [0-9]* tokens, \([0-9.]*\) tok\/s.*/\1/p' "$tmp/e")
-    spec=$(sed -n 's/^\[speculative\] drafted \([0-9]*\), accepted \([0-9]*\) .* | mean accepted length \([0-9.]*\) tokens per pass.*/\1 \2 \3/p' "$tmp/e")
-    echo "$rate ${spec:-0 0 1}"
+    spec=$(sed -n 's/^\[speculative\] drafted \([0-9]*\), accepted \([0-9]*\) .* | mean accepted length \([0-9.]*\) tokens per pass.* draft model rows \([0-9]*\)$/\1 \2 \3 \4/p' "$tmp/e")
+    echo "$rate ${spec:-0 0 1 0}"
 }
 # ours PROMPT "MODEL [FLAGS]"...: each configuration's line of the run with the median tok/s; the
 # configurations take turns, run by run, so that the VM's speed, which moves within seconds, weighs
@@ -100,42 +108,50 @@ row() { # name engine plain spec drafted accepted per_pass predicted
         printf "| %s | %s | %.1f | %.1f | %.2f | %s | %.2f | %s |\n", name, eng, p, s, s / p,
                (d > 0 ? sprintf("%.1f%% of %d", 100 * a / d, d) : "none"), t, pr }'
 }
-# predict MODEL PROMPT TOKENS_PER_PASS DRAFTED C: "free / measured" (see the header)
+# pass_times MODEL PROMPT: nucleus bench's JSON for passes of 1 and 17 tokens at the run's mean depth
+pass_times() {
+    local depth=$(( $(build/nucleus tokenize -m "$1" -p "$2" | wc -w) + n / 2 ))
+    build/nucleus bench -m "$1" -p 17 -n 32 -d "$depth" -t "$threads" -r "$reps" --json --no-bandwidth 2>/dev/null
+}
+# predict MODEL PROMPT TOKENS_PER_PASS DRAFTED C DRAFT_ROWS [DRAFT]: "free / measured" (see the header)
 predict() {
-    local model=$1 prompt=$2 tpp=$3 d=$4 c=$5 k depth js
-    k=$(awk -v t="$tpp" -v d="$d" -v n="$n" 'BEGIN { k = int(1 + d * t / n + 0.5); print k < 1 ? 1 : k }')
-    depth=$(( $(build/nucleus tokenize -m "$model" -p "$prompt" | wc -w) + n / 2 ))
-    js=$(build/nucleus bench -m "$model" -p "$k" -n 32 -d "$depth" -t "$threads" -r "$reps" --json --no-bandwidth 2>/dev/null)
+    local model=$1 prompt=$2 tpp=$3 d=$4 c=$5 rows=$6 draft=${7:-} js djs=null
+    js=$(pass_times "$model" "$prompt")
+    [ -n "$draft" ] && djs=$(pass_times "$draft" "$prompt")
     /usr/bin/python3 -c '
 import json, sys
-t, d, n, c, k = (float(a) for a in sys.argv[1:6])
-b = json.loads(sys.argv[6])
-per = d * t / n  # drafts per pass
-t1, tk = 1 / b["tg"]["mean"], k / b["pp"]["mean"]
-print("%.2f / %.2f" % (t / (1 + c * per), t / (tk / t1 + c * per)))' "$tpp" "$d" "$n" "$c" "$k" "$js"
+t, d, n, c, rows = (float(a) for a in sys.argv[1:6])
+b, db = json.loads(sys.argv[6]), json.loads(sys.argv[7])
+passes = n / t
+per = d / passes  # drafts per pass
+t1, tm = 1 / b["tg"]["mean"], 17 / b["pp"]["mean"]
+tp = t1 + per * (tm - t1) / 16
+catch = (1 / db["pp"]["mean"]) / t1 * max(rows - d, 0) / passes if db else 0.0  # the draft catching up
+print("%.2f / %.2f" % (t / (1 + c * per), t / (tp / t1 + c * per + catch)))' "$tpp" "$d" "$n" "$c" "$rows" "$js" "$djs"
 }
-# ours, theirs and plain_theirs read the caller's n and reps
-case_pair() { # name model draft prompt tokens reps
-    local name=$1 model=$2 draft=$3 prompt=$4 n=$5 reps=$6
-    { read -r plain _ _ _; read -r dplain _ _ _; read -r spec d a tpp; } <<<"$(ours "$prompt" "$model" "$draft" "$model -md $draft")"
+# ours, theirs, plain_theirs and predict read the caller's n, reps and threads
+case_pair() { # name model draft prompt tokens reps threads
+    local name=$1 model=$2 draft=$3 prompt=$4 n=$5 reps=$6 threads=$7
+    { read -r plain _ _ _ _; read -r dplain _ _ _ _; read -r spec d a tpp rows; } <<<"$(ours "$prompt" "$model" "$draft" "$model -md $draft")"
     # c: a draft token's time over a model token's
-    row "$name" nucleus "$plain" "$spec" "$d" "$a" "$tpp" "$(predict "$model" "$prompt" "$tpp" "$d" "$(awk -v p="$plain" -v dp="$dplain" 'BEGIN { print p / dp }')")"
+    row "$name" nucleus "$plain" "$spec" "$d" "$a" "$tpp" \
+        "$(predict "$model" "$prompt" "$tpp" "$d" "$(awk -v p="$plain" -v dp="$dplain" 'BEGIN { print p / dp }')" "$rows" "$draft")"
     read -r tspec td ta tn <<<"$(theirs llama-speculative "$model" "$prompt" -md "$draft")"
     tplain=$(plain_theirs "$model")
     row "$name" "llama.cpp" "$tplain" "$tspec" "$td" "$ta" "$(awk -v n="$tn" -v a="$ta" 'BEGIN { print n / (n - a) }')" ""
 }
-case_lookup() { # name model prompt tokens reps
-    local name=$1 model=$2 prompt=$3 n=$4 reps=$5
-    { read -r plain _ _ _; read -r spec d a tpp; } <<<"$(ours "$prompt" "$model" "$model --lookup-ngram 3")"
-    row "$name" nucleus "$plain" "$spec" "$d" "$a" "$tpp" "$(predict "$model" "$prompt" "$tpp" "$d" 0)"
+case_lookup() { # name model prompt tokens reps threads
+    local name=$1 model=$2 prompt=$3 n=$4 reps=$5 threads=$6
+    { read -r plain _ _ _ _; read -r spec d a tpp _; } <<<"$(ours "$prompt" "$model" "$model --lookup-ngram 3")"
+    row "$name" nucleus "$plain" "$spec" "$d" "$a" "$tpp" "$(predict "$model" "$prompt" "$tpp" "$d" 0 0)"
     read -r tspec td ta tn <<<"$(theirs llama-lookup "$model" "$prompt")"
     tplain=$(plain_theirs "$model")
     row "$name" "llama.cpp" "$tplain" "$tspec" "$td" "$ta" "$(awk -v n="$tn" -v a="$ta" 'BEGIN { print n / (n - a) }')" ""
 }
-case_pair "TinyStories-656K Q8_0, draft its Q4_0" "$tiny" "$tiny_q4" "$story" "$n_tiny" $((3 * reps))
-case_pair "TinyLlama-1.1B shape F16, draft its Q4_0" "$llama" "$llama_q4" "$story" "$n" "$reps"
-case_lookup "lookup: copy a paragraph (TinyStories)" "$tiny" "$paragraph" "$n_tiny" $((3 * reps))
-case_lookup "lookup: a long story (TinyStories)" "$tiny" "$story" "$n_tiny" $((3 * reps))
-case_lookup "lookup: TinyLlama-1.1B shape Q4_0, its looping text" "$(synth_model bench-tinyllama-1.1b-q4_0 --shape tinyllama-1.1b --type q4_0)" "$paragraph" "$n" "$reps"
+case_pair "TinyStories-656K Q8_0, draft its Q4_0" "$tiny" "$tiny_q4" "$story" "$n_tiny" $((3 * reps)) "$tiny_threads"
+case_pair "TinyLlama-1.1B shape F16, draft its Q4_0" "$llama" "$llama_q4" "$story" "$n" "$reps" "$threads"
+case_lookup "lookup: copy a paragraph (TinyStories)" "$tiny" "$paragraph" "$n_tiny" $((3 * reps)) "$tiny_threads"
+case_lookup "lookup: a long story (TinyStories)" "$tiny" "$story" "$n_tiny" $((3 * reps)) "$tiny_threads"
+case_lookup "lookup: TinyLlama-1.1B shape Q4_0, its looping text" "$(synth_model bench-tinyllama-1.1b-q4_0 --shape tinyllama-1.1b --type q4_0)" "$paragraph" "$n" "$reps" "$threads"
 echo
-echo "bash bench/spec.sh --llamacpp $lc -t $threads -r $reps -n $n --n-tiny $n_tiny; $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+echo "bash bench/spec.sh --llamacpp $lc -t $threads --tiny-threads $tiny_threads -r $reps -n $n --n-tiny $n_tiny; $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"

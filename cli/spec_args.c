@@ -76,9 +76,9 @@ int cli_spec_open(const cli_spec *sp, const nc_model *m, int32_t n_ctx, int32_t 
 
 void cli_spec_report(const nc_spec_stats *st) {
     fprintf(stderr, "[speculative] drafted %lld, accepted %lld (%.1f%%) | mean accepted length %.2f tokens per pass "
-                    "of the model, %.3f passes per token\n",
+                    "of the model, %.3f passes per token | draft model rows %lld\n",
             (long long)st->drafted,
             (long long)st->accepted, st->drafted ? 100.0 * (double)st->accepted / (double)st->drafted : 0.0,
             st->passes ? (double)st->generated / (double)st->passes : 0.0,
-            st->generated ? (double)st->passes / (double)st->generated : 0.0);
+            st->generated ? (double)st->passes / (double)st->generated : 0.0, (long long)st->draft_rows);
 }

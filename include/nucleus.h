@@ -561,6 +561,8 @@ typedef struct nc_spec_stats {
     int64_t accepted;   /* of those, kept */
     int64_t passes;     /* forward passes of the model while generating (with or without drafts) */
     int64_t generated;  /* tokens generated in those passes */
+    int64_t draft_rows; /* positions the draft model computed: its catch-up over the tokens, and its
+                           drafts (0 for prompt lookup); what the draft model costs */
 } nc_spec_stats;
 
 typedef struct nc_gen_params {

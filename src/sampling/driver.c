@@ -121,6 +121,7 @@ static int collect(const gen_run *g, nc_gen_result *out, nc_err *err) {
             out->spec.drafted += st->drafted;
             out->spec.accepted += st->accepted;
             out->spec.generated += st->generated;
+            out->spec.draft_rows += st->draft_rows;
             out->spec.passes = st->passes > out->spec.passes ? st->passes : out->spec.passes;
         }
     }

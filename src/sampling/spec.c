@@ -208,6 +208,7 @@ static int32_t catch_up(spec_drafter *d, seq *s, int32_t *n, nc_err *err) {
     if (have == 0) have = nc_kv_seq_reuse_prefix(dc, kv, s->tokens, upto - 1);
     if (nc_kv_blocks_needed(dc, kv, upto - have) > nc_kv_blocks_available(dc)) return -1;
     if (grow(d, *n + upto - have, 0, err)) return -2;
+    s->spec->stats.draft_rows += upto - have;
     for (int32_t i = have; i < upto; i++) d->batch[(*n)++] = (nc_batch_entry){s->tokens[i], i, kv, i == upto - 1};
     return *n - 1;
 }
@@ -247,6 +248,7 @@ static int propose_draft(spec_drafter *d, seq *const *seqs, const int32_t *room,
                 continue;
             d->row[i] = next;
             d->batch[next++] = (nc_batch_entry){tok, s->n_tokens + j, st->kv, true};
+            st->stats.draft_rows++;
         }
         n = next;
     }

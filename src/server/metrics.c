@@ -70,6 +70,7 @@ void srv_metrics_spec(srv_metrics *m, const nc_spec_stats *step) {
     m->spec.accepted += step->accepted;
     m->spec.passes += step->passes;
     m->spec.generated += step->generated;
+    m->spec.draft_rows += step->draft_rows;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -158,6 +159,8 @@ static void render_spec(FILE *f, const nc_spec_stats *s) {
     fprintf(f, "nucleus_spec_passes_total %lld\n", (long long)s->passes);
     header(f, "nucleus_spec_tokens_per_pass", "gauge", "Tokens generated per pass of a sequence (the mean accepted length + 1).");
     fprintf(f, "nucleus_spec_tokens_per_pass %.6f\n", s->passes ? (double)s->generated / (double)s->passes : 0.0);
+    header(f, "nucleus_spec_draft_rows_total", "counter", "Positions the draft model computed (its catch-up and its drafts).");
+    fprintf(f, "nucleus_spec_draft_rows_total %lld\n", (long long)s->draft_rows);
 }
 
 char *srv_metrics_render(srv_metrics *m) {

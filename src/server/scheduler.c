@@ -592,12 +592,14 @@ static int post_token(void *user, seq *q, const seq_token *t) {
 /* What a step's drafts did: to the job and the metrics. */
 static void account_spec(srv_sched *s, srv_job *j, const nc_spec_stats *before, const nc_spec_stats *after) {
     nc_spec_stats d = {after->drafted - before->drafted, after->accepted - before->accepted,
-                       after->passes - before->passes, after->generated - before->generated};
+                       after->passes - before->passes, after->generated - before->generated,
+                       after->draft_rows - before->draft_rows};
     pthread_mutex_lock(&j->mu);
     j->spec.drafted += d.drafted;
     j->spec.accepted += d.accepted;
     j->spec.passes += d.passes;
     j->spec.generated += d.generated;
+    j->spec.draft_rows += d.draft_rows;
     pthread_mutex_unlock(&j->mu);
     srv_metrics_spec(s->metrics, &d);
 }

@@ -65,6 +65,16 @@ if [ -n "${smol_q4:-}" ]; then
     if awk -v t="${tpp:-0}" 'BEGIN { exit !(t >= 4) }'; then ok; else bad "lookup, a repeated token: ${tpp:-no} tokens per pass"; fi
 fi
 
+# The draft model's rows: drafting one token a pass for itself (every draft kept), it computes the
+# prompt and the first token once, then the two tokens each pass added: prompt + 2 x drafts - 1.
+"$NUCLEUS" run -m "$TINY_Q8" -p "Once upon a time" -n 48 --temp 0 --ignore-eos -md "$TINY_Q8" --draft-fixed --draft-max 1 \
+    2>"$tmp/rows.err" >/dev/null
+prompt_n=$(sed -n 's/.*| prompt \([0-9]*\) tokens.*/\1/p' "$tmp/rows.err")
+read -r drafted accepted rows <<<"$(sed -n 's/^\[speculative\] drafted \([0-9]*\), accepted \([0-9]*\) .*draft model rows \([0-9]*\)$/\1 \2 \3/p' "$tmp/rows.err")"
+expect_eq "draft model rows" "${rows:-none}" "$(( ${prompt_n:-0} + 2 * ${drafted:-0} - 1 ))"
+expect_eq "a model drafting for itself keeps every draft" "${accepted:-none}" "${drafted:-0}"
+grep -q 'draft model rows 0$' "$tmp/b.err" && ok || bad "lookup: draft model rows: $(grep speculative "$tmp/b.err")"
+
 # Sampling: the same seed gives the same tokens (the draws against the drafts are seeded too).
 for spec in "-md $TINY_Q8" "--lookup-ngram 2"; do
     # shellcheck disable=SC2086
@@ -113,6 +123,7 @@ expect_eq "server: timings report the drafts" "$(python3 -c "$timings" "$tmp/spe
 expect_eq "server: no timings without speculation" "$(python3 -c 'import json,sys; print("timings" in json.load(open(sys.argv[1])))' "$tmp/plain.0.json")" "False"
 metrics=$(curl -s "$url_spec/metrics")
 expect_in "metrics: drafts" "nucleus_spec_draft_tokens_total" "$metrics"
+expect_in "metrics: the draft model's rows" "nucleus_spec_draft_rows_total" "$metrics"
 accepted=$(grep '^nucleus_spec_accepted_tokens_total' <<<"$metrics" | awk '{print $2}')
 [ "${accepted:-0}" -gt 0 ] && ok || bad "metrics: no accepted drafts: $(grep nucleus_spec <<<"$metrics")"
 stream=$(curl -sN -H 'Content-Type: application/json' "$url_spec/v1/completions" -d '{"prompt": "Once upon a time", "max_tokens": 40, "temperature": 0, "stream": true}' |
