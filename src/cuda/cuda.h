@@ -5,17 +5,15 @@
  *
  * Every product promises what the CPU kernels promise (kernels.h): a per-row reduction order
  * that depends on nothing but the row, so a token's outputs are the same bits whatever the batch
- * holds. The quantised types run on the tensor cores for every batch size (decode too, where
- * the weights' bytes bound the time and the idle columns cost nothing), each weight as the
- * integer w of its type's form (tensor/quant_form.h: weight = a w + b per half group of 16):
- * activations split into two bf16 parts (16 significant bits, as the CPU's int16 activations),
- * each group of 32 (or half, for the types scaled by halves) a fresh mma accumulator of w times
- * them, scaled by a and added into the token's sum in group order, then b times the group's
- * (half's) sum of the activations, summed in order in f32. The float types run on the FMA units:
- * lane l of a warp takes elements 8l..8l + 7 of every 256 of the row, sums their products in
- * order in f32 and adds to its sum; the lanes' sums meet in a fixed butterfly, with the
- * activations f32 (NUCLEUS_CUDA_MMA=0 runs the quantised types so too: w times x summed over the
- * 8, times a, plus b times their sum).
+ * holds. The quantised types give the CPU's results bit for bit: the activations are quantised as
+ * the CPU's default mode does (int16 per group of 32), each weight is the integer w of its type's
+ * form (tensor/quant_form.h), the integer sums of w times q are exact (on the tensor cores,
+ * integer mma.m16n8k32 / m16n8k16 over q's high and low bytes, for every batch size: decode too,
+ * where the weights' bytes bound the time and the idle columns cost nothing; on the CUDA cores
+ * with NUCLEUS_CUDA_MMA=0), and the float chain over a row's groups is kernels_impl.h's, in group
+ * order. The float types run on the FMA units: lane l of a warp takes elements 8l..8l + 7 of every
+ * 256 of the row, sums their products in order in f32 and adds to its sum; the lanes' sums meet in
+ * a fixed butterfly, with the activations f32.
  *
  * Device memory is reached through opaque pointers; the operations are queued on the device's
  * stream in order, and cu_sync waits for them and reports the first failure. */
@@ -67,9 +65,9 @@ bool cu_profiling(const cu_dev *d);
 /* Bytes of device memory free now. */
 size_t cu_free_bytes(const cu_dev *d);
 
-/* Room for the products' inputs of up to `tokens` tokens of `cols` columns (the tensor cores'
- * products split their activations into bf16 parts, and sum them by 16, in it first): set before
- * any such product (and before capturing a graph), or the product fails. */
+/* Room for the products' inputs of up to `tokens` tokens of `cols` columns (the quantised
+ * products quantise their activations into it first): set before any such product (and before
+ * capturing a graph), or the product fails. */
 int cu_reserve(cu_dev *d, int tokens, int cols, nc_err *err);
 void *cu_alloc(cu_dev *d, size_t bytes, nc_err *err);
 void cu_free(cu_dev *d, void *p);

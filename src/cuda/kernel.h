@@ -22,45 +22,64 @@ static __device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__
 static __device__ __forceinline__ uint16_t f2h(float f) { return __half_as_ushort(__float2half_rn(f)); }
 #endif
 
-/* f32 to bf16, rounding to nearest even (finite values; both builds, the same bits). */
-static __device__ inline uint16_t bf16_rn(float f) {
-    uint32_t u = __float_as_uint(f);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-static __device__ inline float bf16_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
-
-/* One warp's D = A B + D on the tensor cores, PTX mma.m16n8k16 with bf16 inputs and f32
- * accumulators (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type"): with
- * g = lane / 4 and q = lane % 4, a[0] holds A[g][2q, 2q + 1], a[1] A[g + 8][2q, 2q + 1], a[2]
- * A[g][2q + 8, 2q + 9], a[3] A[g + 8][2q + 8, 2q + 9] (the lower column in the low half); b[0]
- * B[2q, 2q + 1][g], b[1] B[2q + 8, 2q + 9][g]; c[0], c[1] D[g][2q, 2q + 1], c[2], c[3]
- * D[g + 8][2q, 2q + 1]. The emulator sums each element's 16 products in k order. */
+/* One warp's integer D = A B + D on the tensor cores, PTX mma.m16n8k32 (k32) and mma.m16n8k16
+ * (k16) with s8 A, s8 or u8 B (UB) and s32 accumulators (PTX ISA, "Matrix Fragments for
+ * mma.m16n8k32" and "for mma.m16n8k16 with integer type"): each register holds 4 consecutive k
+ * elements, the lowest in the low byte. With g = lane / 4 and q = lane % 4: k32: a[0] A[g][4q..4q
+ * + 3], a[1] A[g + 8][4q..], a[2] A[g][16 + 4q..], a[3] A[g + 8][16 + 4q..]; b[0] B[4q..4q + 3][g],
+ * b[1] B[16 + 4q..][g]. k16: a[0] A[g][4q..], a[1] A[g + 8][4q..]; b B[4q..][g]. c[0], c[1]
+ * D[g][2q, 2q + 1], c[2], c[3] D[g + 8][2q, 2q + 1]. Exact: the products and sums are integers. The
+ * emulator sums each element's products in k order. */
 #ifdef NC_CUDA_EMULATE
-static __device__ inline float emu_frag(const uint32_t *w, int half) { return bf16_f32((uint16_t)(w[0] >> (16 * half))); }
-static __device__ inline void mma_bf16(float c[4], const uint32_t a[4], const uint32_t b[2]) {
+static __device__ inline int emu_byte(uint32_t w, int k, bool u) {
+    uint32_t b = (w >> (8 * (k % 4))) & 0xff;
+    return u ? (int)b : (int)(int8_t)b;
+}
+template <int K, bool UB> static __device__ inline void emu_mma_s8(int c[4], const uint32_t *a, const uint32_t *b) {
     static uint32_t sa[1024][4], sb[1024][2];
     const int tid = threadIdx.x, base = tid & ~31, lane = tid & 31, g = lane >> 2, q = lane & 3;
-    memcpy(sa[tid], a, sizeof sa[tid]);
-    memcpy(sb[tid], b, sizeof sb[tid]);
+    memcpy(sa[tid], a, sizeof(uint32_t) * (K / 8));
+    memcpy(sb[tid], b, sizeof(uint32_t) * (K / 16));
     __syncwarp();
     for (int i = 0; i < 4; i++) {
-        int row = g + (i >= 2 ? 8 : 0), col = 2 * q + (i & 1);
-        float s = c[i];
-        for (int k = 0; k < 16; k++) {
-            float av = emu_frag(&sa[base + (row % 8) * 4 + (k % 8) / 2][row / 8 + 2 * (k / 8)], k % 2);
-            float bv = emu_frag(&sb[base + col * 4 + (k % 8) / 2][k / 8], k % 2);
-            s = fmaf(av, bv, s);
+        int row = g + (i >= 2 ? 8 : 0), col = 2 * q + (i & 1), s = c[i];
+        for (int k = 0; k < K; k++) {
+            int av = emu_byte(sa[base + (row % 8) * 4 + (k % 16) / 4][row / 8 + 2 * (k / 16)], k, false);
+            int bv = emu_byte(sb[base + col * 4 + (k % 16) / 4][k / 16], k, UB);
+            s += av * bv;
         }
         c[i] = s;
     }
     __syncwarp();
 }
+template <bool UB> static __device__ inline void mma_s8_k32(int c[4], const uint32_t a[4], const uint32_t b[2]) {
+    emu_mma_s8<32, UB>(c, a, b);
+}
+template <bool UB> static __device__ inline void mma_s8_k16(int c[4], const uint32_t a[2], uint32_t b) {
+    emu_mma_s8<16, UB>(c, a, &b);
+}
 #else
-static __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], const uint32_t b[2]) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-                 "{%0, %1, %2, %3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+template <bool UB> static __device__ __forceinline__ void mma_s8_k32(int c[4], const uint32_t a[4], const uint32_t b[2]) {
+    if (UB)
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                     "{%0, %1, %2, %3};"
+                     : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    else
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                     "{%0, %1, %2, %3};"
+                     : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+template <bool UB> static __device__ __forceinline__ void mma_s8_k16(int c[4], const uint32_t a[2], uint32_t b) {
+    if (UB)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.u8.s32 {%0, %1, %2, %3}, {%4, %5}, {%6}, {%0, %1, %2, %3};"
+                     : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(b));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5}, {%6}, {%0, %1, %2, %3};"
+                     : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(b));
 }
 #endif
 

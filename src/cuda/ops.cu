@@ -29,9 +29,8 @@ struct cu_dev {
     cudaError_t first;      /* the first failure since the last cu_sync */
     char desc[320];
     cu_prof *prof;          /* or NULL */
-    uint32_t *split;        /* activations as bf16 pairs, high then low parts (cu_reserve) */
-    float *sums;            /* the activations' sums by 16 columns, for types with offsets */
-    size_t split_elems;     /* tokens x columns they hold */
+    uint8_t *act;           /* the quantised products' activations (cu_reserve; k_quant says how) */
+    size_t act_elems;       /* tokens x columns they hold */
     bool mma;               /* quantised products on the tensor cores (NUCLEUS_CUDA_MMA=0: not) */
 };
 
@@ -125,8 +124,7 @@ extern "C" void cu_close(cu_dev *d) {
         cudaEventDestroy(d->prof->stop);
         free(d->prof);
     }
-    cudaFree(d->split);
-    cudaFree(d->sums);
+    cudaFree(d->act);
     cudaStreamDestroy(d->stream);
     free(d);
 }
@@ -140,15 +138,11 @@ extern "C" size_t cu_free_bytes(const cu_dev *d) {
 
 extern "C" int cu_reserve(cu_dev *d, int tokens, int cols, nc_err *err) {
     size_t n = (size_t)((tokens + 7) / 8 * 8) * (size_t)cols;
-    if (n <= d->split_elems) return 0;
-    cudaFree(d->split);
-    cudaFree(d->sums);
-    d->split_elems = 0;
-    d->sums = NULL;
-    if (!(d->split = (uint32_t *)cu_alloc(d, n * sizeof(uint16_t) * 2, err)) ||
-        !(d->sums = (float *)cu_alloc(d, n / 16 * sizeof(float) + sizeof(float), err)))
-        return -1;
-    d->split_elems = n;
+    if (n <= d->act_elems) return 0;
+    cudaFree(d->act);
+    d->act_elems = 0;
+    if (!(d->act = (uint8_t *)cu_alloc(d, 2 * n + n / 32 * sizeof(act_group), err))) return -1;
+    d->act_elems = n;
     return 0;
 }
 
@@ -379,42 +373,10 @@ template <uint32_t TYPE> struct form {
 QUANT_FORM_TYPES(FORM)
 #undef FORM
 
-/* Elements e0..e0 + 7 of row r (e0 a multiple of 8): their integers w, and their half-group's
- * scale *s and offset *o (the element is s w + o), or for the float types their values (*s = 1,
- * *o = 0). Elements past the row's end (float types only) read as 0; vec: the row's length is a
- * multiple of 8, so they are read 16 bytes at a time. */
+/* Elements e0..e0 + 7 of row r of a float type (e0 a multiple of 8); those past the row's end
+ * read as 0; vec: the row's length is a multiple of 8, so they are read 16 bytes at a time. */
 template <uint32_t TYPE>
-static __device__ __forceinline__ void load8(const mat_view &w, int r, int e0, bool vec, float v[8], float *s, float *o) {
-    *o = 0.0f;
-    if constexpr (form<TYPE>::native) {
-        using F = form<TYPE>;
-        const int gi = e0 / GROUP, j = gi % F::groups, k0 = e0 % GROUP;
-        const uint8_t *blk = w.q + (size_t)r * w.rb + (size_t)(gi / F::groups) * F::bytes;
-        float a[2], b[2];
-        F::ab(blk, j, a, b);
-        *s = a[k0 / 16], *o = b[k0 / 16];
-#pragma unroll
-        for (int i = 0; i < 8; i++) v[i] = (float)F::w(blk, j, k0 + i);
-        return;
-    }
-    if (TYPE == GGML_TYPE_Q4_0 || TYPE == GGML_TYPE_Q8_0) {
-        size_t at = (size_t)r * (w.cols / GROUP) + e0 / GROUP;
-        int part = e0 % GROUP / 8;
-        *s = h2f(w.d[at]);
-        uint2 u;
-        if (TYPE == GGML_TYPE_Q4_0) /* byte j holds element j in its low nibble, j + 16 in its high one */
-            u = *(const uint2 *)(w.q + at * 16 + (part & 1) * 8);
-        else
-            u = *(const uint2 *)(w.q + at * 32 + part * 8);
-        uint32_t word[2] = {u.x, u.y};
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            uint32_t b = (word[j / 4] >> (8 * (j % 4))) & 0xff;
-            v[j] = TYPE == GGML_TYPE_Q4_0 ? (float)((int)((b >> (part / 2 * 4)) & 15) - 8) : (float)(int8_t)b;
-        }
-        return;
-    }
-    *s = 1.0f;
+static __device__ __forceinline__ void load8(const mat_view &w, int r, int e0, bool vec, float v[8]) {
     size_t at = (size_t)r * w.cols + e0;
     if (TYPE == GGML_TYPE_F32) {
         const float *p = (const float *)w.q + at;
@@ -455,11 +417,10 @@ static __device__ __forceinline__ void load_x8(const float *x, int e0, int n, bo
 
 enum { MUL_WARPS = 4, MUL_TT = 8 };
 
-/* Warp w of block (bx, by) computes row bx * MUL_WARPS + w for tokens by * MUL_TT.. in the order
- * cuda.h gives: lane l takes elements 8l..8l + 7 of each 256, whose products it sums in order,
- * scales by their group's scale and adds to its sum (then, for types with offsets, the offset
- * times the 8 activations' sum); then the lanes' sums meet in a butterfly. A warp's loads of a
- * row and of an activation row are each 256 contiguous elements. */
+/* Float weights (F32, F16, BF16): warp w of block (bx, by) computes row bx * MUL_WARPS + w for
+ * tokens by * MUL_TT.. in the order cuda.h gives: lane l takes elements 8l..8l + 7 of each 256,
+ * whose products it sums in order and adds to its sum; then the lanes' sums meet in a butterfly.
+ * A warp's loads of a row and of an activation row are each 256 contiguous elements. */
 template <uint32_t TYPE>
 static __global__ void __launch_bounds__(MUL_WARPS * 32)
     k_mul(mat_view w, const float *__restrict__ x, int ldx, int T, float *y, int ldy, const float *__restrict__ bias,
@@ -473,8 +434,8 @@ static __global__ void __launch_bounds__(MUL_WARPS * 32)
     for (int t = 0; t < MUL_TT; t++) acc[t] = 0.0f;
 #pragma unroll 4
     for (int e0 = lane * 8; e0 < w.cols; e0 += 256) {
-        float v[8], s, o;
-        load8<TYPE>(w, r, e0, vw, v, &s, &o);
+        float v[8];
+        load8<TYPE>(w, r, e0, vw, v);
 #pragma unroll
         for (int t = 0; t < MUL_TT; t++) {
             if (t >= nt) break;
@@ -483,17 +444,7 @@ static __global__ void __launch_bounds__(MUL_WARPS * 32)
             float p = v[0] * xv[0];
 #pragma unroll
             for (int j = 1; j < 8; j++) p = fmaf(v[j], xv[j], p);
-            if (TYPE == GGML_TYPE_F32 || TYPE == GGML_TYPE_F16 || TYPE == GGML_TYPE_BF16) {
-                acc[t] += p;
-            } else {
-                acc[t] = fmaf(s, p, acc[t]);
-                if (form<TYPE>::has_min) {
-                    float sx = xv[0];
-#pragma unroll
-                    for (int j = 1; j < 8; j++) sx += xv[j];
-                    acc[t] = fmaf(o, sx, acc[t]);
-                }
-            }
+            acc[t] += p;
         }
     }
 #pragma unroll
@@ -513,191 +464,253 @@ static __global__ void __launch_bounds__(MUL_WARPS * 32)
     }
 }
 
-/* The activations of T tokens as bf16 pairs x = hi + lo (hi = bf16(x), lo = bf16(x - hi): 16
- * significant bits), hi at xs, lo at xs + T8 * cols / 2 words (T8: T rounded up to 8). */
-static __global__ void k_split(const float *x, int ldx, int T, int cols, uint32_t *xs) {
-    const int t = blockIdx.y;
-    const size_t plane = (size_t)(T + 7) / 8 * 8 * cols / 2;
-    for (int k = 2 * (blockIdx.x * blockDim.x + threadIdx.x); k < cols; k += 2 * gridDim.x * blockDim.x) {
-        const float *xt = x + (size_t)t * ldx + k;
-        uint16_t h0 = bf16_rn(xt[0]), h1 = bf16_rn(xt[1]);
-        uint16_t l0 = bf16_rn(xt[0] - bf16_f32(h0)), l1 = bf16_rn(xt[1] - bf16_f32(h1));
-        xs[(size_t)t * cols / 2 + k / 2] = h0 | (uint32_t)h1 << 16;
-        xs[plane + (size_t)t * cols / 2 + k / 2] = l0 | (uint32_t)l1 << 16;
+/* ---- quantised products: the CPU's definition (kernels_impl.h), bit for bit ---------------------
+ * The activations are quantised as the CPU's default mode does (int16 q per group of 32, its
+ * scale d and sums), the integer sums S of w times q are exact (on the tensor cores: q = 256 hi +
+ * lo, the s8 high and u8 low bytes, two integer mmas), and the float chain over a row's groups
+ * runs in group order with the CPU's operations, so a product is the CPU's result bit for bit. */
+
+/* The activations of T tokens (T8: T rounded up to 8) at act: the high bytes of their q,
+ * [T8][cols] int8, then the low bytes, [T8][cols] uint8, then an act_group per token and group. */
+static __device__ __forceinline__ size_t act_plane(int T, int cols) { return (size_t)(T + 7) / 8 * 8 * cols; }
+
+/* One thread a token's group: quantise_act of kernels_scalar.c (d = max |x| / 32767, q = x * 32767 /
+ * max |x| rounded to nearest even), each operation rounded alone as there. */
+static __global__ void k_quant(const float *x, int ldx, int T, int cols, uint8_t *act) {
+    const int t = blockIdx.y, gi = blockIdx.x * blockDim.x + threadIdx.x;
+    if (gi >= cols / 32) return;
+    const size_t plane = act_plane(T, cols), at = (size_t)t * cols + 32 * gi;
+    const float *xg = x + (size_t)t * ldx + 32 * gi;
+    float amax = 0.0f;
+    for (int k = 0; k < 32; k++) amax = fabsf(xg[k]) > amax ? fabsf(xg[k]) : amax;
+    float id = amax != 0.0f ? ACT_QMAX_I16 / amax : 0.0f;
+    int sum = 0, sum16 = 0;
+    for (int k = 0; k < 32; k++) {
+        int q = __float2int_rn(__fmul_rn(xg[k], id));
+        sum += q;
+        if (k == 15) sum16 = sum;
+        act[at + k] = (uint8_t)(q >> 8); /* q = 256 hi + lo, hi signed */
+        act[plane + at + k] = (uint8_t)(q & 0xff);
     }
+    act_group *grp = (act_group *)(act + 2 * plane) + (size_t)t * (cols / 32) + gi;
+    grp->d = amax / ACT_QMAX_I16;
+    grp->sum = sum;
+    grp->sum16 = sum16;
 }
 
-/* A block: 16 rows x MMA_TILES tiles of 8 tokens, its MMA_WARPS warps each over every
- * MMA_WARPS-th group of 32 (untuned). */
-enum { MMA_WARPS = 8, MMA_TILES = 8 };
+/* Nibbles 0..15 in each byte to the signed bytes nibble - 8 (no borrow crosses a byte: each is
+ * 128 + nibble - 8 before its top bit is flipped back). */
+static __device__ __forceinline__ uint32_t nibbles_s8(uint32_t u) { return ((u | 0x80808080u) - 0x08080808u) ^ 0x80808080u; }
 
-/* Two small integers (weights as dequantised, before their group's scale; exact in bf16) as a
- * bf16 pair, the first in the low half. */
-static __device__ __forceinline__ uint32_t bf16_pair(int v0, int v1) {
-    return bf16_rn((float)v0) | (uint32_t)bf16_rn((float)v1) << 16;
-}
-
-/* A lane's share of one row's group for the mma's A fragment: with q = lane % 4, the weights of
- * elements 2q, 2q + 1 (pair[c][0]) and 2q + 8, 2q + 9 (pair[c][1]) of half c of the group. The
- * group is read whole, 16 bytes (Q4_0: element j in byte j % 16, the low nibble for j < 16) or
- * 32 (Q8_0), and the lane's bytes picked out of its words. */
+/* Row r's group gi as two words of the mma's A operand, its integers w as bytes: elements 4q..4q
+ * + 3 in wd[0], 16 + 4q.. in wd[1]; and the group's scales a and offsets b by half. Q4_0 and Q8_0
+ * from their planes (Q4_0: element j in byte j % 16, the low nibble for j < 16), the other types
+ * from their blocks through their forms. All 0 for a row past the last. */
 template <uint32_t TYPE>
-static __device__ __forceinline__ void weight_pairs(const uint8_t *grp, int q, uint32_t pair[2][2]) {
-    const int sh = 16 * (q & 1); /* bytes 2q, 2q + 1 are the low or high half of word q / 2 */
-    if (TYPE == GGML_TYPE_Q4_0) {
-        uint4 u = *(const uint4 *)grp;
-        uint32_t lo = ((q < 2 ? u.x : u.y) >> sh) & 0xffff, hi = ((q < 2 ? u.z : u.w) >> sh) & 0xffff;
-#pragma unroll
-        for (int c = 0; c < 2; c++) { /* half c: nibble c of each byte */
-            pair[c][0] = bf16_pair((int)((lo >> (4 * c)) & 15) - 8, (int)((lo >> (8 + 4 * c)) & 15) - 8);
-            pair[c][1] = bf16_pair((int)((hi >> (4 * c)) & 15) - 8, (int)((hi >> (8 + 4 * c)) & 15) - 8);
-        }
-    } else {
-        const uint4 *p = (const uint4 *)grp;
-#pragma unroll
-        for (int c = 0; c < 2; c++) { /* half c: bytes 16c.. */
-            uint4 u = p[c];
-            uint32_t lo = ((q < 2 ? u.x : u.y) >> sh) & 0xffff, hi = ((q < 2 ? u.z : u.w) >> sh) & 0xffff;
-            pair[c][0] = bf16_pair((int8_t)(lo & 0xff), (int8_t)(lo >> 8));
-            pair[c][1] = bf16_pair((int8_t)(hi & 0xff), (int8_t)(hi >> 8));
-        }
-    }
-}
-
-/* Row r's group gi as the mma's A operand (weight_pairs' layout) with the group's scales a and
- * offsets b by half: Q4_0 / Q8_0 from their planes, the other types from their blocks through
- * their form. All 0 for a row past the last. */
-template <uint32_t TYPE>
-static __device__ __forceinline__ void group_frag(const mat_view &w, int r, bool in, int gi, int q, uint32_t pair[2][2],
+static __device__ __forceinline__ void group_frag(const mat_view &w, int r, bool in, int gi, int q, uint32_t wd[2],
                                                   float a[2], float b[2]) {
-    if (!in) {
-        pair[0][0] = pair[0][1] = pair[1][0] = pair[1][1] = 0;
-        a[0] = a[1] = b[0] = b[1] = 0.0f;
-        return;
-    }
+    a[0] = a[1] = b[0] = b[1] = 0.0f;
+    wd[0] = wd[1] = 0;
+    if (!in) return;
     if constexpr (form<TYPE>::native) {
         using F = form<TYPE>;
         const uint8_t *blk = w.q + (size_t)r * w.rb + (size_t)(gi / F::groups) * F::bytes;
         const int j = gi % F::groups;
 #pragma unroll
-        for (int c = 0; c < 2; c++)
+        for (int h = 0; h < 2; h++)
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                int k = 16 * c + 8 * h + 2 * q;
-                pair[c][h] = bf16_pair(F::w(blk, j, k), F::w(blk, j, k + 1));
-            }
+            for (int e = 0; e < 4; e++) wd[h] |= (uint32_t)(uint8_t)F::w(blk, j, 16 * h + 4 * q + e) << (8 * e);
         F::ab(blk, j, a, b);
     } else {
         const size_t at = (size_t)r * (w.cols / GROUP) + gi;
-        weight_pairs<TYPE>(w.q + at * (TYPE == GGML_TYPE_Q4_0 ? 16 : 32), q, pair);
+        if (TYPE == GGML_TYPE_Q4_0) {
+            uint32_t u = *(const uint32_t *)(w.q + at * 16 + 4 * q);
+            wd[0] = nibbles_s8(u & 0x0F0F0F0Fu);
+            wd[1] = nibbles_s8((u >> 4) & 0x0F0F0F0Fu);
+        } else {
+            const uint32_t *p = (const uint32_t *)(w.q + at * 32);
+            wd[0] = p[q];
+            wd[1] = p[4 + q];
+        }
         a[0] = a[1] = h2f(w.d[at]);
-        b[0] = b[1] = 0.0f;
     }
 }
 
+/* The same group's 32 integers, for the CUDA cores' kernel. */
+template <uint32_t TYPE>
+static __device__ __forceinline__ void group_ints(const mat_view &w, int r, int gi, int v[32], float a[2], float b[2]) {
+    for (int q = 0; q < 4; q++) {
+        uint32_t wd[2];
+        group_frag<TYPE>(w, r, true, gi, q, wd, a, b);
+        for (int e = 0; e < 4; e++) {
+            v[4 * q + e] = (int8_t)(wd[0] >> (8 * e));
+            v[16 + 4 * q + e] = (int8_t)(wd[1] >> (8 * e));
+        }
+    }
+}
+
+/* Group g's step of a row's float chain for one token (kernels_impl.h): s0, s1 the integer sums by
+ * half as floats (s0 the whole group's for the types with one scale), a, b the group's scales and
+ * offsets, x the token's act_group. */
+template <uint32_t TYPE>
+static __device__ __forceinline__ float chain(float acc, float s0, float s1, const float a[2], const float b[2],
+                                              const act_group &x) {
+    if (form<TYPE>::halves) {
+        acc = fmaf(s0, __fmul_rn(a[0], x.d), acc);
+        acc = fmaf(s1, __fmul_rn(a[1], x.d), acc);
+    } else {
+        acc = fmaf(s0, __fmul_rn(a[0], x.d), acc);
+    }
+    if (form<TYPE>::has_min && form<TYPE>::halves) {
+        acc = fmaf(b[0], __fmul_rn(x.d, (float)x.sum16), acc);
+        acc = fmaf(b[1], __fmul_rn(x.d, (float)(x.sum - x.sum16)), acc);
+    } else if (form<TYPE>::has_min) {
+        acc = fmaf(b[0], __fmul_rn(x.d, (float)x.sum), acc);
+    }
+    return acc;
+}
+
+/* A block: 16 rows x MMA_TILES tiles of 8 tokens; its MMA_WARPS warps take the groups of 32 by
+ * turns (untuned). */
+enum { MMA_WARPS = 8, MMA_TILES = 4, MMA_OUT = MMA_TILES * 4 / MMA_WARPS };
+
 /* Quantised products on the tensor cores, for any number of tokens: block (bx, by) takes rows
- * bx * 16.. and tokens by * 8 * MMA_TILES.., and its warp w the groups of 32 w, w + MMA_WARPS, ..
- * (so that a decode, one token, still has a warp per 16 rows and 1 / MMA_WARPS of their length
- * to keep loads in flight); per group, two k-halves times the activations' high and low parts
- * into a fresh accumulator (mma.m16n8k16), or one per half for types scaled by halves, which
- * then meets its scale in an fma into the warp's sum; types with offsets add offset times the
- * activations' sum over the group (or half), from `sums`. The warps' sums are then added in warp
- * order. Nothing depends on the number of tokens, so a token's outputs are the same bits whatever
- * else the batch holds. */
+ * bx * 16.. and tokens by * 8 * MMA_TILES..; the groups go by chunks of MMA_WARPS, warp w taking
+ * group w of each (so that a decode, one token, still has a warp per 16 rows and 1 / MMA_WARPS of
+ * their length, keeping loads in flight): its integer sums, exact (mma.m16n8k32, or m16n8k16 per
+ * half for the types scaled by halves: w times the high bytes, and times the low ones), go
+ * through shared memory to the warps that keep the chains, each MMA_OUT of a lane's outputs, which
+ * take the chunk's groups in order. */
 template <uint32_t TYPE>
 static __global__ void __launch_bounds__(MMA_WARPS * 32)
-    k_mul_mma(mat_view w, const uint32_t *__restrict__ xs, const float *__restrict__ sums, int T, float *y, int ldy,
-              const float *__restrict__ bias, int add, float scale) {
-    constexpr int NP = form<TYPE>::halves ? 2 : 1; /* accumulators a group */
-    static_assert(MMA_TILES == MMA_WARPS, "warp n adds up tile n");
-    __shared__ float red[MMA_WARPS][MMA_TILES * 4][32]; /* each warp's sums, lane by lane */
+    k_mul_mma(mat_view w, const uint8_t *__restrict__ act, int T, float *y, int ldy, const float *__restrict__ bias,
+              int add, float scale) {
+    constexpr int NS = form<TYPE>::halves ? 2 : 1; /* sums a group */
+    __shared__ float sums[MMA_WARPS][NS][MMA_TILES * 4][32]; /* by warp (group of the chunk), lane by lane */
+    __shared__ float scales[MMA_WARPS][16][4];               /* a[0], a[1], b[0], b[1] by group and row */
     const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3, wi = threadIdx.x >> 5;
-    const int r0 = blockIdx.x * 16, ra = r0 + g, rb = r0 + g + 8;
+    const int r0 = blockIdx.x * 16, ra = r0 + g, rb = r0 + g + 8, ng = w.cols / GROUP;
     const bool ina = ra < w.rows, inb = rb < w.rows;
-    const int t0 = blockIdx.y * 8 * MMA_TILES, ng = w.cols / GROUP, half_cols = w.cols / 2;
-    const size_t plane = (size_t)(T + 7) / 8 * 8 * half_cols;
-    float acc[MMA_TILES][4];
+    const int t0 = blockIdx.y * 8 * MMA_TILES;
+    const size_t plane = act_plane(T, w.cols);
+    const uint32_t *hi = (const uint32_t *)act, *lo = (const uint32_t *)(act + plane);
+    const act_group *ag = (const act_group *)(act + 2 * plane);
+    float acc[MMA_OUT];
 #pragma unroll
-    for (int n = 0; n < MMA_TILES; n++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) acc[n][i] = 0.0f;
-#pragma unroll 2
-    for (int gi = wi; gi < ng; gi += MMA_WARPS) {
-        uint32_t wa[2][2], wb[2][2];
-        float sa[2], oa[2], sb[2], ob[2];
-        group_frag<TYPE>(w, ina ? ra : r0, ina, gi, q, wa, sa, oa);
-        group_frag<TYPE>(w, inb ? rb : r0, inb, gi, q, wb, sb, ob);
-        float part[NP][MMA_TILES][4];
-#pragma unroll
-        for (int p = 0; p < NP; p++)
-#pragma unroll
-            for (int n = 0; n < MMA_TILES; n++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) part[p][n][i] = 0.0f;
-#pragma unroll
-        for (int c = 0; c < 2; c++) { /* the group's two halves of 16 */
-            int e = c * 16 + 2 * q;
-            uint32_t a[4] = {wa[c][0], wb[c][0], wa[c][1], wb[c][1]};
+    for (int o = 0; o < MMA_OUT; o++) acc[o] = 0.0f;
+    for (int c0 = 0; c0 < ng; c0 += MMA_WARPS) {
+        const int gi = c0 + wi;
+        if (gi < ng) {
+            uint32_t wa[2], wb[2];
+            float sa[2], oa[2], sb[2], ob[2];
+            group_frag<TYPE>(w, ina ? ra : r0, ina, gi, q, wa, sa, oa);
+            group_frag<TYPE>(w, inb ? rb : r0, inb, gi, q, wb, sb, ob);
+            if (q == 0) {
+                scales[wi][g][0] = sa[0], scales[wi][g][1] = sa[1], scales[wi][g][2] = oa[0], scales[wi][g][3] = oa[1];
+                scales[wi][g + 8][0] = sb[0], scales[wi][g + 8][1] = sb[1], scales[wi][g + 8][2] = ob[0], scales[wi][g + 8][3] = ob[1];
+            }
+            const uint32_t a[4] = {wa[0], wb[0], wa[1], wb[1]};
 #pragma unroll
             for (int n = 0; n < MMA_TILES; n++) {
                 if (t0 + 8 * n >= T) break; /* the same for the whole warp */
-                int t = t0 + 8 * n + g;
-                size_t at = (size_t)t * half_cols + (size_t)(gi * GROUP + e) / 2;
-                uint32_t bh[2] = {t < T ? xs[at] : 0u, t < T ? xs[at + 4] : 0u};
-                uint32_t bl[2] = {t < T ? xs[plane + at] : 0u, t < T ? xs[plane + at + 4] : 0u};
-                mma_bf16(part[NP == 2 ? c : 0][n], a, bh);
-                mma_bf16(part[NP == 2 ? c : 0][n], a, bl);
-            }
-        }
-#pragma unroll
-        for (int n = 0; n < MMA_TILES; n++) {
-            if (t0 + 8 * n >= T) break;
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-#pragma unroll
-                for (int p = 0; p < NP; p++) acc[n][i] = fmaf(i < 2 ? sa[p] : sb[p], part[p][n][i], acc[n][i]);
-                if (form<TYPE>::has_min) {
-                    int t = t0 + 8 * n + 2 * q + (i & 1);
-                    if (t >= T) continue;
-                    const float *sx = sums + (size_t)t * (w.cols / 16) + 2 * gi;
-#pragma unroll
-                    for (int p = 0; p < NP; p++)
-                        acc[n][i] = fmaf(i < 2 ? oa[p] : ob[p], NP == 2 ? sx[p] : sx[0] + sx[1], acc[n][i]);
+                const int t = t0 + 8 * n + g;
+                const size_t at = ((size_t)t * w.cols + (size_t)gi * GROUP) / 4 + q;
+                const uint32_t bh[2] = {t < T ? hi[at] : 0u, t < T ? hi[at + 4] : 0u};
+                const uint32_t bl[2] = {t < T ? lo[at] : 0u, t < T ? lo[at + 4] : 0u};
+                int sh[NS][4] = {}, sl[NS][4] = {};
+                if (form<TYPE>::halves) {
+                    mma_s8_k16<false>(sh[0], a, bh[0]);
+                    mma_s8_k16<false>(sh[NS - 1], a + 2, bh[1]);
+                    mma_s8_k16<true>(sl[0], a, bl[0]);
+                    mma_s8_k16<true>(sl[NS - 1], a + 2, bl[1]);
+                } else {
+                    mma_s8_k32<false>(sh[0], a, bh);
+                    mma_s8_k32<true>(sl[0], a, bl);
                 }
+#pragma unroll
+                for (int h = 0; h < NS; h++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) sums[wi][h][4 * n + i][lane] = (float)(256 * sh[h][i] + sl[h][i]);
             }
         }
+        __syncthreads();
+#pragma unroll
+        for (int o = 0; o < MMA_OUT; o++) { /* this warp's outputs: the chunk's groups in order */
+            const int e = wi * MMA_OUT + o, n = e / 4, i = e % 4, t = t0 + 8 * n + 2 * q + (i & 1), row = i < 2 ? g : g + 8;
+            if (t >= T) continue;
+            for (int j = 0; j < MMA_WARPS && c0 + j < ng; j++) {
+                const float *sc = scales[j][row];
+                const float ab[2][2] = {{sc[0], sc[1]}, {sc[2], sc[3]}};
+                acc[o] = chain<TYPE>(acc[o], sums[j][0][e][lane], sums[j][NS - 1][e][lane], ab[0], ab[1],
+                                     ag[(size_t)t * ng + c0 + j]);
+            }
+        }
+        __syncthreads(); /* the chunk's sums are read: the next may be written */
     }
 #pragma unroll
-    for (int n = 0; n < MMA_TILES; n++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) red[wi][4 * n + i][lane] = acc[n][i];
-    __syncthreads();
-    const int n = wi; /* this warp's tile: the warps' sums in warp order */
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        float v = red[0][4 * n + i][lane];
-        for (int k = 1; k < MMA_WARPS; k++) v += red[k][4 * n + i][lane];
-        int r = i < 2 ? ra : rb, t = t0 + 8 * n + 2 * q + (i & 1);
+    for (int o = 0; o < MMA_OUT; o++) {
+        const int e = wi * MMA_OUT + o, n = e / 4, i = e % 4, t = t0 + 8 * n + 2 * q + (i & 1), r = i < 2 ? ra : rb;
         if (r >= w.rows || t >= T) continue;
         float *yt = y + (size_t)t * ldy + r;
-        v = scale * (v + (bias ? bias[r] : 0.0f));
+        float v = scale * (acc[o] + (bias ? bias[r] : 0.0f));
         *yt = add ? *yt + v : v;
     }
 }
 
-/* Each token's activations summed by 16 columns in order (a thread a half group), for the
- * offsets of the types that have them. */
-static __global__ void k_sums(const float *x, int ldx, int cols, float *sums) {
-    const int t = blockIdx.y, h = blockIdx.x * blockDim.x + threadIdx.x;
-    if (h >= cols / 16) return;
-    const float *xt = x + (size_t)t * ldx + 16 * h;
-    float s = xt[0];
-    for (int k = 1; k < 16; k++) s += xt[k];
-    sums[(size_t)t * (cols / 16) + h] = s;
+/* The same on the CUDA cores (NUCLEUS_CUDA_MMA=0): warp w of block (bx, by) takes row bx *
+ * MUL_WARPS + w and tokens by * MUL_TT..; lane l the groups l, l + 32, ..: their integer sums,
+ * then each chunk of 32 groups goes through the chain in group order, every lane keeping it (the
+ * values shuffled from the group's lane) and lane 0 storing it. */
+template <uint32_t TYPE>
+static __global__ void __launch_bounds__(MUL_WARPS * 32)
+    k_mul_int(mat_view w, const uint8_t *__restrict__ act, int T, float *y, int ldy, const float *__restrict__ bias,
+              int add, float scale) {
+    const int lane = threadIdx.x & 31, r = blockIdx.x * MUL_WARPS + (threadIdx.x >> 5), ng = w.cols / GROUP;
+    if (r >= w.rows) return; /* the whole warp */
+    const int t0 = blockIdx.y * MUL_TT, nt = T - t0 < MUL_TT ? T - t0 : MUL_TT;
+    const size_t plane = act_plane(T, w.cols);
+    const int8_t *hi = (const int8_t *)act;
+    const uint8_t *lo = act + plane;
+    const act_group *ag = (const act_group *)(act + 2 * plane);
+    float acc[MUL_TT];
+#pragma unroll
+    for (int t = 0; t < MUL_TT; t++) acc[t] = 0.0f;
+    for (int c0 = 0; c0 < ng; c0 += 32) {
+        const int gi = c0 + lane;
+        int s[MUL_TT][2] = {};
+        float a[2] = {0.0f, 0.0f}, b[2] = {0.0f, 0.0f};
+        if (gi < ng) {
+            int v[32];
+            group_ints<TYPE>(w, r, gi, v, a, b);
+            for (int t = 0; t < nt; t++) {
+                const size_t at = (size_t)(t0 + t) * w.cols + (size_t)gi * GROUP;
+                for (int k = 0; k < 32; k++) s[t][k / 16] += v[k] * (256 * hi[at + k] + lo[at + k]);
+            }
+        }
+        for (int j = 0; j < 32 && c0 + j < ng; j++) { /* the same for the whole warp */
+            float aj[2] = {__shfl_sync(0xffffffffu, a[0], j), __shfl_sync(0xffffffffu, a[1], j)};
+            float bj[2] = {__shfl_sync(0xffffffffu, b[0], j), __shfl_sync(0xffffffffu, b[1], j)};
+#pragma unroll
+            for (int t = 0; t < MUL_TT; t++) {
+                if (t >= nt) break;
+                int s0 = __shfl_sync(0xffffffffu, s[t][0], j), s1 = __shfl_sync(0xffffffffu, s[t][1], j);
+                float f0 = form<TYPE>::halves ? (float)s0 : (float)(s0 + s1);
+                acc[t] = chain<TYPE>(acc[t], f0, (float)s1, aj, bj, ag[(size_t)(t0 + t) * ng + c0 + j]);
+            }
+        }
+    }
+    if (lane != 0) return;
+    float bv = bias ? bias[r] : 0.0f;
+#pragma unroll
+    for (int t = 0; t < MUL_TT; t++) {
+        if (t >= nt) break;
+        float *yt = y + (size_t)(t0 + t) * ldy + r;
+        float v = scale * (acc[t] + bv);
+        *yt = add ? *yt + v : v;
+    }
 }
 
-static bool tensor_cores(const cu_dev *d, const cu_mat *w) { return d->mma && (planar(w->type) || native(w->type)); }
-static bool offsets(const cu_mat *w) { return native(w->type) && quant_type_of(w->type)->has_min; }
+static bool quantised(const cu_mat *w) { return planar(w->type) || native(w->type); }
 
 /* The profile's names of the products, by type. */
 #define NAME_CASE(NAME, ...) case GGML_TYPE_##NAME: return mma ? "mma " #NAME : "mul " #NAME;
@@ -711,8 +724,8 @@ static const char *mul_name(uint32_t type, bool mma) {
 }
 #undef NAME_CASE
 
-/* One product of cu_mul_n, its input already split (and summed) for the tensor cores, or as
- * given. */
+/* One product of cu_mul_n: a quantised one from the activations already quantised, a float one
+ * from x. */
 static void mul_one(cu_dev *d, const cu_out *o, const float *x, int ldx, int T) {
     const cu_mat *w = o->w;
     mat_view v = {(const uint8_t *)w->q, (const uint16_t *)w->d, w->rows, w->cols,
@@ -720,27 +733,27 @@ static void mul_one(cu_dev *d, const cu_out *o, const float *x, int ldx, int T) 
     int a = o->add ? 1 : 0, ldy = o->ldy;
     float *y = o->y, scale = o->scale;
     const float *bias = o->bias;
-    bool mma = tensor_cores(d, w);
+    bool mma = quantised(w) && d->mma;
     prof_begin(d);
     if (mma) {
-        dim3 grid((unsigned)((w->rows + 15) / 16), (unsigned)((T + 8 * MMA_TILES - 1) / (8 * MMA_TILES)));
-        dim3 block(MMA_WARPS * 32);
-#define MMA_CASE(NAME, ...)                                                                                           \
-    case GGML_TYPE_##NAME:                                                                                            \
-        NC_LAUNCH(k_mul_mma<GGML_TYPE_##NAME>, grid, block, d->stream, v, d->split, d->sums, T, y, ldy, bias, a, scale); \
-        break;
+        dim3 grid((unsigned)((w->rows + 15) / 16), (unsigned)((T + 8 * MMA_TILES - 1) / (8 * MMA_TILES))), block(MMA_WARPS * 32);
+#define MMA_CASE(NAME, ...)                                                                                          \
+    case GGML_TYPE_##NAME: NC_LAUNCH(k_mul_mma<GGML_TYPE_##NAME>, grid, block, d->stream, v, d->act, T, y, ldy, bias, a, scale); break;
         switch (w->type) { QUANT_FORM_TYPES(MMA_CASE) default: break; }
 #undef MMA_CASE
     } else {
         dim3 grid((unsigned)((w->rows + MUL_WARPS - 1) / MUL_WARPS), (unsigned)((T + MUL_TT - 1) / MUL_TT)), block(MUL_WARPS * 32);
-#define MUL_CASE(NAME, ...)                                                                                           \
+#define INT_CASE(NAME, ...)                                                                                          \
+    case GGML_TYPE_##NAME: NC_LAUNCH(k_mul_int<GGML_TYPE_##NAME>, grid, block, d->stream, v, d->act, T, y, ldy, bias, a, scale); break;
+#define MUL_CASE(NAME)                                                                                               \
     case GGML_TYPE_##NAME: NC_LAUNCH(k_mul<GGML_TYPE_##NAME>, grid, block, d->stream, v, x, ldx, T, y, ldy, bias, a, scale); break;
         switch (w->type) {
-        QUANT_FORM_TYPES(MUL_CASE)
+        QUANT_FORM_TYPES(INT_CASE)
         MUL_CASE(F16)
         MUL_CASE(BF16)
         default: MUL_CASE(F32)
         }
+#undef INT_CASE
 #undef MUL_CASE
     }
     note_launch(d);
@@ -748,25 +761,19 @@ static void mul_one(cu_dev *d, const cu_out *o, const float *x, int ldx, int T) 
 }
 
 extern "C" void cu_mul_n(cu_dev *d, const float *x, int ldx, int T, const cu_out *out, int n) {
-    bool split = false, sums = false;
-    for (int i = 0; i < n; i++) {
-        split = split || tensor_cores(d, out[i].w);
-        sums = sums || (tensor_cores(d, out[i].w) && offsets(out[i].w));
-    }
-    if (split) { /* once for all the products (they share the input, so its width) */
+    bool quant = false;
+    for (int i = 0; i < n; i++) quant = quant || quantised(out[i].w);
+    if (quant) { /* once for all the products (they share the input, so its width) */
         int cols = out[0].w->cols;
-        if ((size_t)((T + 7) / 8 * 8) * (size_t)cols > d->split_elems) {
+        if ((size_t)((T + 7) / 8 * 8) * (size_t)cols > d->act_elems) {
             note(d, cudaErrorInvalidValue); /* cu_reserve was not told of this size */
             return;
         }
         prof_begin(d);
-        NC_LAUNCH(k_split, dim3((unsigned)((cols / 2 + 127) / 128), (unsigned)T), dim3(128), d->stream, x, ldx, T, cols,
-                  d->split);
-        if (sums)
-            NC_LAUNCH(k_sums, dim3((unsigned)((cols / 16 + 127) / 128), (unsigned)T), dim3(128), d->stream, x, ldx, cols,
-                      d->sums);
+        NC_LAUNCH(k_quant, dim3((unsigned)((cols / 32 + 127) / 128), (unsigned)T), dim3(128), d->stream, x, ldx, T, cols,
+                  d->act);
         note_launch(d);
-        prof_end(d, "split", 0);
+        prof_end(d, "quantise", 0);
     }
     for (int i = 0; i < n; i++) mul_one(d, &out[i], x, ldx, T);
 }

@@ -429,6 +429,56 @@ static void test_dp4a() {
     cudaFree(da), cudaFree(db), cudaFree(dc), cudaFree(ds), cudaFree(du);
 }
 
+/* One warp's integer mmas (cuda/kernel.h) of A (16 x 32 bytes, row-major) and B (8 columns of 32
+ * bytes): the fragments built element by element from the PTX ISA's tables; out[0] the k32
+ * product with B signed, out[1] with B unsigned, out[2] and out[3] the k16 products of the first
+ * and second 16 k, signed; each 16 x 8, row-major. */
+__global__ void k_mma(const uint8_t *A, const uint8_t *B, int *out) {
+    const int lane = threadIdx.x, g = lane / 4, q = lane % 4;
+    uint32_t a[4], b[2];
+    for (int r = 0; r < 4; r++) { /* a[r]: row g (r even) or g + 8, k 4q.. (r < 2) or 16 + 4q.. */
+        a[r] = 0;
+        for (int e = 0; e < 4; e++) a[r] |= (uint32_t)A[(g + 8 * (r & 1)) * 32 + 16 * (r / 2) + 4 * q + e] << (8 * e);
+    }
+    for (int r = 0; r < 2; r++) { /* b[r]: column g, k 16r + 4q.. */
+        b[r] = 0;
+        for (int e = 0; e < 4; e++) b[r] |= (uint32_t)B[g * 32 + 16 * r + 4 * q + e] << (8 * e);
+    }
+    int c[4][4] = {};
+    mma_s8_k32<false>(c[0], a, b);
+    mma_s8_k32<true>(c[1], a, b);
+    mma_s8_k16<false>(c[2], a, b[0]);
+    mma_s8_k16<false>(c[3], a + 2, b[1]);
+    for (int m = 0; m < 4; m++)
+        for (int i = 0; i < 4; i++) out[m * 128 + (g + 8 * (i / 2)) * 8 + 2 * q + (i & 1)] = c[m][i];
+}
+
+static void test_mma() {
+    std::vector<uint8_t> a(16 * 32), b(8 * 32);
+    for (auto &v : a) v = (uint8_t)rnd();
+    for (auto &v : b) v = (uint8_t)rnd();
+    a[0] = b[0] = 0x80; /* -128 (signed) or 128 (unsigned) */
+    uint8_t *da = to_dev(a), *db = to_dev(b);
+    int *dout = dev_zero<int>(4 * 128);
+    NC_LAUNCH(k_mma, 1, 32, 0, da, db, dout);
+    SYNC();
+    std::vector<int> out = from_dev(dout, 4 * 128);
+    int bad[4] = {0, 0, 0, 0};
+    for (int r = 0; r < 16; r++)
+        for (int c = 0; c < 8; c++) {
+            int w[4] = {0, 0, 0, 0};
+            for (int k = 0; k < 32; k++) {
+                int av = (int8_t)a[r * 32 + k], bs = (int8_t)b[c * 32 + k];
+                w[0] += av * bs, w[1] += av * b[c * 32 + k], w[k < 16 ? 2 : 3] += av * bs;
+            }
+            for (int m = 0; m < 4; m++) bad[m] += out[m * 128 + r * 8 + c] != w[m];
+        }
+    check(!bad[0], "mma m16n8k32 s8.s8", "%d of 128 wrong", bad[0]);
+    check(!bad[1], "mma m16n8k32 s8.u8", "%d of 128 wrong", bad[1]);
+    check(!bad[2] && !bad[3], "mma m16n8k16 s8.s8, both halves of k", "%d, %d of 128 wrong", bad[2], bad[3]);
+    cudaFree(da), cudaFree(db), cudaFree(dout);
+}
+
 static float bits_f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 static uint32_t f_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 
@@ -680,6 +730,7 @@ int main() {
     test_submask();
     test_index();
     test_dp4a();
+    test_mma();
     test_half();
     test_early_return();
     test_dyn_smem_and_streams();

@@ -24,24 +24,6 @@ static float frand(void) { /* uniform in [-1, 1) */
 
 static cu_dev *dev;
 
-/* The activations a product on the tensor cores sees: x as bf16 high and low parts, each rounded
- * to nearest even (cuda.h). */
-static uint16_t bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-static float bf16_value(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static double split_value(float x) {
-    float hi = bf16_value(bf16(x));
-    return (double)hi + bf16_value(bf16(x - hi));
-}
-
 static void *dup_to_dev(const void *src, size_t bytes) {
     nc_err err;
     void *p = cu_alloc(dev, bytes, &err);
@@ -79,25 +61,14 @@ static void random_blocks(uint32_t type, uint8_t *row, size_t bytes) {
     }
 }
 
-/* Sum over k of row r's weights times x: the quantised types by their integer form, a w times
- * x (exact in double) plus b times x, with x as the tensor cores see it or as it is (what the
- * offsets' sums use either way); the float types their values times x. */
-static double dot_row(uint32_t type, const uint8_t *row, const float *w, const float *x, int cols, bool tensor) {
-    const quant_type *qt = quant_type_of(type);
-    double s = 0;
-    if (!qt->group) {
-        for (int k = 0; k < cols; k++) s += (double)w[k] * x[k];
-        return s;
-    }
-    for (int g = 0; g < cols / 32; g++) {
-        quant_group f;
-        qt->group(row + (size_t)(g * 32 / qt->block_elems) * qt->block_bytes, g % (qt->block_elems / 32), &f);
-        for (int k = 0; k < 32; k++) {
-            float xv = x[32 * g + k];
-            s += (double)(f.a[k / 16] * f.w[k]) * (tensor ? split_value(xv) : xv) + (double)f.b[k / 16] * xv;
-        }
-    }
-    return s;
+/* What the CPU's kernels give for the T tokens of x (their default mode, int16 activations):
+ * the quantised products' definition (kernels_impl.h), which the GPU's must match bit for bit. */
+static void cpu_mul(uint32_t type, const uint8_t *wq, size_t rb, int rows, int cols, const float *x, int T, float *y) {
+    size_t ab = kernels_act_bytes(KERNELS_ACT_I16, cols);
+    uint8_t *xq = aligned_alloc(64, ab * (size_t)T);
+    for (int t = 0; t < T; t++) kernels_quantize_act(KERNELS_ACT_I16, x + (size_t)t * cols, cols, xq + ab * (size_t)t);
+    kernels_mul(type, wq, rb, cols, x, KERNELS_ACT_I16, xq, T, y, rows, 0, rows, 0, NULL);
+    free(xq);
 }
 
 static void test_mul(uint32_t type, int rows, int cols) {
@@ -119,9 +90,10 @@ static void test_mul(uint32_t type, int rows, int cols) {
     for (int i = 0; i < T * cols; i++) x[i] = frand();
     for (int r = 0; r < rows; r++) bias[r] = frand();
     for (int i = 0; i < T * rows; i++) y0[i] = frand();
-    const char *mma = getenv("NUCLEUS_CUDA_MMA");
-    /* on the tensor cores: the quantised types, IQ3_S (uploaded as F32) aside */
-    bool tensor = qt->group && type != GGML_TYPE_IQ3_S && !(mma && !strcmp(mma, "0"));
+    /* the quantised types (IQ3_S aside: uploaded as F32) give the CPU's bits */
+    bool exact = qt->group && type != GGML_TYPE_IQ3_S;
+    float *cpu = malloc((size_t)T * rows * sizeof *cpu);
+    if (exact) cpu_mul(type, wq, rb, rows, cols, x, T, cpu);
     nc_err err;
     cu_mat m;
     int rc = cu_upload(dev, &m, wq, type, rows, cols, rb, &err);
@@ -138,14 +110,22 @@ static void test_mul(uint32_t type, int rows, int cols) {
         int bad = 0;
         for (int t = 0; t < T; t++)
             for (int r = 0; r < rows; r++) {
-                double s = dot_row(type, wq + (size_t)r * rb, w + (size_t)r * cols, x + (size_t)t * cols, cols, tensor),
-                       mag = 0;
-                for (int k = 0; k < cols; k++) mag += fabs((double)w[(size_t)r * cols + k] * x[(size_t)t * cols + k]);
-                double want = add ? y0[t * rows + r] + scale * (s + bias[r]) : s;
                 double got = y[t * rows + r];
-                if (!(fabs(got - want) <= 2e-6 * (mag + 1))) {
-                    if (bad++ < 3) fprintf(stderr, "type %u %dx%d add %d: y[%d][%d] = %.9g, want %.9g\n", type, rows, cols, add, t, r, got, want);
+                if (exact) { /* the same float operations as the kernel's store */
+                    float v = scale * (cpu[t * rows + r] + (add ? bias[r] : 0.0f)), want = add ? y0[t * rows + r] + v : v;
+                    if (memcmp(&y[t * rows + r], &want, sizeof want) != 0 && bad++ < 3)
+                        fprintf(stderr, "type %u %dx%d add %d: y[%d][%d] = %.9g, the CPU's %.9g\n", type, rows, cols, add, t,
+                                r, got, want);
+                    continue;
                 }
+                double s = 0, mag = 0;
+                for (int k = 0; k < cols; k++) {
+                    s += (double)w[(size_t)r * cols + k] * x[(size_t)t * cols + k];
+                    mag += fabs((double)w[(size_t)r * cols + k] * x[(size_t)t * cols + k]);
+                }
+                double want = add ? y0[t * rows + r] + scale * (s + bias[r]) : s;
+                if (!(fabs(got - want) <= 2e-6 * (mag + 1)) && bad++ < 3)
+                    fprintf(stderr, "type %u %dx%d add %d: y[%d][%d] = %.9g, want %.9g\n", type, rows, cols, add, t, r, got, want);
             }
         CHECK_MSG(bad == 0, "type %u %dx%d add %d: %d wrong", type, rows, cols, add, bad);
         /* token 5 alone gives the same bits as in the batch of 13 */
@@ -160,7 +140,7 @@ static void test_mul(uint32_t type, int rows, int cols) {
     cu_free(dev, dy);
     cu_free(dev, db);
     cu_free(dev, dy1);
-    free(wq), free(w), free(x), free(bias), free(y0), free(y), free(y1);
+    free(wq), free(w), free(x), free(bias), free(y0), free(y), free(y1), free(cpu);
 }
 
 /* cu_mul_n: a Q4_0, an F16 and a Q8_0 product of one input give what each gives alone. */
