@@ -95,8 +95,9 @@ FORCE:
 NVCC ?= /usr/local/cuda/bin/nvcc
 CXX ?= g++
 CUDA_HOME ?= /usr/local/cuda
-NVCC_FLAGS := -std=c++17 -O3 -g -lineinfo $(INC) -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
-              -Xcompiler -Wall,-Wextra,-Wno-unused-parameter
+# The GPUs built for: Ampere (sm_80) and Hopper (sm_90); bench/gpu-bundle.sh builds for Hopper alone.
+CUDA_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+NVCC_FLAGS := -std=c++17 -O3 -g -lineinfo $(INC) $(CUDA_GENCODE) -Xcompiler -Wall,-Wextra,-Wno-unused-parameter
 EMU_FLAGS := -std=c++17 -x c++ -DNC_CUDA_EMULATE -O2 -g $(WARN) -Wno-unknown-pragmas $(INC)
 CU_SRC := $(sort $(wildcard src/cuda/*.cu))
 CPU_LIB_OBJ := $(filter-out $(BUILD)/rel/src/forward/forward_gpu.o,$(REL_LIB_OBJ))

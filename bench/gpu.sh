@@ -4,8 +4,11 @@
 # shared/golden, shared/quants and shared/archs through the GPU pass; then speed, nucleus bench --device cuda (pp512, tg128, 3 repetitions) on issue 19's
 # synthetic models (TinyLlama-1.1B Q4_0, Llama-2-7B Q4_0 and Q8_0; TinyLlama Q4_K, a K-quant read from
 # its blocks), and one decode run of each
-# timed operation by operation (NUCLEUS_CUDA_PROFILE=1). A summary is printed last; the logs are
-# under $OUT (the device tool's folder that comes back) or /tmp/gpu-out.
+# timed operation by operation (NUCLEUS_CUDA_PROFILE=1). With build/llamacpp-src.tgz (gpu-bundle.sh
+# packs it), llama.cpp b4748 is built there with CUDA for sm_90 while the tests run
+# (../shared/tools/build-llamacpp, llama-bench only) and benched on the same files after nucleus
+# (-ngl 99, flash attention on, as issue 19's figures): the same-run comparison. A summary is
+# printed last; the logs are under $OUT (the device tool's folder that comes back) or /tmp/gpu-out.
 set -u
 cd "$(dirname "$0")/.."
 export LD_LIBRARY_PATH=$PWD/build/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -22,6 +25,12 @@ summary=$OUT/summary.txt
 say() { printf '%s\n' "$*" >>"$summary"; }
 start=$SECONDS
 say "$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1)"
+LC=/tmp/llamacpp
+if [ -f build/llamacpp-src.tgz ]; then
+    mkdir -p "$LC" && tar xzf build/llamacpp-src.tgz -C "$LC" &&
+        bash "$SHARED/tools/build-llamacpp" /nonexistent "$LC" --cuda llama-bench >"$OUT/llamacpp-build.log" 2>&1 &
+    lc_pid=$!
+fi
 
 for t in build/cuda/tests/test_*; do
     name=$(basename "$t")
@@ -53,5 +62,15 @@ for spec in "tinyllama-1.1b q4_0" "tinyllama-1.1b q4_k" "llama2-7b q4_0" "llama2
     say "decode profile, $1 $2:"
     grep -A 12 'cuda profile' "$OUT/profile-$1-$2.txt" >>"$summary"
 done
+if [ -n "${lc_pid:-}" ]; then
+    wait "$lc_pid"
+    say "llama.cpp b4748 built ($((SECONDS - start)) s): $(tail -n 1 "$OUT/llamacpp-build.log")"
+    for spec in "tinyllama-1.1b q4_0" "tinyllama-1.1b q4_k" "llama2-7b q4_0" "llama2-7b q8_0"; do
+        set -- $spec
+        "$LC/build/bin/llama-bench" -m "$MODELS/bench-$1-$2.gguf" -ngl 99 -fa 1 -p 512 -n 128 -r 3 \
+            >"$OUT/llamacpp-$1-$2.txt" 2>&1
+        grep -E '^\| .*(pp|tg)[0-9]' "$OUT/llamacpp-$1-$2.txt" >>"$summary" || tail -n 3 "$OUT/llamacpp-$1-$2.txt" >>"$summary"
+    done
+fi
 say "gpu.sh: $((SECONDS - start)) s"
 cat "$summary"
