@@ -573,6 +573,9 @@ static __device__ __forceinline__ float chain(float acc, float s0, float s1, con
 /* A block: 16 rows x MMA_TILES tiles of 8 tokens; its MMA_WARPS warps take the groups of 32 by
  * turns (untuned). */
 enum { MMA_WARPS = 8, MMA_TILES = 4, MMA_OUT = MMA_TILES * 4 / MMA_WARPS };
+/* From this many tokens on, k_mul_mma_rows: a grid of enough warps without splitting the groups
+ * (untuned). */
+enum { MMA_ROWS_FROM = 32 };
 
 /* Quantised products on the tensor cores, for any number of tokens: block (bx, by) takes rows
  * bx * 16.. and tokens by * 8 * MMA_TILES..; the groups go by chunks of MMA_WARPS, warp w taking
@@ -657,6 +660,74 @@ static __global__ void __launch_bounds__(MMA_WARPS * 32)
     }
 }
 
+/* Quantised products of many tokens (a prefill) on the tensor cores: warp w of block (bx, by)
+ * takes rows (bx * MMA_WARPS + w) * 16.. and tokens by * 8 * MMA_TILES.., and walks all the
+ * groups itself, each group's exact sums straight into its chains. The same bits as k_mul_mma
+ * (the sums are exact, the chains the same steps in the same order), with no shared memory and
+ * the block's warps sharing the tokens' activations in the cache. */
+template <uint32_t TYPE>
+static __global__ void __launch_bounds__(MMA_WARPS * 32)
+    k_mul_mma_rows(mat_view w, const uint8_t *__restrict__ act, int T, float *y, int ldy,
+                   const float *__restrict__ bias, int add, float scale) {
+    constexpr int NS = form<TYPE>::halves ? 2 : 1;
+    const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    const int r0 = (blockIdx.x * MMA_WARPS + (threadIdx.x >> 5)) * 16, ra = r0 + g, rb = r0 + g + 8;
+    if (r0 >= w.rows) return; /* the whole warp */
+    const bool ina = ra < w.rows, inb = rb < w.rows;
+    const int t0 = blockIdx.y * 8 * MMA_TILES, ng = w.cols / GROUP;
+    const size_t plane = act_plane(T, w.cols);
+    const uint32_t *hi = (const uint32_t *)act, *lo = (const uint32_t *)(act + plane);
+    const act_group *ag = (const act_group *)(act + 2 * plane);
+    float acc[MMA_TILES][4];
+#pragma unroll
+    for (int n = 0; n < MMA_TILES; n++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[n][i] = 0.0f;
+    for (int gi = 0; gi < ng; gi++) {
+        uint32_t wa[2], wb[2];
+        float sa[2], oa[2], sb[2], ob[2];
+        group_frag<TYPE>(w, ina ? ra : r0, ina, gi, q, wa, sa, oa);
+        group_frag<TYPE>(w, inb ? rb : r0, inb, gi, q, wb, sb, ob);
+        const uint32_t a[4] = {wa[0], wb[0], wa[1], wb[1]};
+#pragma unroll
+        for (int n = 0; n < MMA_TILES; n++) {
+            if (t0 + 8 * n >= T) break; /* the same for the whole warp */
+            const int t = t0 + 8 * n + g;
+            const size_t at = ((size_t)t * w.cols + (size_t)gi * GROUP) / 4 + q;
+            const uint32_t bh[2] = {t < T ? hi[at] : 0u, t < T ? hi[at + 4] : 0u};
+            const uint32_t bl[2] = {t < T ? lo[at] : 0u, t < T ? lo[at + 4] : 0u};
+            int sh[NS][4] = {}, sl[NS][4] = {};
+            if (form<TYPE>::halves) {
+                mma_s8_k16<false>(sh[0], a, bh[0]);
+                mma_s8_k16<false>(sh[NS - 1], a + 2, bh[1]);
+                mma_s8_k16<true>(sl[0], a, bl[0]);
+                mma_s8_k16<true>(sl[NS - 1], a + 2, bl[1]);
+            } else {
+                mma_s8_k32<false>(sh[0], a, bh);
+                mma_s8_k32<true>(sl[0], a, bl);
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int tt = t0 + 8 * n + 2 * q + (i & 1);
+                if (tt >= T) continue;
+                const float s0 = (float)(256 * sh[0][i] + sl[0][i]), s1 = (float)(256 * sh[NS - 1][i] + sl[NS - 1][i]);
+                const float ab[2][2] = {{i < 2 ? sa[0] : sb[0], i < 2 ? sa[1] : sb[1]}, {i < 2 ? oa[0] : ob[0], i < 2 ? oa[1] : ob[1]}};
+                acc[n][i] = chain<TYPE>(acc[n][i], s0, s1, ab[0], ab[1], ag[(size_t)tt * ng + gi]);
+            }
+        }
+    }
+#pragma unroll
+    for (int n = 0; n < MMA_TILES; n++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int r = i < 2 ? ra : rb, t = t0 + 8 * n + 2 * q + (i & 1);
+            if (r >= w.rows || t >= T) continue;
+            float *yt = y + (size_t)t * ldy + r;
+            float v = scale * (acc[n][i] + (bias ? bias[r] : 0.0f));
+            *yt = add ? *yt + v : v;
+        }
+}
+
 /* The same on the CUDA cores (NUCLEUS_CUDA_MMA=0): warp w of block (bx, by) takes row bx *
  * MUL_WARPS + w and tokens by * MUL_TT..; lane l the groups l, l + 32, ..: their integer sums,
  * then each chunk of 32 groups goes through the chain in group order, every lane keeping it (the
@@ -735,12 +806,20 @@ static void mul_one(cu_dev *d, const cu_out *o, const float *x, int ldx, int T) 
     const float *bias = o->bias;
     bool mma = quantised(w) && d->mma;
     prof_begin(d);
-    if (mma) {
+    if (mma && T < MMA_ROWS_FROM) { /* few tokens: the groups split among a block's warps */
         dim3 grid((unsigned)((w->rows + 15) / 16), (unsigned)((T + 8 * MMA_TILES - 1) / (8 * MMA_TILES))), block(MMA_WARPS * 32);
 #define MMA_CASE(NAME, ...)                                                                                          \
     case GGML_TYPE_##NAME: NC_LAUNCH(k_mul_mma<GGML_TYPE_##NAME>, grid, block, d->stream, v, d->act, T, y, ldy, bias, a, scale); break;
         switch (w->type) { QUANT_FORM_TYPES(MMA_CASE) default: break; }
 #undef MMA_CASE
+    } else if (mma) { /* many: a warp per 16 rows and 32 tokens */
+        dim3 grid((unsigned)((w->rows + 16 * MMA_WARPS - 1) / (16 * MMA_WARPS)), (unsigned)((T + 8 * MMA_TILES - 1) / (8 * MMA_TILES)));
+#define ROWS_CASE(NAME, ...)                                                                                          \
+    case GGML_TYPE_##NAME:                                                                                           \
+        NC_LAUNCH(k_mul_mma_rows<GGML_TYPE_##NAME>, grid, dim3(MMA_WARPS * 32), d->stream, v, d->act, T, y, ldy, bias, a, scale); \
+        break;
+        switch (w->type) { QUANT_FORM_TYPES(ROWS_CASE) default: break; }
+#undef ROWS_CASE
     } else {
         dim3 grid((unsigned)((w->rows + MUL_WARPS - 1) / MUL_WARPS), (unsigned)((T + MUL_TT - 1) / MUL_TT)), block(MUL_WARPS * 32);
 #define INT_CASE(NAME, ...)                                                                                          \

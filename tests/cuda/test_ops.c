@@ -71,8 +71,9 @@ static void cpu_mul(uint32_t type, const uint8_t *wq, size_t rb, int rows, int c
     free(xq);
 }
 
-static void test_mul(uint32_t type, int rows, int cols) {
-    enum { T = 13 };
+/* T tokens of x times a rows x cols matrix of `type`: the quantised types against the CPU kernels'
+ * bits, the float ones against float64; token 5 alone against the batch. */
+static void test_mul_t(uint32_t type, int rows, int cols, int T) {
     size_t rb = quant_row_bytes(type, cols);
     uint8_t *wq = malloc((size_t)rows * rb);
     float *w = malloc((size_t)rows * cols * sizeof *w), *x = malloc((size_t)T * cols * sizeof *x);
@@ -371,6 +372,8 @@ static void test_move(void) {
 }
 
 /* The types read from the file's blocks, through their forms. */
+static void test_mul(uint32_t type, int rows, int cols) { test_mul_t(type, rows, cols, 13); }
+
 static void test_native_types(void) {
     static const uint32_t types[] = {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
                                      GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL,
@@ -396,6 +399,13 @@ int main(void) {
     test_mul(GGML_TYPE_F32, 37, 172);
     test_mul(GGML_TYPE_IQ3_S, 11, 256); /* uploaded as F32 */
     test_native_types();
+    /* a prefill's kernel (a warp per 16 rows and 32 tokens) against the CPU, and token 5 alone
+     * (the split kernel of few tokens) against it */
+    test_mul_t(GGML_TYPE_Q4_0, 40, 256, 45);
+    test_mul_t(GGML_TYPE_Q8_0, 37, 128, 70);
+    test_mul_t(GGML_TYPE_Q4_K, 37, 512, 40); /* offsets */
+    test_mul_t(GGML_TYPE_Q6_K, 37, 256, 33); /* scales by halves */
+    test_mul_t(GGML_TYPE_Q2_K, 21, 256, 40); /* both */
     test_mul_n();
     test_rms_norm();
     test_rope(false);
