@@ -570,51 +570,63 @@ static __device__ __forceinline__ float chain(float acc, float s0, float s1, con
     return acc;
 }
 
-/* A block: 16 rows x MMA_TILES tiles of 8 tokens; its MMA_WARPS warps take the groups of 32 by
- * turns (untuned). */
-enum { MMA_WARPS = 8, MMA_TILES = 4, MMA_OUT = MMA_TILES * 4 / MMA_WARPS };
+/* The tensor cores' blocks: MMA_WARPS warps; a prefill's warp takes 16 rows and MMA_TILES tiles of
+ * 8 tokens; few tokens' blocks take 16 rows and up to MMA_SPLIT tiles, and MMA_SPLIT / tiles
+ * groups of 32 a warp at a time (untuned). */
+enum { MMA_WARPS = 8, MMA_TILES = 4, MMA_SPLIT = 4 };
 /* From this many tokens on, k_mul_mma_rows: a grid of enough warps without splitting the groups
  * (untuned). */
 enum { MMA_ROWS_FROM = 32 };
 
-/* Quantised products on the tensor cores, for any number of tokens: block (bx, by) takes rows
- * bx * 16.. and tokens by * 8 * MMA_TILES..; the groups go by chunks of MMA_WARPS, warp w taking
- * group w of each (so that a decode, one token, still has a warp per 16 rows and 1 / MMA_WARPS of
- * their length, keeping loads in flight): its integer sums, exact (mma.m16n8k32, or m16n8k16 per
- * half for the types scaled by halves: w times the high bytes, and times the low ones), go
- * through shared memory to the warps that keep the chains, each MMA_OUT of a lane's outputs, which
+/* Quantised products of a few tokens (a decode, a speculative verification, a server step) on
+ * the tensor cores: block (bx, by) takes rows bx * 16.. and tokens by * 8 * TILES..; the groups go
+ * by chunks of MMA_WARPS x MMA_SPLIT / TILES, warp w taking groups w, w + MMA_WARPS, .. of each (so
+ * that a decode, one token, still has a warp per 16 rows and an eighth of their length, with 4
+ * groups' loads in flight at once): their integer sums, exact (mma.m16n8k32, or m16n8k16 per half
+ * for the types scaled by halves: w times the high bytes, and times the low ones), go through
+ * shared memory to the warps that keep the chains (output e of a lane: warp e % MMA_WARPS), which
  * take the chunk's groups in order. */
-template <uint32_t TYPE>
+template <uint32_t TYPE, int TILES>
 static __global__ void __launch_bounds__(MMA_WARPS * 32)
     k_mul_mma(mat_view w, const uint8_t *__restrict__ act, int T, float *y, int ldy, const float *__restrict__ bias,
               int add, float scale) {
-    constexpr int NS = form<TYPE>::halves ? 2 : 1; /* sums a group */
-    __shared__ float sums[MMA_WARPS][NS][MMA_TILES * 4][32]; /* by warp (group of the chunk), lane by lane */
-    __shared__ float scales[MMA_WARPS][16][4];               /* a[0], a[1], b[0], b[1] by group and row */
+    constexpr int NS = form<TYPE>::halves ? 2 : 1;       /* sums a group */
+    constexpr int PER = MMA_SPLIT / TILES;               /* groups a warp takes of each chunk */
+    constexpr int CHUNK = MMA_WARPS * PER, E = TILES * 4; /* a lane's outputs */
+    constexpr int OUT = (E + MMA_WARPS - 1) / MMA_WARPS;  /* those a warp keeps the chains of */
+    __shared__ float sums[CHUNK][NS][E][32]; /* by group of the chunk, lane by lane */
+    __shared__ float scales[CHUNK][16][4];   /* a[0], a[1], b[0], b[1] by group and row */
     const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3, wi = threadIdx.x >> 5;
     const int r0 = blockIdx.x * 16, ra = r0 + g, rb = r0 + g + 8, ng = w.cols / GROUP;
     const bool ina = ra < w.rows, inb = rb < w.rows;
-    const int t0 = blockIdx.y * 8 * MMA_TILES;
+    const int t0 = blockIdx.y * 8 * TILES;
     const size_t plane = act_plane(T, w.cols);
     const uint32_t *hi = (const uint32_t *)act, *lo = (const uint32_t *)(act + plane);
     const act_group *ag = (const act_group *)(act + 2 * plane);
-    float acc[MMA_OUT];
+    float acc[OUT];
 #pragma unroll
-    for (int o = 0; o < MMA_OUT; o++) acc[o] = 0.0f;
-    for (int c0 = 0; c0 < ng; c0 += MMA_WARPS) {
-        const int gi = c0 + wi;
-        if (gi < ng) {
-            uint32_t wa[2], wb[2];
-            float sa[2], oa[2], sb[2], ob[2];
-            group_frag<TYPE>(w, ina ? ra : r0, ina, gi, q, wa, sa, oa);
-            group_frag<TYPE>(w, inb ? rb : r0, inb, gi, q, wb, sb, ob);
+    for (int o = 0; o < OUT; o++) acc[o] = 0.0f;
+    for (int c0 = 0; c0 < ng; c0 += CHUNK) {
+        uint32_t wa[PER][2], wb[PER][2];
+        float sa[PER][2] = {}, oa[PER][2] = {}, sb[PER][2] = {}, ob[PER][2] = {}; /* (group_frag sets them: for GCC) */
+#pragma unroll
+        for (int u = 0; u < PER; u++) { /* the loads first, all in flight together */
+            const int gi = c0 + u * MMA_WARPS + wi;
+            group_frag<TYPE>(w, ina ? ra : r0, ina && gi < ng, gi, q, wa[u], sa[u], oa[u]);
+            group_frag<TYPE>(w, inb ? rb : r0, inb && gi < ng, gi, q, wb[u], sb[u], ob[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < PER; u++) {
+            const int j = u * MMA_WARPS + wi, gi = c0 + j;
+            if (gi >= ng) break; /* the same for the whole warp */
             if (q == 0) {
-                scales[wi][g][0] = sa[0], scales[wi][g][1] = sa[1], scales[wi][g][2] = oa[0], scales[wi][g][3] = oa[1];
-                scales[wi][g + 8][0] = sb[0], scales[wi][g + 8][1] = sb[1], scales[wi][g + 8][2] = ob[0], scales[wi][g + 8][3] = ob[1];
+                scales[j][g][0] = sa[u][0], scales[j][g][1] = sa[u][1], scales[j][g][2] = oa[u][0], scales[j][g][3] = oa[u][1];
+                scales[j][g + 8][0] = sb[u][0], scales[j][g + 8][1] = sb[u][1], scales[j][g + 8][2] = ob[u][0];
+                scales[j][g + 8][3] = ob[u][1];
             }
-            const uint32_t a[4] = {wa[0], wb[0], wa[1], wb[1]};
+            const uint32_t a[4] = {wa[u][0], wb[u][0], wa[u][1], wb[u][1]};
 #pragma unroll
-            for (int n = 0; n < MMA_TILES; n++) {
+            for (int n = 0; n < TILES; n++) {
                 if (t0 + 8 * n >= T) break; /* the same for the whole warp */
                 const int t = t0 + 8 * n + g;
                 const size_t at = ((size_t)t * w.cols + (size_t)gi * GROUP) / 4 + q;
@@ -633,15 +645,15 @@ static __global__ void __launch_bounds__(MMA_WARPS * 32)
 #pragma unroll
                 for (int h = 0; h < NS; h++)
 #pragma unroll
-                    for (int i = 0; i < 4; i++) sums[wi][h][4 * n + i][lane] = (float)(256 * sh[h][i] + sl[h][i]);
+                    for (int i = 0; i < 4; i++) sums[j][h][4 * n + i][lane] = (float)(256 * sh[h][i] + sl[h][i]);
             }
         }
         __syncthreads();
 #pragma unroll
-        for (int o = 0; o < MMA_OUT; o++) { /* this warp's outputs: the chunk's groups in order */
-            const int e = wi * MMA_OUT + o, n = e / 4, i = e % 4, t = t0 + 8 * n + 2 * q + (i & 1), row = i < 2 ? g : g + 8;
-            if (t >= T) continue;
-            for (int j = 0; j < MMA_WARPS && c0 + j < ng; j++) {
+        for (int o = 0; o < OUT; o++) { /* this warp's outputs: the chunk's groups in order */
+            const int e = wi + MMA_WARPS * o, n = e / 4, i = e % 4, t = t0 + 8 * n + 2 * q + (i & 1), row = i < 2 ? g : g + 8;
+            if (e >= E || t >= T) continue;
+            for (int j = 0; j < CHUNK && c0 + j < ng; j++) {
                 const float *sc = scales[j][row];
                 const float ab[2][2] = {{sc[0], sc[1]}, {sc[2], sc[3]}};
                 acc[o] = chain<TYPE>(acc[o], sums[j][0][e][lane], sums[j][NS - 1][e][lane], ab[0], ab[1],
@@ -651,9 +663,9 @@ static __global__ void __launch_bounds__(MMA_WARPS * 32)
         __syncthreads(); /* the chunk's sums are read: the next may be written */
     }
 #pragma unroll
-    for (int o = 0; o < MMA_OUT; o++) {
-        const int e = wi * MMA_OUT + o, n = e / 4, i = e % 4, t = t0 + 8 * n + 2 * q + (i & 1), r = i < 2 ? ra : rb;
-        if (r >= w.rows || t >= T) continue;
+    for (int o = 0; o < OUT; o++) {
+        const int e = wi + MMA_WARPS * o, n = e / 4, i = e % 4, t = t0 + 8 * n + 2 * q + (i & 1), r = i < 2 ? ra : rb;
+        if (e >= E || r >= w.rows || t >= T) continue;
         float *yt = y + (size_t)t * ldy + r;
         float v = scale * (acc[o] + (bias ? bias[r] : 0.0f));
         *yt = add ? *yt + v : v;
@@ -807,9 +819,17 @@ static void mul_one(cu_dev *d, const cu_out *o, const float *x, int ldx, int T) 
     bool mma = quantised(w) && d->mma;
     prof_begin(d);
     if (mma && T < MMA_ROWS_FROM) { /* few tokens: the groups split among a block's warps */
-        dim3 grid((unsigned)((w->rows + 15) / 16), (unsigned)((T + 8 * MMA_TILES - 1) / (8 * MMA_TILES))), block(MMA_WARPS * 32);
+        const int tiles = T <= 8 ? 1 : T <= 16 ? 2 : 4;
+        dim3 grid((unsigned)((w->rows + 15) / 16), (unsigned)((T + 8 * tiles - 1) / (8 * tiles))), block(MMA_WARPS * 32);
 #define MMA_CASE(NAME, ...)                                                                                          \
-    case GGML_TYPE_##NAME: NC_LAUNCH(k_mul_mma<GGML_TYPE_##NAME>, grid, block, d->stream, v, d->act, T, y, ldy, bias, a, scale); break;
+    case GGML_TYPE_##NAME:                                                                                           \
+        if (tiles == 1)                                                                                              \
+            NC_LAUNCH((k_mul_mma<GGML_TYPE_##NAME, 1>), grid, block, d->stream, v, d->act, T, y, ldy, bias, a, scale); \
+        else if (tiles == 2)                                                                                         \
+            NC_LAUNCH((k_mul_mma<GGML_TYPE_##NAME, 2>), grid, block, d->stream, v, d->act, T, y, ldy, bias, a, scale); \
+        else                                                                                                         \
+            NC_LAUNCH((k_mul_mma<GGML_TYPE_##NAME, 4>), grid, block, d->stream, v, d->act, T, y, ldy, bias, a, scale); \
+        break;
         switch (w->type) { QUANT_FORM_TYPES(MMA_CASE) default: break; }
 #undef MMA_CASE
     } else if (mma) { /* many: a warp per 16 rows and 32 tokens */

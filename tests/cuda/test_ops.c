@@ -399,8 +399,11 @@ int main(void) {
     test_mul(GGML_TYPE_F32, 37, 172);
     test_mul(GGML_TYPE_IQ3_S, 11, 256); /* uploaded as F32 */
     test_native_types();
-    /* a prefill's kernel (a warp per 16 rows and 32 tokens) against the CPU, and token 5 alone
-     * (the split kernel of few tokens) against it */
+    /* the split kernel's blocks of 32 tokens (17 to 31: one group a warp at a time; 13 tokens took
+     * 16, one took 8), then a prefill's kernel (a warp per 16 rows and 32 tokens), against the CPU,
+     * and token 5 alone against them */
+    test_mul_t(GGML_TYPE_Q4_0, 37, 256, 24);
+    test_mul_t(GGML_TYPE_Q5_K, 19, 512, 31);
     test_mul_t(GGML_TYPE_Q4_0, 40, 256, 45);
     test_mul_t(GGML_TYPE_Q8_0, 37, 128, 70);
     test_mul_t(GGML_TYPE_Q4_K, 37, 512, 40); /* offsets */
