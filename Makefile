@@ -139,10 +139,19 @@ $(BUILD)/cuda/nucleus: $(REL_CLI_OBJ) $(CPU_LIB_OBJ) $(CUDA_OBJ)
 # Tests of the CUDA code (tests/cuda: C tests of the backend's functions, .cu tests with kernels
 # of their own): emulated on the CPU ($(BUILD)/emu/tests, part of `make test`), and for the GPU
 # ($(BUILD)/cuda/tests, make cuda; they skip, saying so, where no GPU is found).
+# The emulated C tests run sanitized (ASan + UBSan, the emulator announcing its fiber switches), with
+# the backend compiled so too into $(BUILD)/emu/san.
 CU_TESTS := $(sort $(basename $(notdir $(wildcard tests/cuda/*.c tests/cuda/*.cu))))
-$(BUILD)/emu/tests/%: tests/cuda/%.c $(CPU_LIB_OBJ) $(EMU_OBJ)
+EMU_SAN_OBJ := $(BUILD)/emu/san/forward_gpu.o $(CU_SRC:src/cuda/%.cu=$(BUILD)/emu/san/%.o)
+$(BUILD)/emu/san/forward_gpu.o: src/forward/forward_gpu.c
 	@mkdir -p $(dir $@)
-	$(CC) $(REL_CFLAGS) -Itests -o $@ $^ $(LDLIBS) -lstdc++
+	$(CC) $(SAN_CFLAGS) -DNC_CUDA -MMD -MP -c $< -o $@
+$(BUILD)/emu/san/%.o: src/cuda/%.cu
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_FLAGS) -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined -MMD -MP -c $< -o $@
+$(BUILD)/emu/tests/%: tests/cuda/%.c $(filter-out $(BUILD)/san/src/forward/forward_gpu.o,$(SAN_LIB_OBJ)) $(EMU_SAN_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(SAN_CFLAGS) -Itests -o $@ $^ $(LDLIBS) -lstdc++
 $(BUILD)/emu/tests/%: tests/cuda/%.cu
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_FLAGS) -Itests -o $@ $<
