@@ -417,6 +417,14 @@ static __device__ __forceinline__ void load_x8(const float *x, int e0, int n, bo
 
 enum { MUL_WARPS = 4, MUL_TT = 8 };
 
+/* A product's output for token t and row r: scale (acc + bias[r]), stored or added (cuda.h). */
+static __device__ __forceinline__ void put_out(float *y, int ldy, int t, int r, float acc, const float *bias, int add,
+                                               float scale) {
+    float *yt = y + (size_t)t * ldy + r;
+    float v = scale * (acc + (bias ? bias[r] : 0.0f));
+    *yt = add ? *yt + v : v;
+}
+
 /* Float weights (F32, F16, BF16): warp w of block (bx, by) computes row bx * MUL_WARPS + w for
  * tokens by * MUL_TT.. in the order cuda.h gives: lane l takes elements 8l..8l + 7 of each 256,
  * whose products it sums in order and adds to its sum; then the lanes' sums meet in a butterfly.
@@ -454,13 +462,10 @@ static __global__ void __launch_bounds__(MUL_WARPS * 32)
         for (int o = 16; o > 0; o >>= 1) acc[t] += __shfl_xor_sync(0xffffffffu, acc[t], o);
     }
     if (lane != 0) return;
-    float b = bias ? bias[r] : 0.0f;
 #pragma unroll
     for (int t = 0; t < MUL_TT; t++) {
         if (t >= nt) break;
-        float *yt = y + (size_t)(t0 + t) * ldy + r;
-        float v = scale * (acc[t] + b);
-        *yt = add ? *yt + v : v;
+        put_out(y, ldy, t0 + t, r, acc[t], bias, add, scale);
     }
 }
 
@@ -570,6 +575,32 @@ static __device__ __forceinline__ float chain(float acc, float s0, float s1, con
     return acc;
 }
 
+/* One 16 x 8 tile's exact integer sums over group gi: the weights' fragment a (rows g, g + 8)
+ * times the activations of token t (this lane's column of B; 0 from T on), their high bytes and
+ * their low ones, as 256 hi + lo: s[h][i] for half h (one sum for the types with one scale) and the
+ * mma's element i. */
+template <uint32_t TYPE, int NS>
+static __device__ __forceinline__ void tile_sums(const uint32_t a[4], const uint32_t *hi, const uint32_t *lo, int cols,
+                                                 int gi, int t, int T, int q, int s[NS][4]) {
+    const size_t at = ((size_t)t * cols + (size_t)gi * GROUP) / 4 + q;
+    const uint32_t bh[2] = {t < T ? hi[at] : 0u, t < T ? hi[at + 4] : 0u};
+    const uint32_t bl[2] = {t < T ? lo[at] : 0u, t < T ? lo[at + 4] : 0u};
+    int sh[NS][4] = {}, sl[NS][4] = {};
+    if (form<TYPE>::halves) {
+        mma_s8_k16<false>(sh[0], a, bh[0]);
+        mma_s8_k16<false>(sh[NS - 1], a + 2, bh[1]);
+        mma_s8_k16<true>(sl[0], a, bl[0]);
+        mma_s8_k16<true>(sl[NS - 1], a + 2, bl[1]);
+    } else {
+        mma_s8_k32<false>(sh[0], a, bh);
+        mma_s8_k32<true>(sl[0], a, bl);
+    }
+#pragma unroll
+    for (int h = 0; h < NS; h++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) s[h][i] = 256 * sh[h][i] + sl[h][i];
+}
+
 /* The tensor cores' blocks: MMA_WARPS warps; a prefill's warp takes 16 rows and MMA_TILES tiles of
  * 8 tokens; few tokens' blocks take 16 rows and up to MMA_SPLIT tiles, and MMA_SPLIT / tiles
  * groups of 32 a warp at a time (untuned). */
@@ -628,24 +659,12 @@ static __global__ void __launch_bounds__(MMA_WARPS * 32)
 #pragma unroll
             for (int n = 0; n < TILES; n++) {
                 if (t0 + 8 * n >= T) break; /* the same for the whole warp */
-                const int t = t0 + 8 * n + g;
-                const size_t at = ((size_t)t * w.cols + (size_t)gi * GROUP) / 4 + q;
-                const uint32_t bh[2] = {t < T ? hi[at] : 0u, t < T ? hi[at + 4] : 0u};
-                const uint32_t bl[2] = {t < T ? lo[at] : 0u, t < T ? lo[at + 4] : 0u};
-                int sh[NS][4] = {}, sl[NS][4] = {};
-                if (form<TYPE>::halves) {
-                    mma_s8_k16<false>(sh[0], a, bh[0]);
-                    mma_s8_k16<false>(sh[NS - 1], a + 2, bh[1]);
-                    mma_s8_k16<true>(sl[0], a, bl[0]);
-                    mma_s8_k16<true>(sl[NS - 1], a + 2, bl[1]);
-                } else {
-                    mma_s8_k32<false>(sh[0], a, bh);
-                    mma_s8_k32<true>(sl[0], a, bl);
-                }
+                int sx[NS][4];
+                tile_sums<TYPE, NS>(a, hi, lo, w.cols, gi, t0 + 8 * n + g, T, q, sx);
 #pragma unroll
                 for (int h = 0; h < NS; h++)
 #pragma unroll
-                    for (int i = 0; i < 4; i++) sums[j][h][4 * n + i][lane] = (float)(256 * sh[h][i] + sl[h][i]);
+                    for (int i = 0; i < 4; i++) sums[j][h][4 * n + i][lane] = (float)sx[h][i];
             }
         }
         __syncthreads();
@@ -666,9 +685,7 @@ static __global__ void __launch_bounds__(MMA_WARPS * 32)
     for (int o = 0; o < OUT; o++) {
         const int e = wi + MMA_WARPS * o, n = e / 4, i = e % 4, t = t0 + 8 * n + 2 * q + (i & 1), r = i < 2 ? ra : rb;
         if (e >= E || r >= w.rows || t >= T) continue;
-        float *yt = y + (size_t)t * ldy + r;
-        float v = scale * (acc[o] + (bias ? bias[r] : 0.0f));
-        *yt = add ? *yt + v : v;
+        put_out(y, ldy, t, r, acc[o], bias, add, scale);
     }
 }
 
@@ -704,25 +721,13 @@ static __global__ void __launch_bounds__(MMA_WARPS * 32)
 #pragma unroll
         for (int n = 0; n < MMA_TILES; n++) {
             if (t0 + 8 * n >= T) break; /* the same for the whole warp */
-            const int t = t0 + 8 * n + g;
-            const size_t at = ((size_t)t * w.cols + (size_t)gi * GROUP) / 4 + q;
-            const uint32_t bh[2] = {t < T ? hi[at] : 0u, t < T ? hi[at + 4] : 0u};
-            const uint32_t bl[2] = {t < T ? lo[at] : 0u, t < T ? lo[at + 4] : 0u};
-            int sh[NS][4] = {}, sl[NS][4] = {};
-            if (form<TYPE>::halves) {
-                mma_s8_k16<false>(sh[0], a, bh[0]);
-                mma_s8_k16<false>(sh[NS - 1], a + 2, bh[1]);
-                mma_s8_k16<true>(sl[0], a, bl[0]);
-                mma_s8_k16<true>(sl[NS - 1], a + 2, bl[1]);
-            } else {
-                mma_s8_k32<false>(sh[0], a, bh);
-                mma_s8_k32<true>(sl[0], a, bl);
-            }
+            int sx[NS][4];
+            tile_sums<TYPE, NS>(a, hi, lo, w.cols, gi, t0 + 8 * n + g, T, q, sx);
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 const int tt = t0 + 8 * n + 2 * q + (i & 1);
                 if (tt >= T) continue;
-                const float s0 = (float)(256 * sh[0][i] + sl[0][i]), s1 = (float)(256 * sh[NS - 1][i] + sl[NS - 1][i]);
+                const float s0 = (float)sx[0][i], s1 = (float)sx[NS - 1][i];
                 const float ab[2][2] = {{i < 2 ? sa[0] : sb[0], i < 2 ? sa[1] : sb[1]}, {i < 2 ? oa[0] : ob[0], i < 2 ? oa[1] : ob[1]}};
                 acc[n][i] = chain<TYPE>(acc[n][i], s0, s1, ab[0], ab[1], ag[(size_t)tt * ng + gi]);
             }
@@ -734,9 +739,7 @@ static __global__ void __launch_bounds__(MMA_WARPS * 32)
         for (int i = 0; i < 4; i++) {
             const int r = i < 2 ? ra : rb, t = t0 + 8 * n + 2 * q + (i & 1);
             if (r >= w.rows || t >= T) continue;
-            float *yt = y + (size_t)t * ldy + r;
-            float v = scale * (acc[n][i] + (bias ? bias[r] : 0.0f));
-            *yt = add ? *yt + v : v;
+            put_out(y, ldy, t, r, acc[n][i], bias, add, scale);
         }
 }
 
@@ -783,13 +786,10 @@ static __global__ void __launch_bounds__(MUL_WARPS * 32)
         }
     }
     if (lane != 0) return;
-    float bv = bias ? bias[r] : 0.0f;
 #pragma unroll
     for (int t = 0; t < MUL_TT; t++) {
         if (t >= nt) break;
-        float *yt = y + (size_t)(t0 + t) * ldy + r;
-        float v = scale * (acc[t] + bv);
-        *yt = add ? *yt + v : v;
+        put_out(y, ldy, t0 + t, r, acc[t], bias, add, scale);
     }
 }
 
