@@ -371,9 +371,9 @@ static void test_move(void) {
     cu_free(dev, d);
 }
 
-/* The types read from the file's blocks, through their forms. */
 static void test_mul(uint32_t type, int rows, int cols) { test_mul_t(type, rows, cols, 13); }
 
+/* The types read from the file's blocks, through their forms. */
 static void test_native_types(void) {
     static const uint32_t types[] = {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
                                      GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL,
