@@ -822,6 +822,27 @@ static bool valid_root_name(const char *r) {
     return true;
 }
 
+/* The grammar made, under a caller's root rule, through the grammar parser: a schema that reaches
+ * itself before any value (`{"$ref": "#"}`, an anyOf whose branch refers back to it) makes a
+ * left-recursive rule, which no text can satisfy; refused here, naming the rule (found by
+ * fuzz_json_schema). */
+static int check_parses(const char *root_name, const char *gbnf, nc_err *err) {
+    size_t len = strlen(gbnf) + strlen(root_name) + 16;
+    char *full = malloc(len);
+    if (!full) return nc_fail(err, "out of memory");
+    bool named = strcmp(root_name, "root") != 0;
+    snprintf(full, len, "%s%s%s%s", named ? "root ::= " : "", named ? root_name : "", named ? "\n" : "", gbnf);
+    gr_grammar *g;
+    nc_err why;
+    int rc = 0;
+    if (gr_parse(&g, full, strlen(full), &why) == 0)
+        gr_free(g);
+    else
+        rc = nc_fail(err, "json schema: the schema refers to itself before any value (a $ref or anyOf cycle): %s", why.msg);
+    free(full);
+    return rc;
+}
+
 int nc_json_schema_to_grammar(const char *schema_json, const char *root_name, char **gbnf, nc_err *err) {
     *gbnf = NULL;
     if (!root_name) root_name = "root";
@@ -838,6 +859,7 @@ int nc_json_schema_to_grammar(const char *schema_json, const char *root_name, ch
     if (!root) rc = nc_fail(err, "out of memory");
     if (rc == 0) rc = gen(&c, c.doc, "", root);
     if (rc == 0 && c.out.oom) rc = nc_fail(err, "json schema: the grammar is too large");
+    if (rc == 0) rc = check_parses(root_name, c.out.s, err);
     for (int i = 0; i < c.n_names; i++) free(c.names[i]);
     for (int i = 0; i < c.n_refs; i++) free(c.ref_keys[i]);
     free(c.names), free(c.name_slots), free(c.ref_keys), free(c.ref_rules);

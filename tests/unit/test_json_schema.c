@@ -188,6 +188,10 @@ static void test_refusals(void) {
     check_refused("false", "the schema false allows nothing");
     check_refused("{\"properties\": {\"\xff\": {}}}", "invalid UTF-8 at byte 17"); /* found by fuzz_json_schema */
     check_refused("{\"allOf\": [{\"type\": \"string\"}]}", "allOf: only object schemas");
+    /* a schema that reaches itself before any value (found by fuzz_json_schema) */
+    check_refused("{\"$ref\": \"#\"}", "refers to itself before any value");
+    check_refused("{\"$defs\": {\"a\": {\"$ref\": \"#/$defs/a\"}}, \"$ref\": \"#/$defs/a\"}", "refers to itself before any value");
+    check_refused("{\"anyOf\": [{\"type\": \"null\"}, {\"$ref\": \"#\"}]}", "refers to itself before any value");
     /* nesting past the limit */
     char deep[2000] = "";
     for (int i = 0; i < 100; i++) strcat(deep, "{\"items\": ");
