@@ -67,6 +67,10 @@ bool gr_matcher_feed(gr_matcher *m, const uint8_t *bytes, size_t n);
 /* The grammar is complete here (the text so far is a sentence of it). */
 bool gr_matcher_can_end(const gr_matcher *m);
 bool gr_matcher_dead(const gr_matcher *m);
+/* Whether a limit cut the matcher's work since its last reset: an absurdly ambiguous grammar
+ * (stacks dropped past MAX_SET, the closure budgets, the node arena). Its masks and what feeding
+ * allows may then disagree; for any other grammar they agree exactly. */
+bool gr_matcher_cut(const gr_matcher *m);
 
 /* ---- the vocabulary trie (vocab_trie.c) ---- */
 

@@ -88,6 +88,7 @@ struct gr_matcher {
     frame *frames;
     int32_t n_frames;
     int64_t budget;           /* closure work left in this call */
+    bool cut;                 /* a limit cut the work since the last reset (gr_matcher_cut) */
     mask_entry masks[MASK_CACHE];
     int32_t next_victim, mask_n;
     const gr_vocab *mask_vocab;
@@ -203,8 +204,9 @@ static int cmp_i32(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Expands m->work (node ids) into m->out: stacks whose top is a class, and COMPLETE. */
-static bool closure(gr_matcher *m) {
+/* Expands m->work (node ids) into m->out: stacks whose top is a class, and COMPLETE. False only
+ * when a limit stops it (the budget, memory, the node arena). */
+static bool closure_run(gr_matcher *m) {
     const gr_grammar *g = m->g;
     if (++m->cur_stamp == 0) { /* wrapped: clear every stamp */
         memset(m->stamp, 0, (size_t)m->n_nodes * sizeof *m->stamp);
@@ -223,7 +225,8 @@ static bool closure(gr_matcher *m) {
         node n = m->nodes[x];
         const gr_elem *e = &g->elems[n.pos];
         if (e->kind == GR_CHAR) {
-            if (m->out.n < MAX_SET && !ibuf_push(&m->out, x)) return false;
+            if (m->out.n >= MAX_SET) m->cut = true; /* dropped */
+            else if (!ibuf_push(&m->out, x)) return false;
         } else if (e->kind == GR_END) {
             if (!ibuf_push(&m->work, n.parent < 0 ? COMPLETE : n.parent)) return false;
         } else {
@@ -238,6 +241,12 @@ static bool closure(gr_matcher *m) {
     }
     qsort(m->out.v, (size_t)m->out.n, sizeof *m->out.v, cmp_i32);
     return true;
+}
+
+static bool closure(gr_matcher *m) {
+    bool ok = closure_run(m);
+    m->cut = m->cut || !ok;
+    return ok;
 }
 
 /* ---- interned states ---- */
@@ -505,6 +514,7 @@ void gr_matcher_free(gr_matcher *m) {
 
 void gr_matcher_reset(gr_matcher *m) {
     m->dead = false;
+    m->cut = false;
     if (!ensure_room(m)) return;
     m->budget = FEED_BUDGET;
     m->work.n = 0;
@@ -540,6 +550,8 @@ bool gr_matcher_feed(gr_matcher *m, const uint8_t *bytes, size_t n) {
     }
     return true;
 }
+
+bool gr_matcher_cut(const gr_matcher *m) { return m->cut; }
 
 bool gr_matcher_dead(const gr_matcher *m) { return m->dead || m->oom; }
 

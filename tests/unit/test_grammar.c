@@ -239,6 +239,29 @@ static void test_hostile(void) {
     CHECK_MSG(dt < 5.0, "hostile grammars took %.2f s", dt);
 }
 
+/* gr_matcher_cut: false for a plain grammar; true once the stacks of one doubling at every x pass
+ * the bound on a state's set, until a reset. */
+static void test_cut(void) {
+    static const char *const grammars[2] = {"root ::= \"ab\" [0-9]*",
+                                            "root ::= a\na ::= \"x\" a b | \"x\" a c | \"\"\nb ::= \"y\"?\nc ::= \"z\"?"};
+    static const char *const texts[2] = {"ab12", "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"};
+    for (int i = 0; i < 2; i++) {
+        nc_err err;
+        gr_grammar *g;
+        gr_matcher *m;
+        if (gr_parse(&g, grammars[i], strlen(grammars[i]), &err) || gr_matcher_new(&m, g, &err)) {
+            CHECK_MSG(0, "%s", err.msg);
+            continue;
+        }
+        gr_matcher_feed(m, (const uint8_t *)texts[i], strlen(texts[i]));
+        CHECK_MSG(gr_matcher_cut(m) == (i == 1), "grammar %d: cut %d", i, gr_matcher_cut(m));
+        gr_matcher_reset(m);
+        CHECK(!gr_matcher_cut(m));
+        gr_matcher_free(m);
+        gr_free(g);
+    }
+}
+
 /* ---- the mask against a plain per-token check ---- */
 
 static const char *const MASK_GRAMMARS[] = {
@@ -447,6 +470,7 @@ int main(void) {
     test_escapes_comments();
     test_errors();
     test_hostile();
+    test_cut();
     test_mask("models/stories260K/stories260K.gguf");
     test_mask("archs/qwen2/qwen2-f16.gguf");
     test_mask("archs/gemma2/gemma2-f16.gguf");
