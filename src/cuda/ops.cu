@@ -266,8 +266,7 @@ extern "C" void cu_graph_free(cu_graph *g) {
 
 enum { GROUP = 32 };
 
-static constexpr bool planar_type(uint32_t t) { return t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q8_0; }
-static bool planar(uint32_t t) { return planar_type(t); }
+static constexpr bool planar(uint32_t t) { return t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q8_0; }
 /* The other quantised types stay in the file's blocks, read through their form (quant_form.h);
  * IQ3_S, whose grid is a table built at start, is dequantised to F32. */
 static bool native(uint32_t t) {
@@ -363,7 +362,7 @@ template <uint32_t TYPE> struct form {
 };
 #define FORM(NAME, GROUPS, HALVES, MIN, WRITER)                                                                 \
     template <> struct form<GGML_TYPE_##NAME> {                                                                 \
-        enum { native = !planar_type(GGML_TYPE_##NAME), groups = GROUPS, halves = HALVES, has_min = MIN };      \
+        enum { native = !planar(GGML_TYPE_##NAME), groups = GROUPS, halves = HALVES, has_min = MIN };      \
         static constexpr size_t bytes = sizeof(block_##NAME);                                                   \
         static __device__ __forceinline__ int w(const uint8_t *b, int j, int k) { return qf_w_##NAME(b, j, k); } \
         static __device__ __forceinline__ void ab(const uint8_t *b, int j, float a[2], float o[2]) {            \
@@ -508,50 +507,67 @@ static __global__ void k_quant(const float *x, int ldx, int T, int cols, uint8_t
 static __device__ __forceinline__ uint32_t nibbles_s8(uint32_t u) { return ((u | 0x80808080u) - 0x08080808u) ^ 0x80808080u; }
 
 /* Row r's group gi as two words of the mma's A operand, its integers w as bytes: elements 4q..4q
- * + 3 in wd[0], 16 + 4q.. in wd[1]; and the group's scales a and offsets b by half. Q4_0 and Q8_0
- * from their planes (Q4_0: element j in byte j % 16, the low nibble for j < 16), the other types
- * from their blocks through their forms. All 0 for a row past the last. */
+ * + 3 in wd[0], 16 + 4q.. in wd[1]. Q4_0 and Q8_0 from their planes (Q4_0: element j in byte
+ * j % 16, the low nibble for j < 16), the other types from their blocks through their forms. */
 template <uint32_t TYPE>
-static __device__ __forceinline__ void group_frag(const mat_view &w, int r, bool in, int gi, int q, uint32_t wd[2],
-                                                  float a[2], float b[2]) {
-    a[0] = a[1] = b[0] = b[1] = 0.0f;
-    wd[0] = wd[1] = 0;
-    if (!in) return;
+static __device__ __forceinline__ void group_words(const mat_view &w, int r, int gi, int q, uint32_t wd[2]) {
     if constexpr (form<TYPE>::native) {
         using F = form<TYPE>;
         const uint8_t *blk = w.q + (size_t)r * w.rb + (size_t)(gi / F::groups) * F::bytes;
         const int j = gi % F::groups;
+        wd[0] = wd[1] = 0;
 #pragma unroll
         for (int h = 0; h < 2; h++)
 #pragma unroll
             for (int e = 0; e < 4; e++) wd[h] |= (uint32_t)(uint8_t)F::w(blk, j, 16 * h + 4 * q + e) << (8 * e);
-        F::ab(blk, j, a, b);
+    } else if (TYPE == GGML_TYPE_Q4_0) {
+        uint32_t u = *(const uint32_t *)(w.q + ((size_t)r * (w.cols / GROUP) + gi) * 16 + 4 * q);
+        wd[0] = nibbles_s8(u & 0x0F0F0F0Fu);
+        wd[1] = nibbles_s8((u >> 4) & 0x0F0F0F0Fu);
     } else {
-        const size_t at = (size_t)r * (w.cols / GROUP) + gi;
-        if (TYPE == GGML_TYPE_Q4_0) {
-            uint32_t u = *(const uint32_t *)(w.q + at * 16 + 4 * q);
-            wd[0] = nibbles_s8(u & 0x0F0F0F0Fu);
-            wd[1] = nibbles_s8((u >> 4) & 0x0F0F0F0Fu);
-        } else {
-            const uint32_t *p = (const uint32_t *)(w.q + at * 32);
-            wd[0] = p[q];
-            wd[1] = p[4 + q];
-        }
-        a[0] = a[1] = h2f(w.d[at]);
+        const uint32_t *p = (const uint32_t *)(w.q + ((size_t)r * (w.cols / GROUP) + gi) * 32);
+        wd[0] = p[q];
+        wd[1] = p[4 + q];
     }
 }
 
-/* The same group's 32 integers, for the CUDA cores' kernel. */
+/* The group's scales a and offsets b by half. */
+template <uint32_t TYPE>
+static __device__ __forceinline__ void group_scales(const mat_view &w, int r, int gi, float a[2], float b[2]) {
+    if constexpr (form<TYPE>::native) {
+        using F = form<TYPE>;
+        F::ab(w.q + (size_t)r * w.rb + (size_t)(gi / F::groups) * F::bytes, gi % F::groups, a, b);
+    } else {
+        a[0] = a[1] = h2f(w.d[(size_t)r * (w.cols / GROUP) + gi]);
+        b[0] = b[1] = 0.0f;
+    }
+}
+
+/* Both, for a lane of the mma; all 0 for a row past the last (!in). */
+template <uint32_t TYPE>
+static __device__ __forceinline__ void group_frag(const mat_view &w, int r, bool in, int gi, int q, uint32_t wd[2],
+                                                  float a[2], float b[2]) {
+    if (!in) {
+        wd[0] = wd[1] = 0;
+        a[0] = a[1] = b[0] = b[1] = 0.0f;
+        return;
+    }
+    group_words<TYPE>(w, r, gi, q, wd);
+    group_scales<TYPE>(w, r, gi, a, b);
+}
+
+/* The same group's 32 integers and its scales, for the CUDA cores' kernel. */
 template <uint32_t TYPE>
 static __device__ __forceinline__ void group_ints(const mat_view &w, int r, int gi, int v[32], float a[2], float b[2]) {
     for (int q = 0; q < 4; q++) {
         uint32_t wd[2];
-        group_frag<TYPE>(w, r, true, gi, q, wd, a, b);
+        group_words<TYPE>(w, r, gi, q, wd);
         for (int e = 0; e < 4; e++) {
             v[4 * q + e] = (int8_t)(wd[0] >> (8 * e));
             v[16 + 4 * q + e] = (int8_t)(wd[1] >> (8 * e));
         }
     }
+    group_scales<TYPE>(w, r, gi, a, b);
 }
 
 /* Group g's step of a row's float chain for one token (kernels_impl.h): s0, s1 the integer sums by
@@ -560,12 +576,8 @@ static __device__ __forceinline__ void group_ints(const mat_view &w, int r, int 
 template <uint32_t TYPE>
 static __device__ __forceinline__ float chain(float acc, float s0, float s1, const float a[2], const float b[2],
                                               const act_group &x) {
-    if (form<TYPE>::halves) {
-        acc = fmaf(s0, __fmul_rn(a[0], x.d), acc);
-        acc = fmaf(s1, __fmul_rn(a[1], x.d), acc);
-    } else {
-        acc = fmaf(s0, __fmul_rn(a[0], x.d), acc);
-    }
+    acc = fmaf(s0, __fmul_rn(a[0], x.d), acc);
+    if (form<TYPE>::halves) acc = fmaf(s1, __fmul_rn(a[1], x.d), acc);
     if (form<TYPE>::has_min && form<TYPE>::halves) {
         acc = fmaf(b[0], __fmul_rn(x.d, (float)x.sum16), acc);
         acc = fmaf(b[1], __fmul_rn(x.d, (float)(x.sum - x.sum16)), acc);
