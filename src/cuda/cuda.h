@@ -34,11 +34,9 @@ typedef struct cu_dev cu_dev;
 
 /* A weight matrix in device memory, in the layout the products read: Q4_0 and Q8_0 as two
  * planes (the quants of each row's groups, 16 or 32 bytes a group, then an f16 scale per group),
- * the other quantised types as the file's blocks, F16, BF16 and F32 as dense rows; IQ3_S is
- * dequantised to F32 at upload (exact, 4 bytes an element). */
+ * the other quantised types as the file's blocks, F16, BF16 and F32 as dense rows. */
 typedef struct cu_mat {
-    uint32_t type;          /* the layout's type: the file's, or F32 for IQ3_S */
-    uint32_t file_type;     /* the type it came from */
+    uint32_t type;          /* the file's type */
     int32_t rows, cols;
     void *q;                /* quants or elements */
     void *d;                /* Q4_0 / Q8_0: the group scales, [rows][cols / 32] f16 */

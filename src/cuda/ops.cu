@@ -95,6 +95,9 @@ extern "C" int cu_open(cu_dev **out, nc_err *err) {
     cudaDeviceProp p;
     if ((e = cudaSetDevice(0)) != cudaSuccess || (e = cudaGetDeviceProperties(&p, 0)) != cudaSuccess)
         return fail_cuda(err, e, "device 0");
+    /* IQ3_S's grid, which its form reads on the device (quant_form.h) */
+    if ((e = cudaMemcpyToSymbol(qf_iq3_s_grid_dev, quant_iq3_s_grid, sizeof qf_iq3_s_grid_dev)) != cudaSuccess)
+        return fail_cuda(err, e, "copying IQ3_S's grid");
     cu_dev *d = (cu_dev *)calloc(1, sizeof *d);
     if (!d) return nc_fail(err, "out of memory");
     if ((e = cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking)) != cudaSuccess) {
@@ -267,13 +270,11 @@ extern "C" void cu_graph_free(cu_graph *g) {
 enum { GROUP = 32 };
 
 static constexpr bool planar(uint32_t t) { return t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q8_0; }
-/* The other quantised types stay in the file's blocks, read through their form (quant_form.h);
- * IQ3_S, whose grid is a table built at start, is dequantised to F32. */
+/* The other quantised types stay in the file's blocks, read through their form (quant_form.h). */
 static bool native(uint32_t t) {
     const quant_type *q = quant_type_of(t);
-    return q && q->group && !planar(t) && t != GGML_TYPE_IQ3_S;
+    return q && q->group && !planar(t);
 }
-static bool dense(uint32_t t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16; }
 static size_t elem_bytes(uint32_t t) { return t == GGML_TYPE_F32 ? 4 : 2; }
 /* Q4_0 / Q8_0: quant bytes of a group in the planes, and of a GGUF block (an f16 scale first). */
 static size_t plane_bytes(uint32_t t) { return t == GGML_TYPE_Q4_0 ? 16 : 32; }
@@ -292,10 +293,8 @@ static void host_rows(const cu_mat *m, const uint8_t *src, size_t row_bytes, int
         } else if (native(m->type)) {
             size_t rb = quant_row_bytes(m->type, m->cols);
             memcpy(q + (size_t)r * rb, row, rb);
-        } else if (m->type == m->file_type) {
-            memcpy(q + (size_t)r * m->cols * elem_bytes(m->type), row, (size_t)m->cols * elem_bytes(m->type));
         } else {
-            quant_dequantize_row(m->file_type, row, (float *)(q + (size_t)r * m->cols * 4), m->cols);
+            memcpy(q + (size_t)r * m->cols * elem_bytes(m->type), row, (size_t)m->cols * elem_bytes(m->type));
         }
     }
 }
@@ -303,8 +302,7 @@ static void host_rows(const cu_mat *m, const uint8_t *src, size_t row_bytes, int
 extern "C" int cu_upload(cu_dev *d, cu_mat *m, const void *data, uint32_t type, int32_t rows, int32_t cols,
                          size_t row_bytes, nc_err *err) {
     memset(m, 0, sizeof *m);
-    m->file_type = type;
-    m->type = planar(type) || dense(type) || native(type) ? type : (uint32_t)GGML_TYPE_F32;
+    m->type = type;
     m->rows = rows;
     m->cols = cols;
     if (planar(type) && cols % GROUP)
@@ -369,7 +367,7 @@ template <uint32_t TYPE> struct form {
             qf_ab_##NAME(b, j, a, o);                                                                           \
         }                                                                                                       \
     };
-QUANT_FORM_TYPES(FORM)
+QUANT_INT_TYPES(FORM)
 #undef FORM
 
 /* Elements e0..e0 + 7 of row r of a float type (e0 a multiple of 8); those past the row's end
@@ -811,7 +809,7 @@ static bool quantised(const cu_mat *w) { return planar(w->type) || native(w->typ
 #define NAME_CASE(NAME, ...) case GGML_TYPE_##NAME: return mma ? "mma " #NAME : "mul " #NAME;
 static const char *mul_name(uint32_t type, bool mma) {
     switch (type) {
-    QUANT_FORM_TYPES(NAME_CASE)
+    QUANT_INT_TYPES(NAME_CASE)
     case GGML_TYPE_F16: return "mul F16";
     case GGML_TYPE_BF16: return "mul BF16";
     default: return "mul F32";
@@ -842,7 +840,7 @@ static void mul_one(cu_dev *d, const cu_out *o, const float *x, int ldx, int T) 
         else                                                                                                         \
             NC_LAUNCH((k_mul_mma<GGML_TYPE_##NAME, 4>), grid, block, d->stream, v, d->act, T, y, ldy, bias, a, scale); \
         break;
-        switch (w->type) { QUANT_FORM_TYPES(MMA_CASE) default: break; }
+        switch (w->type) { QUANT_INT_TYPES(MMA_CASE) default: break; }
 #undef MMA_CASE
     } else if (mma) { /* many: a warp per 16 rows and 32 tokens */
         dim3 grid((unsigned)((w->rows + 16 * MMA_WARPS - 1) / (16 * MMA_WARPS)), (unsigned)((T + 8 * MMA_TILES - 1) / (8 * MMA_TILES)));
@@ -850,7 +848,7 @@ static void mul_one(cu_dev *d, const cu_out *o, const float *x, int ldx, int T) 
     case GGML_TYPE_##NAME:                                                                                           \
         NC_LAUNCH(k_mul_mma_rows<GGML_TYPE_##NAME>, grid, dim3(MMA_WARPS * 32), d->stream, v, d->act, T, y, ldy, bias, a, scale); \
         break;
-        switch (w->type) { QUANT_FORM_TYPES(ROWS_CASE) default: break; }
+        switch (w->type) { QUANT_INT_TYPES(ROWS_CASE) default: break; }
 #undef ROWS_CASE
     } else {
         dim3 grid((unsigned)((w->rows + MUL_WARPS - 1) / MUL_WARPS), (unsigned)((T + MUL_TT - 1) / MUL_TT)), block(MUL_WARPS * 32);
@@ -859,7 +857,7 @@ static void mul_one(cu_dev *d, const cu_out *o, const float *x, int ldx, int T) 
 #define MUL_CASE(NAME)                                                                                               \
     case GGML_TYPE_##NAME: NC_LAUNCH(k_mul<GGML_TYPE_##NAME>, grid, block, d->stream, v, x, ldx, T, y, ldy, bias, a, scale); break;
         switch (w->type) {
-        QUANT_FORM_TYPES(INT_CASE)
+        QUANT_INT_TYPES(INT_CASE)
         MUL_CASE(F16)
         MUL_CASE(BF16)
         default: MUL_CASE(F32)

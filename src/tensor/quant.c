@@ -25,8 +25,6 @@ static void store_u16(uint8_t *p, uint16_t v) {
     p[1] = (uint8_t)(v >> 8);
 }
 
-static float load_fp16(const uint8_t *p) { return quant_fp16_to_f32(load_u16(p)); }
-
 float quant_fp16_to_f32(uint16_t h) { return qf_fp16(h); }
 
 uint16_t quant_f32_to_fp16(float f) {
@@ -112,22 +110,7 @@ static void build_grid(void) {
         for (int k = 0; k < 32; k++) o->w[k] = (int16_t)qf_w_##NAME(blk, j, k);      \
         qf_ab_##NAME(blk, j, o->a, o->b);                                           \
     }
-QUANT_FORM_TYPES(GROUP_FROM_FORM)
-
-static void group_IQ3_S(const uint8_t *blk, int j, quant_group *o) {
-    const uint32_t *grid = quant_iq3_s_grid;
-    const uint8_t *qs = blk + offsetof(block_IQ3_S, qs) + 8 * j, qh = blk[offsetof(block_IQ3_S, qh) + j];
-    const uint8_t *signs = blk + offsetof(block_IQ3_S, signs) + 4 * j;
-    for (int i = 0; i < 8; i++) {
-        uint32_t e = grid[qs[i] | (qh >> i & 1) << 8];
-        for (int c = 0; c < 4; c++) {
-            int k = 4 * i + c, v = (int)(e >> (8 * c) & 0xFF);
-            o->w[k] = (int16_t)(signs[k / 8] >> (k % 8) & 1 ? -v : v);
-        }
-    }
-    int s = (blk[offsetof(block_IQ3_S, scales) + j / 2] >> (4 * (j % 2))) & 0xF;
-    qf_set(o->a, o->b, load_fp16(blk) * (float)(1 + 2 * s), 0.0f);
-}
+QUANT_INT_TYPES(GROUP_FROM_FORM)
 
 /* ---- float types ---- */
 

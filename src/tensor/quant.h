@@ -73,6 +73,10 @@ typedef struct {                   /* 110: d * (1 + 2 * s) * ±grid, per 32 */
     uint8_t scales[4];             /* s of sub-block j: nibble j % 2 of byte j / 2 */
 } block_IQ3_S;
 
+/* IQ3_S: the 512 grid entries, four magnitudes (1, 3, .., 15) per entry in the bytes of a
+ * little-endian word (the format's constants; quant_form.h reads them). */
+extern const uint32_t *const quant_iq3_s_grid;
+
 #include "tensor/quant_form.h" /* each type's integer form, weight by weight */
 
 /* The integer form of one group of 32 weights: weight k = a[k / 16] * w[k] + b[k / 16], where
@@ -98,9 +102,9 @@ typedef struct quant_type {
 
 /* The quantised types, one line each: X(name, groups of 32 per block, halves, has_min, writer or
  * NULL). The table entry of type GGML_TYPE_<name> has the layout block_<name> and takes its
- * integer form from qf_w_<name> and qf_ab_<name> (quant_form.h; IQ3_S from quant.c); the kernels
- * specialise on the same list (kernels_impl.h, and cuda/ops.cu on QUANT_FORM_TYPES). */
-#define QUANT_FORM_TYPES(X)                     \
+ * integer form from qf_w_<name> and qf_ab_<name> (quant_form.h); the kernels specialise on the
+ * same list (kernels_impl.h, cuda/ops.cu). */
+#define QUANT_INT_TYPES(X)                      \
     X(Q4_0, 1, false, false, quant_q4_0)        \
     X(Q4_1, 1, false, true, quant_q4_1)         \
     X(Q5_0, 1, false, false, quant_q5_0)        \
@@ -113,8 +117,8 @@ typedef struct quant_type {
     X(Q6_K, 8, true, false, quant_q6_K)         \
     X(IQ4_NL, 1, false, false, quant_iq4_nl)    \
     X(IQ4_XS, 8, false, false, NULL)            \
-    X(MXFP4, 1, false, false, quant_mxfp4)
-#define QUANT_INT_TYPES(X) QUANT_FORM_TYPES(X) X(IQ3_S, 8, false, false, NULL)
+    X(MXFP4, 1, false, false, quant_mxfp4)      \
+    X(IQ3_S, 8, false, false, NULL)
 
 /* The K-quant writers (quant_k.c): nb blocks of 256 from src, each sub-block's scale searched for
  * the least squared error. */
@@ -154,10 +158,6 @@ float quant_e8m0_half(uint8_t e);
 extern const int8_t quant_iq4_values[16];
 /* MXFP4: the E2M1 values of the 4-bit codes, times 2 (0, 0.5, 1, 1.5, 2, 3, 4, 6 and negatives). */
 extern const int8_t quant_e2m1x2_values[16];
-/* IQ3_S: the 512 grid entries, four magnitudes (1, 3, .., 15) per entry in the bytes of a
- * little-endian word (the format's constants). */
-extern const uint32_t *const quant_iq3_s_grid;
-
 /* The same as eight bytes each. */
 static inline void quant_q4_K_scales(const uint8_t packed[K_SCALE_SIZE], uint8_t sc[8], uint8_t m[8]) {
     uint64_t s, n;

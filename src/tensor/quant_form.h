@@ -3,8 +3,7 @@
  * offsets b[2] (per half of 16 weights). quant.c builds its groups from these and the CUDA
  * kernels read their weights with them (src/cuda/ops.cu), so a type is defined once for both.
  * Included by quant.h after the block layouts; written to compile as C and as CUDA C++ (QF_FN
- * makes the functions callable on the device too). IQ3_S, whose grid is a table built at start,
- * keeps its form in quant.c. */
+ * makes the functions callable on the device too). */
 #ifndef NC_QUANT_FORM_H
 #define NC_QUANT_FORM_H
 
@@ -172,6 +171,31 @@ QF_FN void qf_ab_IQ4_XS(const uint8_t *blk, int j, float a[2], float b[2]) {
     int ls = ((blk[offsetof(block_IQ4_XS, scales_l) + j / 2] >> (4 * (j % 2))) & 0xF) |
              ((qf_le16(blk + offsetof(block_IQ4_XS, scales_h)) >> (2 * j)) & 3) << 4;
     qf_set(a, b, qf_fp16(qf_le16(blk)) * (float)(ls - 32), 0.0f);
+}
+
+/* IQ3_S: weights 4i..4i+3 of group j are the magnitudes of grid entry qs[8j + i] + 256 * bit i of
+ * qh[j] (quant_iq3_s_grid, built when the program loads), signed by bits 32j.. of signs. Device
+ * code reads its own copy of the grid from constant memory, which cu_open fills (src/cuda/ops.cu;
+ * in the emulator too, so the tests see that copy). */
+#if defined(__CUDACC__) || defined(NC_CUDA_EMULATE)
+static __constant__ uint32_t qf_iq3_s_grid_dev[512];
+#endif
+QF_FN uint32_t qf_iq3_s_entry(uint32_t i) {
+#if defined(__CUDA_ARCH__) || defined(NC_CUDA_EMULATE)
+    return qf_iq3_s_grid_dev[i];
+#else
+    return quant_iq3_s_grid[i];
+#endif
+}
+QF_FN int qf_w_IQ3_S(const uint8_t *blk, int j, int k) {
+    uint32_t i = (uint32_t)k / 4, q = blk[offsetof(block_IQ3_S, qs) + 8 * j + i];
+    uint32_t e = qf_iq3_s_entry(q | qf_bit(blk + offsetof(block_IQ3_S, qh) + j, (int)i) << 8);
+    int v = (int)(e >> (8 * (k % 4)) & 0xFF);
+    return qf_bit(blk + offsetof(block_IQ3_S, signs) + 4 * j, k) ? -v : v;
+}
+QF_FN void qf_ab_IQ3_S(const uint8_t *blk, int j, float a[2], float b[2]) {
+    int s = (blk[offsetof(block_IQ3_S, scales) + j / 2] >> (4 * (j % 2))) & 0xF;
+    qf_set(a, b, qf_fp16(qf_le16(blk)) * (float)(1 + 2 * s), 0.0f);
 }
 
 /* The E2M1 values doubled, so the scale is 2^(e-128): both exact. */

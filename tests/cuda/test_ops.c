@@ -54,6 +54,7 @@ static void random_blocks(uint32_t type, uint8_t *row, size_t bytes) {
         int n = 0;
         if (type == GGML_TYPE_Q2_K) at[n++] = offsetof(block_Q2_K, d), at[n++] = offsetof(block_Q2_K, dmin);
         if (type == GGML_TYPE_IQ4_XS) at[n++] = offsetof(block_IQ4_XS, d);
+        if (type == GGML_TYPE_IQ3_S) at[n++] = offsetof(block_IQ3_S, d);
         for (int i = 0; i < n; i++) {
             uint16_t h = quant_f32_to_fp16((1.0f + frand()) / 64);
             row[b + at[i]] = (uint8_t)h, row[b + at[i] + 1] = (uint8_t)(h >> 8);
@@ -91,8 +92,8 @@ static void test_mul_t(uint32_t type, int rows, int cols, int T) {
     for (int i = 0; i < T * cols; i++) x[i] = frand();
     for (int r = 0; r < rows; r++) bias[r] = frand();
     for (int i = 0; i < T * rows; i++) y0[i] = frand();
-    /* the quantised types (IQ3_S aside: uploaded as F32) give the CPU's bits */
-    bool exact = qt->group && type != GGML_TYPE_IQ3_S;
+    /* the quantised types give the CPU's bits */
+    bool exact = qt->group != NULL;
     float *cpu = malloc((size_t)T * rows * sizeof *cpu);
     if (exact) cpu_mul(type, wq, rb, rows, cols, x, T, cpu);
     nc_err err;
@@ -377,7 +378,7 @@ static void test_mul(uint32_t type, int rows, int cols) { test_mul_t(type, rows,
 static void test_native_types(void) {
     static const uint32_t types[] = {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
                                      GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL,
-                                     GGML_TYPE_IQ4_XS, GGML_TYPE_MXFP4};
+                                     GGML_TYPE_IQ4_XS, GGML_TYPE_MXFP4, GGML_TYPE_IQ3_S};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         test_mul(types[i], 37, quant_type_of(types[i])->block_elems == 256 ? 512 : 96);
 }
@@ -397,7 +398,6 @@ int main(void) {
     test_mul(GGML_TYPE_F16, 9, 172); /* rows that end inside a group */
     test_mul(GGML_TYPE_BF16, 37, 96);
     test_mul(GGML_TYPE_F32, 37, 172);
-    test_mul(GGML_TYPE_IQ3_S, 11, 256); /* uploaded as F32 */
     test_native_types();
     /* the split kernel's blocks of 32 tokens (17 to 31: one group a warp at a time; 13 tokens took
      * 16, one took 8), then a prefill's kernel (a warp per 16 rows and 32 tokens), against the CPU,
@@ -409,6 +409,7 @@ int main(void) {
     test_mul_t(GGML_TYPE_Q4_K, 37, 512, 40); /* offsets */
     test_mul_t(GGML_TYPE_Q6_K, 37, 256, 33); /* scales by halves */
     test_mul_t(GGML_TYPE_Q2_K, 21, 256, 40); /* both */
+    test_mul_t(GGML_TYPE_IQ3_S, 19, 256, 40); /* the grid, in constant memory */
     test_mul_n();
     test_rms_norm();
     test_rope(false);

@@ -58,7 +58,7 @@ absorb "archs, emulated GPU" /usr/bin/python3 tests/e2e/archs_check.py --nucleus
 # biases) against reference-forward, through the GPU pass
 wrap "$tmp/gpu-nucleus" --device cuda
 absorb "reference, emulated GPU" env NUCLEUS_BIN="$tmp/gpu-nucleus" bash tests/e2e/reference.sh
-# every weight type: shared/quants (read from their blocks on the GPU; IQ3_S uploaded as F32) and
+# every weight type: shared/quants (read from their blocks on the GPU) and
 # quants.sh's MXFP4 model
 absorb "quants, emulated GPU" env NUCLEUS_BIN="$tmp/gpu-nucleus" bash tests/e2e/quants.sh --cache-types f16
 # every key / value cache type (F16, F32, Q8_0, Q4_0) against the reference with the same rounding
