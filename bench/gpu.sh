@@ -7,8 +7,10 @@
 # timed operation by operation (NUCLEUS_CUDA_PROFILE=1). With build/llamacpp-src.tgz (gpu-bundle.sh
 # packs it), llama.cpp b4748 is built there with CUDA for sm_90 while the tests run
 # (../shared/tools/build-llamacpp, llama-bench only) and benched on the same files after nucleus
-# (-ngl 99, flash attention on, as issue 19's figures): the same-run comparison. A summary is
-# printed last; the logs are under $OUT (the device tool's folder that comes back) or /tmp/gpu-out.
+# (-ngl 99, flash attention on, as issue 19's figures): the same-run comparison. Last, the
+# server with 1, 8 and 32 streams on Llama-2-7B Q4_0, beside llama-server (also built there). A
+# summary is printed last; the logs are under $OUT (the device tool's folder that comes back) or
+# /tmp/gpu-out.
 set -u
 cd "$(dirname "$0")/.."
 export LD_LIBRARY_PATH=$PWD/build/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -28,7 +30,7 @@ say "$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,nohe
 LC=/tmp/llamacpp
 if [ -f build/llamacpp-src.tgz ]; then
     mkdir -p "$LC" && tar xzf build/llamacpp-src.tgz -C "$LC" &&
-        bash "$SHARED/tools/build-llamacpp" /nonexistent "$LC" --cuda llama-bench >"$OUT/llamacpp-build.log" 2>&1 &
+        bash "$SHARED/tools/build-llamacpp" /nonexistent "$LC" --cuda llama-bench llama-server >"$OUT/llamacpp-build.log" 2>&1 &
     lc_pid=$!
 fi
 
@@ -72,5 +74,39 @@ if [ -n "${lc_pid:-}" ]; then
         grep -E '^\| .*(pp|tg)[0-9]' "$OUT/llamacpp-$1-$2.txt" >>"$summary" || tail -n 3 "$OUT/llamacpp-$1-$2.txt" >>"$summary"
     done
 fi
+
+# The server: aggregate generated tokens/s and time to first token with 1, 8 and 32 streams on
+# Llama-2-7B Q4_0, 32 slots of 1024 tokens, nucleus then llama-server (-ngl 99 -fa, the same
+# slots) when it was built; bench/server/load.py, load.mjs's twin (this image has no node).
+url=http://127.0.0.1:18080
+up() { # waits for $url/health (a loading llama-server answers 503)
+    for _ in $(seq 1200); do
+        "$PY" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/health", timeout=2)' "$url" \
+            2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
+}
+serve_load() { # name, server command...
+    local name=$1 pid
+    shift
+    "$@" >"$OUT/server-$name.log" 2>&1 &
+    pid=$!
+    if up; then
+        for streams in 1 8 32; do
+            say "| $name $("$PY" bench/server/load.py --url "$url" --streams "$streams" \
+                --requests $((streams < 4 ? 8 : 2 * streams)) --max-tokens 64 2>&1 | tail -n 1)"
+        done
+    else
+        say "server $name did not start: $(tail -n 3 "$OUT/server-$name.log")"
+    fi
+    kill "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+}
+say "| server | streams | requests | generated tok/s | TTFT p50 ms | TTFT p99 ms |"
+f=$MODELS/bench-llama2-7b-q4_0.gguf
+serve_load nucleus "$N" serve -m "$f" --device cuda --port 18080 --parallel 32 -c 1024
+[ -x "$LC/build/bin/llama-server" ] &&
+    serve_load llama.cpp "$LC/build/bin/llama-server" -m "$f" -ngl 99 -fa --port 18080 -np 32 -c 32768
 say "gpu.sh: $((SECONDS - start)) s"
 cat "$summary"
