@@ -175,10 +175,11 @@ QF_FN void qf_ab_IQ4_XS(const uint8_t *blk, int j, float a[2], float b[2]) {
 
 /* IQ3_S: weights 4i..4i+3 of group j are the magnitudes of grid entry qs[8j + i] + 256 * bit i of
  * qh[j] (quant_iq3_s_grid, built when the program loads), signed by bits 32j.. of signs. Device
- * code reads its own copy of the grid from constant memory, which cu_open fills (src/cuda/ops.cu;
- * in the emulator too, so the tests see that copy). */
+ * code reads its own copy of the grid, which cu_open fills (src/cuda/ops.cu; in the emulator too,
+ * so the tests see that copy): in global memory, through the L1 cache, not in constant memory,
+ * which serialises a warp's lanes looking up different entries. */
 #if defined(__CUDACC__) || defined(NC_CUDA_EMULATE)
-static __constant__ uint32_t qf_iq3_s_grid_dev[512];
+static __device__ uint32_t qf_iq3_s_grid_dev[512];
 #endif
 QF_FN uint32_t qf_iq3_s_entry(uint32_t i) {
 #if defined(__CUDA_ARCH__) || defined(NC_CUDA_EMULATE)

@@ -409,7 +409,7 @@ int main(void) {
     test_mul_t(GGML_TYPE_Q4_K, 37, 512, 40); /* offsets */
     test_mul_t(GGML_TYPE_Q6_K, 37, 256, 33); /* scales by halves */
     test_mul_t(GGML_TYPE_Q2_K, 21, 256, 40); /* both */
-    test_mul_t(GGML_TYPE_IQ3_S, 19, 256, 40); /* the grid, in constant memory */
+    test_mul_t(GGML_TYPE_IQ3_S, 19, 256, 40); /* the grid, copied to the device */
     test_mul_n();
     test_rms_norm();
     test_rope(false);
