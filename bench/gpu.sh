@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# On a machine with an NVIDIA GPU (a lent one: bench/gpu-bundle.sh prepares build/cuda and shared/
-# here, and says how to start this there): the CUDA backend's tests on the GPU; every record of
+# On a machine with an NVIDIA GPU (a lent one: bench/gpu-bundle.sh prepares build/cuda.tgz and
+# shared/ here, and says how to start this there): the CUDA backend's tests on the GPU; every record of
 # shared/golden, shared/quants and shared/archs through the GPU pass; then speed, nucleus bench --device cuda (pp512, tg128, 3 repetitions) on issue 19's
 # synthetic models (TinyLlama-1.1B Q4_0, Llama-2-7B Q4_0 and Q8_0; TinyLlama Q4_K, a K-quant read from
 # its blocks), and one decode run of each
@@ -13,6 +13,8 @@
 # /tmp/gpu-out.
 set -u
 cd "$(dirname "$0")/.."
+# gpu-bundle.sh's pack, unless what is unpacked is newer (-m: dated when unpacked)
+if [ build/cuda.tgz -nt build/cuda/nucleus ]; then tar xzmf build/cuda.tgz -C build || exit 1; fi
 export LD_LIBRARY_PATH=$PWD/build/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 SHARED=${SHARED:-$PWD/shared}
 [ -d "$SHARED/golden" ] || SHARED=$(cd .. && pwd)/shared
