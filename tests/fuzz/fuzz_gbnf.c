@@ -4,10 +4,14 @@
  * time, and at every step the vocabulary mask over a small fixed vocabulary (ASCII, multi-byte
  * characters, pieces of characters, multi-character tokens) must equal a plain per-token check:
  * a fresh matcher fed the text so far and then the token, unless a limit cut either matcher's work
- * (an absurdly ambiguous grammar, gr_matcher_cut: the limits bound mask and feed differently). */
+ * (an absurdly ambiguous grammar, gr_matcher_cut: the limits bound mask and feed differently).
+ * The reference check costs a fresh feed per token and byte, each bounded only by the matcher's
+ * work budget, so an ambiguous grammar could keep one input for tens of seconds: it stops after
+ * CHECK_SECONDS of CPU, leaving the fuzzer's timeout to catch a single call that hangs. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "grammar/grammar.h"
 
@@ -18,6 +22,7 @@ static const char *const TOKENS[] = {
 };
 #define N_TOKENS ((int32_t)(sizeof TOKENS / sizeof *TOKENS))
 #define EOG_ID (N_TOKENS)
+#define CHECK_SECONDS 2
 
 static int piece(void *user, int32_t id, char *buf, int cap) {
     if (id >= N_TOKENS) return 0;
@@ -39,8 +44,8 @@ static gr_vocab *vocab(void) {
 }
 
 /* The mask from m's state (after text[0..n)) against feeding each token to a fresh matcher; false
- * once a limit cut either (nothing more to compare for this input). */
-static bool check_mask(gr_matcher *m, gr_matcher *fresh, const uint8_t *text, size_t n) {
+ * once a limit cut either, or the clock passed deadline (nothing more to compare for this input). */
+static bool check_mask(gr_matcher *m, gr_matcher *fresh, const uint8_t *text, size_t n, clock_t deadline) {
     uint8_t allowed[N_TOKENS + 1];
     int32_t count = gr_matcher_mask(m, vocab(), allowed, N_TOKENS + 1), want_count = 0;
     bool want[N_TOKENS + 1];
@@ -50,7 +55,7 @@ static bool check_mask(gr_matcher *m, gr_matcher *fresh, const uint8_t *text, si
             gr_matcher_reset(fresh);
             size_t len = strlen(TOKENS[id]);
             want[id] = len > 0 && gr_matcher_feed(fresh, text, n) && gr_matcher_feed(fresh, (const uint8_t *)TOKENS[id], len);
-            if (gr_matcher_cut(fresh)) return false;
+            if (gr_matcher_cut(fresh) || clock() > deadline) return false;
         }
     }
     if (gr_matcher_cut(m)) return false;
@@ -76,13 +81,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     gr_matcher *m, *fresh;
     if (gr_matcher_new(&m, g, &err) == 0) {
         check(gr_matcher_new(&fresh, g, &err) == 0);
-        bool go = check_mask(m, fresh, text, 0);
-        for (size_t i = 0; go && i < tlen && i < 64; i++) {
+        clock_t deadline = clock() + CHECK_SECONDS * CLOCKS_PER_SEC;
+        bool go = check_mask(m, fresh, text, 0, deadline);
+        for (size_t i = 0; go && i < tlen && i < 64 && clock() <= deadline; i++) {
             if (!gr_matcher_feed(m, text + i, 1)) {
                 check(gr_matcher_dead(m) && !gr_matcher_can_end(m));
                 break;
             }
-            go = check_mask(m, fresh, text, i + 1);
+            go = check_mask(m, fresh, text, i + 1, deadline);
         }
         gr_matcher_free(fresh);
         gr_matcher_free(m);
