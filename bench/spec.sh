@@ -20,11 +20,14 @@
 # assumption); then the same with the passes' measured cost: tokens per pass / (tP / t1 + c x
 # drafts per pass + the draft's catch-up), where a pass's time is taken as affine in its rows,
 # tP = t1 + drafts per pass x (tM - t1) / 16, t1 and tM the times of a pass of 1 and of M = 17
-# tokens (1 + --draft-max; `nucleus bench -p 17 -d DEPTH`, DEPTH the run's mean context): the
-# passes of a run hold from 1 to 17 rows, and a row's cost is not the same at every size, so the
-# line through both ends. A draft model's rows beyond its drafts (its catch-up over tokens it has
-# not seen: after rejected drafts, and at each probe while it does not draft; `run` reports its
-# rows) count at the draft's own time per row of a 17-token pass, over t1.
+# tokens (1 + --draft-max; `nucleus bench -p 17 -d DEPTH --all-logits`, DEPTH the run's mean
+# context, every row's logits as verification computes them: on TinyStories-656K, whose output
+# matrix is a large share of its weights, that makes a row 25% dearer than a prompt's): the passes
+# of a run hold from 1 to 17 rows, and a row's cost is not the same at every size, so the line
+# through both ends. A draft model's rows beyond its drafts (its catch-up over tokens it has not
+# seen: after rejected drafts, and at each probe while it does not draft; `run` reports its rows)
+# count at the draft's own time per row of a 17-token pass (the last row's logits only, as its
+# catch-up), over t1.
 # Each figure is the median of REPS runs (3 x REPS for TinyStories, whose runs last milliseconds:
 # TOKENS for TinyLlama, --n-tiny (448, its context holds 512) for TinyStories); nucleus's plain,
 # draft and speculative runs take turns, so that the VM's moving speed weighs on each alike.
@@ -108,15 +111,16 @@ row() { # name engine plain spec drafted accepted per_pass predicted
         printf "| %s | %s | %.1f | %.1f | %.2f | %s | %.2f | %s |\n", name, eng, p, s, s / p,
                (d > 0 ? sprintf("%.1f%% of %d", 100 * a / d, d) : "none"), t, pr }'
 }
-# pass_times MODEL PROMPT: nucleus bench's JSON for passes of 1 and 17 tokens at the run's mean depth
+# pass_times MODEL PROMPT [--all-logits]: nucleus bench's JSON for passes of 1 and 17 tokens at the
+# run's mean depth
 pass_times() {
     local depth=$(( $(build/nucleus tokenize -m "$1" -p "$2" | wc -w) + n / 2 ))
-    build/nucleus bench -m "$1" -p 17 -n 32 -d "$depth" -t "$threads" -r "$reps" --json --no-bandwidth 2>/dev/null
+    build/nucleus bench -m "$1" -p 17 -n 32 -d "$depth" -t "$threads" -r "$reps" --json --no-bandwidth ${3:-} 2>/dev/null
 }
 # predict MODEL PROMPT TOKENS_PER_PASS DRAFTED C DRAFT_ROWS [DRAFT]: "free / measured" (see the header)
 predict() {
     local model=$1 prompt=$2 tpp=$3 d=$4 c=$5 rows=$6 draft=${7:-} js djs=null
-    js=$(pass_times "$model" "$prompt")
+    js=$(pass_times "$model" "$prompt" --all-logits)
     [ -n "$draft" ] && djs=$(pass_times "$draft" "$prompt")
     /usr/bin/python3 -c '
 import json, sys

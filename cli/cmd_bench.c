@@ -2,7 +2,9 @@
  * a warm-up pass, then r repetitions, mean ± standard deviation — plus this machine's memory read
  * bandwidth and decode speed as a share of the ceiling it sets (bandwidth / bytes per token).
  * With -d DEPTH, as llama-bench's, the cache first holds DEPTH random tokens (their prefill not
- * timed) and each test runs on top of them: prefill and decode at a long context. */
+ * timed) and each test runs on top of them: prefill and decode at a long context. With --all-logits
+ * the prefill computes every row's logits, as a speculative verification pass does (bench/spec.sh
+ * predicts its speed-ups from such passes), where a prompt's prefill needs only the last row's. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +16,7 @@
 typedef struct bench_opts {
     const char *model;
     long n_prompt, n_gen, depth, threads, reps;
-    bool json, no_bandwidth, fast;
+    bool json, no_bandwidth, fast, all_logits;
     nc_cache_type type_k, type_v;
     int32_t n_gpu_layers;
 } bench_opts;
@@ -37,12 +39,14 @@ static stats summarize(const double *v, int n) {
 
 #define USAGE                                                                                                    \
     "usage: nucleus bench [-m MODEL] [-p 128] [-n 64] [-d 0] [-t THREADS] [-r 5] " CLI_CACHE_USAGE               \
-    " [--fast] [--json] [--no-bandwidth] " CLI_DEVICE_USAGE "\n"                                                 \
+    " [--fast] [--all-logits] [--json] [--no-bandwidth] " CLI_DEVICE_USAGE "\n"                                  \
     "  -p N, -n N         prompt tokens prefilled (pp) and tokens decoded (tg) per repetition (llama-bench's)\n" \
     "  -d N, --n-depth N  tokens already in the context when each test starts (llama-bench's; their prefill\n"  \
     "                     is not timed): rows read 'pp128 @ d4096'\n"                                             \
     "  -r N               repetitions after a warm-up (mean +- standard deviation)\n"                          \
     "  --fast             int8 activations for Q8_0/Q4_0 weights (faster prefill)\n"                          \
+    "  --all-logits       the prefill computes every row's logits, as a speculative verification pass\n"     \
+    "                     (rows read 'pp17 all'); by default only the last row's, as a prompt's\n"          \
     "  --no-bandwidth     skip measuring the memory read bandwidth (on the GPU it is not measured)\n"          \
     CLI_CACHE_HELP CLI_DEVICE_HELP
 
@@ -65,6 +69,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
         else if (!strcmp(a, "--json")) o->json = true;
         else if (!strcmp(a, "--no-bandwidth")) o->no_bandwidth = true;
         else if (!strcmp(a, "--fast")) o->fast = true;
+        else if (!strcmp(a, "--all-logits")) o->all_logits = true;
         else {
             fprintf(stderr, "error: bench: unknown option '%s'\n" USAGE, a);
             return 2;
@@ -74,11 +79,12 @@ static int parse(int argc, char **argv, bench_opts *o) {
     return 0;
 }
 
-/* One prefill of n tokens at positions from..from+n-1 of sequence 0; returns seconds. */
-static int prefill(nc_context *c, const int32_t *toks, int from, int n, double *secs, nc_err *err) {
+/* One prefill of n tokens at positions from..from+n-1 of sequence 0, the logits of every row or of
+ * the last; returns seconds. */
+static int prefill(nc_context *c, const int32_t *toks, int from, int n, bool all, double *secs, nc_err *err) {
     nc_batch_entry *b = malloc((size_t)n * sizeof *b);
     if (!b) { snprintf(err->msg, sizeof err->msg, "out of memory"); return -1; }
-    for (int i = 0; i < n; i++) b[i] = (nc_batch_entry){toks[i], from + i, 0, i == n - 1};
+    for (int i = 0; i < n; i++) b[i] = (nc_batch_entry){toks[i], from + i, 0, all || i == n - 1};
     double t0 = now_s();
     int rc = nc_forward(c, b, n, err);
     *secs = now_s() - t0;
@@ -96,7 +102,7 @@ static int to_depth(nc_context *c, const int32_t *depth_toks, int depth, bool re
     }
     nc_kv_seq_clear(c, 0);
     double secs;
-    return depth > 0 ? prefill(c, depth_toks, 0, depth, &secs, err) : 0;
+    return depth > 0 ? prefill(c, depth_toks, 0, depth, false, &secs, err) : 0;
 }
 
 /* n decode steps of one token each after `depth` cells; returns seconds. */
@@ -120,7 +126,7 @@ static int measure(nc_context *c, const bench_opts *o, const int32_t *toks, bool
     int rc = 0;
     for (long r = -1; r < o->reps && rc == 0; r++) { /* r = -1 is the warm-up */
         rc = to_depth(c, toks, depth, refill, err);
-        if (rc == 0) rc = pp ? prefill(c, test, depth, n, &secs, err) : time_decode(c, test, depth, n, &secs, err);
+        if (rc == 0) rc = pp ? prefill(c, test, depth, n, o->all_logits, &secs, err) : time_decode(c, test, depth, n, &secs, err);
         if (rc == 0 && r >= 0) rates[r] = n / secs;
     }
     if (rc == 0) *out = summarize(rates, (int)o->reps);
@@ -128,10 +134,11 @@ static int measure(nc_context *c, const bench_opts *o, const int32_t *toks, bool
     return rc;
 }
 
-/* llama-bench's row name: "pp128", or "pp128 @ d4096" on top of a depth. */
-static void test_name(char *buf, size_t cap, const char *kind, long n, long depth) {
-    if (depth > 0) snprintf(buf, cap, "%s%ld @ d%ld", kind, n, depth);
-    else snprintf(buf, cap, "%s%ld", kind, n);
+/* llama-bench's row name: "pp128", or "pp128 @ d4096" on top of a depth; "pp17 all" with every
+ * row's logits. */
+static void test_name(char *buf, size_t cap, const char *kind, long n, bool all, long depth) {
+    int at = snprintf(buf, cap, "%s%ld%s", kind, n, all ? " all" : "");
+    if (depth > 0) snprintf(buf + at, cap - (size_t)at, " @ d%ld", depth);
 }
 
 static const char *base_name(const char *path) {
@@ -175,15 +182,15 @@ int cmd_bench(int argc, char **argv) {
     char buf[16];
     const char *kvt = cli_cache_types(o.type_k, o.type_v, buf);
     char pp_name[48], tg_name[48];
-    test_name(pp_name, sizeof pp_name, "pp", o.n_prompt, o.depth);
-    test_name(tg_name, sizeof tg_name, "tg", o.n_gen, o.depth);
+    test_name(pp_name, sizeof pp_name, "pp", o.n_prompt, o.all_logits, o.depth);
+    test_name(tg_name, sizeof tg_name, "tg", o.n_gen, false, o.depth);
     if (o.json) {
         printf("{\"model\": \"%s\", \"arch\": \"%s\", \"file_bytes\": %llu, \"decode_bytes\": %llu, \"threads\": %d, "
-               "\"kernels\": \"%s\", \"fast\": %s, \"type_k\": \"%s\", \"type_v\": \"%s\", \"repetitions\": %ld, \"depth\": %ld, \"pp\": {\"tokens\": %ld, \"mean\": %.2f, \"sd\": %.2f}, "
+               "\"kernels\": \"%s\", \"fast\": %s, \"type_k\": \"%s\", \"type_v\": \"%s\", \"repetitions\": %ld, \"depth\": %ld, \"pp\": {\"tokens\": %ld, \"all_logits\": %s, \"mean\": %.2f, \"sd\": %.2f}, "
                "\"tg\": {\"tokens\": %ld, \"mean\": %.2f, \"sd\": %.2f}, \"read_bandwidth\": %.0f, "
                "\"decode_ceiling\": %.2f, \"decode_pct_of_ceiling\": %.1f, \"device\": \"%s\"}\n",
                base_name(o.model), info.arch, (unsigned long long)info.file_bytes,
-               (unsigned long long)info.decode_bytes, threads, gpu ? "cuda" : nc_kernels_name(), o.fast ? "true" : "false", tk, tv, o.reps, o.depth, o.n_prompt, pp.mean, pp.sd,
+               (unsigned long long)info.decode_bytes, threads, gpu ? "cuda" : nc_kernels_name(), o.fast ? "true" : "false", tk, tv, o.reps, o.depth, o.n_prompt, o.all_logits ? "true" : "false", pp.mean, pp.sd,
                o.n_gen, tg.mean, tg.sd, bw, ceiling, pct, nc_context_device(c));
     } else {
         printf("| model | size | threads | kernels | KV cache | test | tokens/s |\n|---|---|---|---|---|---|---|\n");

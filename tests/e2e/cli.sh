@@ -109,6 +109,15 @@ import json, sys
 d = json.loads(sys.argv[1])
 assert d["depth"] == 40 and d["pp"]["mean"] > 0 and d["tg"]["mean"] > 0, d
 ' "$out" && ok || bad "bench -d --json: $out"
+# --all-logits: the prefill's rows all give logits (a verification pass's cost), and say so
+out=$($BIN bench -m "$STORIES" -p 16 -n 8 -d 40 -r 1 -t 1 --no-bandwidth --all-logits 2>&1)
+grep -Eq "\| pp16 all @ d40 \| [0-9.]+ ± [0-9.]+ \|" <<<"$out" && grep -Eq "\| tg8 @ d40 \|" <<<"$out" && ok || bad "bench --all-logits table: $out"
+out=$($BIN bench -m "$STORIES" -p 16 -n 8 -r 1 -t 1 --json --no-bandwidth --all-logits 2>&1)
+/usr/bin/python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+assert d["pp"]["all_logits"] is True and d["pp"]["mean"] > 0, d
+' "$out" && ok || bad "bench --all-logits --json: $out"
 expect_err "bench negative depth" "-d: -1 is outside the allowed range" $BIN bench -d -1
 expect_err "bench bad depth" "--n-depth: expected an integer" $BIN bench --n-depth 4k
 
