@@ -28,9 +28,16 @@
 # seen: after rejected drafts, and at each probe while it does not draft; `run` reports its rows)
 # count at the draft's own time per row of a 17-token pass (the last row's logits only, as its
 # catch-up), over t1.
-# Each figure is the median of REPS runs (3 x REPS for TinyStories, whose runs last milliseconds:
-# TOKENS for TinyLlama, --n-tiny (448, its context holds 512) for TinyStories); nucleus's plain,
-# draft and speculative runs take turns, so that the VM's moving speed weighs on each alike.
+# Each figure is the median of REPS rounds (3 x REPS for TinyStories, whose runs last
+# milliseconds: TOKENS for TinyLlama, --n-tiny (448, its context holds 512) for TinyStories). A
+# round of nucleus is its plain run, the draft's plain run, the speculative run and the benches of
+# its passes (t1, tM, and the draft's), one after the other; a round of llama.cpp, llama-bench
+# (one repetition) then its example. The speed-up is the median of the rounds' (a speculative run
+# over the plain run just before it) and the prediction the median of the rounds' predictions,
+# each from its own round's measurements: the VM's memory bandwidth moves by a third within a
+# minute, and a plain decode is bound by it where a verification pass is bound by arithmetic, so a
+# ratio of figures measured minutes apart (the medians', or a prediction's from a bench run at
+# another time) moved by 30% from run to run.
 # TinyStories runs with --tiny-threads (1) in both engines: its step lasts about 20 us, where a
 # second thread's hand-offs cost more than they share and the VM's scheduling moves a run by
 # 30%; with one thread its runs agree within 2%. Not part of `make test`.
@@ -73,84 +80,99 @@ one() {
     spec=$(sed -n 's/^\[speculative\] drafted \([0-9]*\), accepted \([0-9]*\) .* | mean accepted length \([0-9.]*\) tokens per pass.* draft model rows \([0-9]*\)$/\1 \2 \3 \4/p' "$tmp/e")
     echo "$rate ${spec:-0 0 1 0}"
 }
-# ours PROMPT "MODEL [FLAGS]"...: each configuration's line of the run with the median tok/s; the
-# configurations take turns, run by run, so that the VM's speed, which moves within seconds, weighs
-# on each alike (a plain decode and its speculative one are compared)
-ours() {
-    local prompt=$1 i; shift
-    for _ in $(seq "$reps"); do
-        i=0
-        for c in "$@"; do
-            # shellcheck disable=SC2086 # a configuration is a model and its flags, split at spaces
-            one "$prompt" $c >>"$tmp/c$i"
-            i=$((i + 1))
-        done
-    done
-    for ((i = 0; i < $#; i++)); do
-        sort -g "$tmp/c$i" | awk '{a[NR]=$0} END {print a[int((NR+1)/2)]}'
-        rm -f "$tmp/c$i"
-    done
-}
-# theirs EXAMPLE MODEL PROMPT [FLAGS]: "tok/s drafted accepted predicted"
-theirs() {
-    local ex=$1 model=$2 prompt=$3; shift 3
-    for _ in $(seq "$reps"); do
-        "$lc/bin/$ex" -m "$model" -p "$prompt" -n "$n" --temp 0 --ignore-eos -t "$threads" -s 1 "$@" >"$tmp/o" 2>&1 || true
-        rate=$(sed -n 's/^decoded .* speed: *\([0-9.]*\) t\/s.*/\1/p' "$tmp/o" | tail -n 1)
-        echo "$rate $(sed -n 's/^n_drafted *= *//p' "$tmp/o") $(sed -n 's/^n_accept *= *//p' "$tmp/o") $(sed -n 's/^n_predict *= *//p' "$tmp/o")"
-    done | sort -g | awk '{a[NR]=$0} END {print a[int((NR+1)/2)]}'
-}
-plain_theirs() {
-    "$lc/bin/llama-bench" -m "$1" -p 0 -n "$n" -t "$threads" -r "$reps" -o csv 2>/dev/null | tail -n 1 | awk -F'","' '{print $(NF-1)}'
-}
-
-echo "| pair | engine | plain tok/s | speculative tok/s | speed-up | drafts kept | tokens per pass | predicted speed-up: free rows / measured rows |"
-echo "|---|---|---|---|---|---|---|---|"
-row() { # name engine plain spec drafted accepted per_pass predicted
-    awk -v name="$1" -v eng="$2" -v p="$3" -v s="$4" -v d="$5" -v a="$6" -v t="$7" -v pr="$8" 'BEGIN {
-        printf "| %s | %s | %.1f | %.1f | %.2f | %s | %.2f | %s |\n", name, eng, p, s, s / p,
-               (d > 0 ? sprintf("%.1f%% of %d", 100 * a / d, d) : "none"), t, pr }'
-}
+# ratio A B: the median over the lines of file B's first field over file A's (a speed-up of pairs)
+ratio() { paste -d' ' <(cut -d' ' -f1 "$1") <(cut -d' ' -f1 "$2") | awk '{print $2 / $1}' | median; }
 # pass_times MODEL PROMPT [--all-logits]: nucleus bench's JSON for passes of 1 and 17 tokens at the
 # run's mean depth
 pass_times() {
     local depth=$(( $(build/nucleus tokenize -m "$1" -p "$2" | wc -w) + n / 2 ))
-    build/nucleus bench -m "$1" -p 17 -n 32 -d "$depth" -t "$threads" -r "$reps" --json --no-bandwidth ${3:-} 2>/dev/null
+    build/nucleus bench -m "$1" -p 17 -n 32 -d "$depth" -t "$threads" -r 3 --json --no-bandwidth ${3:-} 2>/dev/null
 }
-# predict MODEL PROMPT TOKENS_PER_PASS DRAFTED C DRAFT_ROWS [DRAFT]: "free / measured" (see the header)
-predict() {
-    local model=$1 prompt=$2 tpp=$3 d=$4 c=$5 rows=$6 draft=${7:-} js djs=null
-    js=$(pass_times "$model" "$prompt" --all-logits)
-    [ -n "$draft" ] && djs=$(pass_times "$draft" "$prompt")
-    /usr/bin/python3 -c '
+# ours PROMPT MODEL DRAFT FLAGS: REPS rounds, each of a plain run of MODEL, one of DRAFT (when not
+# empty), the speculative run (MODEL FLAGS) and the passes' times of both (pass_times), so that the
+# VM's speed, which moves within seconds, weighs on each alike. Prints "plain spec speed-up drafted
+# accepted tokens_per_pass prediction": the median tok/s of each, the median speed-up of a round's
+# speculative run over its plain one, the median round's counts, and the median of the rounds'
+# predictions (see the header).
+ours() {
+    local prompt=$1 model=$2 draft=$3 flags=$4
+    for _ in $(seq "$reps"); do
+        one "$prompt" "$model" >>"$tmp/plain"
+        [ -z "$draft" ] || one "$prompt" "$draft" >>"$tmp/dplain"
+        # shellcheck disable=SC2086 # the flags, split at spaces
+        one "$prompt" "$model" $flags >>"$tmp/spec"
+        pass_times "$model" "$prompt" --all-logits >>"$tmp/bench"
+        [ -z "$draft" ] || pass_times "$draft" "$prompt" >>"$tmp/dbench"
+    done
+    touch "$tmp/dplain" "$tmp/dbench"
+    /usr/bin/python3 - "$n" "$tmp" <<'PY'
 import json, sys
-t, d, n, c, rows = (float(a) for a in sys.argv[1:6])
-b, db = json.loads(sys.argv[6]), json.loads(sys.argv[7])
-passes = n / t
-per = d / passes  # drafts per pass
-t1, tm = 1 / b["tg"]["mean"], 17 / b["pp"]["mean"]
-tp = t1 + per * (tm - t1) / 16
-catch = (1 / db["pp"]["mean"]) / t1 * max(rows - d, 0) / passes if db else 0.0  # the draft catching up
-print("%.2f / %.2f" % (t / (1 + c * per), t / (tp / t1 + c * per + catch)))' "$tpp" "$d" "$n" "$c" "$rows" "$js" "$djs"
+n, tmp = float(sys.argv[1]), sys.argv[2]
+def lines(name):
+    return [l.split() for l in open(f"{tmp}/{name}") if l.strip()]
+def js(name):
+    return [json.loads(l) for l in open(f"{tmp}/{name}") if l.strip()]
+plain, dplain, spec, bench, dbench = lines("plain"), lines("dplain"), lines("spec"), js("bench"), js("dbench")
+free, meas = [], []
+for i, (p, s, b) in enumerate(zip(plain, spec, bench)):
+    rate, d, tpp, rows = float(s[0]), float(s[1]), float(s[3]), float(s[4])
+    c = float(p[0]) / float(dplain[i][0]) if dplain else 0.0  # a draft token's time over a model token's
+    passes = n / tpp
+    per = d / passes  # drafts per pass
+    t1, tm = 1 / b["tg"]["mean"], 17 / b["pp"]["mean"]
+    tp = t1 + per * (tm - t1) / 16
+    catch = (1 / dbench[i]["pp"]["mean"]) / t1 * max(rows - d, 0) / passes if dbench else 0.0  # the draft catching up
+    free.append(tpp / (1 + c * per))
+    meas.append(tpp / (tp / t1 + c * per + catch))
+med = lambda v: sorted(v)[(len(v) - 1) // 2]
+mid = sorted(spec, key=lambda s: float(s[0]))[(len(spec) - 1) // 2]
+print(med([float(p[0]) for p in plain]), med([float(s[0]) for s in spec]),
+      med([float(s[0]) / float(p[0]) for p, s in zip(plain, spec)]), mid[1], mid[2], mid[3],
+      "%.2f / %.2f" % (med(free), med(meas)))
+PY
+    rm -f "$tmp/plain" "$tmp/dplain" "$tmp/spec" "$tmp/bench" "$tmp/dbench"
 }
-# ours, theirs, plain_theirs and predict read the caller's n, reps and threads
+# theirs EXAMPLE MODEL PROMPT [FLAGS]: "tok/s drafted accepted predicted" of the median run of the
+# example, then llama-bench's median plain tok/s, then the median speed-up of the pairs (llama-bench
+# of one repetition, then the example)
+theirs() {
+    local ex=$1 model=$2 prompt=$3; shift 3
+    for _ in $(seq "$reps"); do
+        "$lc/bin/llama-bench" -m "$model" -p 0 -n "$n" -t "$threads" -r 1 -o csv 2>/dev/null | tail -n 1 | awk -F'","' '{print $(NF-1)}' >>"$tmp/p"
+        "$lc/bin/$ex" -m "$model" -p "$prompt" -n "$n" --temp 0 --ignore-eos -t "$threads" -s 1 "$@" >"$tmp/o" 2>&1 || true
+        rate=$(sed -n 's/^decoded .* speed: *\([0-9.]*\) t\/s.*/\1/p' "$tmp/o" | tail -n 1)
+        echo "$rate $(sed -n 's/^n_drafted *= *//p' "$tmp/o") $(sed -n 's/^n_accept *= *//p' "$tmp/o") $(sed -n 's/^n_predict *= *//p' "$tmp/o")" >>"$tmp/s"
+    done
+    sort -g "$tmp/s" | awk '{a[NR]=$0} END {print a[int((NR+1)/2)]}'
+    median <"$tmp/p"
+    ratio "$tmp/p" "$tmp/s"
+    rm -f "$tmp/p" "$tmp/s"
+}
+
+echo "| pair | engine | plain tok/s | speculative tok/s | speed-up | drafts kept | tokens per pass | predicted speed-up: free rows / measured rows |"
+echo "|---|---|---|---|---|---|---|---|"
+row() { # name engine plain spec speed-up drafted accepted per_pass predicted
+    awk -v name="$1" -v eng="$2" -v p="$3" -v s="$4" -v x="$5" -v d="$6" -v a="$7" -v t="$8" -v pr="$9" 'BEGIN {
+        printf "| %s | %s | %.1f | %.1f | %.2f | %s | %.2f | %s |\n", name, eng, p, s, x,
+               (d > 0 ? sprintf("%.1f%% of %d", 100 * a / d, d) : "none"), t, pr }'
+}
+# ours and theirs read the caller's n, reps and threads
 case_pair() { # name model draft prompt tokens reps threads
     local name=$1 model=$2 draft=$3 prompt=$4 n=$5 reps=$6 threads=$7
-    { read -r plain _ _ _ _; read -r dplain _ _ _ _; read -r spec d a tpp rows; } <<<"$(ours "$prompt" "$model" "$draft" "$model -md $draft")"
-    # c: a draft token's time over a model token's
-    row "$name" nucleus "$plain" "$spec" "$d" "$a" "$tpp" \
-        "$(predict "$model" "$prompt" "$tpp" "$d" "$(awk -v p="$plain" -v dp="$dplain" 'BEGIN { print p / dp }')" "$rows" "$draft")"
-    read -r tspec td ta tn <<<"$(theirs llama-speculative "$model" "$prompt" -md "$draft")"
-    tplain=$(plain_theirs "$model")
-    row "$name" "llama.cpp" "$tplain" "$tspec" "$td" "$ta" "$(awk -v n="$tn" -v a="$ta" 'BEGIN { print n / (n - a) }')" ""
+    read -r plain spec up d a tpp pred <<<"$(ours "$prompt" "$model" "$draft" "-md $draft")"
+    row "$name" nucleus "$plain" "$spec" "$up" "$d" "$a" "$tpp" "$pred"
+    their_row "$name" llama-speculative "$model" "$prompt" -md "$draft"
 }
 case_lookup() { # name model prompt tokens reps threads
     local name=$1 model=$2 prompt=$3 n=$4 reps=$5 threads=$6
-    { read -r plain _ _ _ _; read -r spec d a tpp _; } <<<"$(ours "$prompt" "$model" "$model --lookup-ngram 3")"
-    row "$name" nucleus "$plain" "$spec" "$d" "$a" "$tpp" "$(predict "$model" "$prompt" "$tpp" "$d" 0 0)"
-    read -r tspec td ta tn <<<"$(theirs llama-lookup "$model" "$prompt")"
-    tplain=$(plain_theirs "$model")
-    row "$name" "llama.cpp" "$tplain" "$tspec" "$td" "$ta" "$(awk -v n="$tn" -v a="$ta" 'BEGIN { print n / (n - a) }')" ""
+    read -r plain spec up d a tpp pred <<<"$(ours "$prompt" "$model" "" "--lookup-ngram 3")"
+    row "$name" nucleus "$plain" "$spec" "$up" "$d" "$a" "$tpp" "$pred"
+    their_row "$name" llama-lookup "$model" "$prompt"
+}
+their_row() { # name example model prompt [flags]
+    local name=$1; shift
+    { read -r tspec td ta tn; read -r tplain; read -r tup; } <<<"$(theirs "$@")"
+    row "$name" "llama.cpp" "$tplain" "$tspec" "$tup" "$td" "$ta" "$(awk -v n="$tn" -v a="$ta" 'BEGIN { print n / (n - a) }')" ""
 }
 case_pair "TinyStories-656K Q8_0, draft its Q4_0" "$tiny" "$tiny_q4" "$story" "$n_tiny" $((3 * reps)) "$tiny_threads"
 case_pair "TinyLlama-1.1B shape F16, draft its Q4_0" "$llama" "$llama_q4" "$story" "$n" "$reps" "$threads"
