@@ -3,10 +3,10 @@
 # project's libraries, without ../shared and without a network). Here: builds the GPU build (make
 # cuda, for Hopper alone), copies the shared libraries it loads that such an image lacks into
 # build/cuda/lib, strips the binaries and packs build/cuda into build/cuda.tgz (the three binaries
-# hold the same kernels: 32 MiB, 10 packed; gpu.sh unpacks it), copies the parts of ../shared that
-# gpu.sh reads into ./shared (ignored by git), and packs the llama.cpp b4748 source (LLAMACPP_SRC, default
-# ../peers/b4748: a tree that ../shared/tools/build-llamacpp extracted from the fetched
-# ggerganov/llama.cpp snapshot) without the backends it does not build into
+# hold the same kernels: 32 MiB, 10 packed; gpu.sh unpacks it), copies the parts of ../shared
+# that gpu.sh reads into ./shared (ignored by git), and packs the llama.cpp b4748 source
+# (LLAMACPP_SRC, default ../peers/b4748: a tree that ../shared/tools/build-llamacpp extracted from
+# the fetched ggerganov/llama.cpp snapshot) without the backends it does not build into
 # build/llamacpp-src.tgz, for gpu.sh to build there with CUDA for same-run figures. With the
 # tracked files, about 53 of the tool's 64 MiB (it prints the total). Then:
 #   run(command="bash bench/gpu.sh", carry=["build/cuda.tgz", "shared", "build/llamacpp-src.tgz"], timeout_s=600)

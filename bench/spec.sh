@@ -82,11 +82,9 @@ one() {
 }
 # ratio A B: the median over the lines of file B's first field over file A's (a speed-up of pairs)
 ratio() { paste -d' ' <(cut -d' ' -f1 "$1") <(cut -d' ' -f1 "$2") | awk '{print $2 / $1}' | median; }
-# pass_times MODEL PROMPT [--all-logits]: nucleus bench's JSON for passes of 1 and 17 tokens at the
-# run's mean depth
+# pass_times MODEL DEPTH [--all-logits]: nucleus bench's JSON for passes of 1 and 17 tokens at DEPTH
 pass_times() {
-    local depth=$(( $(build/nucleus tokenize -m "$1" -p "$2" | wc -w) + n / 2 ))
-    build/nucleus bench -m "$1" -p 17 -n 32 -d "$depth" -t "$threads" -r 3 --json --no-bandwidth ${3:-} 2>/dev/null
+    build/nucleus bench -m "$1" -p 17 -n 32 -d "$2" -t "$threads" -r 3 --json --no-bandwidth ${3:-} 2>/dev/null
 }
 # ours PROMPT MODEL DRAFT FLAGS: REPS rounds, each of a plain run of MODEL, one of DRAFT (when not
 # empty), the speculative run (MODEL FLAGS) and the passes' times of both (pass_times), so that the
@@ -96,13 +94,14 @@ pass_times() {
 # predictions (see the header).
 ours() {
     local prompt=$1 model=$2 draft=$3 flags=$4
+    local depth=$(( $(build/nucleus tokenize -m "$model" -p "$prompt" | wc -w) + n / 2 )) # the runs' mean context
     for _ in $(seq "$reps"); do
         one "$prompt" "$model" >>"$tmp/plain"
         [ -z "$draft" ] || one "$prompt" "$draft" >>"$tmp/dplain"
         # shellcheck disable=SC2086 # the flags, split at spaces
         one "$prompt" "$model" $flags >>"$tmp/spec"
-        pass_times "$model" "$prompt" --all-logits >>"$tmp/bench"
-        [ -z "$draft" ] || pass_times "$draft" "$prompt" >>"$tmp/dbench"
+        pass_times "$model" "$depth" --all-logits >>"$tmp/bench"
+        [ -z "$draft" ] || pass_times "$draft" "$depth" >>"$tmp/dbench"
     done
     touch "$tmp/dplain" "$tmp/dbench"
     /usr/bin/python3 - "$n" "$tmp" <<'PY'
@@ -115,7 +114,7 @@ def js(name):
 plain, dplain, spec, bench, dbench = lines("plain"), lines("dplain"), lines("spec"), js("bench"), js("dbench")
 free, meas = [], []
 for i, (p, s, b) in enumerate(zip(plain, spec, bench)):
-    rate, d, tpp, rows = float(s[0]), float(s[1]), float(s[3]), float(s[4])
+    d, tpp, rows = float(s[1]), float(s[3]), float(s[4])
     c = float(p[0]) / float(dplain[i][0]) if dplain else 0.0  # a draft token's time over a model token's
     passes = n / tpp
     per = d / passes  # drafts per pass
