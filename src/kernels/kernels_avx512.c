@@ -1054,62 +1054,89 @@ KERNELS_INLINE void ilv_scales(uint32_t type, const uint8_t *rec, __m512i idx, i
  * tokens per call, and each token more reuses the tile's unpacked groups (see MV_MAX). */
 #define ILV_T 12
 
-/* One tile of 16 interleaved rows times T tokens (T <= ILV_T) into Y[t * ldy + 0..16). planes: per
- * token ps bytes, per group 64: the int16 activations' low bytes, then their high bytes, and for
- * Q8_0 after them the high bytes' sum of each group (int32); or, for int8 activations (fmt), the
- * activations themselves (32 bytes a group), multiplied once. */
-KERNELS_INLINE void matvec_ilv(uint32_t type, kernels_act fmt, const uint8_t *tile, int cols, const uint8_t *planes,
-                               size_t ps, const act_group *const grp[], int T, float *Y, int ldy, int add) {
+/* nt (1 or 2) tiles of 16 interleaved rows (tile_bytes apart) times T tokens (T <= ILV_T) into
+ * Y[t * ldy + 0..16 nt). planes: per token ps bytes, per group 64: the int16 activations' low
+ * bytes, then their high bytes, and for Q8_0 after them the high bytes' sum of each group (int32);
+ * or, for int8 activations (fmt), the activations themselves (32 bytes a group), multiplied once.
+ * Two tiles side by side share each broadcast quad of activations between two products: a
+ * broadcast is a load, and the loads, not the multiplications, bound a tile alone (vpdpbusd with
+ * a broadcast operand runs at about half the rate of one with a register operand on the 2-core
+ * Zen 5 machines). */
+KERNELS_INLINE void matvec_ilv(uint32_t type, kernels_act fmt, int nt, const uint8_t *tile, size_t tile_bytes, int cols,
+                               const uint8_t *planes, size_t ps, const act_group *const grp[], int T, float *Y, int ldy,
+                               int add) {
     size_t hn;
     const __m512i idx = ilv_geometry(type, &hn);
     const size_t rec = KERNELS_ILV_ROWS * int_block_bytes(type);
     const int bg = int_block_groups(type);
-    __m512 acc[ILV_T], ka[16], kb[16];
-    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
+    __m512 acc[2][ILV_T], ka[2][16], kb[2][16];
+    for (int u = 0; u < nt; u++)
+        for (int t = 0; t < T; t++) acc[u][t] = _mm512_setzero_ps();
     for (int b = 0; b < cols / (32 * bg); b++) {
-        const uint8_t *r = tile + (size_t)b * rec, *region = r + KERNELS_ILV_ROWS * hn;
 #pragma GCC unroll 8
         for (int j = 0; j < bg; j++) {
             const int g = bg * b + j;
-            /* the tile is one stream, fetched 16 KB ahead into L1: each group its share of it */
-            for (size_t o = (size_t)j * rec / (size_t)bg; o < (size_t)(j + 1) * rec / (size_t)bg; o += 64)
-                _mm_prefetch((const char *)r + 16384 + o, _MM_HINT_T0);
-            __m512i q[8];
-            ilv_quads(type, region, j, q);
-            __m512 a[2], bs[2];
-            ilv_scales(type, r, idx, j, ka, kb, a, bs);
+            __m512i q[2][8];
+            __m512 a[2][2], bs[2][2];
+#pragma GCC unroll 2
+            for (int u = 0; u < nt; u++) {
+                const uint8_t *r = tile + u * tile_bytes + (size_t)b * rec;
+                /* each tile is a stream, fetched 16 / nt KB ahead into L1, each group its share of it
+                 * (past the tile's end, the same tile of the next nt: nt - 1 tiles further on) */
+                for (size_t o = (size_t)j * rec / (size_t)bg; o < (size_t)(j + 1) * rec / (size_t)bg; o += 64) {
+                    size_t at = (size_t)b * rec + o + 16384 / (size_t)nt;
+                    _mm_prefetch((const char *)tile + u * tile_bytes + at + (at >= tile_bytes ? (size_t)(nt - 1) * tile_bytes : 0),
+                                 _MM_HINT_T0);
+                }
+                ilv_quads(type, r + KERNELS_ILV_ROWS * hn, j, q[u]);
+                ilv_scales(type, r, idx, j, ka[u], kb[u], a[u], bs[u]);
+            }
             for (int t = 0; t < T; t++) {
-                __m512i S[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+                __m512i S[2][2], H[2][2];
+                for (int u = 0; u < nt; u++) S[u][0] = S[u][1] = H[u][0] = H[u][1] = _mm512_setzero_si512();
                 if (fmt == KERNELS_ACT_I16) {
                     const int32_t *lo = (const int32_t *)(const void *)(planes + ps * (size_t)t + 64 * (size_t)g);
                     const int32_t *hi = lo + 8;
-                    __m512i H[2] = {S[0], S[1]};
 #pragma GCC unroll 8
                     for (int i = 0; i < 8; i++) { /* two chains: the halves (weights 0-15, 16-31) */
-                        __m512i w = q[i];
-                        if (type == GGML_TYPE_Q8_0) w = _mm512_xor_si512(w, _mm512_set1_epi8((char)0x80));
-                        S[i / 4] = _mm512_dpbusd_epi32(S[i / 4], _mm512_set1_epi32(lo[i]), w);
-                        H[i / 4] = _mm512_dpbusd_epi32(H[i / 4], q[i], _mm512_set1_epi32(hi[i]));
+                        const __m512i l = _mm512_set1_epi32(lo[i]), h = _mm512_set1_epi32(hi[i]);
+#pragma GCC unroll 2
+                        for (int u = 0; u < nt; u++) {
+                            __m512i w = q[u][i];
+                            if (type == GGML_TYPE_Q8_0) w = _mm512_xor_si512(w, _mm512_set1_epi8((char)0x80));
+                            S[u][i / 4] = _mm512_dpbusd_epi32(S[u][i / 4], l, w);
+                            H[u][i / 4] = _mm512_dpbusd_epi32(H[u][i / 4], q[u][i], h);
+                        }
                     }
 #pragma GCC unroll 2
-                    for (int h = 0; h < 2; h++) S[h] = _mm512_add_epi32(_mm512_slli_epi32(H[h], 8), S[h]);
+                    for (int u = 0; u < nt; u++)
+#pragma GCC unroll 2
+                        for (int h = 0; h < 2; h++) S[u][h] = _mm512_add_epi32(_mm512_slli_epi32(H[u][h], 8), S[u][h]);
                 } else {
                     const int32_t *x = (const int32_t *)(const void *)(planes + ps * (size_t)t + 32 * (size_t)g);
 #pragma GCC unroll 8
-                    for (int i = 0; i < 8; i++) S[i / 4] = _mm512_dpbusd_epi32(S[i / 4], q[i], _mm512_set1_epi32(x[i]));
+                    for (int i = 0; i < 8; i++) {
+                        const __m512i v = _mm512_set1_epi32(x[i]);
+#pragma GCC unroll 2
+                        for (int u = 0; u < nt; u++) S[u][i / 4] = _mm512_dpbusd_epi32(S[u][i / 4], q[u][i], v);
+                    }
                 }
-                if (!int_halves(type)) S[0] = _mm512_add_epi32(S[0], S[1]);
                 int32_t off[2], hsum = 0;
                 if (type == GGML_TYPE_Q8_0 && fmt == KERNELS_ACT_I16)
                     memcpy(&hsum, planes + ps * (size_t)t + 2 * (size_t)cols + 4 * (size_t)g, 4);
                 ilv_offsets(type, fmt, &grp[t][g], hsum, off);
-                if (off[0]) S[0] = _mm512_sub_epi32(S[0], _mm512_set1_epi32(off[0]));
-                if (off[1]) S[1] = _mm512_sub_epi32(S[1], _mm512_set1_epi32(off[1]));
-                acc[t] = scale_group(type, acc[t], S, a, bs, &grp[t][g]);
+#pragma GCC unroll 2
+                for (int u = 0; u < nt; u++) {
+                    if (!int_halves(type)) S[u][0] = _mm512_add_epi32(S[u][0], S[u][1]);
+                    if (off[0]) S[u][0] = _mm512_sub_epi32(S[u][0], _mm512_set1_epi32(off[0]));
+                    if (off[1]) S[u][1] = _mm512_sub_epi32(S[u][1], _mm512_set1_epi32(off[1]));
+                    acc[u][t] = scale_group(type, acc[u][t], S[u], a[u], bs[u], &grp[t][g]);
+                }
             }
         }
     }
-    for (int t = 0; t < T; t++) store_rows(Y + (size_t)t * ldy, acc[t], KERNELS_ILV_ROWS, add);
+    for (int u = 0; u < nt; u++)
+        for (int t = 0; t < T; t++) store_rows(Y + (size_t)t * ldy + u * KERNELS_ILV_ROWS, acc[u][t], KERNELS_ILV_ROWS, add);
 }
 
 /* The packed matmul is blocked for the caches: a block of MM_TB tokens and MM_RB rows keeps its
@@ -1428,8 +1455,10 @@ ILV_TYPES(ILV_DEFINE_MATMUL)
 #define ILV_MATMUL_CASE(NAME)                                                                  \
     case GGML_TYPE_##NAME: ilv_matmul_##NAME(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); \
         break;
-#define ILV_MATVEC_CASE(NAME)                                                                   \
-    case GGML_TYPE_##NAME: matvec_ilv(GGML_TYPE_##NAME, fmt, tile, cols, p, ps, g, m, y, ldy, add); \
+#define ILV_MATVEC_CASE(NAME)                                                                         \
+    case GGML_TYPE_##NAME:                                                                            \
+        if (nt == 2) matvec_ilv(GGML_TYPE_##NAME, fmt, 2, tile, tile_bytes, cols, p, ps, g, m, y, ldy, add); \
+        else matvec_ilv(GGML_TYPE_##NAME, fmt, 1, tile, tile_bytes, cols, p, ps, g, m, y, ldy, add);         \
         break;
 #define ILV_TYPE_BIT(NAME) | 1ull << GGML_TYPE_##NAME
 
@@ -1473,9 +1502,16 @@ static void ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, con
             }
         }
     }
-    const size_t rb = quant_row_bytes(type, cols);
+    const size_t rb = quant_row_bytes(type, cols), tile_bytes = KERNELS_ILV_ROWS * rb;
     const int n = mv_chunk(T, ILV_T);
-    for (int r = r0; r < r1; r += KERNELS_ILV_ROWS)
+    /* two tiles at a time, but for a single token (decode: bound by memory either way) and two of
+     * Q8_0, whose signed weights for the lo plane cost an instruction per token and tile. A 2048 x
+     * 2048 Q4_0 matrix, one core, 17 tokens: 341 -> 444 GFLOP/s held in the cache, 347 -> 400 read
+     * from memory (32768 x 2048); Q4_K, Q6_K, MXFP4 and Q8_0 gain 5-25% from 4 tokens up, and Q4_0
+ * with int8 activations 25-35%. */
+    const int pair = T >= (type == GGML_TYPE_Q8_0 ? 3 : 2);
+    for (int r = r0, nt; r < r1; r += nt * KERNELS_ILV_ROWS) {
+        nt = pair && r + 2 * KERNELS_ILV_ROWS <= r1 ? 2 : 1;
         for (int t = 0; t < T; t += n) {
             const uint8_t *tile = (const uint8_t *)W + (size_t)r * rb, *p = planes + ps * (size_t)t;
             const act_group *const *g = grp + t;
@@ -1486,6 +1522,7 @@ static void ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, con
             default: break;
             }
         }
+    }
 }
 
 /* ---- element-wise helpers ---- */

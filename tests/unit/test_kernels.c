@@ -810,8 +810,8 @@ static void test_dequantize(void) {
 
 /* Interleaved weights (kernels.h, KERNELS_ILV): in every set, for token counts on both sides of
  * each change of path (one matvec chunk, several, even or not, the packed matmul), both activation
- * formats, row ranges aligned to the tiles and cutting them, storing and adding: every result bit
- * for bit the plain rows'; AVX-512 has the kernels. */
+ * formats, row ranges aligned to the tiles (in pairs and a last one alone) and cutting them,
+ * storing and adding: every result bit for bit the plain rows'; AVX-512 has the kernels. */
 static void test_interleaved(void) {
     enum { R = 80, COLS = 768, MT = 33 };
     static const uint32_t types[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_MXFP4, GGML_TYPE_Q8_0};
