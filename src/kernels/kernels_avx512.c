@@ -1504,11 +1504,12 @@ static void ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, con
     }
     const size_t rb = quant_row_bytes(type, cols), tile_bytes = KERNELS_ILV_ROWS * rb;
     const int n = mv_chunk(T, ILV_T);
-    /* two tiles at a time, but for a single token (decode: bound by memory either way) and two of
-     * Q8_0, whose signed weights for the lo plane cost an instruction per token and tile. A 2048 x
-     * 2048 Q4_0 matrix, one core, 17 tokens: 345 -> 409 GFLOP/s held in the cache, 350 -> 402 read
-     * from memory (32768 x 2048); Q4_K, Q6_K, MXFP4 and Q8_0 gain 5-25% from 4 tokens up, and Q4_0
- * with int8 activations 25-35%. */
+    /* Two tiles at a time from 2 tokens on; 3 for Q8_0, whose signed weights against the lo plane
+     * cost an xor per token and tile, which at 2 tokens outweighs the shared broadcasts; a single
+     * token (decode) is bound by memory either way. A 2048 x 2048 Q4_0 matrix, one core, 17
+     * tokens: 345 -> 409 GFLOP/s held in the cache, 350 -> 402 read from memory (32768 x 2048);
+     * Q4_K, Q6_K, MXFP4 and Q8_0 gain 5-25% from 4 tokens up, and Q4_0 with int8 activations
+     * 25-35%. */
     const int pair = T >= (type == GGML_TYPE_Q8_0 ? 3 : 2);
     for (int r = r0, nt; r < r1; r += nt * KERNELS_ILV_ROWS) {
         nt = pair && r + 2 * KERNELS_ILV_ROWS <= r1 ? 2 : 1;
