@@ -1055,9 +1055,10 @@ KERNELS_INLINE void ilv_scales(uint32_t type, const uint8_t *rec, __m512i idx, i
 #define ILV_T 12
 
 /* nt (1 or 2) tiles of 16 interleaved rows (tile_bytes apart) times T tokens (T <= ILV_T) into
- * Y[t * ldy + 0..16 nt). planes: per token ps bytes, per group 64: the int16 activations' low
- * bytes, then their high bytes, and for Q8_0 after them the high bytes' sum of each group (int32);
- * or, for int8 activations (fmt), the activations themselves (32 bytes a group), multiplied once.
+ * Y[t * ldy + 0..16 nt). planes + t ps: token t's int16 activations as byte planes (act_planes:
+ * per group 64, the low bytes then the high bytes; after them the high bytes' sum of each group,
+ * which Q8_0 reads); or, for int8 activations (fmt), the activations themselves (32 bytes a
+ * group), multiplied once.
  * Two tiles side by side share each broadcast quad of activations between two products: a
  * broadcast is a load, and the loads, not the multiplications, bound a tile alone (vpdpbusd with
  * a broadcast operand runs at about half the rate of one with a register operand on the 2-core
@@ -1460,9 +1461,9 @@ ILV_TYPES(ILV_DEFINE_MATMUL)
  * (same-run pairs; models read from memory are bound by it either way). */
 #define ILV_MATVEC_CASE(NAME)                                                                         \
     case GGML_TYPE_##NAME:                                                                            \
-        if (nt == 2) matvec_ilv(GGML_TYPE_##NAME, fmt, 2, tile, tile_bytes, cols, p, ps, g, m, y, ldy, add); \
-        else if (m == 1) matvec_ilv(GGML_TYPE_##NAME, fmt, 1, tile, tile_bytes, cols, p, ps, g, 1, y, ldy, add); \
-        else matvec_ilv(GGML_TYPE_##NAME, fmt, 1, tile, tile_bytes, cols, p, ps, g, m, y, ldy, add);         \
+        if (nt == 2) matvec_ilv(GGML_TYPE_##NAME, fmt, 2, tile, tile_bytes, cols, p, xs, g, m, y, ldy, add); \
+        else if (m == 1) matvec_ilv(GGML_TYPE_##NAME, fmt, 1, tile, tile_bytes, cols, p, xs, g, 1, y, ldy, add); \
+        else matvec_ilv(GGML_TYPE_##NAME, fmt, 1, tile, tile_bytes, cols, p, xs, g, m, y, ldy, add);         \
         break;
 #define ILV_TYPE_BIT(NAME) | 1ull << GGML_TYPE_##NAME
 
@@ -1471,9 +1472,7 @@ ILV_TYPES(ILV_DEFINE_MATMUL)
  * more by the packed matmul, whose panels the records make cheaper to pack. */
 static void ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, const void *Xq, int T, float *Y, int ldy,
                     int r0, int r1, int add, void *scratch) {
-    const int i16 = fmt == KERNELS_ACT_I16;
-    const size_t xs = act_row_bytes(fmt, cols),
-                 ps = !i16 ? xs : 2 * (size_t)cols + (type == GGML_TYPE_Q8_0 ? 4 * (size_t)(cols / 32) : 0);
+    const size_t xs = act_row_bytes(fmt, cols);
     if (T > ILV_MV_MAX) {
         switch (type) {
             ILV_TYPES(ILV_MATMUL_CASE)
@@ -1481,31 +1480,11 @@ static void ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, con
         }
         return;
     }
-    if (i16 && ps * (size_t)T > KERNELS_MUL_SCRATCH) { /* the planes of as many tokens as fit */
-        int n = (int)(KERNELS_MUL_SCRATCH / ps);
-        for (int t = 0; t < T; t += n)
-            ilv_mul(type, W, cols, fmt, (const uint8_t *)Xq + xs * (size_t)t, T - t < n ? T - t : n,
-                    Y + (size_t)t * ldy, ldy, r0, r1, add, scratch);
-        return;
-    }
-    /* int16 activations as two byte planes: per token ps bytes, per group 64, its low bytes then
-     * its high bytes (then, for Q8_0, the high bytes' sums; see matvec_ilv) */
-    const uint8_t *planes = i16 ? scratch : Xq;
+    /* int16 activations as their byte planes (act_planes), int8 ones as they are; a token's
+     * either way xs bytes after the previous one's */
+    const uint8_t *planes = fmt == KERNELS_ACT_I16 ? act_planes(Xq, cols) : Xq;
     const act_group *grp[ILV_MV_MAX];
-    for (int t = 0; t < T; t++) {
-        const uint8_t *x = (const uint8_t *)Xq + xs * (size_t)t;
-        grp[t] = act_groups(x, fmt, cols);
-        for (int g = 0; i16 && g < cols / 32; g++) {
-            __m512i v = _mm512_loadu_si512(x + 64 * (size_t)g), h = _mm512_srai_epi16(v, 8);
-            uint8_t *dst = (uint8_t *)scratch + ps * (size_t)t;
-            _mm256_storeu_si256((__m256i *)(dst + 64 * (size_t)g), _mm512_cvtepi16_epi8(v));
-            _mm256_storeu_si256((__m256i *)(dst + 64 * (size_t)g + 32), _mm512_cvtepi16_epi8(h));
-            if (type == GGML_TYPE_Q8_0) {
-                int32_t hsum = _mm512_reduce_add_epi32(_mm512_madd_epi16(h, _mm512_set1_epi16(1)));
-                memcpy(dst + 2 * (size_t)cols + 4 * (size_t)g, &hsum, 4);
-            }
-        }
-    }
+    for (int t = 0; t < T; t++) grp[t] = act_groups((const uint8_t *)Xq + xs * (size_t)t, fmt, cols);
     const size_t rb = quant_row_bytes(type, cols), tile_bytes = KERNELS_ILV_ROWS * rb;
     const int n = mv_chunk(T, ILV_T);
     /* Two tiles at a time from 2 tokens on; 3 for Q8_0, whose signed weights against the lo plane
@@ -1518,7 +1497,7 @@ static void ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, con
     for (int r = r0, nt; r < r1; r += nt * KERNELS_ILV_ROWS) {
         nt = pair && r + 2 * KERNELS_ILV_ROWS <= r1 ? 2 : 1;
         for (int t = 0; t < T; t += n) {
-            const uint8_t *tile = (const uint8_t *)W + (size_t)r * rb, *p = planes + ps * (size_t)t;
+            const uint8_t *tile = (const uint8_t *)W + (size_t)r * rb, *p = planes + xs * (size_t)t;
             const act_group *const *g = grp + t;
             int m = T - t < n ? T - t : n;
             float *y = Y + (size_t)t * ldy + (r - r0);

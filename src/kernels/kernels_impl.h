@@ -63,23 +63,34 @@ typedef struct act_group {
 #define ACT_QMAX_I8 127.0f
 
 /* A token's quantised activations: the integers (int16 or int8, cols of them) padded to 64
- * bytes, then the act_group of every 32. */
+ * bytes, the act_group of every 32 (padded likewise), and for int16 the same integers as byte
+ * planes (act_planes). */
 static inline size_t act_q_bytes(kernels_act fmt, int cols) {
     size_t n = (size_t)cols * (fmt == KERNELS_ACT_I16 ? 2 : 1);
     return (n + 63) / 64 * 64;
 }
+static inline size_t act_groups_bytes(int cols) { return ((size_t)cols / 32 * sizeof(act_group) + 63) / 64 * 64; }
+/* The int16 integers as byte planes, for the byte dot products of the interleaved kernels
+ * (vpdpbusd): per group 64 bytes, the 32 low bytes (q & 255, unsigned) then the 32 high bytes
+ * (q >> 8, signed), q = 256 hi + lo; after all groups, each group's sum of its high bytes (int32).
+ * Written once when a token is quantised (kernels.c), not by every product that reads them (once
+ * per chunk of rows and per matrix: 1.5-2% of a verification pass, TinyLlama Q4_0, two threads). */
+static inline size_t act_planes_bytes(kernels_act fmt, int cols) {
+    return fmt == KERNELS_ACT_I16 ? (2 * (size_t)cols + (size_t)cols / 32 * 4 + 63) / 64 * 64 : 0;
+}
 static inline size_t act_row_bytes(kernels_act fmt, int cols) {
-    return act_q_bytes(fmt, cols) + ((size_t)cols / 32 * sizeof(act_group) + 63) / 64 * 64;
+    return act_q_bytes(fmt, cols) + act_groups_bytes(cols) + act_planes_bytes(fmt, cols);
 }
 static inline const act_group *act_groups(const void *xq, kernels_act fmt, int cols) {
     return (const act_group *)((const uint8_t *)xq + act_q_bytes(fmt, cols));
 }
+static inline const uint8_t *act_planes(const void *xq, int cols) {
+    return (const uint8_t *)xq + act_q_bytes(KERNELS_ACT_I16, cols) + act_groups_bytes(cols);
+}
 
-/* Bytes of kernels_mul's scratch: the most a set's packed matmul needs (AVX-512's panel, 32 rows
+/* Bytes of kernels_mul's scratch: room for the most a set's packed matmul needs (AVX-512's panel, 32 rows
  * by 512 int16 weights and four f32 scales per row and group, and block of f32 accumulators, 128
- * rows by 128 tokens: 168 KB), or AVX-512's byte planes of the int16 activations of a small batch
- * for the interleaved matvec (2 bytes per activation and 4 per group: 32 tokens of 15,000
- * columns at once, more in turns). */
+ * rows by 128 tokens: 168 KB). */
 #define KERNELS_MUL_SCRATCH (1 << 20)
 
 /* A type's block and the shape of its definition (above) as compile-time constants for the

@@ -315,6 +315,25 @@ static void read_act(kernels_act fmt, const uint8_t *xq, int cols, int32_t *q, f
     }
 }
 
+/* The int16 activations' byte planes (after the group headers, padded to 64 bytes; per group 32
+ * low bytes, then 32 high bytes, q = 256 hi + lo; after all groups each group's sum of its high
+ * bytes): 1 when they hold q exactly. */
+static int planes_hold(const uint8_t *xq, int cols, const int32_t *q) {
+    size_t qb = (2 * (size_t)cols + 63) / 64 * 64, pb = qb + ((size_t)cols / 32 * 12 + 63) / 64 * 64;
+    const uint8_t *p = xq + pb;
+    for (int g = 0; g < cols / 32; g++) {
+        int32_t hsum = 0, want;
+        for (int k = 0; k < 32; k++) {
+            int lo = p[64 * g + k], hi = (int8_t)p[64 * g + 32 + k];
+            if (256 * hi + lo != q[32 * g + k]) return 0;
+            hsum += hi;
+        }
+        memcpy(&want, p + 2 * (size_t)cols + 4 * (size_t)g, 4);
+        if (hsum != want) return 0;
+    }
+    return 1;
+}
+
 /* The defined result (kernels_impl.h: exact integer sums per group, then the f32 fma chain in
  * the defined order), written out here from the type's integer form (quant_group, checked
  * against the formats' definitions in test_quant), and the bound on its distance from the exact
@@ -412,7 +431,7 @@ static void test_int_path(void) {
                 for (int t = 0; t < NT; t += 7) agree &= sets_agree_on_quantisation(fmt, X + (size_t)t * cols, cols);
                 CHECK_MSG(agree, "%s cols=%d fmt=%d: the sets quantise differently", tname, cols, f);
                 kernels_force(KERNELS_SCALAR);
-                int bad_bound = 0;
+                int bad_bound = 0, bad_planes = 0;
                 for (int t = 0; t < NT; t++) {
                     kernels_quantize_act(fmt, X + (size_t)t * cols, cols, Xq + xs * t);
                     read_act(fmt, Xq + xs * t, cols, q, d, sum, sum16);
@@ -422,6 +441,7 @@ static void test_int_path(void) {
                         qs16 += k < 16 ? q[k] : 0;
                     }
                     bad_bound += qs != sum[0] || qs16 != sum16[0];
+                    bad_planes += fmt == KERNELS_ACT_I16 && !planes_hold(Xq + xs * t, cols, q);
                     for (int r = 0; r < R; r++) {
                         double bound, exact = 0, scale = 0;
                         const float *x = X + (size_t)t * cols;
@@ -436,6 +456,8 @@ static void test_int_path(void) {
                         if (dev / scale > worst_rel[f]) worst_rel[f] = dev / scale;
                     }
                 }
+                CHECK_MSG(bad_planes == 0, "%s cols=%d: %d tokens' byte planes do not hold their int16 activations", tname,
+                          cols, bad_planes);
                 CHECK_MSG(bad_bound == 0, "%s cols=%d fmt=%d: %d results outside the quantisation bound", tname, cols, f,
                           bad_bound);
                 for (int isa = KERNELS_SCALAR; isa < KERNELS_ISA_COUNT; isa++) {
