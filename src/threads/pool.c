@@ -18,22 +18,34 @@
  * longer than the gap between two jobs of one forward pass, far shorter than a human pause. */
 #define SPIN_ITERS 2000
 
-/* The claim word of the current job: its tag (which job), its number of chunks and the next
- * unclaimed chunk, so that one atomic read tells a thread all it needs and one compare-and-swap
- * claims a chunk of exactly that job. A thread that slept through several jobs sees a newer tag
- * and simply works on the newer job. The tag wraps after 2^24 jobs (hours of decoding); a thread
- * would have to stall that long between its load and its compare-and-swap to be confused. */
+/* Each thread's share of the current job is a range of chunks in a claim word of its own: the
+ * job's tag (which job), and the range [lo, hi) not yet claimed, so that one atomic read tells a
+ * thread all it needs and one compare-and-swap claims a chunk of exactly that job. A thread
+ * claims its own share from the front, in order, then the others' from their backs. A thread
+ * that slept through several jobs sees a newer tag and simply works on the newer job. The tag
+ * wraps after 2^24 jobs (hours of decoding); a thread would have to stall that long between its
+ * load and its compare-and-swap to be confused.
+ * Why shares rather than one counter that every thread takes the next chunk from: a matrix
+ * job's chunks are consecutive rows, so a thread that takes every other chunk reads its weights
+ * as a stream broken at every chunk, and each break costs the prefetches that cross it (into the
+ * chunk another thread takes) and a cold start. With shares each thread reads one stream:
+ * TinyLlama-1.1B Q4_0 decoding on 2 threads 96 -> 112 tok/s. Taking from the others' backs
+ * keeps what a single counter gave: a descheduled thread delays the job by at most the chunk it
+ * holds. */
 #define IDX_BITS 20
 #define TAG_SHIFT (2 * IDX_BITS)
 #define IDX_MASK ((UINT64_C(1) << IDX_BITS) - 1)
 
+typedef struct share { _Alignas(64) _Atomic uint64_t claim; } share;
+
 struct pool {
     int n_threads;
     pthread_t *threads;
-    pool_task task;          /* the current job; written before its claim word is published */
+    pool_task task;          /* the current job; written before its claim words are published */
     pool_fn fn;              /* pool_run's function, called through static_chunk */
     void *fn_arg;
-    _Alignas(64) _Atomic uint64_t claim;
+    share *shares;           /* one per thread */
+    uint64_t tag;            /* the current job's (the caller's copy) */
     _Alignas(64) atomic_int done;          /* chunks of the current job finished */
     _Alignas(64) atomic_uint generation;   /* bumped once per job; idle workers wait for it */
     atomic_bool quit;
@@ -46,36 +58,50 @@ struct pool {
 
 typedef struct worker_arg { pool *p; int ith; } worker_arg;
 
-static uint64_t claim_word(uint64_t tag, uint64_t n, uint64_t idx) {
-    return (tag << TAG_SHIFT) | (n << IDX_BITS) | idx;
+static uint64_t claim_word(uint64_t tag, uint64_t lo, uint64_t hi) {
+    return (tag << TAG_SHIFT) | (hi << IDX_BITS) | lo;
 }
 
-/* Claims chunks of the published job until none is left; runs prepare before the first one this
- * thread takes of a job. *prepared holds the tag of the last job prepared for. */
-static void work(pool *p, int ith, uint64_t *prepared) {
-    uint64_t cur = atomic_load_explicit(&p->claim, memory_order_acquire);
+/* Claims a chunk of share s: its first (front) or its last; returns its index and tag, or -1
+ * when the share is empty. */
+static int64_t claim(share *s, bool front, uint64_t *tag) {
+    uint64_t cur = atomic_load_explicit(&s->claim, memory_order_acquire);
     for (;;) {
-        uint64_t idx = cur & IDX_MASK, n = (cur >> IDX_BITS) & IDX_MASK;
-        if (idx >= n) return;
-        /* acquire on success: the job's fields, written before its claim word, are visible; they
+        uint64_t lo = cur & IDX_MASK, hi = (cur >> IDX_BITS) & IDX_MASK;
+        if (lo >= hi) return -1;
+        /* acquire on success: the job's fields, written before its claim words, are visible; they
          * cannot change until this chunk is done */
-        if (!atomic_compare_exchange_weak_explicit(&p->claim, &cur, cur + 1, memory_order_acquire,
-                                                   memory_order_acquire))
-            continue;
-        uint64_t tag = cur >> TAG_SHIFT;
-        const pool_task *t = &p->task;
-        if (*prepared != tag) {
-            *prepared = tag;
-            if (t->prepare) t->prepare(t->arg, ith);
+        uint64_t next = front ? claim_word(cur >> TAG_SHIFT, lo + 1, hi) : claim_word(cur >> TAG_SHIFT, lo, hi - 1);
+        if (atomic_compare_exchange_weak_explicit(&s->claim, &cur, next, memory_order_acquire, memory_order_acquire)) {
+            *tag = cur >> TAG_SHIFT;
+            return (int64_t)(front ? lo : hi - 1);
         }
-        t->chunk(t->arg, (int)idx, ith);
-        if (atomic_fetch_add_explicit(&p->done, 1, memory_order_acq_rel) + 1 == (int)n &&
-            atomic_load(&p->caller_sleeping)) {
-            pthread_mutex_lock(&p->mu);
-            pthread_cond_signal(&p->all_done);
-            pthread_mutex_unlock(&p->mu);
+    }
+}
+
+/* Claims chunks of the published job until none is left: thread ith's own share first, then the
+ * others' (the next thread's first); runs prepare before the first chunk this thread takes of a
+ * job. *prepared holds the tag of the last job prepared for. */
+static void work(pool *p, int ith, uint64_t *prepared) {
+    for (int k = 0; k < p->n_threads; k++) {
+        share *s = &p->shares[(ith + k) % p->n_threads];
+        uint64_t tag;
+        int64_t c;
+        while ((c = claim(s, k == 0, &tag)) >= 0) {
+            const pool_task *t = &p->task;
+            int n = t->n_chunks; /* read before the last chunk's count lets the caller move on */
+            if (*prepared != tag) {
+                *prepared = tag;
+                if (t->prepare) t->prepare(t->arg, ith);
+            }
+            t->chunk(t->arg, (int)c, ith);
+            if (atomic_fetch_add_explicit(&p->done, 1, memory_order_acq_rel) + 1 == n &&
+                atomic_load(&p->caller_sleeping)) {
+                pthread_mutex_lock(&p->mu);
+                pthread_cond_signal(&p->all_done);
+                pthread_mutex_unlock(&p->mu);
+            }
         }
-        cur = atomic_load_explicit(&p->claim, memory_order_acquire);
     }
 }
 
@@ -115,7 +141,14 @@ pool *pool_create(int n_threads) {
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->all_done, NULL);
     p->threads = calloc((size_t)n_threads, sizeof *p->threads);
-    if (!p->threads) { free(p); return NULL; }
+    p->shares = aligned_alloc(_Alignof(share), (size_t)n_threads * sizeof *p->shares);
+    if (!p->threads || !p->shares) {
+        free(p->threads);
+        free(p->shares);
+        free(p);
+        return NULL;
+    }
+    for (int i = 0; i < n_threads; i++) atomic_init(&p->shares[i].claim, 0);
     /* The workers block every signal (they inherit the mask): a process-directed signal such as
      * chat's Ctrl-C then goes to a thread of the application's, never to a worker, where its
      * handler would run without interrupting the thread that waits for it. */
@@ -153,6 +186,7 @@ void pool_free(pool *p) {
     pthread_cond_destroy(&p->wake);
     pthread_cond_destroy(&p->all_done);
     free(p->threads);
+    free(p->shares);
     free(p);
 }
 
@@ -169,9 +203,12 @@ void pool_run_chunks(pool *p, const pool_task *task) {
     }
     p->task = *task;
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
-    uint64_t tag = (atomic_load_explicit(&p->claim, memory_order_relaxed) >> TAG_SHIFT) + 1;
-    atomic_store_explicit(&p->claim, claim_word(tag & ((UINT64_C(1) << (64 - TAG_SHIFT)) - 1), (uint64_t)n, 0),
-                          memory_order_release);
+    p->tag = (p->tag + 1) & ((UINT64_C(1) << (64 - TAG_SHIFT)) - 1);
+    for (int i = 0; i < p->n_threads; i++) {
+        int b, e;
+        pool_split(n, i, p->n_threads, &b, &e);
+        atomic_store_explicit(&p->shares[i].claim, claim_word(p->tag, (uint64_t)b, (uint64_t)e), memory_order_release);
+    }
     /* Sequentially consistent on purpose: this increment and the one of `sleepers` in
      * wait_for_job must not both miss each other, or a sleeping worker would never see the job. */
     atomic_fetch_add(&p->generation, 1);

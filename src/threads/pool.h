@@ -3,10 +3,12 @@
  * Two kinds of job:
  * - pool_run() hands the same function to every thread, which splits the work by thread index;
  *   it returns when all have finished.
- * - pool_run_chunks() splits a job into chunks that the threads claim one at a time, whoever is
- *   free first. It returns when every chunk is done, and needs no thread that has not claimed one:
- *   on a busy machine a descheduled worker delays the job by at most the chunk it holds, not by
- *   its whole share. An optional prepare() runs on each thread before its first chunk (the
+ * - pool_run_chunks() splits a job into chunks, and the chunks into one share per thread
+ *   (pool_split): each thread claims its own share's chunks one at a time, in order, then helps
+ *   with the others' from their ends. It returns when every chunk is done, and needs no thread
+ *   that has not claimed one: on a busy machine a descheduled worker delays the job by at most
+ *   the chunk it holds, not by its whole share. An optional prepare() runs on each thread before
+ *   its first chunk (the
  *   per-thread input a chunk needs, e.g. a normalised copy of the activations, without a
  *   barrier of its own).
  * Workers spin briefly between jobs (a decode step issues a job every few microseconds) and then

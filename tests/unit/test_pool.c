@@ -20,6 +20,74 @@ static void sum_worker(void *arg, int ith, int nth) {
     atomic_fetch_add(&j->calls, 1);
 }
 
+/* pool_run_chunks' record: which thread ran each chunk, in which order per thread. */
+enum { MAX_N = 64 };
+typedef struct chunk_job {
+    int n, stall;                   /* stall: thread 1's first chunk sleeps 30 ms */
+    atomic_int runs[MAX_N];         /* times each chunk ran */
+    int by[MAX_N];                  /* the thread that ran it */
+    int order[4][MAX_N], n_order[4]; /* each thread's chunks in the order it ran them */
+    atomic_int prepared[4];
+} chunk_job;
+
+static void chunk_prepare(void *arg, int ith) { atomic_fetch_add(&((chunk_job *)arg)->prepared[ith], 1); }
+
+static void chunk_run(void *arg, int c, int ith) {
+    chunk_job *j = arg;
+    if (j->stall && ith == 1 && j->n_order[1] == 0) {
+        struct timespec ts = {0, 30 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    atomic_fetch_add(&j->runs[c], 1);
+    j->by[c] = ith;
+    j->order[ith][j->n_order[ith]++] = c;
+}
+
+/* Every chunk runs once; a thread runs its own share (pool_split) from its start, in order, and
+ * others' chunks only from their ends; prepare runs once on each thread that ran a chunk. */
+static int chunks_ok(const chunk_job *j, int nth) {
+    for (int c = 0; c < j->n; c++)
+        if (atomic_load(&j->runs[c]) != 1) return 0;
+    for (int i = 0; i < nth; i++) {
+        int b, e, own = 0;
+        pool_split(j->n, i, nth, &b, &e);
+        for (int k = 0; k < j->n_order[i]; k++) {
+            int c = j->order[i][k];
+            if (c >= b && c < e) {
+                if (c != b + own++) return 0;
+            }
+        }
+        if (atomic_load(&j->prepared[i]) != (j->n_order[i] > 0)) return 0;
+    }
+    return 1;
+}
+
+static void test_chunks(void) {
+    for (int nth = 1; nth <= 4; nth++) {
+        pool *p = pool_create(nth);
+        int ok = 1;
+        for (int rep = 0; rep < 500; rep++) {
+            chunk_job *j = calloc(1, sizeof *j);
+            j->n = rep % MAX_N;
+            pool_run_chunks(p, &(pool_task){.prepare = chunk_prepare, .chunk = chunk_run, .arg = j, .n_chunks = j->n});
+            ok &= chunks_ok(j, nth);
+            free(j);
+        }
+        CHECK_MSG(ok, "threads=%d", nth);
+        /* a thread held up in its first chunk: the others take the rest of its share, from the end */
+        if (nth >= 2) {
+            chunk_job *j = calloc(1, sizeof *j);
+            j->n = 8 * nth;
+            j->stall = 1;
+            pool_run_chunks(p, &(pool_task){.prepare = chunk_prepare, .chunk = chunk_run, .arg = j, .n_chunks = j->n});
+            CHECK(chunks_ok(j, nth));
+            CHECK_MSG(j->n_order[1] <= 2, "the held-up thread ran %d chunks", j->n_order[1]);
+            free(j);
+        }
+        pool_free(p);
+    }
+}
+
 static pthread_t main_thread;
 static volatile sig_atomic_t signalled, on_main;
 
@@ -53,6 +121,7 @@ static void test_signals(void) {
 
 int main(void) {
     test_signals();
+    test_chunks();
     /* pool_split covers [0, n) exactly, in order, sizes differing by at most one */
     for (int n = 0; n < 50; n++)
         for (int nth = 1; nth <= 7; nth++) {
