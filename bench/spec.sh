@@ -19,12 +19,12 @@
 # give when a pass of the model costs the same with drafts as without (Leviathan et al.'s
 # assumption); then the same with the passes' measured cost: tokens per pass / (tP / t1 + c x
 # drafts per pass + the draft's catch-up), where a pass's time is taken as affine in its rows,
-# tP = t1 + drafts per pass x (tM - t1) / 16, t1 the time per token of the round's plain run (the
-# speed-up's own denominator) and tM that of a pass of M = 17 tokens (1 + --draft-max;
-# `nucleus bench -p 17 -d DEPTH --all-logits`, DEPTH the run's mean
+# tP = t1 + drafts per pass x (tM - tB) / 16, t1 the time per token of the round's plain run (the
+# speed-up's own denominator), tB and tM those of passes of 1 and of M = 17 tokens (1 +
+# --draft-max; `nucleus bench -p 17 -d DEPTH --all-logits`, DEPTH the run's mean
 # context, every row's logits as verification computes them: on TinyStories-656K, whose output
 # matrix is a large share of its weights, that makes a row 25% dearer than a prompt's): the passes
-# of a run hold from 1 to 17 rows, and a row's cost is not the same at every size, so the line
+# of a run hold from 1 to 17 rows, and a row's cost is not the same at every size, so the slope of the line
 # through both ends. A draft model's rows beyond its drafts (its catch-up over tokens it has not
 # seen: after rejected drafts, and at each probe while it does not draft; `run` reports its rows)
 # count at the draft's own time per row of a 17-token pass (the last row's logits only, as its
@@ -32,15 +32,18 @@
 # Each figure is the median of REPS rounds (3 x REPS for TinyStories, whose runs last
 # milliseconds: TOKENS for TinyLlama, --n-tiny (448, its context holds 512) for TinyStories). A
 # round of nucleus is its plain run, the draft's plain run, the speculative run and the benches of
-# its passes (tM, and the draft's), one after the other; a round of llama.cpp, llama-bench
+# its passes (tB, tM, and the draft's), one after the other; a round of llama.cpp, llama-bench
 # (one repetition) then its example. The speed-up is the median of the rounds' (a speculative run
 # over the plain run just before it) and the prediction the median of the rounds' predictions,
 # each from its own round's measurements: the VM's memory bandwidth moves by a third within a
 # minute, and a plain decode is bound by it where a verification pass is bound by arithmetic, so a
 # ratio of figures measured minutes apart (the medians', or a prediction's from a bench run at
-# another time) moved by 30% from run to run. t1 comes from the plain run rather than from the
-# bench of the passes for the same reason: taken from the bench, a round whose plain run read 80
-# tok/s and whose bench read 112 predicted 2.66 for a measured 3.89.
+# another time) moved by 30% from run to run. The passes' base time t1 comes from the plain run
+# rather than from the bench for the same reason (taken from the bench, TinyLlama's lookup once
+# predicted 2.66 for a measured 3.89: its plain runs read 80 tok/s and its benches, as that
+# prediction implies, about 115), and their cost per row
+# from the bench's own two passes (tB beside tM: a row is arithmetic, which the bandwidth moves
+# little; and `run`'s own work per token, which `bench` does not do, is no part of a row's).
 # TinyStories runs with --tiny-threads (1) in both engines: its step lasts about 20 us, where a
 # second thread's hand-offs cost more than they share and the VM's scheduling moves a run by
 # 30%; with one thread its runs agree within 2%. Not part of `make test`.
@@ -85,9 +88,9 @@ one() {
 }
 # ratio A B: the median over the lines of file B's first field over file A's (a speed-up of pairs)
 ratio() { paste -d' ' <(cut -d' ' -f1 "$1") <(cut -d' ' -f1 "$2") | awk '{print $2 / $1}' | median; }
-# pass_times MODEL DEPTH [--all-logits]: nucleus bench's JSON for passes of 17 tokens at DEPTH
+# pass_times MODEL DEPTH [--all-logits]: nucleus bench's JSON for passes of 1 and 17 tokens at DEPTH
 pass_times() {
-    build/nucleus bench -m "$1" -p 17 -n 0 -d "$2" -t "$threads" -r 3 --json --no-bandwidth ${3:-} 2>/dev/null
+    build/nucleus bench -m "$1" -p 17 -n 32 -d "$2" -t "$threads" -r 3 --json --no-bandwidth ${3:-} 2>/dev/null
 }
 # ours PROMPT MODEL DRAFT FLAGS: REPS rounds, each of a plain run of MODEL, one of DRAFT (when not
 # empty), the speculative run (MODEL FLAGS) and the passes' times of both (pass_times), so that the
@@ -121,8 +124,8 @@ for i, (p, s, b) in enumerate(zip(plain, spec, bench)):
     c = float(p[0]) / float(dplain[i][0]) if dplain else 0.0  # a draft token's time over a model token's
     passes = n / tpp
     per = d / passes  # drafts per pass
-    t1, tm = 1 / float(p[0]), 17 / b["pp"]["mean"]
-    tp = t1 + per * (tm - t1) / 16
+    t1, tb, tm = 1 / float(p[0]), 1 / b["tg"]["mean"], 17 / b["pp"]["mean"]
+    tp = t1 + per * (tm - tb) / 16
     catch = (1 / dbench[i]["pp"]["mean"]) / t1 * max(rows - d, 0) / passes if dbench else 0.0  # the draft catching up
     free.append(tpp / (1 + c * per))
     meas.append(tpp / (tp / t1 + c * per + catch))
