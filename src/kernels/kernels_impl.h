@@ -88,9 +88,9 @@ static inline const uint8_t *act_planes(const void *xq, int cols) {
     return (const uint8_t *)xq + act_q_bytes(KERNELS_ACT_I16, cols) + act_groups_bytes(cols);
 }
 
-/* Bytes of kernels_mul's scratch: room for the most a set's packed matmul needs (AVX-512's panel, 32 rows
- * by 512 int16 weights and four f32 scales per row and group, and block of f32 accumulators, 128
- * rows by 128 tokens: 168 KB). */
+/* Bytes of kernels_mul's scratch: room for the most a set's packed matmul needs (AVX-512's
+ * panel, 32 rows by 512 int16 weights and four f32 scales per row and group, and block of f32
+ * accumulators, 128 rows by 128 tokens: 168 KB). */
 #define KERNELS_MUL_SCRATCH (1 << 20)
 
 /* A type's block and the shape of its definition (above) as compile-time constants for the

@@ -8,9 +8,8 @@
  *   with the others' from their ends. It returns when every chunk is done, and needs no thread
  *   that has not claimed one: on a busy machine a descheduled worker delays the job by at most
  *   the chunk it holds, not by its whole share. An optional prepare() runs on each thread before
- *   its first chunk (the
- *   per-thread input a chunk needs, e.g. a normalised copy of the activations, without a
- *   barrier of its own).
+ *   its first chunk (the per-thread input a chunk needs, e.g. a normalised copy of the
+ *   activations, without a barrier of its own).
  * Workers spin briefly between jobs (a decode step issues a job every few microseconds) and then
  * sleep on a condition variable, so an idle pool costs no CPU. */
 #ifndef NC_POOL_H
