@@ -153,6 +153,44 @@ static int copy_bias(nc_sampler *s, const nc_sampler_params *p, nc_err *err) {
     return 0;
 }
 
+/* A greedy chain (temperature 0, nothing but the logit bias before it, no explain record) keeps
+ * one token, the highest logit after the bias and bans, ties to the lower id: the highest among
+ * the tokens the bias leaves alone, or one it touches. greedy_candidates lists just those, so
+ * that the step need not build the vocabulary's candidate list (cands_init) and scan it: 3.4 us
+ * of TinyStories-656K's 21.7 us step, and the same for every row a speculative pass verifies. */
+static int mark_touched(nc_sampler *s, nc_err *err) {
+    int32_t k = 0;
+    while (k < s->n_chain && s->chain[k] == ST_BIAS) k++;
+    if (!(s->p.temp <= 0) || s->p.dynatemp_range > 0 || s->p.explain || k == s->n_chain || s->chain[k] != ST_TEMP)
+        return 0;
+    s->touched = calloc((size_t)s->n_vocab, 1);
+    s->touched_ids = malloc(((size_t)s->p.n_logit_bias + (size_t)s->n_eog + 1) * sizeof *s->touched_ids);
+    if (!s->touched || !s->touched_ids) return nc_fail(err, "out of memory");
+    for (int32_t i = 0; i < s->p.n_logit_bias + s->n_eog; i++) {
+        int32_t id = i < s->p.n_logit_bias ? s->bias[i].token : s->eog[i - s->p.n_logit_bias];
+        if (id < 0 || id >= s->n_vocab || s->touched[id]) continue;
+        s->touched[id] = 1;
+        s->touched_ids[s->n_touched++] = id;
+    }
+    return 0;
+}
+
+static void greedy_candidates(nc_sampler *s, const float *logits) {
+    int32_t best = -1, n = 0;
+    float top = -INFINITY;
+    for (int32_t i = 0; i < s->n_vocab; i++)
+        if (!s->touched[i] && (best < 0 || logits[i] > top)) { /* a NaN is never above: -inf, as cands_init */
+            best = i;
+            top = isnan(logits[i]) ? -INFINITY : logits[i];
+        }
+    if (best >= 0) s->buf[n++] = (cand){best, top, 0};
+    for (int32_t i = 0; i < s->n_touched; i++) {
+        int32_t id = s->touched_ids[i];
+        s->buf[n++] = (cand){id, isnan(logits[id]) ? -INFINITY : logits[id], 0};
+    }
+    s->list = (cand_list){.data = s->buf, .n = n, .sorted = false, .by_id = false, .probs = false};
+}
+
 int nc_sampler_new(nc_sampler **out, const nc_model *m, int32_t n_vocab, const nc_sampler_params *p, nc_err *err) {
     *out = NULL;
     if (n_vocab <= 0) return nc_fail(err, "sampler: n_vocab must be positive, got %d", n_vocab);
@@ -175,7 +213,7 @@ int nc_sampler_new(nc_sampler **out, const nc_model *m, int32_t n_vocab, const n
     s->buf = malloc((size_t)n_vocab * sizeof *s->buf);
     if (!s->buf) { nc_sampler_free(s); return nc_fail(err, "out of memory"); }
     if (copy_bias(s, p, err) || collect_eog(s, m, err) || collect_breakers(s, m, p, err) ||
-        compile_grammar(s, m, p, err)) {
+        compile_grammar(s, m, p, err) || mark_touched(s, err)) {
         nc_sampler_free(s);
         return -1;
     }
@@ -195,6 +233,8 @@ void nc_sampler_free(nc_sampler *s) {
     free(s->breaker);
     free(s->buf);
     free(s->scratch);
+    free(s->touched);
+    free(s->touched_ids);
     free(s);
 }
 
@@ -210,7 +250,8 @@ const nc_explain *nc_sampler_explain(const nc_sampler *s) { return s->p.explain 
 /* ---- running it ---- */
 
 static void run_chain(nc_sampler *s, const float *logits, const step_in *in, bool processors_only, bool record) {
-    cands_init(&s->list, s->buf, logits, s->n_vocab);
+    if (s->touched && !processors_only) greedy_candidates(s, logits);
+    else cands_init(&s->list, s->buf, logits, s->n_vocab);
     s->ex.n_stages = 0;
     for (int32_t i = 0; i < s->n_chain; i++) {
         const stage_def *d = &STAGES[s->chain[i]];

@@ -106,6 +106,11 @@ struct nc_sampler {
     double mu;                  /* Mirostat's truncation level */
     cand *buf;
     cand_list list;
+    /* greedy_candidates: the ids the stages before a greedy temperature may change (the logit
+       bias's and the end-of-generation bans'), and per id whether it is one; NULL when the chain
+       is not that */
+    int32_t *touched_ids, n_touched;
+    uint8_t *touched;
     int32_t *scratch;
     size_t scratch_cap;
     nc_explain ex;
