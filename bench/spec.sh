@@ -24,8 +24,8 @@
 # --draft-max; `nucleus bench -p 17 -d DEPTH --all-logits`, DEPTH the run's mean
 # context, every row's logits as verification computes them: on TinyStories-656K, whose output
 # matrix is a large share of its weights, that makes a row 25% dearer than a prompt's): the passes
-# of a run hold from 1 to 17 rows, and a row's cost is not the same at every size, so the slope of the line
-# through both ends. A draft model's rows beyond its drafts (its catch-up over tokens it has not
+# of a run hold from 1 to 17 rows, and a row's cost is not the same at every size, so the slope
+# of the line through both ends. A draft model's rows beyond its drafts (its catch-up over tokens it has not
 # seen: after rejected drafts, and at each probe while it does not draft; `run` reports its rows)
 # count at the draft's own time per row of a 17-token pass (the last row's logits only, as its
 # catch-up), over t1.
@@ -41,9 +41,9 @@
 # another time) moved by 30% from run to run. The passes' base time t1 comes from the plain run
 # rather than from the bench for the same reason (taken from the bench, TinyLlama's lookup once
 # predicted 2.66 for a measured 3.89: its plain runs read 80 tok/s and its benches, as that
-# prediction implies, about 115), and their cost per row
-# from the bench's own two passes (tB beside tM: a row is arithmetic, which the bandwidth moves
-# little; and `run`'s own work per token, which `bench` does not do, is no part of a row's).
+# prediction implies, about 115), and their cost per row from the bench's own two passes (tB
+# beside tM: a row is arithmetic, which the bandwidth moves little; and `run`'s own work per
+# token, which `bench` does not do, is no part of a row's).
 # TinyStories runs with --tiny-threads (1) in both engines: its step lasts about 20 us, where a
 # second thread's hand-offs cost more than they share and the VM's scheduling moves a run by
 # 30%; with one thread its runs agree within 2%. Not part of `make test`.

@@ -74,7 +74,10 @@ static inline size_t act_groups_bytes(int cols) { return ((size_t)cols / 32 * si
  * (vpdpbusd): per group 64 bytes, the 32 low bytes (q & 255, unsigned) then the 32 high bytes
  * (q >> 8, signed), q = 256 hi + lo; after all groups, each group's sum of its high bytes (int32).
  * Written once when a token is quantised (kernels.c), not by every product that reads them (once
- * per chunk of rows and per matrix: 1.5-2% of a verification pass, TinyLlama Q4_0, two threads). */
+ * per chunk of rows and per matrix: 1.5-2% of a verification pass, TinyLlama Q4_0, two threads).
+ * Every set writes them, so that activations quantised by one set multiply in any other; the sets
+ * without interleaved kernels, and the packed matmul, read only the int16 values (the planes cost
+ * them one vectorised pass over each token). */
 static inline size_t act_planes_bytes(kernels_act fmt, int cols) {
     return fmt == KERNELS_ACT_I16 ? (2 * (size_t)cols + (size_t)cols / 32 * 4 + 63) / 64 * 64 : 0;
 }
