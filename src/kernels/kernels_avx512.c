@@ -1049,12 +1049,15 @@ KERNELS_INLINE void ilv_scales(uint32_t type, const uint8_t *rec, __m512i idx, i
     group_scales(type, NULL, NULL, idx, j, ka, kb, a, b);
 }
 
-/* Tokens per call of matvec_ilv. It keeps one float vector per token across the row (the integer
- * sums live within a group), where matvec_q16 keeps two integer ones more, so it takes more
- * tokens per call, and each token more reuses the tile's unpacked groups (see MV_MAX). */
-#define ILV_T 12
+/* The most tokens matvec_ilv takes, all in one call: it keeps a float vector per token and tile
+ * across the row (in memory: the integer sums live within a group), so a group's unpacked
+ * weights, scales and prefetches, and the loop over its tokens, serve every token. Chunks of at
+ * most 12 tokens (9 and 8 for 17) cost 5-13% against one of 17 (a 2048 x 2048 matrix, one core:
+ * Q4_0 385 -> 413 GFLOP/s, Q8_0 349 -> 378, Q4_K 329 -> 351, Q6_K 239 -> 309, MXFP4 361 -> 385;
+ * Q4_0 read from memory 379 -> 401). More tokens (a prefill) go to the packed matmul. */
+#define ILV_MV_MAX 32
 
-/* nt (1 or 2) tiles of 16 interleaved rows (tile_bytes apart) times T tokens (T <= ILV_T) into
+/* nt (1 or 2) tiles of 16 interleaved rows (tile_bytes apart) times T tokens (T <= ILV_MV_MAX) into
  * Y[t * ldy + 0..16 nt). planes + t ps: token t's int16 activations as byte planes (act_planes:
  * per group 64, the low bytes then the high bytes; after them the high bytes' sum of each group,
  * which Q8_0 reads); or, for int8 activations (fmt), the activations themselves (32 bytes a
@@ -1070,7 +1073,7 @@ KERNELS_INLINE void matvec_ilv(uint32_t type, kernels_act fmt, int nt, const uin
     const __m512i idx = ilv_geometry(type, &hn);
     const size_t rec = KERNELS_ILV_ROWS * int_block_bytes(type);
     const int bg = int_block_groups(type);
-    __m512 acc[2][ILV_T], ka[2][16], kb[2][16];
+    __m512 acc[2][ILV_MV_MAX], ka[2][16], kb[2][16];
     for (int u = 0; u < nt; u++)
         for (int t = 0; t < T; t++) acc[u][t] = _mm512_setzero_ps();
     for (int b = 0; b < cols / (32 * bg); b++) {
@@ -1349,19 +1352,13 @@ static void prefetch_panel_ilv(const uint8_t *W, size_t rb, size_t rs, int n, in
 }
 
 /* Small batches (a speculative verification, a server step of a few slots) go through the matvec,
- * MV_T tokens or fewer at a time (ILV_T for interleaved tiles), each tile's chunks one after the
- * other while its rows are in the cache, so the weights come from memory once. The packed matmul
- * packs every panel for the few tokens, which costs more than the matvec's repeated unpacking up
- * to MV_MAX tokens of rows and ILV_MV_MAX of interleaved tiles, whose matvec needs no transpose.
- * kernels_mul on a 256 MB matrix, one core: rows of Q4_K, 9 tokens, 77 ms by the matmul, 51 in
- * chunks of 5 and 4 (Q8_0, 16 tokens: 51 -> 39 ms; beyond 16 the matmul wins for most types);
- * interleaved Q4_0, 17 tokens, 68 ms by the matmul, 54 in chunks of 6, 6 and 5 (Q4_K 87 -> 59,
- * Q6_K 76 -> 52; at 32 the matmul of Q4_0 is level). Chunks of interleaved tiles of up to 12
- * tokens rather than 8, a 2048 x 2048 Q4_0 matrix in the cache, one core: 9 tokens 305 -> 344
- * GFLOP/s, 11: 321 -> 354, 17 (9 and 8 against 6, 6 and 5): 329 -> 347; Q8_0, Q4_K, Q6_K and
- * MXFP4 gain 6-20% from 9 to 16 tokens; 8 and fewer are one chunk either way. */
+ * MV_T tokens or fewer at a time (interleaved tiles: all of them, up to ILV_MV_MAX), each tile's
+ * chunks one after the other while its rows are in the cache, so the weights come from memory
+ * once. The packed matmul packs every panel for the few tokens, which costs more than the
+ * matvec's repeated unpacking up to MV_MAX tokens of rows. kernels_mul on a 256 MB matrix, one
+ * core: rows of Q4_K, 9 tokens, 77 ms by the matmul, 51 in chunks of 5 and 4 (Q8_0, 16 tokens: 51
+ * -> 39 ms; beyond 16 the matmul wins for most types). */
 #define MV_MAX 16
-#define ILV_MV_MAX 32
 /* The chunk size for T tokens taken at most `most` at a time, evened out: 17 by 8 in 6, 6 and 5,
  * not 8, 8 and 1. */
 static inline int mv_chunk(int T, int most) {
@@ -1461,9 +1458,9 @@ ILV_TYPES(ILV_DEFINE_MATMUL)
  * (same-run pairs; models read from memory are bound by it either way). */
 #define ILV_MATVEC_CASE(NAME)                                                                         \
     case GGML_TYPE_##NAME:                                                                            \
-        if (nt == 2) matvec_ilv(GGML_TYPE_##NAME, fmt, 2, tile, tile_bytes, cols, p, xs, g, m, y, ldy, add); \
-        else if (m == 1) matvec_ilv(GGML_TYPE_##NAME, fmt, 1, tile, tile_bytes, cols, p, xs, g, 1, y, ldy, add); \
-        else matvec_ilv(GGML_TYPE_##NAME, fmt, 1, tile, tile_bytes, cols, p, xs, g, m, y, ldy, add);         \
+        if (nt == 2) matvec_ilv(GGML_TYPE_##NAME, fmt, 2, tile, tile_bytes, cols, planes, xs, grp, T, y, ldy, add); \
+        else if (T == 1) matvec_ilv(GGML_TYPE_##NAME, fmt, 1, tile, tile_bytes, cols, planes, xs, grp, 1, y, ldy, add); \
+        else matvec_ilv(GGML_TYPE_##NAME, fmt, 1, tile, tile_bytes, cols, planes, xs, grp, T, y, ldy, add);         \
         break;
 #define ILV_TYPE_BIT(NAME) | 1ull << GGML_TYPE_##NAME
 
@@ -1486,7 +1483,6 @@ static void ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, con
     const act_group *grp[ILV_MV_MAX];
     for (int t = 0; t < T; t++) grp[t] = act_groups((const uint8_t *)Xq + xs * (size_t)t, fmt, cols);
     const size_t rb = quant_row_bytes(type, cols), tile_bytes = KERNELS_ILV_ROWS * rb;
-    const int n = mv_chunk(T, ILV_T);
     /* Two tiles at a time from 2 tokens on; 3 for Q8_0, whose signed weights against the lo plane
      * cost an xor per token and tile, which at 2 tokens outweighs the shared broadcasts; a single
      * token (decode) is bound by memory either way. A 2048 x 2048 Q4_0 matrix, one core, 17
@@ -1496,15 +1492,11 @@ static void ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, con
     const int pair = T >= (type == GGML_TYPE_Q8_0 ? 3 : 2);
     for (int r = r0, nt; r < r1; r += nt * KERNELS_ILV_ROWS) {
         nt = pair && r + 2 * KERNELS_ILV_ROWS <= r1 ? 2 : 1;
-        for (int t = 0; t < T; t += n) {
-            const uint8_t *tile = (const uint8_t *)W + (size_t)r * rb, *p = planes + xs * (size_t)t;
-            const act_group *const *g = grp + t;
-            int m = T - t < n ? T - t : n;
-            float *y = Y + (size_t)t * ldy + (r - r0);
-            switch (type) {
-                ILV_TYPES(ILV_MATVEC_CASE)
-            default: break;
-            }
+        const uint8_t *tile = (const uint8_t *)W + (size_t)r * rb;
+        float *y = Y + (r - r0);
+        switch (type) {
+            ILV_TYPES(ILV_MATVEC_CASE)
+        default: break;
         }
     }
 }
