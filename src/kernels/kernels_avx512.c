@@ -1049,13 +1049,14 @@ KERNELS_INLINE void ilv_scales(uint32_t type, const uint8_t *rec, __m512i idx, i
     group_scales(type, NULL, NULL, idx, j, ka, kb, a, b);
 }
 
-/* The most tokens matvec_ilv takes, all in one call: it keeps a float vector per token and tile
- * across the row (in memory: the integer sums live within a group), so a group's unpacked
- * weights, scales and prefetches, and the loop over its tokens, serve every token. Chunks of at
- * most 12 tokens (9 and 8 for 17) cost 5-13% against one of 17 (a 2048 x 2048 matrix, one core:
- * Q4_0 385 -> 413 GFLOP/s, Q8_0 349 -> 378, Q4_K 329 -> 351, Q6_K 239 -> 309, MXFP4 361 -> 385;
- * Q4_0 read from memory 379 -> 401). More tokens (a prefill) go to the packed matmul. */
-#define ILV_MV_MAX 32
+/* The most tokens matvec_ilv takes in one call: it keeps a float vector per token and tile across
+ * the row (in memory: the integer sums live within a group), so a group's unpacked weights,
+ * scales and prefetches, and the loop over its tokens, serve every token. Chunks of at most 12
+ * tokens (9 and 8 for 17) cost 5-13% against one of 17 (a 2048 x 2048 matrix, one core: Q4_0
+ * 385 -> 413 GFLOP/s, Q8_0 349 -> 378, Q4_K 329 -> 351, Q6_K 239 -> 309, MXFP4 361 -> 385; Q4_0
+ * read from memory 379 -> 401); from 64 tokens on, the tokens per weight read no longer matter
+ * (Q4_0 from memory 406 GFLOP/s at 64 tokens and at 128). */
+#define ILV_MV_MAX 64
 
 /* nt (1 or 2) tiles of 16 interleaved rows (tile_bytes apart) times T tokens (T <= ILV_MV_MAX) into
  * Y[t * ldy + 0..16 nt). planes + t ps: token t's int16 activations as byte planes (act_planes:
@@ -1351,10 +1352,9 @@ static void prefetch_panel_ilv(const uint8_t *W, size_t rb, size_t rs, int n, in
             _mm_prefetch((const char *)W + (size_t)16 * s * rb + o, _MM_HINT_T0);
 }
 
-/* Small batches (a speculative verification, a server step of a few slots) go through the matvec,
- * MV_T tokens or fewer at a time (interleaved tiles: all of them, up to ILV_MV_MAX), each tile's
- * chunks one after the other while its rows are in the cache, so the weights come from memory
- * once. The packed matmul packs every panel for the few tokens, which costs more than the
+/* Small batches (a speculative verification, a server step of a few slots) of rows go through the
+ * matvec, MV_T tokens or fewer at a time, each tile's chunks one after the other while its rows
+ * are in the cache, so the weights come from memory once (interleaved tiles: see ilv_mul). The packed matmul packs every panel for the few tokens, which costs more than the
  * matvec's repeated unpacking up to MV_MAX tokens of rows. kernels_mul on a 256 MB matrix, one
  * core: rows of Q4_K, 9 tokens, 77 ms by the matmul, 51 in chunks of 5 and 4 (Q8_0, 16 tokens: 51
  * -> 39 ms; beyond 16 the matmul wins for most types). */
@@ -1435,54 +1435,50 @@ KERNELS_INLINE void matmul_blocks(uint32_t type, kernels_act fmt, const uint8_t 
 
 QUANT_INT_TYPES(KERNELS_DEFINE_INT)
 
-/* The packed matmul of interleaved tiles, one function per type and format (as KERNELS_DEFINE_INT
- * makes them for rows): inlined into ilv_mul for all of them, GCC's register allocation of the
- * panel tiles failed (8% slower than the rows'). */
-#define ILV_DEFINE_MATMUL(NAME)                                                                                     \
-    static void ilv_matmul_##NAME(kernels_act fmt, const void *W, int cols, const void *Xq, int T, float *Y,       \
-                                  int ldy, int r0, int r1, int add, void *scratch) {                               \
-        size_t rb = quant_row_bytes(GGML_TYPE_##NAME, cols);                                                       \
-        if (fmt == KERNELS_ACT_I8)                                                                                  \
-            matmul_packed(GGML_TYPE_##NAME, KERNELS_ACT_I8, W, rb, cols, Xq, T, Y, ldy, r0, r1, add, scratch, 1);   \
-        else                                                                                                        \
-            matmul_packed(GGML_TYPE_##NAME, KERNELS_ACT_I16, W, rb, cols, Xq, T, Y, ldy, r0, r1, add, scratch, 1);  \
-    }
+/* The packed matmul of interleaved tiles, for the one type that takes it (ilv_mul), a copy per
+ * activation format (as KERNELS_DEFINE_INT makes them for rows): inlined into ilv_mul, GCC's
+ * register allocation of the panel tiles failed (8% slower than the rows'). */
+static void ilv_matmul_Q6_K(kernels_act fmt, const void *W, int cols, const void *Xq, int T, float *Y, int ldy, int r0,
+                            int r1, int add, void *scratch) {
+    size_t rb = quant_row_bytes(GGML_TYPE_Q6_K, cols);
+    if (fmt == KERNELS_ACT_I8)
+        matmul_packed(GGML_TYPE_Q6_K, KERNELS_ACT_I8, W, rb, cols, Xq, T, Y, ldy, r0, r1, add, scratch, 1);
+    else
+        matmul_packed(GGML_TYPE_Q6_K, KERNELS_ACT_I16, W, rb, cols, Xq, T, Y, ldy, r0, r1, add, scratch, 1);
+}
 /* The types this set multiplies interleaved (its ilv_types). */
 #define ILV_TYPES(X) X(Q4_0) X(Q4_K) X(Q6_K) X(MXFP4) X(Q8_0)
-ILV_TYPES(ILV_DEFINE_MATMUL)
-#define ILV_MATMUL_CASE(NAME)                                                                  \
-    case GGML_TYPE_##NAME: ilv_matmul_##NAME(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); \
-        break;
 /* Two tiles, or one; a single token (decode) gets its own copy, compiled for exactly one token:
  * TinyStories-656K Q8_0 decode, one thread, its weights in the cache, 60-61k -> 67-71k tok/s
  * (same-run pairs; models read from memory are bound by it either way). */
 #define ILV_MATVEC_CASE(NAME)                                                                         \
     case GGML_TYPE_##NAME:                                                                            \
-        if (nt == 2) matvec_ilv(GGML_TYPE_##NAME, fmt, 2, tile, tile_bytes, cols, planes, xs, grp, T, y, ldy, add); \
-        else if (T == 1) matvec_ilv(GGML_TYPE_##NAME, fmt, 1, tile, tile_bytes, cols, planes, xs, grp, 1, y, ldy, add); \
-        else matvec_ilv(GGML_TYPE_##NAME, fmt, 1, tile, tile_bytes, cols, planes, xs, grp, T, y, ldy, add);         \
+        if (nt == 2) matvec_ilv(GGML_TYPE_##NAME, fmt, 2, tile, tile_bytes, cols, p, xs, g, m, y, ldy, add); \
+        else if (m == 1) matvec_ilv(GGML_TYPE_##NAME, fmt, 1, tile, tile_bytes, cols, p, xs, g, 1, y, ldy, add); \
+        else matvec_ilv(GGML_TYPE_##NAME, fmt, 1, tile, tile_bytes, cols, p, xs, g, m, y, ldy, add);         \
         break;
 #define ILV_TYPE_BIT(NAME) | 1ull << GGML_TYPE_##NAME
 
 /* The ops' ilv_mul: int16 activations, or int8 ones of the types that take them (kernels_mul
- * widens the others'). Decode steps and small batches (up to ILV_MV_MAX tokens) by matvec_ilv,
- * more by the packed matmul, whose panels the records make cheaper to pack. */
+ * widens the others'), by matvec_ilv, ILV_MV_MAX tokens or fewer at a time, each tile's chunks
+ * one after the other while it is in the cache. A prefill's too: the packed matmul, whose panels
+ * the records make cheaper to pack, streams its weights from memory more slowly (one core, 32768 x
+ * 2048 from memory, 128 tokens: Q4_0 357 -> 406 GFLOP/s, Q8_0 339 -> 381, Q4_K 317 -> 355, MXFP4
+ * 369 -> 398; 48: Q4_0 316 -> 404). Except Q6_K above ILV_MV_MAX: its groups, merged from two
+ * bit fields, cost the matvec the most to unpack (128 tokens: 320 by the matmul, 300 by the
+ * matvec; 64: 272 and 299). */
 static void ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, const void *Xq, int T, float *Y, int ldy,
                     int r0, int r1, int add, void *scratch) {
     const size_t xs = act_row_bytes(fmt, cols);
-    if (T > ILV_MV_MAX) {
-        switch (type) {
-            ILV_TYPES(ILV_MATMUL_CASE)
-        default: break;
-        }
+    if (T > ILV_MV_MAX && type == GGML_TYPE_Q6_K) {
+        ilv_matmul_Q6_K(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch);
         return;
     }
     /* int16 activations as their byte planes (act_planes), int8 ones as they are; a token's
      * either way xs bytes after the previous one's */
     const uint8_t *planes = fmt == KERNELS_ACT_I16 ? act_planes(Xq, cols) : Xq;
-    const act_group *grp[ILV_MV_MAX];
-    for (int t = 0; t < T; t++) grp[t] = act_groups((const uint8_t *)Xq + xs * (size_t)t, fmt, cols);
     const size_t rb = quant_row_bytes(type, cols), tile_bytes = KERNELS_ILV_ROWS * rb;
+    const int n = mv_chunk(T, ILV_MV_MAX);
     /* Two tiles at a time from 2 tokens on; 3 for Q8_0, whose signed weights against the lo plane
      * cost an xor per token and tile, which at 2 tokens outweighs the shared broadcasts; a single
      * token (decode) is bound by memory either way. A 2048 x 2048 Q4_0 matrix, one core, 17
@@ -1492,11 +1488,16 @@ static void ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, con
     const int pair = T >= (type == GGML_TYPE_Q8_0 ? 3 : 2);
     for (int r = r0, nt; r < r1; r += nt * KERNELS_ILV_ROWS) {
         nt = pair && r + 2 * KERNELS_ILV_ROWS <= r1 ? 2 : 1;
-        const uint8_t *tile = (const uint8_t *)W + (size_t)r * rb;
-        float *y = Y + (r - r0);
-        switch (type) {
-            ILV_TYPES(ILV_MATVEC_CASE)
-        default: break;
+        for (int t = 0; t < T; t += n) {
+            const uint8_t *tile = (const uint8_t *)W + (size_t)r * rb, *p = planes + xs * (size_t)t;
+            const act_group *g[ILV_MV_MAX];
+            int m = T - t < n ? T - t : n;
+            for (int i = 0; i < m; i++) g[i] = act_groups((const uint8_t *)Xq + xs * (size_t)(t + i), fmt, cols);
+            float *y = Y + (size_t)t * ldy + (r - r0);
+            switch (type) {
+                ILV_TYPES(ILV_MATVEC_CASE)
+            default: break;
+            }
         }
     }
 }
