@@ -19,7 +19,7 @@
 # give when a pass of the model costs the same with drafts as without (Leviathan et al.'s
 # assumption); then the same with the passes' measured cost: tokens per pass / (tP / t1 + c x
 # drafts per pass + the draft's catch-up), where a pass's time is taken as affine in its rows,
-# tP = t1 + drafts per pass x (tM - tB) / 16, t1 the time per token of the round's plain run (the
+# tP = t1 + drafts per pass x (tM - tB) / 16, t1 the time per token of the round's plain runs (the
 # speed-up's own denominator), tB and tM those of passes of 1 and of M = 17 tokens (1 +
 # --draft-max; `nucleus bench -p 17 -d DEPTH --all-logits`, DEPTH the run's mean
 # context, every row's logits as verification computes them: on TinyStories-656K, whose output
@@ -31,10 +31,13 @@
 # catch-up), over t1.
 # Each figure is the median of REPS rounds (3 x REPS for TinyStories, whose runs last
 # milliseconds: TOKENS for TinyLlama, --n-tiny (448, its context holds 512) for TinyStories). A
-# round of nucleus is its plain run, the draft's plain run, the speculative run and the benches of
-# its passes (tB, tM, and the draft's), one after the other; a round of llama.cpp, llama-bench
-# (one repetition) then its example. The speed-up is the median of the rounds' (a speculative run
-# over the plain run just before it) and the prediction the median of the rounds' predictions,
+# round of nucleus is its plain run, the draft's plain run, the speculative run, a second plain run
+# and the benches of its passes (tB, tM, and the draft's), one after the other; a round of
+# llama.cpp, llama-bench (one repetition), its example, llama-bench again. The speed-up is the
+# median of the rounds' (a speculative run over the plain runs around it, their times per token
+# averaged, which cancels a drift of the VM's speed that is steady over the round: with one plain
+# run before, the F16 pair, whose runs are its bandwidth's alone and whose drafts are all
+# rejected, once read 1.12 for a predicted 0.94) and the prediction the median of the rounds' predictions,
 # each from its own round's measurements: the VM's memory bandwidth moves by a third within a
 # minute, and a plain decode is bound by it where a verification pass is bound by arithmetic, so a
 # ratio of figures measured minutes apart (the medians', or a prediction's from a bench run at
@@ -106,6 +109,7 @@ ours() {
         [ -z "$draft" ] || one "$prompt" "$draft" >>"$tmp/dplain"
         # shellcheck disable=SC2086 # the flags, split at spaces
         one "$prompt" "$model" $flags >>"$tmp/spec"
+        one "$prompt" "$model" >>"$tmp/plain2"
         pass_times "$model" "$depth" --all-logits >>"$tmp/bench"
         [ -z "$draft" ] || pass_times "$draft" "$depth" >>"$tmp/dbench"
     done
@@ -117,7 +121,9 @@ def lines(name):
     return [l.split() for l in open(f"{tmp}/{name}") if l.strip()]
 def js(name):
     return [json.loads(l) for l in open(f"{tmp}/{name}") if l.strip()]
-plain, dplain, spec, bench, dbench = lines("plain"), lines("dplain"), lines("spec"), js("bench"), js("dbench")
+dplain, spec, bench, dbench = lines("dplain"), lines("spec"), js("bench"), js("dbench")
+# a round's plain rate: its runs before and after the speculative one, time per token averaged
+plain = [[2 / (1 / float(a[0]) + 1 / float(b[0]))] for a, b in zip(lines("plain"), lines("plain2"))]
 free, meas = [], []
 for i, (p, s, b) in enumerate(zip(plain, spec, bench)):
     d, tpp, rows = float(s[1]), float(s[3]), float(s[4])
@@ -135,16 +141,20 @@ print(med([float(p[0]) for p in plain]), med([float(s[0]) for s in spec]),
       med([float(s[0]) / float(p[0]) for p, s in zip(plain, spec)]), mid[1], mid[2], mid[3],
       "%.2f / %.2f" % (med(free), med(meas)))
 PY
-    rm -f "$tmp/plain" "$tmp/dplain" "$tmp/spec" "$tmp/bench" "$tmp/dbench"
+    rm -f "$tmp/plain" "$tmp/plain2" "$tmp/dplain" "$tmp/spec" "$tmp/bench" "$tmp/dbench"
 }
 # theirs EXAMPLE MODEL PROMPT [FLAGS]: "tok/s drafted accepted predicted" of the median run of the
-# example, then llama-bench's median plain tok/s, then the median speed-up of the pairs (llama-bench
-# of one repetition, then the example)
+# example, then llama-bench's median plain tok/s, then the median speed-up of the rounds (llama-bench
+# of one repetition before and after the example, their times per token averaged, as ours)
 theirs() {
     local ex=$1 model=$2 prompt=$3; shift 3
+    tg() { "$lc/bin/llama-bench" -m "$model" -p 0 -n "$n" -t "$threads" -r 1 -o csv 2>/dev/null | tail -n 1 | awk -F'","' '{print $(NF-1)}'; }
     for _ in $(seq "$reps"); do
-        "$lc/bin/llama-bench" -m "$model" -p 0 -n "$n" -t "$threads" -r 1 -o csv 2>/dev/null | tail -n 1 | awk -F'","' '{print $(NF-1)}' >>"$tmp/p"
+        local before after
+        before=$(tg)
         "$lc/bin/$ex" -m "$model" -p "$prompt" -n "$n" --temp 0 --ignore-eos -t "$threads" -s 1 "$@" >"$tmp/o" 2>&1 || true
+        after=$(tg)
+        awk -v a="$before" -v b="$after" 'BEGIN { print 2 / (1 / a + 1 / b) }' >>"$tmp/p"
         rate=$(sed -n 's/^decoded .* speed: *\([0-9.]*\) t\/s.*/\1/p' "$tmp/o" | tail -n 1)
         echo "$rate $(sed -n 's/^n_drafted *= *//p' "$tmp/o") $(sed -n 's/^n_accept *= *//p' "$tmp/o") $(sed -n 's/^n_predict *= *//p' "$tmp/o")" >>"$tmp/s"
     done
