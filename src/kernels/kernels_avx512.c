@@ -1354,10 +1354,11 @@ static void prefetch_panel_ilv(const uint8_t *W, size_t rb, size_t rs, int n, in
 
 /* Small batches (a speculative verification, a server step of a few slots) of rows go through the
  * matvec, MV_T tokens or fewer at a time, each tile's chunks one after the other while its rows
- * are in the cache, so the weights come from memory once (interleaved tiles: see ilv_mul). The packed matmul packs every panel for the few tokens, which costs more than the
- * matvec's repeated unpacking up to MV_MAX tokens of rows. kernels_mul on a 256 MB matrix, one
- * core: rows of Q4_K, 9 tokens, 77 ms by the matmul, 51 in chunks of 5 and 4 (Q8_0, 16 tokens: 51
- * -> 39 ms; beyond 16 the matmul wins for most types). */
+ * are in the cache, so the weights come from memory once (interleaved tiles: see ilv_mul). The
+ * packed matmul packs every panel for the few tokens, which costs more than the matvec's repeated
+ * unpacking up to MV_MAX tokens of rows. kernels_mul on a 256 MB matrix, one core: rows of Q4_K,
+ * 9 tokens, 77 ms by the matmul, 51 in chunks of 5 and 4 (Q8_0, 16 tokens: 51 -> 39 ms; beyond 16
+ * the matmul wins for most types). */
 #define MV_MAX 16
 /* The chunk size for T tokens taken at most `most` at a time, evened out: 17 by 8 in 6, 6 and 5,
  * not 8, 8 and 1. */
