@@ -1063,10 +1063,11 @@ KERNELS_INLINE void ilv_scales(uint32_t type, const uint8_t *rec, __m512i idx, i
  * per group 64, the low bytes then the high bytes; after them the high bytes' sum of each group,
  * which Q8_0 reads); or, for int8 activations (fmt), the activations themselves (32 bytes a
  * group), multiplied once.
- * Two tiles side by side share each broadcast quad of activations between two products: a
- * broadcast is a load, and the loads, not the multiplications, bound a tile alone (vpdpbusd with
- * a broadcast operand runs at about half the rate of one with a register operand on the 2-core
- * Zen 5 machines). */
+ * Two tiles side by side share each broadcast quad of activations, the token's group offsets and
+ * the loop's work between two products (faster, measured in ilv_mul). Not, as first thought,
+ * because a broadcast halves vpdpbusd's rate: 12 chains of vpdpbusd with an embedded broadcast
+ * run as fast as with register operands on the Zen 5 machine of 2026-11-28, and 12 broadcast
+ * loads beside 12 vpdpbusd cost nothing. */
 KERNELS_INLINE void matvec_ilv(uint32_t type, kernels_act fmt, int nt, const uint8_t *tile, size_t tile_bytes, int cols,
                                const uint8_t *planes, size_t ps, const act_group *const grp[], int T, float *Y, int ldy,
                                int add) {
