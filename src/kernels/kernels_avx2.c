@@ -559,6 +559,121 @@ KERNELS_INLINE void matvec_tiles(uint32_t type, kernels_act fmt, const uint8_t *
                   y + (r - r0), 0, add);
 }
 
+/* ---- interleaved weights (kernels.h, KERNELS_ILV) ----
+ * A record's 64-byte lines hold 4 bytes of each of 16 rows; this set reads a line as two halves
+ * of 8 rows (32 bytes). vpunpck[lh]bw widens a half within its 128-bit lanes: the low words take
+ * rows 0, 1 | 4, 5 of the half, the high words rows 2, 3 | 6, 7, a row's quad of weights in two
+ * dwords. vpmaddwd against a broadcast quad of int16 activations leaves in each dword the sum of
+ * two products of one row, and after a group one vphaddd of the two vectors puts each row's sum in
+ * its own lane, in row order: S exactly, at one vpmaddwd and one vpaddd per 16 products (the
+ * packed matmul's rate) with no packing, no reduction across lanes, and the widening of a
+ * group's weights shared by every token of the call. Without VNNI, vpmaddwd and the f32
+ * multiplies share two pipes (Zen 3 measured: 2 a cycle of either, 3 vector operations a cycle in
+ * all), so a token's group of 16 rows costs 32 vpmaddwd, 32 adds and 6 scaling operations. */
+
+/* The most tokens ilv_matvec takes in one call (its f32 accumulators: 4 KB). */
+#define ILV_MV_MAX 64
+/* Above this many tokens, ilv_mul packs the tiles for the packed matmul, whose inner loop is
+ * faster than ilv_matvec's (TinyLlama-1.1B Q4_0, two threads, Zen 3, every row's logits: 64
+ * tokens 52 tok/s by ilv_matvec against 61-68 as rows; 17 tokens alike; 4 and 8 tokens 44-53
+ * against 36-42 as rows, which matvec_q8 unpacks once per token). */
+#define ILV_MAX_TOKENS 32
+
+KERNELS_INLINE __m256i ilv_line(const uint8_t *region, int line, int h) {
+    return _mm256_loadu_si256((const __m256i *)(region + (size_t)line * 64 + 32 * h));
+}
+
+/* Half h of a line as int16 words (w[0]: rows 0, 1, 4, 5; w[1]: rows 2, 3, 6, 7), bytes unsigned
+ * or signed. */
+KERNELS_INLINE void widen_u8(__m256i v, __m256i w[2]) {
+    w[0] = _mm256_unpacklo_epi8(v, _mm256_setzero_si256());
+    w[1] = _mm256_unpackhi_epi8(v, _mm256_setzero_si256());
+}
+KERNELS_INLINE void widen_i8(__m256i v, __m256i w[2]) {
+    __m256i s = _mm256_cmpgt_epi8(_mm256_setzero_si256(), v);
+    w[0] = _mm256_unpacklo_epi8(v, s);
+    w[1] = _mm256_unpackhi_epi8(v, s);
+}
+
+/* Quads c and c + 4 (weights 4c..4c+3 and 16+4c..16+4c+3) of group j, half h of a record's 16
+ * rows (region: its interleaved dwords), as words: w[q][0..1] quad c + 4q, widened as above. The
+ * integers are the stored ones plus what ilv_offsets subtracts: Q4_0's nibbles (w + 8), MXFP4's
+ * values + 12, Q6_K's w + 32; Q8_0's and Q4_K's as they are. */
+KERNELS_INLINE void ilv_words(uint32_t type, const uint8_t *region, int j, int h, int c, __m256i w[2][2]) {
+    const __m256i nib = _mm256_set1_epi16(0xF), nib8 = _mm256_set1_epi8(0xF);
+    if (type == GGML_TYPE_Q4_0) { /* both nibbles of line c: the low ones quad c, the high ones c + 4 */
+        __m256i u[2];
+        widen_u8(ilv_line(region, c, h), u);
+#pragma GCC unroll 2
+        for (int s = 0; s < 2; s++) {
+            w[0][s] = _mm256_and_si256(u[s], nib);
+            w[1][s] = _mm256_srli_epi16(u[s], 4);
+        }
+    } else if (type == GGML_TYPE_MXFP4) { /* the codes' values + 12, looked up in each 128-bit lane */
+        __m256i v = ilv_line(region, c, h);
+        __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)quant_e2m1x2_values));
+        table = _mm256_add_epi8(table, _mm256_set1_epi8(12));
+        widen_u8(_mm256_shuffle_epi8(table, _mm256_and_si256(v, nib8)), w[0]);
+        widen_u8(_mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), nib8)), w[1]);
+    } else {
+#pragma GCC unroll 2
+        for (int q = 0; q < 2; q++) {
+            int i = c + 4 * q;
+            if (type == GGML_TYPE_Q8_0) {
+                widen_i8(ilv_line(region, i, h), w[q]);
+            } else if (type == GGML_TYPE_Q4_K) { /* nibble j % 2 of qs[32 (j / 2) + l] */
+                __m256i u[2];
+                widen_u8(ilv_line(region, 8 * (j / 2) + i, h), u);
+#pragma GCC unroll 2
+                for (int s = 0; s < 2; s++) w[q][s] = j % 2 ? _mm256_srli_epi16(u[s], 4) : _mm256_and_si256(u[s], nib);
+            } else { /* Q6_K: a nibble of ql, and two bits of qh as bits 4-5 (see Q6K_QL) */
+                __m256i ql = ilv_line(region, Q6K_QL(j) / 4 + i, h), qh = ilv_line(region, Q6K_QH(j) / 4 + i, h);
+                const int shift = Q6K_QH_SHIFT(j);
+                if (Q6K_NIBBLE(j)) ql = _mm256_srli_epi16(ql, 4);
+                /* 16-bit shifts: the bits crossing from a neighbour byte land outside the masks */
+                qh = shift <= 4 ? _mm256_slli_epi16(qh, 4 - shift) : _mm256_srli_epi16(qh, shift - 4);
+                ql = _mm256_and_si256(ql, nib8);
+                widen_u8(_mm256_or_si256(ql, _mm256_and_si256(qh, _mm256_set1_epi8(0x30))), w[q]);
+            }
+        }
+    }
+}
+
+/* What ilv_words adds to each weight. */
+KERNELS_INLINE int ilv_bias(uint32_t type) {
+    return type == GGML_TYPE_Q4_0 ? 8 : type == GGML_TYPE_MXFP4 ? 12 : type == GGML_TYPE_Q6_K ? 32 : 0;
+}
+
+/* How much the products of ilv_words' integers exceed S (S_a, S_b for Q6_K): the bias times the
+ * activations' sum. */
+KERNELS_INLINE void ilv_offsets(uint32_t type, const act_group *a, int32_t off[2]) {
+    off[0] = ilv_bias(type) * (int_halves(type) ? a->sum16 : a->sum);
+    off[1] = ilv_bias(type) * (a->sum - a->sum16);
+}
+
+/* The offsets of half h's rows' scales in a record, as kblock_scales reads them (the bytes before
+ * the interleaved region at hn r, those after it at hn r - qn). */
+KERNELS_INLINE __m256i ilv_idx(uint32_t type, int h) {
+    size_t q0, qn;
+    ilv_region(type, &q0, &qn);
+    const int hn = (int)(int_block_bytes(type) - qn);
+    return _mm256_sub_epi32(_mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(hn)),
+                            _mm256_set1_epi32(q0 ? -8 * h * hn : (int)qn - 8 * h * hn));
+}
+
+/* The scales a (and offsets b) of group j, half h of a record (rec): Q4_0's and Q8_0's d and
+ * MXFP4's E8M0 byte from the record's rows, the 256-blocks' from ka and kb (kblock_scales of the
+ * block, through ilv_idx). */
+KERNELS_INLINE void ilv_scales(uint32_t type, const uint8_t *rec, int h, int j, const __m256 ka[16],
+                               const __m256 kb[16], __m256 a[2], __m256 b[2]) {
+    if (type == GGML_TYPE_MXFP4)
+        a[0] = e8m0_half(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(rec + 8 * h))));
+    else if (int_block_groups(type) == 1)
+        a[0] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(rec + 16 * h)));
+    else
+        group_scales(type, NULL, NULL, _mm256_setzero_si256(), j, ka, kb, a, b);
+}
+
 /* The packed matmul is blocked for the caches: a block of MM_TB tokens and MM_RB rows keeps its
  * f32 accumulators in scratch (32 KB); the weights go by k-blocks of MM_KG groups (512 k), each
  * 16-row panel of a k-block packed once (20 KB) and used by every token of the block, whose
@@ -640,6 +755,48 @@ KERNELS_INLINE void pack_panel(uint32_t type, const uint8_t *W, size_t rb, int n
     }
 }
 
+/* pack_panel for a tile of 16 interleaved rows (a record per block): each half's words
+ * (ilv_words: rows 0, 1, 4, 5 and 2, 3, 6, 7, a k-pair per dword) regrouped by k-pair with two
+ * in-lane shuffles, less their bias; the scales from the record. */
+KERNELS_INLINE void pack_panel_ilv(uint32_t type, const uint8_t *W, int g0, int ng, uint8_t *panel) {
+    size_t q0, qn;
+    ilv_region(type, &q0, &qn);
+    const size_t hn = int_block_bytes(type) - qn, rec = KERNELS_ILV_ROWS * int_block_bytes(type);
+    const int bg = int_block_groups(type);
+    const __m256i bias = _mm256_set1_epi16((short)ilv_bias(type));
+    float *sc = (float *)(panel + PANEL_BYTES);
+    for (int s = 0; s < 2; s++) {
+        const __m256i idx = ilv_idx(type, s);
+        __m256 ka[16], kb[16];
+        for (int gi = 0; gi < ng; gi++) {
+            const int g = g0 + gi, j = g % bg;
+            const uint8_t *r = W + (size_t)(g / bg) * rec;
+            uint8_t *dst = panel + (size_t)gi * 16 * 64 + (size_t)s * 32;
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                __m256i w[2][2];
+                ilv_words(type, r + KERNELS_ILV_ROWS * hn, j, s, c, w);
+#pragma GCC unroll 2
+                for (int q = 0; q < 2; q++) { /* quad c + 4q: k-pairs 2c + 8q and the next */
+                    __m256i a = _mm256_shuffle_epi32(_mm256_sub_epi16(w[q][0], bias), 0xD8);
+                    __m256i b = _mm256_shuffle_epi32(_mm256_sub_epi16(w[q][1], bias), 0xD8);
+                    uint8_t *kp = dst + (size_t)(2 * c + 8 * q) * 64;
+                    _mm256_store_si256((__m256i *)kp, _mm256_unpacklo_epi64(a, b));
+                    _mm256_store_si256((__m256i *)(kp + 64), _mm256_unpackhi_epi64(a, b));
+                }
+            }
+            if (bg > 1 && (gi == 0 || j == 0)) kblock_scales(type, r, idx, ka, kb);
+            __m256 a[2], b[2];
+            ilv_scales(type, r, s, j, ka, kb, a, b);
+            float *gs = sc + (size_t)(gi * 2 + s) * 32;
+            _mm256_store_ps(gs, a[0]);
+            if (int_has_min(type)) _mm256_store_ps(gs + 8, b[0]);
+            if (int_halves(type)) _mm256_store_ps(gs + 16, a[1]);
+            if (int_has_min(type) && int_halves(type)) _mm256_store_ps(gs + 24, b[1]);
+        }
+    }
+}
+
 /* One tile: NS sets of 8 packed rows times NT tokens over the panel's ng groups (absolute groups
  * g0...), continuing the f32 accumulators in acc ([t][16] floats; zero before the first group).
  * X: the tokens' activations (xs bytes apart). int8 activations are widened into xw first, so the
@@ -717,11 +874,14 @@ KERNELS_INLINE void store_rows(float *y, const float *v, int n, int add) {
     for (int i = 0; i < n; i++) kernels_store(&y[i], v[i], add);
 }
 
-KERNELS_INLINE void matmul_blocks(uint32_t type, kernels_act fmt, const uint8_t *W, size_t row_bytes, int cols,
-                                  const uint8_t *Xq, int T, float *Y, int ldy, int r0, int r1, int add, void *scratch) {
+/* The packed matmul of rows (ilv = 0) or of interleaved tiles (ilv = 1: r0, r1 multiples of 16,
+ * T > ILV_MAX_TOKENS). */
+KERNELS_INLINE void matmul_packed(uint32_t type, kernels_act fmt, const uint8_t *W, size_t row_bytes, int cols,
+                                  const uint8_t *Xq, int T, float *Y, int ldy, int r0, int r1, int add, void *scratch,
+                                  int ilv) {
     const size_t xs = act_row_bytes(fmt, cols);
     const int G = cols / 32;
-    if (T <= MV_T) {
+    if (T <= MV_T && !ilv) {
         const size_t rs = (size_t)(G / int_block_groups(type)) * int_block_bytes(type);
         for (int r = r0; r < r1; r += 8)
             matvec_q8(type, fmt, W + (size_t)r * row_bytes, row_bytes, rs, r1 - r < 8 ? r1 - r : 8, cols, Xq, xs, T,
@@ -740,7 +900,8 @@ KERNELS_INLINE void matmul_blocks(uint32_t type, kernels_act fmt, const uint8_t 
                 for (int p = 0; p < np; p++) {
                     int n = nr - 16 * p < 16 ? nr - 16 * p : 16, t = 0;
                     float *pa = acc + (size_t)p * MM_TB * 16;
-                    pack_panel(type, W + (size_t)(rb0 + 16 * p) * row_bytes, row_bytes, n, g0, ng, panel);
+                    if (ilv) pack_panel_ilv(type, W + (size_t)(rb0 + 16 * p) * row_bytes, g0, ng, panel);
+                    else pack_panel(type, W + (size_t)(rb0 + 16 * p) * row_bytes, row_bytes, n, g0, ng, panel);
                     if (n > 8) {
                         for (; t + PANEL_NT <= nt; t += PANEL_NT)
                             panel_tile(type, fmt, panel, cols, g0, ng, X + xs * t, xs, PANEL_NT, 2, pa + t * 16);
@@ -761,7 +922,188 @@ KERNELS_INLINE void matmul_blocks(uint32_t type, kernels_act fmt, const uint8_t 
     }
 }
 
+KERNELS_INLINE void matmul_blocks(uint32_t type, kernels_act fmt, const uint8_t *W, size_t row_bytes, int cols,
+                                  const uint8_t *Xq, int T, float *Y, int ldy, int r0, int r1, int add, void *scratch) {
+    matmul_packed(type, fmt, W, row_bytes, cols, Xq, T, Y, ldy, r0, r1, add, scratch, 0);
+}
+
 QUANT_INT_TYPES(KERNELS_DEFINE_INT)
+
+/* Quad i of a token's group (x: the group's activations): four int16 activations, repeated
+ * across the vector (int8 ones widened). */
+KERNELS_INLINE __m256i act_quad(kernels_act fmt, const uint8_t *x, int i) {
+    if (fmt == KERNELS_ACT_I16) {
+        int64_t v;
+        memcpy(&v, x + 8 * i, 8);
+        return _mm256_set1_epi64x(v);
+    }
+    int32_t v;
+    memcpy(&v, x + 4 * i, 4);
+    return _mm256_cvtepi8_epi16(_mm_set1_epi32(v));
+}
+
+/* NT tokens' group on half h of a record (x[u]: token u's activations of the group, xg[u] its
+ * act_group): W the half's words (ilv_words, c = 0..3), S (S_a and S_b for the types with scales
+ * per 16) scaled into acc[u]. Each weight vector is loaded once for the NT tokens, up to 4 (2 for
+ * the types with scales per 16, whose S_a and S_b take twice the registers). */
+KERNELS_INLINE void ilv_tokens(uint32_t type, kernels_act fmt, int NT, const __m256i W[4][2][2],
+                               const uint8_t *const x[], const act_group *const xg[], const __m256 a[2],
+                               const __m256 b[2], __m256 acc[]) {
+    const int split = int_halves(type);
+    __m256i P[4][2][2]; /* [token][quads 0-3, 4-7 (apart only with scales per 16)][rows 0, 1, 4, 5 | 2, 3, 6, 7] */
+#pragma GCC unroll 2
+    for (int q = 0; q < 2; q++)
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m256i w0 = W[c][q][0], w1 = W[c][q][1];
+            KEEP_IN_REGISTER(w0); /* loaded once for the NT tokens */
+            KEEP_IN_REGISTER(w1);
+            const int first = c == 0 && (q == 0 || split), k = split ? q : 0;
+#pragma GCC unroll 4
+            for (int u = 0; u < NT; u++) {
+                __m256i xq = act_quad(fmt, x[u], c + 4 * q);
+                __m256i p0 = _mm256_madd_epi16(w0, xq), p1 = _mm256_madd_epi16(w1, xq);
+                P[u][k][0] = first ? p0 : _mm256_add_epi32(P[u][k][0], p0);
+                P[u][k][1] = first ? p1 : _mm256_add_epi32(P[u][k][1], p1);
+                KEEP_IN_REGISTER(P[u][k][0]); /* else GCC computes the products ahead and spills them */
+                KEEP_IN_REGISTER(P[u][k][1]);
+            }
+        }
+#pragma GCC unroll 4
+    for (int u = 0; u < NT; u++) {
+        int32_t off[2];
+        ilv_offsets(type, xg[u], off);
+        if (split) {
+            __m256i Sa = _mm256_sub_epi32(_mm256_hadd_epi32(P[u][0][0], P[u][0][1]), _mm256_set1_epi32(off[0]));
+            __m256i Sb = _mm256_sub_epi32(_mm256_hadd_epi32(P[u][1][0], P[u][1][1]), _mm256_set1_epi32(off[1]));
+            acc[u] = scale_half(type, 1, scale_half(type, 0, acc[u], Sa, a, b, xg[u]), Sb, a, b, xg[u]);
+        } else {
+            __m256i S = _mm256_hadd_epi32(P[u][0][0], P[u][0][1]);
+            if (off[0]) S = _mm256_sub_epi32(S, _mm256_set1_epi32(off[0]));
+            acc[u] = scale_half(type, 1, acc[u], S, a, b, xg[u]);
+        }
+    }
+}
+
+/* A tile of 16 interleaved rows times T tokens (T <= ILV_MV_MAX; token t's activations at
+ * X + t xs, grp[t] its groups) into Y[t * ldy + 0..16). Per group and half, the weights are
+ * widened once (W, 16 vectors) and every token multiplies them. */
+KERNELS_INLINE void ilv_matvec(uint32_t type, kernels_act fmt, const uint8_t *tile, int cols,
+                               const uint8_t *X, size_t xs, const act_group *const grp[], int T, float *Y, int ldy,
+                               int add) {
+    size_t q0, qn;
+    ilv_region(type, &q0, &qn);
+    const size_t hn = int_block_bytes(type) - qn, rec = KERNELS_ILV_ROWS * int_block_bytes(type);
+    const int bg = int_block_groups(type);
+    __m256i idx[2] = {ilv_idx(type, 0), ilv_idx(type, 1)};
+    __m256 acc[2][ILV_MV_MAX], ka[2][16], kb[2][16];
+    for (int h = 0; h < 2; h++)
+        for (int t = 0; t < T; t++) acc[h][t] = _mm256_setzero_ps();
+    for (int blk = 0; blk < cols / (32 * bg); blk++) {
+        const uint8_t *r = tile + (size_t)blk * rec;
+        for (int j = 0; j < bg; j++) {
+            const int g = bg * blk + j;
+            /* the tile is a stream, fetched 16 KB ahead into L1, each group its share of it (past
+             * the tile's end, the next tile) */
+            for (size_t o = (size_t)j * rec / (size_t)bg; o < (size_t)(j + 1) * rec / (size_t)bg; o += 64)
+                _mm_prefetch((const char *)r + o + 16384, _MM_HINT_T0);
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                __m256i W[4][2][2];
+                __m256 a[2], b[2];
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) ilv_words(type, r + KERNELS_ILV_ROWS * hn, j, h, c, W[c]);
+                if (bg > 1 && j == 0) kblock_scales(type, r, idx[h], ka[h], kb[h]);
+                ilv_scales(type, r, h, j, ka[h], kb[h], a, b);
+                const __m256i(*w)[2][2] = (const __m256i(*)[2][2])W;
+                const int most = int_halves(type) ? 2 : 4;
+                int t = 0;
+                const size_t gx = (size_t)g * (fmt == KERNELS_ACT_I16 ? 64 : 32); /* the group's activations */
+                for (; t + most <= T; t += most) {
+                    const act_group *xg[4] = {&grp[t][g], &grp[t + 1][g], &grp[t + most - 2][g], &grp[t + most - 1][g]};
+                    const uint8_t *x[4] = {X + xs * (size_t)t + gx, X + xs * (size_t)(t + 1) + gx,
+                                           X + xs * (size_t)(t + most - 2) + gx, X + xs * (size_t)(t + most - 1) + gx};
+                    ilv_tokens(type, fmt, most, w, x, xg, a, b, &acc[h][t]);
+                }
+                for (; t < T; t++) {
+                    const act_group *xg[1] = {&grp[t][g]};
+                    const uint8_t *x[1] = {X + xs * (size_t)t + gx};
+                    ilv_tokens(type, fmt, 1, w, x, xg, a, b, &acc[h][t]);
+                }
+            }
+        }
+    }
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < 2; h++) {
+            float out[8];
+            _mm256_storeu_ps(out, acc[h][t]);
+            for (int i = 0; i < 8; i++) kernels_store(&Y[(size_t)t * ldy + 8 * h + i], out[i], add);
+        }
+}
+
+/* The types this set multiplies interleaved (its ilv_types). */
+#define ILV_TYPES(X) X(Q4_0) X(Q4_K) X(Q6_K) X(MXFP4) X(Q8_0)
+/* The packed matmul of interleaved tiles, a copy per type and activation format (as
+ * KERNELS_DEFINE_INT makes them for rows). */
+#define ILV_MATMUL_DEFINE(NAME)                                                                                    \
+    static void ilv_matmul_##NAME(kernels_act fmt, const void *W, int cols, const void *Xq, int T, float *Y, int ldy, \
+                                  int r0, int r1, int add, void *scratch) {                                       \
+        size_t rb = quant_row_bytes(GGML_TYPE_##NAME, cols);                                                       \
+        if (fmt == KERNELS_ACT_I8)                                                                                 \
+            matmul_packed(GGML_TYPE_##NAME, KERNELS_ACT_I8, W, rb, cols, Xq, T, Y, ldy, r0, r1, add, scratch, 1);  \
+        else                                                                                                       \
+            matmul_packed(GGML_TYPE_##NAME, KERNELS_ACT_I16, W, rb, cols, Xq, T, Y, ldy, r0, r1, add, scratch, 1); \
+    }
+ILV_TYPES(ILV_MATMUL_DEFINE)
+/* A single token (decode) gets its own copy, compiled for exactly one token. */
+#define ILV_MATVEC_CASE(NAME)                                                       \
+    case GGML_TYPE_##NAME:                                                          \
+        if (fmt == KERNELS_ACT_I8) {                                                \
+            if (m == 1) ilv_matvec(GGML_TYPE_##NAME, KERNELS_ACT_I8, tile, cols, x, xs, g, 1, y, ldy, add); \
+            else ilv_matvec(GGML_TYPE_##NAME, KERNELS_ACT_I8, tile, cols, x, xs, g, m, y, ldy, add); \
+        } else if (m == 1) {                                                        \
+            ilv_matvec(GGML_TYPE_##NAME, KERNELS_ACT_I16, tile, cols, x, xs, g, 1, y, ldy, add); \
+        } else {                                                                    \
+            ilv_matvec(GGML_TYPE_##NAME, KERNELS_ACT_I16, tile, cols, x, xs, g, m, y, ldy, add); \
+        }                                                                           \
+        break;
+#define ILV_TYPE_BIT(NAME) | 1ull << GGML_TYPE_##NAME
+
+/* The chunk size for T tokens taken at most `most` at a time, evened out: 17 by 8 in 6, 6 and 5,
+ * not 8, 8 and 1. */
+static inline int mv_chunk(int T, int most) {
+    int chunks = (T + most - 1) / most;
+    return (T + chunks - 1) / chunks;
+}
+
+/* The ops' ilv_mul: every tile by ilv_matvec, ILV_MV_MAX tokens or fewer at a time, each tile's
+ * chunks one after the other while it is in the cache. */
+static void ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, const void *Xq, int T, float *Y, int ldy,
+                    int r0, int r1, int add, void *scratch) {
+    if (T > ILV_MAX_TOKENS) {
+        switch (type) {
+#define ILV_MATMUL_CASE(NAME) \
+    case GGML_TYPE_##NAME: ilv_matmul_##NAME(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); break;
+            ILV_TYPES(ILV_MATMUL_CASE)
+        default: break;
+        }
+        return;
+    }
+    const size_t xs = act_row_bytes(fmt, cols), rb = quant_row_bytes(type, cols);
+    const int n = mv_chunk(T, ILV_MV_MAX);
+    for (int r = r0; r < r1; r += KERNELS_ILV_ROWS)
+        for (int t = 0; t < T; t += n) {
+            const uint8_t *tile = (const uint8_t *)W + (size_t)r * rb, *x = (const uint8_t *)Xq + xs * (size_t)t;
+            const act_group *g[ILV_MV_MAX];
+            int m = T - t < n ? T - t : n;
+            for (int i = 0; i < m; i++) g[i] = act_groups(x + xs * (size_t)i, fmt, cols);
+            float *y = Y + (size_t)t * ldy + (r - r0);
+            switch (type) {
+                ILV_TYPES(ILV_MATVEC_CASE)
+            default: break;
+            }
+        }
+}
 
 /* ---- kernels_mix: rows of A weighted by X, the output columns along the lanes ----
  * A tile is NV (1 or 2) vectors of 8 columns by up to MX_Q rows of X: for each k, row k of A is
@@ -1020,6 +1362,8 @@ const kernels_ops kernels_avx2_ops = {
     .matmul = matmul,
     .quantize_act = quantize_act,
     .q = {QUANT_INT_TYPES(KERNELS_INT_ENTRY)},
+    .ilv_types = 0 ILV_TYPES(ILV_TYPE_BIT),
+    .ilv_mul = ilv_mul,
     .mix = mix,
     .rms_norm = rms_norm,
     .glu = glu,

@@ -849,7 +849,7 @@ static void test_interleaved(void) {
         float *x = malloc(sizeof(float) * COLS), *Y0 = malloc(sizeof(float) * MT * R), *Y1 = malloc(sizeof(float) * MT * R);
         for (int isa = KERNELS_SCALAR; isa < KERNELS_ISA_COUNT; isa++) {
             if (!available((kernels_isa)isa)) continue;
-            if (isa == KERNELS_AVX512) CHECK(kernels_ilv_type(type));
+            if (isa == KERNELS_AVX512 || isa == KERNELS_AVX2) CHECK(kernels_ilv_type(type));
             int bad = 0;
             for (int f = 0; f < 2; f++) {
                 kernels_act fmt = (kernels_act)f;
