@@ -571,9 +571,8 @@ KERNELS_INLINE void matvec_tiles(uint32_t type, kernels_act fmt, const uint8_t *
  * multiplies share two pipes (Zen 3 measured: 2 a cycle of either, 3 vector operations a cycle in
  * all), so a token's group of 16 rows costs 32 vpmaddwd, 32 adds and 6 scaling operations. */
 
-/* The most tokens ilv_matvec takes in one call (its f32 accumulators: 4 KB). */
-#define ILV_MV_MAX 64
-/* Above this many tokens, ilv_mul packs the tiles for the packed matmul, whose inner loop is
+/* The most tokens ilv_matvec takes (its f32 accumulators: 2 KB); above, ilv_mul packs the
+ * tiles for the packed matmul, whose inner loop is
  * faster than ilv_matvec's (TinyLlama-1.1B Q4_0, two threads, Zen 3, every row's logits: 64
  * tokens 52 tok/s by ilv_matvec against 61-68 as rows; 17 tokens alike; 4 and 8 tokens 44-53
  * against 36-42 as rows, which matvec_q8 unpacks once per token). */
@@ -985,7 +984,7 @@ KERNELS_INLINE void ilv_tokens(uint32_t type, kernels_act fmt, int NT, const __m
     }
 }
 
-/* A tile of 16 interleaved rows times T tokens (T <= ILV_MV_MAX; token t's activations at
+/* A tile of 16 interleaved rows times T tokens (T <= ILV_MAX_TOKENS; token t's activations at
  * X + t xs, grp[t] its groups) into Y[t * ldy + 0..16). Per group and half, the weights are
  * widened once (W, 16 vectors) and every token multiplies them. */
 KERNELS_INLINE void ilv_matvec(uint32_t type, kernels_act fmt, const uint8_t *tile, int cols,
@@ -996,7 +995,7 @@ KERNELS_INLINE void ilv_matvec(uint32_t type, kernels_act fmt, const uint8_t *ti
     const size_t hn = int_block_bytes(type) - qn, rec = KERNELS_ILV_ROWS * int_block_bytes(type);
     const int bg = int_block_groups(type);
     __m256i idx[2] = {ilv_idx(type, 0), ilv_idx(type, 1)};
-    __m256 acc[2][ILV_MV_MAX], ka[2][16], kb[2][16];
+    __m256 acc[2][ILV_MAX_TOKENS], ka[2][16], kb[2][16];
     for (int h = 0; h < 2; h++)
         for (int t = 0; t < T; t++) acc[h][t] = _mm256_setzero_ps();
     for (int blk = 0; blk < cols / (32 * bg); blk++) {
@@ -1056,53 +1055,40 @@ KERNELS_INLINE void ilv_matvec(uint32_t type, kernels_act fmt, const uint8_t *ti
     }
 ILV_TYPES(ILV_MATMUL_DEFINE)
 /* A single token (decode) gets its own copy, compiled for exactly one token. */
-#define ILV_MATVEC_CASE(NAME)                                                       \
-    case GGML_TYPE_##NAME:                                                          \
-        if (fmt == KERNELS_ACT_I8) {                                                \
-            if (m == 1) ilv_matvec(GGML_TYPE_##NAME, KERNELS_ACT_I8, tile, cols, x, xs, g, 1, y, ldy, add); \
-            else ilv_matvec(GGML_TYPE_##NAME, KERNELS_ACT_I8, tile, cols, x, xs, g, m, y, ldy, add); \
-        } else if (m == 1) {                                                        \
-            ilv_matvec(GGML_TYPE_##NAME, KERNELS_ACT_I16, tile, cols, x, xs, g, 1, y, ldy, add); \
-        } else {                                                                    \
-            ilv_matvec(GGML_TYPE_##NAME, KERNELS_ACT_I16, tile, cols, x, xs, g, m, y, ldy, add); \
-        }                                                                           \
+#define ILV_MATVEC(NAME, FMT)                                                            \
+    if (T == 1) ilv_matvec(GGML_TYPE_##NAME, FMT, tile, cols, Xq, xs, g, 1, y, ldy, add); \
+    else ilv_matvec(GGML_TYPE_##NAME, FMT, tile, cols, Xq, xs, g, T, y, ldy, add);
+#define ILV_MATVEC_CASE(NAME)                                                \
+    case GGML_TYPE_##NAME:                                                   \
+        if (fmt == KERNELS_ACT_I8) { ILV_MATVEC(NAME, KERNELS_ACT_I8) }      \
+        else { ILV_MATVEC(NAME, KERNELS_ACT_I16) }                           \
         break;
+#define ILV_MATMUL_CASE(NAME) \
+    case GGML_TYPE_##NAME: ilv_matmul_##NAME(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); break;
 #define ILV_TYPE_BIT(NAME) | 1ull << GGML_TYPE_##NAME
 
-/* The chunk size for T tokens taken at most `most` at a time, evened out: 17 by 8 in 6, 6 and 5,
- * not 8, 8 and 1. */
-static inline int mv_chunk(int T, int most) {
-    int chunks = (T + most - 1) / most;
-    return (T + chunks - 1) / chunks;
-}
-
-/* The ops' ilv_mul: every tile by ilv_matvec, ILV_MV_MAX tokens or fewer at a time, each tile's
- * chunks one after the other while it is in the cache. */
+/* The ops' ilv_mul: every tile by ilv_matvec, all its tokens at once, up to ILV_MAX_TOKENS; more
+ * by the packed matmul. */
 static void ilv_mul(uint32_t type, const void *W, int cols, kernels_act fmt, const void *Xq, int T, float *Y, int ldy,
                     int r0, int r1, int add, void *scratch) {
     if (T > ILV_MAX_TOKENS) {
         switch (type) {
-#define ILV_MATMUL_CASE(NAME) \
-    case GGML_TYPE_##NAME: ilv_matmul_##NAME(fmt, W, cols, Xq, T, Y, ldy, r0, r1, add, scratch); break;
             ILV_TYPES(ILV_MATMUL_CASE)
         default: break;
         }
         return;
     }
     const size_t xs = act_row_bytes(fmt, cols), rb = quant_row_bytes(type, cols);
-    const int n = mv_chunk(T, ILV_MV_MAX);
-    for (int r = r0; r < r1; r += KERNELS_ILV_ROWS)
-        for (int t = 0; t < T; t += n) {
-            const uint8_t *tile = (const uint8_t *)W + (size_t)r * rb, *x = (const uint8_t *)Xq + xs * (size_t)t;
-            const act_group *g[ILV_MV_MAX];
-            int m = T - t < n ? T - t : n;
-            for (int i = 0; i < m; i++) g[i] = act_groups(x + xs * (size_t)i, fmt, cols);
-            float *y = Y + (size_t)t * ldy + (r - r0);
-            switch (type) {
-                ILV_TYPES(ILV_MATVEC_CASE)
-            default: break;
-            }
+    const act_group *g[ILV_MAX_TOKENS];
+    for (int t = 0; t < T; t++) g[t] = act_groups((const uint8_t *)Xq + xs * (size_t)t, fmt, cols);
+    for (int r = r0; r < r1; r += KERNELS_ILV_ROWS) {
+        const uint8_t *tile = (const uint8_t *)W + (size_t)r * rb;
+        float *y = Y + (r - r0);
+        switch (type) {
+            ILV_TYPES(ILV_MATVEC_CASE)
+        default: break;
         }
+    }
 }
 
 /* ---- kernels_mix: rows of A weighted by X, the output columns along the lanes ----
