@@ -571,11 +571,11 @@ KERNELS_INLINE void matvec_tiles(uint32_t type, kernels_act fmt, const uint8_t *
  * multiplies share two pipes (Zen 3 measured: 2 a cycle of either, 3 vector operations a cycle in
  * all), so a token's group of 16 rows costs 32 vpmaddwd, 32 adds and 6 scaling operations. */
 
-/* The most tokens ilv_matvec takes (its f32 accumulators: 2 KB); above, ilv_mul packs the
- * tiles for the packed matmul, whose inner loop is
- * faster than ilv_matvec's (TinyLlama-1.1B Q4_0, two threads, Zen 3, every row's logits: 64
- * tokens 52 tok/s by ilv_matvec against 61-68 as rows; 17 tokens alike; 4 and 8 tokens 44-53
- * against 36-42 as rows, which matvec_q8 unpacks once per token). */
+/* The most tokens ilv_matvec takes (its f32 accumulators: 2 KB); above, ilv_mul packs the tiles
+ * for the packed matmul, whose inner loop is faster than ilv_matvec's (TinyLlama-1.1B Q4_0, two
+ * threads, Zen 3, every row's logits: 64 tokens 52 tok/s by ilv_matvec against 61-68 as rows; 17
+ * tokens alike; 4 and 8 tokens 44-53 against 36-42 as rows, which matvec_q8 unpacks once per
+ * token). */
 #define ILV_MAX_TOKENS 32
 
 KERNELS_INLINE __m256i ilv_line(const uint8_t *region, int line, int h) {
