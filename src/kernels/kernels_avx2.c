@@ -712,6 +712,15 @@ KERNELS_INLINE void transpose8(__m256i r[8]) {
     }
 }
 
+/* A group's scales into a panel (gs: its 32 floats for the set): a and b of the first half, then
+ * of the second (the types with scales per 32 store the first only). */
+KERNELS_INLINE void panel_scales(uint32_t type, float *gs, const __m256 a[2], const __m256 b[2]) {
+    _mm256_store_ps(gs, a[0]);
+    if (int_has_min(type)) _mm256_store_ps(gs + 8, b[0]);
+    if (int_halves(type)) _mm256_store_ps(gs + 16, a[1]);
+    if (int_halves(type) && int_has_min(type)) _mm256_store_ps(gs + 24, b[1]);
+}
+
 /* Pack groups [g0, g0 + ng) of rows [0, n) of W (n <= 16; g0 a multiple of 8): the signed
  * weights (the stored form minus its offset), so the packed product is S itself. */
 KERNELS_INLINE void pack_panel(uint32_t type, const uint8_t *W, size_t rb, int n, int g0, int ng, uint8_t *panel) {
@@ -745,11 +754,7 @@ KERNELS_INLINE void pack_panel(uint32_t type, const uint8_t *W, size_t rb, int n
             if (int_block_groups(type) > 1 && (gi == 0 || g % 8 == 0)) kblock_scales(type, int_block(type, W, g), idx, ka, kb);
             __m256 a[2], b[2];
             group_scales(type, row, W, idx, g, ka, kb, a, b);
-            float *gs = sc + (size_t)(gi * 2 + s) * 32;
-            _mm256_store_ps(gs, a[0]);
-            if (int_has_min(type)) _mm256_store_ps(gs + 8, b[0]);
-            if (int_halves(type)) _mm256_store_ps(gs + 16, a[1]);
-            if (int_halves(type) && int_has_min(type)) _mm256_store_ps(gs + 24, b[1]);
+            panel_scales(type, sc + (size_t)(gi * 2 + s) * 32, a, b);
         }
     }
 }
@@ -787,11 +792,7 @@ KERNELS_INLINE void pack_panel_ilv(uint32_t type, const uint8_t *W, int g0, int 
             if (bg > 1 && (gi == 0 || j == 0)) kblock_scales(type, r, idx, ka, kb);
             __m256 a[2], b[2];
             ilv_scales(type, r, s, j, ka, kb, a, b);
-            float *gs = sc + (size_t)(gi * 2 + s) * 32;
-            _mm256_store_ps(gs, a[0]);
-            if (int_has_min(type)) _mm256_store_ps(gs + 8, b[0]);
-            if (int_halves(type)) _mm256_store_ps(gs + 16, a[1]);
-            if (int_has_min(type) && int_halves(type)) _mm256_store_ps(gs + 24, b[1]);
+            panel_scales(type, sc + (size_t)(gi * 2 + s) * 32, a, b);
         }
     }
 }
