@@ -373,7 +373,7 @@ inline void launch(const char *name, dim3 grid, dim3 block, size_t smem, void (*
     unsigned long long n = (unsigned long long)block.x * block.y * block.z;
     if (n == 0 || n > kMaxThreads || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
         grid.x > 0x7fffffffu || grid.y > 65535 || grid.z > 65535) {
-        last_error = cudaErrorInvalidConfiguration;
+        last_error = cudaErrorInvalidValue; /* what CUDA 13.0's cudaLaunchKernel said on an H200 */
         return;
     }
     if (g.in_launch) die("launch of %s inside a kernel, or from two host threads at once: unsupported", name);
