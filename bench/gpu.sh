@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU (a lent one: bench/gpu-bundle.sh prepares build/cuda.tgz and
-# shared/ here, and says how to start this there): the CUDA backend's tests on the GPU; every record of
-# shared/golden, shared/quants and shared/archs through the GPU pass; then speed, nucleus bench --device cuda (pp512, tg128, 3 repetitions) on issue 19's
-# synthetic models (TinyLlama-1.1B Q4_0, Llama-2-7B Q4_0 and Q8_0; TinyLlama Q4_K, a K-quant read from
-# its blocks), and one decode run of each
-# timed operation by operation (NUCLEUS_CUDA_PROFILE=1). With build/llamacpp-src.tgz (gpu-bundle.sh
-# packs it), llama.cpp b4748 is built there with CUDA for sm_90 while the tests run
-# (../shared/tools/build-llamacpp, llama-bench only) and benched on the same files after nucleus
-# (-ngl 99, flash attention on, as issue 19's figures): the same-run comparison. Last, the
-# server with 1, 8 and 32 streams on Llama-2-7B Q4_0, beside llama-server (also built there). A
-# summary is printed last; the logs are under $OUT (the device tool's folder that comes back) or
-# /tmp/gpu-out.
+# shared/ here, and says how to start this there). Stages, in order (GPU_STAGES picks some):
+#   tests     the CUDA backend's tests on the GPU (a failing one again under compute-sanitizer)
+#   checks    every record of shared/golden, shared/quants and shared/archs through the GPU pass
+#   bench     nucleus bench --device cuda (pp512, tg128, 3 repetitions) on issue 19's synthetic
+#             models (TinyLlama-1.1B Q4_0, Llama-2-7B Q4_0 and Q8_0; TinyLlama Q4_K, a K-quant read
+#             from its blocks), and one decode run of each timed operation by operation
+#             (NUCLEUS_CUDA_PROFILE=1)
+#   llamacpp  llama.cpp b4748 (build/llamacpp-src.tgz, which gpu-bundle.sh packs; built there with
+#             CUDA for sm_90 from the start, in the background) on the same files: -ngl 99, flash
+#             attention on, as issue 19's figures; the same-run comparison
+#   server    the server with 1, 8 and 32 streams on Llama-2-7B Q4_0, beside llama-server
+# The device tool lends minutes, so the tests and the checks run at once (while llama.cpp builds and
+# the bench models are written), every step has its own timeout, and a stage that would start after
+# GPU_LIMIT seconds (default 420) is skipped, saying so. The summary is printed last; every log is
+# packed into $OUT/gpu-logs.tgz (the device tool brings back 8 files) with the summary beside it.
 set -u
 cd "$(dirname "$0")/.."
 # gpu-bundle.sh's pack, unless what is unpacked is newer (-m: dated when unpacked)
@@ -20,60 +24,127 @@ SHARED=${SHARED:-$PWD/shared}
 [ -d "$SHARED/golden" ] || SHARED=$(cd .. && pwd)/shared
 export SHARED
 OUT=${OUT:-/tmp/gpu-out}
+LOGS=/tmp/gpu-logs
 MODELS=${MODELS:-/tmp/gpu-models}
+STAGES=" ${GPU_STAGES:-tests checks bench llamacpp server} "
+LIMIT=${GPU_LIMIT:-420}
 PY=$(command -v python3)
 N=build/cuda/nucleus
-mkdir -p "$OUT" "$MODELS"
-summary=$OUT/summary.txt
+mkdir -p "$OUT" "$LOGS" "$MODELS"
+summary=$LOGS/summary.txt
 : >"$summary"
 say() { printf '%s\n' "$*" >>"$summary"; }
 start=$SECONDS
-say "$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1)"
-LC=/tmp/llamacpp
-if [ -f build/llamacpp-src.tgz ]; then
-    mkdir -p "$LC" && tar xzf build/llamacpp-src.tgz -C "$LC" &&
-        bash "$SHARED/tools/build-llamacpp" /nonexistent "$LC" --cuda llama-bench llama-server >"$OUT/llamacpp-build.log" 2>&1 &
-    lc_pid=$!
-fi
-
-for t in build/cuda/tests/test_*; do
-    name=$(basename "$t")
-    "$t" >"$OUT/$name.log" 2>&1
-    say "$(tail -n 1 "$OUT/$name.log")"
-    grep -E '^(FAIL|SKIPPED)' "$OUT/$name.log" | head -n 10 >>"$summary"
-done
-
-check() { # name, checker arguments...
-    local name=$1
-    shift
-    "$PY" "$@" >"$OUT/$name.log" 2>&1
-    grep -E '^\|' "$OUT/$name.log" >>"$summary"
-    grep -E '^FAIL' "$OUT/$name.log" | head -n 10 >>"$summary"
-    say "$(tail -n 1 "$OUT/$name.log") ($((SECONDS - start)) s)"
+stage() { # name: whether to run it (chosen, and time left)
+    case $STAGES in *" $1 "*) ;; *) return 1 ;; esac
+    if [ $((SECONDS - start)) -ge "$LIMIT" ]; then
+        say "stage $1 skipped: $((SECONDS - start)) s of GPU_LIMIT=$LIMIT spent"
+        return 1
+    fi
+    say "== $1 ($((SECONDS - start)) s)"
 }
-check golden tests/e2e/golden_check.py --nucleus "$N" --shared "$SHARED" --models "$MODELS" --device cuda --cache-types f16
-check quants tests/e2e/golden_check.py --nucleus "$N" --shared "$SHARED" --models "$MODELS" --device cuda --cache-types f16 \
-    --set quants
-check archs tests/e2e/archs_check.py --nucleus "$N" --shared "$SHARED" --device cuda --forms gguf,hf
+finish() {
+    say "gpu.sh: $((SECONDS - start)) s"
+    cp "$summary" "$OUT/"
+    tar czf "$OUT/gpu-logs.tgz" -C "$LOGS" . 2>/dev/null
+    cat "$summary"
+}
+trap finish EXIT
+say "$(nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader 2>&1)"
+say "$(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
 
-for spec in "tinyllama-1.1b q4_0" "tinyllama-1.1b q4_k" "llama2-7b q4_0" "llama2-7b q8_0"; do
-    set -- $spec
-    f=$MODELS/bench-$1-$2.gguf
-    [ -s "$f" ] || "$PY" "$SHARED/tools/synth-gguf" --shape "$1" --type "$2" -o "$f" >/dev/null
-    "$N" bench -m "$f" --device cuda -p 512 -n 128 -r 3 >"$OUT/bench-$1-$2.txt" 2>&1
-    grep -E '^\| [^m-]' "$OUT/bench-$1-$2.txt" >>"$summary" || tail -n 3 "$OUT/bench-$1-$2.txt" >>"$summary"
-    NUCLEUS_CUDA_PROFILE=1 "$N" bench -m "$f" --device cuda -p 0 -n 32 -r 1 >"$OUT/profile-$1-$2.txt" 2>&1
-    say "decode profile, $1 $2:"
-    grep -A 12 'cuda profile' "$OUT/profile-$1-$2.txt" >>"$summary"
+LC=/tmp/llamacpp
+case $STAGES in *" llamacpp "* | *" server "*)
+    if [ -f build/llamacpp-bin.tgz ]; then # built by gpu-bundle.sh's machine, CUDA for sm_90
+        mkdir -p "$LC/build" && tar xzf build/llamacpp-bin.tgz -C "$LC/build"
+        export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$LC/build/bin # its own libraries; CUDA's from /usr/local/cuda
+    elif [ -f build/llamacpp-src.tgz ] && [ ! -x "$LC/build/bin/llama-bench" ]; then
+        mkdir -p "$LC" && tar xzf build/llamacpp-src.tgz -C "$LC" &&
+            timeout 400 bash "$SHARED/tools/build-llamacpp" /nonexistent "$LC" --cuda llama-bench llama-server \
+                >"$LOGS/llamacpp-build.log" 2>&1 &
+        lc_pid=$!
+    fi ;;
+esac
+BENCH="tinyllama-1.1b:q4_0 tinyllama-1.1b:q4_k llama2-7b:q4_0 llama2-7b:q8_0"
+bench_model() { echo "$MODELS/bench-${1%:*}-${1#*:}.gguf"; }
+synth() { # shape:type...: writes the bench models not yet there, at once, each beside and then renamed
+    local s f
+    for s in "$@"; do
+        f=$(bench_model "$s")
+        [ -s "$f" ] || { "$PY" "$SHARED/tools/synth-gguf" --shape "${s%:*}" --type "${s#*:}" -o "$f.part" &&
+            mv "$f.part" "$f"; } >>"$LOGS/synth.log" 2>&1 &
+    done
+    wait
+}
+case $STAGES in *" bench "* | *" llamacpp "* | *" server "*) synth $BENCH & synth_pid=$! ;; esac
+written() { # shape:type: waits for the bench model, while synth runs
+    [ -n "${synth_pid:-}" ] || return 0
+    while [ ! -s "$(bench_model "$1")" ] && kill -0 "${synth_pid:-0}" 2>/dev/null; do sleep 1; done
+}
+
+# A step: its log, its timeout, its command; the log's last line into the summary.
+step() { # name, seconds, command...
+    local name=$1 secs=$2 rc
+    shift 2
+    timeout -k 5 "$secs" "$@" >"$LOGS/$name.log" 2>&1
+    rc=$?
+    [ $rc -eq 124 ] && echo "TIMEOUT after $secs s" >>"$LOGS/$name.log"
+    {
+        grep -E '^\|' "$LOGS/$name.log" | head -n 40
+        grep -E '^(FAIL|SKIPPED|TIMEOUT)|rror' "$LOGS/$name.log" | head -n 12
+        echo "$name: $(tail -n 1 "$LOGS/$name.log") (rc $rc, $((SECONDS - start)) s)"
+    } >"$LOGS/$name.sum"
+    return $rc
+}
+pids=()
+if stage tests; then
+    for t in build/cuda/tests/test_*; do
+        name=$(basename "$t")
+        (step "$name" 200 "$t" ||
+            { command -v compute-sanitizer >/dev/null &&
+                step "$name-memcheck" 150 compute-sanitizer --tool memcheck --print-limit 20 "$t"; }) &
+        pids+=($!)
+    done
+fi
+if stage checks; then
+    step golden 240 "$PY" tests/e2e/golden_check.py --nucleus "$N" --shared "$SHARED" --models "$MODELS" \
+        --device cuda --cache-types "${GPU_CACHE_TYPES:-f16}" &
+    pids+=($!)
+    step quants 240 "$PY" tests/e2e/golden_check.py --nucleus "$N" --shared "$SHARED" --models "$MODELS" \
+        --device cuda --cache-types f16 --set quants &
+    pids+=($!)
+    step archs 240 "$PY" tests/e2e/archs_check.py --nucleus "$N" --shared "$SHARED" --device cuda --forms gguf,hf &
+    pids+=($!)
+fi
+[ ${#pids[@]} -gt 0 ] && wait "${pids[@]}"
+for f in "$LOGS"/test_*.sum "$LOGS"/golden.sum "$LOGS"/quants.sum "$LOGS"/archs.sum; do
+    [ -f "$f" ] && cat "$f" >>"$summary"
 done
-if [ -n "${lc_pid:-}" ]; then
+
+if [ -n "${lc_pid:-}" ]; then # before the timings, which it would share the CPUs with
     wait "$lc_pid"
-    say "llama.cpp b4748 built ($((SECONDS - start)) s): $(tail -n 1 "$OUT/llamacpp-build.log")"
-    for spec in "tinyllama-1.1b q4_0" "tinyllama-1.1b q4_k" "llama2-7b q4_0" "llama2-7b q8_0"; do
-        set -- $spec
-        "$LC/build/bin/llama-bench" -m "$MODELS/bench-$1-$2.gguf" -ngl 99 -fa 1 -p 512 -n 128 -r 3 \
-            >"$OUT/llamacpp-$1-$2.txt" 2>&1
-        grep -E '^\| .*(pp|tg)[0-9]' "$OUT/llamacpp-$1-$2.txt" >>"$summary" || tail -n 3 "$OUT/llamacpp-$1-$2.txt" >>"$summary"
+    say "llama.cpp b4748 built ($((SECONDS - start)) s): $(tail -n 1 "$LOGS/llamacpp-build.log")"
+fi
+if stage bench; then
+    for s in $BENCH; do
+        written "$s"
+        step "bench-${s%:*}-${s#*:}" 90 "$N" bench -m "$(bench_model "$s")" --device cuda -p 512 -n 128 -r 3
+        grep -E '^\| [^m-]' "$LOGS/bench-${s%:*}-${s#*:}.log" >>"$summary" || cat "$LOGS/bench-${s%:*}-${s#*:}.sum" >>"$summary"
+    done
+    for s in $BENCH; do
+        step "profile-${s%:*}-${s#*:}" 60 env NUCLEUS_CUDA_PROFILE=1 "$N" bench -m "$(bench_model "$s")" \
+            --device cuda -p 0 -n 32 -r 1
+        say "decode profile, $s:"
+        grep -A 12 'cuda profile' "$LOGS/profile-${s%:*}-${s#*:}.log" >>"$summary"
+    done
+fi
+if stage llamacpp && [ -x "$LC/build/bin/llama-bench" ]; then
+    for s in $BENCH; do
+        written "$s"
+        step "llamacpp-${s%:*}-${s#*:}" 90 "$LC/build/bin/llama-bench" -m "$(bench_model "$s")" \
+            -ngl 99 -fa 1 -p 512 -n 128 -r 3
+        grep -E '^\| .*(pp|tg)[0-9]' "$LOGS/llamacpp-${s%:*}-${s#*:}.log" >>"$summary" ||
+            cat "$LOGS/llamacpp-${s%:*}-${s#*:}.sum" >>"$summary"
     done
 fi
 
@@ -81,34 +152,44 @@ fi
 # Llama-2-7B Q4_0, 32 slots of 1024 tokens, nucleus then llama-server (-ngl 99 -fa, the same
 # slots) when it was built; bench/server/load.py, load.mjs's twin (this image has no node).
 url=http://127.0.0.1:18080
-up() { # waits for $url/health (a loading llama-server answers 503)
-    for _ in $(seq 1200); do
-        "$PY" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/health", timeout=2)' "$url" \
-            2>/dev/null && return 0
-        sleep 0.1
-    done
-    return 1
+up() { # pid: waits up to 2 minutes for $url/health (a loading llama-server answers 503) while pid lives
+    "$PY" - "$url" "$1" <<'EOF'
+import os, sys, time, urllib.request
+for _ in range(1200):
+    try:
+        urllib.request.urlopen(sys.argv[1] + "/health", timeout=2)
+        sys.exit(0)
+    except Exception:
+        pass
+    try:
+        os.kill(int(sys.argv[2]), 0)
+    except OSError:
+        sys.exit(1)
+    time.sleep(0.1)
+sys.exit(1)
+EOF
 }
 serve_load() { # name, server command...
     local name=$1 pid
     shift
-    "$@" >"$OUT/server-$name.log" 2>&1 &
+    "$@" >"$LOGS/server-$name.log" 2>&1 &
     pid=$!
-    if up; then
+    if up "$pid"; then
         for streams in 1 8 32; do
-            say "| $name $("$PY" bench/server/load.py --url "$url" --streams "$streams" \
+            say "| $name $(timeout 60 "$PY" bench/server/load.py --url "$url" --streams "$streams" \
                 --requests $((streams < 4 ? 8 : 2 * streams)) --max-tokens 64 2>&1 | tail -n 1)"
         done
     else
-        say "server $name did not start: $(tail -n 3 "$OUT/server-$name.log")"
+        say "server $name did not start: $(tail -n 3 "$LOGS/server-$name.log")"
     fi
     kill "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
 }
-say "| server | streams | requests | generated tok/s | TTFT p50 ms | TTFT p99 ms |"
-f=$MODELS/bench-llama2-7b-q4_0.gguf
-serve_load nucleus "$N" serve -m "$f" --device cuda --port 18080 --parallel 32 -c 1024
-[ -x "$LC/build/bin/llama-server" ] &&
-    serve_load llama.cpp "$LC/build/bin/llama-server" -m "$f" -ngl 99 -fa --port 18080 -np 32 -c 32768
-say "gpu.sh: $((SECONDS - start)) s"
-cat "$summary"
+if stage server; then
+    say "| server | streams | requests | generated tok/s | TTFT p50 ms | TTFT p99 ms |"
+    written llama2-7b:q4_0
+    f=$(bench_model llama2-7b:q4_0)
+    serve_load nucleus "$N" serve -m "$f" --device cuda --port 18080 --parallel 32 -c 1024
+    [ -x "$LC/build/bin/llama-server" ] &&
+        serve_load llama.cpp "$LC/build/bin/llama-server" -m "$f" -ngl 99 -fa --port 18080 -np 32 -c 32768
+fi
