@@ -13,13 +13,17 @@
 #   server    the server with 1, 8 and 32 streams on Llama-2-7B Q4_0, beside llama-server
 # The device tool lends minutes, so the tests and the checks run at once (while llama.cpp builds and
 # the bench models are written), every step has its own timeout, and a stage that would start after
-# GPU_LIMIT seconds (default 420) is skipped, saying so. The summary is printed last; every log is
-# packed into $OUT/gpu-logs.tgz (the device tool brings back 8 files) with the summary beside it.
+# GPU_LIMIT seconds (default 420) is skipped, saying so. The summary ($OUT/summary.txt) is printed
+# last; every log is packed into $OUT/gpu-logs.tgz (the device tool brings back 8 files).
 set -u
 cd "$(dirname "$0")/.."
 # gpu-bundle.sh's pack, unless what is unpacked is newer (-m: dated when unpacked)
 if [ build/cuda.tgz -nt build/cuda/nucleus ]; then tar xzmf build/cuda.tgz -C build || exit 1; fi
 export LD_LIBRARY_PATH=$PWD/build/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# gpu-bundle.sh's pack of ../shared's parts, unpacked into ./shared (ignored by git)
+if [ -f build/shared.tgz ] && [ build/shared.tgz -nt shared/README.md ]; then
+    mkdir -p shared && tar xzmf build/shared.tgz -C shared || exit 1
+fi
 SHARED=${SHARED:-$PWD/shared}
 [ -d "$SHARED/golden" ] || SHARED=$(cd .. && pwd)/shared
 export SHARED
@@ -30,8 +34,9 @@ STAGES=" ${GPU_STAGES:-tests checks bench llamacpp server} "
 LIMIT=${GPU_LIMIT:-420}
 PY=$(command -v python3)
 N=build/cuda/nucleus
+rm -rf "$LOGS"
 mkdir -p "$OUT" "$LOGS" "$MODELS"
-summary=$LOGS/summary.txt
+summary=$OUT/summary.txt # there as it grows: what a run cut short leaves comes back
 : >"$summary"
 say() { printf '%s\n' "$*" >>"$summary"; }
 start=$SECONDS
@@ -45,7 +50,6 @@ stage() { # name: whether to run it (chosen, and time left)
 }
 finish() {
     say "gpu.sh: $((SECONDS - start)) s"
-    cp "$summary" "$OUT/"
     tar czf "$OUT/gpu-logs.tgz" -C "$LOGS" . 2>/dev/null
     cat "$summary"
 }
@@ -55,9 +59,11 @@ say "$(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
 
 LC=/tmp/llamacpp
 case $STAGES in *" llamacpp "* | *" server "*)
-    if [ -f build/llamacpp-bin.tgz ]; then # built by gpu-bundle.sh's machine, CUDA for sm_90
-        mkdir -p "$LC/build" && tar xzf build/llamacpp-bin.tgz -C "$LC/build"
-        export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$LC/build/bin # its own libraries; CUDA's from /usr/local/cuda
+    if [ -f build/llamacpp-bin.txz ]; then # built by gpu-bundle.sh's machine, CUDA for sm_90
+        mkdir -p "$LC/build" && { tar xJf build/llamacpp-bin.txz -C "$LC/build" ||
+            "$PY" -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' build/llamacpp-bin.txz "$LC/build"; }
+        # its own libraries, then the CUDA toolkit's (cuBLAS): its run paths name the machine it was built on
+        export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$LC/build/bin:/usr/local/cuda/lib64
     elif [ -f build/llamacpp-src.tgz ] && [ ! -x "$LC/build/bin/llama-bench" ]; then
         mkdir -p "$LC" && tar xzf build/llamacpp-src.tgz -C "$LC" &&
             timeout 400 bash "$SHARED/tools/build-llamacpp" /nonexistent "$LC" --cuda llama-bench llama-server \
@@ -105,15 +111,18 @@ if stage tests; then
                 step "$name-memcheck" 150 compute-sanitizer --tool memcheck --print-limit 20 "$t"; }) &
         pids+=($!)
     done
+    # the cache's stores in machine code, for a look here (the stores of quantised blocks)
+    command -v cuobjdump >/dev/null && cuobjdump -sass build/cuda/nucleus 2>&1 |
+        awk '/Function : .*k_kv_store/ {p = 1; print; next} /Function :/ {p = 0} p' >"$LOGS/sass-k_kv_store.txt" &
 fi
 if stage checks; then
     step golden 240 "$PY" tests/e2e/golden_check.py --nucleus "$N" --shared "$SHARED" --models "$MODELS" \
         --device cuda --cache-types "${GPU_CACHE_TYPES:-f16}" &
     pids+=($!)
-    step quants 240 "$PY" tests/e2e/golden_check.py --nucleus "$N" --shared "$SHARED" --models "$MODELS" \
+    [ -d "$SHARED/quants" ] && step quants 240 "$PY" tests/e2e/golden_check.py --nucleus "$N" --shared "$SHARED" --models "$MODELS" \
         --device cuda --cache-types f16 --set quants &
     pids+=($!)
-    step archs 240 "$PY" tests/e2e/archs_check.py --nucleus "$N" --shared "$SHARED" --device cuda --forms gguf,hf &
+    [ -d "$SHARED/archs" ] && step archs 240 "$PY" tests/e2e/archs_check.py --nucleus "$N" --shared "$SHARED" --device cuda --forms gguf,hf &
     pids+=($!)
 fi
 [ ${#pids[@]} -gt 0 ] && wait "${pids[@]}"
@@ -136,6 +145,10 @@ if stage bench; then
             --device cuda -p 0 -n 32 -r 1
         say "decode profile, $s:"
         grep -A 12 'cuda profile' "$LOGS/profile-${s%:*}-${s#*:}.log" >>"$summary"
+    done
+    for s in llama2-7b:q4_0 llama2-7b:q8_0; do # decode with the products on the FMA units instead
+        step "fma-${s%:*}-${s#*:}" 60 env NUCLEUS_CUDA_MMA=0 "$N" bench -m "$(bench_model "$s")" --device cuda -p 0 -n 128 -r 3
+        say "NUCLEUS_CUDA_MMA=0, $s: $(grep -E '^\| [^m-]' "$LOGS/fma-${s%:*}-${s#*:}.log" | tail -n 1)"
     done
 fi
 if stage llamacpp && [ -x "$LC/build/bin/llama-bench" ]; then
