@@ -164,7 +164,6 @@ fi
 # The server: aggregate generated tokens/s and time to first token with 1, 8 and 32 streams on
 # Llama-2-7B Q4_0, 32 slots of 1024 tokens, nucleus then llama-server (-ngl 99 -fa, the same
 # slots) when it was built; bench/server/load.py, load.mjs's twin (this image has no node).
-url=http://127.0.0.1:18080
 up() { # pid: waits up to 2 minutes for $url/health (a loading llama-server answers 503) while pid lives
     "$PY" - "$url" "$1" <<'EOF'
 import os, sys, time, urllib.request
@@ -182,9 +181,9 @@ for _ in range(1200):
 sys.exit(1)
 EOF
 }
-serve_load() { # name, server command...
-    local name=$1 pid
-    shift
+serve_load() { # name, port, server command... (each server its own port: the last one's may linger)
+    local name=$1 url=http://127.0.0.1:$2 pid
+    shift 2
     "$@" >"$LOGS/server-$name.log" 2>&1 &
     pid=$!
     if up "$pid"; then
@@ -202,7 +201,7 @@ if stage server; then
     say "| server | streams | requests | generated tok/s | TTFT p50 ms | TTFT p99 ms |"
     written llama2-7b:q4_0
     f=$(bench_model llama2-7b:q4_0)
-    serve_load nucleus "$N" serve -m "$f" --device cuda --port 18080 --parallel 32 -c 1024
+    serve_load nucleus 18080 "$N" serve -m "$f" --device cuda --port 18080 --parallel 32 -c 1024
     [ -x "$LC/build/bin/llama-server" ] &&
-        serve_load llama.cpp "$LC/build/bin/llama-server" -m "$f" -ngl 99 -fa --port 18080 -np 32 -c 32768
+        serve_load llama.cpp 18081 "$LC/build/bin/llama-server" -m "$f" -ngl 99 -fa --port 18081 -np 32 -c 32768
 fi
