@@ -7,6 +7,9 @@
 #             models (TinyLlama-1.1B Q4_0, Llama-2-7B Q4_0 and Q8_0; TinyLlama Q4_K, a K-quant read
 #             from its blocks), and one decode run of each timed operation by operation
 #             (NUCLEUS_CUDA_PROFILE=1)
+#   steps     one micro-batch of T tokens (a prefill of T: as a server step or a speculative
+#             verification) on Llama-2-7B Q4_0 for T from 1 to 64: where the products' kernels
+#             change (k_mul_mma's tiles of 8, 16, 32 tokens; k_mul_mma_rows from MMA_ROWS_FROM)
 #   llamacpp  llama.cpp b4748 (build/llamacpp-src.tgz, which gpu-bundle.sh packs; built there with
 #             CUDA for sm_90 from the start, in the background) on the same files: -ngl 99, flash
 #             attention on, as issue 19's figures; the same-run comparison
@@ -30,7 +33,7 @@ export SHARED
 OUT=${OUT:-/tmp/gpu-out}
 LOGS=/tmp/gpu-logs
 MODELS=${MODELS:-/tmp/gpu-models}
-STAGES=" ${GPU_STAGES:-tests checks bench llamacpp server} "
+STAGES=" ${GPU_STAGES:-tests checks bench steps llamacpp server} "
 LIMIT=${GPU_LIMIT:-420}
 PY=$(command -v python3)
 N=build/cuda/nucleus
@@ -82,7 +85,7 @@ synth() { # shape:type...: writes the bench models not yet there, at once, each 
     done
     wait
 }
-case $STAGES in *" bench "* | *" llamacpp "* | *" server "*) synth $BENCH & synth_pid=$! ;; esac
+case $STAGES in *" bench "* | *" steps "* | *" llamacpp "* | *" server "*) synth $BENCH & synth_pid=$! ;; esac
 written() { # shape:type: waits for the bench model, while synth runs
     [ -n "${synth_pid:-}" ] || return 0
     while [ ! -s "$(bench_model "$1")" ] && kill -0 "${synth_pid:-0}" 2>/dev/null; do sleep 1; done
@@ -149,6 +152,13 @@ if stage bench; then
     for s in llama2-7b:q4_0 llama2-7b:q8_0; do # decode with the products on the FMA units instead
         step "fma-${s%:*}-${s#*:}" 60 env NUCLEUS_CUDA_MMA=0 "$N" bench -m "$(bench_model "$s")" --device cuda -p 0 -n 128 -r 3
         say "NUCLEUS_CUDA_MMA=0, $s: $(grep -E '^\| [^m-]' "$LOGS/fma-${s%:*}-${s#*:}.log" | tail -n 1)"
+    done
+fi
+if stage steps; then
+    written llama2-7b:q4_0
+    for T in 1 4 8 9 16 24 31 32 48 63 64; do
+        step "step-$T" 60 "$N" bench -m "$(bench_model llama2-7b:q4_0)" --device cuda -p "$T" -n 0 -r 3
+        say "step of $T tokens, llama2-7b q4_0: $(grep -E '^\| [^m-]' "$LOGS/step-$T.log" | awk -F'|' '{print $8}')"
     done
 fi
 if stage llamacpp && [ -x "$LC/build/bin/llama-bench" ]; then
