@@ -935,8 +935,8 @@ static __device__ void cache_store(uint8_t *row, uint32_t type, const float *x, 
         for (int j = 0; j < 32; j++)
             if (fabsf(xb[j]) > amax) amax = fabsf(xb[j]), max = xb[j];
         float dq = type == GGML_TYPE_Q8_0 ? amax / 127.0f : max / -8.0f, id = dq != 0.0f ? 1.0f / dq : 0.0f;
-        /* One 16-bit store (a block starts at an even byte): on an H200 (CUDA 13.0), the two byte
-         * stores of the converted scale this was wrote 0 for its low byte. */
+        /* One 16-bit store (a block starts at an even byte): with two byte stores of the converted
+         * scale, an H200 (CUDA 13.0) wrote 0 for its low byte. */
         *(uint16_t *)b = f2h(dq);
         if (type == GGML_TYPE_Q8_0) {
             for (int j = 0; j < 32; j++) b[2 + j] = (uint8_t)(int8_t)roundf(__fmul_rn(xb[j], id));
