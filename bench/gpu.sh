@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# On a machine with an NVIDIA GPU (a lent one: bench/gpu-bundle.sh prepares build/cuda.tgz and
-# shared/ here, and says how to start this there). Stages, in order (GPU_STAGES picks some):
+# On a machine with an NVIDIA GPU (a lent one: bench/gpu-bundle.sh prepares build/cuda.tgz,
+# build/shared.tgz and llama.cpp here, and says how to start this there). Stages, in order (GPU_STAGES picks some):
 #   tests     the CUDA backend's tests on the GPU (a failing one again under compute-sanitizer)
 #   checks    every record of shared/golden, shared/quants and shared/archs through the GPU pass
 #   bench     nucleus bench --device cuda (pp512, tg128, 3 repetitions) on issue 19's synthetic
@@ -10,9 +10,10 @@
 #   steps     one micro-batch of T tokens (a prefill of T: as a server step or a speculative
 #             verification) on Llama-2-7B Q4_0 for T from 1 to 64: where the products' kernels
 #             change (k_mul_mma's tiles of 8, 16, 32 tokens; k_mul_mma_rows from MMA_ROWS_FROM)
-#   llamacpp  llama.cpp b4748 (build/llamacpp-src.tgz, which gpu-bundle.sh packs; built there with
-#             CUDA for sm_90 from the start, in the background) on the same files: -ngl 99, flash
-#             attention on, as issue 19's figures; the same-run comparison
+#   llamacpp  llama.cpp b4748 with CUDA for sm_90 (gpu-bundle.sh packs its binaries built there,
+#             build/llamacpp-bin.txz, or its source, build/llamacpp-src.tgz, built here from the
+#             start, in the background) on the same files: -ngl 99, flash attention on, as issue
+#             19's figures; the same-run comparison
 #   server    the server with 1, 8 and 32 streams on Llama-2-7B Q4_0, beside llama-server
 # The device tool lends minutes, so the tests and the checks run at once (while llama.cpp builds and
 # the bench models are written), every step has its own timeout, and a stage that would start after
@@ -88,7 +89,7 @@ synth() { # shape:type...: writes the bench models not yet there, at once, each 
 case $STAGES in *" bench "* | *" steps "* | *" llamacpp "* | *" server "*) synth $BENCH & synth_pid=$! ;; esac
 written() { # shape:type: waits for the bench model, while synth runs
     [ -n "${synth_pid:-}" ] || return 0
-    while [ ! -s "$(bench_model "$1")" ] && kill -0 "${synth_pid:-0}" 2>/dev/null; do sleep 1; done
+    while [ ! -s "$(bench_model "$1")" ] && kill -0 "$synth_pid" 2>/dev/null; do sleep 1; done
 }
 
 # A step: its log, its timeout, its command; the log's last line into the summary.
