@@ -9,7 +9,8 @@
 #             (NUCLEUS_CUDA_PROFILE=1)
 #   steps     one micro-batch of T tokens (a prefill of T: as a server step or a speculative
 #             verification) on Llama-2-7B Q4_0 for T from 1 to 64: where the products' kernels
-#             change (k_mul_mma's tiles of 8, 16, 32 tokens; k_mul_mma_rows from MMA_ROWS_FROM)
+#             change (k_mul_mma's tiles of 8, 16, 32 tokens; k_mul_mma_rows from MMA_ROWS_FROM),
+#             and llama.cpp's for some T
 #   llamacpp  llama.cpp b4748 with CUDA for sm_90 (gpu-bundle.sh packs its binaries built there,
 #             build/llamacpp-bin.txz, or its source, build/llamacpp-src.tgz, built here from the
 #             start, in the background) on the same files: -ngl 99, flash attention on, as issue
@@ -62,7 +63,7 @@ say "$(nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.
 say "$(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
 
 LC=/tmp/llamacpp
-case $STAGES in *" llamacpp "* | *" server "*)
+case $STAGES in *" steps "* | *" llamacpp "* | *" server "*)
     if [ -f build/llamacpp-bin.txz ]; then # built by gpu-bundle.sh's machine, CUDA for sm_90
         mkdir -p "$LC/build" && { tar xJf build/llamacpp-bin.txz -C "$LC/build" ||
             "$PY" -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' build/llamacpp-bin.txz "$LC/build"; }
@@ -161,6 +162,9 @@ if stage steps; then
         step "step-$T" 60 "$N" bench -m "$(bench_model llama2-7b:q4_0)" --device cuda -p "$T" -n 0 -r 3
         say "step of $T tokens, llama2-7b q4_0: $(grep -E '^\| [^m-]' "$LOGS/step-$T.log" | awk -F'|' '{print $8}')"
     done
+    [ -x "$LC/build/bin/llama-bench" ] && step step-llamacpp 90 "$LC/build/bin/llama-bench" \
+        -m "$(bench_model llama2-7b:q4_0)" -ngl 99 -fa 1 -p 1,4,8,16,32,64 -n 0 -r 3 &&
+        grep -E '^\| .*pp[0-9]' "$LOGS/step-llamacpp.log" >>"$summary"
 fi
 if stage llamacpp && [ -x "$LC/build/bin/llama-bench" ]; then
     for s in $BENCH; do
