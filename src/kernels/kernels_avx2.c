@@ -985,6 +985,48 @@ KERNELS_INLINE void ilv_tokens(uint32_t type, kernels_act fmt, int NT, const __m
     }
 }
 
+/* Q4_0 against int8 activations, a half's group as bytes: b[c] quad c of its 8 rows (a row's 4
+ * nibbles, 0..15, in its dword), from the low nibbles of line c and the high ones of line c - 4. */
+KERNELS_INLINE void ilv_nibbles(const uint8_t *region, int h, __m256i b[8]) {
+    const __m256i nib8 = _mm256_set1_epi8(0xF);
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        __m256i v = ilv_line(region, c, h);
+        b[c] = _mm256_and_si256(v, nib8);
+        b[c + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib8);
+    }
+}
+
+/* ilv_tokens for Q4_0 and int8 activations, by byte products: vpmaddubsw of the nibbles (unsigned)
+ * with a broadcast quad of activations (signed) sums two products per word, at most 2 x 15 x 127
+ * = 3810, so the 8 quads of a group add up in words without overflow (30480) and one vpmaddwd
+ * puts each row's sum in its dword: S plus 8 times the activations' sum, as ilv_words' words give
+ * it, at half their operations per product (the --fast mode's verification passes and prefills). */
+KERNELS_INLINE void ilv_tokens_q4_i8(int NT, const __m256i b[8], const uint8_t *const x[],
+                                     const act_group *const xg[], const __m256 a[2], __m256 acc[]) {
+    __m256i P[4];
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+        __m256i w = b[c];
+        KEEP_IN_REGISTER(w);
+#pragma GCC unroll 4
+        for (int u = 0; u < NT; u++) {
+            int32_t v;
+            memcpy(&v, x[u] + 4 * c, 4);
+            __m256i p = _mm256_maddubs_epi16(w, _mm256_set1_epi32(v));
+            P[u] = c == 0 ? p : _mm256_add_epi16(P[u], p);
+            KEEP_IN_REGISTER(P[u]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int u = 0; u < NT; u++) {
+        int32_t off[2];
+        ilv_offsets(GGML_TYPE_Q4_0, xg[u], off);
+        __m256i S = _mm256_sub_epi32(_mm256_madd_epi16(P[u], _mm256_set1_epi16(1)), _mm256_set1_epi32(off[0]));
+        acc[u] = scale_half(GGML_TYPE_Q4_0, 1, acc[u], S, a, a, xg[u]);
+    }
+}
+
 /* A tile of 16 interleaved rows times T tokens (T <= ILV_MAX_TOKENS; token t's activations at
  * X + t xs, grp[t] its groups) into Y[t * ldy + 0..16). Per group and half, the weights are
  * widened once (W, 16 vectors) and every token multiplies them. */
@@ -1009,6 +1051,25 @@ KERNELS_INLINE void ilv_matvec(uint32_t type, kernels_act fmt, const uint8_t *ti
                 _mm_prefetch((const char *)r + o + 16384, _MM_HINT_T0);
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
+                if (type == GGML_TYPE_Q4_0 && fmt == KERNELS_ACT_I8) {
+                    __m256i B[8];
+                    __m256 a[2];
+                    ilv_nibbles(r + KERNELS_ILV_ROWS * hn, h, B);
+                    ilv_scales(type, r, h, j, ka[h], kb[h], a, a);
+                    int t = 0;
+                    for (; t + 4 <= T; t += 4) {
+                        const act_group *xg[4] = {&grp[t][g], &grp[t + 1][g], &grp[t + 2][g], &grp[t + 3][g]};
+                        const uint8_t *x[4] = {X + xs * (size_t)t + 32 * (size_t)g, X + xs * (size_t)(t + 1) + 32 * (size_t)g,
+                                               X + xs * (size_t)(t + 2) + 32 * (size_t)g, X + xs * (size_t)(t + 3) + 32 * (size_t)g};
+                        ilv_tokens_q4_i8(4, B, x, xg, a, &acc[h][t]);
+                    }
+                    for (; t < T; t++) {
+                        const act_group *xg[1] = {&grp[t][g]};
+                        const uint8_t *x[1] = {X + xs * (size_t)t + 32 * (size_t)g};
+                        ilv_tokens_q4_i8(1, B, x, xg, a, &acc[h][t]);
+                    }
+                    continue;
+                }
                 __m256i W[4][2][2];
                 __m256 a[2], b[2];
 #pragma GCC unroll 4
