@@ -33,6 +33,11 @@ int cli_device_arg(int argc, char **argv, int *i, int32_t *n_gpu_layers);
     "  --device cpu|cuda  where the model runs (cuda: every layer and the KV cache on the first GPU; needs a\n"  \
     "                     build with `make CUDA=1`); -ngl N: the last N layers and the output on the GPU, the\n" \
     "                     others on the CPU (0: the CPU; -1, or the layer count and more: every layer)\n"
+/* The fast mode (nc_context_params.fast), for every command that runs the model. */
+#define CLI_FAST_HELP                                                                                            \
+    "  --fast             int8 activations for the Q8_0/Q4_0 products of normalised inputs: faster prefill\n"     \
+    "                     and speculative verification, log-probabilities up to ~0.13 further from the\n"     \
+    "                     exact ones (README: Correctness)\n"
 /* The value after a flag, or NULL with a message when argv ends. */
 const char *cli_value(int argc, char **argv, int *i);
 
@@ -106,9 +111,10 @@ bool cli_spec_finish(const cli_spec *sp);
 bool cli_spec_on(const cli_spec *sp);  /* a draft model or prompt lookup was asked for */
 const char *cli_spec_usage(void);
 /* The speculative parameters; with a draft model, it is loaded (checked against m) and given a
- * context of n_seq sequences of n_ctx (*dm, *dc: the caller frees them). */
-int cli_spec_open(const cli_spec *sp, const nc_model *m, int32_t n_ctx, int32_t n_seq, int32_t n_threads,
-                  nc_spec_params *out, nc_model **dm, nc_context **dc, nc_err *err);
+ * context like the model's (mp: its size, sequences, threads and fast mode; *dm, *dc: the caller
+ * frees them). */
+int cli_spec_open(const cli_spec *sp, const nc_model *m, const nc_context_params *mp, nc_spec_params *out,
+                  nc_model **dm, nc_context **dc, nc_err *err);
 /* Acceptance and passes on stderr. */
 void cli_spec_report(const nc_spec_stats *st);
 

@@ -44,7 +44,7 @@ static stats summarize(const double *v, int n) {
     "  -d N, --n-depth N  tokens already in the context when each test starts (llama-bench's; their prefill\n"  \
     "                     is not timed): rows read 'pp128 @ d4096'\n"                                             \
     "  -r N               repetitions after a warm-up (mean +- standard deviation)\n"                          \
-    "  --fast             int8 activations for Q8_0/Q4_0 weights (faster prefill)\n"                          \
+    CLI_FAST_HELP                                                                                              \
     "  --all-logits       the prefill computes every row's logits, as a speculative verification pass\n"     \
     "                     (rows read 'pp17 all'); by default only the last row's, as a prompt's\n"          \
     "  --no-bandwidth     skip measuring the memory read bandwidth (on the GPU it is not measured)\n"          \

@@ -18,6 +18,7 @@
 typedef struct chat_opts {
     const char *model, *system;
     long threads, ctx;
+    bool fast;
     nc_cache_type type_k, type_v;
     int32_t n_gpu_layers;
     cli_decoding dec;
@@ -36,11 +37,11 @@ static const char COMMANDS[] =
 
 static void usage_to(FILE *out) {
     fprintf(out,
-            "usage: nucleus chat [-m MODEL] [--system TEXT] [-n N] [-t THREADS] [-c CTX] " CLI_CACHE_USAGE " " CLI_DEVICE_USAGE "\n"
+            "usage: nucleus chat [-m MODEL] [--system TEXT] [-n N] [-t THREADS] [-c CTX] " CLI_CACHE_USAGE " " CLI_DEVICE_USAGE " [--fast]\n"
             "                    [decoding options] [speculative options]\n"
             "  --system TEXT      the system message\n"
             "  -n N               tokens per reply at most (default -1: until the model ends its turn)\n"
-            "  -c CTX             the conversation's context (default: the model's, at most 4096)\n" CLI_CACHE_HELP CLI_DEVICE_HELP
+            "  -c CTX             the conversation's context (default: the model's, at most 4096)\n" CLI_CACHE_HELP CLI_DEVICE_HELP CLI_FAST_HELP
             "%s%s%s",
             COMMANDS, cli_decoding_usage(), cli_spec_usage());
 }
@@ -64,6 +65,7 @@ static int parse(int argc, char **argv, chat_opts *o) {
         if (r > 0) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(o->model = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(a, "--system")) { if (!(o->system = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "--fast")) o->fast = true;
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
             if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, -1, 1 << 24, &n)) return 2;
             o->dec.stop.max_tokens = n < 0 ? 0 : (int32_t)n;
@@ -427,9 +429,9 @@ int cmd_chat(int argc, char **argv) {
         nc_model_get_info(ch.m, &info);
         long n_ctx = o.ctx ? o.ctx : info.n_ctx_train < 4096 ? info.n_ctx_train : 4096;
         nc_context_params cp = {.n_ctx = (int32_t)n_ctx, .n_threads = (int32_t)o.threads, .type_k = o.type_k,
-                                .type_v = o.type_v, .n_gpu_layers = o.n_gpu_layers};
+                                .type_v = o.type_v, .fast = o.fast, .n_gpu_layers = o.n_gpu_layers};
         if (!nc_context_new(&ch.c, ch.m, &cp, &err) &&
-            !cli_spec_open(&o.spec, ch.m, (int32_t)n_ctx, 1, (int32_t)o.threads, &ch.spec, &dm, &dc, &err)) {
+            !cli_spec_open(&o.spec, ch.m, &cp, &ch.spec, &dm, &dc, &err)) {
             if (*note) fprintf(stderr, "note: %s\n", note);
             fprintf(stderr, "nucleus chat: %s, context %ld tokens, seed %llu; /help lists the commands\n", o.model,
                     n_ctx, (unsigned long long)o.dec.sp.seed);

@@ -28,7 +28,7 @@
     "                     with --kl-divergence: read them and report the KL divergence from them, the\n"         \
     "                     perplexity ratio and how often both models rank the same token first\n"                  \
     "  --json             the result as one JSON object\n"                                                         \
-    "  --fast             int8 activations for Q8_0/Q4_0 weights\n" CLI_CACHE_HELP CLI_DEVICE_HELP                 \
+    CLI_FAST_HELP CLI_CACHE_HELP CLI_DEVICE_HELP                                                                  \
     "Progress (with an ETA) goes to stderr: a bar on a terminal, else a line every tenth of the windows.\n"
 
 typedef struct ppl_opts {

@@ -16,7 +16,7 @@ typedef struct run_opts {
     const char *model, *prompt, *prompt_cache;
     const char *prompt_arg, *prompt_file; /* -p TEXT and -f FILE as given ("-": stdin) */
     char *prompt_owned;                   /* the prompt when read or unescaped */
-    bool escape, special;
+    bool escape, special, fast;
     long threads, ctx;
     nc_cache_type type_k, type_v;
     int32_t n_gpu_layers;
@@ -33,7 +33,7 @@ static double now_s(void) {
 static void usage_to(FILE *out) {
     fprintf(out,
             "usage: nucleus run [-m MODEL] (-p PROMPT | -f FILE) [-e] [--special] [-n N] [-t THREADS] [-c CTX]\n"
-            "                   " CLI_CACHE_USAGE " " CLI_DEVICE_USAGE " [--prompt-cache FILE] [decoding options]\n"
+            "                   " CLI_CACHE_USAGE " " CLI_DEVICE_USAGE " [--fast] [--prompt-cache FILE] [decoding options]\n"
             "  -m, --model FILE   the model (GGUF file or Hugging Face directory)\n"
             "  -p, --prompt TEXT  the prompt; '-' reads it from stdin\n"
             "  -f, --file FILE    the prompt is FILE's text ('-': stdin); one final newline is dropped, as llama.cpp\n"
@@ -43,7 +43,7 @@ static void usage_to(FILE *out) {
             "  -t, --threads N    threads (default: all cores)\n"
             "  -c, --ctx-size N   context in tokens (default: the prompt plus -n, within the training length)\n"
             "  -N SAMPLES         several samples: each one's header (--- sample i of N ---) on stderr, text on stdout\n"
-            CLI_CACHE_HELP CLI_DEVICE_HELP
+            CLI_CACHE_HELP CLI_DEVICE_HELP CLI_FAST_HELP
             "  --prompt-cache FILE  reuse the prompt's keys and values saved in FILE as far as the prompt starts\n"
             "                       the same, then save this prompt's there; a FILE of another model, or damaged,\n"
             "                       is an error and is left as it is\n%s%s%s",
@@ -103,6 +103,7 @@ static int parse(int argc, char **argv, run_opts *o) {
         else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { if (!(o->prompt_file = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(a, "-e") || !strcmp(a, "--escape")) o->escape = true;
         else if (!strcmp(a, "--special")) o->special = true;
+        else if (!strcmp(a, "--fast")) o->fast = true;
         else if (!strcmp(a, "--prompt-cache")) { if (!(o->prompt_cache = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { if (!(v = cli_value(argc, argv, &i)) || parse_n_predict(a, v, o)) return 2; }
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 512, &o->threads)) return 2; }
@@ -526,10 +527,10 @@ int cmd_run(int argc, char **argv) {
                             .n_seq_max = o.dec.use_beams         ? o.dec.beam.n_beams
                                          : o.dec.use_contrastive ? o.dec.contrastive.top_k
                                                                  : o.dec.n_samples,
-                            .type_k = o.type_k, .type_v = o.type_v, .swa_full = o.prompt_cache != NULL,
+                            .type_k = o.type_k, .type_v = o.type_v, .swa_full = o.prompt_cache != NULL, .fast = o.fast,
                             .n_gpu_layers = o.n_gpu_layers};
     if (nc_context_new(&c, m, &cp, &err) ||
-        cli_spec_open(&o.spec, m, (int32_t)n_ctx, cp.n_seq_max, (int32_t)o.threads, &spec, &dm, &dc, &err))
+        cli_spec_open(&o.spec, m, &cp, &spec, &dm, &dc, &err))
         goto fail;
     int32_t n_saved = -1;
     bool same = false;

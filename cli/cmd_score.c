@@ -78,7 +78,7 @@ static int fail(const nc_err *err) {
     "  --all              every position's (teacher forcing) instead of the last one's\n"                       \
     "  --top K            the K most likely tokens per position (5)\n"                                           \
     "  --greedy N         N greedy steps after the ids, each with its top K\n"                                  \
-    "  --fast             int8 activations for Q8_0/Q4_0 weights\n" CLI_CACHE_HELP CLI_DEVICE_HELP
+    CLI_FAST_HELP CLI_CACHE_HELP CLI_DEVICE_HELP
 
 int cmd_score(int argc, char **argv) {
     const char *path = NULL;

@@ -13,7 +13,7 @@
 #define USAGE                                                                                                  \
     "usage: nucleus serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [-t THREADS]\n"  \
     "                     [--api-key KEY | --api-key-file FILE] [--max-queue Q] [--prefill-chunk N] [--kv-size N]\n"                 \
-    "                     " CLI_CACHE_USAGE " " CLI_DEVICE_USAGE " [--slot-save-path DIR] [--swa-full]\n"                        \
+    "                     " CLI_CACHE_USAGE " " CLI_DEVICE_USAGE " [--fast] [--slot-save-path DIR] [--swa-full]\n"                        \
     "                     [--context-shift [--keep N] | --attention-sinks N]\n"                              \
     "                     [-md FILE | --lookup-ngram N] [--draft-max N] [--draft-min N] [--draft-fixed]\n"    \
     "                     [--alias NAME] [--chat-template FILE]\n"                                            \
@@ -43,7 +43,7 @@
     "  --swa-full         sliding-window layers keep every position: their prompts can be cached and saved\n" \
     "  --context-shift, --keep N, --attention-sinks N: as in `nucleus run`, for requests that set\n"         \
     "                     max_tokens (others end at a full context, finish \"length\")\n"                      \
-    CLI_CACHE_HELP CLI_DEVICE_HELP
+    CLI_CACHE_HELP CLI_DEVICE_HELP CLI_FAST_HELP
 
 typedef struct serve_opts {
     const char *model, *alias, *template_path, *key_path;
@@ -81,6 +81,7 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         else if (!strcmp(a, "--cors")) ok = (o->cfg.cors = cli_value(argc, argv, &i)) != NULL;
         else if (!strcmp(a, "--slot-save-path")) ok = (o->cfg.slot_save_path = cli_value(argc, argv, &i)) != NULL;
         else if (!strcmp(a, "--swa-full")) o->cfg.swa_full = true;
+        else if (!strcmp(a, "--fast")) o->cfg.fast = true;
         else if (!strcmp(a, "--port")) ok = int_flag(argc, argv, &i, 0, 65535, &v) && ((o->cfg.port = (int)v), true);
         else if (!strcmp(a, "--parallel") || !strcmp(a, "-np"))
             ok = int_flag(argc, argv, &i, 1, 256, &v) && ((o->cfg.n_parallel = (int32_t)v), true);

@@ -51,14 +51,14 @@ bool cli_spec_finish(const cli_spec *sp) {
     return true;
 }
 
-int cli_spec_open(const cli_spec *sp, const nc_model *m, int32_t n_ctx, int32_t n_seq, int32_t n_threads,
-                  nc_spec_params *out, nc_model **dm, nc_context **dc, nc_err *err) {
+int cli_spec_open(const cli_spec *sp, const nc_model *m, const nc_context_params *mp, nc_spec_params *out,
+                  nc_model **dm, nc_context **dc, nc_err *err) {
     *out = (nc_spec_params){.lookup_ngram = (int32_t)sp->lookup_ngram, .draft_max = (int32_t)sp->draft_max,
                             .draft_min = (int32_t)sp->draft_min, .fixed = sp->fixed};
     *dm = NULL;
     *dc = NULL;
     if (!sp->draft_path) return 0;
-    nc_context_params cp = {.n_ctx = n_ctx, .n_seq_max = n_seq, .n_threads = n_threads};
+    nc_context_params cp = {.n_ctx = mp->n_ctx, .n_seq_max = mp->n_seq_max, .n_threads = mp->n_threads, .fast = mp->fast};
     if (nc_model_load(dm, sp->draft_path, err) || nc_spec_check_vocab(m, *dm, err) || nc_context_new(dc, *dm, &cp, err)) {
         char why[sizeof err->msg];
         snprintf(why, sizeof why, "%s", err->msg);

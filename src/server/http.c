@@ -989,12 +989,12 @@ int srv_start(srv_server *sv, nc_model *m, const srv_config *cfg, nc_err *err) {
     nc_context_params cp = {.n_ctx = cfg->n_ctx, .n_seq_max = cfg->n_parallel, .n_threads = cfg->n_threads,
                             .n_batch = cfg->n_parallel * per_slot + cfg->chunk, .kv_cells = cfg->kv_cells,
                             .type_k = cfg->type_k, .type_v = cfg->type_v, .swa_full = cfg->swa_full,
-                            .n_gpu_layers = cfg->n_gpu_layers};
+                            .fast = cfg->fast, .n_gpu_layers = cfg->n_gpu_layers};
     if (nc_context_new(&sv->c, m, &cp, err)) return -1;
     nc_spec_params sp = cfg->spec;
     if (cfg->draft_model) { /* a sequence per slot, as long as the model's */
         nc_context_params dp = {.n_ctx = nc_context_n_ctx(sv->c), .n_seq_max = cfg->n_parallel,
-                                .n_threads = cfg->n_threads};
+                                .n_threads = cfg->n_threads, .fast = cfg->fast};
         if (nc_spec_check_vocab(m, cfg->draft_model, err) || nc_context_new(&sv->draft, cfg->draft_model, &dp, err))
             return -1;
         sp.draft = sv->draft;

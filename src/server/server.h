@@ -39,6 +39,7 @@ typedef struct srv_config {
     const char *model_id;  /* the name /v1/models reports */
     const char *slot_save_path; /* the directory slot files are saved to and restored from; NULL: off */
     bool swa_full;         /* sliding-window layers keep every position (nc_context_params.swa_full) */
+    bool fast;             /* the fast mode, for the model and the draft (nc_context_params.fast) */
     nc_ctx_policy context; /* a slot whose context is full: ends (finish "length"), or, for requests
                               with max_tokens, a context shift or attention sinks make room */
     nc_model *draft_model; /* speculative decoding in every slot with this draft model (the server

@@ -7,7 +7,8 @@
 # same sampled tokens twice; `run` reports the acceptance on stderr; a draft of another
 # vocabulary and contradictory flags are refused with the reason. The server (per slot, several
 # slots batched) answers greedy requests with the plain server's text and logprobs, reports the
-# drafts in `timings` and /metrics.
+# drafts in `timings` and /metrics. The same identities hold in the fast mode (`--fast`, run and
+# serve), whose log-probabilities are not the default's.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/models.sh
@@ -63,6 +64,21 @@ if [ -n "${smol_q4:-}" ]; then
         "one two three one two three one two"
     tpp=$(sed -n 's/.*mean accepted length \([0-9.]*\) tokens per pass.*/\1/p' "$tmp/b.err")
     if awk -v t="${tpp:-0}" 'BEGIN { exit !(t >= 4) }'; then ok; else bad "lookup, a repeated token: ${tpp:-no} tokens per pass"; fi
+fi
+
+# The fast mode (int8 activations for Q4_0's products, verification passes too) keeps the identity
+# with its own plain decoding, with a draft model (the Q4_0 file drafting for itself, in the same
+# mode) and with lookup; and it is on: its log-probabilities are not the default's.
+if [ -n "${smol_q4:-}" ]; then
+    run_both "fast mode, a draft model" "$smol_q4" "-md $smol_q4" "-n 24 --fast" "The meaning of life is"
+    run_both "fast mode, lookup" "$smol_q4" "--lookup-ngram 2 --draft-fixed --draft-max 8" "-n 48 --ignore-eos --fast" \
+        "one two three one two three one two"
+    for mode in default fast; do
+        "$NUCLEUS" run -m "$smol_q4" -p "The meaning of life is" -n 8 --temp 0 --logprobs 1 \
+            $([ $mode = fast ] && echo --fast) 2>"$tmp/$mode.err" >/dev/null
+    done
+    if [ -s "$tmp/fast.err" ] && ! cmp -s <(grep '^\[logprobs\]' "$tmp/fast.err") <(grep '^\[logprobs\]' "$tmp/default.err"); then ok
+    else bad "fast mode: the log-probabilities are the default mode's"; fi
 fi
 
 # The draft model's rows: drafting one token a pass for itself (every draft kept), it computes the
@@ -130,4 +146,20 @@ stream=$(curl -sN -H 'Content-Type: application/json' "$url_spec/v1/completions"
     sed -n 's/^data: //p' | grep -v DONE | python3 -c 'import json,sys; print("".join(json.loads(l)["choices"][0]["text"] for l in sys.stdin if json.loads(l)["choices"]))')
 expect_eq "server: streamed text" "$stream" "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["text"])' "$tmp/plain.0.json")"
 for name in plain spec lookup; do stop_server "$name"; done
+
+# serve --fast: lookup in the fast mode answers with its plain decoding's text and logprobs, which
+# are not the default mode's.
+if [ -n "${smol_q4:-}" ]; then
+    start_server q4 -m "$smol_q4" --parallel 2 || finish
+    start_server q4fast -m "$smol_q4" --parallel 2 --fast || finish
+    start_server q4fastlookup -m "$smol_q4" --parallel 2 --fast --lookup-ngram 2 --draft-fixed --draft-max 8 || finish
+    for name in q4 q4fast q4fastlookup; do
+        url_var="url_$name"
+        request "${!url_var}" "one two three one two three one two" 1 >"$tmp/$name.json"
+    done
+    want=$(python3 -c "$pick" "$tmp/q4fast.json")
+    expect_eq "server, fast mode, lookup" "$(python3 -c "$pick" "$tmp/q4fastlookup.json")" "$want"
+    [ "$want" != "$(python3 -c "$pick" "$tmp/q4.json")" ] && ok || bad "server: --fast gives the default mode's logprobs"
+    for name in q4 q4fast q4fastlookup; do stop_server "$name"; done
+fi
 finish
