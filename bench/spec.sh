@@ -4,7 +4,10 @@
 # prompts, lengths and threads for both engines.
 #
 #   bash bench/spec.sh --llamacpp DIR [-t THREADS] [--tiny-threads THREADS] [-r REPS] [-n TOKENS] [--n-tiny TOKENS]
+#                      [--fast] [--only TEXT]
 #
+# --fast runs every nucleus command in its fast mode (int8 activations for the Q8_0/Q4_0 products
+# of normalised inputs); --only runs the pairs whose name holds TEXT.
 # DIR holds a llama.cpp build's bin/ (llama-speculative, llama-lookup, llama-bench, llama-quantize),
 # made with ../shared/tools/build-llamacpp from the fetched Mesh-LLM/llama.cpp snapshot
 # (targets: llama-speculative llama-lookup llama-bench llama-quantize).
@@ -17,18 +20,21 @@
 # (its examples have no plain mode). nucleus's predictions: tokens per pass / (1 + c x drafts per pass), c = the draft's time per
 # token over the model's (plain runs), 0 for lookup: what the measured acceptance and draft cost
 # give when a pass of the model costs the same with drafts as without (Leviathan et al.'s
-# assumption); then the same with the passes' measured cost: tokens per pass / (tP / t1 + c x
-# drafts per pass + the draft's catch-up), where a pass's time is taken as affine in its rows,
-# tP = t1 + drafts per pass x (tM - tB) / 16, t1 the time per token of the round's plain runs (the
-# speed-up's own denominator), tB and tM those of passes of 1 and of M = 17 tokens (1 +
-# --draft-max; `nucleus bench -p 17 -d DEPTH --all-logits`, DEPTH the run's mean
+# assumption); then the same with the passes' measured cost: t1 / ((tP + c x drafts per pass x t1
+# + the draft's catch-up) / tokens per pass + t1 - f), where t1 is the time per token of the
+# round's plain runs (the speed-up's own denominator), f the part of it in the model's pass (`run`
+# reports the share) and t1 - f the work around the pass (drawing the token, stop rules, printing),
+# which every token costs with speculation too (on TinyStories-656K, whose pass lasts tens of
+# microseconds, a tenth or more of a token's time), and a pass's time is taken as affine in its
+# rows, tP = f + drafts per pass x (tM - tB) / 16, tB and tM those of passes of 1 and of M = 17
+# tokens (1 + --draft-max; `nucleus bench -p 17 -d DEPTH --all-logits`, DEPTH the run's mean
 # context, every row's logits as verification computes them: on TinyStories-656K, whose output
 # matrix is a large share of its weights, that makes a row 25% dearer than a prompt's): the passes
 # of a run hold from 1 to 17 rows, and a row's cost is not the same at every size, so the slope
 # of the line through both ends. A draft model's rows beyond its drafts (its catch-up over tokens it has not
 # seen: after rejected drafts, and at each probe while it does not draft; `run` reports its rows)
 # count at the draft's own time per row of a 17-token pass (the last row's logits only, as its
-# catch-up), over t1.
+# catch-up).
 # Each figure is the median of REPS rounds (3 x REPS for TinyStories, whose runs last
 # milliseconds: TOKENS for TinyLlama, --n-tiny (448, its context holds 512) for TinyStories). A
 # round of nucleus is its plain run, the draft's plain run, the speculative run, a second plain run
@@ -53,7 +59,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 . tests/lib/models.sh
-threads=2 tiny_threads=1 reps=3 n=128 n_tiny=448 lc=""
+threads=2 tiny_threads=1 reps=3 n=128 n_tiny=448 lc="" fast="" only=""
 while [ $# -gt 0 ]; do
     case $1 in
         --llamacpp) lc=$2; shift 2 ;;
@@ -62,7 +68,9 @@ while [ $# -gt 0 ]; do
         -r) reps=$2; shift 2 ;;
         -n) n=$2; shift 2 ;;
         --n-tiny) n_tiny=$2; shift 2 ;;
-        *) echo "usage: bash bench/spec.sh --llamacpp DIR [-t N] [--tiny-threads N] [-r N] [-n N] [--n-tiny N]" >&2; exit 2 ;;
+        --fast) fast=--fast; shift ;;
+        --only) only=$2; shift 2 ;;
+        *) echo "usage: bash bench/spec.sh --llamacpp DIR [-t N] [--tiny-threads N] [-r N] [-n N] [--n-tiny N] [--fast] [--only TEXT]" >&2; exit 2 ;;
     esac
 done
 for b in llama-speculative llama-lookup llama-bench llama-quantize; do
@@ -81,19 +89,21 @@ paragraph="Tom and Sue went to the park. They played with a ball. The ball was r
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-# one PROMPT MODEL [FLAGS]: one run, "tok/s drafted accepted tokens_per_pass draft_rows"
+# one PROMPT MODEL [FLAGS]: one run, "tok/s drafted accepted tokens_per_pass draft_rows model_share"
+# (model_share: the share of the run's generation time in the model's passes)
 one() {
     local prompt=$1 model=$2; shift 2
-    build/nucleus run -m "$model" -p "$prompt" -n "$n" --temp 0 --ignore-eos -t "$threads" "$@" 2>"$tmp/e" >/dev/null
+    build/nucleus run -m "$model" -p "$prompt" -n "$n" --temp 0 --ignore-eos -t "$threads" $fast "$@" 2>"$tmp/e" >/dev/null
     rate=$(sed -n 's/.*generated [0-9]* tokens, \([0-9.]*\) tok\/s.*/\1/p' "$tmp/e")
     spec=$(sed -n 's/^\[speculative\] drafted \([0-9]*\), accepted \([0-9]*\) .* | mean accepted length \([0-9.]*\) tokens per pass.* draft model rows \([0-9]*\)$/\1 \2 \3 \4/p' "$tmp/e")
-    echo "$rate ${spec:-0 0 1 0}"
+    share=$(sed -n 's/.*tok\/s (\([0-9.]*\)% in the model.s passes).*/\1/p' "$tmp/e")
+    echo "$rate ${spec:-0 0 1 0} $(awk -v s="${share:-100}" 'BEGIN { print s / 100 }')"
 }
 # ratio A B: the median over the lines of file B's first field over file A's (a speed-up of pairs)
 ratio() { paste -d' ' <(cut -d' ' -f1 "$1") <(cut -d' ' -f1 "$2") | awk '{print $2 / $1}' | median; }
 # pass_times MODEL DEPTH [--all-logits]: nucleus bench's JSON for passes of 1 and 17 tokens at DEPTH
 pass_times() {
-    build/nucleus bench -m "$1" -p 17 -n 32 -d "$2" -t "$threads" -r 3 --json --no-bandwidth ${3:-} 2>/dev/null
+    build/nucleus bench -m "$1" -p 17 -n 32 -d "$2" -t "$threads" -r 3 --json --no-bandwidth $fast ${3:-} 2>/dev/null
 }
 # ours PROMPT MODEL DRAFT FLAGS: REPS rounds, each of a plain run of MODEL, one of DRAFT (when not
 # empty), the speculative run (MODEL FLAGS) and the passes' times of both (pass_times), so that the
@@ -123,7 +133,9 @@ def js(name):
     return [json.loads(l) for l in open(f"{tmp}/{name}") if l.strip()]
 dplain, spec, bench, dbench = lines("dplain"), lines("spec"), js("bench"), js("dbench")
 # a round's plain rate: its runs before and after the speculative one, time per token averaged
-plain = [[2 / (1 / float(a[0]) + 1 / float(b[0]))] for a, b in zip(lines("plain"), lines("plain2"))]
+# and the share of a plain token's time in the model's pass (the rest, per token, speculation keeps)
+plain = [[2 / (1 / float(a[0]) + 1 / float(b[0])), (float(a[5]) + float(b[5])) / 2]
+         for a, b in zip(lines("plain"), lines("plain2"))]
 free, meas = [], []
 for i, (p, s, b) in enumerate(zip(plain, spec, bench)):
     d, tpp, rows = float(s[1]), float(s[3]), float(s[4])
@@ -131,10 +143,11 @@ for i, (p, s, b) in enumerate(zip(plain, spec, bench)):
     passes = n / tpp
     per = d / passes  # drafts per pass
     t1, tb, tm = 1 / float(p[0]), 1 / b["tg"]["mean"], 17 / b["pp"]["mean"]
-    tp = t1 + per * (tm - tb) / 16
-    catch = (1 / dbench[i]["pp"]["mean"]) / t1 * max(rows - d, 0) / passes if dbench else 0.0  # the draft catching up
+    f = t1 * p[1]  # a plain token's pass; t1 - f its work around the pass
+    tp = f + per * (tm - tb) / 16
+    catch = (1 / dbench[i]["pp"]["mean"]) * max(rows - d, 0) / passes if dbench else 0.0  # the draft catching up
     free.append(tpp / (1 + c * per))
-    meas.append(tpp / (tp / t1 + c * per + catch))
+    meas.append(t1 / ((tp + c * per * t1 + catch) / tpp + t1 - f))
 med = lambda v: sorted(v)[(len(v) - 1) // 2]
 mid = sorted(spec, key=lambda s: float(s[0]))[(len(spec) - 1) // 2]
 print(med([float(p[0]) for p in plain]), med([float(s[0]) for s in spec]),
@@ -174,12 +187,14 @@ row() { # name engine plain spec speed-up drafted accepted per_pass predicted
 # ours and theirs read the caller's n, reps and threads
 case_pair() { # name model draft prompt tokens reps threads
     local name=$1 model=$2 draft=$3 prompt=$4 n=$5 reps=$6 threads=$7
+    case $name in *"$only"*) ;; *) return ;; esac
     read -r plain spec up d a tpp pred <<<"$(ours "$prompt" "$model" "$draft" "-md $draft")"
     row "$name" nucleus "$plain" "$spec" "$up" "$d" "$a" "$tpp" "$pred"
     their_row "$name" llama-speculative "$model" "$prompt" -md "$draft"
 }
 case_lookup() { # name model prompt tokens reps threads
     local name=$1 model=$2 prompt=$3 n=$4 reps=$5 threads=$6
+    case $name in *"$only"*) ;; *) return ;; esac
     read -r plain spec up d a tpp pred <<<"$(ours "$prompt" "$model" "" "--lookup-ngram 3")"
     row "$name" nucleus "$plain" "$spec" "$up" "$d" "$a" "$tpp" "$pred"
     their_row "$name" llama-lookup "$model" "$prompt"
@@ -195,4 +210,4 @@ case_lookup "lookup: copy a paragraph (TinyStories)" "$tiny" "$paragraph" "$n_ti
 case_lookup "lookup: a long story (TinyStories)" "$tiny" "$story" "$n_tiny" $((3 * reps)) "$tiny_threads"
 case_lookup "lookup: TinyLlama-1.1B shape Q4_0, its looping text" "$(synth_model bench-tinyllama-1.1b-q4_0 --shape tinyllama-1.1b --type q4_0)" "$paragraph" "$n" "$reps" "$threads"
 echo
-echo "bash bench/spec.sh --llamacpp $lc -t $threads --tiny-threads $tiny_threads -r $reps -n $n --n-tiny $n_tiny; $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+echo "bash bench/spec.sh --llamacpp $lc -t $threads --tiny-threads $tiny_threads -r $reps -n $n --n-tiny $n_tiny${fast:+ $fast}${only:+ --only '$only'}; $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"

@@ -285,7 +285,7 @@ static int on_event(const nc_gen_event *ev, void *user) {
 /* ---- the two decoders ---- */
 
 typedef struct run_stats {
-    double t_prompt, t_gen;
+    double t_prompt, t_gen, t_model; /* t_model: of t_gen, in the model's passes (0: not measured) */
     int32_t n_gen, n_cached;  /* n_cached: prompt tokens taken from the cache, not computed */
     char finish[64];
     bool context_full;              /* a sample (the best beam) ended because the context was full */
@@ -335,6 +335,7 @@ static int run_sampling(nc_context *c, const nc_model *m, const run_opts *o, con
                             "grammar: their text is not a complete sentence of it\n", n_stuck, res.n_samples);
         st->t_prompt = res.t_prompt;
         st->t_gen = res.t_gen;
+        st->t_model = res.t_model;
         st->n_cached = res.n_cached;
         st->spec = res.spec;
         nc_gen_result_free(&res);
@@ -383,9 +384,11 @@ static void print_stats(const run_opts *o, const nc_model_info *info, nc_context
             nc_kv_bytes_total(c) / (1024.0 * 1024.0), nc_context_n_ctx(c));
     char reused[48] = "";
     if (st->n_cached) snprintf(reused, sizeof reused, " (%d reused)", st->n_cached);
-    fprintf(stderr, "[time] load %.1f ms | prompt %d tokens%s, %.1f tok/s | generated %d tokens, %.1f tok/s | stop: %s\n",
+    char passes[48] = "";
+    if (st->t_model > 0 && st->t_gen > 0) snprintf(passes, sizeof passes, " (%.1f%% in the model's passes)", 100 * st->t_model / st->t_gen);
+    fprintf(stderr, "[time] load %.1f ms | prompt %d tokens%s, %.1f tok/s | generated %d tokens, %.1f tok/s%s | stop: %s\n",
             t_load * 1e3, n_prompt, reused, (n_prompt - st->n_cached) / (st->t_prompt > 0 ? st->t_prompt : 1e-9),
-            st->n_gen, st->n_gen > 0 ? st->n_gen / (st->t_gen > 0 ? st->t_gen : 1e-9) : 0.0, st->finish);
+            st->n_gen, st->n_gen > 0 ? st->n_gen / (st->t_gen > 0 ? st->t_gen : 1e-9) : 0.0, passes, st->finish);
 }
 
 /* Cells per sequence: -c, else the prompt plus what may be generated, within the training

@@ -156,7 +156,9 @@ static int generate(gen_run *g, const int32_t *prompt, nc_gen_result *out, nc_er
         for (int32_t i = 0; i < g->n_seq; i++)
             if (!g->seq[i].finish) g->row[i] = seq_batch(&g->seq[i], g->c, g->batch, &n_batch);
         if (n_batch == 0) break;
+        double tf = sampling_now();
         if (nc_forward(g->c, g->batch, n_batch, err)) return -1;
+        out->t_model += sampling_now() - tf;
     }
     out->t_prompt = t1 - t0;
     out->n_cached = g->n_cached;
