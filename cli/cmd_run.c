@@ -385,7 +385,8 @@ static void print_stats(const run_opts *o, const nc_model_info *info, nc_context
     char reused[48] = "";
     if (st->n_cached) snprintf(reused, sizeof reused, " (%d reused)", st->n_cached);
     char passes[48] = "";
-    if (st->t_model > 0 && st->t_gen > 0) snprintf(passes, sizeof passes, " (%.1f%% in the model's passes)", 100 * st->t_model / st->t_gen);
+    if (st->t_model > 0 && st->t_gen > 0)
+        snprintf(passes, sizeof passes, " (%.1f%% in the model's passes)", 100 * st->t_model / st->t_gen);
     fprintf(stderr, "[time] load %.1f ms | prompt %d tokens%s, %.1f tok/s | generated %d tokens, %.1f tok/s%s | stop: %s\n",
             t_load * 1e3, n_prompt, reused, (n_prompt - st->n_cached) / (st->t_prompt > 0 ? st->t_prompt : 1e-9),
             st->n_gen, st->n_gen > 0 ? st->n_gen / (st->t_gen > 0 ? st->t_gen : 1e-9) : 0.0, passes, st->finish);

@@ -596,9 +596,9 @@ typedef struct nc_gen_result {
     int32_t n_samples;
     nc_gen_sample *samples;
     double t_prompt, t_gen;  /* seconds spent in prefill and in generation */
-    double t_model;          /* of t_gen, the seconds in the model's forward passes (not a draft model's):
-                                the rest is the per-token work around them (drawing, stop rules, the
-                                callback) and the drafts, which speculative decoding does not shorten */
+    double t_model;          /* of t_gen, the seconds in the model's forward passes; the rest is the
+                                work around them (drawing, stop rules, the callback, a draft model's
+                                passes), which fewer passes do not shorten */
     int32_t n_cached;        /* prompt tokens taken from the prefix cache (not computed again) */
     nc_spec_stats spec;      /* all samples together (passes: one per step, as all share it) */
 } nc_gen_result;
