@@ -25,9 +25,11 @@
 # round's plain runs (the speed-up's own denominator), f the part of it in the model's pass (`run`
 # reports the share) and t1 - f the work around the pass (drawing the token, stop rules, printing),
 # which every token costs with speculation too (on TinyStories-656K, whose pass lasts tens of
-# microseconds, a tenth or more of a token's time), and a pass's time is taken as affine in its
-# rows, tP = f + drafts per pass x (tM - tB) / 16, tB and tM those of passes of 1 and of M = 17
-# tokens (1 + --draft-max; `nucleus bench -p 17 -d DEPTH --all-logits`, DEPTH the run's mean
+# microseconds, 6-8% of a token's time on a Zen 3), and a pass's time is taken as affine in its
+# rows, tP = f + drafts per pass x (tM - f) / 16, tM that of a pass of M = 17 tokens (a pass of 17
+# rows is bound by arithmetic, its reading of the weights hidden, so the line ends at the bench's
+# pass whatever the bandwidth at the plain runs' moment) (1 + --draft-max; `nucleus bench -p 17
+# -d DEPTH --all-logits`, DEPTH the run's mean
 # context, every row's logits as verification computes them: on TinyStories-656K, whose output
 # matrix is a large share of its weights, that makes a row 25% dearer than a prompt's): the passes
 # of a run hold from 1 to 17 rows, and a row's cost is not the same at every size, so the slope
@@ -142,9 +144,9 @@ for i, (p, s, b) in enumerate(zip(plain, spec, bench)):
     c = float(p[0]) / float(dplain[i][0]) if dplain else 0.0  # a draft token's time over a model token's
     passes = n / tpp
     per = d / passes  # drafts per pass
-    t1, tb, tm = 1 / float(p[0]), 1 / b["tg"]["mean"], 17 / b["pp"]["mean"]
+    t1, tm = 1 / float(p[0]), 17 / b["pp"]["mean"]
     f = t1 * p[1]  # a plain token's pass; t1 - f its work around the pass
-    tp = f + per * (tm - tb) / 16
+    tp = f + per * (tm - f) / 16
     catch = (1 / dbench[i]["pp"]["mean"]) * max(rows - d, 0) / passes if dbench else 0.0  # the draft catching up
     free.append(tpp / (1 + c * per))
     meas.append(t1 / ((tp + c * per * t1 + catch) / tpp + t1 - f))
