@@ -1051,29 +1051,14 @@ KERNELS_INLINE void ilv_matvec(uint32_t type, kernels_act fmt, const uint8_t *ti
                 _mm_prefetch((const char *)r + o + 16384, _MM_HINT_T0);
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
-                if (type == GGML_TYPE_Q4_0 && fmt == KERNELS_ACT_I8) {
-                    __m256i B[8];
-                    __m256 a[2];
-                    ilv_nibbles(r + KERNELS_ILV_ROWS * hn, h, B);
-                    ilv_scales(type, r, h, j, ka[h], kb[h], a, a);
-                    int t = 0;
-                    for (; t + 4 <= T; t += 4) {
-                        const act_group *xg[4] = {&grp[t][g], &grp[t + 1][g], &grp[t + 2][g], &grp[t + 3][g]};
-                        const uint8_t *x[4] = {X + xs * (size_t)t + 32 * (size_t)g, X + xs * (size_t)(t + 1) + 32 * (size_t)g,
-                                               X + xs * (size_t)(t + 2) + 32 * (size_t)g, X + xs * (size_t)(t + 3) + 32 * (size_t)g};
-                        ilv_tokens_q4_i8(4, B, x, xg, a, &acc[h][t]);
-                    }
-                    for (; t < T; t++) {
-                        const act_group *xg[1] = {&grp[t][g]};
-                        const uint8_t *x[1] = {X + xs * (size_t)t + 32 * (size_t)g};
-                        ilv_tokens_q4_i8(1, B, x, xg, a, &acc[h][t]);
-                    }
-                    continue;
-                }
-                __m256i W[4][2][2];
+                /* Q4_0 against int8 activations by bytes (ilv_tokens_q4_i8), all else by words */
+                const bool bytes = type == GGML_TYPE_Q4_0 && fmt == KERNELS_ACT_I8;
+                __m256i W[4][2][2], B[8];
                 __m256 a[2], b[2];
+                if (bytes) ilv_nibbles(r + KERNELS_ILV_ROWS * hn, h, B);
+                else
 #pragma GCC unroll 4
-                for (int c = 0; c < 4; c++) ilv_words(type, r + KERNELS_ILV_ROWS * hn, j, h, c, W[c]);
+                    for (int c = 0; c < 4; c++) ilv_words(type, r + KERNELS_ILV_ROWS * hn, j, h, c, W[c]);
                 if (bg > 1 && j == 0) kblock_scales(type, r, idx[h], ka[h], kb[h]);
                 ilv_scales(type, r, h, j, ka[h], kb[h], a, b);
                 const __m256i(*w)[2][2] = (const __m256i(*)[2][2])W;
@@ -1084,12 +1069,14 @@ KERNELS_INLINE void ilv_matvec(uint32_t type, kernels_act fmt, const uint8_t *ti
                     const act_group *xg[4] = {&grp[t][g], &grp[t + 1][g], &grp[t + most - 2][g], &grp[t + most - 1][g]};
                     const uint8_t *x[4] = {X + xs * (size_t)t + gx, X + xs * (size_t)(t + 1) + gx,
                                            X + xs * (size_t)(t + most - 2) + gx, X + xs * (size_t)(t + most - 1) + gx};
-                    ilv_tokens(type, fmt, most, w, x, xg, a, b, &acc[h][t]);
+                    if (bytes) ilv_tokens_q4_i8(most, B, x, xg, a, &acc[h][t]);
+                    else ilv_tokens(type, fmt, most, w, x, xg, a, b, &acc[h][t]);
                 }
                 for (; t < T; t++) {
                     const act_group *xg[1] = {&grp[t][g]};
                     const uint8_t *x[1] = {X + xs * (size_t)t + gx};
-                    ilv_tokens(type, fmt, 1, w, x, xg, a, b, &acc[h][t]);
+                    if (bytes) ilv_tokens_q4_i8(1, B, x, xg, a, &acc[h][t]);
+                    else ilv_tokens(type, fmt, 1, w, x, xg, a, b, &acc[h][t]);
                 }
             }
         }
