@@ -174,11 +174,20 @@ static void propose_lookup(const spec_drafter *d, seq *s, int32_t room) {
         s->spec->n_draft = 0;
         return;
     }
-    for (int32_t g = d->p.lookup_ngram < n - 1 ? d->p.lookup_ngram : n - 1; g >= 1 && !found; g--)
-        for (int32_t i = n - g - 1; i >= 0 && !found; i--) {
-            if (memcmp(t + i, t + n - g, (size_t)g * sizeof *t) != 0) continue;
-            for (int32_t j = i + g; found < room; j++) s->tokens[n + found++] = t[j]; /* j < n + found */
+    /* One scan back over the text finds what trying g = lookup_ngram down to 1 in turn would: the
+       latest occurrence of the longest suffix. (The tries cost a scan each where the suffix does
+       not recur, several microseconds of a long text against a small model's pass of tens.) */
+    int32_t cap = d->p.lookup_ngram < n - 1 ? d->p.lookup_ngram : n - 1, best = 0, from = -1;
+    for (int32_t j = n - 2; j >= 0 && best < cap; j--) {
+        if (t[j] != t[n - 1]) continue;
+        int32_t g = 1;
+        while (g < cap && g <= j && t[j - g] == t[n - 1 - g]) g++;
+        if (g > best) {
+            best = g;
+            from = j + 1;
         }
+    }
+    for (int32_t j = from; from >= 0 && found < room; j++) s->tokens[n + found++] = t[j]; /* j < n + found */
     s->spec->n_draft = found >= d->p.draft_min ? found : 0;
 }
 

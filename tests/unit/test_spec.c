@@ -10,6 +10,8 @@
 
 #include "nucleus.h"
 #include "sampling/sampler.h"
+#include "sampling/seq.h"
+#include "sampling/spec.h"
 #include "test.h"
 #include "test_files.h"
 
@@ -261,11 +263,58 @@ static void test_vocab_refused(void) {
     nc_model_free(d);
 }
 
+/* Prompt lookup (Saxena 2023) proposes what followed the latest earlier occurrence of the longest
+ * suffix of the text, up to lookup_ngram tokens, the copy running on into its own proposals. */
+static void test_lookup(void) {
+    nc_model *m = test_load_model("models/tinystories-656k/TinyStories-656K-Q8_0.gguf");
+    if (!m) return;
+    static const struct {
+        const char *what;
+        int32_t text[24], n, want[6], n_want;
+    } cases[] = {
+        {"the latest of two occurrences", {5, 1, 2, 3, 9, 8, 1, 2, 3, 7, 4, 4, 1, 2, 3}, 15, {7, 4, 4, 1, 2, 3}, 6},
+        {"the latest of two shorter occurrences", {5, 2, 3, 9, 8, 2, 3, 7, 4, 1, 2, 3}, 12, {7, 4, 1, 2, 3, 7}, 6},
+        {"the longest suffix before a later shorter one",
+         {9, 2, 3, 20, 21, 22, 23, 24, 25, 3, 30, 31, 32, 33, 34, 35, 9, 2, 3}, 19, {20, 21, 22, 23, 24, 25}, 6},
+        {"the copy runs on into its proposals", {1, 5, 6, 5, 6}, 5, {5, 6, 5, 6, 5, 6}, 6},
+        {"suffixes of lookup_ngram tokens at most: the latest of those",
+         {1, 2, 3, 4, 50, 9, 2, 3, 4, 60, 1, 2, 3, 4}, 14, {60, 1, 2, 3, 4, 60}, 6},
+        {"no earlier occurrence", {1, 2, 3, 4}, 4, {0}, 0},
+        {"one token", {4}, 1, {0}, 0},
+    };
+    nc_spec_params sp = {.lookup_ngram = 3, .draft_max = 6, .fixed = true};
+    nc_sampler_params sampling;
+    nc_sampler_params_default(&sampling);
+    nc_err err;
+    spec_drafter *d = NULL;
+    CHECK_MSG(spec_drafter_new(&d, &sp, m, &err) == 0, "%s", err.msg);
+    for (size_t k = 0; d && k < sizeof cases / sizeof cases[0]; k++) {
+        seq s;
+        if (seq_init_bare(&s, 0, cases[k].n, &err) || spec_state_new(&s.spec, d, &sampling, 0, &err)) {
+            CHECK_MSG(0, "setup: %s", err.msg);
+            seq_free(&s);
+            break;
+        }
+        seq_set_tokens(&s, cases[k].text, cases[k].n);
+        seq *one = &s;
+        int32_t room = 6;
+        CHECK_MSG(spec_propose(d, &one, &room, 1, &err) == 0, "%s", err.msg);
+        int32_t n = seq_n_draft(&s);
+        bool same = n == cases[k].n_want;
+        for (int32_t i = 0; same && i < n; i++) same = s.tokens[s.n_tokens + i] == cases[k].want[i];
+        CHECK_MSG(same, "%s: %d drafts, first %d", cases[k].what, n, n > 0 ? s.tokens[s.n_tokens] : -1);
+        seq_free(&s);
+    }
+    spec_drafter_free(d);
+    nc_model_free(m);
+}
+
 int main(void) {
     test_dense_draft();
     test_certain_draft();
     test_greedy();
     test_model_draft();
     test_vocab_refused();
+    test_lookup();
     return test_summary("spec");
 }
