@@ -37,24 +37,26 @@
 # seen: after rejected drafts, and at each probe while it does not draft; `run` reports its rows)
 # count at the draft's own time per row of a 17-token pass (the last row's logits only, as its
 # catch-up).
-# Each figure is the median of REPS rounds (3 x REPS for TinyStories, whose runs last
-# milliseconds: TOKENS for TinyLlama, --n-tiny (448, its context holds 512) for TinyStories). A
-# round of nucleus is its plain run, the draft's plain run, the speculative run, a second plain run
-# and the benches of its passes (tB, tM, and the draft's), one after the other; a round of
+# Each figure is the median of REPS rounds (7 x REPS for TinyStories, whose runs last milliseconds
+# and whose rounds' speed-ups and predictions each move by 10% with the VM), of TOKENS for TinyLlama
+# and --n-tiny (448, its context holds 512) for TinyStories. A round of nucleus is the benches of
+# its passes (the model's 17 rows, and the draft's), its plain run, the draft's plain run, the
+# speculative run, a second plain run and the benches again, one after the other; a round of
 # llama.cpp, llama-bench (one repetition), its example, llama-bench again. The speed-up is the
 # median of the rounds' (a speculative run over the plain runs around it, their times per token
 # averaged, which cancels a drift of the VM's speed that is steady over the round: with one plain
-# run before, the F16 pair, whose runs are its bandwidth's alone and whose drafts are all
-# rejected, once read 1.12 for a predicted 0.94) and the prediction the median of the rounds' predictions,
-# each from its own round's measurements: the VM's memory bandwidth moves by a third within a
-# minute, and a plain decode is bound by it where a verification pass is bound by arithmetic, so a
-# ratio of figures measured minutes apart (the medians', or a prediction's from a bench run at
-# another time) moved by 30% from run to run. The passes' base time t1 comes from the plain run
-# rather than from the bench for the same reason (taken from the bench, TinyLlama's lookup once
-# predicted 2.66 for a measured 3.89: its plain runs read 80 tok/s and its benches, as that
-# prediction implies, about 115), and their cost per row from the bench's own two passes (tB
-# beside tM: a row is arithmetic, which the bandwidth moves little; and `run`'s own work per
-# token, which `bench` does not do, is no part of a row's).
+# run before, the F16 pair, whose runs are its bandwidth's alone and whose drafts are all rejected,
+# once read 1.12 for a predicted 0.94) and the prediction the median of the rounds' predictions,
+# each from its own round's measurements, the benches' times averaged around the runs as the plain
+# runs' are (with one bench after them, the Xeon's TinyLlama lookup once read 3.77 for a predicted
+# 2.97: its speculative run at 122 tok/s where that bench implied about 91). The VM's memory
+# bandwidth moves by a third within a minute, and a plain decode is bound by it where a verification
+# pass is bound by arithmetic, so a ratio of figures measured minutes apart (the medians', or a
+# prediction's from a bench run at another time) moved by 30% from run to run. The passes' base time
+# t1 comes from the plain run rather than from the bench for the same reason (taken from the bench,
+# TinyLlama's lookup once predicted 2.66 for a measured 3.89: its plain runs read 80 tok/s and its
+# benches, as that prediction implies, about 115); `run`'s own work per token, which `bench` does
+# not do, is no part of a row's.
 # TinyStories runs with --tiny-threads (1) in both engines: its step lasts about 20 us, where a
 # second thread's hand-offs cost more than they share and the VM's scheduling moves a run by
 # 30%; with one thread its runs agree within 2%. Not part of `make test`.
@@ -103,9 +105,9 @@ one() {
 }
 # ratio A B: the median over the lines of file B's first field over file A's (a speed-up of pairs)
 ratio() { paste -d' ' <(cut -d' ' -f1 "$1") <(cut -d' ' -f1 "$2") | awk '{print $2 / $1}' | median; }
-# pass_times MODEL DEPTH [--all-logits]: nucleus bench's JSON for passes of 1 and 17 tokens at DEPTH
+# pass_times MODEL DEPTH [--all-logits]: nucleus bench's JSON for a pass of 17 tokens at DEPTH
 pass_times() {
-    build/nucleus bench -m "$1" -p 17 -n 32 -d "$2" -t "$threads" -r 3 --json --no-bandwidth $fast ${3:-} 2>/dev/null
+    build/nucleus bench -m "$1" -p 17 -n 0 -d "$2" -t "$threads" -r 3 --json --no-bandwidth $fast ${3:-} 2>/dev/null
 }
 # ours PROMPT MODEL DRAFT FLAGS: REPS rounds, each of a plain run of MODEL, one of DRAFT (when not
 # empty), the speculative run (MODEL FLAGS) and the passes' times of both (pass_times), so that the
@@ -117,15 +119,17 @@ ours() {
     local prompt=$1 model=$2 draft=$3 flags=$4
     local depth=$(( $(build/nucleus tokenize -m "$model" -p "$prompt" | wc -w) + n / 2 )) # the runs' mean context
     for _ in $(seq "$reps"); do
+        pass_times "$model" "$depth" --all-logits >>"$tmp/bench"
+        [ -z "$draft" ] || pass_times "$draft" "$depth" >>"$tmp/dbench"
         one "$prompt" "$model" >>"$tmp/plain"
         [ -z "$draft" ] || one "$prompt" "$draft" >>"$tmp/dplain"
         # shellcheck disable=SC2086 # the flags, split at spaces
         one "$prompt" "$model" $flags >>"$tmp/spec"
         one "$prompt" "$model" >>"$tmp/plain2"
-        pass_times "$model" "$depth" --all-logits >>"$tmp/bench"
-        [ -z "$draft" ] || pass_times "$draft" "$depth" >>"$tmp/dbench"
+        pass_times "$model" "$depth" --all-logits >>"$tmp/bench2"
+        [ -z "$draft" ] || pass_times "$draft" "$depth" >>"$tmp/dbench2"
     done
-    touch "$tmp/dplain" "$tmp/dbench"
+    touch "$tmp/dplain" "$tmp/dbench" "$tmp/dbench2"
     /usr/bin/python3 - "$n" "$tmp" <<'PY'
 import json, sys
 n, tmp = float(sys.argv[1]), sys.argv[2]
@@ -133,21 +137,25 @@ def lines(name):
     return [l.split() for l in open(f"{tmp}/{name}") if l.strip()]
 def js(name):
     return [json.loads(l) for l in open(f"{tmp}/{name}") if l.strip()]
-dplain, spec, bench, dbench = lines("dplain"), lines("spec"), js("bench"), js("dbench")
+dplain, spec = lines("dplain"), lines("spec")
+# a pass of 17 rows' time per row: the benches before and after the round's runs, averaged (as the
+# plain runs), the model's and the draft's
+row = [(1 / a["pp"]["mean"] + 1 / b["pp"]["mean"]) / 2 for a, b in zip(js("bench"), js("bench2"))]
+drow = [(1 / a["pp"]["mean"] + 1 / b["pp"]["mean"]) / 2 for a, b in zip(js("dbench"), js("dbench2"))]
 # a round's plain rate: its runs before and after the speculative one, time per token averaged
 # and the share of a plain token's time in the model's pass (the rest, per token, speculation keeps)
 plain = [[2 / (1 / float(a[0]) + 1 / float(b[0])), (float(a[5]) + float(b[5])) / 2]
          for a, b in zip(lines("plain"), lines("plain2"))]
 free, meas = [], []
-for i, (p, s, b) in enumerate(zip(plain, spec, bench)):
-    d, tpp, rows = float(s[1]), float(s[3]), float(s[4])
+for i, (p, s, r) in enumerate(zip(plain, spec, row)):
+    d, tpp, draft_rows = float(s[1]), float(s[3]), float(s[4])
     c = float(p[0]) / float(dplain[i][0]) if dplain else 0.0  # a draft token's time over a model token's
     passes = n / tpp
     per = d / passes  # drafts per pass
-    t1, tm = 1 / float(p[0]), 17 / b["pp"]["mean"]
+    t1, tm = 1 / float(p[0]), 17 * r
     f = t1 * p[1]  # a plain token's pass; t1 - f its work around the pass
     tp = f + per * (tm - f) / 16
-    catch = (1 / dbench[i]["pp"]["mean"]) * max(rows - d, 0) / passes if dbench else 0.0  # the draft catching up
+    catch = drow[i] * max(draft_rows - d, 0) / passes if drow else 0.0  # the draft catching up
     free.append(tpp / (1 + c * per))
     meas.append(t1 / ((tp + c * per * t1 + catch) / tpp + t1 - f))
 med = lambda v: sorted(v)[(len(v) - 1) // 2]
@@ -156,7 +164,7 @@ print(med([float(p[0]) for p in plain]), med([float(s[0]) for s in spec]),
       med([float(s[0]) / float(p[0]) for p, s in zip(plain, spec)]), mid[1], mid[2], mid[3],
       "%.2f / %.2f" % (med(free), med(meas)))
 PY
-    rm -f "$tmp/plain" "$tmp/plain2" "$tmp/dplain" "$tmp/spec" "$tmp/bench" "$tmp/dbench"
+    rm -f "$tmp/plain" "$tmp/plain2" "$tmp/dplain" "$tmp/spec" "$tmp/bench" "$tmp/bench2" "$tmp/dbench" "$tmp/dbench2"
 }
 # theirs EXAMPLE MODEL PROMPT [FLAGS]: "tok/s drafted accepted predicted" of the median run of the
 # example, then llama-bench's median plain tok/s, then the median speed-up of the rounds (llama-bench
@@ -206,10 +214,10 @@ their_row() { # name example model prompt [flags]
     { read -r tspec td ta tn; read -r tplain; read -r tup; } <<<"$(theirs "$@")"
     row "$name" "llama.cpp" "$tplain" "$tspec" "$tup" "$td" "$ta" "$(awk -v n="$tn" -v a="$ta" 'BEGIN { print n / (n - a) }')" ""
 }
-case_pair "TinyStories-656K Q8_0, draft its Q4_0" "$tiny" "$tiny_q4" "$story" "$n_tiny" $((3 * reps)) "$tiny_threads"
+case_pair "TinyStories-656K Q8_0, draft its Q4_0" "$tiny" "$tiny_q4" "$story" "$n_tiny" $((7 * reps)) "$tiny_threads"
 case_pair "TinyLlama-1.1B shape F16, draft its Q4_0" "$llama" "$llama_q4" "$story" "$n" "$reps" "$threads"
-case_lookup "lookup: copy a paragraph (TinyStories)" "$tiny" "$paragraph" "$n_tiny" $((3 * reps)) "$tiny_threads"
-case_lookup "lookup: a long story (TinyStories)" "$tiny" "$story" "$n_tiny" $((3 * reps)) "$tiny_threads"
+case_lookup "lookup: copy a paragraph (TinyStories)" "$tiny" "$paragraph" "$n_tiny" $((7 * reps)) "$tiny_threads"
+case_lookup "lookup: a long story (TinyStories)" "$tiny" "$story" "$n_tiny" $((7 * reps)) "$tiny_threads"
 case_lookup "lookup: TinyLlama-1.1B shape Q4_0, its looping text" "$(synth_model bench-tinyllama-1.1b-q4_0 --shape tinyllama-1.1b --type q4_0)" "$paragraph" "$n" "$reps" "$threads"
 echo
 echo "bash bench/spec.sh --llamacpp $lc -t $threads --tiny-threads $tiny_threads -r $reps -n $n --n-tiny $n_tiny${fast:+ $fast}${only:+ --only '$only'}; $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
