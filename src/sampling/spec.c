@@ -176,7 +176,7 @@ static void propose_lookup(const spec_drafter *d, seq *s, int32_t room) {
     }
     /* One scan back over the text finds what trying g = lookup_ngram down to 1 in turn would: the
        latest occurrence of the longest suffix. (The tries cost a scan each where the suffix does
-       not recur, several microseconds of a long text against a small model's pass of tens.) */
+       not recur: 1% of a TinyStories-656K paragraph copy's time, whose passes last 50 us.) */
     int32_t cap = d->p.lookup_ngram < n - 1 ? d->p.lookup_ngram : n - 1, best = 0, from = -1;
     for (int32_t j = n - 2; j >= 0 && best < cap; j--) {
         if (t[j] != t[n - 1]) continue;
