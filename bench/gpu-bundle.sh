@@ -13,7 +13,9 @@
 # build/llamacpp-bin.txz (34 MiB with xz), else its source (LLAMACPP_SRC, default ../peers/b4748: a
 # tree that build-llamacpp extracted from the fetched ggerganov/llama.cpp snapshot) without the
 # backends it does not build, into build/llamacpp-src.tgz, for gpu.sh to build there (3 minutes of
-# the lease). It prints the total of the tool's 64 MiB. Then:
+# the lease). GPU_BASE=<commit> also builds that commit (a git worktree) into
+# build/cuda/nucleus-base, which gpu.sh's bench stage runs beside the current build. It prints
+# the total of the tool's 64 MiB. Then:
 #   run(command="bash bench/gpu.sh", carry=["build/cuda.tgz", "build/shared.tgz", "build/llamacpp-bin.txz"], timeout_s=600)
 set -eu
 cd "$(dirname "$0")/.."
@@ -28,7 +30,16 @@ for lib in $(ldd build/cuda/nucleus | awk '$3 ~ /^\// {print $3}'); do
     *) cp -L "$lib" build/cuda/lib/ ;;
     esac
 done
-strip build/cuda/nucleus build/cuda/tests/*
+rm -f build/cuda/nucleus-base build/cuda/base.txt
+if [ -n "${GPU_BASE:-}" ]; then # an earlier commit's build beside, for gpu.sh's before / after figures
+    t=$(mktemp -d)
+    git worktree add --detach "$t" "$GPU_BASE"
+    make -C "$t" -j"$(nproc)" build/cuda/nucleus CUDA_GENCODE='-gencode arch=compute_90,code=sm_90'
+    cp "$t/build/cuda/nucleus" build/cuda/nucleus-base
+    git log -1 --format='%h %s' "$GPU_BASE" >build/cuda/base.txt
+    git worktree remove --force "$t"
+fi
+strip build/cuda/nucleus* build/cuda/tests/*
 rm -f build/cuda/*.o build/cuda/*.d # so that make cuda builds for every target again
 tar czf build/cuda.tgz -C build cuda
 # synth-gguf's vocabularies: llama-spm for the bench shapes, the others for the golden ones

@@ -6,7 +6,8 @@
 #   bench     nucleus bench --device cuda (pp512, tg128, 3 repetitions) on issue 19's synthetic
 #             models (TinyLlama-1.1B Q4_0, Llama-2-7B Q4_0 and Q8_0; TinyLlama Q4_K, a K-quant read
 #             from its blocks), and one decode run of each timed operation by operation
-#             (NUCLEUS_CUDA_PROFILE=1)
+#             (NUCLEUS_CUDA_PROFILE=1); with gpu-bundle.sh's GPU_BASE, the same bench of that
+#             earlier commit's build after each (before / after a change in one run)
 #   steps     one micro-batch of T tokens (a prefill of T: as a server step or a speculative
 #             verification) on Llama-2-7B Q4_0 for T from 1 to 64: where the products' kernels
 #             change (k_mul_mma's tiles of 8, 16, 32 tokens; k_mul_mma_rows from MMA_ROWS_FROM),
@@ -144,6 +145,10 @@ if stage bench; then
         written "$s"
         step "bench-${s%:*}-${s#*:}" 90 "$N" bench -m "$(bench_model "$s")" --device cuda -p 512 -n 128 -r 3
         grep -E '^\| [^m-]' "$LOGS/bench-${s%:*}-${s#*:}.log" >>"$summary" || cat "$LOGS/bench-${s%:*}-${s#*:}.sum" >>"$summary"
+        [ -x "$N-base" ] || continue # gpu-bundle.sh's GPU_BASE build: the same figures before the change
+        step "base-${s%:*}-${s#*:}" 90 "$N-base" bench -m "$(bench_model "$s")" --device cuda -p 512 -n 128 -r 3
+        say "GPU_BASE ($(cat build/cuda/base.txt 2>/dev/null)), $s: $(grep -E '^\| [^m-]' "$LOGS/base-${s%:*}-${s#*:}.log" |
+            awk -F'|' '{printf "%s%s%s", sep, $7, $8; sep = " /"}')"
     done
     for s in $BENCH; do
         step "profile-${s%:*}-${s#*:}" 60 env NUCLEUS_CUDA_PROFILE=1 "$N" bench -m "$(bench_model "$s")" \
@@ -151,8 +156,8 @@ if stage bench; then
         say "decode profile, $s:"
         grep -A 12 'cuda profile' "$LOGS/profile-${s%:*}-${s#*:}.log" >>"$summary"
     done
-    for s in llama2-7b:q4_0 llama2-7b:q8_0; do # decode with the products on the FMA units instead
-        step "fma-${s%:*}-${s#*:}" 60 env NUCLEUS_CUDA_MMA=0 "$N" bench -m "$(bench_model "$s")" --device cuda -p 0 -n 128 -r 3
+    for s in llama2-7b:q4_0 llama2-7b:q8_0; do # prefill with the products on the FMA units instead
+        step "fma-${s%:*}-${s#*:}" 60 env NUCLEUS_CUDA_MMA=0 "$N" bench -m "$(bench_model "$s")" --device cuda -p 512 -n 0 -r 3
         say "NUCLEUS_CUDA_MMA=0, $s: $(grep -E '^\| [^m-]' "$LOGS/fma-${s%:*}-${s#*:}.log" | tail -n 1)"
     done
 fi

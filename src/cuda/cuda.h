@@ -7,11 +7,10 @@
  * that depends on nothing but the row, so a token's outputs are the same bits whatever the batch
  * holds. The quantised types give the CPU's results bit for bit: the activations are quantised as
  * the CPU's default mode does (int16 per group of 32), each weight is the integer w of its type's
- * form (tensor/quant_form.h), the integer sums of w times q are exact (on the tensor cores,
- * integer mma.m16n8k32 / m16n8k16 over q's high and low bytes, for every batch size: decode too,
- * where the weights' bytes bound the time and the idle columns cost nothing; on the CUDA cores
- * with NUCLEUS_CUDA_MMA=0), and the float chain over a row's groups is kernels_impl.h's, in group
- * order. The float types run on the FMA units: lane l of a warp takes elements 8l..8l + 7 of every
+ * form (tensor/quant_form.h), the integer sums of w times q are exact (one token's on the CUDA
+ * cores by dp4a over q's high and low bytes; more tokens' on the tensor cores, integer
+ * mma.m16n8k32 / m16n8k16 over the same bytes, or on the CUDA cores with NUCLEUS_CUDA_MMA=0), and
+ * the float chain over a row's groups is kernels_impl.h's, in group order. The float types run on the FMA units: lane l of a warp takes elements 8l..8l + 7 of every
  * 256 of the row, sums their products in order in f32 and adds to its sum; the lanes' sums meet in
  * a fixed butterfly, with the activations f32.
  *

@@ -83,4 +83,19 @@ template <bool UB> static __device__ __forceinline__ void mma_s8_k16(int c[4], c
 }
 #endif
 
+/* c + the sum of the 4 products of a's signed bytes and b's unsigned ones (PTX dp4a.s32.u32; the
+ * intrinsic __dp4a takes both signed or both unsigned). */
+#ifdef NC_CUDA_EMULATE
+static __device__ inline int dp4a_su(uint32_t a, uint32_t b, int c) {
+    for (int i = 0; i < 32; i += 8) c += (int)(int8_t)(a >> i) * (int)((b >> i) & 0xff);
+    return c;
+}
+#else
+static __device__ __forceinline__ int dp4a_su(uint32_t a, uint32_t b, int c) {
+    int d;
+    asm("dp4a.s32.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+#endif
+
 #endif

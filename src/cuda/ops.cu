@@ -476,24 +476,31 @@ static __global__ void __launch_bounds__(MUL_WARPS * 32)
  * [T8][cols] int8, then the low bytes, [T8][cols] uint8, then an act_group per token and group. */
 static __device__ __forceinline__ size_t act_plane(int T, int cols) { return (size_t)(T + 7) / 8 * 8 * cols; }
 
-/* One thread a token's group: quantise_act of kernels_scalar.c (d = max |x| / 32767, q = x * 32767 /
- * max |x| rounded to nearest even), each operation rounded alone as there. */
-static __global__ void k_quant(const float *x, int ldx, int T, int cols, uint8_t *act) {
-    const int t = blockIdx.y, gi = blockIdx.x * blockDim.x + threadIdx.x;
-    if (gi >= cols / 32) return;
-    const size_t plane = act_plane(T, cols), at = (size_t)t * cols + 32 * gi;
-    const float *xg = x + (size_t)t * ldx + 32 * gi;
-    float amax = 0.0f;
-    for (int k = 0; k < 32; k++) amax = fabsf(xg[k]) > amax ? fabsf(xg[k]) : amax;
-    float id = amax != 0.0f ? ACT_QMAX_I16 / amax : 0.0f;
-    int sum = 0, sum16 = 0;
-    for (int k = 0; k < 32; k++) {
-        int q = __float2int_rn(__fmul_rn(xg[k], id));
-        sum += q;
-        if (k == 15) sum16 = sum;
-        act[at + k] = (uint8_t)(q >> 8); /* q = 256 hi + lo, hi signed */
-        act[plane + at + k] = (uint8_t)(q & 0xff);
+/* A warp a token's group, lane k its element k: quantise_act of kernels_scalar.c (d = max |x| /
+ * 32767, q = x * 32767 / max |x| rounded to nearest even), each operation rounded alone as there
+ * (the maximum and the integer sums come out the same in any order; a NaN is passed over by the
+ * maximum as there). Each plane's 32 bytes of a group are one warp's store. */
+enum { QUANT_WARPS = 4 };
+static __global__ void __launch_bounds__(QUANT_WARPS * 32) k_quant(const float *x, int ldx, int T, int cols, uint8_t *act) {
+    const int t = blockIdx.y, gi = blockIdx.x * QUANT_WARPS + (threadIdx.x >> 5), k = threadIdx.x & 31;
+    if (gi >= cols / 32) return; /* the whole warp */
+    const size_t plane = act_plane(T, cols), at = (size_t)t * cols + 32 * gi + k;
+    const float v = x[(size_t)t * ldx + 32 * gi + k];
+    float amax = fabsf(v) > 0.0f ? fabsf(v) : 0.0f;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float other = __shfl_xor_sync(0xffffffffu, amax, o);
+        amax = other > amax ? other : amax;
     }
+    const float id = amax != 0.0f ? ACT_QMAX_I16 / amax : 0.0f;
+    const int q = __float2int_rn(__fmul_rn(v, id));
+    act[at] = (uint8_t)(q >> 8); /* q = 256 hi + lo, hi signed */
+    act[plane + at] = (uint8_t)(q & 0xff);
+    int half = q; /* summed over each half of the warp, then the halves */
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) half += __shfl_xor_sync(0xffffffffu, half, o);
+    const int sum16 = __shfl_sync(0xffffffffu, half, 0), sum = sum16 + __shfl_sync(0xffffffffu, half, 16);
+    if (k != 0) return;
     act_group *grp = (act_group *)(act + 2 * plane) + (size_t)t * (cols / 32) + gi;
     grp->d = amax / ACT_QMAX_I16;
     grp->sum = sum;
@@ -568,20 +575,34 @@ static __device__ __forceinline__ void group_ints(const mat_view &w, int r, int 
     group_scales<TYPE>(w, r, gi, a, b);
 }
 
-/* Group g's step of a row's float chain for one token (kernels_impl.h): s0, s1 the integer sums by
- * half as floats (s0 the whole group's for the types with one scale), a, b the group's scales and
+/* Group g's step of a row's float chain for one token (kernels_impl.h) as its terms: the chain
+ * is acc = fmaf(f[k], m[k], acc) for k < group_terms_n::n, in order. s0, s1 the integer sums by half
+ * as floats (s0 the whole group's for the types with one scale), a, b the group's scales and
  * offsets, x the token's act_group. */
+template <uint32_t TYPE> struct group_terms_n {
+    enum { n = (form<TYPE>::halves ? 2 : 1) * (form<TYPE>::has_min ? 2 : 1) };
+};
+template <uint32_t TYPE>
+static __device__ __forceinline__ void group_terms(float s0, float s1, const float a[2], const float b[2],
+                                                   const act_group &x, float f[], float m[]) {
+    int n = 0;
+    f[n] = s0, m[n++] = __fmul_rn(a[0], x.d);
+    if (form<TYPE>::halves) f[n] = s1, m[n++] = __fmul_rn(a[1], x.d);
+    if (form<TYPE>::has_min && form<TYPE>::halves) {
+        f[n] = b[0], m[n++] = __fmul_rn(x.d, (float)x.sum16);
+        f[n] = b[1], m[n++] = __fmul_rn(x.d, (float)(x.sum - x.sum16));
+    } else if (form<TYPE>::has_min) {
+        f[n] = b[0], m[n++] = __fmul_rn(x.d, (float)x.sum);
+    }
+}
+
 template <uint32_t TYPE>
 static __device__ __forceinline__ float chain(float acc, float s0, float s1, const float a[2], const float b[2],
                                               const act_group &x) {
-    acc = fmaf(s0, __fmul_rn(a[0], x.d), acc);
-    if (form<TYPE>::halves) acc = fmaf(s1, __fmul_rn(a[1], x.d), acc);
-    if (form<TYPE>::has_min && form<TYPE>::halves) {
-        acc = fmaf(b[0], __fmul_rn(x.d, (float)x.sum16), acc);
-        acc = fmaf(b[1], __fmul_rn(x.d, (float)(x.sum - x.sum16)), acc);
-    } else if (form<TYPE>::has_min) {
-        acc = fmaf(b[0], __fmul_rn(x.d, (float)x.sum), acc);
-    }
+    float f[group_terms_n<TYPE>::n], m[group_terms_n<TYPE>::n];
+    group_terms<TYPE>(s0, s1, a, b, x, f, m);
+#pragma unroll
+    for (int k = 0; k < group_terms_n<TYPE>::n; k++) acc = fmaf(f[k], m[k], acc);
     return acc;
 }
 
@@ -803,11 +824,122 @@ static __global__ void __launch_bounds__(MUL_WARPS * 32)
     }
 }
 
+/* Row r's group gi whole: its 32 integers w as bytes, elements 4e..4e + 3 in wd[e] (group_words'
+ * order); Q4_0 as one 16-byte load, Q8_0 as two. */
+template <uint32_t TYPE>
+static __device__ __forceinline__ void group_all(const mat_view &w, int r, int gi, uint32_t wd[8]) {
+    const size_t at = (size_t)r * (w.cols / GROUP) + gi;
+    if constexpr (form<TYPE>::native) {
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            uint32_t two[2];
+            group_words<TYPE>(w, r, gi, q, two);
+            wd[q] = two[0], wd[4 + q] = two[1];
+        }
+    } else if (TYPE == GGML_TYPE_Q4_0) {
+        const uint4 u = *(const uint4 *)(w.q + at * 16);
+        const uint32_t b[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int e = 0; e < 4; e++) wd[e] = nibbles_s8(b[e] & 0x0F0F0F0Fu), wd[4 + e] = nibbles_s8((b[e] >> 4) & 0x0F0F0F0Fu);
+    } else {
+        const uint4 u0 = *(const uint4 *)(w.q + at * 32), u1 = *(const uint4 *)(w.q + at * 32 + 16);
+        wd[0] = u0.x, wd[1] = u0.y, wd[2] = u0.z, wd[3] = u0.w, wd[4] = u1.x, wd[5] = u1.y, wd[6] = u1.z, wd[7] = u1.w;
+    }
+}
+
+/* One token's quantised products (a decode step) on the CUDA cores, the same bits as the other
+ * kernels': one launch takes up to VEC_OUTS products of one input and one type (Q, K and V; gate
+ * and up), a block VEC_ROWS rows of one of them. The groups go by chunks of VEC_THREADS, thread i
+ * taking group i of the chunk in each of the block's rows, the rows' loads first, all in flight
+ * together (Q4_0: a warp's loads of a row are 512 contiguous bytes); the token's activations of
+ * the group, read once for all the rows, times the weights by dp4a (the high bytes signed, the low
+ * ones unsigned) give the exact integer sums, and those the group's terms of the float chain
+ * (group_terms), which go through shared memory to the thread of each row (thread k of the block,
+ * row k), which walks them in group order. While a block's few threads walk their chains, the
+ * other blocks' loads keep the memory busy. */
+enum { VEC_ROWS = 8, VEC_THREADS = 128, VEC_OUTS = 3 };
+struct vec_out {
+    mat_view w;
+    float *y;
+    const float *bias;
+    int add;
+    float scale;
+    int end; /* the blocks of this product and the earlier ones */
+};
+struct vec_job {
+    vec_out o[VEC_OUTS];
+};
+
+template <uint32_t TYPE>
+static __global__ void __launch_bounds__(VEC_THREADS) k_mul_vec(vec_job job, const uint8_t *__restrict__ act) {
+    constexpr int NT = group_terms_n<TYPE>::n;
+    __shared__ float fac[VEC_THREADS][NT][VEC_ROWS + 1], mul[VEC_THREADS][NT][VEC_ROWS + 1];
+    int o = 0;
+    while (o < VEC_OUTS - 1 && (int)blockIdx.x >= job.o[o].end) o++;
+    const vec_out &out = job.o[o];
+    const mat_view &w = out.w;
+    const int i = threadIdx.x, r0 = ((int)blockIdx.x - (o ? job.o[o - 1].end : 0)) * VEC_ROWS, ng = w.cols / GROUP;
+    const size_t plane = act_plane(1, w.cols);
+    const act_group *ag = (const act_group *)(act + 2 * plane);
+    float acc = 0.0f;
+    for (int c0 = 0; c0 < ng; c0 += VEC_THREADS) {
+        const int gi = c0 + i;
+        if (gi < ng) {
+            uint32_t wd[VEC_ROWS][8];
+            float a[VEC_ROWS][2], b[VEC_ROWS][2];
+#pragma unroll
+            for (int k = 0; k < VEC_ROWS; k++) {
+                const int r = min(r0 + k, w.rows - 1); /* past the last row: computed, not stored */
+                group_all<TYPE>(w, r, gi, wd[k]);
+                group_scales<TYPE>(w, r, gi, a[k], b[k]);
+            }
+            const uint4 *xa = (const uint4 *)(act + (size_t)gi * GROUP), *xl = (const uint4 *)(act + plane + (size_t)gi * GROUP);
+            const uint4 h0 = xa[0], h1 = xa[1], l0 = xl[0], l1 = xl[1];
+            const uint32_t hi[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+            const uint32_t lo[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
+            const act_group x = ag[gi];
+#pragma unroll
+            for (int k = 0; k < VEC_ROWS; k++) {
+                int s[2];
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    int sh = 0, sl = 0;
+#pragma unroll
+                    for (int e = 4 * h; e < 4 * h + 4; e++) {
+                        sh = __dp4a((int)wd[k][e], (int)hi[e], sh);
+                        sl = dp4a_su(wd[k][e], lo[e], sl);
+                    }
+                    s[h] = 256 * sh + sl;
+                }
+                float f[NT], m[NT];
+                if (form<TYPE>::halves)
+                    group_terms<TYPE>((float)s[0], (float)s[1], a[k], b[k], x, f, m);
+                else
+                    group_terms<TYPE>((float)(s[0] + s[1]), 0.0f, a[k], b[k], x, f, m);
+#pragma unroll
+                for (int j = 0; j < NT; j++) fac[i][j][k] = f[j], mul[i][j][k] = m[j];
+            }
+        }
+        __syncthreads();
+        if (i < VEC_ROWS) {
+            const int n = ng - c0 < VEC_THREADS ? ng - c0 : VEC_THREADS;
+#pragma unroll 8
+            for (int g = 0; g < n; g++)
+#pragma unroll
+                for (int j = 0; j < NT; j++) acc = fmaf(fac[g][j][i], mul[g][j][i], acc);
+        }
+        __syncthreads(); /* the chunk's terms are read: the next may be written */
+    }
+    if (i < VEC_ROWS && r0 + i < w.rows) put_out(out.y, 0, 0, r0 + i, acc, out.bias, out.add, out.scale);
+}
+
 static bool quantised(const cu_mat *w) { return planar(w->type) || native(w->type); }
 
-/* The profile's names of the products, by type. */
-#define NAME_CASE(NAME, ...) case GGML_TYPE_##NAME: return mma ? "mma " #NAME : "mul " #NAME;
-static const char *mul_name(uint32_t type, bool mma) {
+/* The profile's names of the products, by type and kernel. */
+enum mul_kernel { MUL_FMA, MUL_MMA, MUL_VEC };
+#define NAME_CASE(NAME, ...) \
+    case GGML_TYPE_##NAME: return kind == MUL_VEC ? "vec " #NAME : kind == MUL_MMA ? "mma " #NAME : "mul " #NAME;
+static const char *mul_name(uint32_t type, mul_kernel kind) {
     switch (type) {
     QUANT_INT_TYPES(NAME_CASE)
     case GGML_TYPE_F16: return "mul F16";
@@ -817,12 +949,16 @@ static const char *mul_name(uint32_t type, bool mma) {
 }
 #undef NAME_CASE
 
+static mat_view view_of(const cu_mat *w) {
+    return {(const uint8_t *)w->q, (const uint16_t *)w->d, w->rows, w->cols,
+            native(w->type) ? quant_row_bytes(w->type, w->cols) : 0};
+}
+
 /* One product of cu_mul_n: a quantised one from the activations already quantised, a float one
  * from x. */
 static void mul_one(cu_dev *d, const cu_out *o, const float *x, int ldx, int T) {
     const cu_mat *w = o->w;
-    mat_view v = {(const uint8_t *)w->q, (const uint16_t *)w->d, w->rows, w->cols,
-                  native(w->type) ? quant_row_bytes(w->type, w->cols) : 0};
+    mat_view v = view_of(w);
     int a = o->add ? 1 : 0, ldy = o->ldy;
     float *y = o->y, scale = o->scale;
     const float *bias = o->bias;
@@ -866,7 +1002,28 @@ static void mul_one(cu_dev *d, const cu_out *o, const float *x, int ldx, int T) 
 #undef MUL_CASE
     }
     note_launch(d);
-    prof_end(d, mul_name(w->type, mma), (double)w->bytes + 4.0 * T * (w->cols + w->rows));
+    prof_end(d, mul_name(w->type, mma ? MUL_MMA : MUL_FMA), (double)w->bytes + 4.0 * T * (w->cols + w->rows));
+}
+
+/* n (up to VEC_OUTS) quantised products of one token, all of one type, from the activations
+ * already quantised: one launch of k_mul_vec. */
+static void mul_vec(cu_dev *d, const cu_out *out, int n) {
+    vec_job job = {};
+    int blocks = 0;
+    double bytes = 0;
+    for (int k = 0; k < n; k++) {
+        const cu_mat *w = out[k].w;
+        blocks += (w->rows + VEC_ROWS - 1) / VEC_ROWS;
+        job.o[k] = {view_of(w), out[k].y, out[k].bias, out[k].add ? 1 : 0, out[k].scale, blocks};
+        bytes += (double)w->bytes + 4.0 * (w->cols + w->rows);
+    }
+    prof_begin(d);
+#define VEC_CASE(NAME, ...)                                                                                          \
+    case GGML_TYPE_##NAME: NC_LAUNCH(k_mul_vec<GGML_TYPE_##NAME>, dim3((unsigned)blocks), dim3(VEC_THREADS), d->stream, job, d->act); break;
+    switch (out[0].w->type) { QUANT_INT_TYPES(VEC_CASE) default: break; }
+#undef VEC_CASE
+    note_launch(d);
+    prof_end(d, mul_name(out[0].w->type, MUL_VEC), bytes);
 }
 
 extern "C" void cu_mul_n(cu_dev *d, const float *x, int ldx, int T, const cu_out *out, int n) {
@@ -879,12 +1036,21 @@ extern "C" void cu_mul_n(cu_dev *d, const float *x, int ldx, int T, const cu_out
             return;
         }
         prof_begin(d);
-        NC_LAUNCH(k_quant, dim3((unsigned)((cols / 32 + 127) / 128), (unsigned)T), dim3(128), d->stream, x, ldx, T, cols,
-                  d->act);
+        NC_LAUNCH(k_quant, dim3((unsigned)((cols / 32 + QUANT_WARPS - 1) / QUANT_WARPS), (unsigned)T), dim3(QUANT_WARPS * 32),
+                  d->stream, x, ldx, T, cols, d->act);
         note_launch(d);
         prof_end(d, "quantise", 0);
     }
-    for (int i = 0; i < n; i++) mul_one(d, &out[i], x, ldx, T);
+    for (int i = 0; i < n;) {
+        int k = 1; /* one token's quantised products: those of one type together */
+        if (T == 1 && quantised(out[i].w)) {
+            while (k < VEC_OUTS && i + k < n && out[i + k].w->type == out[i].w->type) k++;
+            mul_vec(d, out + i, k);
+        } else {
+            mul_one(d, &out[i], x, ldx, T);
+        }
+        i += k;
+    }
 }
 
 extern "C" void cu_mul(cu_dev *d, const cu_mat *w, const float *x, int ldx, int T, float *y, int ldy,

@@ -145,31 +145,34 @@ static void test_mul_t(uint32_t type, int rows, int cols, int T) {
     free(wq), free(w), free(x), free(bias), free(y0), free(y), free(y1), free(cpu);
 }
 
-/* cu_mul_n: a Q4_0, an F16 and a Q8_0 product of one input give what each gives alone. */
-static void test_mul_n(void) {
-    enum { T = 5, R = 40, C = 128 };
-    static const uint32_t types[3] = {GGML_TYPE_Q4_0, GGML_TYPE_F16, GGML_TYPE_Q8_0};
-    float w[R * C], x[T * C], alone[T * R], together[T * R];
+/* cu_mul_n: products of one input give what each gives alone (of one token: those of one type
+ * share a launch, here a Q8_0 and a Q4_0 pair of 40 and 13 rows and an F16 between). */
+static void test_mul_n(int T) {
+    enum { TMAX = 5, R = 40, C = 128, N = 5 };
+    static const uint32_t types[N] = {GGML_TYPE_Q8_0, GGML_TYPE_F16, GGML_TYPE_Q4_0, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0};
+    static const int rows[N] = {R, R, R, 13, R};
+    float w[R * C], x[TMAX * C], alone[TMAX * R], together[TMAX * R];
     uint8_t wq[R * C * 2];
     for (int i = 0; i < T * C; i++) x[i] = frand();
-    float *dx = dup_to_dev(x, sizeof x), *dy[3];
-    cu_mat m[3];
-    cu_out out[3];
+    float *dx = dup_to_dev(x, sizeof x), *dy[N];
+    cu_mat m[N];
+    cu_out out[N];
     nc_err err;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < N; k++) {
         size_t rb = quant_row_bytes(types[k], C);
         for (int i = 0; i < R * C; i++) w[i] = frand();
-        for (int r = 0; r < R; r++) quant_quantize_row(types[k], w + r * C, wq + r * rb, C);
-        CHECK(cu_upload(dev, &m[k], wq, types[k], R, C, rb, &err) == 0);
+        for (int r = 0; r < rows[k]; r++) quant_quantize_row(types[k], w + r * C, wq + r * rb, C);
+        CHECK(cu_upload(dev, &m[k], wq, types[k], rows[k], C, rb, &err) == 0);
         dy[k] = dup_to_dev(x, sizeof alone);
-        out[k] = (cu_out){&m[k], dy[k], R, NULL, false, 1.0f};
+        out[k] = (cu_out){&m[k], dy[k], rows[k], NULL, false, 1.0f};
     }
-    cu_mul_n(dev, dx, C, T, out, 3);
-    for (int k = 0; k < 3; k++) {
-        from_dev(together, dy[k], sizeof together);
-        cu_mul(dev, &m[k], dx, C, T, dy[k], R, NULL, false, 1.0f);
-        from_dev(alone, dy[k], sizeof alone);
-        CHECK_MSG(memcmp(alone, together, sizeof alone) == 0, "cu_mul_n, type %u: differs from cu_mul", types[k]);
+    cu_mul_n(dev, dx, C, T, out, N);
+    for (int k = 0; k < N; k++) {
+        size_t n = (size_t)T * rows[k] * sizeof(float);
+        from_dev(together, dy[k], n);
+        cu_mul(dev, &m[k], dx, C, T, dy[k], rows[k], NULL, false, 1.0f);
+        from_dev(alone, dy[k], n);
+        CHECK_MSG(memcmp(alone, together, n) == 0, "cu_mul_n, %d tokens, type %u: differs from cu_mul", T, types[k]);
         cu_mat_free(dev, &m[k]);
         cu_free(dev, dy[k]);
     }
@@ -390,10 +393,12 @@ int main(void) {
         return test_summary("test_ops");
     }
     printf("device: %s\n", cu_describe(dev));
-    CHECK(cu_reserve(dev, 16, 2048, &err) == 0);
+    CHECK(cu_reserve(dev, 16, 4352, &err) == 0);
     test_mul(GGML_TYPE_Q4_0, 37, 256);
     test_mul(GGML_TYPE_Q8_0, 37, 256);
     test_mul(GGML_TYPE_Q8_0, 5, 2048);
+    test_mul(GGML_TYPE_Q4_0, 11, 4160); /* a token's product: 130 groups, two chunks of k_mul_vec */
+    test_mul(GGML_TYPE_Q4_K, 3, 4352); /* 136 groups, their terms with offsets */
     test_mul(GGML_TYPE_F16, 37, 256);
     test_mul(GGML_TYPE_F16, 9, 172); /* rows that end inside a group */
     test_mul(GGML_TYPE_BF16, 37, 96);
@@ -410,7 +415,8 @@ int main(void) {
     test_mul_t(GGML_TYPE_Q6_K, 37, 256, 33); /* scales by halves */
     test_mul_t(GGML_TYPE_Q2_K, 21, 256, 40); /* both */
     test_mul_t(GGML_TYPE_IQ3_S, 19, 256, 40); /* the grid, copied to the device */
-    test_mul_n();
+    test_mul_n(5);
+    test_mul_n(1);
     test_rms_norm();
     test_rope(false);
     test_rope(true);
