@@ -60,6 +60,6 @@ elif [ -f "$lc/CMakeLists.txt" ]; then
 else
     echo "no llama.cpp source at $lc (LLAMACPP_SRC): gpu.sh will run without it" >&2
 fi
-du -sh build/cuda.tgz build/shared.tgz build/llamacpp-* 2>/dev/null
+du -sh build/cuda.tgz build/shared.tgz build/llamacpp-* 2>/dev/null || true # (no llama.cpp pack: not there)
 echo "with the tracked files: $(( ($(du -sbc build/cuda.tgz build/shared.tgz build/llamacpp-* 2>/dev/null | tail -n 1 | cut -f1) +
     $(git ls-files -z | xargs -0 du -cb | tail -n 1 | cut -f1)) / 1048576 )) MiB of 64"

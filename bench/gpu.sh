@@ -9,9 +9,9 @@
 #             (NUCLEUS_CUDA_PROFILE=1); with gpu-bundle.sh's GPU_BASE, the same bench of that
 #             earlier commit's build after each (before / after a change in one run)
 #   steps     one micro-batch of T tokens (a prefill of T: as a server step or a speculative
-#             verification) on Llama-2-7B Q4_0 for T from 1 to 64: where the products' kernels
-#             change (k_mul_mma's tiles of 8, 16, 32 tokens; k_mul_mma_rows from MMA_ROWS_FROM),
-#             and llama.cpp's for some T
+#             verification) on Llama-2-7B Q4_0 for T from 1 to 128: where the products' kernels
+#             change (k_mul_vec for one; k_mul_mma's tiles of 8, 16, 32 tokens; k_mul_tile from
+#             TILE_FROM), and llama.cpp's for some T
 #   llamacpp  llama.cpp b4748 with CUDA for sm_90 (gpu-bundle.sh packs its binaries built there,
 #             build/llamacpp-bin.txz, or its source, build/llamacpp-src.tgz, built here from the
 #             start, in the background) on the same files: -ngl 99, flash attention on, as issue
@@ -163,12 +163,12 @@ if stage bench; then
 fi
 if stage steps; then
     written llama2-7b:q4_0
-    for T in 1 4 8 9 16 24 31 32 48 63 64; do
+    for T in 1 2 4 8 9 16 24 31 32 48 63 64 96 128; do
         step "step-$T" 60 "$N" bench -m "$(bench_model llama2-7b:q4_0)" --device cuda -p "$T" -n 0 -r 3
         say "step of $T tokens, llama2-7b q4_0: $(grep -E '^\| [^m-]' "$LOGS/step-$T.log" | awk -F'|' '{print $8}')"
     done
     [ -x "$LC/build/bin/llama-bench" ] && step step-llamacpp 90 "$LC/build/bin/llama-bench" \
-        -m "$(bench_model llama2-7b:q4_0)" -ngl 99 -fa 1 -p 1,4,8,16,32,64 -n 0 -r 3 &&
+        -m "$(bench_model llama2-7b:q4_0)" -ngl 99 -fa 1 -p 1,4,8,16,32,64,128 -n 0 -r 3 &&
         grep -E '^\| .*pp[0-9]' "$LOGS/step-llamacpp.log" >>"$summary"
 fi
 if stage llamacpp && [ -x "$LC/build/bin/llama-bench" ]; then

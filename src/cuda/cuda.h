@@ -103,7 +103,8 @@ void cu_mat_free(cu_dev *d, cu_mat *m);
 void cu_mul(cu_dev *d, const cu_mat *w, const float *x, int ldx, int T, float *y, int ldy, const float *bias,
             bool add, float scale);
 /* Several products of one input (Q, K and V; gate and up): what cu_mul does for each, the input
- * prepared once. */
+ * prepared once, or before (ready: the cu_rms_norm or cu_glu that wrote x quantised it, and
+ * nothing has quantised another input since). */
 typedef struct cu_out {
     const cu_mat *w;
     float *y;
@@ -112,14 +113,11 @@ typedef struct cu_out {
     bool add;
     float scale;
 } cu_out;
-void cu_mul_n(cu_dev *d, const float *x, int ldx, int T, const cu_out *out, int n);
-/* y[i] = RMSNorm(x[rows ? rows[i] : i]) * w for i < T, n floats a row; w NULL: a copy. */
-void cu_rms_norm(cu_dev *d, float *y, const float *x, const int32_t *rows, const float *w, int n, int T, float eps);
-/* Rotate the first n_rot dimensions of each of n_head heads (head_dim apart, ld floats between
- * tokens) of T tokens by the table cs / sn ([T][n_rot / 2] cos and sin): pairs (2i, 2i + 1), or
- * (i, i + n_rot / 2) when neox. */
-void cu_rope(cu_dev *d, float *x, int ld, int T, int n_head, int head_dim, int n_rot, bool neox, const float *cs,
-             const float *sn);
+void cu_mul_n(cu_dev *d, const float *x, int ldx, int T, const cu_out *out, int n, bool ready);
+/* y[i] = RMSNorm(x[rows ? rows[i] : i]) * w for i < T, n floats a row; w NULL: a copy. quant: y
+ * (T rows of n) quantised too, for a cu_mul_n of it with ready (when n is whole groups of 32). */
+void cu_rms_norm(cu_dev *d, float *y, const float *x, const int32_t *rows, const float *w, int n, int T, float eps,
+                 bool quant);
 /* Keys already in a layer's cache turned for new positions (context shift): the keys of slots
  * slots[0..n) read as floats, rotated as cu_rope does by the rows of cs / sn ([n][n_rot / 2]),
  * stored back in the cache's type. */
@@ -129,8 +127,9 @@ void cu_turn_keys(cu_dev *d, cu_cache c, int n_head_kv, int head_dim, int n_rot,
  * post-norm into the residual stream. */
 void cu_norm_add(cu_dev *d, float *x, const float *o, const float *w, int n, int T, float eps, float scale);
 /* out[t][i] = act(g[t * ldg + i * step]) * u[t * ldg + i * step] for t < T, i < F (out: [T][F]);
- * act a kernels_glu (SiLU, GELU's tanh form, gpt-oss's). step 2 reads interleaved gate/up rows. */
-void cu_glu(cu_dev *d, int act, float *out, const float *g, const float *u, int T, int F, int ldg, int step);
+ * act a kernels_glu (SiLU, GELU's tanh form, gpt-oss's). step 2 reads interleaved gate/up rows.
+ * quant: out quantised too, as cu_rms_norm's. */
+void cu_glu(cu_dev *d, int act, float *out, const float *g, const float *u, int T, int F, int ldg, int step, bool quant);
 /* dst[r] = src[idx[r]], and dst[idx[r]] = src[r], for r < rows: rows of n floats (any 4-byte
  * data: the bits are copied). */
 void cu_gather(cu_dev *d, float *dst, const float *src, const int32_t *idx, int rows, int n);
@@ -143,9 +142,20 @@ size_t cu_row_bytes(uint32_t type, int n);
 /* Copy rows of `bytes` bytes: row r of src (src_idx[r] when not NULL) to row r of dst (dst_idx[r]). */
 void cu_rows(cu_dev *d, void *dst, const void *src, const int32_t *dst_idx, const int32_t *src_idx, int rows,
              size_t bytes);
+/* Rotary position embedding: the first n_rot dimensions of each head (head_dim floats apart) of
+ * T tokens rotated by the table cs / sn ([T][n_rot / 2] cos and sin): pairs (2i, 2i + 1), or
+ * (i, i + n_rot / 2) when neox. */
+typedef struct cu_rope {
+    int head_dim, n_rot;
+    bool neox;
+    const float *cs, *sn;
+} cu_rope;
 /* Store the keys and values of T tokens (kv_dim floats each, ld apart) into slots cells[t] of a
- * layer's cache, in its types (rounded or quantised as kv_cache.c does). */
-void cu_kv_store(cu_dev *d, cu_cache c, const float *k, const float *v, int ld, int T, const int32_t *cells);
+ * layer's cache, in its types (rounded or quantised as kv_cache.c does); with rope (else NULL),
+ * the queries q (n_head heads, ldq floats apart) and the keys are rotated in place first: a
+ * decode's three operations in one launch. */
+void cu_kv_store(cu_dev *d, cu_cache c, const cu_rope *rope, float *q, int ldq, int n_head, float *k, const float *v, int ld,
+                 int T, const int32_t *cells);
 /* Attention of T query tokens: token t attends to cells vis_lo[t]..n_vis[t] - 1 (vis_lo NULL:
  * from 0; a sliding window) of its list vis + vis_off[t] (cache slots, in position order) with
  * the softmax of scale * q.k over them, soft-capped to cap * tanh(scale * q.k / cap) when cap > 0,

@@ -476,16 +476,14 @@ static __global__ void __launch_bounds__(MUL_WARPS * 32)
  * [T8][cols] int8, then the low bytes, [T8][cols] uint8, then an act_group per token and group. */
 static __device__ __forceinline__ size_t act_plane(int T, int cols) { return (size_t)(T + 7) / 8 * 8 * cols; }
 
-/* A warp a token's group, lane k its element k: quantise_act of kernels_scalar.c (d = max |x| /
- * 32767, q = x * 32767 / max |x| rounded to nearest even), each operation rounded alone as there
- * (the maximum and the integer sums come out the same in any order; a NaN is passed over by the
- * maximum as there). Each plane's 32 bytes of a group are one warp's store. */
-enum { QUANT_WARPS = 4 };
-static __global__ void __launch_bounds__(QUANT_WARPS * 32) k_quant(const float *x, int ldx, int T, int cols, uint8_t *act) {
-    const int t = blockIdx.y, gi = blockIdx.x * QUANT_WARPS + (threadIdx.x >> 5), k = threadIdx.x & 31;
-    if (gi >= cols / 32) return; /* the whole warp */
+/* Quantise a token's group, a warp's 32 values (lane k its element k), into the activations of
+ * T tokens of `cols` columns at act: quantise_act of kernels_scalar.c (d = max |x| / 32767, q = x
+ * * 32767 / max |x| rounded to nearest even), each operation rounded alone as there (the maximum
+ * and the integer sums come out the same in any order; a NaN is passed over by the maximum as
+ * there). Each plane's 32 bytes of a group are one warp's store. The whole warp calls it. */
+static __device__ void quantise_group(float v, int t, int gi, int T, int cols, uint8_t *act) {
+    const int k = threadIdx.x & 31;
     const size_t plane = act_plane(T, cols), at = (size_t)t * cols + 32 * gi + k;
-    const float v = x[(size_t)t * ldx + 32 * gi + k];
     float amax = fabsf(v) > 0.0f ? fabsf(v) : 0.0f;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
@@ -505,6 +503,14 @@ static __global__ void __launch_bounds__(QUANT_WARPS * 32) k_quant(const float *
     grp->d = amax / ACT_QMAX_I16;
     grp->sum = sum;
     grp->sum16 = sum16;
+}
+
+/* The products' first step: a warp a token's group. */
+enum { QUANT_WARPS = 4 };
+static __global__ void __launch_bounds__(QUANT_WARPS * 32) k_quant(const float *x, int ldx, int T, int cols, uint8_t *act) {
+    const int t = blockIdx.y, gi = blockIdx.x * QUANT_WARPS + (threadIdx.x >> 5);
+    if (gi >= cols / 32) return; /* the whole warp */
+    quantise_group(x[(size_t)t * ldx + 32 * gi + (threadIdx.x & 31)], t, gi, T, cols, act);
 }
 
 /* Nibbles 0..15 in each byte to the signed bytes nibble - 8 (no borrow crosses a byte: each is
@@ -561,6 +567,29 @@ static __device__ __forceinline__ void group_frag(const mat_view &w, int r, bool
     group_scales<TYPE>(w, r, gi, a, b);
 }
 
+/* Row r's group gi whole: its 32 integers w as bytes, elements 4e..4e + 3 in wd[e] (group_words'
+ * order); Q4_0 as one 16-byte load, Q8_0 as two. */
+template <uint32_t TYPE>
+static __device__ __forceinline__ void group_all(const mat_view &w, int r, int gi, uint32_t wd[8]) {
+    const size_t at = (size_t)r * (w.cols / GROUP) + gi;
+    if constexpr (form<TYPE>::native) {
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            uint32_t two[2];
+            group_words<TYPE>(w, r, gi, q, two);
+            wd[q] = two[0], wd[4 + q] = two[1];
+        }
+    } else if (TYPE == GGML_TYPE_Q4_0) {
+        const uint4 u = *(const uint4 *)(w.q + at * 16);
+        const uint32_t b[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int e = 0; e < 4; e++) wd[e] = nibbles_s8(b[e] & 0x0F0F0F0Fu), wd[4 + e] = nibbles_s8((b[e] >> 4) & 0x0F0F0F0Fu);
+    } else {
+        const uint4 u0 = *(const uint4 *)(w.q + at * 32), u1 = *(const uint4 *)(w.q + at * 32 + 16);
+        wd[0] = u0.x, wd[1] = u0.y, wd[2] = u0.z, wd[3] = u0.w, wd[4] = u1.x, wd[5] = u1.y, wd[6] = u1.z, wd[7] = u1.w;
+    }
+}
+
 /* The same group's 32 integers and its scales, for the CUDA cores' kernel. */
 template <uint32_t TYPE>
 static __device__ __forceinline__ void group_ints(const mat_view &w, int r, int gi, int v[32], float a[2], float b[2]) {
@@ -606,16 +635,13 @@ static __device__ __forceinline__ float chain(float acc, float s0, float s1, con
     return acc;
 }
 
-/* One 16 x 8 tile's exact integer sums over group gi: the weights' fragment a (rows g, g + 8)
- * times the activations of token t (this lane's column of B; 0 from T on), their high bytes and
- * their low ones, as 256 hi + lo: s[h][i] for half h (one sum for the types with one scale) and the
- * mma's element i. */
+/* One 16 x 8 tile's exact integer sums over a group: the weights' fragment a (rows g, g + 8) times
+ * a token's activations (this lane's column of B), their high bytes bh and their low ones bl
+ * (elements 4q.. and 16 + 4q..), as 256 hi + lo: s[h][i] for half h (one sum for the types with
+ * one scale) and the mma's element i. */
 template <uint32_t TYPE, int NS>
-static __device__ __forceinline__ void tile_sums(const uint32_t a[4], const uint32_t *hi, const uint32_t *lo, int cols,
-                                                 int gi, int t, int T, int q, int s[NS][4]) {
-    const size_t at = ((size_t)t * cols + (size_t)gi * GROUP) / 4 + q;
-    const uint32_t bh[2] = {t < T ? hi[at] : 0u, t < T ? hi[at + 4] : 0u};
-    const uint32_t bl[2] = {t < T ? lo[at] : 0u, t < T ? lo[at + 4] : 0u};
+static __device__ __forceinline__ void tile_sums(const uint32_t a[4], const uint32_t bh[2], const uint32_t bl[2],
+                                                 int s[NS][4]) {
     int sh[NS][4] = {}, sl[NS][4] = {};
     if (form<TYPE>::halves) {
         mma_s8_k16<false>(sh[0], a, bh[0]);
@@ -632,13 +658,21 @@ static __device__ __forceinline__ void tile_sums(const uint32_t a[4], const uint
         for (int i = 0; i < 4; i++) s[h][i] = 256 * sh[h][i] + sl[h][i];
 }
 
-/* The tensor cores' blocks: MMA_WARPS warps; a prefill's warp takes 16 rows and MMA_TILES tiles of
- * 8 tokens; few tokens' blocks take 16 rows and up to MMA_SPLIT tiles, and MMA_SPLIT / tiles
- * groups of 32 a warp at a time (untuned). */
-enum { MMA_WARPS = 8, MMA_TILES = 4, MMA_SPLIT = 4 };
-/* From this many tokens on, k_mul_mma_rows: a grid of enough warps without splitting the groups
- * (untuned). */
-enum { MMA_ROWS_FROM = 32 };
+/* Token t's B words of group gi from the activation planes (0 from T on). */
+static __device__ __forceinline__ void act_words(const uint32_t *hi, const uint32_t *lo, int cols, int gi, int t, int T,
+                                                 int q, uint32_t bh[2], uint32_t bl[2]) {
+    const size_t at = ((size_t)t * cols + (size_t)gi * GROUP) / 4 + q;
+    bh[0] = t < T ? hi[at] : 0u, bh[1] = t < T ? hi[at + 4] : 0u;
+    bl[0] = t < T ? lo[at] : 0u, bl[1] = t < T ? lo[at + 4] : 0u;
+}
+
+/* k_mul_mma's blocks: MMA_WARPS warps taking 16 rows and up to MMA_SPLIT tiles of 8 tokens, and
+ * MMA_SPLIT / tiles groups of 32 a warp at a time (untuned). */
+enum { MMA_WARPS = 8, MMA_SPLIT = 4 };
+/* From this many tokens on, k_mul_tile; below, k_mul_mma in blocks of up to 32 tokens, whose split
+ * groups keep more loads in flight than k_mul_tile's 64-row blocks would (a 4096-row matrix gives
+ * it 64 blocks of 64 tokens). Untuned: the first GPU run of both (bench/gpu.sh's steps) sets it. */
+enum { TILE_FROM = 64 };
 
 /* Quantised products of a few tokens (a decode, a speculative verification, a server step) on
  * the tensor cores: block (bx, by) takes rows bx * 16.. and tokens by * 8 * TILES..; the groups go
@@ -691,7 +725,9 @@ static __global__ void __launch_bounds__(MMA_WARPS * 32)
             for (int n = 0; n < TILES; n++) {
                 if (t0 + 8 * n >= T) break; /* the same for the whole warp */
                 int sx[NS][4];
-                tile_sums<TYPE, NS>(a, hi, lo, w.cols, gi, t0 + 8 * n + g, T, q, sx);
+                uint32_t bh[2], bl[2];
+                act_words(hi, lo, w.cols, gi, t0 + 8 * n + g, T, q, bh, bl);
+                tile_sums<TYPE, NS>(a, bh, bl, sx);
 #pragma unroll
                 for (int h = 0; h < NS; h++)
 #pragma unroll
@@ -720,58 +756,177 @@ static __global__ void __launch_bounds__(MMA_WARPS * 32)
     }
 }
 
-/* Quantised products of many tokens (a prefill) on the tensor cores: warp w of block (bx, by)
- * takes rows (bx * MMA_WARPS + w) * 16.. and tokens by * 8 * MMA_TILES.., and walks all the
- * groups itself, each group's exact sums straight into its chains. The same bits as k_mul_mma
- * (the sums are exact, the chains the same steps in the same order), with no shared memory and
- * the block's warps sharing the tokens' activations in the cache. */
+/* Quantised products of many tokens (a prefill) on the tensor cores, tiled in shared memory: a
+ * block of TILE_WM x TILE_WN warps takes TILE_BM rows and TILE_BN tokens, warp (wm, wn) a 32 x 32
+ * corner of them (2 x 4 tiles of 16 x 8), and the groups go TILE_KG at a time: the block's threads
+ * copy a stage's weights (each integer a byte: Q4_0's nibbles spread as they are stored, the other
+ * native types decoded through their forms), their scales, and the tokens' activation bytes and
+ * act_groups into shared memory, and load the next stage while the warps take this one's groups
+ * through the mmas, each group's exact sums straight into its (row, token) chain, in group order:
+ * the same bits as the other kernels. Shared memory holds the words k-major ([group][word][row or
+ * token], rows padded by 8 words, so that a fragment's 32 loads fall in 32 banks). */
+enum { TILE_WM = 2, TILE_WN = 2, TILE_KG = 4 };
+enum { TILE_BM = 32 * TILE_WM, TILE_BN = 32 * TILE_WN, TILE_THREADS = 32 * TILE_WM * TILE_WN };
+static_assert(TILE_THREADS / TILE_BM * 2 == TILE_KG && TILE_THREADS / TILE_BN * 2 == TILE_KG,
+              "a thread loads two groups of one row and two of one token a stage");
+
+template <uint32_t TYPE> struct tile_scales {
+    enum { a = form<TYPE>::halves ? 2 : 1, b = form<TYPE>::has_min ? (form<TYPE>::halves ? 2 : 1) : 0 };
+};
+
+/* A thread's part of a stage: two groups of one row (Q4_0, Q8_0: their planes' bytes and scales,
+ * as loaded; the others: decoded) and two groups of one token's activations. */
+template <uint32_t TYPE> struct tile_part {
+    uint4 u[2][TYPE == GGML_TYPE_Q8_0 ? 2 : 1];
+    uint16_t d[2];
+    uint32_t wd[2][8];
+    float a[2][2], b[2][2];
+    uint4 hi[2][2], lo[2][2];
+    act_group x[2];
+};
+
+template <uint32_t TYPE> struct tile_smem {
+    uint32_t w[TILE_KG][8][TILE_BM + 8];
+    float sc[TILE_KG][TILE_BM][tile_scales<TYPE>::a + tile_scales<TYPE>::b];
+    uint32_t hi[TILE_KG][8][TILE_BN + 8], lo[TILE_KG][8][TILE_BN + 8];
+    act_group x[TILE_KG][TILE_BN];
+};
+
+/* The loads of the stage from group c0: this thread's row r and groups c0 + 2 (i / TILE_BM) + k,
+ * and its token t and groups c0 + 2 (i / TILE_BN) + k (rows, tokens and groups past the last
+ * clamped to it: loaded, not used). */
 template <uint32_t TYPE>
-static __global__ void __launch_bounds__(MMA_WARPS * 32)
-    k_mul_mma_rows(mat_view w, const uint8_t *__restrict__ act, int T, float *y, int ldy,
-                   const float *__restrict__ bias, int add, float scale) {
-    constexpr int NS = form<TYPE>::halves ? 2 : 1;
-    const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    const int r0 = (blockIdx.x * MMA_WARPS + (threadIdx.x >> 5)) * 16, ra = r0 + g, rb = r0 + g + 8;
-    if (r0 >= w.rows) return; /* the whole warp */
-    const bool ina = ra < w.rows, inb = rb < w.rows;
-    const int t0 = blockIdx.y * 8 * MMA_TILES, ng = w.cols / GROUP;
+static __device__ __forceinline__ void tile_load(tile_part<TYPE> &p, const mat_view &w, const uint8_t *act, size_t plane,
+                                                 int r, int t, int c0) {
+    const int i = threadIdx.x, ng = w.cols / GROUP;
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const int gi = min(c0 + 2 * (i / TILE_BM) + k, ng - 1);
+        if constexpr (form<TYPE>::native) {
+            group_all<TYPE>(w, r, gi, p.wd[k]);
+            group_scales<TYPE>(w, r, gi, p.a[k], p.b[k]);
+        } else {
+            const uint4 *q = (const uint4 *)(w.q + ((size_t)r * ng + gi) * (TYPE == GGML_TYPE_Q8_0 ? 32 : 16));
+#pragma unroll
+            for (int h = 0; h < (TYPE == GGML_TYPE_Q8_0 ? 2 : 1); h++) p.u[k][h] = q[h];
+            p.d[k] = w.d[(size_t)r * ng + gi];
+        }
+        const int gt = min(c0 + 2 * (i / TILE_BN) + k, ng - 1);
+        const uint4 *xh = (const uint4 *)(act + (size_t)t * w.cols + (size_t)gt * GROUP), *xl = (const uint4 *)((const uint8_t *)xh + plane);
+        p.hi[k][0] = xh[0], p.hi[k][1] = xh[1], p.lo[k][0] = xl[0], p.lo[k][1] = xl[1];
+        p.x[k] = ((const act_group *)(act + 2 * plane))[(size_t)t * ng + gt];
+    }
+}
+
+template <uint32_t TYPE> static __device__ __forceinline__ void tile_store(const tile_part<TYPE> &p, tile_smem<TYPE> &sm) {
+    const int i = threadIdx.x, row = i % TILE_BM, tok = i % TILE_BN;
+    constexpr int NA = tile_scales<TYPE>::a, NB = tile_scales<TYPE>::b;
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const int ja = 2 * (i / TILE_BM) + k, jb = 2 * (i / TILE_BN) + k;
+        uint32_t wd[8];
+        float a[2] = {0.0f, 0.0f}, b[2] = {0.0f, 0.0f};
+        if constexpr (form<TYPE>::native) {
+#pragma unroll
+            for (int e = 0; e < 8; e++) wd[e] = p.wd[k][e];
+#pragma unroll
+            for (int h = 0; h < 2; h++) a[h] = p.a[k][h], b[h] = p.b[k][h];
+        } else if (TYPE == GGML_TYPE_Q4_0) {
+            const uint32_t u[4] = {p.u[k][0].x, p.u[k][0].y, p.u[k][0].z, p.u[k][0].w};
+#pragma unroll
+            for (int e = 0; e < 4; e++) wd[e] = nibbles_s8(u[e] & 0x0F0F0F0Fu), wd[4 + e] = nibbles_s8((u[e] >> 4) & 0x0F0F0F0Fu);
+            a[0] = h2f(p.d[k]);
+        } else {
+            const uint4 u0 = p.u[k][0], u1 = p.u[k][TYPE == GGML_TYPE_Q8_0 ? 1 : 0];
+            wd[0] = u0.x, wd[1] = u0.y, wd[2] = u0.z, wd[3] = u0.w, wd[4] = u1.x, wd[5] = u1.y, wd[6] = u1.z, wd[7] = u1.w;
+            a[0] = h2f(p.d[k]);
+        }
+#pragma unroll
+        for (int e = 0; e < 8; e++) sm.w[ja][e][row] = wd[e];
+#pragma unroll
+        for (int h = 0; h < NA; h++) sm.sc[ja][row][h] = a[h];
+#pragma unroll
+        for (int h = 0; h < NB; h++) sm.sc[ja][row][NA + h] = b[h];
+        const uint32_t hw[8] = {p.hi[k][0].x, p.hi[k][0].y, p.hi[k][0].z, p.hi[k][0].w,
+                                p.hi[k][1].x, p.hi[k][1].y, p.hi[k][1].z, p.hi[k][1].w};
+        const uint32_t lw[8] = {p.lo[k][0].x, p.lo[k][0].y, p.lo[k][0].z, p.lo[k][0].w,
+                                p.lo[k][1].x, p.lo[k][1].y, p.lo[k][1].z, p.lo[k][1].w};
+#pragma unroll
+        for (int e = 0; e < 8; e++) sm.hi[jb][e][tok] = hw[e], sm.lo[jb][e][tok] = lw[e];
+        sm.x[jb][tok] = p.x[k];
+    }
+}
+
+template <uint32_t TYPE>
+static __global__ void __launch_bounds__(TILE_THREADS)
+    k_mul_tile(mat_view w, const uint8_t *__restrict__ act, int T, float *y, int ldy, const float *__restrict__ bias,
+               int add, float scale) {
+    constexpr int NS = form<TYPE>::halves ? 2 : 1, NA = tile_scales<TYPE>::a, NB = tile_scales<TYPE>::b;
+    __shared__ tile_smem<TYPE> sm;
+    const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3, wi = threadIdx.x >> 5;
+    const int wm = wi % TILE_WM, wn = wi / TILE_WM, ng = w.cols / GROUP;
+    const int r0 = blockIdx.x * TILE_BM, t0 = blockIdx.y * TILE_BN;
     const size_t plane = act_plane(T, w.cols);
-    const uint32_t *hi = (const uint32_t *)act, *lo = (const uint32_t *)(act + plane);
-    const act_group *ag = (const act_group *)(act + 2 * plane);
-    float acc[MMA_TILES][4];
+    const int lr = min(r0 + (int)threadIdx.x % TILE_BM, w.rows - 1), lt = min(t0 + (int)threadIdx.x % TILE_BN, T - 1);
+    float acc[2][4][4];
 #pragma unroll
-    for (int n = 0; n < MMA_TILES; n++)
+    for (int m = 0; m < 2; m++)
 #pragma unroll
-        for (int i = 0; i < 4; i++) acc[n][i] = 0.0f;
-    for (int gi = 0; gi < ng; gi++) {
-        uint32_t wa[2], wb[2];
-        float sa[2], oa[2], sb[2], ob[2];
-        group_frag<TYPE>(w, ina ? ra : r0, ina, gi, q, wa, sa, oa);
-        group_frag<TYPE>(w, inb ? rb : r0, inb, gi, q, wb, sb, ob);
-        const uint32_t a[4] = {wa[0], wb[0], wa[1], wb[1]};
+        for (int n = 0; n < 4; n++)
 #pragma unroll
-        for (int n = 0; n < MMA_TILES; n++) {
-            if (t0 + 8 * n >= T) break; /* the same for the whole warp */
-            int sx[NS][4];
-            tile_sums<TYPE, NS>(a, hi, lo, w.cols, gi, t0 + 8 * n + g, T, q, sx);
+            for (int i = 0; i < 4; i++) acc[m][n][i] = 0.0f;
+    tile_part<TYPE> part;
+    tile_load<TYPE>(part, w, act, plane, lr, lt, 0);
+    for (int c0 = 0; c0 < ng; c0 += TILE_KG) {
+        __syncthreads(); /* the last stage is read */
+        tile_store<TYPE>(part, sm);
+        __syncthreads();
+        if (c0 + TILE_KG < ng) tile_load<TYPE>(part, w, act, plane, lr, lt, c0 + TILE_KG); /* in flight meanwhile */
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const int tt = t0 + 8 * n + 2 * q + (i & 1);
-                if (tt >= T) continue;
-                const float s0 = (float)sx[0][i], s1 = (float)sx[NS - 1][i];
-                const float ab[2][2] = {{i < 2 ? sa[0] : sb[0], i < 2 ? sa[1] : sb[1]}, {i < 2 ? oa[0] : ob[0], i < 2 ? oa[1] : ob[1]}};
-                acc[n][i] = chain<TYPE>(acc[n][i], s0, s1, ab[0], ab[1], ag[(size_t)tt * ng + gi]);
+        for (int j = 0; j < TILE_KG; j++) {
+            if (c0 + j >= ng) break; /* the same for the whole block */
+            uint32_t af[2][4];
+            float ra[2][2][2], rb[2][2][2]; /* by tile and row (g, g + 8): the scales a and offsets b */
+#pragma unroll
+            for (int m = 0; m < 2; m++) {
+                const int r = wm * 32 + m * 16 + g;
+                af[m][0] = sm.w[j][q][r], af[m][1] = sm.w[j][q][r + 8];
+                af[m][2] = sm.w[j][4 + q][r], af[m][3] = sm.w[j][4 + q][r + 8];
+#pragma unroll
+                for (int hr = 0; hr < 2; hr++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        ra[m][hr][h] = h < NA ? sm.sc[j][r + 8 * hr][h] : 0.0f;
+                        rb[m][hr][h] = h < NB ? sm.sc[j][r + 8 * hr][NA + h] : 0.0f;
+                    }
+            }
+#pragma unroll
+            for (int n = 0; n < 4; n++) {
+                const int tk = wn * 32 + n * 8;
+                const uint32_t bh[2] = {sm.hi[j][q][tk + g], sm.hi[j][4 + q][tk + g]};
+                const uint32_t bl[2] = {sm.lo[j][q][tk + g], sm.lo[j][4 + q][tk + g]};
+                const act_group x[2] = {sm.x[j][tk + 2 * q], sm.x[j][tk + 2 * q + 1]};
+#pragma unroll
+                for (int m = 0; m < 2; m++) {
+                    int sx[NS][4];
+                    tile_sums<TYPE, NS>(af[m], bh, bl, sx);
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        acc[m][n][i] = chain<TYPE>(acc[m][n][i], (float)sx[0][i], (float)sx[NS - 1][i], ra[m][i / 2],
+                                                   rb[m][i / 2], x[i & 1]);
+                }
             }
         }
     }
 #pragma unroll
-    for (int n = 0; n < MMA_TILES; n++)
+    for (int m = 0; m < 2; m++)
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const int r = i < 2 ? ra : rb, t = t0 + 8 * n + 2 * q + (i & 1);
-            if (r >= w.rows || t >= T) continue;
-            put_out(y, ldy, t, r, acc[n][i], bias, add, scale);
-        }
+        for (int n = 0; n < 4; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int r = r0 + wm * 32 + m * 16 + g + 8 * (i / 2), t = t0 + wn * 32 + n * 8 + 2 * q + (i & 1);
+                if (r < w.rows && t < T) put_out(y, ldy, t, r, acc[m][n][i], bias, add, scale);
+            }
 }
 
 /* The same on the CUDA cores (NUCLEUS_CUDA_MMA=0): warp w of block (bx, by) takes row bx *
@@ -821,29 +976,6 @@ static __global__ void __launch_bounds__(MUL_WARPS * 32)
     for (int t = 0; t < MUL_TT; t++) {
         if (t >= nt) break;
         put_out(y, ldy, t0 + t, r, acc[t], bias, add, scale);
-    }
-}
-
-/* Row r's group gi whole: its 32 integers w as bytes, elements 4e..4e + 3 in wd[e] (group_words'
- * order); Q4_0 as one 16-byte load, Q8_0 as two. */
-template <uint32_t TYPE>
-static __device__ __forceinline__ void group_all(const mat_view &w, int r, int gi, uint32_t wd[8]) {
-    const size_t at = (size_t)r * (w.cols / GROUP) + gi;
-    if constexpr (form<TYPE>::native) {
-#pragma unroll
-        for (int q = 0; q < 4; q++) {
-            uint32_t two[2];
-            group_words<TYPE>(w, r, gi, q, two);
-            wd[q] = two[0], wd[4 + q] = two[1];
-        }
-    } else if (TYPE == GGML_TYPE_Q4_0) {
-        const uint4 u = *(const uint4 *)(w.q + at * 16);
-        const uint32_t b[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-        for (int e = 0; e < 4; e++) wd[e] = nibbles_s8(b[e] & 0x0F0F0F0Fu), wd[4 + e] = nibbles_s8((b[e] >> 4) & 0x0F0F0F0Fu);
-    } else {
-        const uint4 u0 = *(const uint4 *)(w.q + at * 32), u1 = *(const uint4 *)(w.q + at * 32 + 16);
-        wd[0] = u0.x, wd[1] = u0.y, wd[2] = u0.z, wd[3] = u0.w, wd[4] = u1.x, wd[5] = u1.y, wd[6] = u1.z, wd[7] = u1.w;
     }
 }
 
@@ -954,6 +1086,16 @@ static mat_view view_of(const cu_mat *w) {
             native(w->type) ? quant_row_bytes(w->type, w->cols) : 0};
 }
 
+/* The activations of T tokens of n columns for the products, or NULL (with a failure noted) when
+ * cu_reserve left too little room. */
+static uint8_t *act_for(cu_dev *d, int T, int n) {
+    if ((size_t)((T + 7) / 8 * 8) * (size_t)n > d->act_elems) {
+        note(d, cudaErrorInvalidValue); /* cu_reserve was not told of this size */
+        return NULL;
+    }
+    return d->act;
+}
+
 /* One product of cu_mul_n: a quantised one from the activations already quantised, a float one
  * from x. */
 static void mul_one(cu_dev *d, const cu_out *o, const float *x, int ldx, int T) {
@@ -964,7 +1106,7 @@ static void mul_one(cu_dev *d, const cu_out *o, const float *x, int ldx, int T) 
     const float *bias = o->bias;
     bool mma = quantised(w) && d->mma;
     prof_begin(d);
-    if (mma && T < MMA_ROWS_FROM) { /* few tokens: the groups split among a block's warps */
+    if (mma && T < TILE_FROM) { /* few tokens: the groups split among a block's warps */
         const int tiles = T <= 8 ? 1 : T <= 16 ? 2 : 4;
         dim3 grid((unsigned)((w->rows + 15) / 16), (unsigned)((T + 8 * tiles - 1) / (8 * tiles))), block(MMA_WARPS * 32);
 #define MMA_CASE(NAME, ...)                                                                                          \
@@ -978,14 +1120,14 @@ static void mul_one(cu_dev *d, const cu_out *o, const float *x, int ldx, int T) 
         break;
         switch (w->type) { QUANT_INT_TYPES(MMA_CASE) default: break; }
 #undef MMA_CASE
-    } else if (mma) { /* many: a warp per 16 rows and 32 tokens */
-        dim3 grid((unsigned)((w->rows + 16 * MMA_WARPS - 1) / (16 * MMA_WARPS)), (unsigned)((T + 8 * MMA_TILES - 1) / (8 * MMA_TILES)));
-#define ROWS_CASE(NAME, ...)                                                                                          \
+    } else if (mma) { /* many: tiles of TILE_BM rows and TILE_BN tokens */
+        dim3 grid((unsigned)((w->rows + TILE_BM - 1) / TILE_BM), (unsigned)((T + TILE_BN - 1) / TILE_BN));
+#define TILE_CASE(NAME, ...)                                                                                          \
     case GGML_TYPE_##NAME:                                                                                           \
-        NC_LAUNCH(k_mul_mma_rows<GGML_TYPE_##NAME>, grid, dim3(MMA_WARPS * 32), d->stream, v, d->act, T, y, ldy, bias, a, scale); \
+        NC_LAUNCH(k_mul_tile<GGML_TYPE_##NAME>, grid, dim3(TILE_THREADS), d->stream, v, d->act, T, y, ldy, bias, a, scale); \
         break;
-        switch (w->type) { QUANT_INT_TYPES(ROWS_CASE) default: break; }
-#undef ROWS_CASE
+        switch (w->type) { QUANT_INT_TYPES(TILE_CASE) default: break; }
+#undef TILE_CASE
     } else {
         dim3 grid((unsigned)((w->rows + MUL_WARPS - 1) / MUL_WARPS), (unsigned)((T + MUL_TT - 1) / MUL_TT)), block(MUL_WARPS * 32);
 #define INT_CASE(NAME, ...)                                                                                          \
@@ -1026,15 +1168,12 @@ static void mul_vec(cu_dev *d, const cu_out *out, int n) {
     prof_end(d, mul_name(out[0].w->type, MUL_VEC), bytes);
 }
 
-extern "C" void cu_mul_n(cu_dev *d, const float *x, int ldx, int T, const cu_out *out, int n) {
+extern "C" void cu_mul_n(cu_dev *d, const float *x, int ldx, int T, const cu_out *out, int n, bool ready) {
     bool quant = false;
     for (int i = 0; i < n; i++) quant = quant || quantised(out[i].w);
-    if (quant) { /* once for all the products (they share the input, so its width) */
+    if (quant && !ready) { /* once for all the products (they share the input, so its width) */
         int cols = out[0].w->cols;
-        if ((size_t)((T + 7) / 8 * 8) * (size_t)cols > d->act_elems) {
-            note(d, cudaErrorInvalidValue); /* cu_reserve was not told of this size */
-            return;
-        }
+        if (!act_for(d, T, cols)) return;
         prof_begin(d);
         NC_LAUNCH(k_quant, dim3((unsigned)((cols / 32 + QUANT_WARPS - 1) / QUANT_WARPS), (unsigned)T), dim3(QUANT_WARPS * 32),
                   d->stream, x, ldx, T, cols, d->act);
@@ -1056,7 +1195,7 @@ extern "C" void cu_mul_n(cu_dev *d, const float *x, int ldx, int T, const cu_out
 extern "C" void cu_mul(cu_dev *d, const cu_mat *w, const float *x, int ldx, int T, float *y, int ldy,
                        const float *bias, bool add, float scale) {
     cu_out o = {w, y, ldy, bias, add, scale};
-    cu_mul_n(d, x, ldx, T, &o, 1);
+    cu_mul_n(d, x, ldx, T, &o, 1, false);
 }
 
 /* ---- cache rows ----------------------------------------------------------------------------- */
@@ -1139,7 +1278,8 @@ enum { NORM_T = 256 };
 /* A block per row: the sum of squares in double (as the CPU kernels), each thread over a stride,
  * then a fixed tree. */
 static __global__ void __launch_bounds__(NORM_T)
-    k_rms_norm(float *y, const float *x, const int32_t *rows, const float *w, int n, float eps, int add, float scale) {
+    k_rms_norm(float *y, const float *x, const int32_t *rows, const float *w, int n, float eps, int add, float scale,
+               uint8_t *act) {
     __shared__ double part[NORM_T];
     const int i = blockIdx.x, tid = threadIdx.x;
     const float *xr = x + (size_t)(rows ? rows[i] : i) * n;
@@ -1157,41 +1297,41 @@ static __global__ void __launch_bounds__(NORM_T)
         float v = w ? xr[k] * inv * w[k] : xr[k];
         yr[k] = add ? yr[k] + scale * v : v;
     }
+    if (!act) return;
+    for (int gi = tid / 32; gi < n / 32; gi += NORM_T / 32) { /* the same values, each warp its groups */
+        const int k = 32 * gi + (tid & 31);
+        quantise_group(w ? xr[k] * inv * w[k] : xr[k], i, gi, gridDim.x, n, act);
+    }
 }
 
 extern "C" void cu_rms_norm(cu_dev *d, float *y, const float *x, const int32_t *rows, const float *w, int n, int T,
-                            float eps) {
+                            float eps, bool quant) {
+    uint8_t *act = NULL;
+    if (quant && n % 32 == 0 && !(act = act_for(d, T, n))) return;
     prof_begin(d);
-    NC_LAUNCH(k_rms_norm, dim3((unsigned)T), dim3(NORM_T), d->stream, y, x, rows, w, n, eps, 0, 1.0f);
+    NC_LAUNCH(k_rms_norm, dim3((unsigned)T), dim3(NORM_T), d->stream, y, x, rows, w, n, eps, 0, 1.0f, act);
     note_launch(d);
     prof_end(d, "rms_norm", 0);
 }
 
 extern "C" void cu_norm_add(cu_dev *d, float *x, const float *o, const float *w, int n, int T, float eps, float scale) {
     prof_begin(d);
-    NC_LAUNCH(k_rms_norm, dim3((unsigned)T), dim3(NORM_T), d->stream, x, o, (const int32_t *)NULL, w, n, eps, 1, scale);
+    NC_LAUNCH(k_rms_norm, dim3((unsigned)T), dim3(NORM_T), d->stream, x, o, (const int32_t *)NULL, w, n, eps, 1, scale,
+              (uint8_t *)NULL);
     note_launch(d);
     prof_end(d, "norm_add", 0);
 }
 
-static __global__ void k_rope(float *x, int ld, int n_head, int head_dim, int half, int neox, const float *cs,
-                              const float *sn) {
-    const int t = blockIdx.x;
+/* Rotate a row's n_head heads (head_dim apart) by a table row cs / sn of half pairs: the block's
+ * threads take the pairs. */
+static __device__ void rope_row(float *x, int n_head, int head_dim, int half, int neox, const float *cs, const float *sn) {
     for (int k = threadIdx.x; k < n_head * half; k += blockDim.x) {
         int h = k / half, i = k % half, a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
-        float *v = x + (size_t)t * ld + (size_t)h * head_dim;
-        float c = cs[t * half + i], s = sn[t * half + i], x0 = v[a], x1 = v[b];
+        float *v = x + (size_t)h * head_dim;
+        float c = cs[i], s = sn[i], x0 = v[a], x1 = v[b];
         v[a] = x0 * c - x1 * s;
         v[b] = x0 * s + x1 * c;
     }
-}
-
-extern "C" void cu_rope(cu_dev *d, float *x, int ld, int T, int n_head, int head_dim, int n_rot, bool neox,
-                        const float *cs, const float *sn) {
-    prof_begin(d);
-    NC_LAUNCH(k_rope, dim3((unsigned)T), dim3(128), d->stream, x, ld, n_head, head_dim, n_rot / 2, neox ? 1 : 0, cs, sn);
-    note_launch(d);
-    prof_end(d, "rope", 0);
 }
 
 /* Keys already in the cache turned for new positions: cell c (slot slots[c]) read as floats,
@@ -1204,13 +1344,7 @@ static __global__ void k_turn_keys(cu_cache cc, int n_head, int head_dim, int ha
     uint8_t *row = cc.k + (size_t)slots[c] * cache_row(cc.type_k, cc.kv_dim);
     for (int j = threadIdx.x; j < cc.kv_dim; j += blockDim.x) x[j] = cache_elem(row, cc.type_k, j);
     __syncthreads();
-    for (int k = threadIdx.x; k < n_head * half; k += blockDim.x) {
-        int h = k / half, i = k % half, a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
-        float *v = x + (size_t)h * head_dim;
-        float co = cs[c * half + i], si = sn[c * half + i], x0 = v[a], x1 = v[b];
-        v[a] = x0 * co - x1 * si;
-        v[b] = x0 * si + x1 * co;
-    }
+    rope_row(x, n_head, head_dim, half, neox, cs + (size_t)c * half, sn + (size_t)c * half);
     __syncthreads();
     cache_store(row, cc.type_k, x, cc.kv_dim);
 }
@@ -1224,24 +1358,29 @@ extern "C" void cu_turn_keys(cu_dev *d, cu_cache c, int n_head_kv, int head_dim,
     prof_end(d, "turn_keys", 0);
 }
 
-/* The gated activations, as the CPU kernels define them (kernels_glu). */
-static __global__ void k_glu(int act, float *out, const float *g, const float *u, int F, int ldg, int step) {
+/* The gated activations, as the CPU kernels define them (kernels_glu); with qa (F whole groups:
+ * a warp's 32 elements are a group, all in or all past F) quantised for the products too. */
+static __global__ void k_glu(int act, float *out, const float *g, const float *u, int F, int ldg, int step, uint8_t *qa) {
     const int t = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= F) return;
-    float x = g[(size_t)t * ldg + (size_t)i * step], v = u[(size_t)t * ldg + (size_t)i * step];
-    float *o = out + (size_t)t * F;
-    if (act == KERNELS_SILU) o[i] = x / (1.0f + expf(-x)) * v;
-    else if (act == KERNELS_GELU_TANH) o[i] = x / (1.0f + expf(GELU_2C * (x + GELU_A * x * x * x))) * v;
+    float x = g[(size_t)t * ldg + (size_t)i * step], v = u[(size_t)t * ldg + (size_t)i * step], r;
+    if (act == KERNELS_SILU) r = x / (1.0f + expf(-x)) * v;
+    else if (act == KERNELS_GELU_TANH) r = x / (1.0f + expf(GELU_2C * (x + GELU_A * x * x * x))) * v;
     else {
         x = x < OAI_LIMIT ? x : OAI_LIMIT;
         v = v < -OAI_LIMIT ? -OAI_LIMIT : v > OAI_LIMIT ? OAI_LIMIT : v;
-        o[i] = x / (1.0f + expf(-OAI_ALPHA * x)) * (v + 1.0f);
+        r = x / (1.0f + expf(-OAI_ALPHA * x)) * (v + 1.0f);
     }
+    out[(size_t)t * F + i] = r;
+    if (qa) quantise_group(r, t, i / 32, gridDim.y, F, qa);
 }
 
-extern "C" void cu_glu(cu_dev *d, int act, float *out, const float *g, const float *u, int T, int F, int ldg, int step) {
+extern "C" void cu_glu(cu_dev *d, int act, float *out, const float *g, const float *u, int T, int F, int ldg, int step,
+                       bool quant) {
+    uint8_t *qa = NULL;
+    if (quant && F % 32 == 0 && !(qa = act_for(d, T, F))) return;
     prof_begin(d);
-    NC_LAUNCH(k_glu, dim3((unsigned)((F + 255) / 256), (unsigned)T), dim3(256), d->stream, act, out, g, u, F, ldg, step);
+    NC_LAUNCH(k_glu, dim3((unsigned)((F + 255) / 256), (unsigned)T), dim3(256), d->stream, act, out, g, u, F, ldg, step, qa);
     note_launch(d);
     prof_end(d, "glu", 0);
 }
@@ -1293,17 +1432,28 @@ extern "C" void cu_combine(cu_dev *d, float *o, const float *y, const int32_t *r
 
 /* ---- the KV cache and attention ------------------------------------------------------------ */
 
-static __global__ void k_kv_store(cu_cache cc, const float *k, const float *v, int ld, const int32_t *cells) {
-    const int t = blockIdx.x;
+/* A block a token: its queries and keys rotated (rope: when cs is not NULL), then its keys and
+ * values stored. */
+static __global__ void k_kv_store(cu_cache cc, cu_rope rope, float *q, int ldq, int n_head, float *k, const float *v, int ld,
+                                  const int32_t *cells) {
+    const int t = blockIdx.x, half = rope.n_rot / 2;
+    if (rope.cs) {
+        const float *cs = rope.cs + (size_t)t * half, *sn = rope.sn + (size_t)t * half;
+        rope_row(q + (size_t)t * ldq, n_head, rope.head_dim, half, rope.neox, cs, sn);
+        rope_row(k + (size_t)t * ld, cc.kv_dim / rope.head_dim, rope.head_dim, half, rope.neox, cs, sn);
+        __syncthreads(); /* the keys' rotated values, for the threads that store them */
+    }
     cache_store(cc.k + (size_t)cells[t] * cache_row(cc.type_k, cc.kv_dim), cc.type_k, k + (size_t)t * ld, cc.kv_dim);
     cache_store(cc.v + (size_t)cells[t] * cache_row(cc.type_v, cc.kv_dim), cc.type_v, v + (size_t)t * ld, cc.kv_dim);
 }
 
-extern "C" void cu_kv_store(cu_dev *d, cu_cache c, const float *k, const float *v, int ld, int T, const int32_t *cells) {
+extern "C" void cu_kv_store(cu_dev *d, cu_cache c, const cu_rope *rope, float *q, int ldq, int n_head, float *k,
+                            const float *v, int ld, int T, const int32_t *cells) {
+    const cu_rope none = {1, 0, false, NULL, NULL};
     prof_begin(d);
-    NC_LAUNCH(k_kv_store, dim3((unsigned)T), dim3(256), d->stream, c, k, v, ld, cells);
+    NC_LAUNCH(k_kv_store, dim3((unsigned)T), dim3(256), d->stream, c, rope ? *rope : none, q, ldq, n_head, k, v, ld, cells);
     note_launch(d);
-    prof_end(d, "kv_store", 0);
+    prof_end(d, rope ? "rope_store" : "kv_store", 0);
 }
 
 enum { ATT_T = 128, ATT_MAX_HEAD = 256 };

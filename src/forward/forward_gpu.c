@@ -383,15 +383,15 @@ static int send_step(fwd_state *s, const nc_batch_entry *e, int T, int *n_out, n
 /* A block's output o (biased) into the residual stream: x += scale * post_norm(o). Without a
  * post-norm the product adds itself (cu_mul's add), so o is never written. */
 static void residual(fwd_state *s, const cu_mat *w, const float *in, int ld, int T, const float *bias,
-                     const float *post_norm) {
+                     const float *post_norm, bool ready) {
     fwd_gpu *g = s->gpu;
     const model_hparams *hp = hparams(s);
     int E = hp->n_embd;
     if (!post_norm) {
-        cu_mul(g->dev, w, in, ld, T, g->dev_step.x, E, bias, true, hp->residual_scale);
+        cu_mul_n(g->dev, in, ld, T, (cu_out[]){{w, g->dev_step.x, E, bias, true, hp->residual_scale}}, 1, ready);
         return;
     }
-    cu_mul(g->dev, w, in, ld, T, g->o, E, bias, false, 1.0f);
+    cu_mul_n(g->dev, in, ld, T, (cu_out[]){{w, g->o, E, bias, false, 1.0f}}, 1, ready);
     cu_norm_add(g->dev, g->dev_step.x, g->o, post_norm, E, T, hp->norm_eps, hp->residual_scale);
 }
 
@@ -407,7 +407,7 @@ static int moe_ffn(fwd_state *s, int il, int T, nc_err *err) {
     const model_hparams *hp = hparams(s);
     const gpu_layer *G = &g->layers[il];
     int E = hp->n_embd, N = hp->n_expert, K = hp->n_expert_used, FE = hp->n_ff_exp, act = glu_kind[hp->arch->act];
-    cu_rms_norm(d, g->xn, g->dev_step.x, NULL, G->ffn_norm, E, T, hp->norm_eps);
+    cu_rms_norm(d, g->xn, g->dev_step.x, NULL, G->ffn_norm, E, T, hp->norm_eps, false);
     cu_mul(d, &G->router, g->xn, E, T, mo->logits, N, NULL, false, 1.0f);
     if (cu_get(d, s->moe.logits, mo->logits, (size_t)T * N * sizeof(float), err)) return -1;
     for (int t = 0; t < T; t++) fwd_route(s, &s->m->layers[il], t);
@@ -435,14 +435,14 @@ static int moe_ffn(fwd_state *s, int il, int T, nc_err *err) {
             cu_mul_n(d, in, E, n,
                      (cu_out[]){{&G->exp_gate[e], gt, FE, G->exp_gate_b ? G->exp_gate_b + (size_t)e * FE : NULL, false, 1.0f},
                                 {&G->exp_up[e], up, FE, G->exp_up_b ? G->exp_up_b + (size_t)e * FE : NULL, false, 1.0f}},
-                     2);
-            cu_glu(d, act, a, gt, up, n, FE, FE, 1);
+                     2, false);
+            cu_glu(d, act, a, gt, up, n, FE, FE, 1, false);
         } else { /* fused: gate and up rows interleaved, or gate's then up's */
             float *gu = mo->gate_up + (size_t)first * 2 * FE;
             bool inter = hp->gate_up == GATE_UP_INTERLEAVED;
             cu_mul(d, &G->exp_gate_up[e], in, E, n, gu, 2 * FE,
                    G->exp_gate_up_b ? G->exp_gate_up_b + (size_t)e * 2 * FE : NULL, false, 1.0f);
-            cu_glu(d, act, a, gu, gu + (inter ? 1 : FE), n, FE, 2 * FE, inter ? 2 : 1);
+            cu_glu(d, act, a, gu, gu + (inter ? 1 : FE), n, FE, 2 * FE, inter ? 2 : 1, false);
         }
         cu_mul(d, &G->exp_down[e], a, FE, n, mo->out + (size_t)first * E, E,
                G->exp_down_b ? G->exp_down_b + (size_t)e * E : NULL, false, 1.0f);
@@ -462,31 +462,29 @@ static int layer(fwd_state *s, int il, int T, nc_err *err) {
     int E = hp->n_embd, hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd, F = hp->n_ff;
     int table = L->sliding && s->n_ropes > 1;
     /* attention */
-    cu_rms_norm(d, g->xn, st->x, NULL, G->attn_norm, E, T, hp->norm_eps);
+    cu_rms_norm(d, g->xn, st->x, NULL, G->attn_norm, E, T, hp->norm_eps, true); /* quantised for the products */
     cu_mul_n(d, g->xn, E, T,
              (cu_out[]){{&G->wq, g->q, Q, G->bq, false, 1.0f}, {&G->wk, g->k, KV, G->bk, false, 1.0f},
-                        {&G->wv, g->v, KV, G->bv, false, 1.0f}}, 3);
+                        {&G->wv, g->v, KV, G->bv, false, 1.0f}}, 3, true);
     if (G->q_norm && hp->arch->qk_norm == QK_NORM_HEAD) { /* per head: T * heads rows of head_dim */
-        cu_rms_norm(d, g->q, g->q, NULL, G->q_norm, hd, T * hp->n_head, hp->norm_eps);
-        cu_rms_norm(d, g->k, g->k, NULL, G->k_norm, hd, T * hp->n_head_kv, hp->norm_eps);
+        cu_rms_norm(d, g->q, g->q, NULL, G->q_norm, hd, T * hp->n_head, hp->norm_eps, false);
+        cu_rms_norm(d, g->k, g->k, NULL, G->k_norm, hd, T * hp->n_head_kv, hp->norm_eps, false);
     } else if (G->q_norm) { /* over all heads of a token (OLMo 2) */
-        cu_rms_norm(d, g->q, g->q, NULL, G->q_norm, Q, T, hp->norm_eps);
-        cu_rms_norm(d, g->k, g->k, NULL, G->k_norm, KV, T, hp->norm_eps);
+        cu_rms_norm(d, g->q, g->q, NULL, G->q_norm, Q, T, hp->norm_eps, false);
+        cu_rms_norm(d, g->k, g->k, NULL, G->k_norm, KV, T, hp->norm_eps, false);
     }
-    if (L->rope) {
-        cu_rope(d, g->q, Q, T, hp->n_head, hd, hp->n_rot, hp->rope_neox, st->cs[table], st->sn[table]);
-        cu_rope(d, g->k, KV, T, hp->n_head_kv, hd, hp->n_rot, hp->rope_neox, st->cs[table], st->sn[table]);
-    }
-    cu_kv_store(d, cache_of(s, il), g->k, g->v, KV, T, st->slots);
+    const cu_rope rope = {hd, hp->n_rot, hp->rope_neox, st->cs[table], st->sn[table]};
+    cu_kv_store(d, cache_of(s, il), L->rope ? &rope : NULL, g->q, Q, hp->n_head, g->k, g->v, KV, T, st->slots);
     cu_attention(d, g->attn, g->q, cache_of(s, il), T, hp->n_head, hd, hp->attn_scale, hp->attn_softcap, G->sinks, st->vis,
                  st->vis_off, L->sliding ? st->vis_lo : NULL, st->n_vis);
-    residual(s, &G->wo, g->attn, Q, T, G->bo, G->attn_post_norm);
+    residual(s, &G->wo, g->attn, Q, T, G->bo, G->attn_post_norm, false);
     /* feed-forward */
     if (L->router.data) return moe_ffn(s, il, T, err);
-    cu_rms_norm(d, g->xn, st->x, NULL, G->ffn_norm, E, T, hp->norm_eps);
-    cu_mul_n(d, g->xn, E, T, (cu_out[]){{&G->gate, g->gate, F, NULL, false, 1.0f}, {&G->up, g->up, F, NULL, false, 1.0f}}, 2);
-    cu_glu(d, glu_kind[hp->arch->act], g->gate, g->gate, g->up, T, F, F, 1);
-    residual(s, &G->down, g->gate, F, T, NULL, G->ffn_post_norm);
+    cu_rms_norm(d, g->xn, st->x, NULL, G->ffn_norm, E, T, hp->norm_eps, true);
+    cu_mul_n(d, g->xn, E, T, (cu_out[]){{&G->gate, g->gate, F, NULL, false, 1.0f}, {&G->up, g->up, F, NULL, false, 1.0f}}, 2,
+             true);
+    cu_glu(d, glu_kind[hp->arch->act], g->gate, g->gate, g->up, T, F, F, 1, true);
+    residual(s, &G->down, g->gate, F, T, NULL, G->ffn_post_norm, true);
     return 0;
 }
 
@@ -497,7 +495,7 @@ static int pass(fwd_state *s, int T, int n_out, nc_err *err) {
     for (int il = s->gpu_first; il < hp->n_layer; il++)
         if (layer(s, il, T, err)) return -1;
     if (n_out == 0) return 0;
-    cu_rms_norm(g->dev, g->xn, g->dev_step.x, g->dev_step.rows, g->output_norm, hp->n_embd, n_out, hp->norm_eps);
+    cu_rms_norm(g->dev, g->xn, g->dev_step.x, g->dev_step.rows, g->output_norm, hp->n_embd, n_out, hp->norm_eps, false);
     /* soft-capped logits are scaled inside the cap, on the host (fwd_gpu_batch) */
     float scale = hp->final_softcap > 0 ? 1.0f : hp->logit_scale;
     cu_mul(g->dev, &g->output, g->xn, hp->n_embd, n_out, g->logits, hp->n_vocab, NULL, false, scale);

@@ -166,7 +166,7 @@ static void test_mul_n(int T) {
         dy[k] = dup_to_dev(x, sizeof alone);
         out[k] = (cu_out){&m[k], dy[k], rows[k], NULL, false, 1.0f};
     }
-    cu_mul_n(dev, dx, C, T, out, N);
+    cu_mul_n(dev, dx, C, T, out, N, false);
     for (int k = 0; k < N; k++) {
         size_t n = (size_t)T * rows[k] * sizeof(float);
         from_dev(together, dy[k], n);
@@ -179,6 +179,39 @@ static void test_mul_n(int T) {
     cu_free(dev, dx);
 }
 
+/* cu_rms_norm and cu_glu that quantise their output for the products (ready) give the products
+ * cu_mul_n gives when it quantises the same input itself, for one token and for 9. */
+static void test_ready(int T) {
+    enum { TMAX = 9, R = 24, C = 96 };
+    float x[TMAX * C], u[TMAX * C], nw[C], w[R * C], alone[TMAX * R], fused[TMAX * R];
+    uint8_t wq[R * C];
+    for (int i = 0; i < TMAX * C; i++) x[i] = frand(), u[i] = frand();
+    for (int i = 0; i < C; i++) nw[i] = frand();
+    for (int i = 0; i < R * C; i++) w[i] = frand();
+    size_t rb = quant_row_bytes(GGML_TYPE_Q4_0, C);
+    for (int r = 0; r < R; r++) quant_quantize_row(GGML_TYPE_Q4_0, w + r * C, wq + r * rb, C);
+    nc_err err;
+    cu_mat m;
+    CHECK(cu_upload(dev, &m, wq, GGML_TYPE_Q4_0, R, C, rb, &err) == 0);
+    float *dx = dup_to_dev(x, sizeof x), *du = dup_to_dev(u, sizeof u), *dw = dup_to_dev(nw, sizeof nw);
+    float *dn = dup_to_dev(x, sizeof x), *dy = dup_to_dev(alone, sizeof alone);
+    cu_out o = {&m, dy, R, NULL, false, 1.0f};
+    size_t n = (size_t)T * R * sizeof(float);
+    for (int glu = 0; glu < 2; glu++) {
+        for (int ready = 0; ready < 2; ready++) {
+            if (glu)
+                cu_glu(dev, KERNELS_SILU, dn, dx, du, T, C, C, 1, ready);
+            else
+                cu_rms_norm(dev, dn, dx, NULL, dw, C, T, 1e-5f, ready);
+            cu_mul_n(dev, dn, C, T, &o, 1, ready);
+            from_dev(ready ? fused : alone, dy, n);
+        }
+        CHECK_MSG(memcmp(alone, fused, n) == 0, "%s quantised for %d tokens: the products differ", glu ? "glu" : "rms_norm", T);
+    }
+    cu_mat_free(dev, &m);
+    cu_free(dev, dx), cu_free(dev, du), cu_free(dev, dw), cu_free(dev, dn), cu_free(dev, dy);
+}
+
 /* ---- norms, rotation, activation ---- */
 
 static void test_rms_norm(void) {
@@ -189,7 +222,7 @@ static void test_rms_norm(void) {
     int32_t rows[2] = {2, 0};
     float *dx = dup_to_dev(x, sizeof x), *dw = dup_to_dev(w, sizeof w), *dy = dup_to_dev(x, sizeof x);
     int32_t *drows = dup_to_dev(rows, sizeof rows);
-    cu_rms_norm(dev, dy, dx, drows, dw, N, 2, 1e-5f);
+    cu_rms_norm(dev, dy, dx, drows, dw, N, 2, 1e-5f, false);
     from_dev(y, dy, 2 * N * sizeof(float));
     for (int i = 0; i < 2; i++) {
         const float *xr = x + rows[i] * N;
@@ -200,39 +233,12 @@ static void test_rms_norm(void) {
         for (int k = 0; k < N; k++) bad += fabs(y[i * N + k] - xr[k] * sc * w[k]) > 1e-6 * (fabs(xr[k] * sc * w[k]) + 1e-3);
         CHECK_MSG(bad == 0, "rms_norm row %d: %d wrong", i, bad);
     }
-    cu_rms_norm(dev, dy, dx, NULL, NULL, N, T, 1e-5f); /* no weight: a copy */
+    cu_rms_norm(dev, dy, dx, NULL, NULL, N, T, 1e-5f, false); /* no weight: a copy */
     from_dev(y, dy, sizeof y);
     CHECK(memcmp(x, y, sizeof x) == 0);
     cu_free(dev, dx), cu_free(dev, dw), cu_free(dev, dy), cu_free(dev, drows);
 }
 
-static void test_rope(bool neox) {
-    enum { T = 2, H = 3, HD = 8, ROT = 6, HALF = ROT / 2, LD = H * HD + 4 };
-    float x[T * LD], y[T * LD], cs[T * HALF], sn[T * HALF];
-    for (int i = 0; i < T * LD; i++) x[i] = frand();
-    for (int i = 0; i < T * HALF; i++) {
-        double a = 3 * frand();
-        cs[i] = (float)cos(a), sn[i] = (float)sin(a);
-    }
-    float *dx = dup_to_dev(x, sizeof x), *dc = dup_to_dev(cs, sizeof cs), *ds = dup_to_dev(sn, sizeof sn);
-    cu_rope(dev, dx, LD, T, H, HD, ROT, neox, dc, ds);
-    from_dev(y, dx, sizeof y);
-    float want[T * LD];
-    memcpy(want, x, sizeof x);
-    for (int t = 0; t < T; t++)
-        for (int h = 0; h < H; h++)
-            for (int i = 0; i < HALF; i++) {
-                int a = neox ? i : 2 * i, b = neox ? i + HALF : 2 * i + 1;
-                float *v = want + t * LD + h * HD, c = cs[t * HALF + i], s = sn[t * HALF + i];
-                double x0 = x[t * LD + h * HD + a], x1 = x[t * LD + h * HD + b];
-                v[a] = (float)(x0 * c - x1 * s);
-                v[b] = (float)(x0 * s + x1 * c);
-            }
-    int bad = 0;
-    for (int i = 0; i < T * LD; i++) bad += fabs(y[i] - want[i]) > 1e-6;
-    CHECK_MSG(bad == 0, "rope neox %d: %d wrong", neox, bad);
-    cu_free(dev, dx), cu_free(dev, dc), cu_free(dev, ds);
-}
 
 /* The gated activations against their definitions in double: SiLU, GELU's tanh form, gpt-oss's
  * clamped SiLU with its slope and the +1 on the linear part. */
@@ -241,7 +247,7 @@ static void test_glu(kernels_glu act) {
     float g[N], u[N], y[N];
     for (int i = 0; i < N; i++) g[i] = 10 * frand(), u[i] = 10 * frand();
     float *dg = dup_to_dev(g, sizeof g), *du = dup_to_dev(u, sizeof u);
-    cu_glu(dev, act, dg, dg, du, 1, N, N, 1); /* in place, as the forward pass does */
+    cu_glu(dev, act, dg, dg, du, 1, N, N, 1, false); /* in place, as the forward pass does */
     from_dev(y, dg, sizeof y);
     int bad = 0;
     for (int i = 0; i < N; i++) {
@@ -288,6 +294,60 @@ static bool cache_row(uint32_t type, const float *x, int n, uint8_t *row, float 
     return true;
 }
 
+/* One cu_kv_store with RoPE: queries and keys rotated in place (against float64, rotating 24 of
+ * each head's 32 dimensions), then the rotated keys and the values stored in a cache of `type`
+ * (kv_cache.c's bytes for the rotated keys the GPU gives back). */
+static void test_rope_store(bool neox, uint32_t type) {
+    enum { T = 2, H = 3, HKV = 2, HD = 32, ROT = 24, HALF = ROT / 2, LDQ = H * HD + 4, KVD = HKV * HD, LD = KVD + 4, SLOTS = 4 };
+    float q[T * LDQ], k[T * LD], v[T * LD], gq[T * LDQ], gk[T * LD], cs[T * HALF], sn[T * HALF];
+    for (int i = 0; i < T * LDQ; i++) q[i] = frand();
+    for (int i = 0; i < T * LD; i++) k[i] = frand(), v[i] = frand();
+    for (int i = 0; i < T * HALF; i++) {
+        double a = 3 * frand();
+        cs[i] = (float)cos(a), sn[i] = (float)sin(a);
+    }
+    int32_t cells[T] = {3, 1};
+    size_t rb = cu_row_bytes(type, KVD);
+    nc_err err;
+    cu_cache cc = {cu_alloc(dev, SLOTS * rb, &err), cu_alloc(dev, SLOTS * rb, &err), type, type, KVD};
+    float *dq = dup_to_dev(q, sizeof q), *dk = dup_to_dev(k, sizeof k), *dv = dup_to_dev(v, sizeof v);
+    float *dc = dup_to_dev(cs, sizeof cs), *ds = dup_to_dev(sn, sizeof sn);
+    int32_t *dcells = dup_to_dev(cells, sizeof cells);
+    cu_rope rope = {HD, ROT, neox, dc, ds};
+    cu_kv_store(dev, cc, &rope, dq, LDQ, H, dk, dv, LD, T, dcells);
+    from_dev(gq, dq, sizeof gq);
+    from_dev(gk, dk, sizeof gk);
+    int bad = 0;
+    for (int x = 0; x < 2; x++) { /* the queries, then the keys */
+        const float *in = x ? k : q, *got = x ? gk : gq;
+        int ld = x ? LD : LDQ, heads = x ? HKV : H;
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < ld; j++) {
+                int h = j / HD, e = j % HD, i = neox ? e % (ROT / 2) : e / 2;
+                double want = in[t * ld + j];
+                if (h < heads && e < ROT) { /* a rotated pair's element */
+                    int a = neox ? i : 2 * i, b = neox ? i + HALF : 2 * i + 1;
+                    double x0 = in[t * ld + h * HD + a], x1 = in[t * ld + h * HD + b], c = cs[t * HALF + i], s = sn[t * HALF + i];
+                    want = e == a ? x0 * c - x1 * s : x0 * s + x1 * c;
+                }
+                bad += !(fabs(got[t * ld + j] - want) <= 1e-6);
+            }
+    }
+    CHECK_MSG(bad == 0, "rope neox %d: %d wrong", neox, bad);
+    uint8_t rows[SLOTS * 2 * KVD * 4], want[KVD * 4]; /* rows of F32 at most */
+    float back[KVD];
+    from_dev(rows, cc.k, SLOTS * rb);
+    from_dev(rows + SLOTS * rb, cc.v, SLOTS * rb);
+    for (int t = 0; t < T; t++) {
+        CHECK(cache_row(type, gk + t * LD, KVD, want, back));
+        CHECK_MSG(memcmp(rows + cells[t] * rb, want, rb) == 0, "rope_store type %u: token %d's keys differ from kv_cache.c's", type, t);
+        CHECK(cache_row(type, v + t * LD, KVD, want, back));
+        CHECK_MSG(memcmp(rows + (SLOTS + cells[t]) * rb, want, rb) == 0, "rope_store type %u: token %d's values differ", type, t);
+    }
+    cu_free(dev, cc.k), cu_free(dev, cc.v), cu_free(dev, dq), cu_free(dev, dk), cu_free(dev, dv);
+    cu_free(dev, dc), cu_free(dev, ds), cu_free(dev, dcells);
+}
+
 /* Keys and values of types tk / tv stored into a cache (the same bytes as kv_cache.c's rows),
  * then attention over them: cap > 0 soft-caps the scores, window lets each token see only its
  * last `window` cells. */
@@ -322,7 +382,7 @@ static void test_attention(int head_dim, float cap, int window, uint32_t tk, uin
     int32_t *dlo = dup_to_dev(vis_lo, sizeof vis_lo);
     nc_err err;
     cu_cache cc = {cu_alloc(dev, (size_t)SLOTS * kr, &err), cu_alloc(dev, (size_t)SLOTS * vr, &err), tk, tv, kvd};
-    cu_kv_store(dev, cc, dk, dv, kvd, SLOTS, dslot);
+    cu_kv_store(dev, cc, NULL, NULL, 0, 0, dk, dv, kvd, SLOTS, dslot);
     float scale = 1.0f / sqrtf((float)head_dim);
     cu_attention(dev, dout, dq, cc, T, NH, head_dim, scale, cap, NULL, dvis, doff, window ? dlo : NULL, dn);
     from_dev(out, dout, (size_t)T * qd * 4);
@@ -404,22 +464,27 @@ int main(void) {
     test_mul(GGML_TYPE_BF16, 37, 96);
     test_mul(GGML_TYPE_F32, 37, 172);
     test_native_types();
-    /* the split kernel's blocks of 32 tokens (17 to 31: one group a warp at a time; 13 tokens took
-     * 16, one took 8), then a prefill's kernel (a warp per 16 rows and 32 tokens), against the CPU,
-     * and token 5 alone against them */
+    /* k_mul_mma's blocks of 16 and 32 tokens (17 to 31: one group a warp at a time; 13 tokens took
+     * 16, one took 8; 45: two blocks of 32), then from TILE_FROM = 64 tokens k_mul_tile's tiles of
+     * 64 rows and 64 tokens over stages of 4 groups (130 tokens of 70 rows and 13 groups: every
+     * edge partial), against the CPU, and token 5 alone against them */
     test_mul_t(GGML_TYPE_Q4_0, 37, 256, 24);
     test_mul_t(GGML_TYPE_Q5_K, 19, 512, 31);
     test_mul_t(GGML_TYPE_Q4_0, 40, 256, 45);
     test_mul_t(GGML_TYPE_Q8_0, 37, 128, 70);
-    test_mul_t(GGML_TYPE_Q4_K, 37, 512, 40); /* offsets */
-    test_mul_t(GGML_TYPE_Q6_K, 37, 256, 33); /* scales by halves */
-    test_mul_t(GGML_TYPE_Q2_K, 21, 256, 40); /* both */
-    test_mul_t(GGML_TYPE_IQ3_S, 19, 256, 40); /* the grid, copied to the device */
+    test_mul_t(GGML_TYPE_Q4_0, 70, 416, 130);
+    test_mul_t(GGML_TYPE_Q4_K, 37, 512, 70); /* offsets */
+    test_mul_t(GGML_TYPE_Q6_K, 37, 256, 66); /* scales by halves */
+    test_mul_t(GGML_TYPE_Q2_K, 21, 256, 64); /* both */
+    test_mul_t(GGML_TYPE_IQ3_S, 19, 256, 65); /* the grid, copied to the device */
     test_mul_n(5);
     test_mul_n(1);
+    test_ready(1);
+    test_ready(9);
     test_rms_norm();
-    test_rope(false);
-    test_rope(true);
+    test_rope_store(false, GGML_TYPE_F16);
+    test_rope_store(true, GGML_TYPE_Q8_0);
+    test_rope_store(true, GGML_TYPE_Q4_0);
     test_glu(KERNELS_SILU);
     test_glu(KERNELS_GELU_TANH);
     test_glu(KERNELS_SILU_OAI);
