@@ -10,9 +10,10 @@
  * form (tensor/quant_form.h), the integer sums of w times q are exact (one token's on the CUDA
  * cores by dp4a over q's high and low bytes; more tokens' on the tensor cores, integer
  * mma.m16n8k32 / m16n8k16 over the same bytes, or on the CUDA cores with NUCLEUS_CUDA_MMA=0), and
- * the float chain over a row's groups is kernels_impl.h's, in group order. The float types run on the FMA units: lane l of a warp takes elements 8l..8l + 7 of every
- * 256 of the row, sums their products in order in f32 and adds to its sum; the lanes' sums meet in
- * a fixed butterfly, with the activations f32.
+ * the float chain over a row's groups is kernels_impl.h's, in group order. The float types run on
+ * the FMA units: lane l of a warp takes elements 8l..8l + 7 of every 256 of the row, sums their
+ * products in order in f32 and adds to its sum; the lanes' sums meet in a fixed butterfly, with
+ * the activations f32.
  *
  * Device memory is reached through opaque pointers; the operations are queued on the device's
  * stream in order, and cu_sync waits for them and reports the first failure. */
@@ -115,11 +116,12 @@ typedef struct cu_out {
 } cu_out;
 void cu_mul_n(cu_dev *d, const float *x, int ldx, int T, const cu_out *out, int n, bool ready);
 /* y[i] = RMSNorm(x[rows ? rows[i] : i]) * w for i < T, n floats a row; w NULL: a copy. quant: y
- * (T rows of n) quantised too, for a cu_mul_n of it with ready (when n is whole groups of 32). */
-void cu_rms_norm(cu_dev *d, float *y, const float *x, const int32_t *rows, const float *w, int n, int T, float eps,
+ * (T rows of n) quantised too, for a cu_mul_n of it with ready; whether it was (n whole groups of
+ * 32) is returned. */
+bool cu_rms_norm(cu_dev *d, float *y, const float *x, const int32_t *rows, const float *w, int n, int T, float eps,
                  bool quant);
 /* Keys already in a layer's cache turned for new positions (context shift): the keys of slots
- * slots[0..n) read as floats, rotated as cu_rope does by the rows of cs / sn ([n][n_rot / 2]),
+ * slots[0..n) read as floats, rotated as cu_rope says by the rows of cs / sn ([n][n_rot / 2]),
  * stored back in the cache's type. */
 void cu_turn_keys(cu_dev *d, cu_cache c, int n_head_kv, int head_dim, int n_rot, bool neox, const int32_t *slots,
                   const float *cs, const float *sn, int n);
@@ -128,8 +130,8 @@ void cu_turn_keys(cu_dev *d, cu_cache c, int n_head_kv, int head_dim, int n_rot,
 void cu_norm_add(cu_dev *d, float *x, const float *o, const float *w, int n, int T, float eps, float scale);
 /* out[t][i] = act(g[t * ldg + i * step]) * u[t * ldg + i * step] for t < T, i < F (out: [T][F]);
  * act a kernels_glu (SiLU, GELU's tanh form, gpt-oss's). step 2 reads interleaved gate/up rows.
- * quant: out quantised too, as cu_rms_norm's. */
-void cu_glu(cu_dev *d, int act, float *out, const float *g, const float *u, int T, int F, int ldg, int step, bool quant);
+ * quant: out quantised too, as cu_rms_norm's (when F is whole groups of 32: returned). */
+bool cu_glu(cu_dev *d, int act, float *out, const float *g, const float *u, int T, int F, int ldg, int step, bool quant);
 /* dst[r] = src[idx[r]], and dst[idx[r]] = src[r], for r < rows: rows of n floats (any 4-byte
  * data: the bits are copied). */
 void cu_gather(cu_dev *d, float *dst, const float *src, const int32_t *idx, int rows, int n);
@@ -160,10 +162,11 @@ void cu_kv_store(cu_dev *d, cu_cache c, const cu_rope *rope, float *q, int ldq, 
  * from 0; a sliding window) of its list vis + vis_off[t] (cache slots, in position order) with
  * the softmax of scale * q.k over them, soft-capped to cap * tanh(scale * q.k / cap) when cap > 0,
  * with one more logit sinks[head] whose value is zero when sinks is not NULL (gpt-oss); n_head
- * query heads share each of n_head_kv key heads; q and out: [T][n_head * head_dim]. */
-void cu_attention(cu_dev *d, float *out, const float *q, cu_cache c, int T, int n_head, int head_dim, float scale,
+ * query heads share each of n_head_kv key heads; q and out: [T][n_head * head_dim]. quant: out
+ * quantised too, as cu_rms_norm's (when head_dim is whole groups of 32: returned). */
+bool cu_attention(cu_dev *d, float *out, const float *q, cu_cache c, int T, int n_head, int head_dim, float scale,
                   float cap, const float *sinks, const int32_t *vis, const int32_t *vis_off, const int32_t *vis_lo,
-                  const int32_t *n_vis);
+                  const int32_t *n_vis, bool quant);
 
 #ifdef __cplusplus
 }

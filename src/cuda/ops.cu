@@ -583,7 +583,8 @@ static __device__ __forceinline__ void group_all(const mat_view &w, int r, int g
         const uint4 u = *(const uint4 *)(w.q + at * 16);
         const uint32_t b[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
-        for (int e = 0; e < 4; e++) wd[e] = nibbles_s8(b[e] & 0x0F0F0F0Fu), wd[4 + e] = nibbles_s8((b[e] >> 4) & 0x0F0F0F0Fu);
+        for (int e = 0; e < 4; e++)
+            wd[e] = nibbles_s8(b[e] & 0x0F0F0F0Fu), wd[4 + e] = nibbles_s8((b[e] >> 4) & 0x0F0F0F0Fu);
     } else {
         const uint4 u0 = *(const uint4 *)(w.q + at * 32), u1 = *(const uint4 *)(w.q + at * 32 + 16);
         wd[0] = u0.x, wd[1] = u0.y, wd[2] = u0.z, wd[3] = u0.w, wd[4] = u1.x, wd[5] = u1.y, wd[6] = u1.z, wd[7] = u1.w;
@@ -812,13 +813,15 @@ static __device__ __forceinline__ void tile_load(tile_part<TYPE> &p, const mat_v
             p.d[k] = w.d[(size_t)r * ng + gi];
         }
         const int gt = min(c0 + 2 * (i / TILE_BN) + k, ng - 1);
-        const uint4 *xh = (const uint4 *)(act + (size_t)t * w.cols + (size_t)gt * GROUP), *xl = (const uint4 *)((const uint8_t *)xh + plane);
+        const uint8_t *xg = act + (size_t)t * w.cols + (size_t)gt * GROUP;
+        const uint4 *xh = (const uint4 *)xg, *xl = (const uint4 *)(xg + plane);
         p.hi[k][0] = xh[0], p.hi[k][1] = xh[1], p.lo[k][0] = xl[0], p.lo[k][1] = xl[1];
         p.x[k] = ((const act_group *)(act + 2 * plane))[(size_t)t * ng + gt];
     }
 }
 
-template <uint32_t TYPE> static __device__ __forceinline__ void tile_store(const tile_part<TYPE> &p, tile_smem<TYPE> &sm) {
+template <uint32_t TYPE>
+static __device__ __forceinline__ void tile_store(const tile_part<TYPE> &p, tile_smem<TYPE> &sm) {
     const int i = threadIdx.x, row = i % TILE_BM, tok = i % TILE_BN;
     constexpr int NA = tile_scales<TYPE>::a, NB = tile_scales<TYPE>::b;
 #pragma unroll
@@ -834,7 +837,8 @@ template <uint32_t TYPE> static __device__ __forceinline__ void tile_store(const
         } else if (TYPE == GGML_TYPE_Q4_0) {
             const uint32_t u[4] = {p.u[k][0].x, p.u[k][0].y, p.u[k][0].z, p.u[k][0].w};
 #pragma unroll
-            for (int e = 0; e < 4; e++) wd[e] = nibbles_s8(u[e] & 0x0F0F0F0Fu), wd[4 + e] = nibbles_s8((u[e] >> 4) & 0x0F0F0F0Fu);
+            for (int e = 0; e < 4; e++)
+                wd[e] = nibbles_s8(u[e] & 0x0F0F0F0Fu), wd[4 + e] = nibbles_s8((u[e] >> 4) & 0x0F0F0F0Fu);
             a[0] = h2f(p.d[k]);
         } else {
             const uint4 u0 = p.u[k][0], u1 = p.u[k][TYPE == GGML_TYPE_Q8_0 ? 1 : 0];
@@ -1025,7 +1029,8 @@ static __global__ void __launch_bounds__(VEC_THREADS) k_mul_vec(vec_job job, con
                 group_all<TYPE>(w, r, gi, wd[k]);
                 group_scales<TYPE>(w, r, gi, a[k], b[k]);
             }
-            const uint4 *xa = (const uint4 *)(act + (size_t)gi * GROUP), *xl = (const uint4 *)(act + plane + (size_t)gi * GROUP);
+            const uint4 *xa = (const uint4 *)(act + (size_t)gi * GROUP);
+            const uint4 *xl = (const uint4 *)(act + plane + (size_t)gi * GROUP);
             const uint4 h0 = xa[0], h1 = xa[1], l0 = xl[0], l1 = xl[1];
             const uint32_t hi[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
             const uint32_t lo[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
@@ -1161,7 +1166,9 @@ static void mul_vec(cu_dev *d, const cu_out *out, int n) {
     }
     prof_begin(d);
 #define VEC_CASE(NAME, ...)                                                                                          \
-    case GGML_TYPE_##NAME: NC_LAUNCH(k_mul_vec<GGML_TYPE_##NAME>, dim3((unsigned)blocks), dim3(VEC_THREADS), d->stream, job, d->act); break;
+    case GGML_TYPE_##NAME:                                                                                           \
+        NC_LAUNCH(k_mul_vec<GGML_TYPE_##NAME>, dim3((unsigned)blocks), dim3(VEC_THREADS), d->stream, job, d->act);    \
+        break;
     switch (out[0].w->type) { QUANT_INT_TYPES(VEC_CASE) default: break; }
 #undef VEC_CASE
     note_launch(d);
@@ -1298,20 +1305,19 @@ static __global__ void __launch_bounds__(NORM_T)
         yr[k] = add ? yr[k] + scale * v : v;
     }
     if (!act) return;
-    for (int gi = tid / 32; gi < n / 32; gi += NORM_T / 32) { /* the same values, each warp its groups */
-        const int k = 32 * gi + (tid & 31);
-        quantise_group(w ? xr[k] * inv * w[k] : xr[k], i, gi, gridDim.x, n, act);
-    }
+    __syncthreads(); /* the row as written (y may be x), each warp its groups */
+    for (int gi = tid / 32; gi < n / 32; gi += NORM_T / 32)
+        quantise_group(yr[32 * gi + (tid & 31)], i, gi, gridDim.x, n, act);
 }
 
-extern "C" void cu_rms_norm(cu_dev *d, float *y, const float *x, const int32_t *rows, const float *w, int n, int T,
+extern "C" bool cu_rms_norm(cu_dev *d, float *y, const float *x, const int32_t *rows, const float *w, int n, int T,
                             float eps, bool quant) {
-    uint8_t *act = NULL;
-    if (quant && n % 32 == 0 && !(act = act_for(d, T, n))) return;
+    uint8_t *act = quant && n % 32 == 0 ? act_for(d, T, n) : NULL;
     prof_begin(d);
     NC_LAUNCH(k_rms_norm, dim3((unsigned)T), dim3(NORM_T), d->stream, y, x, rows, w, n, eps, 0, 1.0f, act);
     note_launch(d);
     prof_end(d, "rms_norm", 0);
+    return act != NULL;
 }
 
 extern "C" void cu_norm_add(cu_dev *d, float *x, const float *o, const float *w, int n, int T, float eps, float scale) {
@@ -1375,14 +1381,14 @@ static __global__ void k_glu(int act, float *out, const float *g, const float *u
     if (qa) quantise_group(r, t, i / 32, gridDim.y, F, qa);
 }
 
-extern "C" void cu_glu(cu_dev *d, int act, float *out, const float *g, const float *u, int T, int F, int ldg, int step,
+extern "C" bool cu_glu(cu_dev *d, int act, float *out, const float *g, const float *u, int T, int F, int ldg, int step,
                        bool quant) {
-    uint8_t *qa = NULL;
-    if (quant && F % 32 == 0 && !(qa = act_for(d, T, F))) return;
+    uint8_t *qa = quant && F % 32 == 0 ? act_for(d, T, F) : NULL;
     prof_begin(d);
     NC_LAUNCH(k_glu, dim3((unsigned)((F + 255) / 256), (unsigned)T), dim3(256), d->stream, act, out, g, u, F, ldg, step, qa);
     note_launch(d);
     prof_end(d, "glu", 0);
+    return qa != NULL;
 }
 
 /* ---- experts -------------------------------------------------------------------------------- */
@@ -1474,10 +1480,12 @@ static __device__ float block_reduce(float v, float *red, int op) {
 
 /* A block per (query head, token): the cells in spans of ATT_T, a thread per cell for the
  * scores, a thread per dimension for the weighted values, with the streaming softmax (Milakov &
- * Gimelshein 2018) across spans; every sum in a fixed order. */
+ * Gimelshein 2018) across spans; every sum in a fixed order. With qa (head_dim whole groups of
+ * 32: a warp's dimensions are one group), the output quantised for the products too. */
 static __global__ void __launch_bounds__(ATT_T)
     k_attention(float *out, const float *q, cu_cache cc, int n_head, int head_dim, float scale, float cap,
-                const float *sinks, const int32_t *vis, const int32_t *vis_off, const int32_t *vis_lo, const int32_t *n_vis) {
+                const float *sinks, const int32_t *vis, const int32_t *vis_off, const int32_t *vis_lo, const int32_t *n_vis,
+                uint8_t *qa) {
     __shared__ float qs[ATT_MAX_HEAD];
     __shared__ float p[ATT_T];
     __shared__ float red[ATT_T];
@@ -1534,16 +1542,21 @@ static __global__ void __launch_bounds__(ATT_T)
 #pragma unroll
     for (int j = 0; j < ATT_MAX_HEAD / ATT_T; j++) {
         int k = tid + j * ATT_T;
-        if (k < head_dim) orow[k] = o[j] / l;
+        if (k >= head_dim) break; /* the same for the whole warp when qa is set */
+        const float v = o[j] / l;
+        orow[k] = v;
+        if (qa) quantise_group(v, t, (h * head_dim + k) / 32, gridDim.y, n_head * head_dim, qa);
     }
 }
 
-extern "C" void cu_attention(cu_dev *d, float *out, const float *q, cu_cache c, int T, int n_head, int head_dim, float scale,
+extern "C" bool cu_attention(cu_dev *d, float *out, const float *q, cu_cache c, int T, int n_head, int head_dim, float scale,
                              float cap, const float *sinks, const int32_t *vis, const int32_t *vis_off,
-                             const int32_t *vis_lo, const int32_t *n_vis) {
+                             const int32_t *vis_lo, const int32_t *n_vis, bool quant) {
+    uint8_t *qa = quant && head_dim % 32 == 0 ? act_for(d, T, n_head * head_dim) : NULL;
     prof_begin(d);
     NC_LAUNCH(k_attention, dim3((unsigned)n_head, (unsigned)T), dim3(ATT_T), d->stream, out, q, c, n_head, head_dim, scale,
-              cap, sinks, vis, vis_off, vis_lo, n_vis);
+              cap, sinks, vis, vis_off, vis_lo, n_vis, qa);
     note_launch(d);
     prof_end(d, "attention", 0);
+    return qa != NULL;
 }

@@ -381,7 +381,8 @@ static int send_step(fwd_state *s, const nc_batch_entry *e, int T, int *n_out, n
 }
 
 /* A block's output o (biased) into the residual stream: x += scale * post_norm(o). Without a
- * post-norm the product adds itself (cu_mul's add), so o is never written. */
+ * post-norm the product adds itself (cu_out's add), so o is never written. ready: in was quantised
+ * by the operation that wrote it (cu_mul_n). */
 static void residual(fwd_state *s, const cu_mat *w, const float *in, int ld, int T, const float *bias,
                      const float *post_norm, bool ready) {
     fwd_gpu *g = s->gpu;
@@ -462,10 +463,11 @@ static int layer(fwd_state *s, int il, int T, nc_err *err) {
     int E = hp->n_embd, hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd, F = hp->n_ff;
     int table = L->sliding && s->n_ropes > 1;
     /* attention */
-    cu_rms_norm(d, g->xn, st->x, NULL, G->attn_norm, E, T, hp->norm_eps, true); /* quantised for the products */
+    /* each product's input quantised by the operation that writes it (ready) where it can be */
+    bool ready = cu_rms_norm(d, g->xn, st->x, NULL, G->attn_norm, E, T, hp->norm_eps, true);
     cu_mul_n(d, g->xn, E, T,
              (cu_out[]){{&G->wq, g->q, Q, G->bq, false, 1.0f}, {&G->wk, g->k, KV, G->bk, false, 1.0f},
-                        {&G->wv, g->v, KV, G->bv, false, 1.0f}}, 3, true);
+                        {&G->wv, g->v, KV, G->bv, false, 1.0f}}, 3, ready);
     if (G->q_norm && hp->arch->qk_norm == QK_NORM_HEAD) { /* per head: T * heads rows of head_dim */
         cu_rms_norm(d, g->q, g->q, NULL, G->q_norm, hd, T * hp->n_head, hp->norm_eps, false);
         cu_rms_norm(d, g->k, g->k, NULL, G->k_norm, hd, T * hp->n_head_kv, hp->norm_eps, false);
@@ -475,16 +477,16 @@ static int layer(fwd_state *s, int il, int T, nc_err *err) {
     }
     const cu_rope rope = {hd, hp->n_rot, hp->rope_neox, st->cs[table], st->sn[table]};
     cu_kv_store(d, cache_of(s, il), L->rope ? &rope : NULL, g->q, Q, hp->n_head, g->k, g->v, KV, T, st->slots);
-    cu_attention(d, g->attn, g->q, cache_of(s, il), T, hp->n_head, hd, hp->attn_scale, hp->attn_softcap, G->sinks, st->vis,
-                 st->vis_off, L->sliding ? st->vis_lo : NULL, st->n_vis);
-    residual(s, &G->wo, g->attn, Q, T, G->bo, G->attn_post_norm, false);
+    ready = cu_attention(d, g->attn, g->q, cache_of(s, il), T, hp->n_head, hd, hp->attn_scale, hp->attn_softcap, G->sinks,
+                         st->vis, st->vis_off, L->sliding ? st->vis_lo : NULL, st->n_vis, true);
+    residual(s, &G->wo, g->attn, Q, T, G->bo, G->attn_post_norm, ready);
     /* feed-forward */
     if (L->router.data) return moe_ffn(s, il, T, err);
-    cu_rms_norm(d, g->xn, st->x, NULL, G->ffn_norm, E, T, hp->norm_eps, true);
+    ready = cu_rms_norm(d, g->xn, st->x, NULL, G->ffn_norm, E, T, hp->norm_eps, true);
     cu_mul_n(d, g->xn, E, T, (cu_out[]){{&G->gate, g->gate, F, NULL, false, 1.0f}, {&G->up, g->up, F, NULL, false, 1.0f}}, 2,
-             true);
-    cu_glu(d, glu_kind[hp->arch->act], g->gate, g->gate, g->up, T, F, F, 1, true);
-    residual(s, &G->down, g->gate, F, T, NULL, G->ffn_post_norm, true);
+             ready);
+    ready = cu_glu(d, glu_kind[hp->arch->act], g->gate, g->gate, g->up, T, F, F, 1, true);
+    residual(s, &G->down, g->gate, F, T, NULL, G->ffn_post_norm, ready);
     return 0;
 }
 

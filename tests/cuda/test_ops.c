@@ -384,8 +384,33 @@ static void test_attention(int head_dim, float cap, int window, uint32_t tk, uin
     cu_cache cc = {cu_alloc(dev, (size_t)SLOTS * kr, &err), cu_alloc(dev, (size_t)SLOTS * vr, &err), tk, tv, kvd};
     cu_kv_store(dev, cc, NULL, NULL, 0, 0, dk, dv, kvd, SLOTS, dslot);
     float scale = 1.0f / sqrtf((float)head_dim);
-    cu_attention(dev, dout, dq, cc, T, NH, head_dim, scale, cap, NULL, dvis, doff, window ? dlo : NULL, dn);
+    cu_attention(dev, dout, dq, cc, T, NH, head_dim, scale, cap, NULL, dvis, doff, window ? dlo : NULL, dn, false);
     from_dev(out, dout, (size_t)T * qd * 4);
+    /* quantised for the products too (when head_dim is whole groups): a Q4_0 product of it then
+     * gives what it gives when it quantises the output itself */
+    bool quantised =
+        cu_attention(dev, dout, dq, cc, T, NH, head_dim, scale, cap, NULL, dvis, doff, window ? dlo : NULL, dn, true);
+    CHECK(quantised == (head_dim % 32 == 0));
+    if (quantised) {
+        enum { R = 9 };
+        float *w = malloc((size_t)R * qd * 4), y[2][T * R];
+        uint8_t *wq = malloc((size_t)R * qd);
+        for (int i = 0; i < R * qd; i++) w[i] = frand();
+        size_t rb = quant_row_bytes(GGML_TYPE_Q4_0, qd);
+        for (int r = 0; r < R; r++) quant_quantize_row(GGML_TYPE_Q4_0, w + (size_t)r * qd, wq + r * rb, qd);
+        cu_mat m;
+        CHECK(cu_upload(dev, &m, wq, GGML_TYPE_Q4_0, R, qd, rb, &err) == 0);
+        float *dy = dup_to_dev(y, sizeof y[0]);
+        cu_out o = {&m, dy, R, NULL, false, 1.0f};
+        for (int ready = 1; ready >= 0; ready--) { /* the attention's quantisation first: the last thing to write it */
+            cu_mul_n(dev, dout, qd, T, &o, 1, ready);
+            from_dev(y[ready], dy, sizeof y[0]);
+        }
+        CHECK_MSG(memcmp(y[0], y[1], sizeof y[0]) == 0, "attention, head_dim %d, quantised: the products differ", head_dim);
+        cu_mat_free(dev, &m);
+        cu_free(dev, dy);
+        free(w), free(wq);
+    }
     from_dev(got_rows, cc.k, (size_t)SLOTS * kr);
     CHECK_MSG(memcmp(got_rows, krows, (size_t)SLOTS * kr) == 0, "kv_store: keys of type %u differ from kv_cache.c's rows", tk);
     int bad = 0;
