@@ -567,11 +567,37 @@ static __device__ __forceinline__ void group_frag(const mat_view &w, int r, bool
     group_scales<TYPE>(w, r, gi, a, b);
 }
 
-/* Row r's group gi whole: its 32 integers w as bytes, elements 4e..4e + 3 in wd[e] (group_words'
- * order); Q4_0 as one 16-byte load, Q8_0 as two. */
+/* Two 16-byte pieces as 8 words, the first's first. */
+static __device__ __forceinline__ void words8(uint4 a, uint4 b, uint32_t w[8]) {
+    w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+}
+
+/* A Q4_0 / Q8_0 group's quants in its plane: 16-byte pieces (1 or 2) of row r's group gi, as
+ * loaded; then as its 32 integers w, bytes, elements 4e..4e + 3 in wd[e] (group_words' order). */
+template <uint32_t TYPE> struct planar_pieces {
+    enum { n = TYPE == GGML_TYPE_Q8_0 ? 2 : 1 };
+};
+template <uint32_t TYPE>
+static __device__ __forceinline__ void planar_load(const mat_view &w, int r, int gi, uint4 u[]) {
+    const uint4 *p = (const uint4 *)(w.q + ((size_t)r * (w.cols / GROUP) + gi) * 16 * planar_pieces<TYPE>::n);
+#pragma unroll
+    for (int h = 0; h < planar_pieces<TYPE>::n; h++) u[h] = p[h];
+}
+template <uint32_t TYPE> static __device__ __forceinline__ void planar_words(const uint4 u[], uint32_t wd[8]) {
+    if (TYPE == GGML_TYPE_Q4_0) {
+        const uint32_t b[4] = {u[0].x, u[0].y, u[0].z, u[0].w};
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            wd[e] = nibbles_s8(b[e] & 0x0F0F0F0Fu), wd[4 + e] = nibbles_s8((b[e] >> 4) & 0x0F0F0F0Fu);
+    } else {
+        words8(u[0], u[planar_pieces<TYPE>::n - 1], wd);
+    }
+}
+
+/* Row r's group gi whole, as planar_words gives it: the planes' 16-byte loads, the other types
+ * through their forms. */
 template <uint32_t TYPE>
 static __device__ __forceinline__ void group_all(const mat_view &w, int r, int gi, uint32_t wd[8]) {
-    const size_t at = (size_t)r * (w.cols / GROUP) + gi;
     if constexpr (form<TYPE>::native) {
 #pragma unroll
         for (int q = 0; q < 4; q++) {
@@ -579,15 +605,10 @@ static __device__ __forceinline__ void group_all(const mat_view &w, int r, int g
             group_words<TYPE>(w, r, gi, q, two);
             wd[q] = two[0], wd[4 + q] = two[1];
         }
-    } else if (TYPE == GGML_TYPE_Q4_0) {
-        const uint4 u = *(const uint4 *)(w.q + at * 16);
-        const uint32_t b[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            wd[e] = nibbles_s8(b[e] & 0x0F0F0F0Fu), wd[4 + e] = nibbles_s8((b[e] >> 4) & 0x0F0F0F0Fu);
     } else {
-        const uint4 u0 = *(const uint4 *)(w.q + at * 32), u1 = *(const uint4 *)(w.q + at * 32 + 16);
-        wd[0] = u0.x, wd[1] = u0.y, wd[2] = u0.z, wd[3] = u0.w, wd[4] = u1.x, wd[5] = u1.y, wd[6] = u1.z, wd[7] = u1.w;
+        uint4 u[planar_pieces<TYPE>::n];
+        planar_load<TYPE>(w, r, gi, u);
+        planar_words<TYPE>(u, wd);
     }
 }
 
@@ -778,7 +799,7 @@ template <uint32_t TYPE> struct tile_scales {
 /* A thread's part of a stage: two groups of one row (Q4_0, Q8_0: their planes' bytes and scales,
  * as loaded; the others: decoded) and two groups of one token's activations. */
 template <uint32_t TYPE> struct tile_part {
-    uint4 u[2][TYPE == GGML_TYPE_Q8_0 ? 2 : 1];
+    uint4 u[2][planar_pieces<TYPE>::n];
     uint16_t d[2];
     uint32_t wd[2][8];
     float a[2][2], b[2][2];
@@ -807,9 +828,7 @@ static __device__ __forceinline__ void tile_load(tile_part<TYPE> &p, const mat_v
             group_all<TYPE>(w, r, gi, p.wd[k]);
             group_scales<TYPE>(w, r, gi, p.a[k], p.b[k]);
         } else {
-            const uint4 *q = (const uint4 *)(w.q + ((size_t)r * ng + gi) * (TYPE == GGML_TYPE_Q8_0 ? 32 : 16));
-#pragma unroll
-            for (int h = 0; h < (TYPE == GGML_TYPE_Q8_0 ? 2 : 1); h++) p.u[k][h] = q[h];
+            planar_load<TYPE>(w, r, gi, p.u[k]);
             p.d[k] = w.d[(size_t)r * ng + gi];
         }
         const int gt = min(c0 + 2 * (i / TILE_BN) + k, ng - 1);
@@ -834,15 +853,8 @@ static __device__ __forceinline__ void tile_store(const tile_part<TYPE> &p, tile
             for (int e = 0; e < 8; e++) wd[e] = p.wd[k][e];
 #pragma unroll
             for (int h = 0; h < 2; h++) a[h] = p.a[k][h], b[h] = p.b[k][h];
-        } else if (TYPE == GGML_TYPE_Q4_0) {
-            const uint32_t u[4] = {p.u[k][0].x, p.u[k][0].y, p.u[k][0].z, p.u[k][0].w};
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                wd[e] = nibbles_s8(u[e] & 0x0F0F0F0Fu), wd[4 + e] = nibbles_s8((u[e] >> 4) & 0x0F0F0F0Fu);
-            a[0] = h2f(p.d[k]);
         } else {
-            const uint4 u0 = p.u[k][0], u1 = p.u[k][TYPE == GGML_TYPE_Q8_0 ? 1 : 0];
-            wd[0] = u0.x, wd[1] = u0.y, wd[2] = u0.z, wd[3] = u0.w, wd[4] = u1.x, wd[5] = u1.y, wd[6] = u1.z, wd[7] = u1.w;
+            planar_words<TYPE>(p.u[k], wd);
             a[0] = h2f(p.d[k]);
         }
 #pragma unroll
@@ -851,10 +863,9 @@ static __device__ __forceinline__ void tile_store(const tile_part<TYPE> &p, tile
         for (int h = 0; h < NA; h++) sm.sc[ja][row][h] = a[h];
 #pragma unroll
         for (int h = 0; h < NB; h++) sm.sc[ja][row][NA + h] = b[h];
-        const uint32_t hw[8] = {p.hi[k][0].x, p.hi[k][0].y, p.hi[k][0].z, p.hi[k][0].w,
-                                p.hi[k][1].x, p.hi[k][1].y, p.hi[k][1].z, p.hi[k][1].w};
-        const uint32_t lw[8] = {p.lo[k][0].x, p.lo[k][0].y, p.lo[k][0].z, p.lo[k][0].w,
-                                p.lo[k][1].x, p.lo[k][1].y, p.lo[k][1].z, p.lo[k][1].w};
+        uint32_t hw[8], lw[8];
+        words8(p.hi[k][0], p.hi[k][1], hw);
+        words8(p.lo[k][0], p.lo[k][1], lw);
 #pragma unroll
         for (int e = 0; e < 8; e++) sm.hi[jb][e][tok] = hw[e], sm.lo[jb][e][tok] = lw[e];
         sm.x[jb][tok] = p.x[k];
@@ -1031,9 +1042,9 @@ static __global__ void __launch_bounds__(VEC_THREADS) k_mul_vec(vec_job job, con
             }
             const uint4 *xa = (const uint4 *)(act + (size_t)gi * GROUP);
             const uint4 *xl = (const uint4 *)(act + plane + (size_t)gi * GROUP);
-            const uint4 h0 = xa[0], h1 = xa[1], l0 = xl[0], l1 = xl[1];
-            const uint32_t hi[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
-            const uint32_t lo[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
+            uint32_t hi[8], lo[8];
+            words8(xa[0], xa[1], hi);
+            words8(xl[0], xl[1], lo);
             const act_group x = ag[gi];
 #pragma unroll
             for (int k = 0; k < VEC_ROWS; k++) {
