@@ -8,6 +8,10 @@ cd "$(dirname "$0")/.."
 export NUCLEUS_ROOT=$PWD
 export SHARED=${SHARED:-$(cd .. && pwd)/shared}
 total_pass=0 total_fail=0 failed_suites=()
+# What each failing suite said, repeated above the closing line: a CI log is often read from its
+# tail only.
+digest=$(mktemp)
+trap 'rm -f "$digest"' EXIT
 
 run_suite() { # name, command...
     local name=$1; shift
@@ -25,6 +29,9 @@ run_suite() { # name, command...
     if [ "$f" -ne 0 ]; then
         failed_suites+=("$name")
         sed 's/^/    | /' "$log" | tail -n 60
+        { echo "$name:"
+          grep -E 'FAIL|ERROR|Sanitizer|runtime error' "$log" | head -n 12 | grep . || tail -n 8 "$log"
+        } | sed 's/^/    /' >>"$digest"
     fi
     rm -f "$log"
 }
@@ -54,6 +61,9 @@ for isa in avx2 scalar; do
     run_suite "kv_quant ($isa)" env NUCLEUS_ISA=$isa bash tests/e2e/kv_quant.sh
 done
 
-if [ ${#failed_suites[@]} -ne 0 ]; then echo "failing suites: ${failed_suites[*]}"; fi
+if [ ${#failed_suites[@]} -ne 0 ]; then
+    echo "failing suites: ${failed_suites[*]}"
+    cat "$digest"
+fi
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]

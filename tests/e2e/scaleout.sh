@@ -86,8 +86,20 @@ CONF
 start_nginx bal "$lb_bal" nucleus_balanced || finish
 start_nginx aff "$lb_aff" nucleus_affinity || finish
 
+# logged LOG RID...: waits (3 s at most in all) until nginx has logged each request id: nginx
+# writes a request's line when it finalises the request, which can come just after the client
+# has read the last byte of the response.
+logged() {
+    local log=$1 rid end=$((SECONDS + 3)); shift
+    for rid in "$@"; do
+        until grep -qF "rid=$rid " "$log" || [ "$SECONDS" -ge "$end" ]; do sleep 0.1; done
+    done
+}
 # upstream_of LOG RID: the replica port nginx logged for that request id (the last one tried).
-upstream_of() { grep -F "rid=$2 " "$1" | tail -n 1 | sed -E 's/.*upstream=([^ ]*).*/\1/; s/.*[:, ]([0-9]+)$/\1/'; }
+upstream_of() {
+    logged "$1" "$2"
+    grep -F "rid=$2 " "$1" | tail -n 1 | sed -E 's/.*upstream=([^ ]*).*/\1/; s/.*[:, ]([0-9]+)$/\1/'
+}
 header() { tr -d '\r' | grep -i "^$1:" | head -n 1 | cut -d' ' -f2-; }
 
 # ---- X-Request-Id and /health ------------------------------------------------------------------
@@ -101,6 +113,7 @@ h=$(curl -s -H 'Content-Type: application/json' -o /dev/null -D - -H 'X-Request-
     -d '{"prompt":"Once","max_tokens":2}')
 expect_eq "through nginx: the id is echoed once" "$(tr -d '\r' <<<"$h" | grep -ic '^x-request-id: via-lb-1$')" "1"
 expect_in "through nginx: status" " 200" "$(head -n 1 <<<"$h")"
+logged "$tmp/bal/access.log" via-lb-1
 expect_in "nginx logged the id" "rid=via-lb-1 " "$(cat "$tmp/bal/access.log")"
 
 # ---- Affinity ----------------------------------------------------------------------------------
@@ -161,6 +174,7 @@ done
 python3 tests/e2e/scaleout_load.py --url "http://127.0.0.1:$lb_bal" --workers 6 --duration 6 --max-tokens 48 \
     --kill-pid "$pid_r3" --kill-at 2 --tag kill >"$tmp/kill.json"
 wait "$pid_r3" 2>/dev/null
+logged "$tmp/bal/access.log" $(python3 -c 'import json,sys; print(*[r["rid"] for r in json.load(open(sys.argv[1]))["requests"]])' "$tmp/kill.json")
 python3 - "$tmp/kill.json" "$tmp/bal/access.log" "$p3" >"$tmp/kill.txt" <<'PY'
 import json, re, sys
 d = json.load(open(sys.argv[1]))
