@@ -115,6 +115,9 @@ typedef struct cu_out {
     float scale;
 } cu_out;
 void cu_mul_n(cu_dev *d, const float *x, int ldx, int T, const cu_out *out, int n, bool ready);
+/* Whether w's products take the quantised activations: only then is it worth an operation
+ * quantising what it writes for them (the quant of cu_rms_norm, cu_glu and cu_attention). */
+bool cu_quantised(const cu_mat *w);
 /* y[i] = RMSNorm(x[rows ? rows[i] : i]) * w for i < T, n floats a row; w NULL: a copy. quant: y
  * (T rows of n) quantised too, for a cu_mul_n of it with ready; whether it was (n whole groups of
  * 32) is returned. */

@@ -1081,7 +1081,7 @@ static __global__ void __launch_bounds__(VEC_THREADS) k_mul_vec(vec_job job, con
     if (i < VEC_ROWS && r0 + i < w.rows) put_out(out.y, 0, 0, r0 + i, acc, out.bias, out.add, out.scale);
 }
 
-static bool quantised(const cu_mat *w) { return planar(w->type) || native(w->type); }
+extern "C" bool cu_quantised(const cu_mat *w) { return planar(w->type) || native(w->type); }
 
 /* The profile's names of the products, by type and kernel. */
 enum mul_kernel { MUL_FMA, MUL_MMA, MUL_VEC };
@@ -1120,7 +1120,7 @@ static void mul_one(cu_dev *d, const cu_out *o, const float *x, int ldx, int T) 
     int a = o->add ? 1 : 0, ldy = o->ldy;
     float *y = o->y, scale = o->scale;
     const float *bias = o->bias;
-    bool mma = quantised(w) && d->mma;
+    bool mma = cu_quantised(w) && d->mma;
     prof_begin(d);
     if (mma && T < TILE_FROM) { /* few tokens: the groups split among a block's warps */
         const int tiles = T <= 8 ? 1 : T <= 16 ? 2 : 4;
@@ -1188,7 +1188,7 @@ static void mul_vec(cu_dev *d, const cu_out *out, int n) {
 
 extern "C" void cu_mul_n(cu_dev *d, const float *x, int ldx, int T, const cu_out *out, int n, bool ready) {
     bool quant = false;
-    for (int i = 0; i < n; i++) quant = quant || quantised(out[i].w);
+    for (int i = 0; i < n; i++) quant = quant || cu_quantised(out[i].w);
     if (quant && !ready) { /* once for all the products (they share the input, so its width) */
         int cols = out[0].w->cols;
         if (!act_for(d, T, cols)) return;
@@ -1200,7 +1200,7 @@ extern "C" void cu_mul_n(cu_dev *d, const float *x, int ldx, int T, const cu_out
     }
     for (int i = 0; i < n;) {
         int k = 1; /* one token's quantised products: those of one type together */
-        if (T == 1 && quantised(out[i].w)) {
+        if (T == 1 && cu_quantised(out[i].w)) {
             while (k < VEC_OUTS && i + k < n && out[i + k].w->type == out[i].w->type) k++;
             mul_vec(d, out + i, k);
         } else {

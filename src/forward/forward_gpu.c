@@ -463,8 +463,10 @@ static int layer(fwd_state *s, int il, int T, nc_err *err) {
     int E = hp->n_embd, hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd, F = hp->n_ff;
     int table = L->sliding && s->n_ropes > 1;
     /* attention */
-    /* each product's input quantised by the operation that writes it (ready) where it can be */
-    bool ready = cu_rms_norm(d, g->xn, st->x, NULL, G->attn_norm, E, T, hp->norm_eps, true);
+    /* each quantised product's input quantised by the operation that writes it (ready) where it
+     * can be */
+    bool ready = cu_rms_norm(d, g->xn, st->x, NULL, G->attn_norm, E, T, hp->norm_eps,
+                             cu_quantised(&G->wq) || cu_quantised(&G->wk) || cu_quantised(&G->wv));
     cu_mul_n(d, g->xn, E, T,
              (cu_out[]){{&G->wq, g->q, Q, G->bq, false, 1.0f}, {&G->wk, g->k, KV, G->bk, false, 1.0f},
                         {&G->wv, g->v, KV, G->bv, false, 1.0f}}, 3, ready);
@@ -478,14 +480,15 @@ static int layer(fwd_state *s, int il, int T, nc_err *err) {
     const cu_rope rope = {hd, hp->n_rot, hp->rope_neox, st->cs[table], st->sn[table]};
     cu_kv_store(d, cache_of(s, il), L->rope ? &rope : NULL, g->q, Q, hp->n_head, g->k, g->v, KV, T, st->slots);
     ready = cu_attention(d, g->attn, g->q, cache_of(s, il), T, hp->n_head, hd, hp->attn_scale, hp->attn_softcap, G->sinks,
-                         st->vis, st->vis_off, L->sliding ? st->vis_lo : NULL, st->n_vis, true);
+                         st->vis, st->vis_off, L->sliding ? st->vis_lo : NULL, st->n_vis, cu_quantised(&G->wo));
     residual(s, &G->wo, g->attn, Q, T, G->bo, G->attn_post_norm, ready);
     /* feed-forward */
     if (L->router.data) return moe_ffn(s, il, T, err);
-    ready = cu_rms_norm(d, g->xn, st->x, NULL, G->ffn_norm, E, T, hp->norm_eps, true);
+    ready = cu_rms_norm(d, g->xn, st->x, NULL, G->ffn_norm, E, T, hp->norm_eps,
+                        cu_quantised(&G->gate) || cu_quantised(&G->up));
     cu_mul_n(d, g->xn, E, T, (cu_out[]){{&G->gate, g->gate, F, NULL, false, 1.0f}, {&G->up, g->up, F, NULL, false, 1.0f}}, 2,
              ready);
-    ready = cu_glu(d, glu_kind[hp->arch->act], g->gate, g->gate, g->up, T, F, F, 1, true);
+    ready = cu_glu(d, glu_kind[hp->arch->act], g->gate, g->gate, g->up, T, F, F, 1, cu_quantised(&G->down));
     residual(s, &G->down, g->gate, F, T, NULL, G->ffn_post_norm, ready);
     return 0;
 }
