@@ -239,7 +239,6 @@ static void test_rms_norm(void) {
     cu_free(dev, dx), cu_free(dev, dw), cu_free(dev, dy), cu_free(dev, drows);
 }
 
-
 /* The gated activations against their definitions in double: SiLU, GELU's tanh form, gpt-oss's
  * clamped SiLU with its slope and the +1 on the linear part. */
 static void test_glu(kernels_glu act) {
