@@ -29,7 +29,8 @@ HOST_NEON_DOT_FLAGS := $(if $(filter aarch64 arm64,$(ARCH)),$(NEON_DOT_FLAGS),)
 HOST_NEON_I8MM_FLAGS := $(if $(filter aarch64 arm64,$(ARCH)),$(NEON_I8MM_FLAGS),)
 endif
 
-LIB_SRC  := $(shell find src -name '*.c' | sort)
+# src/cuda is the CUDA backend: linked only into builds with CUDA (below).
+LIB_SRC  := $(shell find src -name '*.c' -not -path 'src/cuda/*' | sort)
 CLI_SRC  := $(shell find cli -name '*.c' | sort)
 UNIT_SRC := $(shell find tests/unit -name 'test_*.c' | sort)
 
@@ -87,11 +88,12 @@ $(BUILD)/rel/cli/main.o $(BUILD)/san/cli/main.o: $(BUILD)/gen/version.h
 .PHONY: FORCE
 FORCE:
 
-# The CUDA backend (src/cuda/*.cu, src/forward/forward_gpu.c). CUDA=1: nvcc compiles it for the
-# GPU (sm_80 and sm_90) into $(BUILD)/nucleus. CUDA=emu: the same source is compiled as C++ for
-# the CPU with src/cuda/emulate.h (the tests' way of running the GPU code without a GPU). Either
-# way only forward_gpu.c, the .cu files and the link differ from the CPU build, so the variants
-# share every other object; $(BUILD)/emu/nucleus is always the emulated one (make emu).
+# The CUDA backend (src/cuda: backend.c, the forward pass's operations, over the kernels of the
+# .cu files). CUDA=1: nvcc compiles the kernels for the GPU (sm_80 and sm_90) into $(BUILD)/nucleus.
+# CUDA=emu: the same source is compiled as C++ for the CPU with src/cuda/emulate.h (the tests' way
+# of running the GPU code without a GPU). The library's objects are the same either way: a build
+# with the backend links src/cuda's objects beside them; $(BUILD)/emu/nucleus is always the
+# emulated one (make emu).
 NVCC ?= /usr/local/cuda/bin/nvcc
 CXX ?= g++
 CUDA_HOME ?= /usr/local/cuda
@@ -100,14 +102,11 @@ CUDA_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,cod
 NVCC_FLAGS := -std=c++17 -O3 -g -lineinfo $(INC) $(CUDA_GENCODE) -Xcompiler -Wall,-Wextra,-Wno-unused-parameter
 EMU_FLAGS := -std=c++17 -x c++ -DNC_CUDA_EMULATE -O2 -g $(WARN) -Wno-unknown-pragmas $(INC)
 CU_SRC := $(sort $(wildcard src/cuda/*.cu))
-CPU_LIB_OBJ := $(filter-out $(BUILD)/rel/src/forward/forward_gpu.o,$(REL_LIB_OBJ))
-CUDA_OBJ := $(BUILD)/cuda/forward_gpu.o $(CU_SRC:src/cuda/%.cu=$(BUILD)/cuda/%.o)
-EMU_OBJ := $(BUILD)/emu/forward_gpu.o $(CU_SRC:src/cuda/%.cu=$(BUILD)/emu/%.o)
+CU_C_SRC := $(sort $(wildcard src/cuda/*.c))
+CUDA_OBJ := $(CU_C_SRC:%.c=$(BUILD)/rel/%.o) $(CU_SRC:src/cuda/%.cu=$(BUILD)/cuda/%.o)
+EMU_OBJ := $(CU_C_SRC:%.c=$(BUILD)/rel/%.o) $(CU_SRC:src/cuda/%.cu=$(BUILD)/emu/%.o)
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
 
-$(BUILD)/cuda/forward_gpu.o $(BUILD)/emu/forward_gpu.o: src/forward/forward_gpu.c
-	@mkdir -p $(dir $@)
-	$(CC) $(REL_CFLAGS) -DNC_CUDA -MMD -MP -c $< -o $@
 $(BUILD)/cuda/%.o: src/cuda/%.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_FLAGS) -MMD -MP -c $< -o $@
@@ -120,10 +119,10 @@ $(BUILD)/gen/cuda.flag: FORCE
 	@mkdir -p $(dir $@)
 	@[ -f $@ ] && [ "$$(cat $@)" = "$(CUDA)" ] || echo "$(CUDA)" > $@
 ifeq ($(CUDA),1)
-MAIN_OBJ := $(CPU_LIB_OBJ) $(CUDA_OBJ)
+MAIN_OBJ := $(REL_LIB_OBJ) $(CUDA_OBJ)
 MAIN_LIBS := $(LDLIBS) $(CUDA_LIBS)
 else ifeq ($(CUDA),emu)
-MAIN_OBJ := $(CPU_LIB_OBJ) $(EMU_OBJ)
+MAIN_OBJ := $(REL_LIB_OBJ) $(EMU_OBJ)
 MAIN_LIBS := $(LDLIBS) -lstdc++
 else
 MAIN_OBJ := $(BUILD)/rel/libnucleus.a
@@ -131,9 +130,9 @@ MAIN_LIBS := $(LDLIBS)
 endif
 $(BUILD)/nucleus: $(REL_CLI_OBJ) $(MAIN_OBJ) $(BUILD)/gen/cuda.flag
 	$(CC) $(REL_CFLAGS) -o $@ $(filter %.o %.a,$^) $(MAIN_LIBS)
-$(BUILD)/emu/nucleus: $(REL_CLI_OBJ) $(CPU_LIB_OBJ) $(EMU_OBJ)
+$(BUILD)/emu/nucleus: $(REL_CLI_OBJ) $(REL_LIB_OBJ) $(EMU_OBJ)
 	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS) -lstdc++
-$(BUILD)/cuda/nucleus: $(REL_CLI_OBJ) $(CPU_LIB_OBJ) $(CUDA_OBJ)
+$(BUILD)/cuda/nucleus: $(REL_CLI_OBJ) $(REL_LIB_OBJ) $(CUDA_OBJ)
 	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
 
 # Tests of the CUDA code (tests/cuda: C tests of the backend's functions, .cu tests with kernels
@@ -142,20 +141,17 @@ $(BUILD)/cuda/nucleus: $(REL_CLI_OBJ) $(CPU_LIB_OBJ) $(CUDA_OBJ)
 # The emulated C tests run sanitized (ASan + UBSan, the emulator announcing its fiber switches), with
 # the backend compiled so too into $(BUILD)/emu/san.
 CU_TESTS := $(sort $(basename $(notdir $(wildcard tests/cuda/*.c tests/cuda/*.cu))))
-EMU_SAN_OBJ := $(BUILD)/emu/san/forward_gpu.o $(CU_SRC:src/cuda/%.cu=$(BUILD)/emu/san/%.o)
-$(BUILD)/emu/san/forward_gpu.o: src/forward/forward_gpu.c
-	@mkdir -p $(dir $@)
-	$(CC) $(SAN_CFLAGS) -DNC_CUDA -MMD -MP -c $< -o $@
+EMU_SAN_OBJ := $(CU_C_SRC:%.c=$(BUILD)/san/%.o) $(CU_SRC:src/cuda/%.cu=$(BUILD)/emu/san/%.o)
 $(BUILD)/emu/san/%.o: src/cuda/%.cu
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_FLAGS) -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined -MMD -MP -c $< -o $@
-$(BUILD)/emu/tests/%: tests/cuda/%.c $(filter-out $(BUILD)/san/src/forward/forward_gpu.o,$(SAN_LIB_OBJ)) $(EMU_SAN_OBJ)
+$(BUILD)/emu/tests/%: tests/cuda/%.c $(SAN_LIB_OBJ) $(EMU_SAN_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(SAN_CFLAGS) -Itests -o $@ $^ $(LDLIBS) -lstdc++
 $(BUILD)/emu/tests/%: tests/cuda/%.cu
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_FLAGS) -Itests -o $@ $<
-$(BUILD)/cuda/tests/%: tests/cuda/%.c $(CPU_LIB_OBJ) $(CUDA_OBJ)
+$(BUILD)/cuda/tests/%: tests/cuda/%.c $(REL_LIB_OBJ) $(CUDA_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(REL_CFLAGS) -Itests -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
 $(BUILD)/cuda/tests/%: tests/cuda/%.cu

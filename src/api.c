@@ -323,10 +323,7 @@ void nc_context_free(nc_context *c) {
 int32_t nc_context_n_ctx(const nc_context *c) { return kv_n_ctx(&c->fwd.kv); }
 int32_t nc_context_n_threads(const nc_context *c) { return c->n_threads; }
 
-const char *nc_context_device(nc_context *c) {
-    if (!c->fwd.gpu) return "cpu";
-    return fwd_gpu_describe(&c->fwd, c->device, sizeof c->device);
-}
+const char *nc_context_device(nc_context *c) { return fwd_describe(&c->fwd, c->device, sizeof c->device); }
 
 int nc_forward(nc_context *c, const nc_batch_entry *batch, int n, nc_err *err) {
     return fwd_run(&c->fwd, batch, n, err);
@@ -347,7 +344,10 @@ int32_t nc_kv_seq_pos_next(const nc_context *c, int32_t seq) {
     return n ? kv_positions(&c->fwd.kv, seq)[n - 1] + 1 : 0;
 }
 void nc_kv_seq_clear(nc_context *c, int32_t seq) { kv_seq_truncate(&c->fwd.kv, seq, 0); }
-void nc_kv_seq_truncate(nc_context *c, int32_t seq, int32_t n_keep) { kv_seq_truncate(&c->fwd.kv, seq, n_keep); }
+void nc_kv_seq_truncate(nc_context *c, int32_t seq, int32_t n_keep) {
+    nc_err err; /* a failure leaves the sequence empty, which the caller sees in its length */
+    fwd_seq_truncate(&c->fwd, seq, n_keep, &err);
+}
 int nc_kv_seq_copy(nc_context *c, int32_t src, int32_t dst, nc_err *err) { return kv_seq_copy(&c->fwd.kv, src, dst, err); }
 int32_t nc_kv_seq_reuse_prefix(nc_context *c, int32_t seq, const int32_t *tokens, int32_t n) {
     return kv_seq_reuse_prefix(&c->fwd.kv, seq, tokens, n);
@@ -456,24 +456,29 @@ struct nc_kv_file {
     kv_file_view view;
 };
 
-/* What a file saved from this context records: the model, and the cache's shape and type. */
-static kv_file_id context_id(const nc_context *c) {
+/* What a file saved from this context records: the model, and the cache's shape and type (its
+ * layer table into `layers`, n_layer entries). */
+static kv_file_id context_id(const nc_context *c, kv_file_layer *layers) {
     const model *m = c->model->m;
     kv_file_id id = {.fingerprint = model_fingerprint(m)};
     snprintf(id.arch, sizeof id.arch, "%s", model_arch_name(m));
     snprintf(id.name, sizeof id.name, "%.*s", (int)sizeof id.name - 1, m->name);
-    return kv_file_id_of(&c->fwd.kv, &id);
+    return kv_file_id_of(&c->fwd.kv, &id, layers);
 }
 
 /* Saved caches are written from and read into the host's copy of the cells: on the GPU they are
  * brought over first (saving) or sent back after (loading). */
 int nc_kv_seq_save(nc_context *c, int32_t seq, int32_t n, const char *path, uint64_t *bytes, nc_err *err) {
-    if (seq >= 0 && seq < kv_n_seq(&c->fwd.kv) && c->fwd.gpu) {
+    if (seq >= 0 && seq < kv_n_seq(&c->fwd.kv)) {
         int32_t len = kv_seq_len(&c->fwd.kv, seq);
-        if (fwd_gpu_cache_sync(&c->fwd, seq, n > 0 && n < len ? n : len, true, err)) return -1;
+        if (fwd_cache_sync(&c->fwd, seq, n > 0 && n < len ? n : len, true, err)) return -1;
     }
-    kv_file_id id = context_id(c);
-    return kv_seq_save(&c->fwd.kv, seq, n > 0 ? n : nc_kv_seq_len(c, seq), &id, path, bytes, err);
+    kv_file_layer *layers = malloc((size_t)c->fwd.kv.n_layer * sizeof *layers);
+    if (!layers) return nc_fail(err, "out of memory");
+    kv_file_id id = context_id(c, layers);
+    int rc = kv_seq_save(&c->fwd.kv, seq, n > 0 ? n : nc_kv_seq_len(c, seq), &id, path, bytes, err);
+    free(layers);
+    return rc;
 }
 
 void nc_kv_file_close(nc_kv_file *f) {
@@ -492,9 +497,16 @@ int nc_kv_file_open(nc_kv_file **out, nc_context *c, const char *path, nc_err *e
         return nc_fail(err, "out of memory");
     }
     f->c = c;
-    kv_file_id want = context_id(c);
-    if (fmt_map(path, &f->data, &f->size, &f->map, err) || kv_file_parse(&f->view, f->data, f->size, path, err) ||
-        kv_file_check(&f->view, &want, c->model->m->hp.n_vocab, path, err)) {
+    kv_file_layer *layers = malloc((size_t)c->fwd.kv.n_layer * sizeof *layers);
+    if (!layers) {
+        nc_kv_file_close(f);
+        return nc_fail(err, "out of memory");
+    }
+    kv_file_id want = context_id(c, layers);
+    int rc = fmt_map(path, &f->data, &f->size, &f->map, err) || kv_file_parse(&f->view, f->data, f->size, path, err) ||
+             kv_file_check(&f->view, &want, c->model->m->hp.n_vocab, path, err);
+    free(layers);
+    if (rc) {
         nc_kv_file_close(f);
         return -1;
     }
@@ -507,11 +519,5 @@ void nc_kv_file_get_info(const nc_kv_file *f, nc_kv_file_info *info) {
 }
 
 int nc_kv_file_load(nc_kv_file *f, int32_t seq, int32_t n, nc_err *err) {
-    fwd_state *s = &f->c->fwd;
-    if (kv_seq_load(&s->kv, seq, &f->view, n, f->path, err)) return -1;
-    if (s->gpu && fwd_gpu_cache_sync(s, seq, kv_seq_len(&s->kv, seq), false, err)) {
-        kv_seq_truncate(&s->kv, seq, 0); /* the GPU holds no usable cells */
-        return -1;
-    }
-    return 0;
+    return fwd_seq_load(&f->c->fwd, seq, &f->view, n, f->path, err);
 }

@@ -158,7 +158,7 @@ typedef struct cu_rope {
 /* Store the keys and values of T tokens (kv_dim floats each, ld apart) into slots cells[t] of a
  * layer's cache, in its types (rounded or quantised as kv_cache.c does); with rope (else NULL),
  * the queries q (n_head heads, ldq floats apart) and the keys are rotated in place first: a
- * decode's three operations in one launch. */
+ * decode's three operations in one launch. q, k or v may be NULL: nothing of it is done. */
 void cu_kv_store(cu_dev *d, cu_cache c, const cu_rope *rope, float *q, int ldq, int n_head, float *k, const float *v, int ld,
                  int T, const int32_t *cells);
 /* Attention of T query tokens: token t attends to cells vis_lo[t]..n_vis[t] - 1 (vis_lo NULL:

@@ -1450,18 +1450,18 @@ extern "C" void cu_combine(cu_dev *d, float *o, const float *y, const int32_t *r
 /* ---- the KV cache and attention ------------------------------------------------------------ */
 
 /* A block a token: its queries and keys rotated (rope: when cs is not NULL), then its keys and
- * values stored. */
+ * values stored; q, k or v may be NULL (nothing of it done). */
 static __global__ void k_kv_store(cu_cache cc, cu_rope rope, float *q, int ldq, int n_head, float *k, const float *v, int ld,
                                   const int32_t *cells) {
     const int t = blockIdx.x, half = rope.n_rot / 2;
     if (rope.cs) {
         const float *cs = rope.cs + (size_t)t * half, *sn = rope.sn + (size_t)t * half;
-        rope_row(q + (size_t)t * ldq, n_head, rope.head_dim, half, rope.neox, cs, sn);
-        rope_row(k + (size_t)t * ld, cc.kv_dim / rope.head_dim, rope.head_dim, half, rope.neox, cs, sn);
+        if (q) rope_row(q + (size_t)t * ldq, n_head, rope.head_dim, half, rope.neox, cs, sn);
+        if (k) rope_row(k + (size_t)t * ld, cc.kv_dim / rope.head_dim, rope.head_dim, half, rope.neox, cs, sn);
         __syncthreads(); /* the keys' rotated values, for the threads that store them */
     }
-    cache_store(cc.k + (size_t)cells[t] * cache_row(cc.type_k, cc.kv_dim), cc.type_k, k + (size_t)t * ld, cc.kv_dim);
-    cache_store(cc.v + (size_t)cells[t] * cache_row(cc.type_v, cc.kv_dim), cc.type_v, v + (size_t)t * ld, cc.kv_dim);
+    if (k) cache_store(cc.k + (size_t)cells[t] * cache_row(cc.type_k, cc.kv_dim), cc.type_k, k + (size_t)t * ld, cc.kv_dim);
+    if (v) cache_store(cc.v + (size_t)cells[t] * cache_row(cc.type_v, cc.kv_dim), cc.type_v, v + (size_t)t * ld, cc.kv_dim);
 }
 
 extern "C" void cu_kv_store(cu_dev *d, cu_cache c, const cu_rope *rope, float *q, int ldq, int n_head, float *k,

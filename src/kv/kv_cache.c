@@ -5,24 +5,13 @@
 
 #include "format/ggml_types.h"
 #include "kernels/kernels.h"
+#include "kv/kv_state.h"
 #include "tensor/quant.h"
 
-/* The chain hash of the empty prefix. */
-#define CHAIN_SEED 0x6e75636c65757321ull /* "nucleus!" */
+#define CHAIN_SEED KV_CHAIN_SEED
+#define chain_hash kv_chain_hash
 
 /* ---- the prefix index: linear probing over the hashes of full blocks ------------------------ */
-
-static uint64_t mix64(uint64_t z) { /* splitmix64's finaliser */
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static uint64_t chain_hash(uint64_t parent, const int32_t *tok, int n) {
-    uint64_t h = parent;
-    for (int i = 0; i < n; i++) h = mix64(h ^ (uint32_t)tok[i]) + 0x9e3779b97f4a7c15ull;
-    return h;
-}
 
 static int32_t *block_tokens(const kv_cache *kv, int32_t b) { return kv->block_tok + (size_t)b * KV_BLOCK; }
 
@@ -123,21 +112,23 @@ static void block_release(kv_cache *kv, int32_t b) {
     else free_push(kv, b);
 }
 
-/* Bytes of one element of the transposed (float) keys. */
-static size_t k_elem(const kv_cache *kv) { return kv->k_cell / (size_t)kv->kv_dim; }
+/* Bytes of one element of a layer's transposed (float) keys. */
+static size_t k_elem(const kv_cache *kv) { return kv->type_k == GGML_TYPE_F32 ? 4 : 2; }
 
 /* Copy the first n cells of block src (keys, values, tokens) into block dst. */
 static void copy_cells(kv_cache *kv, int32_t dst, int32_t src, int32_t n) {
-    size_t kb = KV_BLOCK * kv->k_cell, vb = KV_BLOCK * kv->v_cell, e = k_elem(kv); /* a block's bytes */
+    size_t e = k_elem(kv);
     for (int l = 0; l < kv->n_layer; l++) {
-        if (kv_is_ring(kv, l)) continue;
-        uint8_t *kd = kv->k[l] + (size_t)dst * kb;
-        const uint8_t *ks = kv->k[l] + (size_t)src * kb;
-        if (kv->k_by_cell) memcpy(kd, ks, (size_t)n * kv->k_cell);
+        const kv_layer *L = &kv->layer[l];
+        if (L->ring || !L->n_head_kv) continue;
+        size_t kb = KV_BLOCK * L->k_cell, vb = KV_BLOCK * L->v_cell; /* a block's bytes */
+        uint8_t *kd = L->k + (size_t)dst * kb;
+        const uint8_t *ks = L->k + (size_t)src * kb;
+        if (L->k_by_cell) memcpy(kd, ks, (size_t)n * L->k_cell);
         else
-            for (size_t d = 0; d < (size_t)kv->kv_dim; d++)
+            for (size_t d = 0; d < (size_t)L->kv_dim; d++)
                 memcpy(kd + d * KV_BLOCK * e, ks + d * KV_BLOCK * e, (size_t)n * e);
-        memcpy(kv->v[l] + (size_t)dst * vb, kv->v[l] + (size_t)src * vb, (size_t)n * kv->v_cell);
+        if (L->v_cell) memcpy(L->v + (size_t)dst * vb, L->v + (size_t)src * vb, (size_t)n * L->v_cell);
     }
     memcpy(block_tokens(kv, dst), block_tokens(kv, src), (size_t)n * sizeof(int32_t));
     if (kv->mirror) kv->mirror(kv->mirror_ctx, dst, 0, src, 0, n);
@@ -147,64 +138,91 @@ static void copy_cells(kv_cache *kv, int32_t dst, int32_t src, int32_t n) {
 
 static bool quantised(uint32_t type) { return type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0; }
 
-/* The element type of the keys or values (`what`), for a model of head_dim. */
-static int check_type(const char *what, uint32_t type, int32_t head_dim, nc_err *err) {
+/* The element type of the keys or values (`what`), for a layer of heads of head_dim. */
+static int check_type(const char *what, uint32_t type, int32_t head_dim, int layer, nc_err *err) {
     char buf[24];
     const char *name = ggml_type_name(type, buf);
     if (type != GGML_TYPE_F16 && type != GGML_TYPE_F32 && !quantised(type))
         return nc_fail(err, "KV cache %s of type %s: the types are F16, F32, Q8_0 and Q4_0", what, name);
     if (quantised(type) && head_dim % 32)
-        return nc_fail(err, "KV cache %s of type %s are quantised per head in blocks of 32 dimensions: this model's "
-                            "head_dim %d is not a multiple of 32 (use f16 or f32)", what, name, head_dim);
+        return nc_fail(err, "KV cache %s of type %s are quantised per head in blocks of 32 dimensions: layer %d's "
+                            "head_dim %d is not a multiple of 32 (use f16 or f32)", what, name, layer, head_dim);
     return 0;
+}
+
+/* Layer l's shape from the configuration. */
+static kv_layer_config layer_config(const kv_config *cfg, int l) {
+    if (cfg->layers) return cfg->layers[l];
+    return (kv_layer_config){.n_head_kv = cfg->n_head_kv, .head_dim = cfg->head_dim, .head_dim_v = cfg->head_dim,
+                             .ring = cfg->ring_layer && cfg->ring_layer[l]};
 }
 
 int kv_init(kv_cache *kv, const kv_config *cfg, nc_err *err) {
     memset(kv, 0, sizeof *kv);
     int32_t n_layer = cfg->n_layer, n_seq = cfg->n_seq, n_ctx = cfg->n_ctx, ring = cfg->ring;
-    int64_t n_cells = cfg->n_cells, kv_dim = (int64_t)cfg->n_head_kv * cfg->head_dim;
+    int64_t n_cells = cfg->n_cells;
     if (ring < 0 || ring % KV_BLOCK)
         return nc_fail(err, "KV ring of %d cells: must be a multiple of %d", ring, KV_BLOCK);
-    if (n_seq < 1 || n_ctx < 1 || cfg->n_head_kv < 1 || cfg->head_dim < 1 || n_cells < 0)
-        return nc_fail(err, "KV cache of %d sequences x %d cells x %d heads of %d: every size must be positive", n_seq,
-                       n_ctx, cfg->n_head_kv, cfg->head_dim);
-    if (check_type("keys", cfg->type_k, cfg->head_dim, err) || check_type("values", cfg->type_v, cfg->head_dim, err))
-        return -1;
+    if (n_seq < 1 || n_ctx < 1 || n_layer < 1 || n_cells < 0)
+        return nc_fail(err, "KV cache of %d sequences x %d cells x %d layers: every size must be positive", n_seq, n_ctx,
+                       n_layer);
     kv->max_blocks = (n_ctx + KV_BLOCK - 1) / KV_BLOCK;
     int64_t blocks = n_cells ? (n_cells + KV_BLOCK - 1) / KV_BLOCK : (int64_t)n_seq * kv->max_blocks;
-    uint64_t k_cell = quant_row_bytes(cfg->type_k, kv_dim), v_cell = quant_row_bytes(cfg->type_v, kv_dim);
-    uint64_t cell = k_cell > v_cell ? k_cell : v_cell, pool_bytes, ring_bytes, cells;
-    if (kv_dim > (1 << 24) || blocks > (1 << 24) || !nc_mul_u64((uint64_t)blocks * KV_BLOCK, cell, &pool_bytes) ||
-        pool_bytes > (1ull << 40) || !nc_mul_u64((uint64_t)n_seq * (uint64_t)ring, cell, &ring_bytes) ||
-        ring_bytes > (1ull << 40) || !nc_mul_u64((uint64_t)n_seq, (uint64_t)n_ctx + (uint64_t)ring, &cells) ||
-        cells > (1ull << 32))
-        return nc_fail(err, "KV cache of %d sequences x %d cells x %lld (pool of %lld blocks) is too large", n_seq,
-                       n_ctx, (long long)kv_dim, (long long)blocks);
+    uint64_t cell = 0, state = 0, pool_bytes, ring_bytes, cells;
+    kv->layer = calloc((size_t)n_layer, sizeof *kv->layer);
+    if (!kv->layer) return nc_fail(err, "out of memory allocating the KV cache");
     kv->n_layer = n_layer;
+    for (int l = 0; l < n_layer; l++) {
+        kv_layer_config c = layer_config(cfg, l);
+        kv_layer *L = &kv->layer[l];
+        if (c.n_head_kv < 0 || (c.n_head_kv > 0 && (c.head_dim < 1 || c.head_dim_v < 1 || (c.v_in_k && c.head_dim_v > c.head_dim))) ||
+            c.state < 0 || (int64_t)c.n_head_kv * c.head_dim > (1 << 24)) {
+            kv_free(kv);
+            return nc_fail(err, "KV cache layer %d: %d heads of %d (values %d) dimensions, %d floats of state: out of range",
+                           l, c.n_head_kv, c.head_dim, c.head_dim_v, c.state);
+        }
+        if (c.n_head_kv > 0 && (check_type("keys", cfg->type_k, c.head_dim, l, err) ||
+                                (!c.v_in_k && check_type("values", cfg->type_v, c.head_dim_v, l, err)) ||
+                                (c.v_in_k && check_type("values", cfg->type_k, c.head_dim_v, l, err)))) {
+            kv_free(kv);
+            return -1;
+        }
+        L->n_head_kv = c.n_head_kv;
+        L->head_dim = c.n_head_kv ? c.head_dim : 0;
+        L->head_dim_v = c.n_head_kv ? c.head_dim_v : 0;
+        L->kv_dim = L->n_head_kv * L->head_dim;
+        L->v_dim = L->n_head_kv * L->head_dim_v;
+        L->v_in_k = c.n_head_kv && c.v_in_k;
+        L->k_by_cell = quantised(cfg->type_k) || L->v_in_k;
+        L->k_cell = quant_row_bytes(cfg->type_k, L->kv_dim);
+        L->v_cell = L->v_in_k ? 0 : quant_row_bytes(cfg->type_v, L->v_dim);
+        L->ring = c.n_head_kv && c.ring && ring > 0;
+        L->state = c.state;
+        L->state_at = state;
+        state += (uint64_t)c.state;
+        cell = L->k_cell + L->v_cell > cell ? L->k_cell + L->v_cell : cell;
+        if (L->ring) kv->ring = ring;
+    }
+    if (blocks > (1 << 24) || !nc_mul_u64((uint64_t)blocks * KV_BLOCK, cell, &pool_bytes) || pool_bytes > (1ull << 40) ||
+        !nc_mul_u64((uint64_t)n_seq * (uint64_t)ring, cell, &ring_bytes) || ring_bytes > (1ull << 40) ||
+        !nc_mul_u64((uint64_t)n_seq, (uint64_t)n_ctx + (uint64_t)ring, &cells) || cells > (1ull << 32) ||
+        state > (1ull << 34) / (uint64_t)n_seq) {
+        kv_free(kv);
+        return nc_fail(err, "KV cache of %d sequences x %d cells (pool of %lld blocks) is too large", n_seq, n_ctx,
+                       (long long)blocks);
+    }
     kv->n_seq = n_seq;
     kv->n_ctx = n_ctx;
-    kv->kv_dim = (int32_t)kv_dim;
-    kv->head_dim = cfg->head_dim;
     kv->type_k = cfg->type_k;
     kv->type_v = cfg->type_v;
-    kv->k_cell = (size_t)k_cell;
-    kv->v_cell = (size_t)v_cell;
-    kv->k_by_cell = quantised(cfg->type_k);
     kv->n_blocks = (int32_t)blocks;
     kv->index_cap = 16;
     while (kv->index_cap < 2 * kv->n_blocks) kv->index_cap *= 2;
-    kv->k = calloc((size_t)n_layer, sizeof *kv->k);
-    kv->v = calloc((size_t)n_layer, sizeof *kv->v);
-    kv->rk = calloc((size_t)n_layer, sizeof *kv->rk);
-    kv->rv = calloc((size_t)n_layer, sizeof *kv->rv);
-    kv->in_ring = calloc((size_t)n_layer, sizeof *kv->in_ring);
     kv->blocks = malloc((size_t)kv->n_blocks * sizeof *kv->blocks);
     kv->index = malloc((size_t)kv->index_cap * sizeof *kv->index);
     kv->block_tok = malloc((size_t)kv->n_blocks * KV_BLOCK * sizeof *kv->block_tok);
     kv->seqs = calloc((size_t)n_seq, sizeof *kv->seqs);
-    if (!kv->k || !kv->v || !kv->rk || !kv->rv || !kv->in_ring || !kv->blocks || !kv->index || !kv->block_tok ||
-        !kv->seqs)
-        goto oom;
+    if (!kv->blocks || !kv->index || !kv->block_tok || !kv->seqs) goto oom;
     for (int32_t s = 0; s < n_seq; s++) {
         kv_seq *q = &kv->seqs[s];
         q->pos = malloc((size_t)n_ctx * sizeof *q->pos);
@@ -220,10 +238,6 @@ int kv_init(kv_cache *kv, const kv_config *cfg, nc_err *err) {
     kv->free_head = kv->lru_head = kv->lru_tail = -1;
     kv->stats.n_blocks = kv->n_blocks;
     for (int32_t b = kv->n_blocks - 1; b >= 0; b--) free_push(kv, b); /* block 0 on top */
-    for (int l = 0; l < n_layer; l++) {
-        kv->in_ring[l] = cfg->ring_layer && cfg->ring_layer[l] && ring > 0;
-        if (kv->in_ring[l]) kv->ring = ring;
-    }
     if (kv->ring) {
         kv->ring_pos = malloc((size_t)n_seq * (size_t)ring * sizeof *kv->ring_pos);
         kv->ring_hole = malloc((size_t)n_seq * sizeof *kv->ring_hole);
@@ -234,12 +248,15 @@ int kv_init(kv_cache *kv, const kv_config *cfg, nc_err *err) {
     /* calloc of large blocks maps zero pages lazily, and free blocks are a stack: the pool costs
      * resident memory for the most blocks ever held at once, not for its capacity. */
     for (int l = 0; l < n_layer; l++) {
-        size_t n = kv->in_ring[l] ? (size_t)n_seq * (size_t)ring : (size_t)blocks * KV_BLOCK; /* cells */
-        uint8_t **k = kv->in_ring[l] ? kv->rk : kv->k, **v = kv->in_ring[l] ? kv->rv : kv->v;
-        k[l] = calloc(n ? n * kv->k_cell : 1, 1);
-        v[l] = calloc(n ? n * kv->v_cell : 1, 1);
-        if (!k[l] || !v[l]) goto oom;
+        kv_layer *L = &kv->layer[l];
+        if (!L->n_head_kv) continue;
+        size_t n = L->ring ? (size_t)n_seq * (size_t)ring : (size_t)blocks * KV_BLOCK; /* cells */
+        L->k = calloc(n ? n * L->k_cell : 1, 1);
+        L->v = calloc(n && L->v_cell ? n * L->v_cell : 1, 1);
+        if (!L->k || !L->v) goto oom;
     }
+    kv->state_floats = (size_t)state;
+    if (kv_state_init(kv, cfg->n_shared_ckpt)) goto oom;
     return 0;
 oom:
     kv_free(kv);
@@ -248,11 +265,9 @@ oom:
 }
 
 void kv_free(kv_cache *kv) {
-    for (int l = 0; l < kv->n_layer; l++) {
-        if (kv->k) free(kv->k[l]);
-        if (kv->v) free(kv->v[l]);
-        if (kv->rk) free(kv->rk[l]);
-        if (kv->rv) free(kv->rv[l]);
+    for (int l = 0; kv->layer && l < kv->n_layer; l++) {
+        free(kv->layer[l].k);
+        free(kv->layer[l].v);
     }
     for (int32_t s = 0; kv->seqs && s < kv->n_seq; s++) {
         free(kv->seqs[s].pos);
@@ -260,11 +275,8 @@ void kv_free(kv_cache *kv) {
         free(kv->seqs[s].table);
         free(kv->seqs[s].score);
     }
-    free(kv->k);
-    free(kv->v);
-    free(kv->rk);
-    free(kv->rv);
-    free(kv->in_ring);
+    kv_state_free(kv);
+    free(kv->layer);
     free(kv->blocks);
     free(kv->index);
     free(kv->block_tok);
@@ -277,16 +289,16 @@ void kv_free(kv_cache *kv) {
 /* ---- where a cell lives ------------------------------------------------------------------- */
 
 kv_span kv_span_at(const kv_cache *kv, int layer, int32_t seq, int32_t first) {
-    bool ring = kv_is_ring(kv, layer);
+    const kv_layer *L = &kv->layer[layer];
     /* the span lies in a region of n cells: a pool block, or the sequence's ring at `cell` */
-    size_t n = ring ? (size_t)kv->ring : KV_BLOCK, cell = ring ? (size_t)(first % kv->ring) : 0;
-    size_t region = ring ? (size_t)seq : (size_t)kv->seqs[seq].table[first / KV_BLOCK];
-    const uint8_t *k = (ring ? kv->rk : kv->k)[layer] + region * n * kv->k_cell;
-    const uint8_t *v = (ring ? kv->rv : kv->v)[layer] + region * n * kv->v_cell;
-    size_t k_next = kv->k_by_cell ? kv->k_cell : k_elem(kv); /* bytes from a cell's keys to the next's */
-    return (kv_span){.k = k + cell * k_next, .v = v + cell * kv->v_cell,
-                     .k_row = kv->k_by_cell ? kv->k_cell : n * k_elem(kv), .v_row = kv->v_cell,
-                     .label = ring ? kv_ring_positions(kv, seq) + cell : kv->seqs[seq].pos + first};
+    size_t n = L->ring ? (size_t)kv->ring : KV_BLOCK, cell = L->ring ? (size_t)(first % kv->ring) : 0;
+    size_t region = L->ring ? (size_t)seq : (size_t)kv->seqs[seq].table[first / KV_BLOCK];
+    const uint8_t *k = L->k + region * n * L->k_cell;
+    const uint8_t *v = L->v_in_k ? k : L->v + region * n * L->v_cell;
+    size_t k_next = L->k_by_cell ? L->k_cell : k_elem(kv); /* bytes from a cell's keys to the next's */
+    return (kv_span){.k = k + cell * k_next, .v = L->v_in_k ? k + cell * k_next : v + cell * L->v_cell,
+                     .k_row = L->k_by_cell ? L->k_cell : n * k_elem(kv), .v_row = L->v_in_k ? L->k_cell : L->v_cell,
+                     .label = L->ring ? kv_ring_positions(kv, seq) + cell : kv->seqs[seq].pos + first};
 }
 
 /* The span holding a sequence's cell, and the cell's index in it. */
@@ -298,33 +310,48 @@ static kv_span cell_span(const kv_cache *kv, int layer, int32_t seq, int32_t cel
 
 /* ---- what attention reads ----------------------------------------------------------------- */
 
-/* Floats from a row of dequantised keys to the next: a span's cells and a cache line more, since
+/* Floats from a row of converted keys to the next: a span's cells and a cache line more, since
  * rows a power of two apart would put a cell's column of stores into a few cache sets. */
 #define KEY_ROW (KV_BLOCK + 16)
 
-kv_mat kv_span_keys(const kv_cache *kv, const kv_span *sp, int g, int n, float *scratch) {
-    int hd = kv->head_dim;
-    if (!kv->k_by_cell) return (kv_mat){kv->type_k, sp->k + (size_t)g * (size_t)hd * sp->k_row, sp->k_row};
+/* n elements of a row of `type` as floats. */
+static void to_floats(uint32_t type, const uint8_t *row, float *out, int n) {
+    if (quantised(type)) kernels_dequantize(type, row, out, n);
+    else quant_dequantize_row(type, row, out, n);
+}
+
+kv_mat kv_span_keys(const kv_cache *kv, int layer, const kv_span *sp, int g, int n, float *scratch) {
+    const kv_layer *L = &kv->layer[layer];
+    int hd = L->head_dim;
+    if (!L->k_by_cell) return (kv_mat){kv->type_k, sp->k + (size_t)g * (size_t)hd * sp->k_row, sp->k_row};
     /* a cell's head at a time into the scratch's last row, then down a column of the rows above */
     const uint8_t *head = sp->k + quant_row_bytes(kv->type_k, (int64_t)g * hd);
     float *cell = scratch + (size_t)KEY_ROW * (size_t)hd;
     for (int c = 0; c < n; c++) {
-        kernels_dequantize(kv->type_k, head + (size_t)c * sp->k_row, cell, hd);
+        to_floats(kv->type_k, head + (size_t)c * sp->k_row, cell, hd);
         for (int d = 0; d < hd; d++) scratch[(size_t)d * KEY_ROW + (size_t)c] = cell[d];
     }
     return (kv_mat){GGML_TYPE_F32, (const uint8_t *)scratch, KEY_ROW * sizeof(float)};
 }
 
-kv_mat kv_span_values(const kv_cache *kv, const kv_span *sp, int g, int n, float *scratch) {
-    int hd = kv->head_dim;
-    const uint8_t *head = sp->v + quant_row_bytes(kv->type_v, (int64_t)g * hd);
-    if (!quantised(kv->type_v)) return (kv_mat){kv->type_v, head, sp->v_row};
-    for (int c = 0; c < n; c++) kernels_dequantize(kv->type_v, head + (size_t)c * sp->v_row, scratch + (size_t)c * hd, hd);
+kv_mat kv_span_values(const kv_cache *kv, int layer, const kv_span *sp, int g, int n, float *scratch) {
+    const kv_layer *L = &kv->layer[layer];
+    uint32_t type = L->v_in_k ? kv->type_k : kv->type_v;
+    int hd = L->head_dim_v, stride = L->v_in_k ? L->head_dim : hd; /* values in the keys: a key head's first dims */
+    const uint8_t *head = sp->v + quant_row_bytes(type, (int64_t)g * stride);
+    if (!quantised(type)) return (kv_mat){type, head, sp->v_row};
+    for (int c = 0; c < n; c++) kernels_dequantize(type, head + (size_t)c * sp->v_row, scratch + (size_t)c * hd, hd);
     return (kv_mat){GGML_TYPE_F32, (const uint8_t *)scratch, (size_t)hd * sizeof(float)};
 }
 
 size_t kv_scratch_floats(const kv_cache *kv) { /* the keys' rows and a cell's keys (values take less) */
-    return kv->k_by_cell || quantised(kv->type_v) ? (size_t)(KEY_ROW + 1) * (size_t)kv->head_dim : 0;
+    size_t n = 0;
+    for (int l = 0; l < kv->n_layer; l++) {
+        const kv_layer *L = &kv->layer[l];
+        size_t f = L->k_by_cell || quantised(kv->type_v) ? (size_t)(KEY_ROW + 1) * (size_t)L->head_dim : 0;
+        n = f > n ? f : n;
+    }
+    return n;
 }
 
 /* ---- writing ------------------------------------------------------------------------------ */
@@ -362,12 +389,13 @@ static void put_column(uint32_t type, uint8_t *dst, size_t row, const float *src
 
 void kv_store(kv_cache *kv, int layer, int32_t seq, int32_t cell, int32_t pos, int dim0, int n, const float *k,
               const float *v) {
+    const kv_layer *L = &kv->layer[layer];
     int32_t at;
     kv_span sp = cell_span(kv, layer, seq, cell, pos, &at);
-    uint8_t *keys = (uint8_t *)sp.k, *values = (uint8_t *)sp.v + (size_t)at * sp.v_row;
-    if (k && kv->k_by_cell) put_row(kv->type_k, keys + (size_t)at * sp.k_row + quant_row_bytes(kv->type_k, dim0), k, n);
+    uint8_t *keys = (uint8_t *)sp.k;
+    if (k && L->k_by_cell) put_row(kv->type_k, keys + (size_t)at * sp.k_row + quant_row_bytes(kv->type_k, dim0), k, n);
     else if (k) put_column(kv->type_k, keys + (size_t)dim0 * sp.k_row + (size_t)at * k_elem(kv), sp.k_row, k, n);
-    if (v) put_row(kv->type_v, values + quant_row_bytes(kv->type_v, dim0), v, n);
+    if (v && !L->v_in_k) put_row(kv->type_v, (uint8_t *)sp.v + (size_t)at * sp.v_row + quant_row_bytes(kv->type_v, dim0), v, n);
 }
 
 /* Element i of a row of `type` elements. */
@@ -390,37 +418,41 @@ static float get(uint32_t type, const uint8_t *row, int i) {
 float kv_get_k(const kv_cache *kv, int layer, int32_t seq, int32_t cell, int dim) {
     int32_t at;
     kv_span sp = cell_span(kv, layer, seq, cell, kv->seqs[seq].pos[cell], &at);
-    if (kv->k_by_cell) return get(kv->type_k, sp.k + (size_t)at * sp.k_row, dim);
+    if (kv->layer[layer].k_by_cell) return get(kv->type_k, sp.k + (size_t)at * sp.k_row, dim);
     return get(kv->type_k, sp.k + (size_t)dim * sp.k_row, at);
 }
 
 float kv_get_v(const kv_cache *kv, int layer, int32_t seq, int32_t cell, int dim) {
+    const kv_layer *L = &kv->layer[layer];
     int32_t at;
     kv_span sp = cell_span(kv, layer, seq, cell, kv->seqs[seq].pos[cell], &at);
+    if (L->v_in_k) return get(kv->type_k, sp.k + (size_t)at * sp.k_row, dim / L->head_dim_v * L->head_dim + dim % L->head_dim_v);
     return get(kv->type_v, sp.v + (size_t)at * sp.v_row, dim);
 }
 
 /* Transposed keys: a cell's key row is gathered from (scattered to) one element per dimension;
  * keys stored by cell and values are a row already. */
 void kv_read_row(const kv_cache *kv, int layer, int32_t seq, int32_t cell, uint8_t *k, uint8_t *v) {
+    const kv_layer *L = &kv->layer[layer];
     int32_t at;
     kv_span sp = cell_span(kv, layer, seq, cell, kv->seqs[seq].pos[cell], &at);
     size_t e = k_elem(kv);
-    if (kv->k_by_cell) memcpy(k, sp.k + (size_t)at * sp.k_row, kv->k_cell);
+    if (L->k_by_cell) memcpy(k, sp.k + (size_t)at * sp.k_row, L->k_cell);
     else
-        for (int32_t d = 0; d < kv->kv_dim; d++) memcpy(k + (size_t)d * e, sp.k + (size_t)d * sp.k_row + (size_t)at * e, e);
-    memcpy(v, sp.v + (size_t)at * sp.v_row, kv->v_cell);
+        for (int32_t d = 0; d < L->kv_dim; d++) memcpy(k + (size_t)d * e, sp.k + (size_t)d * sp.k_row + (size_t)at * e, e);
+    if (L->v_cell) memcpy(v, sp.v + (size_t)at * sp.v_row, L->v_cell);
 }
 
 void kv_write_row(kv_cache *kv, int layer, int32_t seq, int32_t cell, const uint8_t *k, const uint8_t *v) {
+    const kv_layer *L = &kv->layer[layer];
     int32_t at;
     kv_span sp = cell_span(kv, layer, seq, cell, kv->seqs[seq].pos[cell], &at);
     size_t e = k_elem(kv);
-    if (kv->k_by_cell) memcpy((uint8_t *)sp.k + (size_t)at * sp.k_row, k, kv->k_cell);
+    if (L->k_by_cell) memcpy((uint8_t *)sp.k + (size_t)at * sp.k_row, k, L->k_cell);
     else
-        for (int32_t d = 0; d < kv->kv_dim; d++)
+        for (int32_t d = 0; d < L->kv_dim; d++)
             memcpy((uint8_t *)sp.k + (size_t)d * sp.k_row + (size_t)at * e, k + (size_t)d * e, e);
-    memcpy((uint8_t *)sp.v + (size_t)at * sp.v_row, v, kv->v_cell);
+    if (L->v_cell) memcpy((uint8_t *)sp.v + (size_t)at * sp.v_row, v, L->v_cell);
 }
 
 void kv_seq_mark_moved(kv_cache *kv, int32_t seq) {
@@ -511,10 +543,9 @@ static bool all_chained(const kv_seq *q, int32_t n) {
     return true;
 }
 
-void kv_seq_truncate(kv_cache *kv, int32_t seq, int32_t n_keep) {
-    if (seq < 0 || seq >= kv->n_seq) return;
+/* Keep the first n_keep cells of seq (its recurrent state is the caller's). */
+static void cells_truncate(kv_cache *kv, int32_t seq, int32_t n_keep) {
     kv_seq *q = &kv->seqs[seq];
-    if (n_keep < 0) n_keep = 0;
     if (n_keep >= q->len) return;
     for (int32_t i = (n_keep + KV_BLOCK - 1) / KV_BLOCK; i < kv->max_blocks && q->table[i] >= 0; i++) {
         block_release(kv, q->table[i]);
@@ -542,25 +573,34 @@ void kv_seq_truncate(kv_cache *kv, int32_t seq, int32_t n_keep) {
         }
 }
 
-/* Move cells from..from+n-1 to to..to+n-1 (runs that may overlap) between two stores of one
- * layer's keys and values holding `cap` cells each (a block or a ring): whole cells where they
- * are stored by cell, a row of each key dimension where the keys are transposed. */
-static void move_run(const kv_cache *kv, uint8_t *kd, uint8_t *vd, size_t to, const uint8_t *ks, const uint8_t *vs,
-                     size_t from, size_t n, size_t cap) {
-    if (kv->k_by_cell) memmove(kd + to * kv->k_cell, ks + from * kv->k_cell, n * kv->k_cell);
+void kv_seq_truncate(kv_cache *kv, int32_t seq, int32_t n_keep) {
+    if (seq < 0 || seq >= kv->n_seq) return;
+    if (n_keep < 0) n_keep = 0;
+    if (n_keep >= kv->seqs[seq].len) return;
+    if (n_keep == 0) kv_state_share(kv, seq); /* where it ends: the next turn of a conversation starts there */
+    cells_truncate(kv, seq, kv_state_restore(kv, seq, n_keep));
+}
+
+/* Move cells from..from+n-1 to to..to+n-1 (runs that may overlap) between two stores of layer L's
+ * keys and values holding `cap` cells each (a block or a ring): whole cells where they are stored
+ * by cell, a row of each key dimension where the keys are transposed. */
+static void move_run(const kv_cache *kv, const kv_layer *L, uint8_t *kd, uint8_t *vd, size_t to, const uint8_t *ks,
+                     const uint8_t *vs, size_t from, size_t n, size_t cap) {
+    if (L->k_by_cell) memmove(kd + to * L->k_cell, ks + from * L->k_cell, n * L->k_cell);
     else
-        for (size_t d = 0, e = k_elem(kv); d < (size_t)kv->kv_dim; d++)
+        for (size_t d = 0, e = k_elem(kv); d < (size_t)L->kv_dim; d++)
             memmove(kd + (d * cap + to) * e, ks + (d * cap + from) * e, n * e);
-    memmove(vd + to * kv->v_cell, vs + from * kv->v_cell, n * kv->v_cell);
+    if (L->v_cell) memmove(vd + to * L->v_cell, vs + from * L->v_cell, n * L->v_cell);
 }
 
 /* Move cells from..from+n-1 of block src to cells to..to+n-1 of block dst, in every full layer. */
 static void move_cells(kv_cache *kv, int32_t dst, int32_t to, int32_t src, int32_t from, int32_t n) {
-    size_t kb = KV_BLOCK * kv->k_cell, vb = KV_BLOCK * kv->v_cell; /* a block's bytes */
     for (int l = 0; l < kv->n_layer; l++) {
-        if (kv_is_ring(kv, l)) continue;
-        move_run(kv, kv->k[l] + (size_t)dst * kb, kv->v[l] + (size_t)dst * vb, (size_t)to, kv->k[l] + (size_t)src * kb,
-                 kv->v[l] + (size_t)src * vb, (size_t)from, (size_t)n, KV_BLOCK);
+        const kv_layer *L = &kv->layer[l];
+        if (L->ring || !L->n_head_kv) continue;
+        size_t kb = KV_BLOCK * L->k_cell, vb = KV_BLOCK * L->v_cell; /* a block's bytes */
+        move_run(kv, L, L->k + (size_t)dst * kb, L->v + (size_t)dst * vb, (size_t)to, L->k + (size_t)src * kb,
+                 L->v + (size_t)src * vb, (size_t)from, (size_t)n, KV_BLOCK);
     }
     memmove(block_tokens(kv, dst) + to, block_tokens(kv, src) + from, (size_t)n * sizeof(int32_t));
     if (kv->mirror) kv->mirror(kv->mirror_ctx, dst, to, src, from, n);
@@ -569,8 +609,11 @@ static void move_cells(kv_cache *kv, int32_t dst, int32_t to, int32_t src, int32
 /* The rings of seq hold what they held of the kept cells, at their new positions. */
 static int keep_in_rings(kv_cache *kv, int32_t seq, const int32_t *cells, int32_t n, const int32_t *new_pos,
                          nc_err *err) {
-    size_t ring = (size_t)kv->ring, kb = ring * kv->k_cell, vb = ring * kv->v_cell;
-    uint8_t *tmp = malloc(kb + vb);
+    size_t ring = (size_t)kv->ring, most = 0;
+    for (int l = 0; l < kv->n_layer; l++)
+        if (kv->layer[l].ring && ring * (kv->layer[l].k_cell + kv->layer[l].v_cell) > most)
+            most = ring * (kv->layer[l].k_cell + kv->layer[l].v_cell);
+    uint8_t *tmp = malloc(most);
     int32_t *old = malloc(ring * sizeof *old);
     if (!tmp || !old) {
         free(tmp);
@@ -581,15 +624,17 @@ static int keep_in_rings(kv_cache *kv, int32_t seq, const int32_t *cells, int32_
     memcpy(old, rp, ring * sizeof *old);
     for (size_t c = 0; c < ring; c++) rp[c] = -1;
     for (int l = 0; l < kv->n_layer; l++) {
-        if (!kv_is_ring(kv, l)) continue;
-        uint8_t *k = kv->rk[l] + (size_t)seq * kb, *v = kv->rv[l] + (size_t)seq * vb;
+        const kv_layer *L = &kv->layer[l];
+        if (!L->ring) continue;
+        size_t kb = ring * L->k_cell, vb = ring * L->v_cell;
+        uint8_t *k = L->k + (size_t)seq * kb, *v = L->v + (size_t)seq * vb;
         memcpy(tmp, k, kb);
         memcpy(tmp + kb, v, vb);
         for (int32_t i = 0; i < n; i++) {
             int32_t p = kv->seqs[seq].pos[cells[i]];
             size_t from = (size_t)p % ring, to = (size_t)new_pos[i] % ring;
             if (old[from] != p) continue; /* the ring no longer held it */
-            move_run(kv, k, v, to, tmp, tmp + kb, from, 1, ring);
+            move_run(kv, L, k, v, to, tmp, tmp + kb, from, 1, ring);
             rp[to] = new_pos[i];
         }
     }
@@ -602,6 +647,10 @@ static int keep_in_rings(kv_cache *kv, int32_t seq, const int32_t *cells, int32_
 int kv_seq_keep(kv_cache *kv, int32_t seq, const int32_t *cells, int32_t n, const int32_t *new_pos, int32_t *old_pos,
                 nc_err *err) {
     if (seq < 0 || seq >= kv->n_seq) return nc_fail(err, "sequence id %d is outside 0..%d", seq, kv->n_seq - 1);
+    if (kv_recurrent(kv))
+        return nc_fail(err, "sequence %d: this model's recurrent layers carry a state of every token seen, which cannot "
+                            "drop tokens from its middle (context shift, attention sinks and compression windows are "
+                            "for attention-only models)", seq);
     kv_seq *q = &kv->seqs[seq];
     for (int32_t i = 0; i < n; i++)
         if (cells[i] < 0 || cells[i] >= q->len || (i > 0 && (cells[i] <= cells[i - 1] || new_pos[i] <= new_pos[i - 1])) ||
@@ -663,11 +712,12 @@ bool kv_holds(const kv_cache *kv, int layer, int32_t seq, int32_t cell) {
 }
 
 void kv_read_k(const kv_cache *kv, int layer, int32_t seq, int32_t cell, float *out) {
+    const kv_layer *L = &kv->layer[layer];
     int32_t at;
     kv_span sp = cell_span(kv, layer, seq, cell, kv->seqs[seq].pos[cell], &at);
-    if (kv->k_by_cell) kernels_dequantize(kv->type_k, sp.k + (size_t)at * sp.k_row, out, kv->kv_dim);
+    if (L->k_by_cell) to_floats(kv->type_k, sp.k + (size_t)at * sp.k_row, out, L->kv_dim);
     else
-        for (int d = 0; d < kv->kv_dim; d++) out[d] = get(kv->type_k, sp.k + (size_t)d * sp.k_row, at);
+        for (int d = 0; d < L->kv_dim; d++) out[d] = get(kv->type_k, sp.k + (size_t)d * sp.k_row, at);
 }
 
 int kv_seq_copy(kv_cache *kv, int32_t src, int32_t dst, nc_err *err) {
@@ -685,12 +735,14 @@ int kv_seq_copy(kv_cache *kv, int32_t src, int32_t dst, nc_err *err) {
     d->len = s->len;
     d->chained = s->chained;
     d->exact = s->exact;
+    kv_state_copy(kv, src, dst);
     if (kv->ring) { /* a ring is copied whole */
-        size_t kb = (size_t)kv->ring * kv->k_cell, vb = (size_t)kv->ring * kv->v_cell;
         for (int l = 0; l < kv->n_layer; l++) {
-            if (!kv_is_ring(kv, l)) continue;
-            memcpy(kv->rk[l] + (size_t)dst * kb, kv->rk[l] + (size_t)src * kb, kb);
-            memcpy(kv->rv[l] + (size_t)dst * vb, kv->rv[l] + (size_t)src * vb, vb);
+            const kv_layer *L = &kv->layer[l];
+            if (!L->ring) continue;
+            size_t kb = (size_t)kv->ring * L->k_cell, vb = (size_t)kv->ring * L->v_cell;
+            memcpy(L->k + (size_t)dst * kb, L->k + (size_t)src * kb, kb);
+            memcpy(L->v + (size_t)dst * vb, L->v + (size_t)src * vb, vb);
         }
         memcpy(kv->ring_pos + (size_t)dst * kv->ring, kv_ring_positions(kv, src), (size_t)kv->ring * sizeof *kv->ring_pos);
         kv->ring_hole[dst] = kv->ring_hole[src];
@@ -724,6 +776,8 @@ int32_t kv_seq_reuse_prefix(kv_cache *kv, int32_t seq, const int32_t *tokens, in
     if (kv->ring) return 0;
     kv_seq *q = &kv->seqs[seq];
     if (n > kv->n_ctx) n = kv->n_ctx;
+    if (kv_recurrent(kv)) /* no further than a shared checkpoint of the recurrent state goes */
+        n = kv_state_find(kv, tokens, n);
     uint64_t h = CHAIN_SEED;
     int32_t m = 0, i = 0;
     for (; m + KV_BLOCK <= n; m += KV_BLOCK, i++) {
@@ -756,6 +810,12 @@ int32_t kv_seq_reuse_prefix(kv_cache *kv, int32_t seq, const int32_t *tokens, in
     }
     q->len = m;
     q->chained = true;
+    if (kv_recurrent(kv)) { /* the cells the blocks gave back, to the state's position */
+        int32_t s = kv_state_find(kv, tokens, m);
+        cells_truncate(kv, seq, s);
+        kv_state_take(kv, seq, tokens, s);
+        m = s;
+    }
     if (m > 0) {
         kv->stats.hits++;
         kv->stats.tokens_reused += (uint64_t)m;
@@ -781,15 +841,16 @@ int32_t kv_blocks_available(const kv_cache *kv) { return kv->stats.free + kv->st
 uint64_t kv_bytes_per_token(const kv_cache *kv) {
     uint64_t n = 0;
     for (int l = 0; l < kv->n_layer; l++)
-        if (!kv_is_ring(kv, l)) n += kv->k_cell + kv->v_cell;
+        if (!kv_is_ring(kv, l)) n += kv->layer[l].k_cell + kv->layer[l].v_cell;
     return n;
 }
 
 uint64_t kv_bytes_total(const kv_cache *kv) {
-    uint64_t n = 0, row = kv->k_cell + kv->v_cell;
+    uint64_t n = 0;
     for (int l = 0; l < kv->n_layer; l++)
-        n += row * (kv_is_ring(kv, l) ? (uint64_t)kv->ring * (uint64_t)kv->n_seq : (uint64_t)kv->n_blocks * KV_BLOCK);
-    return n;
+        n += (kv->layer[l].k_cell + kv->layer[l].v_cell) *
+             (kv_is_ring(kv, l) ? (uint64_t)kv->ring * (uint64_t)kv->n_seq : (uint64_t)kv->n_blocks * KV_BLOCK);
+    return n + kv->state_floats * sizeof(float) * (uint64_t)kv->n_seq;
 }
 
 kv_stats kv_get_stats(const kv_cache *kv) { return kv->stats; }

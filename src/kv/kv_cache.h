@@ -34,7 +34,20 @@
  * group of 32 cells would share a scale that depends on tokens not yet seen), so they are stored
  * by cell like values, quantised along each head's dimensions (head_dim a multiple of 32), and
  * attention reads a span of them dequantised into the layouts above (kv_span_keys,
- * kv_span_values). */
+ * kv_span_values). Each layer has its own shape: heads and head sizes (Gemma 4's differ between
+ * layers), none at all (a recurrent layer, or one reading another layer's cache), or one latent
+ * row a token whose first dims are also its values (multi-head latent attention: stored by cell,
+ * its values read in place).
+ *
+ * Recurrent layers (kv_state.c) keep a fixed-size state per sequence instead: the state after
+ * the sequence's tokens so far. It cannot be cut back to an earlier token, so the cache keeps
+ * checkpoints of it: a sequence's own (the state before its last pass that took several tokens,
+ * and after it: a rejected speculation goes back to the first, a saved prompt ends at the second),
+ * and shared ones found by the hash of the tokens they absorbed (at every block boundary of a
+ * sequence whose cells hold positions 0.., and where such a sequence ends when it lets go of
+ * them): the prefix cache of recurrent layers. Going back to position n takes the latest
+ * checkpoint at or before n (kv_state_restore_point); the tokens between it and n are computed
+ * again by the caller (forward.c), which gives the same state, bit for bit. */
 #ifndef NC_KV_CACHE_H
 #define NC_KV_CACHE_H
 
@@ -74,14 +87,33 @@ typedef struct kv_stats {
     uint64_t evictions;                    /* cached blocks reclaimed for new ones */
 } kv_stats;
 
+/* One layer's part of the cache. */
+typedef struct kv_layer {
+    int32_t n_head_kv, head_dim, head_dim_v; /* 0 heads: the layer keeps no keys and values */
+    int32_t kv_dim, v_dim;                  /* n_head_kv * head_dim, n_head_kv * head_dim_v */
+    size_t k_cell, v_cell;                  /* bytes of one cell's keys, values (0: values in the keys) */
+    bool k_by_cell;                         /* keys stored by cell (quantised, or holding the values), not transposed */
+    bool v_in_k;                            /* each key head's first head_dim_v dims are its values */
+    bool ring;                              /* a sliding window kept in a ring */
+    uint8_t *k, *v;                         /* the pool's blocks (or the sequences' rings), layouts above */
+    int32_t state;                          /* floats of recurrent state per sequence (0: none) */
+    size_t state_at;                        /* where they start in a sequence's state (kv_state.c) */
+} kv_layer;
+
+/* A recurrent state as it was after `pos` tokens (kv_state.c). */
+typedef struct kv_checkpoint {
+    int32_t pos;                            /* tokens absorbed; -1: the slot is free */
+    uint64_t hash;                          /* chain hash of those tokens */
+    int32_t owner;                          /* the sequence it is one of two own checkpoints of, or -1: shared */
+    uint64_t used;                          /* when it was last made or taken (shared ones: least recent goes first) */
+    float *state;                           /* every recurrent layer's state, state_floats */
+} kv_checkpoint;
+
 typedef struct kv_cache {
-    int32_t n_layer, n_seq, n_ctx, kv_dim;  /* kv_dim = n_head_kv * head_dim */
-    int32_t head_dim;
+    int32_t n_layer, n_seq, n_ctx;
     uint32_t type_k, type_v;                /* GGML_TYPE_F16, F32, Q8_0 or Q4_0 */
-    size_t k_cell, v_cell;                  /* bytes of one cell's keys, values (kv_dim elements) */
-    bool k_by_cell;                         /* keys stored by cell (quantised), not transposed */
+    kv_layer *layer;                        /* [n_layer] */
     int32_t n_blocks, max_blocks;           /* the pool; blocks a sequence can hold */
-    uint8_t **k, **v;                       /* per layer: the pool's blocks, layouts above */
     kv_block *blocks;
     int32_t free_head;                      /* free blocks, a stack */
     int32_t lru_head, lru_tail;             /* cached blocks no sequence holds, oldest first */
@@ -92,30 +124,47 @@ typedef struct kv_cache {
     kv_stats stats;
     /* sliding layers kept in rings */
     int32_t ring;                           /* cells of a ring (0: none) */
-    bool *in_ring;                          /* [n_layer] */
-    uint8_t **rk, **rv;                     /* per ring layer: [n_seq] rings */
     int32_t *ring_pos;                      /* [n_seq][ring] position held by each ring cell, or -1 */
     int32_t *ring_hole;                     /* [n_seq] newest position a truncation lost from the ring, or -1 */
     /* a copy of the cells kept elsewhere (the GPU's cache, forward_gpu.c), or NULL: told of every
      * copy or move of cells between blocks, (dst block, first cell, src block, first cell, n) */
     void (*mirror)(void *ctx, int32_t dst, int32_t to, int32_t src, int32_t from, int32_t n);
     void *mirror_ctx;
+    /* recurrent state (kv_state.c) */
+    size_t state_floats;                    /* of every recurrent layer, per sequence (0: none) */
+    float *state;                           /* [n_seq][state_floats] */
+    int32_t *state_pos;                     /* [n_seq] tokens each sequence's state has absorbed */
+    kv_checkpoint *ckpt;                    /* [n_ckpt]: two own per sequence, then the shared ones */
+    int32_t n_ckpt;
+    uint64_t ckpt_clock;
 } kv_cache;
+
+/* One layer's shape: heads of keys and values (0: no cache), a ring, values inside the keys,
+ * floats of recurrent state per sequence. */
+typedef struct kv_layer_config {
+    int32_t n_head_kv, head_dim, head_dim_v;
+    bool ring, v_in_k;
+    int32_t state;
+} kv_layer_config;
 
 typedef struct kv_config {
     int32_t n_layer, n_seq, n_ctx;  /* layers, sequences, cells per sequence */
-    int32_t n_head_kv, head_dim;
+    int32_t n_head_kv, head_dim;    /* every layer's, unless `layers` says */
+    const kv_layer_config *layers;  /* [n_layer], or NULL */
     uint32_t type_k, type_v;        /* GGML_TYPE_F16, F32, Q8_0 or Q4_0 (head_dim a multiple of 32) */
     int64_t n_cells;                /* the pool's capacity in cells, rounded up to whole blocks
                                        (0: n_seq * n_ctx, room for every sequence to fill its context) */
     int32_t ring;                   /* cells of a sliding layer's ring (a multiple of KV_BLOCK), */
-    const bool *ring_layer;         /* for the layers marked here (NULL: none) */
+    const bool *ring_layer;         /* for the layers marked here (NULL: none; `layers` says it otherwise) */
+    int32_t n_shared_ckpt;          /* shared checkpoints of recurrent state kept (0: 2 per sequence) */
 } kv_config;
 
 int kv_init(kv_cache *kv, const kv_config *cfg, nc_err *err);
 void kv_free(kv_cache *kv);
 
-static inline bool kv_is_ring(const kv_cache *kv, int layer) { return kv->in_ring[layer]; }
+static inline bool kv_is_ring(const kv_cache *kv, int layer) { return kv->layer[layer].ring; }
+/* Whether a layer keeps keys and values. */
+static inline bool kv_has_cells(const kv_cache *kv, int layer) { return kv->layer[layer].n_head_kv > 0; }
 static inline int32_t kv_n_seq(const kv_cache *kv) { return kv->n_seq; }
 static inline int32_t kv_n_ctx(const kv_cache *kv) { return kv->n_ctx; }
 static inline int32_t kv_seq_len(const kv_cache *kv, int32_t seq) { return kv->seqs[seq].len; }
@@ -166,13 +215,13 @@ typedef struct kv_mat {
     const uint8_t *a;
     size_t row_bytes;
 } kv_mat;
-/* The keys of KV head g over the span's first n cells, [head_dim][n] (a row per dimension), and
- * its values, [n][head_dim] (a row per cell). Float types are read in place; quantised ones are
- * dequantised into scratch (kv_scratch_floats floats, the caller's own). */
-kv_mat kv_span_keys(const kv_cache *kv, const kv_span *sp, int g, int n, float *scratch);
-kv_mat kv_span_values(const kv_cache *kv, const kv_span *sp, int g, int n, float *scratch);
-/* Floats of scratch one kv_span_keys or kv_span_values call may fill: 0 when neither keys nor
- * values are quantised. */
+/* The keys of KV head g of a layer over the span's first n cells, [head_dim][n] (a row per
+ * dimension), and its values, [n][head_dim_v] (a row per cell). Float types are read in place;
+ * quantised ones (and keys stored by cell) are converted into scratch (kv_scratch_floats floats,
+ * the caller's own). */
+kv_mat kv_span_keys(const kv_cache *kv, int layer, const kv_span *sp, int g, int n, float *scratch);
+kv_mat kv_span_values(const kv_cache *kv, int layer, const kv_span *sp, int g, int n, float *scratch);
+/* Floats of scratch one kv_span_keys or kv_span_values call may fill: 0 when no layer needs any. */
 size_t kv_scratch_floats(const kv_cache *kv);
 static inline const int32_t *kv_ring_positions(const kv_cache *kv, int seq) {
     return kv->ring_pos + (size_t)seq * kv->ring;
@@ -204,10 +253,11 @@ float kv_get_v(const kv_cache *kv, int layer, int32_t seq, int32_t cell, int dim
 
 /* ---- One cell's rows, as stored (saving and restoring) ---- */
 
-/* Bytes of the key row and of the value row of one cell of one layer: kv_dim elements of the
- * cache's key or value type, in dimension order (quantised: blocks of 32 dimensions). */
-static inline size_t kv_k_row_bytes(const kv_cache *kv) { return kv->k_cell; }
-static inline size_t kv_v_row_bytes(const kv_cache *kv) { return kv->v_cell; }
+/* Bytes of the key row and of the value row of one cell of a layer: kv_dim (v_dim) elements of
+ * the cache's key or value type, in dimension order (quantised: blocks of 32 dimensions); 0 for a
+ * layer without cells, and values kept in the keys. */
+static inline size_t kv_k_row_bytes(const kv_cache *kv, int layer) { return kv->layer[layer].k_cell; }
+static inline size_t kv_v_row_bytes(const kv_cache *kv, int layer) { return kv->layer[layer].v_cell; }
 /* Copy the key and value rows of a sequence's cell out of the cache, or into it (the cell
  * claimed by kv_append and, for ring layers, the ring cell of its position by kv_ring_claim). */
 void kv_read_row(const kv_cache *kv, int layer, int32_t seq, int32_t cell, uint8_t *k, uint8_t *v);
@@ -221,8 +271,36 @@ static inline int32_t kv_seq_n_exact(const kv_cache *kv, int32_t seq) {
 }
 void kv_seq_mark_moved(kv_cache *kv, int32_t seq);
 
+/* ---- Recurrent state (kv_state.c) ---- */
+
+/* Layer's state of a sequence: its convolution's then its recurrence's floats (kv_layer.state). */
+static inline float *kv_state(const kv_cache *kv, int layer, int32_t seq) {
+    return kv->state + (size_t)seq * kv->state_floats + kv->layer[layer].state_at;
+}
+static inline bool kv_recurrent(const kv_cache *kv) { return kv->state_floats > 0; }
+/* The position the state of seq will be back at when it is truncated to n cells: the latest
+ * checkpoint at or before n that holds its tokens (0 when none does). kv_seq_truncate goes there;
+ * the caller computes the tokens from there to n again. Equal to n for a cache without recurrent
+ * state. */
+int32_t kv_state_restore_point(const kv_cache *kv, int32_t seq, int32_t n);
+/* The state of seq after its first n tokens, or after the latest checkpoint before them, into
+ * out (state_floats): returns the tokens it absorbed (0, and zeros, when none holds them). */
+int32_t kv_state_at(const kv_cache *kv, int32_t seq, int32_t n, float *out);
+/* seq's state, absorbing its first pos tokens: `bytes` (state_floats little-endian f32, as a
+ * file holds them), or zeros when NULL. */
+void kv_state_set(kv_cache *kv, int32_t seq, const uint8_t *bytes, int32_t pos);
+/* A checkpoint of seq's state now (its own: `after` says whether before or after a pass). */
+void kv_state_checkpoint(kv_cache *kv, int32_t seq, bool after);
+/* A shared checkpoint of seq's state now, found again by the hash of its tokens. */
+void kv_state_share(kv_cache *kv, int32_t seq);
+/* Bytes of state per sequence, and of the checkpoint slots allocated so far. */
+static inline uint64_t kv_state_bytes(const kv_cache *kv) { return kv->state_floats * sizeof(float); }
+uint64_t kv_checkpoint_bytes(const kv_cache *kv);
+
 /* ---- Sequences ---- */
 
+/* Keep the first n_keep cells of seq; with recurrent state, back at kv_state_restore_point(seq,
+ * n_keep): the cells after it go too. */
 void kv_seq_truncate(kv_cache *kv, int32_t seq, int32_t n_keep);
 /* Keep only cells[0..n) of seq (increasing), which become its cells 0..n-1 with positions
  * new_pos[0..n) (increasing): the eviction policies (context shift, attention sinks, compression
@@ -239,7 +317,7 @@ void kv_read_k(const kv_cache *kv, int layer, int32_t seq, int32_t cell, float *
 int kv_seq_copy(kv_cache *kv, int32_t src, int32_t dst, nc_err *err);
 /* An empty sequence takes the longest cached prefix of tokens[0..n) (at most n cells), at
  * positions 0..: returns how many cells it now holds (0 when nothing is cached, or the cache has
- * rings). */
+ * rings). With recurrent state, the longest such prefix whose state a shared checkpoint holds. */
 int32_t kv_seq_reuse_prefix(kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t n);
 /* Blocks the pool must provide for seq to take n more cells (new blocks, and the copy of a
  * shared block it would write into), and blocks it can provide now (free and cached). */

@@ -39,16 +39,24 @@ static void put_ints(writer *w, const int32_t *a, int32_t n) {
     }
 }
 
-/* The file's contents after the header: tokens, positions, rows, checksum. */
-static void put_body(writer *w, const kv_cache *kv, int32_t seq, int32_t n, uint8_t *row) {
+/* The file's contents after the header: tokens, positions, rows, the state, the checksum. */
+static void put_body(writer *w, const kv_cache *kv, int32_t seq, int32_t n, const float *state, uint8_t *row) {
     put_ints(w, kv_tokens(kv, seq), n);
     put_ints(w, kv_positions(kv, seq), n);
-    size_t kb = kv_k_row_bytes(kv), vb = kv_v_row_bytes(kv);
-    for (int l = 0; l < kv->n_layer; l++)
-        for (int32_t c = 0; c < n; c++) {
+    for (int l = 0; l < kv->n_layer; l++) {
+        size_t kb = kv_k_row_bytes(kv, l), vb = kv_v_row_bytes(kv, l);
+        for (int32_t c = 0; kv_has_cells(kv, l) && c < n; c++) {
             kv_read_row(kv, l, seq, c, row, row + kb);
             put(w, row, kb + vb);
         }
+    }
+    uint8_t buf[4];
+    for (size_t i = 0; i < kv->state_floats; i++) {
+        uint32_t bits;
+        memcpy(&bits, &state[i], 4);
+        put_le32(buf, bits);
+        put(w, buf, 4);
+    }
     uint64_t sum = nc_hash_final(&w->h);
     uint8_t tail[8];
     put_le32(tail, (uint32_t)sum);
@@ -77,12 +85,16 @@ static FILE *create_temp(const char *path, char *tmp, size_t cap) {
     return NULL;
 }
 
-kv_file_id kv_file_id_of(const kv_cache *kv, const kv_file_id *model) {
+kv_file_id kv_file_id_of(const kv_cache *kv, const kv_file_id *model, kv_file_layer *layers) {
     kv_file_id id = *model;
     id.n_layer = (uint32_t)kv->n_layer;
-    id.kv_dim = (uint32_t)kv->kv_dim;
     id.type_k = kv->type_k;
     id.type_v = kv->type_v;
+    for (int l = 0; l < kv->n_layer; l++) {
+        const kv_layer *L = &kv->layer[l];
+        layers[l] = (kv_file_layer){(uint32_t)L->kv_dim, L->v_in_k ? 0 : (uint32_t)L->v_dim, (uint32_t)L->state};
+    }
+    id.layers = layers;
     return id;
 }
 
@@ -102,30 +114,43 @@ int kv_seq_save(const kv_cache *kv, int32_t seq, int32_t n, const kv_file_id *mo
                                "they keep the last %d positions in a ring; a context that keeps every position "
                                "(swa_full) can save it",
                                path, seq, kv_positions(kv, seq)[c], c, kv->ring);
-    kv_file_id id = kv_file_id_of(kv, model);
     int32_t n_exact = kv_seq_n_exact(kv, seq) < n ? kv_seq_n_exact(kv, seq) : n;
-    size_t cap = strlen(path) + 48;
+    size_t cap = strlen(path) + 48, widest = 0, header = KV_FILE_HEADER + 12 * (size_t)kv->n_layer;
+    for (int l = 0; l < kv->n_layer; l++)
+        if (kv_k_row_bytes(kv, l) + kv_v_row_bytes(kv, l) > widest) widest = kv_k_row_bytes(kv, l) + kv_v_row_bytes(kv, l);
     char *tmp = malloc(cap);
-    uint8_t *row = malloc(kv_k_row_bytes(kv) + kv_v_row_bytes(kv));
-    if (!tmp || !row) {
+    uint8_t *row = malloc(widest + 1), *head = malloc(header);
+    kv_file_layer *layers = malloc((size_t)kv->n_layer * sizeof *layers);
+    float *state = malloc(kv->state_floats * sizeof *state + 1);
+    if (!tmp || !row || !head || !layers || !state) {
         free(tmp);
         free(row);
+        free(head);
+        free(layers);
+        free(state);
         return nc_fail(err, "%s: out of memory", path);
     }
+    kv_file_id id = kv_file_id_of(kv, model, layers);
+    int32_t state_pos = kv_state_at(kv, seq, n, state); /* the recurrent state after n tokens, or an earlier one */
     writer w = {.f = create_temp(path, tmp, cap)};
     if (!w.f) {
         nc_fail(err, "%s: cannot create %s: %s", path, tmp, strerror(errno));
         free(tmp);
         free(row);
+        free(head);
+        free(layers);
+        free(state);
         return -1;
     }
     errno = 0;
     nc_hash_init(&w.h);
-    uint8_t header[KV_FILE_HEADER];
-    kv_file_header(header, &id, (uint32_t)n, (uint32_t)n_exact);
-    put(&w, header, sizeof header);
-    put_body(&w, kv, seq, n, row);
+    kv_file_header(head, &id, (uint32_t)n, (uint32_t)n_exact, (uint32_t)state_pos);
+    put(&w, head, header);
+    put_body(&w, kv, seq, n, state, row);
     free(row);
+    free(head);
+    free(layers);
+    free(state);
     int e = 0;
     if (w.failed || fflush(w.f) || fsync(fileno(w.f))) e = errno ? errno : EIO;
     if (fclose(w.f) && !e) e = errno ? errno : EIO;
@@ -141,21 +166,25 @@ int kv_seq_save(const kv_cache *kv, int32_t seq, int32_t n, const kv_file_id *mo
     return 0;
 }
 
-int kv_seq_load(kv_cache *kv, int32_t seq, const kv_file_view *v, int32_t n, const char *name, nc_err *err) {
+int32_t kv_seq_load(kv_cache *kv, int32_t seq, const kv_file_view *v, int32_t n, const char *name, nc_err *err) {
     if (seq < 0 || seq >= kv->n_seq)
         return nc_fail(err, "%s: sequence id %d is outside 0..%d (n_seq_max)", name, seq, kv->n_seq - 1);
     if (n < 0 || n > v->n_cells) return nc_fail(err, "%s: cannot load %d cells: the file holds %d", name, n, v->n_cells);
     if (n > kv->n_ctx)
         return nc_fail(err, "%s: %d tokens do not fit a context of %d cells per sequence (raise -c / n_ctx)", name, n,
                        kv->n_ctx);
-    if (v->id.n_layer != (uint32_t)kv->n_layer || v->id.kv_dim != (uint32_t)kv->kv_dim || v->id.type_k != kv->type_k ||
-        v->id.type_v != kv->type_v)
-        return nc_fail(err, "%s: its cache shape (%u layers, KV width %u, types %u, %u) is not this cache's (%d, %d, %u, %u)",
-                       name, v->id.n_layer, v->id.kv_dim, v->id.type_k, v->id.type_v, kv->n_layer, kv->kv_dim,
-                       kv->type_k, kv->type_v);
+    if (v->id.n_layer != (uint32_t)kv->n_layer || v->id.type_k != kv->type_k || v->id.type_v != kv->type_v)
+        return nc_fail(err, "%s: its cache shape (%u layers, types %u, %u) is not this cache's (%d, %u, %u)", name,
+                       v->id.n_layer, v->id.type_k, v->id.type_v, kv->n_layer, kv->type_k, kv->type_v);
+    for (int l = 0; l < kv->n_layer; l++)
+        if (v->layers[l].k_dim != (uint32_t)kv->layer[l].kv_dim || v->layers[l].state != (uint32_t)kv->layer[l].state)
+            return nc_fail(err, "%s: layer %d's shape (keys %u, state %u) is not this cache's (%d, %d)", name, l,
+                           v->layers[l].k_dim, v->layers[l].state, kv->layer[l].kv_dim, kv->layer[l].state);
+    /* the cells as far as the state goes; past it, the caller computes them again */
+    int32_t m = !kv_recurrent(kv) ? n : v->state_pos <= n ? v->state_pos : 0;
     kv_seq_truncate(kv, seq, 0);
-    size_t kb = v->k_row_bytes, cell_bytes = kb + v->v_row_bytes;
-    for (int32_t c = 0; c < n; c++) {
+    const uint8_t *rows = v->rows;
+    for (int32_t c = 0; c < m; c++) {
         if (c == v->n_exact) kv_seq_mark_moved(kv, seq);
         int32_t cell = kv_append(kv, seq, v->pos[c], v->tokens[c], err);
         if (cell < 0) {
@@ -163,11 +192,16 @@ int kv_seq_load(kv_cache *kv, int32_t seq, const kv_file_view *v, int32_t n, con
             return nc_fail_prefix(err, "%s: cell %d", name, c);
         }
         kv_ring_claim(kv, seq, v->pos[c]);
-        for (int l = 0; l < kv->n_layer; l++) {
-            const uint8_t *r = v->rows + ((size_t)l * (size_t)v->n_cells + (size_t)c) * cell_bytes;
-            kv_write_row(kv, l, seq, cell, r, r + kb);
-        }
     }
+    for (int l = 0; l < kv->n_layer; l++) {
+        size_t kb = kv_k_row_bytes(kv, l), cell_bytes = kb + kv_v_row_bytes(kv, l);
+        for (int32_t c = 0; kv_has_cells(kv, l) && c < m; c++) {
+            const uint8_t *r = rows + (size_t)c * cell_bytes;
+            kv_write_row(kv, l, seq, c, r, r + kb);
+        }
+        if (kv_has_cells(kv, l)) rows += (size_t)v->n_cells * cell_bytes;
+    }
+    if (kv_recurrent(kv)) kv_state_set(kv, seq, m == v->state_pos ? v->state : NULL, m);
     kv_commit(kv);
-    return 0;
+    return m;
 }

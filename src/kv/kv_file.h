@@ -10,22 +10,28 @@
  *           8  u64 fingerprint         of the model's hyper-parameters and weights (model_fingerprint)
  *          16  char arch[32]           the architecture, NUL-padded (for messages)
  *          48  char name[64]           the model's name, NUL-padded (for messages)
- *         112  u32 n_layer, kv_dim     the cache's shape
- *         120  u32 type_k, type_v      its key and value element types (ggml ids: F16, F32, Q8_0, Q4_0)
- *         128  u32 k_row_bytes         bytes of one key row: kv_dim elements of type_k
- *         132  u32 v_row_bytes         and of one value row
+ *         112  u32 n_layer
+ *         116  u32 state_pos           tokens the saved recurrent state has absorbed (0: none saved)
+ *         120  u32 type_k, type_v      the key and value element types (ggml ids: F16, F32, Q8_0, Q4_0)
+ *         128  u32 cell_bytes          bytes of one cell's rows in every layer (keys and values)
+ *         132  u32 state_floats        floats of recurrent state (every recurrent layer's)
  *         136  u32 n_cells             cells saved (at least 1)
  *         140  u32 n_exact             the first n_exact cells hold what computing their tokens
  *                                      afresh gives; the others were moved (kv_seq_keep: context
  *                                      shift) and, loaded, are no prefix of anything
- *         144  i32 tokens[n_cells], i32 positions[n_cells]
- *              rows: for each layer, for each cell, its key row then its value row, each in
- *              dimension order (quantised rows: GGML's blocks of 32 dimensions, as the cache
- *              keeps them, so saving and loading round nothing)
+ *         144  per layer: u32 k_dim, v_dim, state   its key and value row widths (0: no cells;
+ *                                      v_dim 0 with keys: values inside the keys) and state floats
+ *              i32 tokens[n_cells], i32 positions[n_cells]
+ *              rows: for each layer with cells, for each cell, its key row then its value row,
+ *              each in dimension order (quantised rows: GGML's blocks of 32 dimensions, as the
+ *              cache keeps them, so saving and loading round nothing)
+ *              f32 state[state_floats]: the recurrent state after state_pos tokens
  *         end  u64 checksum            nc_hash of every byte before it
  *
  * Every layer holds every saved cell: a cache whose sliding-window layers keep a ring can only
- * save cells the ring still holds (kv_seq_save says so); such a file loads into any layout.
+ * save cells the ring still holds (kv_seq_save says so); such a file loads into any layout. A
+ * state saved after fewer tokens than the cells (the latest checkpoint before them) is carried
+ * forward by computing the tokens between again when the file is loaded (forward.c).
  *
  * The parser (kv_file_parse, kv_file_check) works on bytes alone, with nothing of the cache, so
  * it can be fuzzed by itself (tests/fuzz/fuzz_kv_file.c); kv_seq_save / kv_seq_load move cells
@@ -40,24 +46,34 @@
 #include "common.h"
 
 #define KV_FILE_MAGIC "NCKV"
-#define KV_FILE_VERSION 1u
+#define KV_FILE_VERSION 2u
 #define KV_FILE_HEADER 144
 #define KV_FILE_MAX_CELLS (1 << 24)
+#define KV_FILE_MAX_LAYERS 4096
+
+/* One layer's shape in a file. */
+typedef struct kv_file_layer {
+    uint32_t k_dim, v_dim, state;
+} kv_file_layer;
 
 /* What a file belongs to: the model, and the cache's shape and key and value types. */
 typedef struct kv_file_id {
     uint64_t fingerprint;
     char arch[32], name[64];   /* NUL-terminated */
-    uint32_t n_layer, kv_dim, type_k, type_v;
+    uint32_t n_layer, type_k, type_v;
+    const kv_file_layer *layers; /* [n_layer] */
 } kv_file_id;
 
 /* A parsed file: its header, its tokens and positions (decoded), and where its rows are. */
 typedef struct kv_file_view {
     kv_file_id id;
-    int32_t n_cells, n_exact;
-    size_t k_row_bytes, v_row_bytes;
+    int32_t n_cells, n_exact, state_pos;
+    size_t cell_bytes;         /* one cell's rows of every layer */
+    size_t state_floats;
+    kv_file_layer *layers;     /* [n_layer], owned (id.layers points here) */
     int32_t *tokens, *pos;     /* [n_cells], owned */
-    const uint8_t *rows;       /* inside the bytes parsed: [n_layer][n_cells] key row, value row */
+    const uint8_t *rows;       /* inside the bytes parsed: per layer with cells, [n_cells] key row, value row */
+    const uint8_t *state;      /* inside the bytes parsed: state_floats f32 */
 } kv_file_view;
 
 /* Check the bytes of a whole file and decode its header, tokens and positions: the magic and
@@ -71,29 +87,35 @@ void kv_file_view_free(kv_file_view *v);
  * key and value types and fingerprint, and tokens below n_vocab. The message says what differs. */
 int kv_file_check(const kv_file_view *v, const kv_file_id *want, int32_t n_vocab, const char *name, nc_err *err);
 
-/* Bytes of a row of kv_dim elements of `type`; 0 when a cache cannot keep that type or kv_dim is
- * not whole blocks of it. */
-size_t kv_file_row_bytes(uint32_t type, uint32_t kv_dim);
+/* Bytes of a row of n elements of `type`; 0 when a cache cannot keep that type or n is not whole
+ * blocks of it. */
+size_t kv_file_row_bytes(uint32_t type, uint32_t n);
+/* Bytes of one cell's rows in every layer of an identity. */
+size_t kv_file_cell_bytes(const kv_file_id *id);
 
-/* The header of a file of n_cells cells (n_exact of them exact) with the given identity. */
-void kv_file_header(uint8_t out[KV_FILE_HEADER], const kv_file_id *id, uint32_t n_cells, uint32_t n_exact);
+/* The header (and layer table, KV_FILE_HEADER + 12 n_layer bytes) of a file of n_cells cells
+ * (n_exact of them exact) with the given identity and a state after state_pos tokens. */
+void kv_file_header(uint8_t *out, const kv_file_id *id, uint32_t n_cells, uint32_t n_exact, uint32_t state_pos);
 
 /* ---- Between a file and the cache (kv_file.c) ---- */
 
 typedef struct kv_cache kv_cache;
 
 /* A file's identity for this cache: the model's (fingerprint, arch, name) and the cache's shape
- * and key and value types. */
-kv_file_id kv_file_id_of(const kv_cache *kv, const kv_file_id *model);
+ * and key and value types; its layer table is written into `layers` (n_layer entries). */
+kv_file_id kv_file_id_of(const kv_cache *kv, const kv_file_id *model, kv_file_layer *layers);
 
 /* Save the first n cells of seq to path, the model's identity taken from `model` (fingerprint,
- * arch, name) and the cache's from kv. Written to a temporary file beside path, synced, then
- * renamed over it: path is the old file or the whole new one, never a part. *bytes: the size. */
+ * arch, name) and the cache's from kv, with the recurrent state at the latest checkpoint at or
+ * before n. Written to a temporary file beside path, synced, then renamed over it: path is the
+ * old file or the whole new one, never a part. *bytes: the size. */
 int kv_seq_save(const kv_cache *kv, int32_t seq, int32_t n, const kv_file_id *model, const char *path,
                 uint64_t *bytes, nc_err *err);
-/* Replace seq's cells with the first n cells of a parsed, checked file. n beyond the file or
- * the context is refused with the sequence as it was; a pool that runs out of blocks half-way
- * leaves it empty. */
-int kv_seq_load(kv_cache *kv, int32_t seq, const kv_file_view *v, int32_t n, const char *name, nc_err *err);
+/* Replace seq's cells with the first n cells of a parsed, checked file, and its recurrent state
+ * with the file's: returns the cells whose state that is (the caller computes the others again,
+ * and the sequence then holds them; kv_seq_load leaves it holding only the first of them), or -1.
+ * n beyond the file or the context is refused with the sequence as it was; a pool that runs out
+ * of blocks half-way leaves it empty. */
+int32_t kv_seq_load(kv_cache *kv, int32_t seq, const kv_file_view *v, int32_t n, const char *name, nc_err *err);
 
 #endif

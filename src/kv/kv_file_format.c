@@ -28,13 +28,26 @@ static bool type_shape(uint32_t type, uint32_t *block, uint32_t *bytes) {
     }
 }
 
-size_t kv_file_row_bytes(uint32_t type, uint32_t kv_dim) {
+size_t kv_file_row_bytes(uint32_t type, uint32_t n) {
     uint32_t block, bytes;
-    if (!type_shape(type, &block, &bytes) || kv_dim % block) return 0;
-    return (size_t)kv_dim / block * bytes;
+    if (!type_shape(type, &block, &bytes) || n % block) return 0;
+    return (size_t)n / block * bytes;
 }
 
-void kv_file_header(uint8_t out[KV_FILE_HEADER], const kv_file_id *id, uint32_t n_cells, uint32_t n_exact) {
+size_t kv_file_cell_bytes(const kv_file_id *id) {
+    size_t n = 0;
+    for (uint32_t l = 0; l < id->n_layer; l++)
+        n += kv_file_row_bytes(id->type_k, id->layers[l].k_dim) + kv_file_row_bytes(id->type_v, id->layers[l].v_dim);
+    return n;
+}
+
+static size_t state_floats(const kv_file_id *id) {
+    size_t n = 0;
+    for (uint32_t l = 0; l < id->n_layer; l++) n += id->layers[l].state;
+    return n;
+}
+
+void kv_file_header(uint8_t *out, const kv_file_id *id, uint32_t n_cells, uint32_t n_exact, uint32_t state_pos) {
     memset(out, 0, KV_FILE_HEADER);
     memcpy(out, KV_FILE_MAGIC, 4);
     put_u32(out + 4, KV_FILE_VERSION);
@@ -42,13 +55,18 @@ void kv_file_header(uint8_t out[KV_FILE_HEADER], const kv_file_id *id, uint32_t 
     memcpy(out + 16, id->arch, strnlen(id->arch, sizeof id->arch - 1));
     memcpy(out + 48, id->name, strnlen(id->name, sizeof id->name - 1));
     put_u32(out + 112, id->n_layer);
-    put_u32(out + 116, id->kv_dim);
+    put_u32(out + 116, state_pos);
     put_u32(out + 120, id->type_k);
     put_u32(out + 124, id->type_v);
-    put_u32(out + 128, (uint32_t)kv_file_row_bytes(id->type_k, id->kv_dim));
-    put_u32(out + 132, (uint32_t)kv_file_row_bytes(id->type_v, id->kv_dim));
+    put_u32(out + 128, (uint32_t)kv_file_cell_bytes(id));
+    put_u32(out + 132, (uint32_t)state_floats(id));
     put_u32(out + 136, n_cells);
     put_u32(out + 140, n_exact);
+    for (uint32_t l = 0; l < id->n_layer; l++) {
+        put_u32(out + KV_FILE_HEADER + 12 * l, id->layers[l].k_dim);
+        put_u32(out + KV_FILE_HEADER + 12 * l + 4, id->layers[l].v_dim);
+        put_u32(out + KV_FILE_HEADER + 12 * l + 8, id->layers[l].state);
+    }
 }
 
 /* A NUL-terminated text field of the header (what follows the NUL is ignored). */
@@ -82,44 +100,65 @@ static int parse_header(kv_file_view *v, const uint8_t *data, size_t size, const
         get_text(id->name, sizeof id->name, data + 48, "model name", 48, name, err))
         return -1;
     id->n_layer = get_u32(data + 112);
-    id->kv_dim = get_u32(data + 116);
     id->type_k = get_u32(data + 120);
     id->type_v = get_u32(data + 124);
+    uint32_t state_pos = get_u32(data + 116), cell_bytes = get_u32(data + 128), n_state = get_u32(data + 132);
     uint32_t n_cells = get_u32(data + 136), n_exact = get_u32(data + 140);
-    if (id->n_layer < 1 || id->n_layer > 65536)
-        return nc_fail(err, "%s: n_layer %" PRIu32 " (offset 112) is outside 1..65536", name, id->n_layer);
-    if (id->kv_dim < 1 || id->kv_dim > (1u << 20))
-        return nc_fail(err, "%s: kv_dim %" PRIu32 " (offset 116) is outside 1..%u", name, id->kv_dim, 1u << 20);
+    if (id->n_layer < 1 || id->n_layer > KV_FILE_MAX_LAYERS)
+        return nc_fail(err, "%s: n_layer %" PRIu32 " (offset 112) is outside 1..%d", name, id->n_layer, KV_FILE_MAX_LAYERS);
     for (int kind = 0; kind < 2; kind++) { /* keys, then values */
-        uint32_t type = kind ? id->type_v : id->type_k, rows = get_u32(data + 128 + 4 * kind), block, bytes;
-        const char *what = kind ? "value" : "key";
+        uint32_t type = kind ? id->type_v : id->type_k, block, bytes;
         char tb[24];
         if (!type_shape(type, &block, &bytes))
             return nc_fail(err, "%s: %s type %s (offset %d) is not one a KV cache keeps (F16, F32, Q8_0, Q4_0)", name,
-                           what, ggml_type_name(type, tb), 120 + 4 * kind);
-        if (id->kv_dim % block)
-            return nc_fail(err, "%s: kv_dim %" PRIu32 " (offset 116) is not whole blocks of %" PRIu32 " %s elements",
-                           name, id->kv_dim, block, ggml_type_name(type, tb));
-        if (rows != kv_file_row_bytes(type, id->kv_dim))
-            return nc_fail(err, "%s: %s row_bytes %" PRIu32 " (offset %d) is not what kv_dim %" PRIu32 " elements of %s take (%zu)",
-                           name, what, rows, 128 + 4 * kind, id->kv_dim, ggml_type_name(type, tb),
-                           kv_file_row_bytes(type, id->kv_dim));
+                           kind ? "value" : "key", ggml_type_name(type, tb), 120 + 4 * kind);
     }
     if (n_cells < 1 || n_cells > KV_FILE_MAX_CELLS)
         return nc_fail(err, "%s: n_cells %" PRIu32 " (offset 136) is outside 1..%d", name, n_cells, KV_FILE_MAX_CELLS);
     if (n_exact > n_cells)
         return nc_fail(err, "%s: n_exact %" PRIu32 " (offset 140) is more than n_cells %" PRIu32, name, n_exact, n_cells);
+    if (state_pos > n_cells)
+        return nc_fail(err, "%s: state_pos %" PRIu32 " (offset 116) is more than n_cells %" PRIu32, name, state_pos, n_cells);
+    size_t table = KV_FILE_HEADER + 12 * (size_t)id->n_layer;
+    if (size < table + 8)
+        return nc_fail(err, "%s: %zu bytes, too short for the table of its %" PRIu32 " layers", name, size, id->n_layer);
+    if (!(v->layers = malloc(id->n_layer * sizeof *v->layers))) return nc_fail(err, "%s: out of memory", name);
+    id->layers = v->layers;
+    for (uint32_t l = 0; l < id->n_layer; l++) {
+        size_t at = KV_FILE_HEADER + 12 * (size_t)l;
+        kv_file_layer *L = &v->layers[l];
+        *L = (kv_file_layer){get_u32(data + at), get_u32(data + at + 4), get_u32(data + at + 8)};
+        if (L->k_dim > (1u << 20) || L->v_dim > (1u << 20) || L->state > (1u << 28) || (!L->k_dim && L->v_dim))
+            return nc_fail(err, "%s: layer %" PRIu32 " (offset %zu): key width %" PRIu32 ", value width %" PRIu32
+                                ", state %" PRIu32 ": out of range", name, l, at, L->k_dim, L->v_dim, L->state);
+        for (int kind = 0; kind < 2; kind++) {
+            uint32_t type = kind ? id->type_v : id->type_k, n = kind ? L->v_dim : L->k_dim, block = 1, bytes;
+            char tb[24];
+            type_shape(type, &block, &bytes);
+            if (n % block)
+                return nc_fail(err, "%s: layer %" PRIu32 " (offset %zu): %s width %" PRIu32 " is not whole blocks of %" PRIu32
+                                    " %s elements", name, l, at + 4 * kind, kind ? "value" : "key", n, block,
+                               ggml_type_name(type, tb));
+        }
+    }
+    if (cell_bytes != kv_file_cell_bytes(id))
+        return nc_fail(err, "%s: cell_bytes %" PRIu32 " (offset 128) is not what the layer table makes (%zu)", name,
+                       cell_bytes, kv_file_cell_bytes(id));
+    if (n_state != state_floats(id))
+        return nc_fail(err, "%s: state_floats %" PRIu32 " (offset 132) is not what the layer table makes (%zu)", name,
+                       n_state, state_floats(id));
     v->n_cells = (int32_t)n_cells;
     v->n_exact = (int32_t)n_exact;
-    v->k_row_bytes = kv_file_row_bytes(id->type_k, id->kv_dim);
-    v->v_row_bytes = kv_file_row_bytes(id->type_v, id->kv_dim);
-    /* at most 2^16 layers x 2^24 cells x 2^23 bytes: no overflow in 64 bits */
-    uint64_t cell = v->k_row_bytes + v->v_row_bytes;
-    uint64_t want = KV_FILE_HEADER + 8ull * n_cells + (uint64_t)id->n_layer * n_cells * cell + 8;
+    v->state_pos = (int32_t)state_pos;
+    v->cell_bytes = cell_bytes;
+    v->state_floats = n_state;
+    /* at most 2^24 cells x 2^32 bytes and 2^40 bytes of state: no overflow in 64 bits */
+    uint64_t want = table + 8ull * n_cells + (uint64_t)n_cells * cell_bytes + 4ull * n_state + 8;
     if (want != size)
-        return nc_fail(err, "%s: %zu bytes, but its header (%" PRIu32 " cells of %" PRIu32 " layers, %" PRIu64
-                            " bytes of keys and values a cell) makes %" PRIu64 ": the file is %s",
-                       name, size, n_cells, id->n_layer, cell, want, size < want ? "truncated" : "longer than that");
+        return nc_fail(err, "%s: %zu bytes, but its header (%" PRIu32 " cells of %" PRIu32 " bytes in %" PRIu32
+                            " layers, %" PRIu32 " floats of state) makes %" PRIu64 ": the file is %s",
+                       name, size, n_cells, cell_bytes, id->n_layer, n_state, want,
+                       size < want ? "truncated" : "longer than that");
     return 0;
 }
 
@@ -128,16 +167,16 @@ static bool non_finite(const uint8_t *p, uint32_t bytes) {
     return bytes == 2 ? (p[1] & 0x7c) == 0x7c : ((p[3] & 0x7f) == 0x7f && (p[2] & 0x80));
 }
 
-/* Every number of the rows is finite: each element of a float row, each block's F16 scale (its
- * first two bytes) of a quantised one. */
+/* Every number of the rows and the state is finite: each element of a float row, each block's
+ * F16 scale (its first two bytes) of a quantised one. */
 static int check_rows(const kv_file_view *v, const uint8_t *data, const char *name, nc_err *err) {
     const uint8_t *p = v->rows;
     for (uint32_t l = 0; l < v->id.n_layer; l++)
-        for (int32_t c = 0; c < v->n_cells; c++)
+        for (int32_t c = 0; v->layers[l].k_dim && c < v->n_cells; c++)
             for (int kind = 0; kind < 2; kind++) {
-                uint32_t block = 1, bytes = 1; /* set: the header was checked */
-                size_t n = kind ? v->v_row_bytes : v->k_row_bytes;
-                type_shape(kind ? v->id.type_v : v->id.type_k, &block, &bytes);
+                uint32_t type = kind ? v->id.type_v : v->id.type_k, block = 1, bytes = 1; /* set: the header was checked */
+                size_t n = kv_file_row_bytes(type, kind ? v->layers[l].v_dim : v->layers[l].k_dim);
+                type_shape(type, &block, &bytes);
                 for (size_t i = 0; i < n; i += bytes)
                     if (non_finite(p + i, block > 1 ? 2 : bytes))
                         return nc_fail(err, "%s: layer %" PRIu32 ", cell %d: %s %zu of the %s row (offset %zu) is not finite",
@@ -145,6 +184,10 @@ static int check_rows(const kv_file_view *v, const uint8_t *data, const char *na
                                        kind ? "value" : "key", (size_t)(p + i - data));
                 p += n;
             }
+    for (size_t i = 0; i < v->state_floats; i++)
+        if (non_finite(v->state + 4 * i, 4))
+            return nc_fail(err, "%s: element %zu of the recurrent state (offset %zu) is not finite", name, i,
+                           (size_t)(v->state + 4 * i - data));
     return 0;
 }
 
@@ -163,6 +206,7 @@ int kv_file_parse(kv_file_view *v, const uint8_t *data, size_t size, const char 
     memset(v, 0, sizeof *v);
     uint64_t stored = 0, computed = 0;
     if (parse_header(v, data, size, name, err)) {
+        kv_file_view_free(v);
         /* a field out of range in a file of this version whose checksum fails too: say it is damaged */
         if (err && size >= KV_FILE_HEADER + 8 && !memcmp(data, KV_FILE_MAGIC, 4) && get_u32(data + 4) == KV_FILE_VERSION &&
             !checksum_ok(data, size, &stored, &computed)) {
@@ -181,7 +225,7 @@ int kv_file_parse(kv_file_view *v, const uint8_t *data, size_t size, const char 
         kv_file_view_free(v);
         return nc_fail(err, "%s: out of memory for %zu tokens", name, n);
     }
-    const uint8_t *tok = data + KV_FILE_HEADER, *pos = tok + 4 * n;
+    const uint8_t *tok = data + KV_FILE_HEADER + 12 * (size_t)v->id.n_layer, *pos = tok + 4 * n;
     for (size_t c = 0; c < n; c++) {
         v->tokens[c] = (int32_t)get_u32(tok + 4 * c);
         v->pos[c] = (int32_t)get_u32(pos + 4 * c);
@@ -196,6 +240,7 @@ int kv_file_parse(kv_file_view *v, const uint8_t *data, size_t size, const char 
         }
     }
     v->rows = pos + 4 * n;
+    v->state = v->rows + n * v->cell_bytes;
     if (check_rows(v, data, name, err)) goto fail;
     return 0;
 fail:
@@ -204,18 +249,30 @@ fail:
 }
 
 void kv_file_view_free(kv_file_view *v) {
+    free(v->layers);
     free(v->tokens);
     free(v->pos);
     memset(v, 0, sizeof *v);
 }
 
+/* Whether two identities' layer tables agree. */
+static bool same_layers(const kv_file_id *a, const kv_file_id *b) {
+    if (a->n_layer != b->n_layer) return false;
+    for (uint32_t l = 0; l < a->n_layer; l++)
+        if (a->layers[l].k_dim != b->layers[l].k_dim || a->layers[l].v_dim != b->layers[l].v_dim ||
+            a->layers[l].state != b->layers[l].state)
+            return false;
+    return true;
+}
+
 int kv_file_check(const kv_file_view *v, const kv_file_id *want, int32_t n_vocab, const char *name, nc_err *err) {
     const kv_file_id *f = &v->id;
-    if (strcmp(f->arch, want->arch) || f->n_layer != want->n_layer || f->kv_dim != want->kv_dim)
+    if (strcmp(f->arch, want->arch) || !same_layers(f, want))
         return nc_fail(err,
-                       "%s: written for another model, '%s' (%s, %" PRIu32 " layers, KV width %" PRIu32
-                       "); this one is '%s' (%s, %" PRIu32 " layers, KV width %" PRIu32 ")",
-                       name, f->name, f->arch, f->n_layer, f->kv_dim, want->name, want->arch, want->n_layer, want->kv_dim);
+                       "%s: written for another model, '%s' (%s, %" PRIu32 " layers, %zu bytes a cell); this one is '%s' "
+                       "(%s, %" PRIu32 " layers, %zu bytes a cell)",
+                       name, f->name, f->arch, f->n_layer, kv_file_cell_bytes(f), want->name, want->arch, want->n_layer,
+                       kv_file_cell_bytes(want));
     if (f->fingerprint != want->fingerprint)
         return nc_fail(err,
                        "%s: written for another model, '%s' (fingerprint %016" PRIx64 "), of the same architecture "

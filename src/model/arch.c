@@ -37,9 +37,44 @@ static const char *const gguf_default[N_ROLES] = {
     [L_GATE_EXPS] = "blk.%d.ffn_gate_exps.weight",
     [L_UP_EXPS] = "blk.%d.ffn_up_exps.weight",
     [L_DOWN_EXPS] = "blk.%d.ffn_down_exps.weight",
+    [L_GATE_UP_EXPS] = "blk.%d.ffn_gate_up_exps.weight",
     [L_GATE_EXPS_BIAS] = "blk.%d.ffn_gate_exps.bias",
     [L_UP_EXPS_BIAS] = "blk.%d.ffn_up_exps.bias",
     [L_DOWN_EXPS_BIAS] = "blk.%d.ffn_down_exps.bias",
+    [L_EXP_PROBS_B] = "blk.%d.exp_probs_b.bias",
+    [L_ROUTER_SCALE] = "blk.%d.ffn_gate_inp.scale",
+    [L_DOWN_EXPS_SCALE] = "blk.%d.ffn_down_exps.scale",
+    [L_SH_GATE] = "blk.%d.ffn_gate_shexp.weight",
+    [L_SH_UP] = "blk.%d.ffn_up_shexp.weight",
+    [L_SH_DOWN] = "blk.%d.ffn_down_shexp.weight",
+    [L_SH_GATE_INP] = "blk.%d.ffn_gate_inp_shexp.weight",
+    [L_SSM_IN] = "blk.%d.ssm_in.weight",
+    [L_SSM_BETA] = "blk.%d.ssm_beta.weight",
+    [L_SSM_ALPHA] = "blk.%d.ssm_alpha.weight",
+    [L_SSM_CONV] = "blk.%d.ssm_conv1d.weight",
+    [L_SSM_CONV_BIAS] = "blk.%d.ssm_conv1d.bias",
+    [L_SSM_DT] = "blk.%d.ssm_dt.bias",
+    [L_SSM_A] = "blk.%d.ssm_a",
+    [L_SSM_D] = "blk.%d.ssm_d",
+    [L_SSM_NORM] = "blk.%d.ssm_norm.weight",
+    [L_SSM_OUT] = "blk.%d.ssm_out.weight",
+    [L_Q_A] = "blk.%d.attn_q_a.weight",
+    [L_Q_A_NORM] = "blk.%d.attn_q_a_norm.weight",
+    [L_Q_B] = "blk.%d.attn_q_b.weight",
+    [L_KV_A] = "blk.%d.attn_kv_a_mqa.weight",
+    [L_KV_A_NORM] = "blk.%d.attn_kv_a_norm.weight",
+    [L_K_B] = "blk.%d.attn_k_b.weight",
+    [L_V_B] = "blk.%d.attn_v_b.weight",
+    [L_FFN_POST_NORM_1] = "blk.%d.post_ffw_norm_1.weight",
+    [L_FFN_PRE_NORM_2] = "blk.%d.pre_ffw_norm_2.weight",
+    [L_FFN_POST_NORM_2] = "blk.%d.post_ffw_norm_2.weight",
+    [L_PL_GATE] = "blk.%d.inp_gate.weight",
+    [L_PL_PROJ] = "blk.%d.proj.weight",
+    [L_PL_POST_NORM] = "blk.%d.post_norm.weight",
+    [L_OUT_SCALE] = "blk.%d.layer_output_scale.weight",
+    [T_PL_EMBD] = "per_layer_token_embd.weight",
+    [T_PL_MODEL_PROJ] = "per_layer_model_proj.weight",
+    [T_PL_PROJ_NORM] = "per_layer_proj_norm.weight",
 };
 
 static const char *const hf_default[N_ROLES] = {
@@ -123,7 +158,32 @@ static const arch_override gptoss_hf[] = {
     {0, NULL},
 };
 
+/* Qwen3.5: post_attention_norm is the norm before the FFN; the DeltaNet layers' q, k, v in one
+ * projection, their output gate z in another. */
+static const arch_override qwen35_gguf[] = {
+    {L_FFN_NORM, "blk.%d.post_attention_norm.weight"},
+    {L_SSM_IN, "blk.%d.attn_qkv.weight"},
+    {L_SSM_GATE, "blk.%d.attn_gate.weight"},
+    {0, NULL},
+};
+
+/* GLM-4.5: post_attention_norm is the norm before the FFN. */
+static const arch_override glm4moe_gguf[] = {
+    {L_FFN_NORM, "blk.%d.post_attention_norm.weight"},
+    {0, NULL},
+};
+
+/* LFM2: the short convolutions' projections; the final norm is named token_embd_norm. */
+static const arch_override lfm2_gguf[] = {
+    {T_OUTPUT_NORM, "token_embd_norm.weight"},
+    {L_SSM_IN, "blk.%d.shortconv.in_proj.weight"},
+    {L_SSM_CONV, "blk.%d.shortconv.conv.weight"},
+    {L_SSM_OUT, "blk.%d.shortconv.out_proj.weight"},
+    {0, NULL},
+};
+
 #define TYPES(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define NO_HF ((const char *const[]){NULL}) /* read from GGUF files only */
 
 static const arch_desc table[] = {
     {.name = "llama", .gguf = "llama", .hf_types = TYPES("llama", "mistral"), .norms = NORMS_PRE,
@@ -151,6 +211,26 @@ static const arch_desc table[] = {
      .attn_bias = true, .sinks = true, .expert_bias = true, .router_softmax_topk = true,
      .hf_gate_up = GATE_UP_INTERLEAVED, .hf_experts_transposed = true, .swa_period = 2, .yarn_exact_range = true,
      .gguf_names = gptoss_gguf, .hf_names = gptoss_hf},
+    /* the families of 2026 (GGUF, as llama.cpp's converter writes them) */
+    {.name = "qwen35", .gguf = "qwen35", .hf_types = NO_HF, .norms = NORMS_PRE, .qk_norm = QK_NORM_HEAD,
+     .layers = LAYERS_INTERVAL, .recurrent = MIXER_DELTANET, .q_gate = true, .gguf_names = qwen35_gguf},
+    {.name = "qwen35moe", .gguf = "qwen35moe", .hf_types = NO_HF, .norms = NORMS_PRE, .qk_norm = QK_NORM_HEAD,
+     .layers = LAYERS_INTERVAL, .recurrent = MIXER_DELTANET, .q_gate = true, .gguf_names = qwen35_gguf},
+    {.name = "gemma4", .gguf = "gemma4", .hf_types = NO_HF, .norms = NORMS_SANDWICH, .qk_norm = QK_NORM_HEAD,
+     .act = ACT_GELU_TANH, .embd_scale_sqrt = true, .v_norm = true, .attn_scale = 1.0f},
+    {.name = "granitehybrid", .gguf = "granitehybrid", .hf_types = NO_HF, .norms = NORMS_PRE, .gguf_rope_pairs = true,
+     .layers = LAYERS_KV_ZERO, .recurrent = MIXER_MAMBA2, .rope_switch = true},
+    {.name = "nemotron_h", .gguf = "nemotron_h", .hf_types = NO_HF, .norms = NORMS_PRE, .act = ACT_RELU2,
+     .layers = LAYERS_HYBRID, .recurrent = MIXER_MAMBA2, .no_rope = true},
+    {.name = "lfm2", .gguf = "lfm2", .hf_types = NO_HF, .norms = NORMS_PRE, .qk_norm = QK_NORM_HEAD,
+     .layers = LAYERS_KV_ZERO, .recurrent = MIXER_SHORTCONV, .gguf_names = lfm2_gguf},
+    {.name = "deepseek2", .gguf = "deepseek2", .hf_types = NO_HF, .norms = NORMS_PRE, .gguf_rope_pairs = true,
+     .attention = MIXER_MLA, .yarn_log_mul_tenth = true},
+    {.name = "glm4moe", .gguf = "glm4moe", .hf_types = NO_HF, .norms = NORMS_PRE, .qk_norm = QK_NORM_HEAD,
+     .qkv_bias = true, .nextn = true, .gguf_names = glm4moe_gguf},
+    {.name = "mistral3", .gguf = "mistral3", .hf_types = NO_HF, .norms = NORMS_PRE, .gguf_rope_pairs = true},
+    {.name = "llama4", .gguf = "llama4", .hf_types = NO_HF, .norms = NORMS_PRE, .gguf_rope_pairs = true,
+     .no_rope_period = 4, .qk_norm_plain = true, .chunk = 8192, .nope_temperature = 0.1f, .expert_weight_input = true},
 };
 
 #define N_ARCHS (sizeof table / sizeof table[0])

@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Where the RMSNorms of a layer sit (h: the residual stream).
  * PRE:      h += attn(norm(h));        h += ffn(norm(h))                    (Llama)
@@ -26,12 +27,42 @@ typedef enum arch_qk_norm {
     QK_NORM_ALL,  /* over all heads at once, a weight of n_head * head_dim (OLMo 2) */
 } arch_qk_norm;
 
-/* The gated FFN's activation: act(gate) * up. */
+/* The gated FFN's activation: act(gate) * up; an MLP's: act(up). */
 typedef enum arch_act {
-    ACT_SILU,      /* SwiGLU: silu(g) * u */
-    ACT_GELU_TANH, /* GeGLU with the tanh approximation of GELU (Gemma) */
-    ACT_SWIGLU_OAI /* gpt-oss: g = min(g, 7), u = clamp(u, -7, 7), g * sigmoid(1.702 g) * (u + 1) */
+    ACT_SILU,       /* SwiGLU: silu(g) * u */
+    ACT_GELU_TANH,  /* GeGLU with the tanh approximation of GELU (Gemma) */
+    ACT_SWIGLU_OAI, /* gpt-oss: g = min(g, 7), u = clamp(u, -7, 7), g * sigmoid(1.702 g) * (u + 1) */
+    ACT_RELU2,      /* an MLP's relu(x)^2 (Nemotron-H; So et al. 2021, Primer) */
 } arch_act;
+
+/* What mixes a layer's tokens (the attention's place in a transformer layer). Attention keeps a
+ * growing cache of keys and values; the recurrent kinds carry a fixed-size state per sequence. */
+typedef enum layer_mixer {
+    MIXER_ATTENTION, /* softmax attention over the KV cache */
+    MIXER_NONE,      /* a layer of its feed-forward network alone (Nemotron-H's MLP layers) */
+    MIXER_MLA,       /* multi-head latent attention, caching a compressed latent (DeepSeek-V2) */
+    MIXER_DELTANET,  /* gated DeltaNet (Yang et al. 2024; Qwen3.5) */
+    MIXER_MAMBA2,    /* Mamba2's selective state space (Dao & Gu 2024; Granite 4.0-H, Nemotron-H) */
+    MIXER_SHORTCONV, /* a gated short convolution (LFM2) */
+} layer_mixer;
+
+/* The layer's feed-forward network. */
+typedef enum layer_ffn {
+    FFN_NONE,        /* none (Nemotron-H's mixer layers) */
+    FFN_GATED,       /* act(gate x) * up x, then down (SwiGLU, GeGLU) */
+    FFN_MLP,         /* down(act(up x)), no gate (Nemotron-H: relu^2) */
+    FFN_MOE,         /* a mixture of experts (with shared experts, or a dense FFN beside it) */
+} layer_ffn;
+
+/* How a model's layers take their kinds (model_layer.mixer and .ffn), from the file's per-layer
+ * keys. Every layer with a router is a mixture of experts; one without a dense FFN. */
+typedef enum arch_layers {
+    LAYERS_ATTENTION, /* every layer attends (the row's `attention` kind) */
+    LAYERS_INTERVAL,  /* every full_attention_interval-th layer attends, the others are `recurrent` (Qwen3.5) */
+    LAYERS_KV_ZERO,   /* layers whose head_count_kv is 0 are `recurrent` (LFM2, Granite 4.0-H) */
+    LAYERS_HYBRID,    /* head_count_kv and feed_forward_length both 0: `recurrent`; feed_forward_length 0:
+                         attention; otherwise an FFN alone. One residual block per layer (Nemotron-H) */
+} arch_layers;
 
 typedef enum tensor_role {
     /* model-wide */
@@ -45,6 +76,16 @@ typedef enum tensor_role {
     L_ROUTER, L_ROUTER_BIAS,
     L_GATE_EXPS, L_UP_EXPS, L_DOWN_EXPS, L_GATE_UP_EXPS,
     L_GATE_EXPS_BIAS, L_UP_EXPS_BIAS, L_DOWN_EXPS_BIAS, L_GATE_UP_EXPS_BIAS,
+    L_EXP_PROBS_B, L_ROUTER_SCALE, L_DOWN_EXPS_SCALE,
+    L_SH_GATE, L_SH_UP, L_SH_DOWN, L_SH_GATE_INP,           /* the shared expert */
+    /* recurrent mixers (model_ssm) */
+    L_SSM_IN, L_SSM_GATE, L_SSM_BETA, L_SSM_ALPHA, L_SSM_CONV, L_SSM_CONV_BIAS, L_SSM_DT, L_SSM_A, L_SSM_D,
+    L_SSM_NORM, L_SSM_OUT,
+    /* multi-head latent attention (model_mla) */
+    L_Q_A, L_Q_A_NORM, L_Q_B, L_KV_A, L_KV_A_NORM, L_K_B, L_V_B,
+    /* Gemma 4: the dense FFN beside the experts, per-layer embeddings, the layer's scalar */
+    L_FFN_POST_NORM_1, L_FFN_PRE_NORM_2, L_FFN_POST_NORM_2, L_PL_GATE, L_PL_PROJ, L_PL_POST_NORM, L_OUT_SCALE,
+    T_PL_EMBD, T_PL_MODEL_PROJ, T_PL_PROJ_NORM,
     N_ROLES
 } tensor_role;
 
@@ -86,6 +127,24 @@ typedef struct arch_desc {
                                         1/sqrt(n_embd / n_head), the query_pre_attn_scalar the file omits */
     bool yarn_exact_range;           /* YaRN's correction range is not rounded to whole dimensions
                                         (gpt-oss: "truncate": false; GGUF files do not say) */
+    arch_layers layers;              /* which layers attend, which recur, which have an FFN alone */
+    layer_mixer attention;           /* the attending layers' mixer: attention, or latent attention */
+    layer_mixer recurrent;           /* the others' (DeltaNet, Mamba2, short convolution) */
+    bool q_gate;                     /* attention's query projection holds [q | gate] per head (Qwen3.5) */
+    bool v_norm;                     /* values RMS-normalised without weight; no attn_v: V = K's projection (Gemma 4) */
+    bool qk_norm_plain;              /* q, k RMS-normalised without weight after the rotation, rotating layers
+                                        only (Llama 4) */
+    int32_t chunk;                   /* rotating layers attend within chunks of this many positions (Llama 4) */
+    bool rope_switch;                /* rope.scaling.finetuned = false turns the rotation off (Granite 4.0-H) */
+    bool no_rope;                    /* no layer rotates (Nemotron-H) */
+    float attn_scale;                /* q.k's scale when the file gives none (Gemma 4: 1, its q and k normalised); 0: 1/sqrt(head_dim) */
+    bool nextn;                      /* the last nextn_predict_layers layers predict further tokens: not run (GLM-4.5) */
+    bool expert_weight_input;        /* top-1 sigmoid routing whose weight scales the expert's input (Llama 4) */
+    bool yarn_log_mul_tenth;         /* rope.scaling.yarn_log_multiplier is 0.1 x YaRN's mscale_all_dim, and the
+                                        attention scale is mscale^2 / sqrt(q/k head size) (DeepSeek-V2/V3) */
+    float nope_temperature;          /* layers without rotation scale their queries by the attention temperature,
+                                        this scale over positions + 1 in floors of `chunk` (Llama 4); 0: the file's
+                                        attention.temperature_scale, every layer, floors of the original context */
     const arch_override *gguf_names;     /* overrides of the default GGUF names, ended by {0, NULL} */
     const arch_override *hf_names;       /* overrides of the default Hugging Face names */
 } arch_desc;

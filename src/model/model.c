@@ -23,7 +23,7 @@ const fmt_tensor *bind_find(binder *b, tensor_role r, int il, int e, char name[B
     return b->lookup(b->src, name);
 }
 
-static int missing(binder *b, const char *name) {
+int bind_missing(binder *b, const char *name) {
     return nc_fail(b->err, "%s: missing tensor '%s' (a %s model needs it)", b->path, name, b->a->name);
 }
 
@@ -62,7 +62,7 @@ static void account(binder *b, const fmt_tensor *t) {
     b->m->weight_bytes += t->n_bytes;
 }
 
-static void *own(binder *b, size_t bytes) {
+void *bind_own(binder *b, size_t bytes) {
     void *p = calloc(1, bytes ? bytes : 1);
     void **list = p ? realloc(b->m->owned, (size_t)(b->m->n_owned + 1) * sizeof *list) : NULL;
     if (!list) {
@@ -85,11 +85,11 @@ static void set_weight(model_weight *w, const fmt_tensor *t, const void *data, i
     w->transposed = false;
 }
 
-static int bind_matrix(binder *b, tensor_role r, int il, int64_t cols, int64_t rows, bool required, model_weight *w) {
+int bind_matrix(binder *b, tensor_role r, int il, int64_t cols, int64_t rows, bool required, model_weight *w) {
     char name[BIND_NAME_MAX];
     const fmt_tensor *t = bind_find(b, r, il, 0, name);
     memset(w, 0, sizeof *w);
-    if (!t) return required ? missing(b, name[0] ? name : arch_gguf_name(b->a, r)) : 0;
+    if (!t) return required ? bind_missing(b, name[0] ? name : arch_gguf_name(b->a, r)) : 0;
     if (check_shape(b, t, 2, (int64_t[]){cols, rows}) || check_type(b, t)) return -1;
     account(b, t);
     set_weight(w, t, t->data, cols, rows);
@@ -104,14 +104,14 @@ static bool is_norm(tensor_role r) {
 /* 1-D and small 2-D tensors (norms, biases, sinks, rope factors) become f32 copies, so the
  * forward pass reads plain floats whatever the file stores. Hugging Face's Gemma norms hold w
  * where the model computes with 1 + w (llama.cpp's converter stores 1 + w): added here. */
-static int bind_floats(binder *b, tensor_role r, int il, int n_dims, const int64_t *shape, bool required, const float **out) {
+int bind_floats(binder *b, tensor_role r, int il, int n_dims, const int64_t *shape, bool required, const float **out) {
     char name[BIND_NAME_MAX];
     const fmt_tensor *t = bind_find(b, r, il, 0, name);
     *out = NULL;
-    if (!t) return required ? missing(b, name[0] ? name : arch_gguf_name(b->a, r)) : 0;
+    if (!t) return required ? bind_missing(b, name[0] ? name : arch_gguf_name(b->a, r)) : 0;
     if (check_shape(b, t, n_dims, shape) || check_type(b, t)) return -1;
     account(b, t);
-    float *copy = own(b, (size_t)t->n_elems * sizeof(float));
+    float *copy = bind_own(b, (size_t)t->n_elems * sizeof(float));
     if (!copy) return -1;
     int64_t row = (int64_t)t->ne[0];
     for (uint64_t i = 0; i < t->n_elems; i += (uint64_t)row)
@@ -123,7 +123,7 @@ static int bind_floats(binder *b, tensor_role r, int il, int n_dims, const int64
     return 0;
 }
 
-static int bind_vector(binder *b, tensor_role r, int il, int64_t n, bool required, const float **out) {
+int bind_vector(binder *b, tensor_role r, int il, int64_t n, bool required, const float **out) {
     return bind_floats(b, r, il, 1, (int64_t[]){n}, required, out);
 }
 
@@ -157,7 +157,7 @@ static int bind_mxfp4_experts(binder *b, const char *name, int64_t cols, int64_t
     if (check_shape(b, blocks, 4, (int64_t[]){16, g, rows, n}) || check_shape(b, scales, 3, (int64_t[]){g, rows, n}))
         return -1;
     size_t nb = (size_t)(n * rows * g);
-    block_MXFP4 *dst = own(b, nb * sizeof *dst);
+    block_MXFP4 *dst = bind_own(b, nb * sizeof *dst);
     if (!dst) return -1;
     const uint8_t *q = blocks->data, *e = scales->data;
     for (size_t i = 0; i < nb; i++, q += 16) {
@@ -176,13 +176,13 @@ static int bind_mxfp4_experts(binder *b, const char *name, int64_t cols, int64_t
     return 1;
 }
 
-static int bind_experts(binder *b, tensor_role r, int il, int64_t cols, int64_t rows, bool transposed, model_weight **out) {
+int bind_experts(binder *b, tensor_role r, int il, int64_t cols, int64_t rows, bool transposed, model_weight **out) {
     int n = b->m->hp.n_expert;
     const char *pat = b->hf_names ? arch_hf_name(b->a, r) : arch_gguf_name(b->a, r);
     char name[BIND_NAME_MAX];
     *out = NULL;
     if (!pat) return 0;
-    model_weight *w = own(b, (size_t)n * sizeof *w);
+    model_weight *w = bind_own(b, (size_t)n * sizeof *w);
     if (!w) return -1;
     bool per_expert = strstr(strstr(pat, "%d") + 2, "%d") != NULL;
     if (per_expert) {
@@ -190,7 +190,7 @@ static int bind_experts(binder *b, tensor_role r, int il, int64_t cols, int64_t 
             const fmt_tensor *t = bind_find(b, r, il, e, name);
             if (!t) {
                 if (e == 0) return 0;
-                return missing(b, name);
+                return bind_missing(b, name);
             }
             if (check_shape(b, t, 2, (int64_t[]){cols, rows}) || check_type(b, t)) return -1;
             account(b, t);
@@ -221,6 +221,21 @@ static int bind_experts(binder *b, tensor_role r, int il, int64_t cols, int64_t 
     return 1;
 }
 
+int bind_stack(binder *b, tensor_role r, int il, int64_t cols, int64_t rows, int64_t n, model_weight **out) {
+    char name[BIND_NAME_MAX];
+    const fmt_tensor *t = bind_find(b, r, il, 0, name);
+    *out = NULL;
+    if (!t) return bind_missing(b, name[0] ? name : arch_gguf_name(b->a, r));
+    if (check_shape(b, t, 3, (int64_t[]){cols, rows, n}) || check_type(b, t)) return -1;
+    model_weight *w = bind_own(b, (size_t)n * sizeof *w);
+    if (!w) return -1;
+    account(b, t);
+    size_t per = (size_t)(t->n_bytes / (uint64_t)n);
+    for (int64_t i = 0; i < n; i++) set_weight(&w[i], t, (const uint8_t *)t->data + (size_t)i * per, cols, rows);
+    *out = w;
+    return 0;
+}
+
 /* ---- GGUF hyper-parameters ---------------------------------------------------------------- */
 
 static int gguf_u32(binder *b, const char *suffix, bool required, int64_t dflt, int32_t *out) {
@@ -243,6 +258,35 @@ static int gguf_u32(binder *b, const char *suffix, bool required, int64_t dflt, 
     return 0;
 }
 
+/* A key that is one integer for every layer or an array of one per layer (Gemma 4's
+ * feed_forward_length, LFM2's head_count_kv): its values into out[n_layer], and the largest. */
+static int gguf_per_layer(binder *b, const char *suffix, bool required, int64_t dflt, int32_t *out, int32_t *max) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", b->a->gguf, suffix);
+    const gguf_kv *kv = gguf_find_kv(b->src, key);
+    int n = b->m->hp.n_layer;
+    *max = 0;
+    if (kv && kv->type == GGUF_T_ARRAY) {
+        if (kv->v.arr.type > GGUF_T_INT32 || kv->v.arr.n < (uint64_t)n)
+            return nc_fail(b->err, "%s: key '%s' (offset %llu) must be an integer or %d integers, one per layer", b->path,
+                           key, (unsigned long long)kv->offset, n);
+        for (int il = 0; il < n; il++) {
+            int64_t v = gguf_arr_int(kv, (uint64_t)il);
+            if (v < 0 || v > (1 << 30))
+                return nc_fail(b->err, "%s: key '%s' (offset %llu), layer %d: %lld is outside 0..2^30", b->path, key,
+                               (unsigned long long)kv->offset, il, (long long)v);
+            out[il] = (int32_t)v;
+            *max = out[il] > *max ? out[il] : *max;
+        }
+        return 0;
+    }
+    int32_t v;
+    if (gguf_u32(b, suffix, required, dflt, &v)) return -1;
+    for (int il = 0; il < n; il++) out[il] = v;
+    *max = v;
+    return 0;
+}
+
 static int gguf_f64(binder *b, const char *suffix, double dflt, double *out) {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", b->a->gguf, suffix);
@@ -259,21 +303,30 @@ static int gguf_f32(binder *b, const char *suffix, double dflt, float *out) {
     return 0;
 }
 
+static int gguf_bool(binder *b, const char *suffix, bool dflt, bool *out) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", b->a->gguf, suffix);
+    *out = dflt;
+    return gguf_get_bool(b->src, key, out, b->err) < 0 ? -1 : 0;
+}
+
 /* rope.scaling.* of the file: none, linear, yarn, longrope (Llama 3's scaling is the rope_freqs
  * tensor, bound later as per-frequency divisors). */
 static int gguf_rope(binder *b, model_hparams *hp) {
     model_rope *r = &hp->rope[0];
+    r->n_rot = hp->n_rot;
     if (gguf_f64(b, "rope.freq_base", 10000.0, &r->base)) return -1;
     char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", b->a->gguf);
     gguf_str type = {"none", 4};
     if (gguf_get_str(b->src, key, &type, b->err) < 0) return -1;
-    double linear;
+    double linear, log_mul;
     if (gguf_f64(b, "rope.scale_linear", 0, &linear) || gguf_f64(b, "rope.scaling.factor", linear, &r->factor) ||
         gguf_f64(b, "rope.scaling.original_context_length", hp->n_ctx_train, &r->orig_ctx) ||
         gguf_f64(b, "rope.scaling.yarn_beta_fast", 32, &r->beta_fast) ||
         gguf_f64(b, "rope.scaling.yarn_beta_slow", 1, &r->beta_slow) ||
-        gguf_f64(b, "rope.scaling.attn_factor", 0, &r->attn_factor))
+        gguf_f64(b, "rope.scaling.attn_factor", 0, &r->attn_factor) ||
+        gguf_f64(b, "rope.scaling.yarn_log_multiplier", 0, &log_mul))
         return -1;
     r->exact_range = b->a->yarn_exact_range;
     if (gguf_str_eq(type, "none")) r->kind = linear > 1 ? ROPE_LINEAR : ROPE_DEFAULT;
@@ -286,12 +339,22 @@ static int gguf_rope(binder *b, model_hparams *hp) {
     if (r->kind != ROPE_DEFAULT && r->kind != ROPE_LONGROPE && !(r->factor > 0))
         return nc_fail(b->err, "%s: rope scaling '%.*s' needs a positive %s.rope.scaling.factor", b->path,
                        (int)type.len, type.data, b->a->gguf);
-    /* sliding layers: their own base when the file gives one (Gemma 3), unscaled */
+    /* YaRN's magnitude with a yarn_log_multiplier m (DeepSeek-V3, Mistral 3: mscale 1 and
+     * mscale_all_dim m): mscale(factor, 1) / mscale(factor, m), mscale(s, k) = 1 + 0.1 k ln s; the
+     * file stores DeepSeek's m times 0.1. Its attention scale is then mscale(factor, m)^2 / sqrt(head
+     * size), set with the layers. */
+    b->mscale = 1;
+    if (r->kind == ROPE_YARN && log_mul != 0 && r->attn_factor == 0 && r->factor > 1) {
+        double m = b->a->yarn_log_mul_tenth ? log_mul / 0.1 : log_mul;
+        r->attn_factor = (1 + 0.1 * log(r->factor)) / (1 + 0.1 * m * log(r->factor));
+        b->mscale = 1 + 0.1 * m * log(r->factor);
+    }
+    /* sliding layers: their own base (and rotated dims) when the file gives one (Gemma 3, 4), unscaled */
     hp->rope[1] = *r;
     double swa_base;
     if (gguf_f64(b, "rope.freq_base_swa", 0, &swa_base)) return -1;
     if (swa_base > 0) {
-        hp->rope[1] = (model_rope){.base = swa_base, .kind = ROPE_DEFAULT};
+        hp->rope[1] = (model_rope){.n_rot = b->n_rot_swa ? b->n_rot_swa : hp->n_rot, .base = swa_base, .kind = ROPE_DEFAULT};
         b->own_swa_rope = true;
     }
     return 0;
@@ -306,7 +369,7 @@ static int gguf_sliding(binder *b, bool *sliding) {
     snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", b->a->gguf);
     const gguf_kv *kv = gguf_find_kv(b->src, key);
     if (kv && kv->type == GGUF_T_ARRAY) {
-        if (kv->v.arr.n != (uint64_t)hp->n_layer || (kv->v.arr.type != GGUF_T_BOOL && kv->v.arr.type > GGUF_T_INT32))
+        if (kv->v.arr.n < (uint64_t)hp->n_layer || (kv->v.arr.type != GGUF_T_BOOL && kv->v.arr.type > GGUF_T_INT32))
             return nc_fail(b->err, "%s: key '%s' must be %d booleans", b->path, key, hp->n_layer);
         for (int il = 0; il < hp->n_layer; il++) sliding[il] = gguf_arr_int(kv, (uint64_t)il) != 0;
         return 0;
@@ -317,18 +380,79 @@ static int gguf_sliding(binder *b, bool *sliding) {
     return 0;
 }
 
-static int gguf_hparams(binder *b, model_hparams *hp) {
-    int32_t window;
-    if (gguf_u32(b, "embedding_length", true, 0, &hp->n_embd) || gguf_u32(b, "block_count", true, 0, &hp->n_layer) ||
-        gguf_u32(b, "attention.head_count", true, 0, &hp->n_head) ||
-        gguf_u32(b, "attention.head_count_kv", false, hp->n_head, &hp->n_head_kv) ||
-        gguf_u32(b, "feed_forward_length", false, 0, &hp->n_ff) ||
+/* The keys of the families with more than attention layers: recurrent mixers, latent attention,
+ * expert routing, per-layer embeddings. Absent keys leave their zeros. */
+static int gguf_more(binder *b, model_hparams *hp) {
+    int32_t gating = 1, nextn = 0;
+    bool finetuned = true;
+    if (gguf_u32(b, "ssm.conv_kernel", false, 0, &hp->ssm_conv) || gguf_u32(b, "ssm.state_size", false, 0, &hp->ssm_state) ||
+        gguf_u32(b, "ssm.group_count", false, 0, &hp->ssm_groups) ||
+        gguf_u32(b, "ssm.inner_size", false, 0, &hp->ssm_inner) ||
+        gguf_u32(b, "ssm.time_step_rank", false, 0, &hp->ssm_heads) ||
+        gguf_u32(b, "shortconv.l_cache", false, hp->ssm_conv, &hp->ssm_conv) ||
+        gguf_u32(b, "full_attention_interval", false, 4, &b->interval) ||
+        gguf_u32(b, "attention.q_lora_rank", false, 0, &hp->mla_q_lora) ||
+        gguf_u32(b, "attention.kv_lora_rank", false, 0, &hp->mla_kv_lora) ||
+        gguf_u32(b, "attention.key_length_mla", false, 0, &hp->mla_nope) ||
+        gguf_u32(b, "attention.value_length_mla", false, 0, &hp->mla_v) ||
+        gguf_u32(b, "expert_gating_func", false, 1, &gating) ||
+        gguf_u32(b, "expert_group_count", false, 0, &hp->n_group) ||
+        gguf_u32(b, "expert_group_used_count", false, 0, &hp->n_group_used) ||
+        gguf_f32(b, "expert_weights_scale", 1, &hp->expert_scale) ||
+        gguf_u32(b, "expert_shared_feed_forward_length", false, 0, &hp->n_ff_shexp) ||
+        gguf_u32(b, "embedding_length_per_layer_input", false, 0, &hp->n_embd_per_layer) ||
+        gguf_u32(b, "attention.shared_kv_layers", false, 0, &b->shared_kv_layers) ||
+        gguf_u32(b, "nextn_predict_layers", false, 0, &nextn) ||
+        gguf_f32(b, "attention.temperature_scale", 0, &hp->temperature_scale) ||
+        gguf_bool(b, "rope.scaling.finetuned", true, &finetuned))
+        return -1;
+    if (gating != 1 && gating != 2)
+        return nc_fail(b->err, "%s: %s.expert_gating_func %d is not supported (1: softmax, 2: sigmoid)", b->path,
+                       b->a->gguf, gating);
+    hp->gating = gating == 2 ? GATING_SIGMOID : GATING_SOFTMAX;
+    if (hp->expert_scale == 0) hp->expert_scale = 1;
+    if (hp->mla_nope) { /* key_length_mla is the non-rotated and the rotated part */
+        if (b->a->yarn_log_mul_tenth && hp->attn_scale == 0) hp->attn_scale = (float)(b->mscale * b->mscale / sqrt(hp->mla_nope));
+        hp->mla_nope -= hp->n_rot;
+    }
+    b->rope_off = (b->a->rope_switch && !finetuned) || b->a->no_rope;
+    if (b->a->nextn) {
+        if (nextn < 0 || nextn >= hp->n_layer)
+            return nc_fail(b->err, "%s: %s.nextn_predict_layers %d leaves no layer of the %d to run", b->path, b->a->gguf,
+                           nextn, hp->n_layer);
+        hp->n_layer -= nextn;
+    }
+    if (b->a->nope_temperature > 0) { /* Llama 4: hard-coded in llama.cpp's loader, as in the checkpoints */
+        hp->temperature_scale = b->a->nope_temperature;
+        hp->temperature_floor = (float)b->a->chunk;
+        hp->temperature_offset = 1;
+    } else {
+        hp->temperature_floor = (float)hp->rope[0].orig_ctx;
+    }
+    if (b->a->expert_weight_input) { /* Llama 4: a routed expert's weight scales its input, one sigmoid, unnormalised */
+        hp->expert_weight_input = true;
+        hp->gating = GATING_SIGMOID;
+        hp->expert_norm = false;
+    }
+    return 0;
+}
+
+static int gguf_hparams(binder *b, model_hparams *hp, int32_t *head_kv, int32_t *ff) {
+    int32_t window, head_kv_max, ff_max;
+    if (gguf_u32(b, "embedding_length", true, 0, &hp->n_embd) || gguf_u32(b, "block_count", true, 0, &hp->n_layer))
+        return -1;
+    if (hp->n_layer <= 0 || hp->n_layer > 4096) return nc_fail(b->err, "%s: %s.block_count %d is outside 1..4096", b->path, b->a->gguf, hp->n_layer);
+    if (gguf_u32(b, "attention.head_count", true, 0, &hp->n_head) ||
+        gguf_per_layer(b, "attention.head_count_kv", false, hp->n_head, head_kv, &head_kv_max) ||
+        gguf_per_layer(b, "feed_forward_length", false, 0, ff, &ff_max) ||
         gguf_u32(b, "context_length", false, 2048, &hp->n_ctx_train) ||
         gguf_u32(b, "attention.key_length", false, hp->n_head ? hp->n_embd / hp->n_head : 0, &hp->head_dim) ||
+        gguf_u32(b, "attention.key_length_swa", false, 0, &b->head_dim_swa) ||
         gguf_u32(b, "rope.dimension_count", false, hp->head_dim, &hp->n_rot) ||
+        gguf_u32(b, "rope.dimension_count_swa", false, 0, &b->n_rot_swa) ||
         gguf_u32(b, "expert_count", false, 0, &hp->n_expert) ||
         gguf_u32(b, "expert_used_count", false, 0, &hp->n_expert_used) ||
-        gguf_u32(b, "expert_feed_forward_length", false, hp->n_ff, &hp->n_ff_exp) ||
+        gguf_u32(b, "expert_feed_forward_length", false, ff_max, &hp->n_ff_exp) ||
         gguf_u32(b, "attention.sliding_window", false, 0, &window) ||
         gguf_f32(b, "attention.layer_norm_rms_epsilon", 1e-5, &hp->norm_eps) ||
         gguf_f32(b, "attention.scale", 0, &hp->attn_scale) ||
@@ -337,6 +461,8 @@ static int gguf_hparams(binder *b, model_hparams *hp) {
         gguf_f32(b, "embedding_scale", 1, &hp->embd_scale) || gguf_f32(b, "residual_scale", 1, &hp->residual_scale) ||
         gguf_f32(b, "logit_scale", 1, &hp->logit_scale))
         return -1;
+    hp->n_head_kv = head_kv_max;
+    hp->n_ff = ff_max;
     hp->swa_window = window;
     /* llama.cpp's logit_scale divides the logits (Granite's logits_scaling) */
     hp->logit_scale = hp->logit_scale != 0 ? 1.0f / hp->logit_scale : 1.0f;
@@ -344,11 +470,11 @@ static int gguf_hparams(binder *b, model_hparams *hp) {
     snprintf(key, sizeof key, "%s.expert_weights_norm", b->a->gguf);
     hp->expert_norm = true; /* Mixtral and Qwen3-MoE renormalise; the key says otherwise */
     if (gguf_get_bool(b->src, key, &hp->expert_norm, b->err) < 0) return -1;
-    if (gguf_rope(b, hp)) return -1;
+    if (gguf_rope(b, hp) || gguf_more(b, hp)) return -1;
     hp->rope_neox = !b->a->gguf_rope_pairs;
+    if (hp->attn_scale == 0) hp->attn_scale = b->a->attn_scale;
     if (hp->attn_scale == 0 && hp->n_layer == b->a->gguf_wide_query_layers && hp->n_head > 0)
         hp->attn_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));
-    if (hp->n_layer <= 0 || hp->n_layer > 4096) return nc_fail(b->err, "%s: %s.block_count %d is outside 1..4096", b->path, b->a->gguf, hp->n_layer);
     return 0;
 }
 
@@ -357,18 +483,16 @@ static int gguf_hparams(binder *b, model_hparams *hp) {
 static int check_hparams(binder *b) {
     const model_hparams *hp = &b->m->hp;
     const char *p = b->path;
-    if (hp->n_embd <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0 || hp->head_dim <= 0)
+    if (hp->n_embd <= 0 || hp->n_head <= 0 || hp->n_head_kv < 0 || hp->head_dim <= 0)
         return nc_fail(b->err, "%s: embedding length %d, heads %d, KV heads %d and head dimension %d must be positive",
                        p, hp->n_embd, hp->n_head, hp->n_head_kv, hp->head_dim);
-    if (hp->n_head % hp->n_head_kv)
-        return nc_fail(b->err, "%s: %d attention heads are not a multiple of the %d KV heads", p, hp->n_head, hp->n_head_kv);
     if ((int64_t)hp->n_head * hp->head_dim > (1 << 20))
         return nc_fail(b->err, "%s: %d heads of %d dimensions is too large", p, hp->n_head, hp->head_dim);
-    if (hp->n_rot > hp->head_dim || hp->n_rot % 2 || hp->n_rot < 0)
-        return nc_fail(b->err, "%s: the rotary dimension count %d must be even and at most the head dimension %d", p,
-                       hp->n_rot, hp->head_dim);
     for (int k = 0; k < 2; k++) {
         const model_rope *r = &hp->rope[k];
+        if (r->n_rot > (k ? (b->head_dim_swa ? b->head_dim_swa : hp->head_dim) : hp->head_dim) || r->n_rot % 2 || r->n_rot < 0)
+            return nc_fail(b->err, "%s: the rotary dimension count %d must be even and at most the head dimension %d", p,
+                           r->n_rot, k && b->head_dim_swa ? b->head_dim_swa : hp->head_dim);
         if (!(r->base > 0)) return nc_fail(b->err, "%s: the rope base must be positive", p);
         if ((r->kind == ROPE_LLAMA3 || r->kind == ROPE_YARN || r->kind == ROPE_LONGROPE) && !(r->orig_ctx > 0))
             return nc_fail(b->err, "%s: rope scaling needs a positive original context length", p);
@@ -380,6 +504,11 @@ static int check_hparams(binder *b) {
         (hp->n_expert > 0 && hp->n_expert_used == 0))
         return nc_fail(b->err, "%s: %d experts with %d used per token: need 1 <= used <= experts <= 4096", p,
                        hp->n_expert, hp->n_expert_used);
+    if (hp->n_group > 0 && (hp->n_expert % hp->n_group || hp->n_group_used < 1 || hp->n_group_used > hp->n_group ||
+                            hp->n_expert_used > hp->n_group_used * (hp->n_expert / hp->n_group)))
+        return nc_fail(b->err, "%s: %d experts in %d groups, %d of them used, for %d experts a token: the groups must "
+                               "divide the experts and hold the experts used", p, hp->n_expert, hp->n_group,
+                       hp->n_group_used, hp->n_expert_used);
     if (hp->swa_window < 0) return nc_fail(b->err, "%s: negative sliding window", p);
     if (hp->attn_scale == 0) b->m->hp.attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     if (!(hp->attn_scale > 0)) return nc_fail(b->err, "%s: the attention scale must be positive", p);
@@ -388,8 +517,7 @@ static int check_hparams(binder *b) {
     return 0;
 }
 
-/* Views of rows [r0, r0 + rows) of a fused matrix, every `step`-th row. */
-static model_weight view(const model_weight *w, int r0, int rows, int step) {
+model_weight bind_view(const model_weight *w, int r0, int rows, int step) {
     model_weight v = *w;
     v.data = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
     v.rows = rows;
@@ -397,114 +525,14 @@ static model_weight view(const model_weight *w, int r0, int rows, int step) {
     return v;
 }
 
-static int bind_attention(binder *b, int il, model_layer *L) {
-    const model_hparams *hp = &b->m->hp;
-    const arch_desc *a = b->a;
-    int64_t E = hp->n_embd, Q = (int64_t)hp->n_head * hp->head_dim, KV = (int64_t)hp->n_head_kv * hp->head_dim;
-    model_weight qkv;
-    if (bind_matrix(b, L_QKV, il, E, Q + 2 * KV, false, &qkv)) return -1;
-    if (qkv.data) {
-        L->wq = view(&qkv, 0, (int)Q, 1);
-        L->wk = view(&qkv, (int)Q, (int)KV, 1);
-        L->wv = view(&qkv, (int)(Q + KV), (int)KV, 1);
-    } else if (bind_matrix(b, L_Q, il, E, Q, true, &L->wq) || bind_matrix(b, L_K, il, E, KV, true, &L->wk) ||
-               bind_matrix(b, L_V, il, E, KV, true, &L->wv))
-        return -1;
-    bool need_bias = a->qkv_bias || a->attn_bias;
-    if (bind_matrix(b, L_O, il, Q, E, true, &L->wo) || bind_vector(b, L_Q_BIAS, il, Q, need_bias, &L->bq) ||
-        bind_vector(b, L_K_BIAS, il, KV, need_bias, &L->bk) || bind_vector(b, L_V_BIAS, il, KV, need_bias, &L->bv) ||
-        bind_vector(b, L_O_BIAS, il, E, a->attn_bias, &L->bo) ||
-        bind_vector(b, L_SINKS, il, hp->n_head, a->sinks, &L->sinks))
-        return -1;
-    if (a->qk_norm != QK_NORM_NONE) {
-        bool all = a->qk_norm == QK_NORM_ALL;
-        if (bind_vector(b, L_Q_NORM, il, all ? Q : hp->head_dim, true, &L->q_norm) ||
-            bind_vector(b, L_K_NORM, il, all ? KV : hp->head_dim, true, &L->k_norm))
-            return -1;
-    }
-    return 0;
-}
-
-static int bind_dense_ffn(binder *b, int il, model_layer *L) {
-    const model_hparams *hp = &b->m->hp;
-    int64_t E = hp->n_embd, F = hp->n_ff;
-    if (F <= 0) return nc_fail(b->err, "%s: layer %d has a dense FFN but the feed-forward length is 0", b->path, il);
-    model_weight gate_up;
-    if (bind_matrix(b, L_GATE_UP, il, E, 2 * F, false, &gate_up)) return -1;
-    if (gate_up.data) { /* gate rows first (Phi-3) */
-        L->ffn_gate = view(&gate_up, 0, (int)F, 1);
-        L->ffn_up = view(&gate_up, (int)F, (int)F, 1);
-    } else if (bind_matrix(b, L_GATE, il, E, F, true, &L->ffn_gate) || bind_matrix(b, L_UP, il, E, F, true, &L->ffn_up))
-        return -1;
-    return bind_matrix(b, L_DOWN, il, F, E, true, &L->ffn_down);
-}
-
-/* Per-expert biases, [n_expert][n] f32. */
-static int bind_expert_bias(binder *b, tensor_role r, int il, int64_t n, const float **out) {
-    *out = NULL;
-    if (!b->a->expert_bias) return 0;
-    return bind_floats(b, r, il, 2, (int64_t[]){n, b->m->hp.n_expert}, true, out);
-}
-
-static int bind_moe(binder *b, int il, model_layer *L) {
-    const model_hparams *hp = &b->m->hp;
-    const arch_desc *a = b->a;
-    int64_t E = hp->n_embd, F = hp->n_ff_exp, N = hp->n_expert;
-    bool tr = b->hf_names && a->hf_experts_transposed;
-    if (F <= 0) return nc_fail(b->err, "%s: the experts' feed-forward length is 0", b->path);
-    if (bind_matrix(b, L_ROUTER, il, E, N, true, &L->router) ||
-        bind_vector(b, L_ROUTER_BIAS, il, N, a->expert_bias, &L->router_bias))
-        return -1;
-    char name[BIND_NAME_MAX];
-    int got = bind_experts(b, L_GATE_EXPS, il, E, F, tr, &L->exp_gate);
-    if (got < 0) return -1;
-    if (got) {
-        got = bind_experts(b, L_UP_EXPS, il, E, F, tr, &L->exp_up);
-        if (got <= 0) return got < 0 ? -1 : missing(b, (bind_find(b, L_UP_EXPS, il, 0, name), name));
-        if (bind_expert_bias(b, L_GATE_EXPS_BIAS, il, F, &L->exp_gate_b) ||
-            bind_expert_bias(b, L_UP_EXPS_BIAS, il, F, &L->exp_up_b))
-            return -1;
-    } else {
-        got = bind_experts(b, L_GATE_UP_EXPS, il, E, 2 * F, tr, &L->exp_gate_up);
-        if (got < 0) return -1;
-        if (got == 0) { /* neither form: name the one this format uses */
-            bind_find(b, L_GATE_UP_EXPS, il, 0, name);
-            if (!name[0]) bind_find(b, L_GATE_EXPS, il, 0, name);
-            return missing(b, name);
-        }
-        if (bind_expert_bias(b, L_GATE_UP_EXPS_BIAS, il, 2 * F, &L->exp_gate_up_b)) return -1;
-    }
-    got = bind_experts(b, L_DOWN_EXPS, il, F, E, tr, &L->exp_down);
-    if (got <= 0) return got < 0 ? -1 : missing(b, (bind_find(b, L_DOWN_EXPS, il, 0, name), name));
-    return bind_expert_bias(b, L_DOWN_EXPS_BIAS, il, E, &L->exp_down_b);
-}
-
-static int bind_layer(binder *b, int il, model_layer *L) {
-    const model_hparams *hp = &b->m->hp;
-    int64_t E = hp->n_embd;
-    /* the norms the placement has, and only those (gpt-oss's file names its pre-FFN norm as
-     * other architectures name a post-attention one) */
-    bool pre = b->a->norms != NORMS_POST, post = b->a->norms != NORMS_PRE;
-    if ((pre && (bind_vector(b, L_ATTN_NORM, il, E, true, &L->attn_norm) ||
-                 bind_vector(b, L_FFN_NORM, il, E, true, &L->ffn_norm))) ||
-        (post && (bind_vector(b, L_ATTN_POST_NORM, il, E, true, &L->attn_post_norm) ||
-                  bind_vector(b, L_FFN_POST_NORM, il, E, true, &L->ffn_post_norm))) ||
-        bind_attention(b, il, L))
-        return -1;
-    /* A layer with a router is a mixture of experts, one without a dense FFN (Qwen3-MoE may mix them). */
-    char name[BIND_NAME_MAX];
-    bool moe = hp->n_expert > 0 && bind_find(b, L_ROUTER, il, 0, name) != NULL;
-    return moe ? bind_moe(b, il, L) : bind_dense_ffn(b, il, L);
-}
-
-int bind_model(binder *b, const bool *sliding, const bool *rope) {
+int bind_model(binder *b) {
     model *m = b->m;
     model_hparams *hp = &m->hp;
     hp->arch = b->a;
     if (check_hparams(b)) return -1;
     char name[BIND_NAME_MAX];
     const fmt_tensor *emb = bind_find(b, T_TOK_EMBD, 0, 0, name);
-    if (!emb) return missing(b, name);
+    if (!emb) return bind_missing(b, name);
     if (emb->ne[1] == 0 || emb->ne[1] > (1u << 24))
         return nc_fail(b->err, "%s: tensor '%s' has %llu rows, outside 1..2^24", b->path, name,
                        (unsigned long long)emb->ne[1]);
@@ -512,7 +540,7 @@ int bind_model(binder *b, const bool *sliding, const bool *rope) {
     int64_t E = hp->n_embd, V = hp->n_vocab;
     if (bind_matrix(b, T_TOK_EMBD, 0, E, V, true, &m->tok_embd) || bind_matrix(b, T_OUTPUT, 0, E, V, false, &m->output) ||
         bind_vector(b, T_OUTPUT_NORM, 0, E, true, &m->output_norm) ||
-        bind_vector(b, T_ROPE_FREQS, 0, hp->n_rot / 2, false, &hp->rope[0].freq_factors))
+        bind_vector(b, T_ROPE_FREQS, 0, hp->rope[0].n_rot / 2, false, &hp->rope[0].freq_factors))
         return -1;
     /* LongRoPE in a GGUF file is its two factor tensors (llama.cpp's converter writes no scaling
      * type for Phi-3); a Hugging Face config gave them already */
@@ -530,14 +558,16 @@ int bind_model(binder *b, const bool *sliding, const bool *rope) {
     }
     if (!b->own_swa_rope) hp->rope[1] = hp->rope[0]; /* with the factors bound just now */
     if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
-    m->layers = own(b, (size_t)hp->n_layer * sizeof *m->layers);
-    if (!m->layers) return -1;
-    for (int il = 0; il < hp->n_layer; il++) {
-        model_layer *L = &m->layers[il];
-        L->sliding = hp->swa_window > 0 && sliding && sliding[il];
-        L->rope = rope ? rope[il] : true;
-        if (bind_layer(b, il, L)) return -1;
+    if (hp->n_embd_per_layer > 0) { /* Gemma 4: a table of every layer's inputs, and a projection of x to them */
+        int64_t P = (int64_t)hp->n_embd_per_layer * hp->n_layer;
+        if (bind_matrix(b, T_PL_EMBD, 0, P, V, true, &m->pl_embd) || bind_matrix(b, T_PL_MODEL_PROJ, 0, E, P, true, &m->pl_model_proj) ||
+            bind_vector(b, T_PL_PROJ_NORM, 0, hp->n_embd_per_layer, true, &m->pl_proj_norm))
+            return -1;
     }
+    m->layers = bind_own(b, (size_t)hp->n_layer * sizeof *m->layers);
+    if (!m->layers) return -1;
+    for (int il = 0; il < hp->n_layer; il++)
+        if (bind_layer(b, il, &m->layers[il])) return -1;
     return 0;
 }
 
@@ -558,18 +588,32 @@ int model_bind(model **out, gguf_file *file, nc_err *err) {
     if (!m) return nc_fail(err, "out of memory");
     binder b = {.m = m, .a = a, .src = file, .lookup = (bind_lookup)gguf_find_tensor, .path = gguf_path(file), .err = err};
     bool *sliding = NULL, *rope = NULL;
-    if (gguf_hparams(&b, &m->hp)) goto fail;
-    sliding = calloc((size_t)m->hp.n_layer, sizeof *sliding);
-    rope = calloc((size_t)m->hp.n_layer, sizeof *rope);
-    if (!sliding || !rope) { nc_fail(err, "out of memory"); goto fail; }
-    if (gguf_sliding(&b, sliding)) goto fail;
-    for (int il = 0; il < m->hp.n_layer; il++) rope[il] = !(a->no_rope_period && (il + 1) % a->no_rope_period == 0);
+    int32_t *head_kv = NULL, *ff = NULL, n;
+    if (gguf_u32(&b, "block_count", true, 0, &n)) goto fail;
+    if (n <= 0 || n > 4096) {
+        nc_fail(err, "%s: %s.block_count %d is outside 1..4096", b.path, a->gguf, n);
+        goto fail;
+    }
+    sliding = calloc((size_t)n, sizeof *sliding);
+    rope = calloc((size_t)n, sizeof *rope);
+    head_kv = calloc((size_t)n, sizeof *head_kv);
+    ff = calloc((size_t)n, sizeof *ff);
+    if (!sliding || !rope || !head_kv || !ff) { nc_fail(err, "out of memory"); goto fail; }
+    if (gguf_hparams(&b, &m->hp, head_kv, ff) || gguf_sliding(&b, sliding)) goto fail;
+    for (int il = 0; il < m->hp.n_layer; il++)
+        rope[il] = !b.rope_off && !(a->no_rope_period && (il + 1) % a->no_rope_period == 0);
+    b.sliding = sliding;
+    b.rope = rope;
+    b.head_kv = head_kv;
+    b.ff = ff;
     gguf_str name;
     if (gguf_get_str(file, "general.name", &name, NULL) == 1)
         snprintf(m->name, sizeof m->name, "%.*s", (int)(name.len > 127 ? 127 : name.len), name.data);
-    if (bind_model(&b, sliding, rope)) goto fail;
+    if (bind_model(&b)) goto fail;
     free(sliding);
     free(rope);
+    free(head_kv);
+    free(ff);
     m->file = file;
     m->source = file;
     m->close = (void (*)(void *))gguf_close;
@@ -578,6 +622,8 @@ int model_bind(model **out, gguf_file *file, nc_err *err) {
 fail:
     free(sliding);
     free(rope);
+    free(head_kv);
+    free(ff);
     model_free(m);
     return -1;
 }

@@ -31,21 +31,71 @@ typedef struct model_weight {
                                           rows as stored, for lookups and the fingerprint */
 } model_weight;
 
+/* A recurrent mixer's weights (DeltaNet, Mamba2, short convolution): an input projection whose
+ * channels a causal depthwise convolution of `conv_k` taps mixes over time, the recurrence's
+ * parameters, a gated norm and the output projection. */
+typedef struct model_ssm {
+    model_weight in;                   /* DeltaNet: q, k, v; Mamba2: z, x, B, C, dt; short conv: B, C, x */
+    model_weight gate;                 /* DeltaNet: z, the output gate */
+    model_weight beta, alpha;          /* DeltaNet: the write strength and the decay's input, per value head */
+    model_weight out;
+    const float *conv;                 /* [channels][conv_k] taps, the last one the current token's */
+    const float *conv_bias;            /* [channels] (Mamba2) or NULL */
+    const float *dt_bias, *a, *d;      /* per head: the time step's bias, A (as stored: negative), D (Mamba2) */
+    const float *norm;                 /* the gated RMS norm's weight (a group's, or every channel's) */
+    int32_t channels;                  /* of the convolution */
+} model_ssm;
+
+/* Multi-head latent attention (DeepSeek-V2, Liu et al. 2024), in its absorbed form: the cache
+ * holds per token one row [latent | rotated key part]; each query head's non-rotated part is
+ * taken into the latent space through k_b, and each head's output out of it through v_b. */
+typedef struct model_mla {
+    model_weight q_a, q_b, kv_a;       /* q_a absent: wq projects the queries at once */
+    const float *q_a_norm, *kv_a_norm;
+    model_weight *k_b, *v_b;           /* [n_head]: k_b latent x nope, v_b v_dim x latent */
+} model_mla;
+
 typedef struct model_layer {
+    layer_mixer mixer;
+    layer_ffn ffn;
+    /* attention's shape in this layer (per layer: Gemma 4's, Granite 4.0-H's differ) */
+    int32_t n_head, n_head_kv, head_dim, head_dim_v, n_rot, n_ff;
+    int8_t rope_table;                 /* which of hp.rope (0 full layers, 1 sliding), -1: no rotation */
+    int32_t kv_layer;                  /* the layer whose cache it attends to: itself, or an earlier one
+                                          (Gemma 4's last layers share the cache of the last to have one) */
     bool sliding;                      /* attends to the last swa_window positions only */
     bool rope;                         /* rotary embedding of q and k */
+    bool q_gate;                       /* the query projection holds per head [q | gate]: the output of
+                                          the head is multiplied by sigmoid(gate) (Qwen3.5) */
+    bool v_norm;                       /* values RMS-normalised without weight (Gemma 4) */
+    bool qk_norm_plain;                /* q and k RMS-normalised without weight after the rotation (Llama 4) */
+    bool temperature;                  /* queries scaled by the attention temperature (Llama 4, Mistral 3) */
+    int32_t chunk;                     /* attends within its chunk of this many positions (Llama 4); 0: no */
     const float *attn_norm, *attn_post_norm, *ffn_norm, *ffn_post_norm; /* [n_embd], as arch_norms says */
     const float *q_norm, *k_norm;      /* [head_dim] (per head) or [n_head(_kv) * head_dim] (all heads) */
-    model_weight wq, wk, wv, wo;       /* wq, wk, wv may be views into one fused matrix */
+    model_weight wq, wk, wv, wo;       /* wq, wk, wv may be views into one fused matrix; wv may be wk */
     const float *bq, *bk, *bv, *bo;    /* biases or NULL */
     const float *sinks;                /* [n_head] attention-sink logits, or NULL */
+    model_ssm ssm;
+    model_mla mla;
     model_weight ffn_gate, ffn_up, ffn_down; /* dense FFN; gate and up may be views into one matrix */
     /* mixture of experts (hp.n_expert > 0): router, then n_expert of each expert weight; gate and
      * up come fused (exp_gate_up, outputs laid out as hp.gate_up) when exp_gate is NULL */
     model_weight router;
     const float *router_bias;
+    const float *exp_probs_b;          /* [n_expert] a bias of the selection only (DeepSeek-V3, GLM-4.5) */
+    const float *router_scale;         /* [n_embd] the router's input is RMSNorm(x) / sqrt(n_embd) * this (Gemma 4) */
     model_weight *exp_gate, *exp_up, *exp_gate_up, *exp_down;
     const float *exp_gate_b, *exp_up_b, *exp_gate_up_b, *exp_down_b; /* [n_expert][rows], or NULL */
+    const float *exp_down_scale;       /* [n_expert] each expert's output scale (Gemma 4), or NULL */
+    model_weight sh_gate, sh_up, sh_down; /* a shared expert (run on every token), or none */
+    const float *sh_gate_inp;          /* [n_embd]: the shared expert scaled by sigmoid(this . x) (Qwen3.5), or NULL */
+    /* Gemma 4: a dense FFN beside the experts, each with its own norms, summed before ffn_post_norm */
+    const float *ffn_post_norm_1, *ffn_pre_norm_2, *ffn_post_norm_2;
+    /* Gemma 4's per-layer embeddings: x += post_norm(proj(gelu(inp_gate x) * this layer's input)) */
+    model_weight pl_gate, pl_proj;
+    const float *pl_post_norm;
+    float out_scale;                   /* the layer's output times this (Gemma 4's layer scalar; 1: none) */
 } model_layer;
 
 typedef enum rope_kind { ROPE_DEFAULT, ROPE_LINEAR, ROPE_LLAMA3, ROPE_YARN, ROPE_LONGROPE } rope_kind;
@@ -53,6 +103,7 @@ typedef enum rope_kind { ROPE_DEFAULT, ROPE_LINEAR, ROPE_LLAMA3, ROPE_YARN, ROPE
 /* Rotary position embedding of one kind of layer: theta_i = base^(-2i/n_rot), reshaped by the
  * scaling kind (see model_rope_freqs). */
 typedef struct model_rope {
+    int32_t n_rot;                     /* dimensions rotated (the first of each head) */
     double base;
     rope_kind kind;
     double factor;                     /* LINEAR, LLAMA3, YARN; LONGROPE: max / original context */
@@ -66,11 +117,28 @@ typedef struct model_rope {
     const float *long_factors;         /* LongRoPE: the divisors for contexts beyond orig_ctx */
 } model_rope;
 
+/* How a mixture chooses its experts: softmax or sigmoid of the router's logits, the best k
+ * (DeepSeek-V3: a selection bias, then only the best groups' experts), their weights taken from
+ * the unbiased scores, renormalised and scaled as the model says. */
+typedef enum expert_gating { GATING_SOFTMAX, GATING_SIGMOID } expert_gating;
+
 typedef struct model_hparams {
     const arch_desc *arch;
+    /* the widest of each per-layer quantity (model_layer has each layer's) */
     int32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_rot, n_ctx_train;
-    int32_t n_expert, n_expert_used, n_ff_exp;
+    int32_t n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
     bool expert_norm;                  /* renormalise the chosen experts' weights to sum to 1 */
+    expert_gating gating;
+    int32_t n_group, n_group_used;     /* expert groups, and how many keep their experts (0: no groups) */
+    float expert_scale;                /* the chosen experts' weights times this (1: none) */
+    bool expert_weight_input;          /* the weight scales an expert's input, not its output (Llama 4) */
+    /* the recurrent mixers: conv taps, Mamba2's d_state / DeltaNet's key head size, groups (DeltaNet's
+     * key heads), inner size (value heads x value head size), heads (DeltaNet: value heads) */
+    int32_t ssm_conv, ssm_state, ssm_groups, ssm_inner, ssm_heads;
+    int32_t mla_q_lora, mla_kv_lora, mla_nope, mla_v;  /* multi-head latent attention's widths */
+    int32_t n_embd_per_layer;          /* Gemma 4's per-layer embeddings (0: none) */
+    float temperature_scale;           /* attention temperature: q * (1 + scale ln(1 + floor((pos + offset) / floor))) */
+    float temperature_floor, temperature_offset;
     arch_gate_up gate_up;              /* layout of fused expert gate/up outputs */
     float norm_eps;
     bool rope_neox;                    /* rotate halves (i, i + n_rot/2), else pairs (2i, 2i + 1) */
@@ -90,6 +158,8 @@ typedef struct model {
     char name[128];
     model_weight tok_embd, output;     /* output aliases tok_embd when tied */
     const float *output_norm;
+    model_weight pl_embd, pl_model_proj; /* Gemma 4's per-layer embeddings: a table and a projection of x */
+    const float *pl_proj_norm;
     model_layer *layers;
     void **owned;                      /* f32 copies and arrays made at load */
     int n_owned;

@@ -148,6 +148,7 @@ static int read_ropes(hf_reader *r, model_hparams *hp) {
     if (got) hp->rope[1] = (model_rope){.base = local, .kind = ROPE_DEFAULT};
     else if (sliding == full) hp->rope[1] = hp->rope[0]; /* bind_model copies it again once factors are bound */
     else if (read_rope(r, sliding, base, &hp->rope[1])) return -1;
+    hp->rope[0].n_rot = hp->rope[1].n_rot = hp->n_rot;
     return 0;
 }
 
@@ -282,7 +283,10 @@ int model_bind_hf(model **out, hf_dir *dir, nc_err *err) {
     sliding = calloc((size_t)n + 1, sizeof *sliding);
     rope = calloc((size_t)n + 1, sizeof *rope);
     if (!sliding || !rope) { nc_fail(err, "out of memory"); goto fail; }
-    if (read_hparams(&r, sliding, rope) || bind_model(&b, sliding, rope)) goto fail;
+    if (read_hparams(&r, sliding, rope)) goto fail;
+    b.sliding = sliding;
+    b.rope = rope;
+    if (bind_model(&b)) goto fail;
     const char *slash = strrchr(path, '/');
     snprintf(m->name, sizeof m->name, "%s", slash && slash[1] ? slash + 1 : path);
     free(sliding);
