@@ -246,7 +246,14 @@ int32_t nc_kv_seq_attention(const nc_context *c, int32_t seq, double *out, int32
 int32_t nc_kv_blocks_needed(const nc_context *c, int32_t seq, int32_t n);
 int32_t nc_kv_blocks_available(const nc_context *c);
 uint64_t nc_kv_bytes_per_token(const nc_context *c);  /* keys and values of the layers keeping every token */
-uint64_t nc_kv_bytes_total(const nc_context *c);      /* the whole cache (sliding layers keep only their window) */
+uint64_t nc_kv_bytes_total(const nc_context *c);      /* the whole cache (sliding layers keep only their window,
+                                                         recurrent layers their state) */
+/* The recurrent state of one sequence (gated DeltaNet, Mamba2, short convolutions: a fixed size,
+ * whatever the context), 0 for attention-only models. Such models refuse context shifts,
+ * attention sinks and compression windows (their state holds every token seen): nc_kv_seq_keep
+ * says so. A sequence truncated to an earlier position goes back to the latest checkpoint of its
+ * state at or before it, and the tokens from there are computed again (the same bits). */
+uint64_t nc_kv_state_bytes(const nc_context *c);
 
 typedef struct nc_kv_stats {
     int32_t n_blocks, used, cached, free;  /* pool blocks: held by sequences, cached for reuse, empty */

@@ -115,15 +115,13 @@ static uint64_t decode_bytes(const model *m) {
     uint64_t n = matrix_bytes(&m->output);
     for (int il = 0; il < hp->n_layer; il++) {
         const model_layer *L = &m->layers[il];
-        n += matrix_bytes(&L->wq) + matrix_bytes(&L->wk) + matrix_bytes(&L->wv) + matrix_bytes(&L->wo);
-        if (!L->router.data) {
-            n += matrix_bytes(&L->ffn_gate) + matrix_bytes(&L->ffn_up) + matrix_bytes(&L->ffn_down);
-            continue;
-        }
+        const model_weight *ws[MODEL_LAYER_WEIGHTS + 2 * L->n_head];
+        for (int i = 0, k = model_layer_weights(L, ws); i < k; i++) n += matrix_bytes(ws[i]);
+        if (!L->router.data) continue;
         uint64_t expert = matrix_bytes(&L->exp_down[0]) +
                           (L->exp_gate ? matrix_bytes(&L->exp_gate[0]) + matrix_bytes(&L->exp_up[0])
                                        : matrix_bytes(&L->exp_gate_up[0]));
-        n += matrix_bytes(&L->router) + (uint64_t)hp->n_expert_used * expert;
+        n += (uint64_t)hp->n_expert_used * expert;
     }
     return n;
 }
@@ -176,7 +174,18 @@ int nc_inspect(const char *path, FILE *out, nc_err *err) {
         gguf_close(f);
     }
     if (r) return nc_fail(err, "could not write the dump");
-    return 0;
+    /* what the layers are, where it is a model nucleus loads; why not, where it is not */
+    nc_model *m;
+    nc_err why;
+    if (nc_model_load(&m, path, &why)) {
+        fprintf(out, "as a model: not loadable: %s\n", why.msg);
+        return 0;
+    }
+    fprintf(out, "layers (%d, %s):\n", m->m->hp.n_layer, model_arch_name(m->m));
+    char line[256];
+    for (int il = 0; il < m->m->hp.n_layer; il++) fprintf(out, "  %3d  %s\n", il, model_layer_kind(m->m, il, line, sizeof line));
+    nc_model_free(m);
+    return ferror(out) ? nc_fail(err, "could not write the dump") : 0;
 }
 
 const char *nc_kernels_name(void) {
@@ -437,6 +446,7 @@ int32_t nc_kv_seq_attention(const nc_context *c, int32_t seq, double *out, int32
 int32_t nc_kv_blocks_needed(const nc_context *c, int32_t seq, int32_t n) { return kv_blocks_needed(&c->fwd.kv, seq, n); }
 int32_t nc_kv_blocks_available(const nc_context *c) { return kv_blocks_available(&c->fwd.kv); }
 uint64_t nc_kv_bytes_per_token(const nc_context *c) { return kv_bytes_per_token(&c->fwd.kv); }
+uint64_t nc_kv_state_bytes(const nc_context *c) { return kv_state_bytes(&c->fwd.kv); }
 uint64_t nc_kv_bytes_total(const nc_context *c) { return kv_bytes_total(&c->fwd.kv); }
 void nc_kv_get_stats(const nc_context *c, nc_kv_stats *out) {
     kv_stats s = kv_get_stats(&c->fwd.kv);

@@ -419,7 +419,8 @@ static int cpu_init(fwd_state *s, int il0, nc_err *err) {
         t->up = alloc64(B * (size_t)cpu->max_chunk * sizeof(float));
         t->attn_q = alloc64(R * (size_t)dk * sizeof(float));
         t->scores = alloc64(R * CPU_ATTN_SPAN * sizeof(float));
-        t->attn_part = alloc64(R * (size_t)dv * sizeof(float));
+        size_t part = R * (size_t)dv, recall = hp->ssm_heads ? (size_t)(hp->ssm_inner / hp->ssm_heads) : 0;
+        t->attn_part = alloc64((part > recall ? part : recall) * sizeof(float)); /* also DeltaNet's recall */
         t->heads = alloc64(B * (size_t)widest * 2 * sizeof(float)); /* the rows, then their int16 quantisation */
         t->attn_max = malloc(R * sizeof(float));
         t->attn_sum = malloc(R * sizeof(double));

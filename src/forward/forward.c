@@ -912,7 +912,9 @@ int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t
     }
     for (int k = 0; k < s->n_ropes; k++)
         s->rope_mscale[k] = (float)model_rope_freqs(&hp->rope[k], hp->rope[k].n_rot, n_ctx, s->inv_freq[k]);
-    if ((s->split > 0 && s->first->init(s, 0, err)) || (s->last != s->first && s->last->init(s, s->split, err))) {
+    /* the first backend runs layers 0..split-1 (none when the GPU takes every layer), the last the rest */
+    if ((s->split > 0 && s->first->init(s, 0, err)) ||
+        ((s->last != s->first || s->split == 0) && s->last->init(s, s->split, err))) {
         fwd_free(s);
         return -1;
     }

@@ -57,6 +57,7 @@
 
 #include "common.h"
 #include "kv/kv_evict.h"
+#include "kv/kv_file.h"
 
 #define KV_BLOCK 256
 
@@ -91,6 +92,7 @@ typedef struct kv_stats {
 typedef struct kv_layer {
     int32_t n_head_kv, head_dim, head_dim_v; /* 0 heads: the layer keeps no keys and values */
     int32_t kv_dim, v_dim;                  /* n_head_kv * head_dim, n_head_kv * head_dim_v */
+    uint32_t type_k, type_v;                /* the cache's types (latent rows: kv_latent_type) */
     size_t k_cell, v_cell;                  /* bytes of one cell's keys, values (0: values in the keys) */
     bool k_by_cell;                         /* keys stored by cell (quantised, or holding the values), not transposed */
     bool v_in_k;                            /* each key head's first head_dim_v dims are its values */

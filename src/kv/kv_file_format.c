@@ -34,10 +34,16 @@ size_t kv_file_row_bytes(uint32_t type, uint32_t n) {
     return (size_t)n / block * bytes;
 }
 
+/* A layer's key type: latent rows (keys holding the values) have theirs (kv_latent_type). */
+static uint32_t layer_type_k(const kv_file_id *id, const kv_file_layer *L) {
+    return L->k_dim && !L->v_dim ? kv_latent_type(id->type_k) : id->type_k;
+}
+
 size_t kv_file_cell_bytes(const kv_file_id *id) {
     size_t n = 0;
     for (uint32_t l = 0; l < id->n_layer; l++)
-        n += kv_file_row_bytes(id->type_k, id->layers[l].k_dim) + kv_file_row_bytes(id->type_v, id->layers[l].v_dim);
+        n += kv_file_row_bytes(layer_type_k(id, &id->layers[l]), id->layers[l].k_dim) +
+             kv_file_row_bytes(id->type_v, id->layers[l].v_dim);
     return n;
 }
 
@@ -132,7 +138,7 @@ static int parse_header(kv_file_view *v, const uint8_t *data, size_t size, const
             return nc_fail(err, "%s: layer %" PRIu32 " (offset %zu): key width %" PRIu32 ", value width %" PRIu32
                                 ", state %" PRIu32 ": out of range", name, l, at, L->k_dim, L->v_dim, L->state);
         for (int kind = 0; kind < 2; kind++) {
-            uint32_t type = kind ? id->type_v : id->type_k, n = kind ? L->v_dim : L->k_dim, block = 1, bytes;
+            uint32_t type = kind ? id->type_v : layer_type_k(id, L), n = kind ? L->v_dim : L->k_dim, block = 1, bytes;
             char tb[24];
             type_shape(type, &block, &bytes);
             if (n % block)
@@ -174,7 +180,7 @@ static int check_rows(const kv_file_view *v, const uint8_t *data, const char *na
     for (uint32_t l = 0; l < v->id.n_layer; l++)
         for (int32_t c = 0; v->layers[l].k_dim && c < v->n_cells; c++)
             for (int kind = 0; kind < 2; kind++) {
-                uint32_t type = kind ? v->id.type_v : v->id.type_k, block = 1, bytes = 1; /* set: the header was checked */
+                uint32_t type = kind ? v->id.type_v : layer_type_k(&v->id, &v->layers[l]), block = 1, bytes = 1; /* checked */
                 size_t n = kv_file_row_bytes(type, kind ? v->layers[l].v_dim : v->layers[l].k_dim);
                 type_shape(type, &block, &bytes);
                 for (size_t i = 0; i < n; i += bytes)

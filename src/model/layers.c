@@ -324,3 +324,61 @@ int bind_layer(binder *b, int il, model_layer *L) {
     if (scale) L->out_scale = scale[0];
     return 0;
 }
+
+const char *model_layer_kind(const model *m, int il, char *buf, size_t n) {
+    const model_hparams *hp = &m->hp;
+    const model_layer *L = &m->layers[il];
+    size_t k = 0;
+#define PUT(...) (k += (size_t)snprintf(buf + k, k < n ? n - k : 0, __VA_ARGS__))
+    switch (L->mixer) {
+    case MIXER_ATTENTION:
+        PUT("%s%sattention, %d heads, %d KV heads of %d", L->q_gate ? "gated " : "", L->sliding ? "sliding " : "", L->n_head,
+            L->n_head_kv, L->head_dim);
+        if (L->sliding) PUT(", window %d", hp->swa_window);
+        if (L->chunk) PUT(", chunks of %d", L->chunk);
+        if (L->rope_table < 0) PUT(", no rotation");
+        if (L->kv_layer != il) PUT(", layer %d's cache", L->kv_layer);
+        break;
+    case MIXER_MLA:
+        PUT("latent attention, %d heads over a cached row of %d latent + %d rotated", L->n_head, hp->mla_kv_lora, hp->n_rot);
+        break;
+    case MIXER_DELTANET:
+        PUT("gated DeltaNet, %d value heads of %d, %d key heads of %d", hp->ssm_heads, hp->ssm_inner / hp->ssm_heads,
+            hp->ssm_groups, hp->ssm_state);
+        break;
+    case MIXER_MAMBA2:
+        PUT("Mamba2, %d heads of %d, state %d, %d group%s", hp->ssm_heads, hp->ssm_inner / hp->ssm_heads, hp->ssm_state,
+            hp->ssm_groups, hp->ssm_groups > 1 ? "s" : "");
+        break;
+    case MIXER_SHORTCONV: PUT("short convolution of %d taps", hp->ssm_conv); break;
+    case MIXER_NONE: PUT("no mixer"); break;
+    }
+    switch (L->ffn) {
+    case FFN_GATED: PUT(" | gated FFN %d", L->n_ff); break;
+    case FFN_MLP: PUT(" | MLP %d", L->n_ff); break;
+    case FFN_MOE:
+        PUT(" | %d experts of %d, %d used (%s)", hp->n_expert, hp->n_ff_exp, hp->n_expert_used,
+            hp->gating == GATING_SIGMOID ? "sigmoid" : "softmax");
+        if (L->sh_gate.data) PUT(", shared expert %d%s", hp->n_ff_shexp, L->sh_gate_inp ? " gated" : "");
+        if (L->ffn_post_norm_1) PUT(", beside a gated FFN %d", L->n_ff);
+        break;
+    case FFN_NONE: break;
+    }
+#undef PUT
+    return buf;
+}
+
+int model_layer_weights(const model_layer *L, const model_weight **out) {
+    const model_weight *all[] = {&L->wq,        &L->wk,          &L->wv,        &L->wo,         &L->ffn_gate,
+                                 &L->ffn_up,    &L->ffn_down,    &L->router,    &L->sh_gate,    &L->sh_up,
+                                 &L->sh_down,   &L->ssm.in,      &L->ssm.gate,  &L->ssm.beta,   &L->ssm.alpha,
+                                 &L->ssm.out,   &L->mla.q_a,     &L->mla.q_b,   &L->mla.kv_a,   &L->pl_gate,
+                                 &L->pl_proj};
+    int n = 0;
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        if (all[i]->data && !(i == 2 && L->wv.data == L->wk.data)) /* V may be the keys' own projection */
+            out[n++] = all[i];
+    for (int h = 0; L->mla.k_b && h < L->n_head; h++) out[n++] = &L->mla.k_b[h];
+    for (int h = 0; L->mla.v_b && h < L->n_head; h++) out[n++] = &L->mla.v_b[h];
+    return n;
+}

@@ -410,7 +410,6 @@ static int gguf_more(binder *b, model_hparams *hp) {
         return nc_fail(b->err, "%s: %s.expert_gating_func %d is not supported (1: softmax, 2: sigmoid)", b->path,
                        b->a->gguf, gating);
     hp->gating = gating == 2 ? GATING_SIGMOID : GATING_SOFTMAX;
-    if (hp->expert_scale == 0) hp->expert_scale = 1;
     if (hp->mla_nope) { /* key_length_mla is the non-rotated and the rotated part */
         if (b->a->yarn_log_mul_tenth && hp->attn_scale == 0) hp->attn_scale = (float)(b->mscale * b->mscale / sqrt(hp->mla_nope));
         hp->mla_nope -= hp->n_rot;
@@ -510,6 +509,7 @@ static int check_hparams(binder *b) {
                                "divide the experts and hold the experts used", p, hp->n_expert, hp->n_group,
                        hp->n_group_used, hp->n_expert_used);
     if (hp->swa_window < 0) return nc_fail(b->err, "%s: negative sliding window", p);
+    if (hp->expert_scale == 0) b->m->hp.expert_scale = 1; /* no scale of the chosen experts' weights */
     if (hp->attn_scale == 0) b->m->hp.attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     if (!(hp->attn_scale > 0)) return nc_fail(b->err, "%s: the attention scale must be positive", p);
     if (!(hp->attn_softcap >= 0) || !(hp->final_softcap >= 0))

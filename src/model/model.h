@@ -174,6 +174,15 @@ void model_free(model *m);
 
 const char *model_arch_name(const model *m);
 
+/* A line naming layer il's kinds and shape ("gated DeltaNet, 32 value heads of 128, ... | gated
+ * FFN 9216"), into buf. */
+const char *model_layer_kind(const model *m, int il, char *buf, size_t n);
+
+/* Every 2-D weight of a layer but its experts (MODEL_LAYER_WEIGHTS at most, plus 2 n_head of
+ * latent attention's per-head matrices), each once, into out: returns the count. */
+#define MODEL_LAYER_WEIGHTS 21
+int model_layer_weights(const model_layer *L, const model_weight **out);
+
 /* Interleaved copies (model->owned) of the weights the active kernel set multiplies faster that
  * way (kernels_ilv_type: on AVX-512 the Q4_0, Q4_K, Q6_K, MXFP4 and Q8_0 matrices), then the
  * file's pages of those weights dropped from the mapping, so memory holds them once. Where the
