@@ -98,7 +98,8 @@ static const kv_checkpoint *best(const kv_cache *kv, int32_t seq, const int32_t 
 }
 
 int32_t kv_state_restore_point(const kv_cache *kv, int32_t seq, int32_t n) {
-    if (!kv_recurrent(kv) || kv->state_pos[seq] <= n) return n < kv->state_pos[seq] ? n : kv->state_pos[seq];
+    if (!kv_recurrent(kv)) return n;
+    if (kv->state_pos[seq] <= n) return kv->state_pos[seq];
     const kv_checkpoint *c = best(kv, seq, kv_tokens(kv, seq), n);
     return c ? c->pos : 0;
 }
