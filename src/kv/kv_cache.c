@@ -345,12 +345,14 @@ kv_mat kv_span_values(const kv_cache *kv, int layer, const kv_span *sp, int g, i
     return (kv_mat){GGML_TYPE_F32, (const uint8_t *)scratch, (size_t)hd * sizeof(float)};
 }
 
-size_t kv_scratch_floats(const kv_cache *kv) { /* the keys' rows and a cell's keys (values take less) */
+size_t kv_scratch_floats(const kv_cache *kv) { /* the keys' rows and a cell's keys, or a span's values */
     size_t n = 0;
     for (int l = 0; l < kv->n_layer; l++) {
         const kv_layer *L = &kv->layer[l];
         size_t f = L->k_by_cell || quantised(L->type_v) ? (size_t)(KEY_ROW + 1) * (size_t)L->head_dim : 0;
+        size_t v = quantised(L->type_v) ? (size_t)KV_BLOCK * (size_t)L->head_dim_v : 0;
         n = f > n ? f : n;
+        n = v > n ? v : n;
     }
     return n;
 }

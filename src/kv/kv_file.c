@@ -176,10 +176,14 @@ int32_t kv_seq_load(kv_cache *kv, int32_t seq, const kv_file_view *v, int32_t n,
     if (v->id.n_layer != (uint32_t)kv->n_layer || v->id.type_k != kv->type_k || v->id.type_v != kv->type_v)
         return nc_fail(err, "%s: its cache shape (%u layers, types %u, %u) is not this cache's (%d, %u, %u)", name,
                        v->id.n_layer, v->id.type_k, v->id.type_v, kv->n_layer, kv->type_k, kv->type_v);
-    for (int l = 0; l < kv->n_layer; l++)
-        if (v->layers[l].k_dim != (uint32_t)kv->layer[l].kv_dim || v->layers[l].state != (uint32_t)kv->layer[l].state)
-            return nc_fail(err, "%s: layer %d's shape (keys %u, state %u) is not this cache's (%d, %d)", name, l,
-                           v->layers[l].k_dim, v->layers[l].state, kv->layer[l].kv_dim, kv->layer[l].state);
+    for (int l = 0; l < kv->n_layer; l++) {
+        const kv_layer *L = &kv->layer[l];
+        int32_t v_dim = L->v_in_k ? 0 : L->v_dim;
+        if (v->layers[l].k_dim != (uint32_t)L->kv_dim || v->layers[l].v_dim != (uint32_t)v_dim ||
+            v->layers[l].state != (uint32_t)L->state)
+            return nc_fail(err, "%s: layer %d's shape (keys %u, values %u, state %u) is not this cache's (%d, %d, %d)", name,
+                           l, v->layers[l].k_dim, v->layers[l].v_dim, v->layers[l].state, L->kv_dim, v_dim, L->state);
+    }
     /* the cells as far as the state goes; past it, the caller computes them again */
     int32_t m = !kv_recurrent(kv) ? n : v->state_pos <= n ? v->state_pos : 0;
     kv_seq_truncate(kv, seq, 0);

@@ -221,9 +221,11 @@ int kv_file_parse(kv_file_view *v, const uint8_t *data, size_t size, const char 
         }
         return -1;
     }
-    if (!checksum_ok(data, size, &stored, &computed))
+    if (!checksum_ok(data, size, &stored, &computed)) {
+        kv_file_view_free(v);
         return nc_fail(err, "%s: checksum mismatch (stored %016" PRIx64 " at offset %zu, computed %016" PRIx64 "): the file is corrupt",
                        name, stored, size - 8, computed);
+    }
     size_t n = (size_t)v->n_cells;
     v->tokens = malloc(n * sizeof *v->tokens);
     v->pos = malloc(n * sizeof *v->pos);
