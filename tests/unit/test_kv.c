@@ -106,8 +106,8 @@ static void stored_kv(const kv_cache *kv, int l, int32_t tok, float *ek, float *
     const kv_layer *L = &kv->layer[l];
     float k[MAX_DIM], v[MAX_DIM];
     token_kv(kv, l, tok, k, v);
-    stored(kv->type_k, k, L->kv_dim, ek);
-    if (!L->v_in_k) stored(kv->type_v, v, L->v_dim, ev);
+    stored(L->type_k, k, L->kv_dim, ek); /* the layer's types: latent rows keep theirs (kv_latent_type) */
+    if (!L->v_in_k) stored(L->type_v, v, L->v_dim, ev);
     else
         for (int d = 0; d < L->v_dim; d++) ev[d] = ek[d / L->head_dim_v * L->head_dim + d % L->head_dim_v];
 }
@@ -455,7 +455,9 @@ static void check_shapes(uint32_t tk, uint32_t tv) {
     CHECK(kv_has_cells(&kv, 0) && kv_has_cells(&kv, 1) && !kv_has_cells(&kv, 2) && kv_has_cells(&kv, 3));
     CHECK(kv.layer[0].kv_dim == 64 && kv.layer[0].v_dim == 64 && kv.layer[1].kv_dim == 64 && kv.layer[2].kv_dim == 0 &&
           kv.layer[2].v_dim == 0 && kv.layer[3].kv_dim == 2 * mla && kv.layer[3].v_dim == 128 && kv.layer[3].v_in_k);
-    size_t k64 = cell_bytes(tk, 64), v64 = cell_bytes(tv, 64), kl = cell_bytes(tk, 2 * mla);
+    uint32_t tl = kv_latent_type(tk); /* latent rows: F32 where the keys are F16 */
+    size_t k64 = cell_bytes(tk, 64), v64 = cell_bytes(tv, 64), kl = cell_bytes(tl, 2 * mla);
+    CHECK(kv.layer[3].type_k == tl && kv.layer[3].type_v == tl && kv.layer[0].type_k == tk && kv.layer[0].type_v == tv);
     CHECK(kv_k_row_bytes(&kv, 0) == k64 && kv_v_row_bytes(&kv, 0) == v64 && kv_k_row_bytes(&kv, 1) == k64 &&
           kv_v_row_bytes(&kv, 1) == v64 && kv_k_row_bytes(&kv, 2) == 0 && kv_v_row_bytes(&kv, 2) == 0 &&
           kv_k_row_bytes(&kv, 3) == kl && kv_v_row_bytes(&kv, 3) == 0);
@@ -485,7 +487,7 @@ static void check_shapes(uint32_t tk, uint32_t tv) {
         for (int g = 0; g < L->n_head_kv; g++) {
             kv_mat km = kv_span_keys(&kv, l, &sp, g, 44, sk), vm = kv_span_values(&kv, l, &sp, g, 44, sv);
             if (L->v_in_k && !quantised(tk))
-                CHECK(vm.a == sp.k + g * cell_bytes(tk, mla) && vm.type == tk && vm.row_bytes == kl);
+                CHECK(vm.a == sp.k + g * cell_bytes(tl, mla) && vm.type == tl && vm.row_bytes == kl);
             for (int c = 0; c < 44; c++) {
                 float ek[MAX_DIM], ev[MAX_DIM];
                 stored_kv(&kv, l, 100 + KV_BLOCK + c, ek, ev);

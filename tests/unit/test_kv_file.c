@@ -347,7 +347,7 @@ static void check_hostile(void) {
     refused(d, n, table, zero, 4, true, n, "layer 0 (offset 144): key width 0, value width 4, state 0: out of range");
     refused(d, n, table + 12 + 8, "\1\0\0\20", 4, true, n, "layer 1 (offset 156): key width 4, value width 4, state 268435457: out of range");
     refused(d, n, table + 12, "\10\0\0\0", 4, true, n, "cell_bytes 32 (offset 128) is not what the layer table makes (40)");
-    refused(d, n, table + 12 + 4, zero, 4, true, n, "cell_bytes 32 (offset 128) is not what the layer table makes (24)");
+    refused(d, n, table + 12 + 4, "\2\0\0\0", 4, true, n, "cell_bytes 32 (offset 128) is not what the layer table makes (28)");
     refused(d, n, table + 12 + 8, "\3\0\0\0", 4, true, n, "state_floats 0 (offset 132) is not what the layer table makes (3)");
     uint8_t *e = patched(d, n, table + 12, zero, 4); /* layer 1 keeps no cells: its rows are too many */
     memcpy(e + table + 12 + 4, zero, 4);
@@ -374,8 +374,8 @@ static void check_hostile(void) {
     other_layers[1].k_dim = 8;
     CHECK(kv_file_check(&v, &other, 500, "f.kv", &err) == -1 && has(&err, "this one is 'test model' (llama, 2 layers, 40 bytes a cell)"));
     memcpy(other_layers, layers, sizeof layers);
-    other_layers[0].v_dim = 0; /* values in the keys */
-    CHECK(kv_file_check(&v, &other, 500, "f.kv", &err) == -1 && has(&err, "(llama, 2 layers, 24 bytes a cell)"));
+    other_layers[0].v_dim = 0; /* values in the keys: a latent row, kept in F32 where keys are F16 */
+    CHECK(kv_file_check(&v, &other, 500, "f.kv", &err) == -1 && has(&err, "(llama, 2 layers, 32 bytes a cell)"));
     memcpy(other_layers, layers, sizeof layers);
     other_layers[1].state = 2; /* the same rows, a recurrent state */
     CHECK(kv_file_check(&v, &other, 500, "f.kv", &err) == -1 && has(&err, "written for another model"));
@@ -475,7 +475,7 @@ static void check_state_file(void) {
     CHECK(state_bits_are(&a, 1, 20));
     const char *path = tmp_path("state.kv");
     uint64_t bytes = 0;
-    size_t cell = 2 * 64 * 2 + 80 * 2; /* two heads of keys and values, a latent row */
+    size_t cell = 2 * 64 * 2 + 80 * 4; /* two heads of keys and values in F16, a latent row in F32 */
     CHECK_MSG(kv_seq_save(&a, 1, 20, &test_model, path, &bytes, &err) == 0, "%s", err.msg);
     CHECK(bytes == KV_FILE_HEADER + 4 * 12 + 8 * 20 + 20 * cell + 9 * 4 + 8);
     kv_file_view v;
