@@ -581,7 +581,7 @@ void kv_seq_truncate(kv_cache *kv, int32_t seq, int32_t n_keep) {
     if (seq < 0 || seq >= kv->n_seq) return;
     if (n_keep < 0) n_keep = 0;
     if (n_keep >= kv->seqs[seq].len) return;
-    if (n_keep == 0) kv_state_share(kv, seq); /* where it ends: the next turn of a conversation starts there */
+    if (n_keep == 0) kv_state_release(kv, seq); /* the next turn of a conversation, the same prompt again */
     cells_truncate(kv, seq, kv_state_restore(kv, seq, n_keep));
 }
 

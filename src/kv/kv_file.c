@@ -205,7 +205,10 @@ int32_t kv_seq_load(kv_cache *kv, int32_t seq, const kv_file_view *v, int32_t n,
         }
         if (kv_has_cells(kv, l)) rows += (size_t)v->n_cells * cell_bytes;
     }
-    if (kv_recurrent(kv)) kv_state_set(kv, seq, m == v->state_pos ? v->state : NULL, m);
+    if (kv_recurrent(kv)) { /* the state, and a checkpoint of it: the prefix cache finds it once the sequence lets go */
+        kv_state_set(kv, seq, m == v->state_pos ? v->state : NULL, m);
+        kv_state_checkpoint(kv, seq, true);
+    }
     kv_commit(kv);
     return m;
 }

@@ -62,8 +62,7 @@ static void save(kv_cache *kv, kv_checkpoint *c, int32_t seq) {
 }
 
 void kv_state_checkpoint(kv_cache *kv, int32_t seq, bool after) {
-    if (kv_recurrent(kv) && kv->state_pos[seq] == kv_seq_len(kv, seq))
-        save(kv, &kv->ckpt[2 * seq + after], seq);
+    if (kv_recurrent(kv) && kv->state_pos[seq] <= kv_seq_len(kv, seq)) save(kv, &kv->ckpt[2 * seq + after], seq);
 }
 
 /* Whether checkpoint c holds the first tokens of a sequence holding tok[0..n), for a position <= n. */
@@ -71,19 +70,43 @@ static bool holds(const kv_checkpoint *c, const int32_t *tok, int32_t n) {
     return c->pos >= 0 && c->pos <= n && c->hash == kv_chain_hash(KV_CHAIN_SEED, tok, c->pos);
 }
 
-void kv_state_share(kv_cache *kv, int32_t seq) {
-    if (!kv_recurrent(kv) || !kv->seqs[seq].chained || kv->state_pos[seq] != kv_seq_len(kv, seq) || !kv->state_pos[seq])
-        return;
+/* A shared slot for a state of `pos` tokens of tok[]: NULL when one holds it already (then marked
+ * used), else a free one, else the least recently used. */
+static kv_checkpoint *shared_slot(kv_cache *kv, const int32_t *tok, int32_t pos) {
     kv_checkpoint *slot = NULL;
     for (int32_t i = 2 * kv->n_seq; i < kv->n_ckpt; i++) {
         kv_checkpoint *c = &kv->ckpt[i];
-        if (c->pos == kv->state_pos[seq] && holds(c, kv_tokens(kv, seq), c->pos)) { /* kept already */
+        if (c->pos == pos && holds(c, tok, pos)) { /* kept already */
             c->used = ++kv->ckpt_clock;
-            return;
+            return NULL;
         }
-        if (!slot || (slot->pos >= 0 && (c->pos < 0 || c->used < slot->used))) slot = c; /* a free one, else the oldest */
+        if (!slot || (slot->pos >= 0 && (c->pos < 0 || c->used < slot->used))) slot = c;
     }
+    return slot;
+}
+
+void kv_state_share(kv_cache *kv, int32_t seq) {
+    if (!kv_recurrent(kv) || !kv->seqs[seq].chained || kv->state_pos[seq] > kv_seq_len(kv, seq) || !kv->state_pos[seq])
+        return;
+    kv_checkpoint *slot = shared_slot(kv, kv_tokens(kv, seq), kv->state_pos[seq]);
     if (slot) save(kv, slot, seq);
+}
+
+void kv_state_release(kv_cache *kv, int32_t seq) {
+    if (!kv_recurrent(kv) || !kv->seqs[seq].chained) return;
+    kv_state_share(kv, seq);
+    /* its own checkpoints hold prefixes of its tokens too (the end of its prompt, typically): what a
+     * later request of the same prompt takes */
+    for (int k = 0; k < 2; k++) {
+        kv_checkpoint *own = &kv->ckpt[2 * seq + k];
+        if (own->pos <= 0 || !holds(own, kv_tokens(kv, seq), kv_seq_len(kv, seq))) continue;
+        kv_checkpoint *slot = shared_slot(kv, kv_tokens(kv, seq), own->pos);
+        if (!slot || (!slot->state && !(slot->state = malloc(kv->state_floats * sizeof(float))))) continue;
+        memcpy(slot->state, own->state, kv->state_floats * sizeof(float));
+        slot->pos = own->pos;
+        slot->hash = own->hash;
+        slot->used = ++kv->ckpt_clock;
+    }
 }
 
 /* The checkpoint a sequence holding tok[0..n) goes back to for position n: the latest that holds
