@@ -135,21 +135,31 @@ int cli_tokenize(const nc_model *m, const char *text, bool add_special, bool par
     return n;
 }
 
-static const char *const cache_names[] = {[NC_CACHE_F16] = "f16", [NC_CACHE_F32] = "f32", [NC_CACHE_Q8_0] = "q8_0",
-                                          [NC_CACHE_Q4_0] = "q4_0"};
+static const char *const cache_names[] = {[NC_CACHE_DEFAULT] = "default", [NC_CACHE_F16] = "f16", [NC_CACHE_F32] = "f32",
+                                          [NC_CACHE_Q8_0] = "q8_0", [NC_CACHE_Q4_0] = "q4_0"};
 
 const char *cli_cache_type_name(nc_cache_type t) {
     return (unsigned)t < sizeof cache_names / sizeof cache_names[0] ? cache_names[t] : "?";
 }
 
 static bool cache_type(const char *flag, const char *s, nc_cache_type *out) {
-    for (size_t i = 0; i < sizeof cache_names / sizeof cache_names[0]; i++)
+    for (size_t i = NC_CACHE_F16; i < sizeof cache_names / sizeof cache_names[0]; i++)
         if (!strcmp(s, cache_names[i])) {
             *out = (nc_cache_type)i;
             return true;
         }
     fprintf(stderr, "error: %s: expected f16, f32, q8_0 or q4_0, got '%s'\n", flag, s);
     return false;
+}
+
+const char *cli_kv_summary(const nc_context *c, char *buf, size_t cap) {
+    nc_cache_type k, v, latent;
+    nc_context_cache_types(c, &k, &v);
+    int n = snprintf(buf, cap, "keys %s, values %s", cli_cache_type_name(k), cli_cache_type_name(v));
+    if (nc_kv_latent_type(c, &latent)) n += snprintf(buf + n, cap - n, " (latent %s)", cli_cache_type_name(latent));
+    n += snprintf(buf + n, cap - n, ": %.1f KiB per token", nc_kv_bytes_per_token(c) / 1024.0);
+    if (nc_kv_state_bytes(c)) snprintf(buf + n, cap - n, ", recurrent state %.1f KiB a sequence", nc_kv_state_bytes(c) / 1024.0);
+    return buf;
 }
 
 const char *cli_cache_types(nc_cache_type k, nc_cache_type v, char buf[16]) {

@@ -19,6 +19,9 @@ bool cli_ids(const char *flag, const char *s, int32_t **ids, int *n);
 int cli_cache_arg(int argc, char **argv, int *i, nc_cache_type *k, nc_cache_type *v);
 const char *cli_cache_type_name(nc_cache_type t);
 /* Both, for reports: "f16" when keys and values share the type, else "q8_0/q4_0" (keys/values). */
+/* The start-up line's words on the cache: "keys f16, values f16[ (latent f32)]: X KiB per token[,
+ * recurrent state Y KiB a sequence]". */
+const char *cli_kv_summary(const nc_context *c, char *buf, size_t cap);
 const char *cli_cache_types(nc_cache_type k, nc_cache_type v, char buf[16]);
 #define CLI_CACHE_USAGE "[--cache-type-k T] [--cache-type-v T]"
 #define CLI_CACHE_HELP                                                                                        \

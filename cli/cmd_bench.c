@@ -178,9 +178,11 @@ int cmd_bench(int argc, char **argv) {
     double pct = ceiling > 0 ? 100.0 * tg.mean / ceiling : 0;
     char kern[64]; /* the kernel set, and the fast mode when on */
     snprintf(kern, sizeof kern, "%s%s", gpu ? "cuda" : nc_kernels_name(), o.fast && !gpu ? " fast" : "");
-    const char *tk = cli_cache_type_name(o.type_k), *tv = cli_cache_type_name(o.type_v);
+    nc_cache_type type_k, type_v;
+    nc_context_cache_types(c, &type_k, &type_v);
+    const char *tk = cli_cache_type_name(type_k), *tv = cli_cache_type_name(type_v);
     char buf[16];
-    const char *kvt = cli_cache_types(o.type_k, o.type_v, buf);
+    const char *kvt = cli_cache_types(type_k, type_v, buf);
     char pp_name[48], tg_name[48];
     test_name(pp_name, sizeof pp_name, "pp", o.n_prompt, o.all_logits, o.depth);
     test_name(tg_name, sizeof tg_name, "tg", o.n_gen, false, o.depth);

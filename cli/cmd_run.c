@@ -379,10 +379,8 @@ static void print_stats(const run_opts *o, const nc_model_info *info, nc_context
             info->n_layer, info->file_bytes / 1e6, nc_kernels_name(), nc_context_n_threads(c),
             (unsigned long long)o->dec.sp.seed);
     if (strcmp(nc_context_device(c), "cpu")) fprintf(stderr, "[gpu] %s\n", nc_context_device(c));
-    char state[64] = "";
-    if (nc_kv_state_bytes(c)) snprintf(state, sizeof state, ", recurrent state %.1f KiB a sequence", nc_kv_state_bytes(c) / 1024.0);
-    fprintf(stderr, "[kv cache] keys %s, values %s: %.1f KiB per token%s, %.2f MiB for %d tokens\n",
-            cli_cache_type_name(o->type_k), cli_cache_type_name(o->type_v), nc_kv_bytes_per_token(c) / 1024.0, state,
+    char kv[160];
+    fprintf(stderr, "[kv cache] %s, %.2f MiB for %d tokens\n", cli_kv_summary(c, kv, sizeof kv),
             nc_kv_bytes_total(c) / (1024.0 * 1024.0), nc_context_n_ctx(c));
     char reused[48] = "";
     if (st->n_cached) snprintf(reused, sizeof reused, " (%d reused)", st->n_cached);

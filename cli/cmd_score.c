@@ -86,7 +86,7 @@ int cmd_score(int argc, char **argv) {
     int n_ids = 0;
     long top = 5, greedy = 0, threads = 0, ctx = 0;
     bool all = false, fast = false;
-    nc_cache_type type_k = NC_CACHE_F16, type_v = NC_CACHE_F16;
+    nc_cache_type type_k = NC_CACHE_DEFAULT, type_v = NC_CACHE_DEFAULT;
     int32_t ngl = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;

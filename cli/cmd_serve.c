@@ -176,15 +176,17 @@ static void print_summary(const serve_opts *o, const nc_model *m, const srv_serv
     nc_model_info info;
     srv_info si;
     char kvt[16];
+    nc_cache_type type_k, type_v;
     nc_model_get_info(m, &info);
     srv_get_info(sv, &si);
+    nc_context_cache_types(si.context, &type_k, &type_v);
     fprintf(stderr, "nucleus serve: %s, %d slots, %s kernels, KV cache %s\n", o->cfg.model_id, o->cfg.n_parallel,
-            nc_kernels_name(), cli_cache_types(o->cfg.type_k, o->cfg.type_v, kvt));
+            nc_kernels_name(), cli_cache_types(type_k, type_v, kvt));
     fprintf(stderr, "  model: %s (%s, %d layers, %.1f MB), id %s\n", o->model, info.arch, info.n_layer,
             info.file_bytes / 1e6, o->cfg.model_id);
-    fprintf(stderr, "  slots: %d x %d tokens of context; KV cache keys %s, values %s: %.1f KiB per token, %.2f MiB\n",
-            o->cfg.n_parallel, si.n_ctx, cli_cache_type_name(o->cfg.type_k), cli_cache_type_name(o->cfg.type_v),
-            si.kv_bytes_per_token / 1024.0, si.kv_bytes / (1024.0 * 1024.0));
+    char kv[160];
+    fprintf(stderr, "  slots: %d x %d tokens of context; KV cache %s, %.2f MiB\n", o->cfg.n_parallel, si.n_ctx,
+            cli_kv_summary(si.context, kv, sizeof kv), si.kv_bytes / (1024.0 * 1024.0));
     fprintf(stderr, "  threads: %d; kernels: %s; chat template: %s\n", si.n_threads, nc_kernels_name(),
             o->template_path ? o->template_path : *srv_note(sv) ? "ChatML" : "the model's");
     if (strcmp(si.device, "cpu")) fprintf(stderr, "  gpu: %s\n", si.device);

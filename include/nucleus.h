@@ -100,11 +100,14 @@ int nc_detok_flush(nc_detok *d, char *out, int cap);
 typedef struct nc_context nc_context;
 
 /* Element types of the KV cache, as llama.cpp names them (--cache-type-k / --cache-type-v):
- * f16 (the default), f32, and GGML's q8_0 / q4_0 blocks (32 elements and an f16 scale: 34 / 18
- * bytes per 32), which take about half / a quarter of f16's memory and move the log-probabilities
- * further from the exact ones (README, Correctness). The quantised types need a head_dim that is a
- * multiple of 32; nc_context_new refuses them for other models. */
-typedef enum nc_cache_type { NC_CACHE_F16 = 0, NC_CACHE_F32, NC_CACHE_Q8_0, NC_CACHE_Q4_0 } nc_cache_type;
+ * f16, f32, and GGML's q8_0 / q4_0 blocks (32 elements and an f16 scale: 34 / 18 bytes per 32),
+ * which take about half / a quarter of f16's memory and move the log-probabilities further from
+ * the exact ones (README, Correctness). The quantised types need a head_dim that is a multiple of
+ * 32; nc_context_new refuses them for other models. NC_CACHE_DEFAULT is the model's default: f16,
+ * or f32 for an architecture whose attention F16's rounding moves far (Gemma 4: q and k
+ * RMS-normed and not scaled down, so a key's rounding reaches the logits whole);
+ * nc_context_cache_types says what a context chose. */
+typedef enum nc_cache_type { NC_CACHE_DEFAULT = 0, NC_CACHE_F16, NC_CACHE_F32, NC_CACHE_Q8_0, NC_CACHE_Q4_0 } nc_cache_type;
 
 typedef struct nc_context_params {
     int32_t n_ctx;        /* cells per sequence (0: min(model's training context, 4096)) */
@@ -113,8 +116,8 @@ typedef struct nc_context_params {
                              (0: n_seq_max * n_ctx, room for every sequence to fill its context) */
     int32_t n_threads;    /* 0: all online cores */
     int32_t n_batch;      /* tokens per internal micro-batch (0: 512) */
-    nc_cache_type type_k; /* the KV cache's keys (0: f16) */
-    nc_cache_type type_v; /* and values (0: f16) */
+    nc_cache_type type_k; /* the KV cache's keys (0: the model's default) */
+    nc_cache_type type_v; /* and values (0: the model's default) */
     bool swa_full;        /* sliding-window layers keep every position, not a ring of their window
                              (more memory; a ring can only save or keep what it still holds) */
     bool fast;            /* int8 activations for Q8_0/Q4_0 weights' normalised inputs (faster prefill) */
@@ -254,6 +257,13 @@ uint64_t nc_kv_bytes_total(const nc_context *c);      /* the whole cache (slidin
  * says so. A sequence truncated to an earlier position goes back to the latest checkpoint of its
  * state at or before it, and the tokens from there are computed again (the same bits). */
 uint64_t nc_kv_state_bytes(const nc_context *c);
+/* Whether the model's attention caches a latent per token (multi-head latent attention, whose
+ * keys hold the values) and the type it is kept in: f32 when f16 is asked, since the latent is
+ * read by every head through the absorbed projections and F16's rounding of it moves the
+ * log-probabilities by more than a whole head's keys would. */
+bool nc_kv_latent_type(const nc_context *c, nc_cache_type *type);
+/* The key and value types a context keeps (NC_CACHE_DEFAULT resolved). */
+void nc_context_cache_types(const nc_context *c, nc_cache_type *k, nc_cache_type *v);
 
 typedef struct nc_kv_stats {
     int32_t n_blocks, used, cached, free;  /* pool blocks: held by sequences, cached for reuse, empty */

@@ -282,12 +282,21 @@ int nc_detok_flush(nc_detok *d, char *out, int cap) { return vocab_stream_flush(
 /* ---- inference ---- */
 
 /* The element type of a cache type; false for a value outside the enum. */
-static bool cache_ggml_type(nc_cache_type t, uint32_t *out) {
-    static const uint32_t types[] = {[NC_CACHE_F16] = GGML_TYPE_F16, [NC_CACHE_F32] = GGML_TYPE_F32,
-                                     [NC_CACHE_Q8_0] = GGML_TYPE_Q8_0, [NC_CACHE_Q4_0] = GGML_TYPE_Q4_0};
-    if ((unsigned)t >= sizeof types / sizeof types[0]) return false;
-    *out = types[t];
+static const uint32_t cache_types[] = {[NC_CACHE_F16] = GGML_TYPE_F16, [NC_CACHE_F32] = GGML_TYPE_F32,
+                                       [NC_CACHE_Q8_0] = GGML_TYPE_Q8_0, [NC_CACHE_Q4_0] = GGML_TYPE_Q4_0};
+
+/* A cache type's GGML type, NC_CACHE_DEFAULT as the model's row says. */
+static bool cache_ggml_type(const nc_model *m, nc_cache_type t, uint32_t *out) {
+    if (t == NC_CACHE_DEFAULT) t = m->m->hp.arch->kv_f32 ? NC_CACHE_F32 : NC_CACHE_F16;
+    if ((unsigned)t >= sizeof cache_types / sizeof cache_types[0]) return false;
+    *out = cache_types[t];
     return true;
+}
+
+static nc_cache_type cache_type_of(uint32_t ggml_type) {
+    nc_cache_type t = NC_CACHE_F16;
+    while ((unsigned)t < sizeof cache_types / sizeof cache_types[0] - 1 && cache_types[t] != ggml_type) t++;
+    return t;
 }
 
 int nc_context_new(nc_context **out, nc_model *m, const nc_context_params *p, nc_err *err) {
@@ -305,8 +314,8 @@ int nc_context_new(nc_context **out, nc_model *m, const nc_context_params *p, nc
     if (d.n_threads > 512) return nc_fail(err, "n_threads %d is above the limit of 512", d.n_threads);
     if (d.n_batch == 0) d.n_batch = 512;
     uint32_t type_k, type_v;
-    if (!cache_ggml_type(d.type_k, &type_k) || !cache_ggml_type(d.type_v, &type_v))
-        return nc_fail(err, "cache types %d (keys) and %d (values): each must be an nc_cache_type (f16, f32, q8_0, q4_0)",
+    if (!cache_ggml_type(m, d.type_k, &type_k) || !cache_ggml_type(m, d.type_v, &type_v))
+        return nc_fail(err, "cache types %d (keys) and %d (values): each must be an nc_cache_type (default, f16, f32, q8_0, q4_0)",
                        (int)d.type_k, (int)d.type_v);
     if (d.n_gpu_layers < -1) return nc_fail(err, "n_gpu_layers %d: -1 (every layer), 0 (none) or a count", d.n_gpu_layers);
     int32_t n_layer = m->m->hp.n_layer, n_gpu = d.n_gpu_layers < 0 || d.n_gpu_layers > n_layer ? n_layer : d.n_gpu_layers;
@@ -447,6 +456,18 @@ int32_t nc_kv_blocks_needed(const nc_context *c, int32_t seq, int32_t n) { retur
 int32_t nc_kv_blocks_available(const nc_context *c) { return kv_blocks_available(&c->fwd.kv); }
 uint64_t nc_kv_bytes_per_token(const nc_context *c) { return kv_bytes_per_token(&c->fwd.kv); }
 uint64_t nc_kv_state_bytes(const nc_context *c) { return kv_state_bytes(&c->fwd.kv); }
+bool nc_kv_latent_type(const nc_context *c, nc_cache_type *type) {
+    for (int32_t l = 0; l < c->fwd.kv.n_layer; l++)
+        if (c->fwd.kv.layer[l].v_in_k) {
+            *type = cache_type_of(c->fwd.kv.layer[l].type_k);
+            return true;
+        }
+    return false;
+}
+void nc_context_cache_types(const nc_context *c, nc_cache_type *k, nc_cache_type *v) {
+    *k = cache_type_of(c->fwd.kv.type_k);
+    *v = cache_type_of(c->fwd.kv.type_v);
+}
 uint64_t nc_kv_bytes_total(const nc_context *c) { return kv_bytes_total(&c->fwd.kv); }
 void nc_kv_get_stats(const nc_context *c, nc_kv_stats *out) {
     kv_stats s = kv_get_stats(&c->fwd.kv);

@@ -270,7 +270,9 @@ int model_bind_hf(model **out, hf_dir *dir, nc_err *err) {
         if (item(cfg, "text_config"))
             return nc_fail(err, "%s/config.json: model_type \"%s\" wraps a text model with other modalities, which is "
                                 "not supported; supported: %s", path, type, arch_hf_list());
-        return nc_fail(err, "%s/config.json: model_type \"%s\" is not supported; supported: %s", path, type, arch_hf_list());
+        return nc_fail(err, "%s/config.json: model_type \"%s\" is not supported; supported: %s (the families read from "
+                            "GGUF files only, %s, load once llama.cpp's convert_hf_to_gguf.py has converted the directory)",
+                       path, type, arch_hf_list(), arch_gguf_only_list());
     }
     model *m = calloc(1, sizeof *m);
     if (!m) return nc_fail(err, "out of memory");

@@ -1030,7 +1030,7 @@ int srv_port(const srv_server *s) { return s->port; }
 
 void srv_get_info(const srv_server *s, srv_info *out) {
     *out = (srv_info){.n_ctx = nc_context_n_ctx(s->c), .n_threads = nc_context_n_threads(s->c),
-                      .kv_bytes = nc_kv_bytes_total(s->c), .kv_bytes_per_token = nc_kv_bytes_per_token(s->c),
+                      .kv_bytes = nc_kv_bytes_total(s->c), .context = s->c,
                       .device = nc_context_device(s->c)};
 }
 const char *srv_note(const srv_server *s) { return s->note; }

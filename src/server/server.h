@@ -60,7 +60,8 @@ int srv_port(const srv_server *s);
 /* What the server made, for its start-up summary. */
 typedef struct srv_info {
     int32_t n_ctx, n_threads;  /* context per slot; threads of the engine */
-    double kv_bytes, kv_bytes_per_token;
+    double kv_bytes;           /* the whole cache */
+    const nc_context *context; /* the engine's, for what its cache holds (nc_kv_*) */
     const char *device;        /* nc_context_device: "cpu" or the GPU */
 } srv_info;
 void srv_get_info(const srv_server *s, srv_info *out);

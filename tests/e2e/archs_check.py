@@ -10,8 +10,9 @@ split into two safetensors files with a model.safetensors.index.json.
 
 Per record and form: (1) the prompt tokenizes to prompt_ids; (2) teacher forcing
 prompt_ids + ids[:-1]: every listed log-probability, after the prompt's positions
-(prompt_top_logprobs) and the generated ones (top_logprobs), within 0.02 with the default F16 KV
-cache and within 1e-4 with an F32 one against transformers (0.03 and 1e-3 against llama.cpp's
+(prompt_top_logprobs) and the generated ones (top_logprobs), within 0.02 with the default KV
+cache (F16; F32 for gemma4, whose unscaled attention F16 moves by up to 1.7, as it moves
+llama.cpp's) and within 1e-4 with an F32 one against transformers (0.03 and 1e-3 against llama.cpp's
 pass, which is F32 arithmetic, not float64: it reproduces itself to 1.6e-5 across batch shapes,
 and on the gemma4 and qwen35 models, whose attention and gated norms amplify rounding, an exact
 F32 pass lands up to 5e-4 from it); (3) free greedy decoding reproduces ids up to the first step
@@ -20,8 +21,8 @@ largest deviations and the closing line "archs: N passed, N failed".
 """
 import argparse, json, os, shutil, struct, subprocess, sys, tempfile
 
-TOL = {"f16": 0.02, "f32": 1e-4}
-LLAMA_CPP_TOL = {"f16": 0.03, "f32": 1e-3}
+TOL = {"default": 0.02, "f32": 1e-4}
+LLAMA_CPP_TOL = {"default": 0.03, "f32": 1e-3}
 
 
 def tolerances(rec):
@@ -60,7 +61,8 @@ def check_form(args, rec, arch, form, model, where, check):
     for cache in args.caches:
         tol = tolerances(rec)[cache]
         out = json.loads(run([args.nucleus, "score", "-m", model, "--ids", ",".join(map(str, ids)), "--all",
-                              "--top", "50", "-t", args.threads, "--cache-type", cache] + args.device))["top_logprobs"]
+                              "--top", "50", "-t", args.threads] + (["--cache-type", cache] if cache != "default" else []) +
+                             args.device))["top_logprobs"]
         w = 0.0
         for pos, ref in steps:
             ours = dict((t, lp) for t, lp in out[pos])
@@ -74,7 +76,7 @@ def check_form(args, rec, arch, form, model, where, check):
                         "--greedy", str(len(rec["ids"])), "-t", args.threads] + args.device))
     n = len(rec["ids"])
     for k, step in enumerate(rec["top_logprobs"]):
-        if len(step) > 1 and step[0][1] - step[1][1] < 2 * tolerances(rec)["f16"]:
+        if len(step) > 1 and step[0][1] - step[1][1] < 2 * tolerances(rec)["default"]:
             n = k
             break
     check(g["ids"][:n] == rec["ids"][:n], "%s greedy: %s != %s (first %d steps)" % (where, g["ids"][:n], rec["ids"][:n], n))
@@ -149,9 +151,9 @@ def main():
     ap.add_argument("--threads", default="2")
     ap.add_argument("--forms", default="gguf,hf,v4,sharded", help="any of gguf,hf,v4,sharded")
     ap.add_argument("--only", default="", help="architectures (comma-separated folder names of shared/archs)")
-    ap.add_argument("--device", default="", help="nucleus --device (cuda: the GPU keeps an f16 cache, so only that is checked)")
+    ap.add_argument("--device", default="", help="nucleus --device (cuda: the GPU keeps an f16 cache, so only the default is checked)")
     args = ap.parse_args()
-    args.caches = ["f16"] if args.device else list(TOL)
+    args.caches = ["default"] if args.device else list(TOL)
     args.device = ["--device", args.device] if args.device else []
     passed = failed = 0
 
