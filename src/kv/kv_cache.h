@@ -128,7 +128,7 @@ typedef struct kv_cache {
     int32_t ring;                           /* cells of a ring (0: none) */
     int32_t *ring_pos;                      /* [n_seq][ring] position held by each ring cell, or -1 */
     int32_t *ring_hole;                     /* [n_seq] newest position a truncation lost from the ring, or -1 */
-    /* a copy of the cells kept elsewhere (the GPU's cache, forward_gpu.c), or NULL: told of every
+    /* a copy of the cells kept elsewhere (the GPU's cache, src/cuda/backend.c), or NULL: told of every
      * copy or move of cells between blocks, (dst block, first cell, src block, first cell, n) */
     void (*mirror)(void *ctx, int32_t dst, int32_t to, int32_t src, int32_t from, int32_t n);
     void *mirror_ctx;
