@@ -335,9 +335,15 @@ static bool any_int(const model *m) {
     if (int_weight(&m->output)) return true;
     for (int il = 0; il < m->hp.n_layer; il++) {
         const model_layer *L = &m->layers[il];
-        const model_weight *w[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down, &L->router};
-        for (size_t i = 0; i < sizeof w / sizeof *w; i++)
-            if (int_weight(w[i])) return true;
+        const model_weight *ws[MODEL_LAYER_WEIGHTS + 2 * L->n_head];
+        for (int i = 0, k = model_layer_weights(L, ws); i < k; i++)
+            if (int_weight(ws[i])) return true;
+        for (int e = 0; e < m->hp.n_expert; e++) {
+            const model_weight *ex[] = {L->exp_gate ? &L->exp_gate[e] : NULL, L->exp_up ? &L->exp_up[e] : NULL,
+                                        L->exp_gate_up ? &L->exp_gate_up[e] : NULL, L->exp_down ? &L->exp_down[e] : NULL};
+            for (size_t i = 0; i < sizeof ex / sizeof *ex; i++)
+                if (ex[i] && int_weight(ex[i])) return true;
+        }
     }
     return false;
 }

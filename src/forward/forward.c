@@ -326,7 +326,8 @@ static int moe_ffn(fwd_state *s, const fwd_backend *be, int il, int T, nc_err *e
     if (be->get(s, s->moe.logits, logits, hp->n_expert, T, err)) return -1;
     for (int t = 0; t < T; t++) route(s, L, t);
     group_by_expert(s, T);
-    if (be->experts(s, &(fwd_experts){.L = L, .in = xn, .out = o, .T = T, .weight_input = hp->expert_weight_input}, err))
+    if (be->experts(s, &(fwd_experts){.L = L, .in = xn, .out = o, .T = T, .ready = ready,
+                                       .weight_input = hp->expert_weight_input}, err))
         return -1;
     if (L->ffn_post_norm_2) be->norm(s, o, o, NULL, E, 1, L->ffn_post_norm_2, T, false);
     if (L->sh_gate.data) { /* the shared expert, on the same input */
