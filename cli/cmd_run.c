@@ -533,7 +533,7 @@ int cmd_run(int argc, char **argv) {
                                                                  : o.dec.n_samples,
                             .type_k = o.type_k, .type_v = o.type_v, .swa_full = o.prompt_cache != NULL, .fast = o.fast,
                             .n_gpu_layers = o.n_gpu_layers};
-    if (nc_context_new(&c, m, &cp, &err) ||
+    if (nc_context_new(&c, m, &cp, &err) || nc_ctx_policy_supported(c, &cx->policy, &err) ||
         cli_spec_open(&o.spec, m, &cp, &spec, &dm, &dc, &err))
         goto fail;
     int32_t n_saved = -1;

@@ -218,6 +218,9 @@ typedef struct nc_ctx_policy {
  * kept part that leaves nothing to evict (a context shift drops half of at least two cells) is
  * refused, naming the field. */
 int nc_ctx_policy_check(const nc_ctx_policy *p, int32_t n_ctx, int32_t n_prompt, bool bos_first, nc_err *err);
+/* Whether the context's model can drop tokens as the policy would: a context shift or attention
+ * sinks are refused on a model with recurrent layers (their state holds every token seen). */
+int nc_ctx_policy_supported(const nc_context *c, const nc_ctx_policy *p, nc_err *err);
 /* Apply the policy to a sequence whose first n_prompt tokens are its prompt: nc_kv_seq_shift or
  * nc_kv_seq_sink with their own shares. Returns the number of cells dropped (0 for NC_CTX_STOP),
  * or -1 with err set. */

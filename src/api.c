@@ -426,6 +426,13 @@ int nc_ctx_policy_check(const nc_ctx_policy *p, int32_t n_ctx, int32_t n_prompt,
     return nc_fail(err, "context policy: unknown mode %d", (int)p->mode);
 }
 
+int nc_ctx_policy_supported(const nc_context *c, const nc_ctx_policy *p, nc_err *err) {
+    if (p->mode == NC_CTX_STOP || !kv_recurrent(&c->fwd.kv)) return 0;
+    return nc_fail(err, "%s: this model's recurrent layers carry a state of every token seen, which cannot drop "
+                        "tokens (a context shift and attention sinks are for attention-only models)",
+                   p->mode == NC_CTX_SHIFT ? "context shift" : "attention sinks");
+}
+
 int32_t nc_kv_seq_make_room(nc_context *c, int32_t seq, const nc_ctx_policy *p, int32_t n_prompt, nc_err *err) {
     if (!seq_ok(c, seq)) return nc_fail(err, "sequence id %d is outside 0..%d", seq, kv_n_seq(&c->fwd.kv) - 1);
     const kv_cache *kv = &c->fwd.kv;

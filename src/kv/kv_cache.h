@@ -285,12 +285,17 @@ static inline bool kv_recurrent(const kv_cache *kv) { return kv->state_floats > 
  * the caller computes the tokens from there to n again. Equal to n for a cache without recurrent
  * state. */
 int32_t kv_state_restore_point(const kv_cache *kv, int32_t seq, int32_t n);
-/* The state of seq after its first n tokens, or after the latest checkpoint before them, into
- * out (state_floats): returns the tokens it absorbed (0, and zeros, when none holds them). */
-int32_t kv_state_at(const kv_cache *kv, int32_t seq, int32_t n, float *out);
+/* The states that hold prefixes of seq's first n tokens, its own now (when it has absorbed no more
+ * than n) and the checkpoints of its tokens (its own and shared ones): the latest `max` positions
+ * above 0, in increasing order, into pos[] and states[] (state_floats each, pointers into the
+ * cache, good until it changes). Returns how many. */
+int kv_state_prefixes(const kv_cache *kv, int32_t seq, int32_t n, int max, int32_t *pos, const float **states);
 /* seq's state, absorbing its first pos tokens: `bytes` (state_floats little-endian f32, as a
  * file holds them), or zeros when NULL. */
 void kv_state_set(kv_cache *kv, int32_t seq, const uint8_t *bytes, int32_t pos);
+/* A shared checkpoint of a state (bytes as kv_state_set reads them) after the first pos tokens
+ * of tok[] (a loaded file's earlier states, for the prefix cache). */
+void kv_state_offer(kv_cache *kv, const int32_t *tok, int32_t pos, const uint8_t *bytes);
 /* A checkpoint of seq's state now (its own: `after` says whether before or after a pass). */
 void kv_state_checkpoint(kv_cache *kv, int32_t seq, bool after);
 /* A shared checkpoint of seq's state now, found again by the hash of its tokens. */

@@ -25,6 +25,30 @@ static layer_mixer mixer_of(const binder *b, int il) {
     return a->attention;
 }
 
+/* A layer whose tensors do not fit its kind: the error says which key made it that kind. */
+static int kind_refused(const binder *b, int il, const model_layer *L) {
+    static const char *const name[] = {[MIXER_ATTENTION] = "an attention layer", [MIXER_NONE] = "an FFN alone",
+                                       [MIXER_MLA] = "a latent attention layer", [MIXER_DELTANET] = "a gated DeltaNet",
+                                       [MIXER_MAMBA2] = "a Mamba2 layer", [MIXER_SHORTCONV] = "a short convolution"};
+    const char *g = b->a->gguf;
+    size_t k = strlen(b->err->msg), n = sizeof b->err->msg;
+    char *msg = b->err->msg + k;
+    switch (b->a->layers) {
+    case LAYERS_INTERVAL:
+        snprintf(msg, n - k, " (layer %d is %s by %s.full_attention_interval %d)", il, name[L->mixer], g, b->interval);
+        break;
+    case LAYERS_KV_ZERO:
+        snprintf(msg, n - k, " (layer %d is %s by its %s.attention.head_count_kv %d)", il, name[L->mixer], g, head_kv_of(b, il));
+        break;
+    case LAYERS_HYBRID:
+        snprintf(msg, n - k, " (layer %d is %s by its %s.feed_forward_length %d and attention.head_count_kv %d)", il,
+                 name[L->mixer], g, ff_of(b, il), head_kv_of(b, il));
+        break;
+    case LAYERS_ATTENTION: break;
+    }
+    return -1;
+}
+
 /* ---- attention --------------------------------------------------------------------------- */
 
 /* The last layer before il with a cache of its own and il's kind of window: what a layer sharing
@@ -298,7 +322,7 @@ int bind_layer(binder *b, int il, model_layer *L) {
     case MIXER_SHORTCONV: rc = bind_shortconv(b, il, &L->ssm); break;
     case MIXER_NONE: L->ffn_norm = L->attn_norm; L->attn_norm = NULL; break; /* the block's one norm is its FFN's */
     }
-    if (rc) return -1;
+    if (rc) return kind_refused(b, il, L);
     /* A layer with a router is a mixture of experts, one without a dense FFN (Qwen3-MoE may mix
      * them); a layer of one block with a mixer has no FFN; an MLP's activation has no gate. */
     bool moe = hp->n_expert > 0 && bind_find(b, L_ROUTER, il, 0, name) != NULL;

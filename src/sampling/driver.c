@@ -176,7 +176,8 @@ int nc_generate(nc_context *c, const nc_model *m, const int32_t *prompt, int32_t
     if (n_prompt > n_ctx)
         return nc_fail(err, "the prompt has %d tokens, more than the context of %d", n_prompt, n_ctx);
     int32_t bos = nc_token_bos(m);
-    if (nc_ctx_policy_check(&p->context, n_ctx, n_prompt, bos >= 0 && prompt[0] == bos, err))
+    if (nc_ctx_policy_check(&p->context, n_ctx, n_prompt, bos >= 0 && prompt[0] == bos, err) ||
+        nc_ctx_policy_supported(c, &p->context, err))
         return nc_fail_prefix(err, "context policy");
     gen_run g = {.c = c, .n_prompt = n_prompt, .n_seq = n_seq, .n_ctx = n_ctx, .policy = p->context, .cb = cb,
                  .user = user};

@@ -769,7 +769,9 @@ static void sched_destroy(srv_sched *s) {
 int srv_sched_new(srv_sched **out, nc_context *c, const nc_model *m, const srv_sched_config *cfg, srv_metrics *metrics,
                   nc_err *err) {
     *out = NULL;
-    if (nc_ctx_policy_check(&cfg->context, nc_context_n_ctx(c), 0, false, err)) return -1;
+    if (nc_ctx_policy_check(&cfg->context, nc_context_n_ctx(c), 0, false, err) ||
+        nc_ctx_policy_supported(c, &cfg->context, err))
+        return -1;
     srv_sched *s = calloc(1, sizeof *s);
     if (!s) return fail_msg(err, "out of memory");
     nc_model_info info;

@@ -2,8 +2,8 @@
  * refused with a message that starts with the file's name, holding nothing, or give a view that
  * keeps the parser's promises (a layer table whose widths are whole blocks of their types and
  * make the cell bytes and state the header says; sizes that add up to the input's: header and
- * table, tokens and positions, the rows of each layer with cells, the state, the checksum; tokens
- * and increasing positions, no more exact cells than cells, a state absorbing no more tokens than
+ * table, tokens and positions, the rows of each layer with cells, the states, the checksum; tokens
+ * and increasing positions, no more exact cells than cells, states absorbing increasing counts of
  * the cells, finite elements); a parsed file is then checked against identities that match it or
  * differ from it in one field. A mutated file almost never keeps its checksum, so every input is
  * also parsed with its last 8 bytes replaced by the right checksum: what lies behind the checksum
@@ -68,31 +68,34 @@ static void parse_one(const uint8_t *data, size_t size) {
         return;
     }
     check(v.n_cells >= 1 && v.n_cells <= KV_FILE_MAX_CELLS && v.n_exact >= 0 && v.n_exact <= v.n_cells &&
-          v.state_pos >= 0 && v.state_pos <= v.n_cells);
+          v.n_states >= 0 && v.n_states <= KV_FILE_MAX_STATES && (v.state_floats || !v.n_states));
+    for (int32_t k = 0; k < v.n_states; k++)
+        check(v.state_pos[k] >= 1 && v.state_pos[k] <= v.n_cells && (k == 0 || v.state_pos[k] > v.state_pos[k - 1]));
     check(v.id.arch[sizeof v.id.arch - 1] == 0 && v.id.name[sizeof v.id.name - 1] == 0);
     check(v.id.n_layer >= 1 && v.id.n_layer <= KV_FILE_MAX_LAYERS && v.id.layers == v.layers);
     /* the layer table: widths of whole blocks, values only beside keys; what it makes */
     size_t cell = 0, state = 0;
     for (uint32_t l = 0; l < v.id.n_layer; l++) {
         const kv_file_layer *L = &v.layers[l];
-        size_t kb = kv_file_row_bytes(v.id.type_k, L->k_dim), vb = kv_file_row_bytes(v.id.type_v, L->v_dim);
+        uint32_t type_k = L->k_dim && !L->v_dim ? kv_latent_type(v.id.type_k) : v.id.type_k; /* latent rows: theirs */
+        size_t kb = kv_file_row_bytes(type_k, L->k_dim), vb = kv_file_row_bytes(v.id.type_v, L->v_dim);
         check((kb > 0) == (L->k_dim > 0) && (vb > 0) == (L->v_dim > 0) && (L->k_dim > 0 || L->v_dim == 0));
         cell += kb + vb;
         state += L->state;
     }
     check(v.cell_bytes == cell && v.cell_bytes == kv_file_cell_bytes(&v.id) && v.state_floats == state);
-    /* sizes adding up: the table, tokens and positions, each layer's rows, the state, the checksum */
+    /* sizes adding up: the table, tokens and positions, each layer's rows, the states, the checksum */
     const uint8_t *p = data + KV_FILE_HEADER + 12 * (size_t)v.id.n_layer + 8 * (size_t)v.n_cells;
     check(v.rows == p);
-    for (uint32_t l = 0; l < v.id.n_layer; l++)
-        p += (size_t)v.n_cells * (kv_file_row_bytes(v.id.type_k, v.layers[l].k_dim) +
-                                  kv_file_row_bytes(v.id.type_v, v.layers[l].v_dim));
-    check(v.state == p && v.state + 4 * v.state_floats + 8 == data + size);
+    p += (size_t)v.n_cells * v.cell_bytes;
+    for (int32_t k = 0; k < v.n_states; k++, p += 4 + 4 * v.state_floats) check(v.states[k] == p + 4);
+    check(p + 8 == data + size);
     for (int32_t c = 0; c < v.n_cells; c++)
         check(v.tokens[c] >= 0 && v.pos[c] >= 0 && (c == 0 || v.pos[c] > v.pos[c - 1]));
-    for (size_t i = 0; i < v.state_floats; i++) check(!non_finite(v.state + 4 * i, 4));
+    for (int32_t k = 0; k < v.n_states; k++)
+        for (size_t i = 0; i < v.state_floats; i++) check(!non_finite(v.states[k] + 4 * i, 4));
     if (v.cell_bytes) sink += v.rows[0] + v.rows[(size_t)v.n_cells * v.cell_bytes - 1];
-    if (v.state_floats) sink += v.state[0] + v.state[4 * v.state_floats - 1];
+    if (v.n_states) sink += v.states[0][0] + v.states[v.n_states - 1][4 * v.state_floats - 1];
     check_ids(&v);
     kv_file_view_free(&v);
 }

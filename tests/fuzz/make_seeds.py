@@ -13,7 +13,7 @@ committed):
                                      Q8_0, Q4_0, one or several layers and cells, positions with
                                      gaps, moved cells; layer tables with layers of their own widths,
                                      layers without cells, values inside the keys (v_dim 0) and
-                                     recurrent state, absorbing all the cells or fewer), checksummed
+                                     recurrent states after all the cells or fewer, several), checksummed
                                      as src/kv/kv_file.h says."""
 import json
 import os
@@ -254,23 +254,27 @@ def kv_row(t, xs):
     return out
 
 
-def kv_file(layers, tk, tv, tokens, positions, arch=b"llama", name=b"seed", n_exact=None, state_pos=None):
-    """layers: [(k_dim, v_dim, state)] (k_dim 0: no cells; v_dim 0 with keys: values inside the keys)."""
+def kv_file(layers, tk, tv, tokens, positions, arch=b"llama", name=b"seed", n_exact=None, states=None):
+    """layers: [(k_dim, v_dim, state)] (k_dim 0: no cells; v_dim 0 with keys: values inside the keys,
+    kept in F32 where the keys are F16); states: the positions of the states saved (default: one
+    after every cell when there is state)."""
     n_cells = len(tokens)
     n_exact = n_cells if n_exact is None else n_exact
     n_state = sum(st for _, _, st in layers)
-    state_pos = (n_cells if n_state else 0) if state_pos is None else state_pos
-    keys = lambda layer, cell, n: kv_row(tk, [layer + cell / 8 + d / 64 for d in range(n)]) if n else b""
+    states = ([n_cells] if n_state else []) if states is None else states
+    key_type = lambda v: F32 if v == 0 and tk == F16 else tk
+    keys = lambda layer, cell, n, v: kv_row(key_type(v), [layer + cell / 8 + d / 64 for d in range(n)]) if n else b""
     values = lambda layer, cell, n: kv_row(tv, [-layer - cell / 16 - d / 32 for d in range(n)]) if n else b""
-    cell_bytes = sum(len(keys(0, 0, k)) + len(values(0, 0, v)) for k, v, _ in layers)
+    cell_bytes = sum(len(keys(0, 0, k, v)) + len(values(0, 0, v)) for k, v, _ in layers)
     head = b"NCKV" + struct.pack("<IQ", 2, 0x0123456789ABCDEF) + arch.ljust(32, b"\0") + name.ljust(64, b"\0")
-    head += struct.pack("<8I", len(layers), state_pos, tk, tv, cell_bytes, n_state, n_cells, n_exact)
+    head += struct.pack("<8I", len(layers), len(states), tk, tv, cell_bytes, n_state, n_cells, n_exact)
     head += b"".join(struct.pack("<3I", k, v, st) for k, v, st in layers)
     body = struct.pack("<%di" % n_cells, *tokens) + struct.pack("<%di" % n_cells, *positions)
     for layer, (k, v, _) in enumerate(layers):
         for cell in range(n_cells if k else 0):
-            body += keys(layer, cell, k) + values(layer, cell, v)
-    body += struct.pack("<%df" % n_state, *[(state_pos + i) / 7 - 1 for i in range(n_state)])
+            body += keys(layer, cell, k, v) + values(layer, cell, v)
+    for pos in states:
+        body += struct.pack("<I%df" % n_state, pos, *[(pos + i) / 7 - 1 for i in range(n_state)])
     data = head + body
     return data + struct.pack("<Q", nc_hash(data))
 
@@ -288,11 +292,13 @@ def main_kv():
     # values inside the keys (multi-head latent attention): v_dim 0
     write("kv_latent.bin", kv_file([(80, 0, 0), (8, 8, 0)], F16, F16, [3, 1, 4], [0, 1, 2], arch=b"deepseek2"))
     write("kv_latent_q8_0.bin", kv_file([(64, 0, 0)], Q8_0, Q4_0, [9, 8], [0, 1], arch=b"deepseek2"))
-    # recurrent state: beside attention layers, absorbing every cell or fewer (a checkpoint's), alone
+    # recurrent states: beside attention layers, after every cell or fewer (checkpoints'), several, alone
     write("kv_state.bin", kv_file([(8, 8, 0), (0, 0, 6), (0, 0, 3)], F16, F16, [1, 2, 3, 4], [0, 1, 2, 3],
                                   arch=b"jamba"))
     write("kv_state_behind.bin", kv_file([(0, 0, 5), (8, 8, 0)], F32, F16, [5, 6, 7, 8, 9], [0, 1, 2, 3, 4],
-                                         arch=b"qwen3next", state_pos=2))
+                                         arch=b"qwen3next", states=[2]))
+    write("kv_states.bin", kv_file([(8, 8, 0), (0, 0, 3)], F16, F16, [1, 2, 3, 4, 5, 6], [0, 1, 2, 3, 4, 5],
+                                   arch=b"qwen35", states=[2, 5, 6]))
     write("kv_state_only.bin", kv_file([(0, 0, 4), (0, 0, 4)], F16, F16, [1, 2, 3], [0, 1, 2], arch=b"mamba"))
 
 

@@ -574,6 +574,20 @@ static bool state_is(const kv_cache *kv, int32_t seq, const int32_t *tok, int32_
     return kv->state_pos[seq] == n && !memcmp(kv_state(kv, 0, seq), want, kv->state_floats * sizeof(float));
 }
 
+/* Sequence 0's states of prefixes of tok[0..n), the latest max: at the positions want[0..k), each
+ * the state after them. */
+static bool prefix_states(const kv_cache *kv, const int32_t *tok, int32_t n, int max, const int32_t *want, int k) {
+    int32_t at[4];
+    const float *sts[4];
+    float exact[64];
+    if (kv_state_prefixes(kv, 0, n, max, at, sts) != k) return false;
+    for (int i = 0; i < k; i++) {
+        want_state(kv, tok, want[i], exact);
+        if (at[i] != want[i] || memcmp(sts[i], exact, kv->state_floats * sizeof(float))) return false;
+    }
+    return true;
+}
+
 /* tok[from..to) through seq as forward.c passes them: the sequence's own checkpoints before and
  * after a pass of several tokens, a shared one where a token completes a block, the state
  * absorbing each token. */
@@ -614,7 +628,6 @@ static void check_recurrent(void) {
     other[5] = 9999;
     for (int i = 15; i < 600; i++) alt[i] = 5000 + i;
     for (int i = 0; i < 8; i++) a[i] = 300 + i, b[i] = 400 + i, c[i] = 500 + i;
-    float st[8];
 
     /* seq 1 lets go of tok[0..8): a shared checkpoint there; its state is back at nothing */
     pass(&kv, 1, tok, 0, 8);
@@ -630,11 +643,15 @@ static void check_recurrent(void) {
     CHECK(kv_state_restore_point(&kv, 0, 25) == 20 && kv_state_restore_point(&kv, 0, 20) == 20);
     CHECK(kv_state_restore_point(&kv, 0, 17) == 15 && kv_state_restore_point(&kv, 0, 15) == 15);
     CHECK(kv_state_restore_point(&kv, 0, 12) == 8 && kv_state_restore_point(&kv, 0, 7) == 0);
-    float want[8];
-    CHECK(kv_state_at(&kv, 0, 20, st) == 20 && (want_state(&kv, tok, 20, want), !memcmp(st, want, sizeof st)));
-    CHECK(kv_state_at(&kv, 0, 17, st) == 15 && (want_state(&kv, tok, 15, want), !memcmp(st, want, sizeof st)));
-    CHECK(kv_state_at(&kv, 0, 12, st) == 8 && (want_state(&kv, tok, 8, want), !memcmp(st, want, sizeof st)));
-    CHECK(kv_state_at(&kv, 0, 5, st) == 0 && (want_state(&kv, tok, 0, want), !memcmp(st, want, sizeof st)));
+    /* the states of its prefixes: its own now, its own checkpoints, the shared one at 8; the
+     * latest `max` of them, each the state after its position */
+    int32_t at[4];
+    const float *sts[4];
+    CHECK(prefix_states(&kv, tok, 20, 4, (int32_t[]){8, 15, 20}, 3));
+    CHECK(prefix_states(&kv, tok, 20, 2, (int32_t[]){15, 20}, 2));
+    CHECK(prefix_states(&kv, tok, 17, 4, (int32_t[]){8, 15}, 2));
+    CHECK(prefix_states(&kv, tok, 12, 4, (int32_t[]){8}, 1));
+    CHECK(kv_state_prefixes(&kv, 0, 5, 4, at, sts) == 0);
     /* a sequence whose tokens differ at 5 finds none of tok's checkpoints */
     pass(&kv, 2, other, 0, 20);
     CHECK(kv_state_restore_point(&kv, 2, 12) == 0 && kv_state_restore_point(&kv, 2, 19) == 0);

@@ -13,6 +13,7 @@
 #include "format/ggml_types.h"
 #include "kv/kv_cache.h"
 #include "kv/kv_file.h"
+#include "kv/kv_state.h"
 #include "test.h"
 #include "test_files.h"
 
@@ -125,10 +126,10 @@ static void check_round_trip(uint32_t tk, uint32_t tv) {
     size_t len = 0;
     CHECK_MSG(parse_file(path, &v, &data, &len, &err) == 0, "%s", err.msg);
     CHECK(len == bytes && v.n_cells == 300 && v.id.n_layer == 3 && v.id.type_k == tk && v.id.type_v == tv &&
-          v.cell_bytes == 3 * (row_bytes(tk, 64) + row_bytes(tv, 64)) && v.state_floats == 0 && v.state_pos == 0);
+          v.cell_bytes == 3 * (row_bytes(tk, 64) + row_bytes(tv, 64)) && v.state_floats == 0 && v.n_states == 0);
     for (int l = 0; l < 3; l++)
         CHECK(v.id.layers == v.layers && v.layers[l].k_dim == 64 && v.layers[l].v_dim == 64 && v.layers[l].state == 0);
-    CHECK(v.rows == data + KV_FILE_HEADER + 3 * 12 + 8 * 300 && v.state == data + len - 8);
+    CHECK(v.rows == data + KV_FILE_HEADER + 3 * 12 + 8 * 300 && v.rows + 300 * v.cell_bytes == data + len - 8);
     CHECK(!strcmp(v.id.arch, "llama") && !strcmp(v.id.name, "test model") && v.id.fingerprint == test_model.fingerprint);
     kv_file_layer layers[3], layers_of[3];
     kv_file_id want = id_of(&a, layers), of = kv_file_id_of(&a, &test_model, layers_of);
@@ -322,7 +323,9 @@ static void check_hostile(void) {
     refused(d, n, 112, zero, 4, true, n, "n_layer 0 (offset 112)");
     refused(d, n, 112, "\1\20\0\0", 4, true, n, "n_layer 4097 (offset 112) is outside 1..4096");
     refused(d, n, 112, "\240\17\0\0", 4, true, n, "too short for the table of its 4000 layers");
-    refused(d, n, 116, big, 4, true, n, "state_pos 2147483647 (offset 116) is more than n_cells 5");
+    refused(d, n, 116, big, 4, true, n, "n_states 2147483647 (offset 116) is more than 4");
+    refused(d, n, 116, &one, 1, true, n, "n_states 255 (offset 116) is more than 4");
+    refused(d, n, 116, "\1\0\0\0", 4, true, n, "n_states 1 (offset 116) for a cache without recurrent state");
     refused(d, n, 124, &one, 1, true, n, "value type type 255 (offset 124)");
     refused(d, n, 120, q8, 4, true, n, "layer 0 (offset 144): key width 4 is not whole blocks of 32 Q8_0 elements");
     refused(d, n, 124, q8, 4, true, n, "layer 0 (offset 148): value width 4 is not whole blocks of 32 Q8_0 elements");
@@ -353,8 +356,9 @@ static void check_hostile(void) {
     memcpy(e + table + 12 + 4, zero, 4);
     refused(e, n, 128, "\20\0\0\0", 4, true, n, "the file is longer than that");
     free(e);
-    e = patched(d, n, table + 12 + 8, "\3\0\0\0", 4); /* 3 floats of state the file does not have */
-    refused(e, n, 132, "\3\0\0\0", 4, true, n, "3 floats of state) makes 388: the file is truncated");
+    e = patched(d, n, table + 12 + 8, "\3\0\0\0", 4); /* a state of 3 floats the file does not have */
+    memcpy(e + 132, "\3\0\0\0", 4);
+    refused(e, n, 116, "\1\0\0\0", 4, true, n, "1 states of 3 floats) makes 392: the file is truncated");
     free(e);
 
     /* an intact file of another model, shape, type or vocabulary */
@@ -458,10 +462,11 @@ static void pass(kv_cache *kv, int32_t seq, int32_t from, int32_t to) {
     kv_state_checkpoint(kv, seq, true);
 }
 
-/* A file of per-layer shapes and a recurrent state: the layer table says each layer's keys,
+/* A file of per-layer shapes and recurrent states: the layer table says each layer's keys,
  * values (0: inside the keys; none without cells) and state; rows are written for the layers with
- * cells only; the state goes and comes back bit for bit, the one at the latest checkpoint at or
- * before the cells saved; loading fewer cells than it absorbed restores nothing of it. */
+ * cells only; the states of the saved cells' prefixes (the sequence's at its end, its checkpoint
+ * before its last pass) go and come back bit for bit; loaded, the latest at or before the cells
+ * asked for is the sequence's and the earlier ones shared checkpoints. */
 static void check_state_file(void) {
     kv_cache a, b, c;
     nc_err err;
@@ -477,29 +482,35 @@ static void check_state_file(void) {
     uint64_t bytes = 0;
     size_t cell = 2 * 64 * 2 + 80 * 4; /* two heads of keys and values in F16, a latent row in F32 */
     CHECK_MSG(kv_seq_save(&a, 1, 20, &test_model, path, &bytes, &err) == 0, "%s", err.msg);
-    CHECK(bytes == KV_FILE_HEADER + 4 * 12 + 8 * 20 + 20 * cell + 9 * 4 + 8);
+    CHECK(bytes == KV_FILE_HEADER + 4 * 12 + 8 * 20 + 20 * cell + 2 * (4 + 9 * 4) + 8);
     kv_file_view v;
     uint8_t *data;
     size_t len;
     CHECK_MSG(parse_file(path, &v, &data, &len, &err) == 0, "%s", err.msg);
     const kv_file_layer table[4] = {{64, 64, 0}, {0, 0, 6}, {80, 0, 0}, {0, 0, 3}};
-    CHECK(v.n_cells == 20 && v.state_pos == 20 && v.state_floats == 9 && v.cell_bytes == cell && v.id.n_layer == 4 &&
-          !memcmp(v.layers, table, sizeof table));
-    CHECK(v.rows == data + KV_FILE_HEADER + 48 + 160 && v.state == v.rows + 20 * cell && v.state + 36 + 8 == data + len);
+    CHECK(v.n_cells == 20 && v.n_states == 2 && v.state_pos[0] == 10 && v.state_pos[1] == 20 && v.state_floats == 9 &&
+          v.cell_bytes == cell && v.id.n_layer == 4 && !memcmp(v.layers, table, sizeof table));
+    CHECK(v.rows == data + KV_FILE_HEADER + 48 + 160 && v.states[0] == v.rows + 20 * cell + 4 &&
+          v.states[1] == v.states[0] + 36 + 4 && v.states[1] + 36 + 8 == data + len);
     bool same = true;
-    for (int i = 0; i < 9; i++) same = same && get32(v.state + 4 * i) == state_bits(20, i);
-    CHECK_MSG(same, "the file's state is not the sequence's, bit for bit");
+    for (int i = 0; i < 9; i++)
+        same = same && get32(v.states[0] + 4 * i) == state_bits(10, i) && get32(v.states[1] + 4 * i) == state_bits(20, i);
+    CHECK_MSG(same, "the file's states are not the sequence's, bit for bit");
     kv_file_layer want_layers[4];
     kv_file_id want = id_of(&a, want_layers);
     CHECK(!memcmp(want_layers, table, sizeof table) && kv_file_check(&v, &want, 500, path, &err) == 0);
-    /* all of it: cells and state */
+    /* all of it: cells and state; the earlier state a shared checkpoint */
     CHECK_MSG(kv_seq_load(&b, 0, &v, 20, path, &err) == 20, "%s", err.msg);
     CHECK(kv_seq_len(&b, 0) == 20 && same_cells(&a, 1, &b, 0, 20) && state_bits_are(&b, 0, 20));
     CHECK(kv_get_v(&b, 2, 0, 19, 63) == kv_get_v(&a, 2, 1, 19, 63) && kv_get_v(&b, 2, 0, 19, 63) == kv_get_k(&a, 2, 1, 19, 63));
-    /* fewer cells than the state absorbed: nothing of it, nor of the cells, to compute afresh */
-    CHECK(kv_seq_load(&b, 0, &v, 19, path, &err) == 0 && kv_seq_len(&b, 0) == 0 && state_bits_are(&b, 0, 0));
+    CHECK(kv_state_find(&b, v.tokens, 20) == 10);
+    /* fewer cells than the last state absorbed: the cells as far as the one before, the rest to
+     * compute afresh; fewer than any: nothing */
+    CHECK(kv_seq_load(&b, 0, &v, 19, path, &err) == 10 && kv_seq_len(&b, 0) == 10 && state_bits_are(&b, 0, 10) &&
+          same_cells(&a, 1, &b, 0, 10));
     CHECK(kv_seq_load(&b, 0, &v, 20, path, &err) == 20 && state_bits_are(&b, 0, 20));
-    CHECK(kv_seq_load(&b, 0, &v, 10, path, &err) == 0 && kv_seq_len(&b, 0) == 0 && state_bits_are(&b, 0, 0));
+    CHECK(kv_seq_load(&b, 0, &v, 10, path, &err) == 10 && state_bits_are(&b, 0, 10));
+    CHECK(kv_seq_load(&b, 0, &v, 9, path, &err) == 0 && kv_seq_len(&b, 0) == 0 && state_bits_are(&b, 0, 0));
     /* a cache of another shape: values of their own in the latent layer, or another state */
     kv_layer_config other[4];
     memcpy(other, mixed, sizeof other);
@@ -516,21 +527,28 @@ static void check_state_file(void) {
     CHECK(kv_seq_load(&c, 0, &v, 20, path, &err) == -1 && has(&err, "layer 3's shape"));
     kv_free(&c);
     cfg.layers = mixed;
-    /* the state of a file is checked like its rows: every float finite; state_pos within the cells */
-    size_t at = (size_t)(v.state - data);
-    refused(data, len, at + 8, "\0\0\300\177", 4, true, len, "element 2 of the recurrent state");
+    /* the states of a file are checked like its rows: every float finite; their positions
+     * increasing within the cells; the count within the limit and the size */
+    size_t at = (size_t)(v.states[1] - data), p0 = (size_t)(v.states[0] - data) - 4, p1 = at - 4;
+    refused(data, len, at + 8, "\0\0\300\177", 4, true, len, "element 2 of recurrent state 1");
     char needle[96];
-    snprintf(needle, sizeof needle, "element 8 of the recurrent state (offset %zu) is not finite", at + 32);
+    snprintf(needle, sizeof needle, "element 8 of recurrent state 1 (offset %zu) is not finite", at + 32);
     refused(data, len, at + 32, "\0\0\200\377", 4, true, len, needle);
-    refused(data, len, 116, "\25\0\0\0", 4, true, len, "state_pos 21 (offset 116) is more than n_cells 20");
+    snprintf(needle, sizeof needle, "the position of recurrent state 0 (offset %zu) is 21, outside 1..n_cells", p0);
+    refused(data, len, p0, "\25\0\0\0", 4, true, len, needle);
+    refused(data, len, p0, "\0\0\0\0", 4, true, len, "is 0, outside 1..n_cells");
+    snprintf(needle, sizeof needle, "the position of recurrent state 1 (offset %zu) is 10, not after the previous", p1);
+    refused(data, len, p1, "\12\0\0\0", 4, true, len, needle);
+    refused(data, len, 116, "\5\0\0\0", 4, true, len, "n_states 5 (offset 116) is more than 4");
+    refused(data, len, 116, "\1\0\0\0", 4, true, len, "1 states of 9 floats) makes");
     kv_file_view_free(&v);
     free(data);
 
-    /* 15 of the 20 cells: the state of the latest checkpoint at or before them, after 10 */
+    /* 15 of the 20 cells: the states at or before them, after 10 */
     CHECK(kv_seq_save(&a, 1, 15, &test_model, path, &bytes, &err) == 0);
-    CHECK(parse_file(path, &v, &data, &len, &err) == 0 && v.n_cells == 15 && v.state_pos == 10);
+    CHECK(parse_file(path, &v, &data, &len, &err) == 0 && v.n_cells == 15 && v.n_states == 1 && v.state_pos[0] == 10);
     same = true;
-    for (int i = 0; i < 9; i++) same = same && get32(v.state + 4 * i) == state_bits(10, i);
+    for (int i = 0; i < 9; i++) same = same && get32(v.states[0] + 4 * i) == state_bits(10, i);
     CHECK(same);
     CHECK(kv_seq_load(&b, 0, &v, 15, path, &err) == 10 && kv_seq_len(&b, 0) == 10 && state_bits_are(&b, 0, 10) &&
           same_cells(&a, 1, &b, 0, 10));
@@ -538,10 +556,10 @@ static void check_state_file(void) {
     CHECK(kv_seq_load(&b, 0, &v, 9, path, &err) == 0 && kv_seq_len(&b, 0) == 0 && state_bits_are(&b, 0, 0));
     kv_file_view_free(&v);
     free(data);
-    /* without a checkpoint at or before them, the state after nothing (state_pos 0): its cells
-     * are all computed again */
+    /* without a state at or before them, none (the state after nothing): its cells are all
+     * computed again */
     CHECK(kv_seq_save(&a, 1, 5, &test_model, path, NULL, &err) == 0);
-    CHECK(parse_file(path, &v, &data, &len, &err) == 0 && v.n_cells == 5 && v.state_pos == 0);
+    CHECK(parse_file(path, &v, &data, &len, &err) == 0 && v.n_cells == 5 && v.n_states == 0);
     CHECK(kv_seq_load(&b, 0, &v, 5, path, &err) == 0 && kv_seq_len(&b, 0) == 0 && state_bits_are(&b, 0, 0));
     kv_file_view_free(&v);
     free(data);
