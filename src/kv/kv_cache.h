@@ -44,8 +44,9 @@
  * checkpoints of it: a sequence's own (the state before its last pass that took several tokens,
  * and after it: a rejected speculation goes back to the first, a saved prompt ends at the second),
  * and shared ones found by the hash of the tokens they absorbed (at every block boundary of a
- * sequence whose cells hold positions 0.., and where such a sequence ends when it lets go of
- * them): the prefix cache of recurrent layers. Going back to position n takes the latest
+ * sequence whose cells hold positions 0.., and, when such a sequence lets go of its cells, at its
+ * end and at its own checkpoints, the end of its prompt among them; and a loaded file's states):
+ * the prefix cache of recurrent layers. Going back to position n takes the latest
  * checkpoint at or before n (kv_state_restore_point); the tokens between it and n are computed
  * again by the caller (forward.c), which gives the same state, bit for bit. */
 #ifndef NC_KV_CACHE_H
