@@ -17,7 +17,8 @@
 #  5. --context-shift (run, and a server): recurrent families refuse it before they start, saying
 #     why; the attention-only ones shift at a full context and go on;
 #  6. qwen35's start-up line counts KV bytes for its attention layers only and reports the
-#     recurrent state a sequence keeps, as `nucleus inspect`'s layer kinds say.
+#     recurrent state a sequence keeps, as `nucleus inspect`'s layer kinds say; deepseek2's names
+#     its latent rows; gemma4's default cache is F32.
 # Servers are sanitized (build/san/nucleus), as are the speculative runs; the other CLI runs use
 # the release build (build/nucleus: the sanitized one takes ~0.2 s a run, ten times longer, and
 # these runs are many) to keep the script near a minute on two cores. Every server exits 0 on
@@ -242,4 +243,13 @@ print("%.1f KiB per token, recurrent state %.1f KiB a sequence" % (per_token / 1
 PY
 )
 expect_in "qwen35: the start-up line" "$want" "$(grep '^\[kv cache\]' "$tmp/kv.err")"
+# deepseek2 caches one latent row a token and layer (kv_lora_rank + the rotated dims), kept in F32
+# when F16 is asked; gemma4's default cache is F32 (its unscaled attention), f16 when asked
+run_kv() { "$REL" run -t 2 -p "Hello" -n 1 "$@" 2>&1 >/dev/null | grep '^\[kv cache\]'; }
+expect_in "deepseek2: latent rows in F32, 4 layers x (64 + 16) x 4 bytes" \
+    "[kv cache] keys f16, values f16 (latent f32): 1.2 KiB per token" "$(run_kv -m "$SHARED/archs/deepseek2/deepseek2-f32.gguf")"
+expect_in "gemma4: the default cache" "[kv cache] keys f32, values f32:" "$(run_kv -m "$SHARED/archs/gemma4/gemma4-f32.gguf")"
+expect_in "gemma4: f16 when asked" "[kv cache] keys f16, values f16:" \
+    "$(run_kv -m "$SHARED/archs/gemma4/gemma4-f32.gguf" --cache-type f16)"
+expect_in "qwen3: the default cache" "[kv cache] keys f16, values f16:" "$(run_kv -m "$SHARED/archs/qwen3/qwen3-f16.gguf")"
 finish
