@@ -84,6 +84,8 @@ int nc_vocab_file_load(nc_vocab_file **out, const char *path, nc_err *err);
 void nc_vocab_file_free(nc_vocab_file *v);
 int nc_vocab_file_tokenize(const nc_vocab_file *v, const char *text, size_t len, bool add_special,
                            bool parse_special, int32_t *out, int cap, nc_err *err);
+/* The bytes of one token, as nc_token_piece gives them. */
+int nc_vocab_file_piece(const nc_vocab_file *v, int32_t id, char *buf, int cap);
 
 /* Streaming detokenizer: text comes out only when it ends on a complete UTF-8 character. */
 typedef struct nc_detok nc_detok;
