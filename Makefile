@@ -45,11 +45,14 @@ REL_CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/rel/%.o)
 SAN_CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/san/%.o)
 UNIT_BIN    := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%)
 
-.PHONY: all test unit clean fuzz deps
+.PHONY: all test unit clean fuzz deps test-deps
 all: $(BUILD)/nucleus
 
+# What building and running need (make deps); that and what the tests need (make test-deps).
 deps:
 	bash scripts/install-deps.sh
+test-deps:
+	bash scripts/install-deps.sh --test
 
 isa_flags = $(if $(findstring _avx512,$1),$(AVX512_FLAGS),$(if $(findstring _avx2,$1),$(AVX2_FLAGS),$(if $(findstring _neon_dot,$1),$(HOST_NEON_DOT_FLAGS),$(if $(findstring _neon_i8mm,$1),$(HOST_NEON_I8MM_FLAGS),))))
 
