@@ -15,6 +15,10 @@
 extern "C" {
 #endif
 
+/* The library is compiled with hidden visibility: what this header declares is what
+ * libnucleus.so exports. */
+#pragma GCC visibility push(default)
+
 #define NC_ERR_MAX 512
 typedef struct nc_err {
     char msg[NC_ERR_MAX];
@@ -699,6 +703,8 @@ int nc_beam_search(nc_context *c, const nc_model *m, const int32_t *prompt, int3
                    const nc_beam_params *bp, const nc_sampler_params *processing, const nc_stop_params *stop,
                    nc_beam_result *out, nc_err *err);
 void nc_beam_result_free(nc_beam_result *r);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }
