@@ -220,7 +220,7 @@ install: $(BUILD)/nucleus lib scripts/nucleus.pc.in
 	@# The dynamic linker's cache learns of the new library (a staged install leaves that to its package).
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi
 
-# Benchmarks that are not part of `make test` (see bench/ and README's Performance section).
+# Benchmarks that are not part of `make test` (see bench/ and docs/performance.md).
 $(BUILD)/tokenize_bench: bench/tokenize_bench.c $(BUILD)/rel/libnucleus.a
 	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS)
 $(BUILD)/kernels_bench: bench/kernels_bench.c $(BUILD)/rel/libnucleus.a

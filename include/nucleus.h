@@ -30,7 +30,7 @@ typedef struct nc_model nc_model;
 
 /* Open a model: a GGUF file or a Hugging Face directory (config.json, safetensors, tokenizer).
  * Validates it, binds every tensor (mmapped, not copied) and loads the tokenizer. Architectures
- * and element types: README's Supported section; an unsupported one is an error naming it. */
+ * and element types: docs/models.md; an unsupported one is an error naming it. */
 int nc_model_load(nc_model **out, const char *path, nc_err *err);
 void nc_model_free(nc_model *m);
 
@@ -108,7 +108,7 @@ typedef struct nc_context nc_context;
 /* Element types of the KV cache, as llama.cpp names them (--cache-type-k / --cache-type-v):
  * f16, f32, and GGML's q8_0 / q4_0 blocks (32 elements and an f16 scale: 34 / 18 bytes per 32),
  * which take about half / a quarter of f16's memory and move the log-probabilities further from
- * the exact ones (README, Correctness). The quantised types need a head_dim that is a multiple of
+ * the exact ones (docs/correctness.md). The quantised types need a head_dim that is a multiple of
  * 32; nc_context_new refuses them for other models. NC_CACHE_DEFAULT is the model's default: f16,
  * or f32 for an architecture whose attention F16's rounding moves far (Gemma 4: q and k
  * RMS-normed and not scaled down, so a key's rounding reaches the logits whole);
@@ -282,7 +282,7 @@ typedef struct nc_kv_stats {
 } nc_kv_stats;
 void nc_kv_get_stats(const nc_context *c, nc_kv_stats *out);
 
-/* Saving a sequence's cache to a file and loading it back (README: "Saving the KV cache"). The
+/* Saving a sequence's cache to a file and loading it back (docs/kv-cache.md). The
  * file holds a fingerprint of the model (architecture, hyper-parameters, a sample of every
  * weight), the cache's shape and key and value types, the cells' tokens and positions, their keys and
  * values as the cache stores them, and a checksum; a file from another model or cache, truncated
@@ -330,7 +330,7 @@ int32_t nc_sample_temperature(const float *logits, int32_t n, float temp, nc_rng
 /* ---- Decoding: the sampler chain, stop rules, generation, beam search --------------------- */
 
 /* A JSON Schema as a GBNF grammar (for nc_sampler_params.grammar) generating JSON text valid
- * against it (README, Structured output, lists the keywords supported and refused). The rule for
+ * against it (docs/structured-output.md lists the keywords supported and refused). The rule for
  * the schema's value is named root_name (NULL: "root"); every other rule it emits is named
  * root_name followed by '-', so conversions with different root names can be concatenated into
  * one grammar beside rules of the caller's own. Whitespace: between two JSON tokens at most one
@@ -411,7 +411,7 @@ typedef struct nc_sampler_params {
                                    the grammar is set to -inf, end-of-generation tokens are allowed
                                    only where the grammar can be complete; where nothing else can
                                    follow they alone remain, overriding min_tokens and ignore_eos
-                                   (README, Structured output) */
+                                   (docs/structured-output.md) */
 } nc_sampler_params;
 
 /* llama.cpp's defaults: temp 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_last_n 64,
