@@ -269,6 +269,18 @@ rm "$tmp/clone/models/stories260K.gguf"
 expect_err "no default model" "default model is not in its places: $tmp/clone/build/share/nucleus/stories260K.gguf, $tmp/clone/build/models/stories260K.gguf, $tmp/clone/models/stories260K.gguf" \
     "$tmp/clone/build/san/nucleus" run -p "Once upon a time"
 expect_eq "no default model: exit status 2" "$("$tmp/clone/build/san/nucleus" run -p x 2>/dev/null; echo $?)" 2
+# The release binary sits one level below models/ (build/nucleus: the README's first command).
+if [ -x build/nucleus ]; then
+    rel_bin=$(cd build && pwd)/nucleus
+    expect_eq "build/nucleus's default model from another directory" \
+        "$(cd "$tmp" && "$rel_bin" run -p "Once upon a time" -n 16 --temp 0 2>/dev/null)" "$want"
+    cp build/nucleus "$tmp/clone/build/nucleus"
+    cp models/stories260K.gguf "$tmp/clone/models/"
+    expect_eq "build/nucleus in a fresh tree" "$(cd / && "$tmp/clone/build/nucleus" run -p "Once upon a time" -n 16 --temp 0 2>/dev/null)" "$want"
+    rm "$tmp/clone/models/stories260K.gguf"
+else
+    echo "SKIPPED: build/nucleus is not built (make): its default model was not checked"
+fi
 expect_eq "NUCLEUS_MODEL overrides" "$(NUCLEUS_MODEL="$STORIES" "$tmp/clone/build/san/nucleus" run -p "Once upon a time" -n 16 --temp 0 2>/dev/null)" "$want"
 
 echo "cli: $pass passed, $fail failed"
