@@ -6,7 +6,10 @@ BUILD   ?= build
 CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter
 INC     := -Iinclude -Isrc -I$(BUILD)/gen
-REL_CFLAGS := $(CSTD) $(WARN) $(INC) -O2 -g -fno-math-errno
+# Release objects also make libnucleus.so: position-independent, and hidden but for what
+# include/nucleus.h declares (its declarations are marked default), so the library's own calls
+# stay direct and only the nc_* interface is exported.
+REL_CFLAGS := $(CSTD) $(WARN) $(INC) -O2 -g -fno-math-errno -fPIC -fvisibility=hidden
 SAN_CFLAGS := $(CSTD) $(WARN) $(INC) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 LDLIBS  := -lm -lpthread -lpcre2-8 -lcjson -lmicrohttpd
 
@@ -45,17 +48,25 @@ REL_CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/rel/%.o)
 SAN_CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/san/%.o)
 UNIT_BIN    := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%)
 
-.PHONY: all test unit clean fuzz deps
+.PHONY: all test unit clean fuzz deps test-deps lib install examples
 all: $(BUILD)/nucleus
 
+# What building and running need (make deps); that and what the tests need (make test-deps).
 deps:
 	bash scripts/install-deps.sh
+test-deps:
+	bash scripts/install-deps.sh --test
 
 isa_flags = $(if $(findstring _avx512,$1),$(AVX512_FLAGS),$(if $(findstring _avx2,$1),$(AVX2_FLAGS),$(if $(findstring _neon_dot,$1),$(HOST_NEON_DOT_FLAGS),$(if $(findstring _neon_i8mm,$1),$(HOST_NEON_I8MM_FLAGS),))))
 
-$(BUILD)/rel/%.o: %.c
+$(BUILD)/rel/%.o: %.c $(BUILD)/gen/rel_cflags.flag
 	@mkdir -p $(dir $@)
 	$(CC) $(REL_CFLAGS) $(call isa_flags,$<) -MMD -MP -c $< -o $@
+# The release flags, rewritten when they change, so the objects are compiled again (a shared
+# library cannot take objects compiled without -fPIC).
+$(BUILD)/gen/rel_cflags.flag: FORCE
+	@mkdir -p $(dir $@)
+	@[ -f $@ ] && [ "$$(cat $@)" = "$(REL_CFLAGS)" ] || echo "$(REL_CFLAGS)" > $@
 $(BUILD)/san/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(SAN_CFLAGS) $(call isa_flags,$<) -MMD -MP -c $< -o $@
@@ -66,7 +77,7 @@ $(BUILD)/embed: scripts/embed.c
 $(GEN_SRC): $(BUILD)/embed $(WEB_FILES)
 	@mkdir -p $(dir $@)
 	$(BUILD)/embed $@ $(WEB_FILES)
-$(BUILD)/rel/gen/%.o: $(BUILD)/gen/%.c
+$(BUILD)/rel/gen/%.o: $(BUILD)/gen/%.c $(BUILD)/gen/rel_cflags.flag
 	@mkdir -p $(dir $@)
 	$(CC) $(REL_CFLAGS) -MMD -MP -c $< -o $@
 $(BUILD)/san/gen/%.o: $(BUILD)/gen/%.c
@@ -75,6 +86,14 @@ $(BUILD)/san/gen/%.o: $(BUILD)/gen/%.c
 
 $(BUILD)/rel/libnucleus.a: $(REL_LIB_OBJ)
 	@rm -f $@; ar rcs $@ $^
+# The shared library (the CPU backend; CUDA builds link src/cuda into the binary only). Its soname
+# changes with SOVERSION, when include/nucleus.h changes in a way older programs cannot use.
+VERSION   := 0.1.0
+SOVERSION := 0
+$(BUILD)/rel/libnucleus.so.$(VERSION): $(REL_LIB_OBJ) scripts/libnucleus.map
+	$(CC) -shared -Wl,-soname,libnucleus.so.$(SOVERSION) -Wl,--version-script=scripts/libnucleus.map \
+	    -o $@ $(REL_LIB_OBJ) $(LDLIBS)
+lib: $(BUILD)/rel/libnucleus.a $(BUILD)/rel/libnucleus.so.$(VERSION)
 $(BUILD)/san/libnucleus.a: $(SAN_LIB_OBJ)
 	@rm -f $@; ar rcs $@ $^
 
@@ -171,7 +190,37 @@ $(BUILD)/san/tests/%: tests/unit/%.c $(BUILD)/san/libnucleus.a
 
 unit: $(UNIT_BIN)
 
-# Benchmarks that are not part of `make test` (see bench/ and README's Performance section).
+# examples/: programs that use the library as its users do, through include/nucleus.h alone
+# (tests/e2e/install.sh builds them against an installed copy with pkg-config).
+EXAMPLE_BIN := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
+$(BUILD)/examples/%: examples/%.c $(BUILD)/rel/libnucleus.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -Iinclude -O2 -o $@ $< $(BUILD)/rel/libnucleus.a $(LDLIBS)
+examples: $(EXAMPLE_BIN)
+
+# make install [PREFIX=/usr/local] [DESTDIR=...]: the binary, the libraries, the header, a
+# pkg-config file and the default model (the binary finds it in PREFIX/share/nucleus).
+PREFIX  ?= /usr/local
+LIBDIR  ?= $(PREFIX)/lib
+INSTALL ?= install
+install: $(BUILD)/nucleus lib scripts/nucleus.pc.in
+	$(INSTALL) -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include \
+	    $(DESTDIR)$(PREFIX)/share/nucleus $(DESTDIR)$(PREFIX)/share/doc/nucleus
+	$(INSTALL) -m 755 $(BUILD)/nucleus $(DESTDIR)$(PREFIX)/bin/nucleus
+	$(INSTALL) -m 755 $(BUILD)/rel/libnucleus.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
+	ln -sf libnucleus.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libnucleus.so.$(SOVERSION)
+	ln -sf libnucleus.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libnucleus.so
+	$(INSTALL) -m 644 $(BUILD)/rel/libnucleus.a $(DESTDIR)$(LIBDIR)/
+	$(INSTALL) -m 644 include/nucleus.h $(DESTDIR)$(PREFIX)/include/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@VERSION@|$(VERSION)|' \
+	    -e 's|@LIBS@|$(LDLIBS)|' scripts/nucleus.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/nucleus.pc
+	$(INSTALL) -m 644 models/stories260K.gguf $(DESTDIR)$(PREFIX)/share/nucleus/
+	$(INSTALL) -m 644 models/README.md $(DESTDIR)$(PREFIX)/share/nucleus/README.md
+	$(INSTALL) -m 644 LICENSE $(DESTDIR)$(PREFIX)/share/doc/nucleus/
+	@# The dynamic linker's cache learns of the new library (a staged install leaves that to its package).
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi
+
+# Benchmarks that are not part of `make test` (see bench/ and docs/performance.md).
 $(BUILD)/tokenize_bench: bench/tokenize_bench.c $(BUILD)/rel/libnucleus.a
 	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS)
 $(BUILD)/kernels_bench: bench/kernels_bench.c $(BUILD)/rel/libnucleus.a

@@ -94,22 +94,38 @@ const char *cli_value(int argc, char **argv, int *i) {
     return argv[++*i];
 }
 
+/* Cuts path at its last '/': the directory above (false when there is none). */
+static bool parent_dir(char *path) {
+    char *slash = strrchr(path, '/');
+    if (!slash || slash == path) return false;
+    *slash = 0;
+    return true;
+}
+
 const char *cli_default_model(void) {
-    static char path[4096 + 64];
     const char *env = getenv("NUCLEUS_MODEL");
     if (env && *env) return env;
-    char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    /* The places, from the binary's directory: PREFIX/bin/nucleus has the model in
+     * PREFIX/share/nucleus; build/nucleus and build/san/nucleus sit one and two levels below the
+     * repository's models/. */
+    static char places[3][4096 + 64];
+    char dir[4096];
+    int n_places = 0;
+    ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
     if (n > 0) {
-        exe[n] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = 0; /* .../repo/build */
-            snprintf(path, sizeof path, "%s/../../shared/models/stories260K/stories260K.gguf", exe);
-            if (access(path, R_OK) == 0) return path;
+        dir[n] = 0;
+        if (parent_dir(dir) && parent_dir(dir)) {
+            snprintf(places[n_places++], sizeof places[0], "%s/share/nucleus/stories260K.gguf", dir);
+            snprintf(places[n_places++], sizeof places[0], "%s/models/stories260K.gguf", dir);
+            if (parent_dir(dir)) snprintf(places[n_places++], sizeof places[0], "%s/models/stories260K.gguf", dir);
         }
     }
-    return "../shared/models/stories260K/stories260K.gguf";
+    for (int i = 0; i < n_places; i++)
+        if (access(places[i], R_OK) == 0) return places[i];
+    fprintf(stderr, "error: no -m MODEL given, and the default model is not in its places:");
+    for (int i = 0; i < n_places; i++) fprintf(stderr, "%s %s", i ? "," : "", places[i]);
+    fprintf(stderr, "%s\n", n_places ? "" : " the binary's own path is unknown");
+    return NULL;
 }
 
 static int oom(nc_err *err) {

@@ -40,12 +40,14 @@ int cli_device_arg(int argc, char **argv, int *i, int32_t *n_gpu_layers);
 #define CLI_FAST_HELP                                                                                            \
     "  --fast             int8 activations for the Q8_0/Q4_0 products of normalised inputs: faster prefill\n"     \
     "                     and speculative verification, log-probabilities up to ~0.13 further from the\n"     \
-    "                     exact ones (README: Correctness)\n"
+    "                     exact ones (docs/correctness.md)\n"
 /* The value after a flag, or NULL with a message when argv ends. */
 const char *cli_value(int argc, char **argv, int *i);
 
-/* The model used when -m is not given: $NUCLEUS_MODEL, else the shared stories260K model
- * found relative to the executable (build/nucleus -> ../shared/models/...). */
+/* The model used when -m is not given: $NUCLEUS_MODEL, else stories260K.gguf found relative to
+ * the executable (models/ of the repository it was built in, or PREFIX/share/nucleus once
+ * installed), so it runs from any directory. NULL, with a message naming the places, when it is
+ * in none (the commands then exit with 2, as for a missing option). */
 const char *cli_default_model(void);
 
 /* Tokenize a whole text into a malloc'd array; parse_special: text such as "<|im_start|>" becomes

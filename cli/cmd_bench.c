@@ -75,7 +75,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
             return 2;
         }
     }
-    if (!o->model) o->model = cli_default_model();
+    if (!o->model && !(o->model = cli_default_model())) return 2;
     return 0;
 }
 

@@ -79,7 +79,7 @@ static int parse(int argc, char **argv, chat_opts *o) {
         fprintf(stderr, "error: chat: replies are sampled (or greedy), one at a time: no --beams, --penalty-alpha or -N\n");
         return 2;
     }
-    if (!o->model) o->model = cli_default_model();
+    if (!o->model && !(o->model = cli_default_model())) return 2;
     if (!o->dec.seed_given) o->dec.sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
     return 0;
 }

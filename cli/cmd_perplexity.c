@@ -407,6 +407,7 @@ int cmd_perplexity(int argc, char **argv) {
     int r = parse(argc, argv, &o);
     if (r) return r < 0 ? 0 : r;
     const char *path = o.model ? o.model : cli_default_model();
+    if (!path) return 2;
     size_t len = 0;
     char *text = cli_read_text(o.file, &len);
     if (!text) return 1;

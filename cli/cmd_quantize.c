@@ -22,7 +22,7 @@
     "%s"                                                                                                       \
     "  (Q3_K, Q4_K and Q5_K mean the _M types). 1-D tensors and norms stay as they are; output.weight\n"       \
     "  becomes Q6_K (Q8_0 in Q8_0 files); the _M types give some layers' attn_v and ffn_down Q6_K\n"         \
-    "  (README: Quantize).\n"                                                                                 \
+    "  (docs/quantize.md).\n"                                                                                 \
     "options:\n"                                                                                               \
     "  -t, --threads N             threads (default 2; or THREADS after TYPE)\n"                                \
     "  --allow-requantize          accept quantised tensors in INPUT (dequantised, then quantised again)\n"     \

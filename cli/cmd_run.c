@@ -67,8 +67,10 @@ static int parse_n_predict(const char *flag, const char *v, run_opts *o) {
 static int read_prompt(run_opts *o) {
     const char *src = o->prompt_file ? o->prompt_file : o->prompt_arg;
     bool from_text = !o->prompt_file && strcmp(src, "-") != 0;
-    if (from_text) o->prompt = src;
-    else {
+    if (from_text) {
+        if (!*src) { fprintf(stderr, "error: -p: the prompt is empty\n"); return -1; }
+        o->prompt = src;
+    } else {
         size_t len;
         if (!(o->prompt_owned = cli_read_text(src, &len))) return -1;
         const char *what = !strcmp(src, "-") ? "stdin" : src;
@@ -124,7 +126,7 @@ static int parse(int argc, char **argv, run_opts *o) {
     if (!o->prompt_arg && !o->prompt_file) { fprintf(stderr, "error: run: -p PROMPT or -f FILE is required\n"); usage(); return 2; }
     if (o->prompt_arg && o->prompt_file) { fprintf(stderr, "error: run: give one of -p PROMPT and -f FILE, not both\n"); return 2; }
     if (read_prompt(o)) return 2;
-    if (!o->model) o->model = cli_default_model();
+    if (!o->model && !(o->model = cli_default_model())) return 2;
     if (!o->dec.seed_given) o->dec.sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
     return 0;
 }

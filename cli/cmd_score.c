@@ -116,7 +116,10 @@ int cmd_score(int argc, char **argv) {
         fprintf(stderr, "error: score: --ids is required\n");
         return 2;
     }
-    if (!path) path = cli_default_model();
+    if (!path && !(path = cli_default_model())) {
+        free(ids);
+        return 2;
+    }
     nc_err err;
     nc_model *m = NULL;
     nc_context *c = NULL;

@@ -113,7 +113,7 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         }
         if (!ok) return 2;
     }
-    if (!o->model) o->model = cli_default_model();
+    if (!o->model && !(o->model = cli_default_model())) return 2;
     if (!cli_context_finish(&o->context) || !cli_spec_finish(&o->spec)) return 2;
     o->cfg.spec = (nc_spec_params){.lookup_ngram = (int32_t)o->spec.lookup_ngram, .draft_max = (int32_t)o->spec.draft_max,
                                    .draft_min = (int32_t)o->spec.draft_min, .fixed = o->spec.fixed};

@@ -14,7 +14,7 @@ static void usage(FILE *out) {
             "  run       generate text:  nucleus run [-m MODEL] -p PROMPT [-n N] [-t THREADS] [-c CTX] [decoding options]\n"
             "  chat      talk with the model in the terminal:  nucleus chat [-m MODEL] [--system TEXT] [decoding options]\n"
             "  score     log-probabilities as JSON:  nucleus score [-m MODEL] --ids 1,2,3 [--all] [--top K] [--greedy N]\n"
-            "  tokenize  print token ids:  nucleus tokenize [-m MODEL] (-p TEXT | -f FILE) [--no-bos] [--special] [--json] [--lines]\n"
+            "  tokenize  print token ids:  nucleus tokenize [-m MODEL] (-p TEXT | -f FILE) [--no-bos] [--special] [--json | --lines | --show-pieces]\n"
             "  inspect   print a GGUF file's metadata and tensors:  nucleus inspect [-m FILE]\n"
             "  perplexity  perplexity of a text, or its KL divergence from a base model:  nucleus perplexity [-m MODEL] -f FILE [-c CTX] [--stride S] [--kl-divergence-base FILE [--kl-divergence]]\n"
             "  bench     prefill and decode speed:  nucleus bench [-m MODEL] [-p 128] [-n 64] [-t THREADS] [-r 5] [--json]\n"
@@ -23,8 +23,8 @@ static void usage(FILE *out) {
             "\n"
             "\n"
             "Every command answers -h. nucleus --version: the build.\n"
-            "Without -m, the model is %s.\n",
-            cli_default_model());
+            "Without -m, the model is $NUCLEUS_MODEL, else stories260K.gguf: models/ of the repository this binary\n"
+            "was built in, or PREFIX/share/nucleus once installed.\n");
 }
 
 /* What was built: the source (git describe at build time), the compiler, the kernel sets compiled

@@ -15,6 +15,10 @@
 extern "C" {
 #endif
 
+/* The library is compiled with hidden visibility: what this header declares is what
+ * libnucleus.so exports. */
+#pragma GCC visibility push(default)
+
 #define NC_ERR_MAX 512
 typedef struct nc_err {
     char msg[NC_ERR_MAX];
@@ -26,7 +30,7 @@ typedef struct nc_model nc_model;
 
 /* Open a model: a GGUF file or a Hugging Face directory (config.json, safetensors, tokenizer).
  * Validates it, binds every tensor (mmapped, not copied) and loads the tokenizer. Architectures
- * and element types: README's Supported section; an unsupported one is an error naming it. */
+ * and element types: docs/models.md; an unsupported one is an error naming it. */
 int nc_model_load(nc_model **out, const char *path, nc_err *err);
 void nc_model_free(nc_model *m);
 
@@ -84,6 +88,8 @@ int nc_vocab_file_load(nc_vocab_file **out, const char *path, nc_err *err);
 void nc_vocab_file_free(nc_vocab_file *v);
 int nc_vocab_file_tokenize(const nc_vocab_file *v, const char *text, size_t len, bool add_special,
                            bool parse_special, int32_t *out, int cap, nc_err *err);
+/* The bytes of one token, as nc_token_piece gives them. */
+int nc_vocab_file_piece(const nc_vocab_file *v, int32_t id, char *buf, int cap);
 
 /* Streaming detokenizer: text comes out only when it ends on a complete UTF-8 character. */
 typedef struct nc_detok nc_detok;
@@ -102,7 +108,7 @@ typedef struct nc_context nc_context;
 /* Element types of the KV cache, as llama.cpp names them (--cache-type-k / --cache-type-v):
  * f16, f32, and GGML's q8_0 / q4_0 blocks (32 elements and an f16 scale: 34 / 18 bytes per 32),
  * which take about half / a quarter of f16's memory and move the log-probabilities further from
- * the exact ones (README, Correctness). The quantised types need a head_dim that is a multiple of
+ * the exact ones (docs/correctness.md). The quantised types need a head_dim that is a multiple of
  * 32; nc_context_new refuses them for other models. NC_CACHE_DEFAULT is the model's default: f16,
  * or f32 for an architecture whose attention F16's rounding moves far (Gemma 4: q and k
  * RMS-normed and not scaled down, so a key's rounding reaches the logits whole);
@@ -276,7 +282,7 @@ typedef struct nc_kv_stats {
 } nc_kv_stats;
 void nc_kv_get_stats(const nc_context *c, nc_kv_stats *out);
 
-/* Saving a sequence's cache to a file and loading it back (README: "Saving the KV cache"). The
+/* Saving a sequence's cache to a file and loading it back (docs/kv-cache.md). The
  * file holds a fingerprint of the model (architecture, hyper-parameters, a sample of every
  * weight), the cache's shape and key and value types, the cells' tokens and positions, their keys and
  * values as the cache stores them, and a checksum; a file from another model or cache, truncated
@@ -324,7 +330,7 @@ int32_t nc_sample_temperature(const float *logits, int32_t n, float temp, nc_rng
 /* ---- Decoding: the sampler chain, stop rules, generation, beam search --------------------- */
 
 /* A JSON Schema as a GBNF grammar (for nc_sampler_params.grammar) generating JSON text valid
- * against it (README, Structured output, lists the keywords supported and refused). The rule for
+ * against it (docs/structured-output.md lists the keywords supported and refused). The rule for
  * the schema's value is named root_name (NULL: "root"); every other rule it emits is named
  * root_name followed by '-', so conversions with different root names can be concatenated into
  * one grammar beside rules of the caller's own. Whitespace: between two JSON tokens at most one
@@ -405,7 +411,7 @@ typedef struct nc_sampler_params {
                                    the grammar is set to -inf, end-of-generation tokens are allowed
                                    only where the grammar can be complete; where nothing else can
                                    follow they alone remain, overriding min_tokens and ignore_eos
-                                   (README, Structured output) */
+                                   (docs/structured-output.md) */
 } nc_sampler_params;
 
 /* llama.cpp's defaults: temp 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_last_n 64,
@@ -697,6 +703,8 @@ int nc_beam_search(nc_context *c, const nc_model *m, const int32_t *prompt, int3
                    const nc_beam_params *bp, const nc_sampler_params *processing, const nc_stop_params *stop,
                    nc_beam_result *out, nc_err *err);
 void nc_beam_result_free(nc_beam_result *r);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

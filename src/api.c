@@ -270,6 +270,10 @@ int nc_vocab_file_tokenize(const nc_vocab_file *vf, const char *text, size_t len
     return vocab_tokenize(vf->v, text, len, add_special, parse_special, out, cap, err);
 }
 
+int nc_vocab_file_piece(const nc_vocab_file *vf, int32_t id, char *buf, int cap) {
+    return vocab_token_piece(vf->v, id, true, buf, cap);
+}
+
 nc_detok *nc_detok_new(const nc_model *m) {
     nc_detok *d = calloc(1, sizeof *d);
     if (d) vocab_stream_init(&d->stream, m->v);

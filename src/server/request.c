@@ -589,14 +589,24 @@ static int parse_early_stopping(const cJSON *root, srv_request *r, srv_error *e)
     return 0;
 }
 
+/* A count of sequences (n, best_of, beam groups): each takes a slot, so above the slots the
+ * refusal names the server's flag that sets them, the one thing that lets such a request in. */
+static int opt_slots(const cJSON *obj, const char *name, const srv_limits *lim, int32_t *out, srv_error *e) {
+    const cJSON *v = member(obj, name);
+    if (v && is_integer(v) && v->valuedouble > lim->max_n)
+        return refuse(e, name, "'%s' is %.17g, more than the server's %d slots (--parallel %d); start it with a "
+                      "larger --parallel", name, v->valuedouble, lim->max_n, lim->max_n);
+    return opt_int(obj, name, 1, lim->max_n, out, e);
+}
+
 /* n, best_of and beam search: beams are best_of (default n) and return the n best. Without beam
  * search best_of may only restate n. */
 static int parse_choices(const cJSON *root, const srv_limits *lim, srv_request *r, srv_error *e) {
     bool best_given = member(root, "best_of") != NULL;
-    if (opt_int(root, "n", 1, lim->max_n, &r->n, e) || opt_int(root, "best_of", 1, lim->max_n, &r->best_of, e) ||
+    if (opt_slots(root, "n", lim, &r->n, e) || opt_slots(root, "best_of", lim, &r->best_of, e) ||
         opt_bool(root, "use_beam_search", &r->use_beam_search, e) ||
         opt_float(root, "length_penalty", -1e6, 1e6, &r->length_penalty, e) || parse_early_stopping(root, r, e) ||
-        opt_int(root, "num_beam_groups", 1, lim->max_n, &r->num_beam_groups, e) ||
+        opt_slots(root, "num_beam_groups", lim, &r->num_beam_groups, e) ||
         opt_float(root, "diversity_penalty", 0, 1e6, &r->diversity_penalty, e))
         return -1;
     if (!best_given) r->best_of = r->n;
@@ -621,7 +631,7 @@ static int parse_contrastive(const cJSON *root, const srv_limits *lim, srv_reque
     if (opt_float(root, "penalty_alpha", 0, 1, &r->penalty_alpha, e)) return -1;
     if (r->top_k < 1 || r->top_k > lim->max_n)
         return refuse(e, "top_k", "contrastive search ('penalty_alpha') needs 'top_k' candidates between 1 and %d "
-                      "(the server's slots)", lim->max_n);
+                      "(the server's slots, --parallel)", lim->max_n);
     if (r->use_beam_search) return refuse(e, "use_beam_search", "'penalty_alpha' and 'use_beam_search' exclude each other");
     if (r->n > 1) return refuse(e, "n", "contrastive search ('penalty_alpha') is deterministic: 'n' must be 1");
     if (r->logprobs) return refuse(e, "logprobs", "contrastive search ('penalty_alpha') does not report logprobs");

@@ -174,6 +174,20 @@ static void test_invalid_values(void) {
     expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"max_tokens\":1e40}", "max_tokens");
     expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"n\":0}", "n");
     expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"n\":9}", "n");
+    /* Above the slots, the refusal names the flag that sets them. */
+    {
+        srv_request r;
+        srv_error e;
+        CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"n\":9}", &r, &e) == -1);
+        CHECK_MSG(strstr(e.message, "--parallel 8"), "%s", e.message);
+        srv_request_free(&r);
+        CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"best_of\":12,\"use_beam_search\":true}", &r, &e) == -1);
+        CHECK_MSG(!strcmp(e.param, "best_of") && strstr(e.message, "--parallel"), "%s: %s", e.param, e.message);
+        srv_request_free(&r);
+        CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"n\":0}", &r, &e) == -1);
+        CHECK_MSG(!strstr(e.message, "--parallel"), "%s", e.message); /* below 1 is no matter of slots */
+        srv_request_free(&r);
+    }
     expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"stream\":\"yes\"}", "stream");
     expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"stream_options\":{\"include_usage\":true}}",
                    "stream_options");
