@@ -48,8 +48,10 @@ static bool string_only(const cJSON *s) {
 }
 
 cJSON *srv_param_value(const char *tools_json, const char *name, const char *key, const char *text, size_t len) {
-    char *s = strndup(text, len);
+    char *s = malloc(len + 1); /* the text may hold NULs: all of its bytes, then one */
     if (!s) return NULL;
+    memcpy(s, text, len);
+    s[len] = 0;
     cJSON *tools = tools_json ? cJSON_Parse(tools_json) : NULL, *v = NULL;
     const cJSON *schema = param_schema(tools, name, key);
     if (!string_only(schema)) {

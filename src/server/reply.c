@@ -26,10 +26,10 @@ void srv_text_put(srv_text *b, const char *s, size_t n) {
     b->s[b->n] = 0;
 }
 
-/* t[a..b) without the blanks at either end (right: only when trim_right). */
-static void put_trimmed(srv_text *b, const char *t, size_t a, size_t e, bool trim_right) {
-    a = mk_skip_blanks(t, e, a);
-    while (trim_right && e > a && mk_blank(t[e - 1])) e--;
+/* t[a..e) without the blanks at its end, and at its start when trim_left. */
+static void put_trimmed(srv_text *b, const char *t, size_t a, size_t e, bool trim_left) {
+    if (trim_left) a = mk_skip_blanks(t, e, a);
+    while (e > a && mk_blank(t[e - 1])) e--;
     srv_text_put(b, t + a, e - a);
 }
 
@@ -94,7 +94,7 @@ static int split_content(const srv_reply_opts *o, const char *t, size_t n, size_
         srv_text_put(content, t + a, n - a);
         return 0;
     }
-    put_trimmed(content, t + a, 0, calls->content_end, true);
+    put_trimmed(content, t + a, 0, calls->content_end, false);
     srv_text_put(content, t + a + calls->tail, n - a - calls->tail);
     return 0;
 }
@@ -110,7 +110,7 @@ int srv_reply_parse(const srv_reply_opts *o, const char *text, size_t n, bool do
         size_t rs, re, after = 0;
         bool hold;
         if (o->reasoning && find_reasoning(o, t, n, done, &rs, &re, &after, &hold)) {
-            put_trimmed(&reasoning, t, rs, re, true); /* trailing blanks wait for what follows */
+            put_trimmed(&reasoning, t, rs, re, true); /* (streamed: trailing blanks wait for what follows) */
             if (!hold) rc = split_content(o, t, n, after, done, &content, &out->calls);
         } else {
             rc = split_content(o, t, n, 0, done, &content, &out->calls);

@@ -207,6 +207,12 @@ static int add_call(const srv_call_syntax *sx, const cJSON *obj, srv_tool_calls 
     }
     const char *fn = name ? name->valuestring : obj->child->string;
     if (!*fn || (args && !cJSON_IsObject(args) && !cJSON_IsString(args))) return 1;
+    if (cJSON_IsString(args)) { /* arguments given as JSON text: an object's, or it is no call */
+        cJSON *inner = cJSON_Parse(args->valuestring);
+        bool object = cJSON_IsObject(inner);
+        cJSON_Delete(inner);
+        if (!object) return 1;
+    }
     char *printed = args && cJSON_IsObject(args) ? cJSON_PrintUnformatted(args) : NULL;
     if (args && cJSON_IsObject(args) && !printed) return -1;
     int rc = srv_tool_calls_add(out, fn, printed ? printed : args ? args->valuestring : "{}", sx->short_ids);

@@ -473,8 +473,33 @@ static void test_budget(void) {
     CHECK(!srv_reasoning_opened(NULL, "<think>", 7));
 }
 
+/* What fuzz_reply found: each a stream that was not a prefix of its whole reply, or a crash. */
+static void test_fuzz_findings(void) {
+    static const family hermes = {.name = "hermes"}, gpt = {.name = "gpt-oss"};
+    srv_reply_opts o = {.calls = srv_call_syntax_named("hermes"), .tools_json = TOOLS};
+    /* blanks before the text before a call are content, as streamed */
+    expect_reply(&hermes, "leading blanks", &o,
+                 "  Hi <tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"days\": 2}}</tool_call>",
+                 "", "  Hi", 1);
+    /* a parameter's value holding a NUL (a reply's bytes are any) */
+    o.calls = srv_call_syntax_named("qwen3-coder");
+    const char t[] = "<tool_call>\n<function=get_weather>\n<parameter=days>\n2\0 3\n</parameter>\n</function>\n</tool_call>";
+    srv_reply r;
+    CHECK(srv_reply_parse(&o, t, sizeof t - 1, true, &r) == 0 && r.calls.n == 1);
+    CHECK(r.calls.n == 1 && !strcmp(r.calls.calls[0].arguments, "{\"days\":\"2\"}"));
+    srv_reply_free(&r);
+    /* gpt-oss: a call, then more: the stream holds both until the reply is whole */
+    o = (srv_reply_opts){.reasoning = srv_reasoning_style_named("harmony"), .calls = srv_call_syntax_named("harmony"),
+                         .tools_json = TOOLS};
+    expect_reply(&gpt, "a malformed call then an answer", &o,
+                 "<|channel|>commentary to=functions.now <|constrain|>json<|message|>{x<|call|><|start|>assistant"
+                 "<|channel|>final<|message|>Done.", "",
+                 "<|channel|>commentary to=functions.now <|constrain|>json<|message|>{x<|call|>Done.", 0);
+}
+
 int main(void) {
     test_detection();
+    test_fuzz_findings();
     for (size_t i = 0; i < sizeof FAMILIES / sizeof *FAMILIES; i++) {
         test_family(&FAMILIES[i]);
         test_family_grammar(&FAMILIES[i]);

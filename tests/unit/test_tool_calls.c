@@ -100,8 +100,10 @@ static void test_parse_hermes(void) {
     expect_calls_tail(H, cut, 0, strlen(cut) - 15, 2, w5);
     const char *more = "<tool_call>{\"name\":\"f\"}</tool_call> and more";
     expect_calls_tail(H, more, 0, strlen(more) - 8, 1, w4);
-    /* not calls: the whole text is content */
+    /* not calls: the whole text is content (arguments as text must be an object's JSON: found by
+       fuzz_reply) */
     const char *plain[] = {"Just text.", "<tool_call>not json</tool_call>", "<tool_call>{\"name\": 5}</tool_call>",
+                           "<tool_call>{\"name\":\"f\",\"arguments\":\"hello\"}</tool_call>",
                            "<tool_call>{\"arguments\": {}}</tool_call>",
                            "<tool_call>{\"name\":\"f\",\"arguments\":[1]}</tool_call>", "<tool_call>{\"name\":\"f\""};
     for (size_t i = 0; i < sizeof plain / sizeof *plain; i++) expect_calls(H, plain[i], strlen(plain[i]), 0, NULL);
