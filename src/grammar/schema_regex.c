@@ -338,7 +338,7 @@ static int sequence(rx *r, int depth) {
         if (a < 0) return -1;
         if (a > 0) break;
         empty = false;
-        long min, max;
+        long min = 0, max = -1;
         int q = count(r, &min, &max);
         if (q < 0) return -1;
         if (q == 0) continue;
