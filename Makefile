@@ -262,6 +262,8 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRC)
 # Harnesses that include the source they exercise rebuild when it changes.
 $(BUILD)/fuzz/fuzz_kv_file: src/kv/kv_file_format.c src/kv/kv_file.h
 $(BUILD)/fuzz/fuzz_request: src/server/request.c src/server/request.h
+$(BUILD)/fuzz/fuzz_reply: src/server/reply.c src/server/harmony.c src/server/call_named.c src/server/tool_calls.c \
+                          src/server/marker.c src/server/chat_format.c src/server/reply.h src/server/tool_calls.h
 fuzz: $(FUZZ_BIN)
 
 test: $(BUILD)/nucleus $(BUILD)/san/nucleus unit fuzz emu $(HAVE_NVCC)
