@@ -11,13 +11,22 @@
 #include "server/server.h"
 
 #define USAGE                                                                                                  \
-    "usage: nucleus serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [-t THREADS]\n"  \
+    "usage: nucleus serve [-m MODEL | --models-dir DIR | --models FILE] [--host 127.0.0.1] [--port 8080]\n"    \
+    "                     [--parallel N] [-c CTX] [-t THREADS]\n"                                                \
+    "                     [--models-max N] [--memory-budget BYTES] [--sleep-idle-seconds S]\n"                  \
     "                     [--api-key KEY | --api-key-file FILE] [--max-queue Q] [--prefill-chunk N] [--kv-size N]\n"                 \
     "                     " CLI_CACHE_USAGE " " CLI_DEVICE_USAGE " [--fast] [--slot-save-path DIR] [--swa-full]\n"                        \
     "                     [--context-shift [--keep N] | --attention-sinks N]\n"                              \
     "                     [-md FILE | --lookup-ngram N] [--draft-max N] [--draft-min N] [--draft-fixed]\n"    \
     "                     [--alias NAME] [--chat-template FILE] [--reasoning-format auto|none] [--reasoning-budget N]\n" \
     "                     [--allowed-hosts LIST] [--cors ORIGINS] [--max-connections N] [--max-conn-per-ip N] [--timeout-headers S] [--timeout-body S]\n" \
+    "  --models-dir DIR   router mode: serve every model in DIR (NAME.gguf, Hugging Face directories,\n"       \
+    "                     a directory holding one GGUF), each loaded when a request's \"model\" names it\n"    \
+    "  --models FILE      router mode: an INI file of presets ([alias] model = PATH, ctx-size, parallel,\n"    \
+    "                     cache-type-k/v, model-draft, chat-template-file, load-on-startup; [*] for all)\n"    \
+    "  --models-max N     models in memory at once; the least recently used idle one is unloaded (0: no limit)\n" \
+    "  --memory-budget B  bytes (K, M, G suffixes) the models in memory may take together (0: no limit)\n"    \
+    "  --sleep-idle-seconds S  unload a model no request used for S seconds\n"                                 \
     "  --allowed-hosts LIST  Host names answered (comma-separated; '*': any); default on a loopback\n"      \
     "                     address: localhost, 127.0.0.1, [::1]; elsewhere any (DNS rebinding)\n"             \
     "  --cors ORIGINS        pages on these origins (comma-separated, e.g. http://localhost:5173; '*':\n"   \
@@ -51,12 +60,27 @@
 
 typedef struct serve_opts {
     const char *model, *alias, *template_path, *key_path;
+    const char *models_dir, *models_file; /* router mode */
     char *template_src;    /* the --chat-template file's text */
     char *key_src;         /* the --api-key-file's text */
     srv_config cfg;
     cli_context context;
     cli_spec spec;
 } serve_opts;
+
+/* A byte count: digits, then an optional K, M or G (powers of 1024). */
+static bool bytes_value(const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || v < 0 || v != v) return false;
+    double unit = *end == 'K' || *end == 'k' ? 1024.0 : *end == 'M' || *end == 'm' ? 1048576.0
+                  : *end == 'G' || *end == 'g' ? 1073741824.0 : 1;
+    if (unit > 1) end++;
+    if (*end) return false;
+    *out = v * unit;
+    return true;
+}
 
 /* The value after a numeric flag into *out, within [lo, hi]. */
 static bool int_flag(int argc, char **argv, int *i, long lo, long hi, long *out) {
@@ -84,6 +108,17 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         else if (!strcmp(a, "--allowed-hosts")) ok = (o->cfg.allowed_hosts = cli_value(argc, argv, &i)) != NULL;
         else if (!strcmp(a, "--cors")) ok = (o->cfg.cors = cli_value(argc, argv, &i)) != NULL;
         else if (!strcmp(a, "--slot-save-path")) ok = (o->cfg.slot_save_path = cli_value(argc, argv, &i)) != NULL;
+        else if (!strcmp(a, "--models-dir")) ok = (o->models_dir = cli_value(argc, argv, &i)) != NULL;
+        else if (!strcmp(a, "--models") || !strcmp(a, "--models-preset")) ok = (o->models_file = cli_value(argc, argv, &i)) != NULL;
+        else if (!strcmp(a, "--models-max"))
+            ok = int_flag(argc, argv, &i, 0, SRV_MAX_MODELS, &v) && ((o->cfg.models_max = (int32_t)v), true);
+        else if (!strcmp(a, "--sleep-idle-seconds"))
+            ok = int_flag(argc, argv, &i, 1, 1L << 30, &v) && ((o->cfg.sleep_idle_seconds = (double)v), true);
+        else if (!strcmp(a, "--memory-budget")) {
+            const char *b = cli_value(argc, argv, &i);
+            ok = b && bytes_value(b, &o->cfg.memory_budget);
+            if (b && !ok) fprintf(stderr, "error: --memory-budget: expected bytes (e.g. 4000000000 or 4G), got '%s'\n", b);
+        }
         else if (!strcmp(a, "--reasoning-format")) {
             const char *f = cli_value(argc, argv, &i);
             ok = f && (!strcmp(f, "auto") || !strcmp(f, "deepseek") || !strcmp(f, "none"));
@@ -124,7 +159,21 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         }
         if (!ok) return 2;
     }
-    if (!o->model && !(o->model = cli_default_model())) return 2;
+    bool router = o->models_dir || o->models_file;
+    if (router && o->model) {
+        fprintf(stderr, "error: serve: give -m MODEL (one model) or --models-dir / --models (several), not both\n");
+        return 2;
+    }
+    if (!router && (o->cfg.models_max || o->cfg.memory_budget > 0 || o->cfg.sleep_idle_seconds > 0)) {
+        fprintf(stderr, "error: serve: --models-max, --memory-budget and --sleep-idle-seconds need --models-dir or --models\n");
+        return 2;
+    }
+    if (router && (o->alias || o->template_path || o->spec.draft_path)) {
+        fprintf(stderr, "error: serve: in router mode, --alias, --chat-template and -md are set per model in --models "
+                "(alias, chat-template-file, model-draft)\n");
+        return 2;
+    }
+    if (!router && !o->model && !(o->model = cli_default_model())) return 2;
     if (!cli_context_finish(&o->context) || !cli_spec_finish(&o->spec)) return 2;
     o->cfg.spec = (nc_spec_params){.lookup_ngram = (int32_t)o->spec.lookup_ngram, .draft_max = (int32_t)o->spec.draft_max,
                                    .draft_min = (int32_t)o->spec.draft_min, .fixed = o->spec.fixed};
@@ -240,6 +289,45 @@ static void wait_for_stop_signal(void) {
     close(stop_pipe[1]);
 }
 
+/* Router mode: the models of --models-dir and --models, served until a signal. */
+static int serve_router(serve_opts *o) {
+    nc_err err;
+    srv_presets ps = {0};
+    if ((o->models_dir && srv_presets_scan_dir(&ps, o->models_dir, &err)) ||
+        (o->models_file && srv_presets_load_ini(&ps, o->models_file, &err))) {
+        fprintf(stderr, "error: serve: %s\n", err.msg);
+        srv_presets_free(&ps);
+        return 2;
+    }
+    if (ps.n == 0) {
+        fprintf(stderr, "error: serve: no models found in %s\n", o->models_dir ? o->models_dir : o->models_file);
+        return 2;
+    }
+    fprintf(stderr, "nucleus serve: router of %d models, %d slots each, %s kernels (loaded on first use", ps.n,
+            o->cfg.n_parallel, nc_kernels_name());
+    if (o->cfg.models_max) fprintf(stderr, ", at most %d at once", o->cfg.models_max);
+    if (o->cfg.memory_budget > 0) fprintf(stderr, ", within %.0f bytes", o->cfg.memory_budget);
+    if (o->cfg.sleep_idle_seconds > 0) fprintf(stderr, ", unloaded after %.0f s idle", o->cfg.sleep_idle_seconds);
+    fprintf(stderr, ")\n");
+    for (int32_t i = 0; i < ps.n; i++)
+        fprintf(stderr, "  model %s: %s%s%s\n", ps.p[i].id, ps.p[i].path, ps.p[i].problem ? " -- " : "",
+                ps.p[i].problem ? ps.p[i].problem : "");
+    o->cfg.model_id = "router";
+    srv_server *sv = NULL;
+    if (srv_listen(&sv, &o->cfg, &err) || srv_start_router(sv, &ps, &o->cfg, &err)) {
+        fprintf(stderr, "error: serve: %s\n", err.msg);
+        srv_stop(sv);
+        srv_presets_free(&ps);
+        return 1;
+    }
+    fprintf(stderr, "listening on http://%s%s%s:%d\n", strchr(o->cfg.host, ':') ? "[" : "", o->cfg.host,
+            strchr(o->cfg.host, ':') ? "]" : "", srv_port(sv));
+    wait_for_stop_signal();
+    fprintf(stderr, "nucleus serve: %s, stopping\n", stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
+    srv_stop(sv);
+    return 0;
+}
+
 int cmd_serve(int argc, char **argv) {
     serve_opts o = {.cfg = {.host = "127.0.0.1", .port = 8080, .n_parallel = 4, .max_queue = 64, .chunk = 256,
                             .reasoning_budget = -1,
@@ -254,11 +342,17 @@ int cmd_serve(int argc, char **argv) {
         perror("error: serve: pipe");
         return 1;
     }
+    if (o.models_dir || o.models_file) {
+        rc = serve_router(&o);
+        opts_free(&o);
+        return rc;
+    }
     nc_err err;
     nc_model *m = NULL, *dm = NULL;
     srv_server *sv = NULL;
     char *id = o.alias ? NULL : model_id(o.model);
     o.cfg.model_id = o.alias ? o.alias : id ? id : "model";
+    o.cfg.model_path = o.model;
     /* Listen first: while the models load, /health answers 503 {"status":"loading"}. */
     if (srv_listen(&sv, &o.cfg, &err)) {
         fprintf(stderr, "error: serve: %s\n", err.msg);

@@ -27,13 +27,20 @@
 #include <microhttpd.h>
 
 #include "server/access.h"
+#include "server/anthropic.h"
 #include "server/conn_guard.h"
+#include "server/dialect.h"
 #include "server/embed.h"
+#include "server/instance.h"
 #include "server/job.h"
+#include "server/llama_api.h"
 #include "server/metrics.h"
+#include "server/models.h"
 #include "server/prepare.h"
 #include "server/request.h"
 #include "server/response.h"
+#include "server/responses.h"
+#include "server/router.h"
 #include "server/scheduler.h"
 #include "server/web.h"
 
@@ -44,13 +51,12 @@ struct srv_server {
     struct MHD_Daemon *d;
     atomic_int state;      /* SRV_READY (stored with release) publishes everything below */
     atomic_int active;     /* requests between their headers and their response's last byte */
-    nc_context *c;
-    nc_context *draft;     /* the draft model's, with speculative decoding */
-    srv_sched *sched;
-    srv_metrics metrics;
-    srv_model_ctx mc;
-    srv_embedder emb;
-    bool mc_ready, metrics_ready, emb_ready;
+    srv_router *router;    /* the models: one (-m), or those of --models-dir / --models */
+    srv_instance *single;  /* -m: the one model, loaded from srv_start to srv_stop */
+    srv_config base;       /* what every model is served with (presets change some) */
+    nc_model *given, *given_draft; /* -m: the models srv_start was given */
+    srv_metrics metrics;   /* requests and responses; each model keeps its own others */
+    bool metrics_ready;
     char *api_key, *model_id;
     char *allowed_hosts;   /* srv_host_allowed's list */
     char *cors;            /* --cors: srv_origin_allowed's list, or NULL (off) */
@@ -66,6 +72,7 @@ struct srv_server {
 /* One HTTP request, from its headers to its response. */
 typedef struct conn_req {
     srv_endpoint ep;
+    srv_lease lease;       /* the model it uses (released when it is answered, or by its stream) */
     bool refused;          /* decided from the headers (or the body's size): answer `early` */
     srv_error early;
     const char *allow;     /* Allow header of a 405 */
@@ -140,8 +147,15 @@ static enum MHD_Result send_json(srv_server *sv, struct MHD_Connection *conn, in
     return send_body(sv, conn, status, json, "application/json", NULL);
 }
 
+/* Anthropic's endpoints answer errors in Anthropic's shape, every other one in OpenAI's. */
+static bool anthropic_ep(srv_endpoint ep) { return ep == SRV_EP_MESSAGES || ep == SRV_EP_COUNT_TOKENS; }
+
+static char *error_body(const conn_req *rq, const srv_error *e) {
+    return rq && anthropic_ep(rq->ep) ? srv_anthropic_error(e) : srv_json_error(e);
+}
+
 static enum MHD_Result send_error(srv_server *sv, struct MHD_Connection *conn, const srv_error *e) {
-    return send_body(sv, conn, e->status, srv_json_error(e), "application/json", NULL);
+    return send_body(sv, conn, e->status, error_body(answering, e), "application/json", NULL);
 }
 
 /* ---- Routing and early refusals ------------------------------------------------------------ */
@@ -162,6 +176,15 @@ static const route routes[] = {
     {"/metrics", "GET", SRV_EP_METRICS},
     {"/v1/embeddings", "POST", SRV_EP_EMBEDDINGS},
     {"/apply-template", "POST", SRV_EP_APPLY_TEMPLATE},
+    {"/v1/messages", "POST", SRV_EP_MESSAGES},
+    {"/v1/messages/count_tokens", "POST", SRV_EP_COUNT_TOKENS},
+    {"/v1/responses", "POST", SRV_EP_RESPONSES},
+    {"/completion", "POST", SRV_EP_COMPLETION},
+    {"/infill", "POST", SRV_EP_INFILL},
+    {"/props", "GET", SRV_EP_PROPS},
+    {"/slots", "GET", SRV_EP_SLOTS_LIST},
+    {"/models/load", "POST", SRV_EP_MODELS_LOAD},
+    {"/models/unload", "POST", SRV_EP_MODELS_UNLOAD},
 };
 
 /* /v1/models/{id}: the id is checked when answering. */
@@ -190,10 +213,12 @@ static bool same_secret(const char *a, const char *b) {
     return diff == 0;
 }
 
+/* Authorization: Bearer KEY (OpenAI's clients), or x-api-key: KEY (Anthropic's). */
 static bool authorized(const srv_server *sv, struct MHD_Connection *conn) {
     if (!sv->api_key) return true;
     const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    return h && !strncmp(h, "Bearer ", 7) && same_secret(h + 7, sv->api_key);
+    const char *x = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "x-api-key");
+    return (h && !strncmp(h, "Bearer ", 7) && same_secret(h + 7, sv->api_key)) || (x && same_secret(x, sv->api_key));
 }
 
 static enum MHD_Result count_lengths(void *n, enum MHD_ValueKind kind, const char *key, const char *value) {
@@ -252,7 +277,7 @@ static void first_look(srv_server *sv, struct MHD_Connection *conn, const char *
     if (!rt && web_file(url, method, rq)) return;
     /* the key first: without it, not even which paths exist is told */
     if ((!rt || rt->ep != SRV_EP_HEALTH) && !authorized(sv, conn))
-        return refuse(rq, 401, "invalid_api_key", "missing or wrong API key (Authorization: Bearer KEY)");
+        return refuse(rq, 401, "invalid_api_key", "missing or wrong API key (Authorization: Bearer KEY, or x-api-key: KEY)");
     if (!rt) return refuse(rq, 404, "not_found", "no such endpoint: %s", url);
     if (!method_ok(rt, method)) {
         rq->allow = !strcmp(rt->method, "GET") ? "GET, HEAD" : rt->method;
@@ -321,10 +346,10 @@ static bool peer_gone(int fd) {
 
 static int piece_of(void *ctx, int32_t token, char *buf, int cap) { return nc_token_piece(ctx, token, buf, cap); }
 
-static void reply_meta(srv_server *sv, srv_api api, char *id, size_t id_cap, srv_resp_meta *m) {
+static void reply_meta(srv_instance *in, srv_api api, char *id, size_t id_cap, srv_resp_meta *m) {
     snprintf(id, id_cap, "%s-%016llx", api == SRV_API_CHAT ? "chatcmpl" : "cmpl", (unsigned long long)srv_random_u64());
-    *m = (srv_resp_meta){.api = api, .id = id, .model = sv->model_id, .created = (int64_t)time(NULL),
-                         .piece = piece_of, .piece_ctx = (void *)sv->mc.m};
+    *m = (srv_resp_meta){.api = api, .id = id, .model = in->id, .created = (int64_t)time(NULL),
+                         .piece = piece_of, .piece_ctx = (void *)in->mc.m};
 }
 
 /* Under j->mu. */
@@ -343,13 +368,31 @@ static int choice_reply(const srv_job *j, int32_t i, bool done, srv_reply *r) {
     return srv_reply_parse(&j->reply, o->text, o->n_text, done, r);
 }
 
-static enum MHD_Result reply_whole(srv_server *sv, struct MHD_Connection *conn, srv_job *j, const srv_resp_meta *m) {
+/* What a dialect is told of the one choice that ended (its reply r). Under j->mu. */
+static srv_dialect_end dialect_end(const srv_job *j, const srv_reply *r, const srv_usage *u) {
+    const srv_choice_out *o = &j->out[0];
+    return (srv_dialect_end){.reply = r, .finish = o->finish, .usage = u, .lp = o->lp, .n_lp = o->n_lp,
+                             .stop_word = o->stop_word >= 0 && o->stop_word < j->stop.n_stop ? j->stop.stop[o->stop_word] : NULL,
+                             .prompt = j->prompts[0], .n_prompt = j->n_prompt[0],
+                             .prompt_ms = j->t_first > 0 ? (j->t_first - j->t_submit) * 1000 : 0,
+                             .predicted_ms = j->t_first > 0 ? (j->t_last - j->t_first) * 1000 : 0};
+}
+
+/* How a generation is answered: OpenAI's shapes (d NULL), or a dialect's (ds: its state). */
+typedef struct reply_kind {
+    srv_api api;
+    const srv_dialect *d;
+    void *ds;
+} reply_kind;
+
+static enum MHD_Result reply_whole(srv_server *sv, srv_instance *in, struct MHD_Connection *conn, srv_job *j,
+                                   const srv_resp_meta *m, const reply_kind *k) {
     int fd = conn_fd(conn);
     uint64_t seen = 0;
     while (!srv_job_finished(j)) {
         seen = srv_job_wait(j, seen, 100);
         if (peer_gone(fd)) {
-            srv_sched_cancel(sv->sched, j);
+            srv_sched_cancel(in->sched, j);
             return MHD_NO;
         }
     }
@@ -373,7 +416,13 @@ static enum MHD_Result reply_whole(srv_server *sv, struct MHD_Connection *conn, 
                                      .calls = j->tool_calls ? &replies[i].calls : NULL};
     }
     srv_usage u = job_usage(j);
-    char *body = ok ? srv_json_response(m, views, j->n_choices, &u) : NULL;
+    char *body = NULL;
+    if (ok && k->d) {
+        srv_dialect_end end = dialect_end(j, &replies[0], &u);
+        body = k->d->whole(k->ds, &end);
+    } else if (ok) {
+        body = srv_json_response(m, views, j->n_choices, &u);
+    }
     pthread_mutex_unlock(&j->mu);
     for (int32_t i = 0; replies && i < j->n_choices; i++) srv_reply_free(&replies[i]);
     free(replies);
@@ -397,8 +446,12 @@ typedef struct stream_cursor {
 
 typedef struct sse_stream {
     srv_server *sv;
+    srv_instance *in;
+    srv_lease lease;       /* the model, held until the daemon lets go of the stream */
     srv_job *j;
     srv_resp_meta meta;
+    reply_kind kind;       /* OpenAI's chunks, or a dialect's events */
+    bool begun;            /* the dialect's first events are out */
     char id[64];
     bool include_usage;
     int fd;
@@ -439,6 +492,18 @@ static void sse_event(sse_stream *st, char *json) {
     free(json);
 }
 
+/* Events a dialect wrote whole (malloc'd, taken; NULL means out of memory). */
+static void sse_raw(sse_stream *st, char *text) {
+    size_t n = text ? strlen(text) : 0;
+    if (!text || !sse_reserve(st, n + 1)) {
+        free(text);
+        st->broken = true;
+        return;
+    }
+    sse_append(st, text, n);
+    free(text);
+}
+
 /* nucleus_explain's part of a chunk: the steps not sent yet, and the prompt's ids in the
  * choice's first chunk. Under j->mu. */
 static void explain_view(const srv_job *j, int32_t i, stream_cursor *cu, srv_choice_view *v) {
@@ -455,6 +520,58 @@ static void explain_view(const srv_job *j, int32_t i, stream_cursor *cu, srv_cho
     }
 }
 
+/* The reply of choice i as far as it may be shown: the whole one once the choice is done
+ * (parsed once, into cu->whole), else *now (freed by the caller). NULL: out of memory. */
+static const srv_reply *reply_so_far(sse_stream *st, int32_t i, srv_reply *now) {
+    const srv_choice_out *o = &st->j->out[i];
+    stream_cursor *cu = &st->cur[i];
+    if (o->done && !cu->parsed) {
+        cu->parsed = true;
+        if (choice_reply(st->j, i, true, &cu->whole)) return NULL;
+    } else if (!o->done) {
+        if (choice_reply(st->j, i, false, now)) return NULL;
+        return now;
+    }
+    return &cu->whole;
+}
+
+/* A dialect's events for the one choice: its start, what is new of the reasoning, the content
+ * and the token records, its end. Under j->mu. */
+static void sse_dialect(sse_stream *st) {
+    srv_job *j = st->j;
+    const srv_choice_out *o = &j->out[0];
+    stream_cursor *cu = &st->cur[0];
+    const srv_dialect *d = st->kind.d;
+    if (!st->begun) {
+        sse_raw(st, d->begin(st->kind.ds, j->n_prompt[0]));
+        st->begun = true;
+    }
+    if (j->failed) return;
+    srv_reply now = {0};
+    const srv_reply *r = reply_so_far(st, 0, &now);
+    if (!r) {
+        st->broken = true;
+        srv_reply_free(&now);
+        return;
+    }
+    size_t rs = r->n_reasoning > cu->reasoning ? cu->reasoning : r->n_reasoning;
+    size_t cs = r->n_content > cu->text ? cu->text : r->n_content;
+    if (r->n_reasoning > rs || r->n_content > cs || o->n_lp > cu->lp) {
+        sse_raw(st, d->delta(st->kind.ds, r->reasoning ? r->reasoning + rs : "", r->n_reasoning - rs,
+                             r->content ? r->content + cs : "", r->n_content - cs, o->lp + cu->lp, o->n_lp - cu->lp));
+        if (r->n_content > cu->text) cu->text = r->n_content;
+        if (r->n_reasoning > cu->reasoning) cu->reasoning = r->n_reasoning;
+        cu->lp = o->n_lp;
+    }
+    srv_reply_free(&now);
+    if (o->done && !cu->finish_sent) {
+        srv_usage u = job_usage(j);
+        srv_dialect_end end = dialect_end(j, &cu->whole, &u);
+        sse_raw(st, d->end(st->kind.ds, &end));
+        cu->finish_sent = true;
+    }
+}
+
 /* The chunks one choice owes the client: the assistant role (chat, once), new text, logprobs and
  * explain steps, the finish reason (once its text is all out). Under j->mu. */
 static void sse_choice(sse_stream *st, int32_t i) {
@@ -468,13 +585,11 @@ static void sse_choice(sse_stream *st, int32_t i) {
     }
     /* what may still become a call or close the reasoning is held back until the choice is done */
     srv_reply now = {0};
-    const srv_reply *r = &cu->whole;
-    if (o->done && !cu->parsed) {
-        cu->parsed = true;
-        if (choice_reply(st->j, i, true, &cu->whole)) st->broken = true;
-    } else if (!o->done) {
-        if (choice_reply(st->j, i, false, &now)) st->broken = true;
-        r = &now;
+    const srv_reply *r = reply_so_far(st, i, &now);
+    if (!r) {
+        st->broken = true;
+        srv_reply_free(&now);
+        return;
     }
     /* each delta is what the split gives beyond what went out (it only grows) */
     size_t rs = r->n_reasoning > cu->reasoning ? cu->reasoning : r->n_reasoning;
@@ -507,18 +622,25 @@ static void sse_choice(sse_stream *st, int32_t i) {
 }
 
 /* Format whatever the job has that the client has not seen; at the end an error event (if the
- * job failed), the usage chunk (if asked), and [DONE]. */
+ * job failed), the usage chunk (if asked), and [DONE] (OpenAI's streams; a dialect's end with
+ * its own last event). */
 static void sse_format(sse_stream *st) {
     srv_job *j = st->j;
     pthread_mutex_lock(&j->mu);
     st->seen = j->version;
-    for (int32_t i = 0; i < j->n_choices; i++) sse_choice(st, i);
+    if (st->kind.d) sse_dialect(st);
+    else
+        for (int32_t i = 0; i < j->n_choices; i++) sse_choice(st, i);
     if (j->n_done == j->n_choices) {
         srv_usage u = job_usage(j);
-        if (j->failed) sse_event(st, srv_json_error(&j->error));
-        else if (st->include_usage) sse_event(st, srv_json_usage_chunk(&st->meta, &u));
-        if (sse_reserve(st, 14)) sse_append(st, "data: [DONE]\n\n", 14);
-        else st->broken = true;
+        if (st->kind.d) {
+            if (j->failed) sse_raw(st, st->kind.d->error(st->kind.ds, &j->error));
+        } else {
+            if (j->failed) sse_event(st, srv_json_error(&j->error));
+            else if (st->include_usage) sse_event(st, srv_json_usage_chunk(&st->meta, &u));
+            if (sse_reserve(st, 14)) sse_append(st, "data: [DONE]\n\n", 14);
+            else st->broken = true;
+        }
         st->ended = true;
     }
     pthread_mutex_unlock(&j->mu);
@@ -534,7 +656,7 @@ static int sse_fill(sse_stream *st) {
         if (st->len > 0 || st->ended) return 0;
         srv_job_wait(st->j, st->seen, 100);
         if (peer_gone(st->fd)) {
-            srv_sched_cancel(st->sv->sched, st->j);
+            srv_sched_cancel(st->in->sched, st->j);
             return -1;
         }
     }
@@ -556,7 +678,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
 /* The daemon is done with the stream: a job still running lost its client. */
 static void sse_free(void *cls) {
     sse_stream *st = cls;
-    if (!srv_job_finished(st->j)) srv_sched_cancel(st->sv->sched, st->j);
+    if (!srv_job_finished(st->j)) srv_sched_cancel(st->in->sched, st->j);
     pthread_mutex_lock(&st->j->mu);
     srv_usage u = job_usage(st->j);
     pthread_mutex_unlock(&st->j->mu);
@@ -565,21 +687,29 @@ static void sse_free(void *cls) {
     srv_access_write(&st->acc);
     for (int32_t i = 0; st->cur && i < st->j->n_choices; i++) srv_reply_free(&st->cur[i].whole);
     srv_job_unref(st->j);
+    if (st->kind.d) st->kind.d->free(st->kind.ds);
+    srv_router_release(st->sv->router, &st->lease); /* last: the model may go now */
     free(st->cur);
     free(st->buf);
     free(st);
 }
 
-static enum MHD_Result reply_stream(srv_server *sv, struct MHD_Connection *conn, conn_req *rq, srv_job *j,
-                                    srv_api api, bool include_usage) {
+/* The stream takes the request's lease on its model and the dialect's state. */
+static enum MHD_Result reply_stream(srv_server *sv, srv_instance *in, struct MHD_Connection *conn, conn_req *rq,
+                                    srv_job *j, reply_kind *k, bool include_usage) {
     sse_stream *st = calloc(1, sizeof *st);
     if (st) st->cur = calloc((size_t)j->n_choices, sizeof *st->cur);
     if (!st || !st->cur) {
         if (st) free(st);
-        srv_sched_cancel(sv->sched, j);
+        srv_sched_cancel(in->sched, j);
         return MHD_NO;
     }
     st->sv = sv;
+    st->in = in;
+    st->lease = rq->lease;
+    rq->lease = (srv_lease){.index = -1};
+    st->kind = *k;
+    k->ds = NULL;
     st->j = j;
     srv_job_ref(j);
     st->acc = rq->acc;
@@ -587,7 +717,7 @@ static enum MHD_Result reply_stream(srv_server *sv, struct MHD_Connection *conn,
     rq->logged = true;
     st->include_usage = include_usage;
     st->fd = conn_fd(conn);
-    reply_meta(sv, api, st->id, sizeof st->id, &st->meta);
+    reply_meta(in, k->api, st->id, sizeof st->id, &st->meta);
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_read, st, sse_free);
     if (!r) {
         sse_free(st);
@@ -604,18 +734,18 @@ static enum MHD_Result reply_stream(srv_server *sv, struct MHD_Connection *conn,
     return ok;
 }
 
-static enum MHD_Result handle_generation(srv_server *sv, struct MHD_Connection *conn, conn_req *rq, srv_api api) {
-    srv_request r;
+/* A parsed request run as a job and answered, whole or streamed, in k's shape. r is freed. */
+static enum MHD_Result run_request(srv_server *sv, srv_instance *in, struct MHD_Connection *conn, conn_req *rq,
+                                   srv_request *r, reply_kind *k, bool keep_tokens) {
     srv_error e;
-    srv_limits lim = {.n_vocab = sv->mc.n_vocab, .max_n = sv->mc.n_slots};
-    if (srv_request_parse(api, rq->body ? rq->body : "", rq->len, &lim, &r, &e)) return send_error(sv, conn, &e);
     srv_job *j;
-    int rc = srv_prepare_job(&sv->mc, &r, &j, &e);
-    bool stream = r.stream, include_usage = r.include_usage;
-    srv_request_free(&r);
+    int rc = srv_prepare_job(&in->mc, r, &j, &e);
+    bool stream = r->stream, include_usage = r->include_usage;
+    srv_request_free(r);
     if (rc) return send_error(sv, conn, &e);
+    if (keep_tokens) j->logprobs = true; /* a record per token, with its id */
     j->t_submit = srv_now();
-    if (srv_sched_submit(sv->sched, j)) {
+    if (srv_sched_submit(in->sched, j)) {
         srv_job_unref(j);
         srv_error_set(&e, 503, "server_error", "server_overloaded", NULL,
                       "the server is busy (all slots and the queue are taken), retry later");
@@ -624,12 +754,12 @@ static enum MHD_Result handle_generation(srv_server *sv, struct MHD_Connection *
     enum MHD_Result ok;
     rq->acc.kind = SRV_ACCESS_GENERATION;
     if (stream) {
-        ok = reply_stream(sv, conn, rq, j, api, include_usage);
+        ok = reply_stream(sv, in, conn, rq, j, k, include_usage);
     } else {
         srv_resp_meta m;
         char id[64];
-        reply_meta(sv, api, id, sizeof id, &m);
-        ok = reply_whole(sv, conn, j, &m);
+        reply_meta(in, k->api, id, sizeof id, &m);
+        ok = reply_whole(sv, in, conn, j, &m, k);
         pthread_mutex_lock(&j->mu);
         srv_usage u = job_usage(j);
         pthread_mutex_unlock(&j->mu);
@@ -640,14 +770,86 @@ static enum MHD_Result handle_generation(srv_server *sv, struct MHD_Connection *
     return ok;
 }
 
+static srv_limits limits_of(const srv_instance *in) { return (srv_limits){.n_vocab = in->mc.n_vocab, .max_n = in->mc.n_slots}; }
+
+static enum MHD_Result handle_generation(srv_server *sv, srv_instance *in, struct MHD_Connection *conn, conn_req *rq,
+                                         srv_api api) {
+    srv_request r;
+    srv_error e;
+    srv_limits lim = limits_of(in);
+    if (srv_request_parse(api, rq->body ? rq->body : "", rq->len, &lim, &r, &e)) return send_error(sv, conn, &e);
+    reply_kind k = {.api = api};
+    return run_request(sv, in, conn, rq, &r, &k, false);
+}
+
+/* POST /v1/messages (Anthropic's). */
+static enum MHD_Result handle_messages(srv_server *sv, srv_instance *in, struct MHD_Connection *conn, conn_req *rq) {
+    srv_request r;
+    srv_error e;
+    srv_limits lim = limits_of(in);
+    if (srv_anthropic_request(rq->body ? rq->body : "", rq->len, false, &lim, &r, &e)) return send_error(sv, conn, &e);
+    reply_kind k = {.api = SRV_API_CHAT, .d = &srv_anthropic, .ds = srv_anthropic_new(in->id)};
+    if (!k.ds) {
+        srv_request_free(&r);
+        return MHD_NO;
+    }
+    enum MHD_Result ok = run_request(sv, in, conn, rq, &r, &k, false);
+    srv_anthropic.free(k.ds);
+    return ok;
+}
+
+/* POST /v1/responses (OpenAI's, stateless). */
+static enum MHD_Result handle_responses(srv_server *sv, srv_instance *in, struct MHD_Connection *conn, conn_req *rq) {
+    srv_request r;
+    srv_error e;
+    srv_limits lim = limits_of(in);
+    reply_kind k = {.api = SRV_API_CHAT, .d = &srv_responses};
+    if (srv_responses_request(rq->body ? rq->body : "", rq->len, &lim, in->id, &r, &k.ds, &e))
+        return send_error(sv, conn, &e);
+    enum MHD_Result ok = run_request(sv, in, conn, rq, &r, &k, false);
+    srv_responses.free(k.ds);
+    return ok;
+}
+
+/* POST /completion and /infill (llama.cpp's): /infill's prompt is built from the model's FIM
+ * tokens. */
+static enum MHD_Result handle_llama(srv_server *sv, srv_instance *in, struct MHD_Connection *conn, conn_req *rq,
+                                    bool infill) {
+    srv_request r;
+    srv_error e;
+    srv_infill f;
+    srv_limits lim = limits_of(in);
+    reply_kind k = {.api = SRV_API_COMPLETIONS, .d = &srv_llama};
+    if (srv_llama_request(rq->body ? rq->body : "", rq->len, &lim, in->id, in->m, in->mc.n_ctx, &r, infill ? &f : NULL,
+                          &k.ds, &e))
+        return send_error(sv, conn, &e);
+    if (infill) {
+        srv_prompt *p = &r.prompts[0];
+        int32_t *ids, n;
+        int rc = srv_infill_prompt(in->m, in->mc.n_ctx, &f, p->text ? p->text : "", p->text_len, r.max_tokens, &ids, &n, &e);
+        srv_infill_free(&f);
+        if (rc) {
+            srv_request_free(&r);
+            srv_llama.free(k.ds);
+            return send_error(sv, conn, &e);
+        }
+        free(p->text);
+        *p = (srv_prompt){.tokens = ids, .n_tokens = n};
+    }
+    bool tokens = srv_llama_wants_tokens(k.ds);
+    enum MHD_Result ok = run_request(sv, in, conn, rq, &r, &k, tokens);
+    srv_llama.free(k.ds);
+    return ok;
+}
+
 /* ---- Other endpoints ----------------------------------------------------------------------- */
 
-static enum MHD_Result handle_tokenize(srv_server *sv, struct MHD_Connection *conn, conn_req *rq) {
+static enum MHD_Result handle_tokenize(srv_server *sv, srv_instance *in, struct MHD_Connection *conn, conn_req *rq) {
     srv_tokenize_req t;
     srv_error e;
     if (srv_tokenize_parse(rq->body ? rq->body : "", rq->len, &t, &e)) return send_error(sv, conn, &e);
     int32_t *ids, n;
-    int rc = srv_tokenize(sv->mc.m, t.content, t.len, t.add_special, t.parse_special, &ids, &n, &e);
+    int rc = srv_tokenize(in->mc.m, t.content, t.len, t.add_special, t.parse_special, &ids, &n, &e);
     srv_tokenize_free(&t);
     if (rc) return send_error(sv, conn, &e);
     char *body = srv_json_tokens(ids, n);
@@ -655,14 +857,14 @@ static enum MHD_Result handle_tokenize(srv_server *sv, struct MHD_Connection *co
     return send_json(sv, conn, 200, body);
 }
 
-static enum MHD_Result handle_detokenize(srv_server *sv, struct MHD_Connection *conn, conn_req *rq) {
+static enum MHD_Result handle_detokenize(srv_server *sv, srv_instance *in, struct MHD_Connection *conn, conn_req *rq) {
     srv_detokenize_req d;
     srv_error e;
-    if (srv_detokenize_parse(rq->body ? rq->body : "", rq->len, sv->mc.n_vocab, &d, &e))
+    if (srv_detokenize_parse(rq->body ? rq->body : "", rq->len, in->mc.n_vocab, &d, &e))
         return send_error(sv, conn, &e);
     char *text;
     size_t len;
-    int rc = srv_detokenize(sv->mc.m, d.tokens, d.n_tokens, &text, &len, &e);
+    int rc = srv_detokenize(in->mc.m, d.tokens, d.n_tokens, &text, &len, &e);
     srv_detokenize_free(&d);
     if (rc) return send_error(sv, conn, &e);
     char *body = srv_json_content(text, len);
@@ -672,29 +874,29 @@ static enum MHD_Result handle_detokenize(srv_server *sv, struct MHD_Connection *
 
 /* POST /v1/embeddings: each input tokenized (a text with BOS as the vocabulary wants and special
  * tokens parsed, as llama.cpp's server) and embedded in turn. */
-static enum MHD_Result handle_embeddings(srv_server *sv, struct MHD_Connection *conn, conn_req *rq) {
+static enum MHD_Result handle_embeddings(srv_server *sv, srv_instance *in, struct MHD_Connection *conn, conn_req *rq) {
     srv_embed_req r;
     srv_error e;
-    srv_limits lim = {.n_vocab = sv->mc.n_vocab, .max_n = sv->mc.n_slots};
+    srv_limits lim = limits_of(in);
     rq->acc.kind = SRV_ACCESS_EMBEDDING;
     if (srv_embed_parse(rq->body ? rq->body : "", rq->len, &lim, &r, &e)) return send_error(sv, conn, &e);
-    int32_t n_embd = sv->emb.n_embd;
+    int32_t n_embd = in->emb.n_embd;
     float *vectors = malloc((size_t)r.n_inputs * (size_t)n_embd * sizeof *vectors);
     int rc = vectors ? 0 : -1;
     if (!vectors) srv_error_set(&e, 500, "server_error", NULL, NULL, "out of memory for the embeddings");
     for (int32_t i = 0; !rc && i < r.n_inputs; i++) {
         const srv_prompt *p = &r.inputs[i];
         int32_t *ids = p->tokens, n = p->n_tokens;
-        if (p->text) rc = srv_tokenize(sv->mc.m, p->text, p->text_len, true, true, &ids, &n, &e);
+        if (p->text) rc = srv_tokenize(in->mc.m, p->text, p->text_len, true, true, &ids, &n, &e);
         if (!rc && n == 0) {
             srv_error_set(&e, 400, "invalid_request_error", NULL, "input", "input %d has no tokens", i);
             rc = -1;
         }
-        if (!rc) rc = srv_embed(&sv->emb, ids, n, vectors + (size_t)i * n_embd, &e);
+        if (!rc) rc = srv_embed(&in->emb, ids, n, vectors + (size_t)i * n_embd, &e);
         rq->acc.prompt_tokens += n;
         if (p->text) free(ids);
     }
-    char *body = rc ? NULL : srv_json_embeddings(sv->model_id, vectors, r.n_inputs, n_embd, r.base64,
+    char *body = rc ? NULL : srv_json_embeddings(in->id, vectors, r.n_inputs, n_embd, r.base64,
                                                  rq->acc.prompt_tokens);
     free(vectors);
     srv_embed_free(&r);
@@ -703,15 +905,15 @@ static enum MHD_Result handle_embeddings(srv_server *sv, struct MHD_Connection *
 
 /* POST /apply-template (llama.cpp's): the prompt a chat request renders to, with its tools,
  * chat_template_kwargs and reasoning_effort, as the model would be given it. */
-static enum MHD_Result handle_apply_template(srv_server *sv, struct MHD_Connection *conn, conn_req *rq) {
+static enum MHD_Result handle_apply_template(srv_server *sv, srv_instance *in, struct MHD_Connection *conn, conn_req *rq) {
     srv_request r;
     srv_error e;
-    srv_limits lim = {.n_vocab = sv->mc.n_vocab, .max_n = sv->mc.n_slots};
+    srv_limits lim = limits_of(in);
     if (srv_request_parse(SRV_API_CHAT, rq->body ? rq->body : "", rq->len, &lim, &r, &e)) return send_error(sv, conn, &e);
     char *text;
     size_t len;
     bool add_bos, opened;
-    int rc = srv_render_chat(&sv->mc, &r, &text, &len, &add_bos, &opened, &e);
+    int rc = srv_render_chat(&in->mc, &r, &text, &len, &add_bos, &opened, &e);
     srv_request_free(&r);
     if (rc) return send_error(sv, conn, &e);
     char *body = srv_json_prompt(text, len);
@@ -719,18 +921,127 @@ static enum MHD_Result handle_apply_template(srv_server *sv, struct MHD_Connecti
     return send_json(sv, conn, 200, body);
 }
 
-/* GET /v1/models/{id}: the model when the id is its name, else OpenAI's 404. */
+/* POST /v1/messages/count_tokens (Anthropic's): the tokens of the prompt the request renders to. */
+static enum MHD_Result handle_count_tokens(srv_server *sv, srv_instance *in, struct MHD_Connection *conn, conn_req *rq) {
+    srv_request r;
+    srv_error e;
+    srv_limits lim = limits_of(in);
+    if (srv_anthropic_request(rq->body ? rq->body : "", rq->len, true, &lim, &r, &e)) return send_error(sv, conn, &e);
+    char *text;
+    size_t len;
+    bool add_bos, opened;
+    int32_t *ids = NULL, n = 0;
+    int rc = srv_render_chat(&in->mc, &r, &text, &len, &add_bos, &opened, &e);
+    srv_request_free(&r);
+    if (!rc) {
+        rc = srv_tokenize(in->mc.m, text, len, add_bos, true, &ids, &n, &e);
+        free(text);
+    }
+    free(ids);
+    return rc ? send_error(sv, conn, &e) : send_json(sv, conn, 200, srv_anthropic_count(n));
+}
+
+/* GET /props (llama.cpp's): the model, its context, template and defaults. */
+static enum MHD_Result handle_props(srv_server *sv, srv_instance *in, struct MHD_Connection *conn) {
+    srv_props p = {.model = in->id, .path = in->path, .chat_template = nc_chat_template_source(in->mc.chat),
+                   .n_ctx = in->mc.n_ctx, .n_slots = in->mc.n_slots, .speculative = in->draft != NULL};
+    return send_json(sv, conn, 200, srv_json_props(&p));
+}
+
+/* GET /slots (llama.cpp's): each slot's state; ?fail_on_no_slot=1: 503 when none is free. */
+static enum MHD_Result handle_slot_list(srv_server *sv, srv_instance *in, struct MHD_Connection *conn) {
+    int32_t n = srv_sched_n_slots(in->sched);
+    srv_slot_info *info = calloc((size_t)n, sizeof *info);
+    if (!info) return MHD_NO;
+    srv_sched_slots(in->sched, info);
+    const char *f = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "fail_on_no_slot");
+    bool any_free = false;
+    for (int32_t i = 0; i < n; i++) any_free = any_free || !info[i].busy;
+    char *body = srv_json_slots(info, n, in->mc.n_ctx, in->draft != NULL);
+    free(info);
+    if (f && strcmp(f, "0") && !any_free) {
+        free(body);
+        srv_error e;
+        srv_error_set(&e, 503, "server_error", "no_slot_available", NULL, "no slot is free");
+        return send_error(sv, conn, &e);
+    }
+    return send_json(sv, conn, 200, body);
+}
+
+/* The models' objects for /v1/models (want NULL: every model) or /v1/models/{id}. */
+typedef struct model_list {
+    cJSON *data;
+    const char *want;      /* one model's name, or NULL */
+    cJSON *found;
+    int64_t created;
+    bool single;           /* -m: the model answers to its name only */
+    bool oom;
+} model_list;
+
+static void list_model(void *user, const srv_model_status *st) {
+    model_list *l = user;
+    if (l->want && strcmp(l->want, st->preset->id)) return;
+    cJSON *o = srv_model_object(st, l->created);
+    if (!o) l->oom = true;
+    else if (l->want) l->found = o;
+    else if (!cJSON_AddItemToArray(l->data, o)) cJSON_Delete(o);
+}
+
+/* GET /v1/models: every model with its status. */
+static enum MHD_Result handle_models(srv_server *sv, struct MHD_Connection *conn) {
+    cJSON *root = cJSON_CreateObject();
+    model_list l = {.data = root ? cJSON_AddArrayToObject(root, "data") : NULL, .created = sv->created};
+    bool ok = l.data && cJSON_AddStringToObject(root, "object", "list");
+    if (ok) srv_router_each(sv->router, list_model, &l);
+    char *body = ok && !l.oom ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    return send_json(sv, conn, 200, body);
+}
+
+/* GET /v1/models/{id}: the model named, else OpenAI's 404 naming the models served. */
 static enum MHD_Result handle_model(srv_server *sv, struct MHD_Connection *conn, const char *url) {
     const char *id = url + strlen(model_route.path);
-    if (!strcmp(id, sv->model_id)) return send_json(sv, conn, 200, srv_json_model(sv->model_id, sv->created));
+    model_list l = {.want = id, .created = sv->created};
+    srv_router_each(sv->router, list_model, &l);
+    if (l.found) {
+        char *body = cJSON_PrintUnformatted(l.found);
+        cJSON_Delete(l.found);
+        return send_json(sv, conn, 200, body);
+    }
     srv_error e;
-    srv_error_set(&e, 404, "invalid_request_error", "model_not_found", "model",
-                  "The model '%.200s' does not exist (this server has '%.200s')", id, sv->model_id);
+    if (srv_router_count(sv->router) == 1 && sv->single)
+        srv_error_set(&e, 404, "invalid_request_error", "model_not_found", "model",
+                      "The model '%.200s' does not exist (this server has '%.200s')", id, sv->single->id);
+    else
+        srv_error_set(&e, 404, "invalid_request_error", "model_not_found", "model", "The model '%.200s' does not exist", id);
     return send_error(sv, conn, &e);
 }
 
+/* POST /models/load and /models/unload {"model"}: {"success": true, "model", "status"}. */
+static enum MHD_Result handle_load(srv_server *sv, struct MHD_Connection *conn, conn_req *rq, bool load) {
+    srv_error e;
+    char *name = NULL;
+    int rc = srv_body_model(rq->body ? rq->body : "", rq->len, &name, &e);
+    if (!rc && !name) {
+        srv_error_set(&e, 400, "invalid_request_error", NULL, "model", "'model' is required");
+        rc = -1;
+    }
+    if (!rc) rc = load ? srv_router_load(sv->router, name, &e) : srv_router_unload(sv->router, name, &e);
+    char *body = NULL;
+    if (!rc) {
+        cJSON *o = cJSON_CreateObject();
+        bool ok = o && cJSON_AddTrueToObject(o, "success") && cJSON_AddStringToObject(o, "model", name) &&
+                  cJSON_AddStringToObject(o, "status", load ? "loaded" : "unloaded");
+        body = ok ? cJSON_PrintUnformatted(o) : NULL;
+        cJSON_Delete(o);
+    }
+    free(name);
+    return rc ? send_error(sv, conn, &e) : send_json(sv, conn, 200, body);
+}
+
 /* POST /slots/{id}?action=save|restore {"filename"}: the file is NAME in --slot-save-path. */
-static enum MHD_Result handle_slots(srv_server *sv, struct MHD_Connection *conn, const char *url, conn_req *rq) {
+static enum MHD_Result handle_slots(srv_server *sv, srv_instance *in, struct MHD_Connection *conn, const char *url,
+                                    conn_req *rq) {
     srv_error e;
     if (!sv->slot_dir) {
         srv_error_set(&e, 501, "not_supported_error", "not_supported", NULL,
@@ -739,14 +1050,14 @@ static enum MHD_Result handle_slots(srv_server *sv, struct MHD_Connection *conn,
     }
     srv_slot_req r;
     const char *action = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "action");
-    if (srv_slot_parse(url + strlen(slots_route.path), action, rq->body ? rq->body : "", rq->len, sv->mc.n_slots, &r,
+    if (srv_slot_parse(url + strlen(slots_route.path), action, rq->body ? rq->body : "", rq->len, in->mc.n_slots, &r,
                        &e))
         return send_error(sv, conn, &e);
     char *path = malloc(strlen(sv->slot_dir) + strlen(r.filename) + 2);
     if (!path) return MHD_NO;
     sprintf(path, "%s/%s", sv->slot_dir, r.filename);
     srv_slot_action a = {.op = r.op, .slot = r.id, .path = path, .name = r.filename};
-    int status = srv_sched_slot_action(sv->sched, &a);
+    int status = srv_sched_slot_action(in->sched, &a);
     free(path);
     if (status != 200) {
         srv_error_set(&e, status, status >= 500 ? "server_error" : "invalid_request_error", NULL,
@@ -760,7 +1071,9 @@ static enum MHD_Result handle_slots(srv_server *sv, struct MHD_Connection *conn,
  * retries the request elsewhere. true when it was sent. */
 static bool unavailable(srv_server *sv, struct MHD_Connection *conn, const conn_req *rq, int state,
                         enum MHD_Result *sent) {
-    bool generation = rq->ep == SRV_EP_COMPLETIONS || rq->ep == SRV_EP_CHAT || rq->ep == SRV_EP_SLOTS;
+    bool generation = rq->ep == SRV_EP_COMPLETIONS || rq->ep == SRV_EP_CHAT || rq->ep == SRV_EP_SLOTS ||
+                      rq->ep == SRV_EP_MESSAGES || rq->ep == SRV_EP_RESPONSES || rq->ep == SRV_EP_COMPLETION ||
+                      rq->ep == SRV_EP_INFILL || rq->ep == SRV_EP_MODELS_LOAD;
     srv_error e;
     if (state == SRV_LOADING && rq->ep != SRV_EP_HEALTH && rq->ep != SRV_EP_METRICS)
         srv_error_set(&e, 503, "server_error", "loading", NULL, "the model is loading, retry later");
@@ -811,14 +1124,85 @@ static enum MHD_Result send_asset(srv_server *sv, struct MHD_Connection *conn, c
     return send_static(sv, conn, fresh ? 304 : 200, r);
 }
 
+/* Whether the endpoint works on one model (named by the body's "model", or for GET by ?model=). */
+static bool model_ep(srv_endpoint ep) {
+    switch (ep) {
+    case SRV_EP_HEALTH: case SRV_EP_MODELS: case SRV_EP_METRICS: case SRV_EP_MODELS_LOAD: case SRV_EP_MODELS_UNLOAD:
+    case SRV_EP_OTHER: case SRV_EP_COUNT: return false;
+    default: return true;
+    }
+}
+
+/* Lease the model the request names (loading it first when needed). false: *sent answers it. */
+static bool take_model(srv_server *sv, struct MHD_Connection *conn, conn_req *rq, srv_instance **in, enum MHD_Result *sent) {
+    srv_error e;
+    char *name = NULL;
+    int rc = 0;
+    if (rq->ep == SRV_EP_PROPS || rq->ep == SRV_EP_SLOTS_LIST) {
+        const char *q = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "model");
+        if (q && !(name = strdup(q))) return (*sent = MHD_NO), false;
+    } else {
+        rc = srv_body_model(rq->body ? rq->body : "", rq->len, &name, &e);
+    }
+    if (!rc) rc = srv_router_acquire(sv->router, name, &rq->lease, &e);
+    free(name);
+    if (rc) {
+        *sent = send_error(sv, conn, &e);
+        return false;
+    }
+    *in = rq->lease.inst;
+    return true;
+}
+
+/* GET /metrics: the requests and responses, then each loaded model's series (labelled by model
+ * in router mode), from copies taken while the router holds them loaded. */
+typedef struct metrics_list {
+    srv_metrics *m[SRV_MAX_MODELS];
+    char *labels[SRV_MAX_MODELS];
+    int n;
+    bool oom;
+} metrics_list;
+
+static void collect_metrics(void *user, const srv_model_status *st) {
+    metrics_list *l = user;
+    srv_instance *in = st->inst;
+    if (!in || l->n >= SRV_MAX_MODELS) return;
+    srv_metrics *copy = malloc(sizeof *copy);
+    char *label = strdup(in->id);
+    if (!copy || !label) {
+        free(copy);
+        free(label);
+        l->oom = true;
+        return;
+    }
+    srv_metrics_copy(copy, &in->metrics);
+    l->m[l->n] = copy;
+    l->labels[l->n++] = label;
+}
+
+static enum MHD_Result handle_metrics(srv_server *sv, struct MHD_Connection *conn) {
+    metrics_list l = {.n = 0};
+    if (sv->router) srv_router_each(sv->router, collect_metrics, &l);
+    char *body = l.oom ? NULL
+                       : srv_metrics_render(&sv->metrics, l.m, sv->single ? NULL : (const char *const *)l.labels, l.n);
+    for (int i = 0; i < l.n; i++) {
+        srv_metrics_destroy(l.m[i]);
+        free(l.m[i]);
+        free(l.labels[i]);
+    }
+    return send_body(sv, conn, 200, body, "text/plain; version=0.0.4", NULL);
+}
+
 static enum MHD_Result respond(srv_server *sv, struct MHD_Connection *conn, const char *url, conn_req *rq) {
     if (rq->refused)
-        return send_body(sv, conn, rq->early.status, srv_json_error(&rq->early), "application/json", rq->allow);
+        return send_body(sv, conn, rq->early.status, error_body(rq, &rq->early), "application/json", rq->allow);
     if (rq->preflight) return send_preflight(sv, conn);
     if (rq->asset) return send_asset(sv, conn, rq->asset); /* while loading too: the page waits on /health */
     int state = atomic_load_explicit(&sv->state, memory_order_acquire);
     enum MHD_Result sent;
     if (unavailable(sv, conn, rq, state, &sent)) return sent;
+    srv_instance *in = NULL;
+    if (model_ep(rq->ep) && !take_model(sv, conn, rq, &in, &sent)) return sent;
     switch (rq->ep) {
     case SRV_EP_HEALTH:
         return send_json(sv, conn, state == SRV_READY ? 200 : 503,
@@ -827,16 +1211,24 @@ static enum MHD_Result respond(srv_server *sv, struct MHD_Connection *conn, cons
                                                        : "{\"status\":\"draining\"}"));
     case SRV_EP_MODELS:
         if (strcmp(url, "/v1/models")) return handle_model(sv, conn, url);
-        return send_json(sv, conn, 200, srv_json_models(sv->model_id, sv->created));
-    case SRV_EP_EMBEDDINGS: return handle_embeddings(sv, conn, rq);
-    case SRV_EP_METRICS:
-        return send_body(sv, conn, 200, srv_metrics_render(&sv->metrics), "text/plain; version=0.0.4", NULL);
-    case SRV_EP_COMPLETIONS: return handle_generation(sv, conn, rq, SRV_API_COMPLETIONS);
-    case SRV_EP_CHAT: return handle_generation(sv, conn, rq, SRV_API_CHAT);
-    case SRV_EP_TOKENIZE: return handle_tokenize(sv, conn, rq);
-    case SRV_EP_DETOKENIZE: return handle_detokenize(sv, conn, rq);
-    case SRV_EP_SLOTS: return handle_slots(sv, conn, url, rq);
-    case SRV_EP_APPLY_TEMPLATE: return handle_apply_template(sv, conn, rq);
+        return handle_models(sv, conn);
+    case SRV_EP_EMBEDDINGS: return handle_embeddings(sv, in, conn, rq);
+    case SRV_EP_METRICS: return handle_metrics(sv, conn);
+    case SRV_EP_COMPLETIONS: return handle_generation(sv, in, conn, rq, SRV_API_COMPLETIONS);
+    case SRV_EP_CHAT: return handle_generation(sv, in, conn, rq, SRV_API_CHAT);
+    case SRV_EP_TOKENIZE: return handle_tokenize(sv, in, conn, rq);
+    case SRV_EP_DETOKENIZE: return handle_detokenize(sv, in, conn, rq);
+    case SRV_EP_SLOTS: return handle_slots(sv, in, conn, url, rq);
+    case SRV_EP_APPLY_TEMPLATE: return handle_apply_template(sv, in, conn, rq);
+    case SRV_EP_MESSAGES: return handle_messages(sv, in, conn, rq);
+    case SRV_EP_COUNT_TOKENS: return handle_count_tokens(sv, in, conn, rq);
+    case SRV_EP_RESPONSES: return handle_responses(sv, in, conn, rq);
+    case SRV_EP_COMPLETION: return handle_llama(sv, in, conn, rq, false);
+    case SRV_EP_INFILL: return handle_llama(sv, in, conn, rq, true);
+    case SRV_EP_PROPS: return handle_props(sv, in, conn);
+    case SRV_EP_SLOTS_LIST: return handle_slot_list(sv, in, conn);
+    case SRV_EP_MODELS_LOAD: return handle_load(sv, conn, rq, true);
+    case SRV_EP_MODELS_UNLOAD: return handle_load(sv, conn, rq, false);
     default: return MHD_NO;
     }
 }
@@ -867,6 +1259,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (!rq) { /* headers only: decide what can be decided, then receive the body */
         conn_guard_phase(sv->guard, guard_entry(conn), CONN_BODY);
         if (!(rq = calloc(1, sizeof *rq))) return MHD_NO;
+        rq->lease.index = -1;
         *con_cls = rq;
         srv_access_begin(&rq->acc, method, url);
         atomic_fetch_add(&sv->active, 1);
@@ -891,6 +1284,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     conn_guard_phase(sv->guard, guard_entry(conn), CONN_HEADERS); /* kept alive: the next request's */
     conn_req *rq = *con_cls;
     if (!rq) return;
+    srv_router_release(sv->router, &rq->lease);
     atomic_fetch_sub(&sv->active, 1);
     if (!rq->logged) srv_access_write(&rq->acc);
     free(rq->body);
@@ -955,13 +1349,9 @@ static int start_daemon(srv_server *sv, const srv_config *cfg, nc_err *err) {
 }
 
 static void server_free(srv_server *sv) {
-    srv_sched_free(sv->sched);
+    srv_router_free(sv->router); /* the models' instances, after the daemon: no connection uses them */
     conn_guard_free(sv->guard); /* after the daemon: its connections are closed */
-    if (sv->mc_ready) srv_model_ctx_free(&sv->mc);
-    if (sv->emb_ready) srv_embedder_free(&sv->emb);
     if (sv->metrics_ready) srv_metrics_destroy(&sv->metrics);
-    nc_context_free(sv->c);
-    nc_context_free(sv->draft);
     free(sv->api_key);
     free(sv->allowed_hosts);
     free(sv->cors);
@@ -982,7 +1372,7 @@ int srv_listen(srv_server **out, const srv_config *cfg, nc_err *err) {
     sv->max_body = cfg->max_body;
     sv->drain_seconds = cfg->drain_seconds;
     sv->created = (int64_t)time(NULL);
-    sv->model_id = strdup(cfg->model_id);
+    sv->model_id = strdup(cfg->model_id ? cfg->model_id : "model");
     sv->api_key = cfg->api_key ? strdup(cfg->api_key) : NULL;
     sv->allowed_hosts = cfg->allowed_hosts ? strdup(cfg->allowed_hosts) : srv_default_allowed_hosts(cfg->host);
     sv->cors = cfg->cors ? strdup(cfg->cors) : NULL;
@@ -1013,47 +1403,155 @@ fail:
     return -1;
 }
 
-int srv_start(srv_server *sv, nc_model *m, const srv_config *cfg, nc_err *err) {
-    bool spec = cfg->draft_model || cfg->spec.lookup_ngram > 0;
-    int32_t per_slot = 1 + (spec ? (cfg->spec.draft_max ? cfg->spec.draft_max : 16) : 0);
-    nc_context_params cp = {.n_ctx = cfg->n_ctx, .n_seq_max = cfg->n_parallel, .n_threads = cfg->n_threads,
-                            .n_batch = cfg->n_parallel * per_slot + cfg->chunk, .kv_cells = cfg->kv_cells,
-                            .type_k = cfg->type_k, .type_v = cfg->type_v, .swa_full = cfg->swa_full,
-                            .fast = cfg->fast, .n_gpu_layers = cfg->n_gpu_layers};
-    if (nc_context_new(&sv->c, m, &cp, err)) return -1;
-    nc_spec_params sp = cfg->spec;
-    if (cfg->draft_model) { /* a sequence per slot, as long as the model's */
-        nc_context_params dp = {.n_ctx = nc_context_n_ctx(sv->c), .n_seq_max = cfg->n_parallel,
-                                .n_threads = cfg->n_threads, .fast = cfg->fast};
-        if (nc_spec_check_vocab(m, cfg->draft_model, err) || nc_context_new(&sv->draft, cfg->draft_model, &dp, err))
-            return -1;
-        sp.draft = sv->draft;
-        sp.draft_model = cfg->draft_model;
+/* ---- The models ---------------------------------------------------------------------------- */
+
+/* A preset's options over the server's. */
+static srv_config preset_config(const srv_config *base, const srv_preset *p) {
+    srv_config c = *base;
+    if (p->n_ctx) c.n_ctx = p->n_ctx;
+    if (p->n_parallel) c.n_parallel = p->n_parallel;
+    if (p->kv_cells) c.kv_cells = p->kv_cells;
+    if (p->type_k) c.type_k = p->type_k;
+    if (p->type_v) c.type_v = p->type_v;
+    if (p->n_parallel && !p->kv_cells) c.kv_cells = 0; /* the pool follows the preset's slots */
+    return c;
+}
+
+/* The text of a chat template file (malloc'd), or NULL with err. */
+static char *read_template(const char *path, nc_err *err) {
+    FILE *f = fopen(path, "rb");
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    if (!f) {
+        snprintf(err->msg, sizeof err->msg, "chat-template-file %s: %s", path, strerror(errno));
+        return NULL;
     }
-    nc_kv_stats kst;
-    nc_kv_get_stats(sv->c, &kst);
-    if ((int64_t)kst.n_blocks * NC_KV_BLOCK < nc_context_n_ctx(sv->c)) { /* one slot must be able to fill its context */
-        snprintf(err->msg, sizeof err->msg, "--kv-size %lld is smaller than the context of a slot (%d tokens)",
-                 (long long)cfg->kv_cells, nc_context_n_ctx(sv->c));
-        return -1;
-    }
-    if (srv_model_ctx_init(&sv->mc, m, nc_context_n_ctx(sv->c), cfg->n_parallel, cfg->chat_template, sv->note,
-                           sizeof sv->note, err)) {
-        if (cfg->chat_template) { /* name the flag before the parser's reason */
-            char why[sizeof err->msg];
-            snprintf(why, sizeof why, "%s", err->msg);
-            snprintf(err->msg, sizeof err->msg, "--chat-template: %.400s", why);
+    for (;;) {
+        if (len + 4096 > cap) {
+            char *g = cap < (16u << 20) ? realloc(text, cap = 2 * cap + 4096) : NULL;
+            if (!g) break;
+            text = g;
         }
+        size_t got = fread(text + len, 1, cap - len - 1, f);
+        len += got;
+        if (got == 0) break;
+    }
+    bool bad = ferror(f) || !text || len == 0 || memchr(text, 0, len);
+    fclose(f);
+    if (bad) {
+        snprintf(err->msg, sizeof err->msg, "chat-template-file %s: %s", path,
+                 !text ? "too large" : len == 0 ? "the file is empty" : "unreadable, or holds a NUL byte");
+        free(text);
+        return NULL;
+    }
+    text[len] = 0;
+    return text;
+}
+
+/* The router's loader: -m's model as given, or a preset's files loaded now. */
+static int open_model(void *user, const srv_preset *p, void **inst, double *bytes, nc_err *err) {
+    srv_server *sv = user;
+    srv_instance *in = NULL;
+    int rc;
+    if (sv->given) {
+        rc = srv_instance_new(&in, p->id, p->path, sv->given, sv->given_draft, false, &sv->base, err);
+    } else {
+        srv_config c = preset_config(&sv->base, p);
+        char *tpl = p->chat_template ? read_template(p->chat_template, err) : NULL;
+        if (p->chat_template && !tpl) return -1;
+        if (tpl) c.chat_template = tpl;
+        rc = srv_instance_open(&in, p->id, p->path, p->draft, &c, err);
+        free(tpl);
+    }
+    if (rc) return -1;
+    *inst = in;
+    *bytes = in->bytes;
+    return 0;
+}
+
+static void close_model(void *user, void *inst) {
+    (void)user;
+    srv_instance_free(inst, 0); /* unleased: no request runs on it */
+}
+
+static int make_router(srv_server *sv, srv_presets *ps, const srv_router_config *rc, nc_err *err) {
+    srv_router_ops ops = {.open = open_model, .close = close_model, .user = sv};
+    return srv_router_new(&sv->router, ps, rc, &ops, err);
+}
+
+/* The models in memory now, for srv_stop's steps: each one's instance (under the router's lock). */
+typedef struct each_instance {
+    void (*fn)(srv_instance *in, double arg);
+    double arg;
+} each_instance;
+
+static void on_instance(void *user, const srv_model_status *st) {
+    each_instance *e = user;
+    if (st->inst) e->fn(st->inst, e->arg);
+}
+
+static void for_instances(srv_server *sv, void (*fn)(srv_instance *, double), double arg) {
+    if (!sv->router) return;
+    each_instance e = {fn, arg};
+    srv_router_each(sv->router, on_instance, &e);
+}
+
+int srv_start(srv_server *sv, nc_model *m, const srv_config *cfg, nc_err *err) {
+    srv_presets ps = {.p = calloc(1, sizeof *ps.p), .n = 1};
+    if (!ps.p || !(ps.p[0].id = strdup(cfg->model_id ? cfg->model_id : "model")) ||
+        !(ps.p[0].path = strdup(cfg->model_path ? cfg->model_path : ""))) {
+        srv_presets_free(&ps);
+        snprintf(err->msg, sizeof err->msg, "out of memory");
         return -1;
     }
-    sv->mc_ready = true;
-    sv->mc.split_reasoning = !cfg->reasoning_none;
-    sv->mc.reasoning_budget = cfg->reasoning_budget;
-    srv_embedder_init(&sv->emb, m, nc_context_n_ctx(sv->c), nc_context_n_threads(sv->c));
-    sv->emb_ready = true;
-    srv_sched_config sc = {.n_slots = cfg->n_parallel, .max_queue = cfg->max_queue, .chunk = cfg->chunk,
-                           .swa_full = cfg->swa_full, .context = cfg->context, .spec = sp};
-    if (srv_sched_new(&sv->sched, sv->c, m, &sc, &sv->metrics, err)) return -1;
+    sv->base = *cfg;
+    sv->given = m;
+    sv->given_draft = cfg->draft_model;
+    srv_router_config rc = {.any_name = true};
+    srv_error e;
+    if (make_router(sv, &ps, &rc, err)) {
+        srv_presets_free(&ps);
+        return -1;
+    }
+    if (srv_router_load(sv->router, NULL, &e)) {
+        /* the loader's own message, without the router's words around it */
+        const char *why = strstr(e.message, "could not be loaded: ");
+        snprintf(err->msg, sizeof err->msg, "%s", why ? why + strlen("could not be loaded: ") : e.message);
+        return -1;
+    }
+    srv_lease l;
+    if (srv_router_acquire(sv->router, NULL, &l, &e)) {
+        snprintf(err->msg, sizeof err->msg, "%s", e.message);
+        return -1;
+    }
+    sv->single = l.inst; /* never unloaded: a router of one keeps it until srv_stop */
+    srv_router_release(sv->router, &l);
+    atomic_store_explicit(&sv->state, SRV_READY, memory_order_release);
+    return 0;
+}
+
+int srv_start_router(srv_server *sv, srv_presets *ps, const srv_config *cfg, nc_err *err) {
+    sv->base = *cfg;
+    srv_router_config rc = {.models_max = cfg->models_max, .memory_budget = cfg->memory_budget,
+                            .sleep_idle = cfg->sleep_idle_seconds};
+    /* kept: the router takes the presets, and they are looked at below */
+    int32_t n = ps->n;
+    bool *startup = calloc((size_t)(n ? n : 1), sizeof *startup);
+    char **names = calloc((size_t)(n ? n : 1), sizeof *names);
+    for (int32_t i = 0; startup && names && i < n; i++) {
+        startup[i] = ps->p[i].load_on_startup;
+        names[i] = startup[i] ? strdup(ps->p[i].id) : NULL;
+    }
+    int rc_ = !startup || !names ? (snprintf(err->msg, sizeof err->msg, "out of memory"), -1) : make_router(sv, ps, &rc, err);
+    for (int32_t i = 0; !rc_ && i < n; i++) {
+        srv_error e;
+        if (startup[i] && srv_router_load(sv->router, names[i], &e))
+            fprintf(stderr, "note: %s\n", e.message); /* it stays failed; the others are served */
+    }
+    for (int32_t i = 0; names && i < n; i++) free(names[i]);
+    free(names);
+    free(startup);
+    if (rc_) return -1;
     atomic_store_explicit(&sv->state, SRV_READY, memory_order_release);
     return 0;
 }
@@ -1061,11 +1559,30 @@ int srv_start(srv_server *sv, nc_model *m, const srv_config *cfg, nc_err *err) {
 int srv_port(const srv_server *s) { return s->port; }
 
 void srv_get_info(const srv_server *s, srv_info *out) {
-    *out = (srv_info){.n_ctx = nc_context_n_ctx(s->c), .n_threads = nc_context_n_threads(s->c),
-                      .kv_bytes = nc_kv_bytes_total(s->c), .context = s->c,
-                      .device = nc_context_device(s->c)};
+    const srv_instance *in = s->single;
+    if (!in) {
+        *out = (srv_info){0};
+        return;
+    }
+    *out = (srv_info){.n_ctx = nc_context_n_ctx(in->c), .n_threads = nc_context_n_threads(in->c),
+                      .kv_bytes = nc_kv_bytes_total(in->c), .context = in->c, .device = nc_context_device(in->c)};
 }
-const char *srv_note(const srv_server *s) { return s->note; }
+const char *srv_note(const srv_server *s) { return s->single ? s->single->note : ""; }
+
+static void drain_instance(srv_instance *in, double until) {
+    double left = until - srv_now();
+    if (left > 0) srv_sched_drain(in->sched, left);
+}
+
+static void cancel_renders(srv_instance *in, double arg) {
+    (void)arg;
+    nc_chat_template_cancel(in->mc.chat);
+}
+
+static void stop_engine(srv_instance *in, double arg) {
+    (void)arg;
+    srv_sched_stop(in->sched);
+}
 
 void srv_stop(srv_server *sv) {
     if (!sv) return;
@@ -1073,17 +1590,18 @@ void srv_stop(srv_server *sv) {
      * a 503 a balancer retries elsewhere, while the running ones get drain_seconds to finish. */
     atomic_store_explicit(&sv->state, SRV_DRAINING, memory_order_release);
     double until = srv_now() + sv->drain_seconds;
-    if (sv->sched) srv_sched_drain(sv->sched, sv->drain_seconds);
+    for_instances(sv, drain_instance, until);
     MHD_socket listener = MHD_quiesce_daemon(sv->d);
     if (listener != MHD_INVALID_SOCKET) close(listener);
     /* a chat template still rendering (a hostile one runs up to its time budget) ends now, so
      * that its connection thread can be joined */
-    if (sv->mc_ready) nc_chat_template_cancel(sv->mc.chat);
+    for_instances(sv, cancel_renders, 0);
     /* A finished job's response may still be on its way out (a stream's last events): stopping
      * the daemon now would cut it. Idle keep-alive connections hold no request and are not
      * waited for. */
     while (atomic_load(&sv->active) > 0 && srv_now() < until) nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
-    if (sv->sched) srv_sched_stop(sv->sched); /* jobs left end with 503; their connections finish */
+    if (sv->router) srv_router_close(sv->router); /* no more loads: requests for a model now get 503 */
+    for_instances(sv, stop_engine, 0); /* jobs left end with 503; their connections finish */
     MHD_stop_daemon(sv->d);
     server_free(sv);
 }

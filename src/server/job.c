@@ -24,6 +24,7 @@ srv_job *srv_job_new(int32_t n_prompts, int32_t n) {
         free(j);
         return NULL;
     }
+    for (int32_t i = 0; i < j->n_choices; i++) j->out[i].stop_word = -1;
     pthread_mutex_init(&j->mu, NULL);
     pthread_cond_init(&j->cv, NULL);
     atomic_init(&j->cancelled, false);
@@ -172,6 +173,12 @@ void srv_job_post(srv_job *j, int32_t choice, const char *text, size_t n_text, c
         return;
     }
     o->n_tokens += n_tokens;
+    if (n_tokens > 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        j->t_last = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+        if (j->t_first == 0) j->t_first = j->t_last;
+    }
     if (finish != NC_FINISH_NONE) {
         o->finish = finish;
         o->done = true;
@@ -179,6 +186,12 @@ void srv_job_post(srv_job *j, int32_t choice, const char *text, size_t n_text, c
     }
     j->version++;
     pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+void srv_job_set_stop_word(srv_job *j, int32_t choice, int32_t k) {
+    pthread_mutex_lock(&j->mu);
+    j->out[choice].stop_word = k;
     pthread_mutex_unlock(&j->mu);
 }
 

@@ -28,6 +28,7 @@ typedef struct srv_choice_out {
     char **steps;          /* nucleus_explain: one JSON object per drawn token (server/explain.h) */
     int32_t n_steps, cap_steps;
     nc_finish finish;
+    int32_t stop_word;     /* finished by stop string stop[stop_word]; -1: not by a stop string */
     bool done;
 } srv_choice_out;
 
@@ -56,6 +57,7 @@ typedef struct srv_job {
     int32_t *budget_end;   /* the reasoning's end marker, tokenized (NULL: no budget) */
     int32_t n_budget_end;
     int32_t t_max_predict_ms;  /* request's; 0: no limit */
+    int32_t n_indent;      /* request's (llama.cpp's n_indent); 0: off */
     bool cache_prompt;     /* the prefix cache may serve the prompt */
     int32_t id_slot;       /* the slot to run in; -1: any */
     int32_t explain_top_n; /* nucleus_explain: raw logits reported per step (0: off) */
@@ -71,6 +73,7 @@ typedef struct srv_job {
     uint64_t version;      /* bumped at every change */
     srv_choice_out *out;
     int32_t n_done;
+    double t_first, t_last; /* monotonic seconds of the first and the latest token posted */
     bool failed;
     srv_error error;
 
@@ -104,6 +107,8 @@ void srv_job_post(srv_job *j, int32_t choice, const char *text, size_t n_text, c
 /* Engine side, before the token's srv_job_post: its explain step (a JSON object, malloc'd, taken;
  * NULL: out of memory, which fails the job). */
 void srv_job_post_step(srv_job *j, int32_t choice, char *step);
+/* Engine side, before the last token's srv_job_post: the choice ends on stop string k. */
+void srv_job_set_stop_word(srv_job *j, int32_t choice, int32_t k);
 /* End the job with an error (choices not done are done). */
 void srv_job_fail(srv_job *j, const srv_error *e);
 

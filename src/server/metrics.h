@@ -21,6 +21,15 @@ typedef enum srv_endpoint {
     SRV_EP_SLOTS,          /* /slots/{id} */
     SRV_EP_EMBEDDINGS,
     SRV_EP_APPLY_TEMPLATE, /* /apply-template */
+    SRV_EP_MESSAGES,       /* /v1/messages (Anthropic's) */
+    SRV_EP_COUNT_TOKENS,   /* /v1/messages/count_tokens */
+    SRV_EP_RESPONSES,      /* /v1/responses */
+    SRV_EP_COMPLETION,     /* /completion (llama.cpp's) */
+    SRV_EP_INFILL,         /* /infill */
+    SRV_EP_PROPS,          /* GET /props */
+    SRV_EP_SLOTS_LIST,     /* GET /slots */
+    SRV_EP_MODELS_LOAD,    /* /models/load */
+    SRV_EP_MODELS_UNLOAD,  /* /models/unload */
     SRV_EP_OTHER,
     SRV_EP_COUNT
 } srv_endpoint;
@@ -51,6 +60,8 @@ typedef struct srv_metrics {
 
 void srv_metrics_init(srv_metrics *m, int n_slots);
 void srv_metrics_destroy(srv_metrics *m);
+/* dst (not initialised) becomes a copy of src's values, with a lock of its own. */
+void srv_metrics_copy(srv_metrics *dst, srv_metrics *src);
 void srv_metrics_request(srv_metrics *m, srv_endpoint ep);
 void srv_metrics_response(srv_metrics *m, int status);
 void srv_metrics_tokens(srv_metrics *m, int64_t prompt, int64_t generated);
@@ -60,7 +71,9 @@ void srv_metrics_preempted(srv_metrics *m);
 void srv_metrics_spec(srv_metrics *m, const nc_spec_stats *step);
 void srv_metrics_ttft(srv_metrics *m, double seconds);
 void srv_metrics_token_latency(srv_metrics *m, double seconds);
-/* The exposition text, malloc'd; NULL when out of memory. */
-char *srv_metrics_render(srv_metrics *m);
+/* The exposition text, malloc'd; NULL when out of memory: the requests and responses of server,
+ * then the other series of each model (labelled {model="..."} with labels, else the one model's
+ * unlabelled). */
+char *srv_metrics_render(srv_metrics *server, srv_metrics *const *models, const char *const *labels, int n);
 
 #endif

@@ -126,6 +126,11 @@ static char *template_messages(const srv_model_ctx *mc, const char *messages_jso
     return out;
 }
 
+/* The request's reasoning budget, else the server's. */
+static int32_t reasoning_budget(const srv_model_ctx *mc, const srv_request *r) {
+    return r->reasoning_budget != SRV_BUDGET_SERVER ? r->reasoning_budget : mc->reasoning_budget;
+}
+
 /* The variables beside the messages: the tools (for a template that takes them), the request's
  * chat_template_kwargs, reasoning_effort, and enable_thinking false under --reasoning-budget 0
  * unless the request says otherwise. */
@@ -138,7 +143,7 @@ static char *template_extra(const srv_model_ctx *mc, const srv_request *r, const
     }
     if (ok && r->reasoning_effort && !cJSON_GetObjectItemCaseSensitive(x, "reasoning_effort"))
         ok = cJSON_AddStringToObject(x, "reasoning_effort", r->reasoning_effort) != NULL;
-    if (ok && mc->reasoning_budget == 0 && !cJSON_GetObjectItemCaseSensitive(x, "enable_thinking"))
+    if (ok && reasoning_budget(mc, r) == 0 && !cJSON_GetObjectItemCaseSensitive(x, "enable_thinking"))
         ok = cJSON_AddFalseToObject(x, "enable_thinking") != NULL;
     char *out = ok ? cJSON_PrintUnformatted(x) : NULL;
     cJSON_Delete(x);
@@ -341,12 +346,12 @@ static int reply_params(const srv_model_ctx *mc, const srv_request *r, srv_job *
     j->reply.tools_json = j->tools_json;
     j->reasoning_budget = -1;
     const srv_reasoning_style *s = mc->fmt.reasoning;
-    if (r->api != SRV_API_CHAT || !s || mc->reasoning_budget < 0) return 0;
+    if (r->api != SRV_API_CHAT || !s || reasoning_budget(mc, r) < 0) return 0;
     /* gpt-oss goes on in the final channel */
     char end[96];
     snprintf(end, sizeof end, "%s%s", s->close, s->harmony ? "<|start|>assistant<|channel|>final<|message|>" : "");
     if (srv_tokenize(mc->m, end, strlen(end), false, true, &j->budget_end, &j->n_budget_end, e)) return -1;
-    j->reasoning_budget = mc->reasoning_budget;
+    j->reasoning_budget = reasoning_budget(mc, r);
     j->thinking = s;
     return 0;
 oom:
@@ -360,6 +365,7 @@ static int decoding_params(const srv_model_ctx *mc, const srv_request *r, srv_jo
     j->logprobs = r->logprobs;
     j->tool_calls = r->tools_json && r->tool_choice != SRV_TOOLS_NONE;
     j->t_max_predict_ms = r->t_max_predict_ms;
+    j->n_indent = r->n_indent;
     j->cache_prompt = r->cache_prompt;
     j->id_slot = r->id_slot;
     if (reply_params(mc, r, j, e)) return -1;

@@ -1066,7 +1066,8 @@ static void request_defaults(srv_request *r, srv_api api) {
     *r = (srv_request){.api = api, .n = 1, .temperature = 1, .top_p = 1, .typical_p = 1, .dynatemp_exponent = 1,
                        .repetition_penalty = 1, .length_penalty = 1, .num_beam_groups = 1, .repeat_last_n = 64,
                        .xtc_threshold = 0.1f, .mirostat_tau = 5, .mirostat_eta = 0.1f, .dry_base = 1.75f,
-                       .dry_allowed_length = 2, .dry_penalty_last_n = -1, .cache_prompt = true, .id_slot = -1};
+                       .dry_allowed_length = 2, .dry_penalty_last_n = -1, .cache_prompt = true, .id_slot = -1,
+                       .reasoning_budget = SRV_BUDGET_SERVER};
 }
 
 static int parse_fields(const cJSON *root, const srv_limits *lim, srv_request *r, srv_error *e) {
@@ -1083,17 +1084,34 @@ static int parse_fields(const cJSON *root, const srv_limits *lim, srv_request *r
                : 0;
 }
 
+int srv_request_from_json(srv_api api, const cJSON *root, const srv_limits *lim, srv_request *out, srv_error *err) {
+    request_defaults(out, api);
+    int rc = parse_fields(root, lim, out, err);
+    if (rc) {
+        srv_request_free(out);
+        request_defaults(out, api);
+    }
+    return rc;
+}
+
 int srv_request_parse(srv_api api, const char *body, size_t len, const srv_limits *lim, srv_request *out,
                       srv_error *err) {
     request_defaults(out, api);
     cJSON *root = parse_object(body, len, err);
     if (!root) return -1;
-    int rc = parse_fields(root, lim, out, err);
+    int rc = srv_request_from_json(api, root, lim, out, err);
     cJSON_Delete(root);
-    if (rc) {
-        srv_request_free(out);
-        request_defaults(out, api);
-    }
+    return rc;
+}
+
+cJSON *srv_json_parse_object(const char *body, size_t len, srv_error *err) { return parse_object(body, len, err); }
+
+int srv_body_model(const char *body, size_t len, char **model, srv_error *err) {
+    *model = NULL;
+    cJSON *root = parse_object(body, len, err);
+    if (!root) return -1;
+    int rc = opt_string(root, "model", model, err);
+    cJSON_Delete(root);
     return rc;
 }
 

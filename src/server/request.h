@@ -140,7 +140,12 @@ typedef struct srv_request {
     int32_t id_slot;               /* the slot to run in; -1 (default): any */
     int32_t t_max_predict_ms;      /* once this long since the first token, the reply ends at the
                                       next token after a newline (finish "length"); 0: no limit */
+    int32_t n_indent;              /* llama.cpp's: a line after the first that starts less indented
+                                      than this ends the reply before it (finish "length"); 0: off */
+    int32_t reasoning_budget;      /* SRV_BUDGET_SERVER: the server's --reasoning-budget; else tokens
+                                      of reasoning (-1: no limit), as Anthropic's thinking.budget_tokens */
 } srv_request;
+#define SRV_BUDGET_SERVER (-2)
 
 typedef struct srv_limits {
     int32_t n_vocab;               /* token ids (prompts, logit_bias) must be below */
@@ -155,6 +160,18 @@ typedef struct srv_limits {
 int srv_request_parse(srv_api api, const char *body, size_t len, const srv_limits *lim, srv_request *out,
                       srv_error *err);
 void srv_request_free(srv_request *r);
+
+/* The same over a parsed body (the other APIs' requests, translated into OpenAI's: server/anthropic.h,
+ * server/responses.h, server/llama_api.h). */
+struct cJSON;
+int srv_request_from_json(srv_api api, const struct cJSON *root, const srv_limits *lim, srv_request *out,
+                          srv_error *err);
+/* The body as a JSON object (malloc'd cJSON tree), or NULL with the 400 (not JSON, trailing data, an
+ * escaped NUL, not an object). */
+struct cJSON *srv_json_parse_object(const char *body, size_t len, srv_error *err);
+/* The body's "model" (malloc'd; NULL when absent or null), which picks the model in router mode;
+ * a body that is not a JSON object, or a "model" that is not a string, is the 400. */
+int srv_body_model(const char *body, size_t len, char **model, srv_error *err);
 
 /* POST /tokenize (llama.cpp's shape): {"content": string, "add_special": bool = false,
  * "parse_special": bool = true} */

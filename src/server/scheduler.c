@@ -10,6 +10,7 @@
 #include "sampling/seq.h"
 #include "sampling/spec.h"
 #include "server/explain.h"
+#include "server/prepare.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -598,6 +599,62 @@ static void watch_budget(slot *sl, srv_job *j, seq *q) {
     if (spent && seq_force(q, j->budget_end, j->n_budget_end, &err)) fail_job(j, 500, "server_error", err.msg);
 }
 
+/* Which stop string ended the choice: the one that starts where its shown text (shown bytes)
+ * ends in the text of its generated tokens; -1 when none does (an end-of-generation token). */
+static int32_t stop_word(srv_sched *s, const srv_job *j, const seq *q, size_t shown) {
+    char *text;
+    size_t n;
+    srv_error e;
+    int32_t found = -1;
+    if (j->stop.n_stop == 0 || srv_detokenize(s->m, q->tokens + q->n_prompt, seq_n_generated(q), &text, &n, &e))
+        return -1;
+    const char *first = NULL;
+    for (int32_t k = 0; k < j->stop.n_stop && found < 0; k++) {
+        size_t len = strlen(j->stop.stop[k]);
+        if (shown + len <= n && !memcmp(text + shown, j->stop.stop[k], len)) found = k;
+        const char *hit = memmem(text, n, j->stop.stop[k], len);
+        if (hit && (!first || hit < first)) first = hit;
+    }
+    for (int32_t k = 0; found < 0 && first && k < j->stop.n_stop; k++) /* text the detokenizer repaired */
+        if (!strncmp(first, j->stop.stop[k], strlen(j->stop.stop[k]))) found = k;
+    free(text);
+    return found;
+}
+
+/* llama.cpp's n_indent: the offset in text[0..n) where the reply is cut, the first non-blank
+ * character (at or after from, the new piece) of a line after the first whose indentation is
+ * below n_indent; -1 when none is. The line's blanks stay, as llama.cpp keeps them. */
+static long indent_cut(const char *text, size_t n, size_t from, int32_t n_indent) {
+    size_t start = from;
+    while (start > 0 && text[start - 1] != '\n') start--;
+    for (size_t i = start; i < n; i++) {
+        if (i == 0 || text[i - 1] != '\n') continue;
+        size_t k = i;
+        while (k < n && (text[k] == ' ' || text[k] == '\t')) k++;
+        if (k < n && k >= from && text[k] != '\n' && (long)(k - i) < n_indent) return (long)k;
+    }
+    return -1;
+}
+
+/* The cut n_indent makes in this piece (bytes of it kept), or -1. */
+static long indent_limit(const srv_job *j, int32_t choice, const seq_token *t) {
+    if (j->n_indent <= 0 || t->n_text == 0) return -1;
+    srv_job *jm = (srv_job *)j;
+    pthread_mutex_lock(&jm->mu);
+    const srv_choice_out *o = &j->out[choice];
+    size_t shown = o->n_text, n = shown + (size_t)t->n_text;
+    char *all = malloc(n + 1);
+    long cut = -1;
+    if (all) {
+        memcpy(all, o->text ? o->text : "", shown);
+        memcpy(all + shown, t->text, (size_t)t->n_text);
+        cut = indent_cut(all, n, shown, j->n_indent);
+        free(all);
+    }
+    pthread_mutex_unlock(&jm->mu);
+    return cut < 0 ? -1 : cut - (long)shown;
+}
+
 /* A token the slot drew: to its job. */
 static int post_token(void *user, seq *q, const seq_token *t) {
     slot_ref *r = user;
@@ -612,6 +669,19 @@ static int post_token(void *user, seq *q, const seq_token *t) {
         return 0;
     }
     nc_finish finish = time_limit(r->sl, j, q, t);
+    int32_t n_text = t->n_text;
+    long keep = finish == NC_FINISH_NONE ? indent_limit(j, r->sl->choice, t) : -1;
+    if (keep >= 0) {
+        n_text = (int32_t)keep;
+        q->finish = finish = NC_FINISH_LENGTH;
+    }
+    if (finish == NC_FINISH_STOP && !nc_token_is_eog(r->s->m, t->token)) {
+        pthread_mutex_lock(&j->mu);
+        size_t shown = j->out[r->sl->choice].n_text + (size_t)n_text;
+        pthread_mutex_unlock(&j->mu);
+        int32_t k = stop_word(r->s, j, q, shown);
+        if (k >= 0) srv_job_set_stop_word(j, r->sl->choice, k);
+    }
     /* the end-of-generation token is not part of the text, nor of its logprobs */
     bool with_lp = j->logprobs && !nc_token_is_eog(r->s->m, t->token);
     srv_logprob lp = {.token = t->token};
@@ -620,7 +690,7 @@ static int post_token(void *user, seq *q, const seq_token *t) {
         lp.n_top = t->info->n_top;
         memcpy(lp.top, t->info->top, (size_t)t->info->n_top * sizeof *t->info->top);
     }
-    srv_job_post(j, r->sl->choice, t->text, (size_t)t->n_text, with_lp ? &lp : NULL, 1, finish);
+    srv_job_post(j, r->sl->choice, t->text, (size_t)n_text, with_lp ? &lp : NULL, 1, finish);
     if (finish == NC_FINISH_NONE && j->budget_end) watch_budget(r->sl, j, q);
     return 0;
 }
@@ -875,6 +945,28 @@ int srv_sched_slot_action(srv_sched *s, srv_slot_action *a) {
     while (!a->done) pthread_cond_wait(&s->acted, &s->mu);
     pthread_mutex_unlock(&s->mu);
     return a->status;
+}
+
+int32_t srv_sched_n_slots(const srv_sched *s) { return s->n_slots; }
+
+void srv_sched_slots(srv_sched *s, srv_slot_info *out) {
+    pthread_mutex_lock(&s->mu);
+    for (int32_t i = 0; i < s->n_slots; i++) {
+        const slot *sl = &s->slots[i];
+        srv_slot_info in = {.busy = sl->state != SLOT_FREE && sl->job, .n_remain = -1};
+        if (in.busy) {
+            srv_job *j = sl->job;
+            in.prefilling = sl->state == SLOT_PREFILL || sl->state == SLOT_WAIT;
+            in.task = sl->order + 1;
+            in.n_prompt = j->n_prompt[sl->prompt];
+            pthread_mutex_lock(&j->mu);
+            in.n_decoded = j->out[sl->choice].n_tokens;
+            pthread_mutex_unlock(&j->mu);
+            if (j->stop.max_tokens > 0) in.n_remain = j->stop.max_tokens - in.n_decoded;
+        }
+        out[i] = in;
+    }
+    pthread_mutex_unlock(&s->mu);
 }
 
 void srv_sched_cancel(srv_sched *s, srv_job *j) {

@@ -72,6 +72,19 @@ typedef struct srv_slot_action {
 /* Queue the action and wait until the engine has run it; returns a->status. */
 int srv_sched_slot_action(srv_sched *s, srv_slot_action *a);
 
+/* GET /slots: what each slot is doing now. */
+typedef struct srv_slot_info {
+    bool busy;             /* serving a request */
+    bool prefilling;       /* still feeding its prompt */
+    int32_t n_prompt;      /* its prompt's tokens */
+    int32_t n_decoded;     /* tokens generated */
+    int32_t n_remain;      /* before max_tokens (-1: no limit) */
+    uint64_t task;         /* the request's admission number (0: none yet) */
+} srv_slot_info;
+/* Fill out[0..n_slots). */
+void srv_sched_slots(srv_sched *s, srv_slot_info *out);
+int32_t srv_sched_n_slots(const srv_sched *s);
+
 double srv_now(void);  /* monotonic seconds */
 
 #endif

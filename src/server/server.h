@@ -1,8 +1,14 @@
-/* `nucleus serve`: an OpenAI-compatible HTTP server over one model. Endpoints: GET /health,
- * GET /v1/models, POST /v1/completions, POST /v1/chat/completions, POST /tokenize,
- * POST /detokenize, GET /metrics, POST /slots/{id}?action=save|restore, GET /v1/models/{id},
- * POST /v1/embeddings (server/embed.h), POST /apply-template, and the web page at / (server/web.h). Every request gets an access-log line (server/access.h). Requests run through the continuous-batching scheduler
- * (scheduler.h); connections are served by libmicrohttpd, one thread each. */
+/* `nucleus serve`: an OpenAI-compatible HTTP server over one model (-m), or in router mode over
+ * several loaded on demand (server/router.h). Endpoints: GET /health, GET /v1/models,
+ * POST /v1/completions, POST /v1/chat/completions, POST /tokenize, POST /detokenize,
+ * GET /metrics, POST /slots/{id}?action=save|restore, GET /v1/models/{id}, POST /v1/embeddings
+ * (server/embed.h), POST /apply-template, Anthropic's POST /v1/messages and
+ * /v1/messages/count_tokens (server/anthropic.h), OpenAI's POST /v1/responses
+ * (server/responses.h), llama.cpp's POST /completion, POST /infill, GET /props, GET /slots
+ * (server/llama_api.h), POST /models/load and /models/unload, and the web page at /
+ * (server/web.h). Every request gets an access-log line (server/access.h). Each model's requests
+ * run through its continuous-batching scheduler (scheduler.h, server/instance.h); connections
+ * are served by libmicrohttpd, one thread each. */
 #ifndef NC_SERVER_SERVER_H
 #define NC_SERVER_SERVER_H
 
@@ -12,6 +18,7 @@
 #include <stdio.h>
 
 #include "nucleus.h"
+#include "server/presets.h"
 
 typedef struct srv_config {
     const char *host;      /* numeric IPv4 or IPv6 address, or a name; "127.0.0.1" by default */
@@ -36,7 +43,11 @@ typedef struct srv_config {
     double body_seconds;   /* and its body within this of the headers (0: 60) */
     int max_connections;   /* open connections, a thread each (0: 1024) */
     int max_conn_per_ip;   /* from one client address (0: 64; -1: no limit, behind a balancer) */
-    const char *model_id;  /* the name /v1/models reports */
+    const char *model_id;  /* the name /v1/models reports (-m) */
+    const char *model_path; /* -m: the model's path (/props, /v1/models) */
+    int32_t models_max;    /* router mode: models in memory at once (0: no limit) */
+    double memory_budget;  /* router mode: bytes the models in memory may take (0: no limit) */
+    double sleep_idle_seconds; /* router mode: a model idle this long is unloaded (0: never) */
     const char *slot_save_path; /* the directory slot files are saved to and restored from; NULL: off */
     bool swa_full;         /* sliding-window layers keep every position (nc_context_params.swa_full) */
     bool fast;             /* the fast mode, for the model and the draft (nc_context_params.fast) */
@@ -58,10 +69,15 @@ typedef struct srv_server srv_server;
  * {"status":"loading"} and the other endpoints (but /metrics) 503, so a load balancer or an
  * orchestrator can wait for the replica. */
 int srv_listen(srv_server **out, const srv_config *cfg, nc_err *err);
-/* Serve the model: on success the server is ready (/health 200). On failure stop it (srv_stop). */
+/* Serve the model: on success the server is ready (/health 200). On failure stop it (srv_stop).
+ * cfg's strings must outlive the server. */
 int srv_start(srv_server *s, nc_model *m, const srv_config *cfg, nc_err *err);
+/* Router mode: serve the presets' models (taken; ps is left empty), each loaded when a request
+ * first names it (or now, with load-on-startup) with cfg's options under its preset's.
+ * cfg's strings must outlive the server. */
+int srv_start_router(srv_server *s, srv_presets *ps, const srv_config *cfg, nc_err *err);
 int srv_port(const srv_server *s);
-/* What the server made, for its start-up summary. */
+/* What the server made, for its start-up summary (-m; zeroed in router mode). */
 typedef struct srv_info {
     int32_t n_ctx, n_threads;  /* context per slot; threads of the engine */
     double kv_bytes;           /* the whole cache */
