@@ -242,6 +242,7 @@ async function generate(m, path, body) {
   m.node.dataset.done = 'true';
   setBusy(null);
   renderMessage(m);
+  if (!$('model-pick').hidden) showModel(); /* the picked model is loaded now, another maybe not */
 }
 
 function chatMessages(upTo) {
@@ -255,6 +256,7 @@ function chatMessages(upTo) {
 function requestBody(extra) {
   const s = settings();
   const body = { ...s, stream: true, ...extra };
+  if (!$('model-pick').hidden) body.model = $('model-pick').value;
   if ($('explain').checked) body.nucleus_explain = { top_n: EXPLAIN_TOP_N };
   return body;
 }
@@ -326,11 +328,25 @@ function closeInspector() {
 
 // ---- Start ---------------------------------------------------------------------------------
 
+// The model, or with several (router mode) a picker of them with their status; requests name
+// the one picked, which the server loads if it has to.
 async function showModel() {
   try {
     const r = await fetch('/v1/models', { headers: headers() });
     const j = await r.json();
-    $('model').textContent = r.ok ? j.data[0].id : `the API says ${r.status}: set the API key in Settings`;
+    const pick = $('model-pick');
+    pick.hidden = !r.ok || j.data.length < 2;
+    if (!pick.hidden) {
+      const chosen = pick.value;
+      pick.replaceChildren(...j.data.map((m) => {
+        const o = document.createElement('option');
+        o.value = m.id;
+        o.textContent = m.status && m.status.value !== 'loaded' ? `${m.id} (${m.status.value})` : m.id;
+        return o;
+      }));
+      if (j.data.some((m) => m.id === chosen)) pick.value = chosen;
+    }
+    $('model').textContent = !r.ok ? `the API says ${r.status}: set the API key in Settings` : pick.hidden ? j.data[0].id : '';
   } catch { $('model').textContent = 'the server does not answer'; }
 }
 
