@@ -258,10 +258,13 @@ FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 FUZZ_LIB_SRC := src/common.c $(shell find src/format src/grammar -name '*.c' | sort)
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRC)
 	@mkdir -p $(dir $@)
-	clang $(CSTD) $(INC) -O1 -g -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $< $(FUZZ_LIB_SRC) $(LDLIBS)
+	clang $(CSTD) $(INC) -O1 -g -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $< $(FUZZ_LIB_SRC) $(FUZZ_EXTRA_$*) $(LDLIBS)
 # Harnesses that include the source they exercise rebuild when it changes.
 $(BUILD)/fuzz/fuzz_kv_file: src/kv/kv_file_format.c src/kv/kv_file.h
-$(BUILD)/fuzz/fuzz_request: src/server/request.c src/server/request.h
+# and sources a harness needs beside them
+FUZZ_EXTRA_fuzz_request := src/server/anthropic.c src/server/responses.c src/server/llama_api.c src/server/presets.c \
+                           src/server/dialect.c
+$(BUILD)/fuzz/fuzz_request: src/server/request.c src/server/request.h $(FUZZ_EXTRA_fuzz_request) src/server/dialect.h
 $(BUILD)/fuzz/fuzz_reply: src/server/reply.c src/server/harmony.c src/server/call_named.c src/server/tool_calls.c \
                           src/server/marker.c src/server/chat_format.c src/server/reply.h src/server/tool_calls.h
 fuzz: $(FUZZ_BIN)
