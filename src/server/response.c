@@ -341,23 +341,6 @@ char *srv_json_error(const srv_error *e) {
     return print_and_free(root, ok);
 }
 
-static bool model_fields(cJSON *model, const char *model_id, int64_t created) {
-    return put_str(model, "id", model_id) && put_str(model, "object", "model") &&
-           put_num(model, "created", (double)created) && put_str(model, "owned_by", "nucleus");
-}
-
-char *srv_json_models(const char *model_id, int64_t created) {
-    cJSON *root = cJSON_CreateObject(), *data = NULL, *model = NULL;
-    bool ok = put_str(root, "object", "list") && srv_json_put(root, "data", data = cJSON_CreateArray()) &&
-              srv_json_append(data, model = cJSON_CreateObject()) && model_fields(model, model_id, created);
-    return print_and_free(root, ok);
-}
-
-char *srv_json_model(const char *model_id, int64_t created) {
-    cJSON *root = cJSON_CreateObject();
-    return print_and_free(root, model_fields(root, model_id, created));
-}
-
 /* n floats as their little-endian float32 bytes in base64 (OpenAI's encoding_format "base64"). */
 static char *base64_floats(const float *v, int32_t n) {
     static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

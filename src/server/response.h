@@ -1,5 +1,5 @@
 /* JSON bodies in OpenAI's shapes: errors, completions and chat completions (whole or as stream
- * chunks), logprobs, usage, the model list, tokenize / detokenize. Each returns a malloc'd
+ * chunks), logprobs, usage, tokenize / detokenize (the model list: server/models.h). Each returns a malloc'd
  * NUL-terminated string (free() it), or NULL when out of memory. Text is made valid UTF-8
  * (invalid bytes and NULs become U+FFFD) so every body is valid JSON. */
 #ifndef NC_SERVER_RESPONSE_H
@@ -81,9 +81,6 @@ char *srv_json_tool_call_chunk(const srv_resp_meta *m, int32_t index, int32_t k,
                                bool usage_null);
 /* The last chunk when usage was asked for: no choices, the usage. */
 char *srv_json_usage_chunk(const srv_resp_meta *m, const srv_usage *u);
-char *srv_json_models(const char *model_id, int64_t created);
-/* GET /v1/models/{id}: the one model object. */
-char *srv_json_model(const char *model_id, int64_t created);
 /* /v1/embeddings: {"object": "list", "data": [{"object": "embedding", "index", "embedding"}],
  * "model", "usage": {"prompt_tokens", "total_tokens"}}; vectors: n rows of n_embd. */
 char *srv_json_embeddings(const char *model_id, const float *vectors, int32_t n, int32_t n_embd, bool base64,

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "server/models.h"
 #include "server/presets.h"
 #include "server/router.h"
 #include "test.h"
@@ -372,6 +373,26 @@ static void test_idle(void) {
     srv_router_free(rt);
 }
 
+/* /v1/models' object of a model not loaded, and of one that failed. */
+static void test_model_object(void) {
+    srv_preset p = {.id = "m1", .path = "/m/m1.gguf", .est_bytes = 1234};
+    srv_model_status st = {.preset = &p, .state = SRV_MODEL_UNLOADED, .bytes = 1234, .loads = 2};
+    cJSON *o = srv_model_object(&st, 42);
+    char *s = cJSON_PrintUnformatted(o);
+    CHECK_MSG(s && !strcmp(s, "{\"id\":\"m1\",\"object\":\"model\",\"created\":42,\"owned_by\":\"nucleus\",\"path\":\"/m/m1.gguf\","
+                         "\"status\":{\"value\":\"unloaded\"},\"meta\":{\"size\":1234,\"requests\":0,\"idle_seconds\":0,\"loads\":2}}"),
+              "%s", s);
+    free(s);
+    cJSON_Delete(o);
+    st.state = SRV_MODEL_FAILED;
+    snprintf(st.error, sizeof st.error, "bad magic");
+    o = srv_model_object(&st, 42);
+    const cJSON *status = cJSON_GetObjectItem(o, "status");
+    CHECK(!strcmp(cJSON_GetObjectItem(status, "value")->valuestring, "failed") &&
+          !strcmp(cJSON_GetObjectItem(status, "reason")->valuestring, "bad magic"));
+    cJSON_Delete(o);
+}
+
 /* -m: one model answering to every name, which cannot be unloaded. */
 static void test_single(void) {
     const char *paths[] = {"/m/a"};
@@ -396,6 +417,7 @@ int main(void) {
     test_failure();
     test_idle();
     test_single();
+    test_model_object();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
