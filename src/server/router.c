@@ -232,6 +232,7 @@ static int obtain(srv_router *rt, model *m, bool lease, bool retry, srv_error *e
     bool tried = false;
     for (;;) {
         if (rt->closed) return closed_error(e);
+        reap_retired(rt); /* one whose requests ended while nobody waited for it */
         if (m->p->est_bytes > rt->cfg.memory_budget && rt->cfg.memory_budget > 0 && m->state != SRV_MODEL_LOADED) {
             srv_error_set(e, 500, "server_error", "model_load_failed", "model",
                           "the model '%.128s' takes %.0f bytes, more than --memory-budget %.0f", m->p->id,
@@ -264,7 +265,6 @@ static int obtain(srv_router *rt, model *m, bool lease, bool retry, srv_error *e
         case SRV_MODEL_UNLOADING: break;
         }
         pthread_cond_wait(&rt->changed, &rt->mu);
-        reap_retired(rt);
     }
 }
 

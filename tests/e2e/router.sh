@@ -133,8 +133,9 @@ expect_err "a directory that is not there" "--models-dir $tmp/none:" "$NUCLEUS" 
 printf '[a]\nmodel = x.gguf\nfrob = 1\n' >"$tmp/bad.ini"
 expect_err "an INI key unknown" "$tmp/bad.ini:3: unknown key 'frob'" "$NUCLEUS" serve --models "$tmp/bad.ini"
 expect_err "--memory-budget" "--memory-budget: expected bytes" "$NUCLEUS" serve --models-dir "$dir" --memory-budget lots
-printf '[tiny]\nmodel = %s\nparallel = 3\nctx-size = 512\n[stories]\nctx-size = 256\n' "$stories" >"$tmp/models.ini"
+printf '[tiny]\nmodel = %s\nparallel = 3\nctx-size = 512\nload-on-startup = true\n[stories]\nctx-size = 256\n' "$stories" >"$tmp/models.ini"
 if start_server ini --models-dir "$dir" --models "$tmp/models.ini" -t 1; then
+    expect_eq "load-on-startup" "$(curl -s "$url_ini/v1/models/tiny" | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"]["value"])')" loaded
     out=$(curl -s "$url_ini/props?model=tiny" | python3 -c 'import json,sys; p=json.load(sys.stdin); print(p["total_slots"], p["n_ctx"])')
     expect_eq "an INI preset's options" "$out" "3 512"
     out=$(curl -s "$url_ini/props?model=stories" | python3 -c 'import json,sys; p=json.load(sys.stdin); print(p["total_slots"], p["n_ctx"])')
