@@ -92,19 +92,21 @@ class Generation:
         self._n_samples = req.params.n_samples or 1
         self.stats = GenerationStats(prompt_tokens=len(prompt))
         llama._acquire()
+        handle = ctypes.c_void_p()
         try:
             if not prompt:
                 raise InvalidArgument("the prompt is empty")
             self._prompt = _lib.i32_array(prompt)
-            handle = ctypes.c_void_p()
             err = _lib.nc_err()
             rc = _lib.lib.nc_gen_begin(ctypes.byref(handle), llama._ctx, llama._model, self._prompt, len(prompt),
                                        ctypes.byref(req.params), ctypes.byref(err))
             if rc != 0:
-                self._clear()
                 raise InvalidArgument(_lib.message(err))
             self._handle = handle
-        except BaseException:
+        except BaseException:  # a refusal, or a KeyboardInterrupt as the prefill returned
+            if handle.value and self._handle is None:
+                _lib.lib.nc_gen_free(handle)
+            self._clear()
             llama._release()
             raise
         self._event = _lib.nc_gen_event()

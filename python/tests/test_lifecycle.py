@@ -47,6 +47,8 @@ def test_init_refusals():
         Llama.from_pretrained("org/model", "*.gguf")
     with pytest.raises(NotImplementedError, match="n_threads_batch"):
         Llama(model_path=STORIES, n_threads=1, n_threads_batch=2, verbose=False)
+    with pytest.raises(ValueError, match="without the CUDA backend"):  # libnucleus.so is the CPU build
+        Llama(model_path=STORIES, n_gpu_layers=-1, verbose=False)
     # llama-cpp-python's defaults, given explicitly, are accepted
     Llama(model_path=STORIES, use_mmap=True, use_mlock=False, flash_attn=False, rope_freq_base=0.0, numa=False,
           offload_kqv=True, verbose=False).close()
