@@ -1,6 +1,6 @@
 /* What a language binding pulls from the library (python/ is one): a generation taken one token
  * at a time (nc_gen_begin / nc_gen_next, against nc_generate's callback), freed half-way, failing
- * half-way; a whole text detokenized (nc_detokenize); the metadata enumerated (nc_model_meta_*). On stories260K (vocabulary 512). */
+ * half-way; a whole text detokenized (nc_detokenize); the metadata enumerated (nc_model_meta_*), of a GGUF file and a Hugging Face directory. On stories260K (vocabulary 512). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -260,6 +260,27 @@ static void test_metadata(void) {
     CHECK(nc_model_meta_value(model, 16, buf, sizeof buf) == -1);
 }
 
+/* A Hugging Face directory's one key: its chat template, as nc_model_meta_str gives it. */
+static void test_metadata_hf(const char *shared) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/archs/qwen2/hf", shared);
+    nc_model *m;
+    nc_err err;
+    if (nc_model_load(&m, path, &err)) {
+        CHECK_MSG(0, "cannot load %s: %s", path, err.msg);
+        return;
+    }
+    size_t len = 0;
+    const char *tmpl = nc_model_meta_str(m, "tokenizer.chat_template", &len);
+    CHECK(tmpl && len > 0 && nc_model_meta_count(m) == 1);
+    CHECK(!strcmp(nc_model_meta_key(m, 0), "tokenizer.chat_template") && nc_model_meta_key(m, 1) == NULL);
+    char *buf = malloc(len);
+    CHECK(buf && nc_model_meta_value(m, 0, buf, (int)len) == (int)len && !memcmp(buf, tmpl, len));
+    CHECK(nc_model_meta_value(m, 1, buf, (int)len) == -1);
+    free(buf);
+    nc_model_free(m);
+}
+
 int main(void) {
     const char *shared = getenv("SHARED");
     char path[4096];
@@ -275,6 +296,7 @@ int main(void) {
     test_errors();
     test_detokenize();
     test_metadata();
+    test_metadata_hf(shared ? shared : "../shared");
     nc_model_free(model);
     return test_summary("binding_api");
 }
