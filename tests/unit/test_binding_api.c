@@ -1,6 +1,8 @@
 /* What a language binding pulls from the library (python/ is one): a generation taken one token
  * at a time (nc_gen_begin / nc_gen_next, against nc_generate's callback), freed half-way, failing
- * half-way; a whole text detokenized (nc_detokenize); the metadata enumerated (nc_model_meta_*), of a GGUF file and a Hugging Face directory. On stories260K (vocabulary 512). */
+ * half-way; a whole text detokenized (nc_detokenize); the metadata enumerated (nc_model_meta_*),
+ * of a GGUF file and of a Hugging Face directory. On stories260K (vocabulary 512) and qwen2's
+ * directory. */
 #include <stdlib.h>
 #include <string.h>
 
