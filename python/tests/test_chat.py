@@ -119,12 +119,14 @@ def test_chat_logprobs(qwen2):
 def test_chatml_and_content_parts():
     with Llama(model_path=QWEN2, chat_format="chatml", verbose=False) as llm:
         assert "<|im_start|>" in llm.chat_template().source
+        text, _ = llm.chat_template().render([{"role": "user", "content": "Hello there"}], None)
+        assert text == "<|im_start|>user\nHello there<|im_end|>\n<|im_start|>assistant\n"
         parts = [{"role": "user", "content": [{"type": "text", "text": "Hello "}, {"type": "text", "text": "there"}]}]
-        text, _ = llm.chat_template().render(parts and [{"role": "user", "content": "Hello there"}], None)
-        r1 = llm.create_chat_completion(parts, max_tokens=5, seed=1)
-        r2 = llm.create_chat_completion([{"role": "user", "content": "Hello there"}], max_tokens=5, seed=1)
+        r1 = llm.create_chat_completion(parts, max_tokens=5, seed=1, temperature=1.5)
+        r2 = llm.create_chat_completion([{"role": "user", "content": "Hello there"}], max_tokens=5, seed=1,
+                                        temperature=1.5)
         assert r1["choices"][0]["message"] == r2["choices"][0]["message"]
-        assert "Hello there" in text
+        assert r1["usage"] == r2["usage"]
 
 
 def test_refusals(qwen2):

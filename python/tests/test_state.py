@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import CLI, QWEN2, SHARED, STORIES
-from nucleus import GGML_TYPE_F32, GGML_TYPE_Q8_0, InvalidArgument, Llama
+from nucleus import GGML_TYPE_F32, GGML_TYPE_Q8_0, InvalidArgument, Llama, NucleusError
 
 PROMPT = "Once upon a time"
 QWEN3 = os.path.join(SHARED, "archs", "qwen3", "qwen3-f16.gguf")
@@ -122,3 +122,16 @@ def test_cache_types():
         Llama(model_path=STORIES, type_k=3, verbose=False)  # GGML_TYPE_Q4_1: not a cache type of nucleus
     with pytest.raises(TypeError, match="disagree"):
         Llama(model_path=STORIES, type_k="f16", cache_type_k="f32", verbose=False)
+
+
+def test_seed_and_cache_setters():
+    with Llama(model_path=STORIES, verbose=False) as llm:
+        llm.set_seed(9)
+        first = [llm(PROMPT, max_tokens=16, temperature=1.2)["choices"][0]["text"] for _ in range(2)]
+        llm.set_seed(9)
+        assert [llm(PROMPT, max_tokens=16, temperature=1.2)["choices"][0]["text"] for _ in range(2)] == first
+        llm.set_cache(None)
+        with pytest.raises(NotImplementedError, match="reuses them by itself"):
+            llm.set_cache(object())
+        with pytest.raises(NucleusError, match="nothing evaluated"):
+            llm.logits()
