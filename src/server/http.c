@@ -1419,32 +1419,18 @@ static srv_config preset_config(const srv_config *base, const srv_preset *p) {
 
 /* The text of a chat template file (malloc'd), or NULL with err. */
 static char *read_template(const char *path, nc_err *err) {
-    FILE *f = fopen(path, "rb");
-    char *text = NULL;
-    size_t len = 0, cap = 0;
-    if (!f) {
-        snprintf(err->msg, sizeof err->msg, "chat-template-file %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    for (;;) {
-        if (len + 4096 > cap) {
-            char *g = cap < (16u << 20) ? realloc(text, cap = 2 * cap + 4096) : NULL;
-            if (!g) break;
-            text = g;
-        }
-        size_t got = fread(text + len, 1, cap - len - 1, f);
-        len += got;
-        if (got == 0) break;
-    }
-    bool bad = ferror(f) || !text || len == 0 || memchr(text, 0, len);
-    fclose(f);
-    if (bad) {
-        snprintf(err->msg, sizeof err->msg, "chat-template-file %s: %s", path,
-                 !text ? "too large" : len == 0 ? "the file is empty" : "unreadable, or holds a NUL byte");
+    size_t len;
+    char *text = srv_read_text(path, 16u << 20, &len, err);
+    if (text && (len == 0 || strlen(text) != len)) {
+        snprintf(err->msg, sizeof err->msg, "%.400s: %s", path, len == 0 ? "the file is empty" : "the file holds a NUL byte");
         free(text);
         return NULL;
     }
-    text[len] = 0;
+    if (!text) {
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err->msg);
+        snprintf(err->msg, sizeof err->msg, "chat-template-file %.480s", why);
+    }
     return text;
 }
 

@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 __attribute__((format(printf, 2, 3))) static int fail(nc_err *err, const char *fmt, ...) {
     va_list ap;
@@ -490,28 +492,48 @@ int srv_presets_parse_ini(srv_presets *ps, const char *text, size_t len, const c
     return rc;
 }
 
-int srv_presets_load_ini(srv_presets *ps, const char *file, nc_err *err) {
-    FILE *f = fopen(file, "rb");
-    if (!f) return fail(err, "--models %s: %s", file, strerror(errno));
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    int rc = 0;
-    for (;;) {
-        if (len + 4096 > cap) {
-            char *grown = cap < (1u << 24) ? realloc(buf, cap = 2 * cap + 4096) : NULL;
-            if (!grown) {
-                rc = fail(err, "--models %s: the file is too large", file);
-                break;
-            }
-            buf = grown;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) break;
+char *srv_read_text(const char *path, size_t max, size_t *len, nc_err *err) {
+    /* non-blocking open, then a check that it is a regular file: a FIFO or a device named by
+       mistake would otherwise block the read, or never end */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        if (fd >= 0) close(fd);
+        fail(err, "%s: %s", path, fd < 0 ? strerror(errno) : "not a regular file");
+        return NULL;
     }
-    if (!rc && ferror(f)) rc = fail(err, "--models %s: %s", file, strerror(errno));
-    fclose(f);
-    if (!rc) rc = srv_presets_parse_ini(ps, buf ? buf : "", len, file, err);
-    free(buf);
+    if ((size_t)st.st_size > max) {
+        close(fd);
+        fail(err, "%s: larger than %zu bytes", path, max);
+        return NULL;
+    }
+    char *text = malloc((size_t)st.st_size + 1);
+    size_t n = 0;
+    while (text && n < (size_t)st.st_size) {
+        ssize_t got = read(fd, text + n, (size_t)st.st_size - n);
+        if (got <= 0) break;
+        n += (size_t)got;
+    }
+    close(fd);
+    if (!text || n != (size_t)st.st_size) {
+        free(text);
+        fail(err, "%s: %s", path, text ? "cannot be read whole" : "out of memory");
+        return NULL;
+    }
+    text[n] = 0;
+    *len = n;
+    return text;
+}
+
+int srv_presets_load_ini(srv_presets *ps, const char *file, nc_err *err) {
+    size_t len;
+    char *text = srv_read_text(file, 1u << 24, &len, err);
+    if (!text) {
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err->msg);
+        return fail(err, "--models %.480s", why);
+    }
+    int rc = srv_presets_parse_ini(ps, text, len, file, err);
+    free(text);
     return rc;
 }

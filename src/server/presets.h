@@ -62,6 +62,10 @@ int srv_presets_load_ini(srv_presets *ps, const char *file, nc_err *err);
 srv_preset *srv_presets_find(const srv_presets *ps, const char *id);
 void srv_presets_free(srv_presets *ps);
 
+/* The text of a regular file of at most max bytes (malloc'd, NUL-terminated, *len bytes), or
+ * NULL with err naming the path and why (missing, not a regular file, too large). */
+char *srv_read_text(const char *path, size_t max, size_t *len, nc_err *err);
+
 /* Bytes of a file, or of every file in a directory (not recursive); 0 when unreadable. */
 double srv_path_bytes(const char *path);
 
