@@ -133,8 +133,14 @@ expect_err "a directory that is not there" "--models-dir $tmp/none:" "$NUCLEUS" 
 printf '[a]\nmodel = x.gguf\nfrob = 1\n' >"$tmp/bad.ini"
 expect_err "an INI key unknown" "$tmp/bad.ini:3: unknown key 'frob'" "$NUCLEUS" serve --models "$tmp/bad.ini"
 expect_err "--memory-budget" "--memory-budget: expected bytes" "$NUCLEUS" serve --models-dir "$dir" --memory-budget lots
+# a Hugging Face directory found in --models-dir, beside a GGUF file and an INI file's presets
+mkdir -p "$tmp/models2"
+ln -s "$stories" "$tmp/models2/stories.gguf"
+ln -s "$SHARED/archs/llama3/hf" "$tmp/models2/llama3hf"
 printf '[tiny]\nmodel = %s\nparallel = 3\nctx-size = 512\nload-on-startup = true\n[stories]\nctx-size = 256\n' "$stories" >"$tmp/models.ini"
-if start_server ini --models-dir "$dir" --models "$tmp/models.ini" -t 1; then
+if start_server ini --models-dir "$tmp/models2" --models "$tmp/models.ini" -t 1; then
+    out=$(post "$url_ini" /v1/completions '{"model":"llama3hf","prompt":"Once","max_tokens":3}' | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["model"], r["usage"]["completion_tokens"])')
+    expect_eq "a Hugging Face directory of --models-dir" "$out" "llama3hf 3"
     expect_eq "load-on-startup" "$(curl -s "$url_ini/v1/models/tiny" | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"]["value"])')" loaded
     out=$(curl -s "$url_ini/props?model=tiny" | python3 -c 'import json,sys; p=json.load(sys.stdin); print(p["total_slots"], p["n_ctx"])')
     expect_eq "an INI preset's options" "$out" "3 512"

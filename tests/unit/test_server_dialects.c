@@ -193,6 +193,13 @@ static void test_anthropic_reply(void) {
     char *err = srv_anthropic_error(&e);
     CHECK(!strcmp(err, "{\"type\":\"error\",\"error\":{\"type\":\"not_found_error\",\"message\":\"no such model\"}}"));
     free(err);
+    /* a stream that fails ends with an error event */
+    w = srv_anthropic_new("m1");
+    srv_error_set(&e, 503, "server_error", NULL, NULL, "shutting down");
+    err = srv_anthropic.error(w, &e);
+    CHECK(!strcmp(err, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"shutting down\"}}\n\n"));
+    free(err);
+    srv_anthropic.free(w);
 }
 
 static int resp(const char *body, srv_request *r, void **w, srv_error *e) {
@@ -276,6 +283,11 @@ static void test_responses(void) {
     CHECK(cJSON_GetObjectItem(cJSON_GetArrayItem(ev, 16), "output_index")->valueint == 2);
     cJSON_Delete(ev);
     free(sse);
+    srv_error_set(&e, 400, "invalid_request_error", NULL, "grammar", "the grammar could not go on");
+    char *err = srv_responses.error(w, &e);
+    CHECK(err && strstr(err, "event: error\ndata: {\"code\":null,\"message\":\"the grammar could not go on\",\"param\":\"grammar\","
+                              "\"type\":\"error\",\"sequence_number\":21}"));
+    free(err);
     srv_responses.free(w);
     srv_reply_free(&rp);
 
