@@ -370,7 +370,10 @@ int nc_grammar_check_model(const nc_model *m, const char *gbnf, nc_err *err);
  * whose parameter is neutral is left out, so with the defaults the
  * chain is penalties -> logit bias -> temperature -> top-k -> top-p -> min-p -> sample (the
  * penalties stage appears once a penalty is set). With Mirostat the truncation stages are left
- * out and Mirostat makes the draw, as in llama.cpp. The state of a sampler (generator, Mirostat's
+ * out and Mirostat makes the draw, as in llama.cpp. `infill` (llama.cpp's fill-in-the-middle
+ * stage: ends the fill when ending is likely, merges tokens whose texts start alike, keeps the
+ * likely ones) runs only where `samplers` names it, and reads token texts from the model, which
+ * must then outlive the sampler. The state of a sampler (generator, Mirostat's
  * mu, explain record) is its own: one per sequence, stepping alongside any number of others. */
 
 typedef struct nc_logit_bias {

@@ -103,6 +103,22 @@ static int collect_eog(nc_sampler *s, const nc_model *m, nc_err *err) {
     return 0;
 }
 
+/* The infill stage's end-of-generation flags and its end token (EOS, else the first of them). */
+static int collect_infill(nc_sampler *s, const nc_model *m, nc_err *err) {
+    if (!in_chain(s, ST_INFILL)) return 0;
+    if (!m) return nc_fail(err, "the infill sampler stage needs the model's token texts");
+    if (!(s->is_eog = calloc((size_t)s->n_vocab, 1))) return nc_fail(err, "out of memory");
+    s->m = m;
+    s->end_token = nc_token_eos(m);
+    for (int32_t id = 0; id < s->n_vocab; id++) {
+        s->is_eog[id] = nc_token_is_eog(m, id);
+        if (s->is_eog[id] && (s->end_token < 0 || s->end_token >= s->n_vocab)) s->end_token = id;
+    }
+    if (s->end_token < 0 || s->end_token >= s->n_vocab)
+        return nc_fail(err, "the infill sampler stage needs an end-of-generation token, and this vocabulary has none");
+    return 0;
+}
+
 /* A token breaks DRY repeats when its text contains one of the breaker strings. (llama.cpp also
  * matches a breaker spread over several tokens; with single-character breakers, the default,
  * the two agree.) */
@@ -212,7 +228,7 @@ int nc_sampler_new(nc_sampler **out, const nc_model *m, int32_t n_vocab, const n
     s->p.grammar = NULL; /* the text is compiled below; the sampler keeps no pointer into it */
     s->buf = malloc((size_t)n_vocab * sizeof *s->buf);
     if (!s->buf) { nc_sampler_free(s); return nc_fail(err, "out of memory"); }
-    if (copy_bias(s, p, err) || collect_eog(s, m, err) || collect_breakers(s, m, p, err) ||
+    if (copy_bias(s, p, err) || collect_eog(s, m, err) || collect_breakers(s, m, p, err) || collect_infill(s, m, err) ||
         compile_grammar(s, m, p, err) || mark_touched(s, err)) {
         nc_sampler_free(s);
         return -1;
@@ -231,6 +247,7 @@ void nc_sampler_free(nc_sampler *s) {
     free(s->bias);
     free(s->eog);
     free(s->breaker);
+    free(s->is_eog);
     free(s->buf);
     free(s->scratch);
     free(s->touched);

@@ -68,6 +68,10 @@ typedef struct dry_params {
 int32_t smp_dry(cand_list *c, const int32_t *window, int32_t n_window, const uint8_t *breaker, dry_params p,
                 int32_t *scratch, int32_t *longest);
 
+/* infill.c: llama.cpp's infill sampler over the list (is_eog: per token id; end_token: what is
+ * left when no text is likely enough). -1: out of memory (the list is then as it came). */
+int smp_infill(cand_list *c, const nc_model *m, const uint8_t *is_eog, int32_t end_token);
+
 /* mirostat.c: a truncation that depends on mu (v1 returns its k); after the draw, mu moves by
  * the surprise of the drawn token, whose probability among the kept ones is p. */
 int32_t smp_mirostat_v1_truncate(cand_list *c, int32_t n_vocab, double mu);
@@ -78,7 +82,7 @@ void smp_mirostat_update(float p, float tau, float eta, double *mu);
 
 typedef enum stage_kind {
     ST_PENALTIES, ST_DRY, ST_NGRAM, ST_BIAS, ST_TEMP, ST_TOP_N_SIGMA, ST_TOP_K, ST_TYPICAL, ST_TOP_P, ST_MIN_P, ST_EPSILON,
-    ST_ETA, ST_XTC, ST_GRAMMAR,
+    ST_ETA, ST_XTC, ST_INFILL, ST_GRAMMAR,
     ST_COUNT
 } stage_kind;
 
@@ -100,6 +104,9 @@ struct nc_sampler {
     nc_logit_bias *bias;
     int32_t *eog, n_eog;        /* end-of-generation ids, when bans may be needed */
     uint8_t *breaker;           /* per token id: breaks DRY repeats (NULL: no breakers) */
+    const nc_model *m;          /* the infill stage reads token texts (the model outlives the sampler) */
+    uint8_t *is_eog;            /* the infill stage: per token id, whether it ends generation */
+    int32_t end_token;          /* ... and the one it writes when nothing else is likely */
     stage_kind chain[ST_COUNT];
     int32_t n_chain;
     nc_rng rng;

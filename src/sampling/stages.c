@@ -253,6 +253,20 @@ static void grammar_apply(nc_sampler *s, const step_in *in, cand_list *c, nc_exp
              gr_matcher_can_end(s->matcher) ? ", may end here" : "", stuck ? " (none: only end-of-generation)" : "");
 }
 
+/* Only where `samplers` names it (llama.vim's and llama.vscode's fill-in-the-middle requests). */
+static bool infill_active(const nc_sampler_params *p) { return (void)p, true; }
+static double infill_param(const nc_sampler_params *p) { return (void)p, NAN; }
+static void infill_apply(nc_sampler *s, const step_in *in, cand_list *c, nc_explain_stage *r) {
+    (void)in;
+    int32_t before = c->n;
+    int rc = smp_infill(c, s->m, s->is_eog, s->end_token);
+    if (!r) return;
+    stage_report(r, "infill", NAN, before, c, 1.0);
+    if (rc) snprintf(r->what, sizeof r->what, "infill: skipped, out of memory");
+    else snprintf(r->what, sizeof r->what, "infill: kept %d of %d%s", c->n, before,
+                  c->n > 0 && s->is_eog[c->data[0].id] ? ", ending likely" : "");
+}
+
 const stage_def STAGES[ST_COUNT] = {
     [ST_PENALTIES] = {"penalties", NULL, "penalties", ROLE_PROCESSOR, penalties_active, penalties_apply, penalties_param},
     [ST_DRY] = {"dry", NULL, "dry", ROLE_PROCESSOR, dry_active, dry_apply, dry_param},
@@ -268,5 +282,6 @@ const stage_def STAGES[ST_COUNT] = {
     [ST_EPSILON] = {"epsilon", "epsilon_cutoff", "epsilon", ROLE_TRUNCATION, epsilon_active, epsilon_apply, epsilon_param},
     [ST_ETA] = {"eta", "eta_cutoff", "eta", ROLE_TRUNCATION, eta_active, eta_apply, eta_param},
     [ST_XTC] = {"xtc", NULL, "xtc", ROLE_TRUNCATION, xtc_active, xtc_apply, xtc_param},
+    [ST_INFILL] = {"infill", NULL, "infill", ROLE_TRUNCATION, infill_active, infill_apply, infill_param},
     [ST_GRAMMAR] = {"grammar", NULL, "grammar", ROLE_PROCESSOR, grammar_active, grammar_apply, grammar_param},
 };

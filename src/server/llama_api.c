@@ -138,7 +138,8 @@ static bool listed(const char *const *list, const char *name) {
 }
 
 /* The body as OpenAI's completions body for request.c, the rest into w and the infill parts. */
-static int translate(const cJSON *root, bool infill, cJSON *oa, llama_writer *w, int32_t *n_indent, srv_error *e) {
+static int translate(const cJSON *root, bool infill, cJSON *oa, llama_writer *w, int32_t *n_indent, int32_t *t_max_prompt,
+                     srv_error *e) {
     for (const cJSON *f = root->child; f; f = f->next) {
         if (listed(LLAMA_ONLY, f->string)) continue;
         if (!strcmp(f->string, "max_tokens") || !strcmp(f->string, "logprobs") || !strcmp(f->string, "echo") ||
@@ -190,9 +191,9 @@ static int translate(const cJSON *root, bool infill, cJSON *oa, llama_writer *w,
     if (ind && (!is_int(ind) || ind->valuedouble < 0 || ind->valuedouble > 1 << 20))
         return refuse(e, "n_indent", "'n_indent' must be a non-negative integer");
     *n_indent = ind ? (int32_t)ind->valuedouble : 0;
-    /* a limit llama.cpp's server takes and does not enforce either: only "none" is accepted */
-    if (tp && !(is_int(tp) && tp->valuedouble <= 0))
-        return refuse(e, "t_max_prompt_ms", "'t_max_prompt_ms' is not supported (give 0, or -1)");
+    if (tp && (!is_int(tp) || tp->valuedouble > INT32_MAX))
+        return refuse(e, "t_max_prompt_ms", "'t_max_prompt_ms' must be an integer (milliseconds; 0 or less: no limit)");
+    *t_max_prompt = tp && tp->valuedouble > 0 ? (int32_t)tp->valuedouble : 0;
     for (const char *const *k = (const char *const[]){"timings_per_token", "post_sampling_probs", "return_progress", NULL}; *k; k++)
         if (member(root, *k) && !cJSON_IsFalse(member(root, *k)))
             return refuse(e, *k, "'%s' is not supported", *k);
@@ -250,15 +251,16 @@ int srv_llama_request(const char *body, size_t len, const srv_limits *lim, const
     if (!root) return -1;
     llama_writer *w = calloc(1, sizeof *w);
     cJSON *oa = cJSON_CreateObject();
-    int32_t n_indent = 0;
+    int32_t n_indent = 0, t_max_prompt = 0;
     int rc = !w || !oa || !(w->model = strdup(model)) ? oom(e) : 0;
-    if (!rc) rc = translate(root, infill != NULL, oa, w, &n_indent, e);
+    if (!rc) rc = translate(root, infill != NULL, oa, w, &n_indent, &t_max_prompt, e);
     if (!rc && infill) rc = infill_parts(root, infill, e);
     cJSON_Delete(root);
     if (!rc) rc = srv_request_from_json(SRV_API_COMPLETIONS, oa, lim, out, e);
     cJSON_Delete(oa);
     if (!rc) {
         out->n_indent = n_indent;
+        out->t_max_prompt_ms = t_max_prompt;
         w->m = m;
         if (!(w->settings = settings_of(out, n_ctx, model))) rc = oom(e);
     }

@@ -366,6 +366,7 @@ static int decoding_params(const srv_model_ctx *mc, const srv_request *r, srv_jo
     j->tool_calls = r->tools_json && r->tool_choice != SRV_TOOLS_NONE;
     j->t_max_predict_ms = r->t_max_predict_ms;
     j->n_indent = r->n_indent;
+    j->t_max_prompt_ms = r->t_max_prompt_ms;
     j->cache_prompt = r->cache_prompt;
     j->id_slot = r->id_slot;
     if (reply_params(mc, r, j, e)) return -1;

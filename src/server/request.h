@@ -140,6 +140,8 @@ typedef struct srv_request {
     int32_t id_slot;               /* the slot to run in; -1 (default): any */
     int32_t t_max_predict_ms;      /* once this long since the first token, the reply ends at the
                                       next token after a newline (finish "length"); 0: no limit */
+    int32_t t_max_prompt_ms;       /* llama.cpp's: a prompt not processed this long after the request
+                                      came ends the reply, empty (finish "length"); 0: no limit */
     int32_t n_indent;              /* llama.cpp's: a line after the first that starts less indented
                                       than this ends the reply before it (finish "length"); 0: off */
     int32_t reasoning_budget;      /* SRV_BUDGET_SERVER: the server's --reasoning-budget; else tokens

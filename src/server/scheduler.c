@@ -823,10 +823,26 @@ static void step(srv_sched *s) {
     srv_metrics_tokens(s->metrics, 0, s->step_tokens);
 }
 
+/* llama.cpp's t_max_prompt_ms: a prompt still being processed that long after its request came
+ * ends its choices, empty (finish "length"). Under mu. */
+static void prompt_deadlines(srv_sched *s) {
+    double now = srv_now();
+    for (int32_t i = 0; i < s->n_slots; i++) {
+        slot *sl = &s->slots[i];
+        srv_job *j = sl->job;
+        if ((sl->state != SLOT_PREFILL && sl->state != SLOT_WAIT) || sl->resume || !j || j->t_max_prompt_ms <= 0 ||
+            (now - j->t_submit) * 1000 < j->t_max_prompt_ms)
+            continue;
+        srv_job_post(j, sl->choice, "", 0, NULL, 0, NC_FINISH_LENGTH);
+        sl->state = SLOT_DONE;
+    }
+}
+
 static void *engine_main(void *arg) {
     srv_sched *s = arg;
     pthread_mutex_lock(&s->mu);
     for (;;) {
+        prompt_deadlines(s);
         reap(s);
         run_actions(s);
         admit(s);

@@ -37,7 +37,7 @@ model = $SHARED/models/stories260K/stories260K.gguf
 model = $SHARED/archs/qwen2/qwen2-f16.gguf
 chat-template-file = $T/Qwen-Qwen3-0.6B.jinja
 [qwen35]
-model = $SHARED/archs/qwen2/qwen2-f16.gguf
+model = $SHARED/archs/llama3/llama3-f16.gguf
 chat-template-file = $T/Qwen3.5-4B.jinja
 [llama3]
 model = $SHARED/archs/llama3/llama3-f16.gguf

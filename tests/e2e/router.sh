@@ -97,10 +97,11 @@ curl -sN -H 'Content-Type: application/json' "$U/v1/completions" \
 cpid=$!
 for _ in $(seq 1 100); do [ -s "$tmp/stream.out" ] && break; sleep 0.05; done
 out=$(post "$U" /models/unload '{"model":"stories"}')
-stream_done=$(tail -c 200 "$tmp/stream.out" | grep -c 'data: \[DONE\]')
 wait $cpid
-expect_eq "the unload answered after the stream ended" "$stream_done" 1
-expect_in "the stream ended whole" '"finish_reason":"length"' "$(tail -n 6 "$tmp/stream.out")"
+n_chunks=$(grep -c '"text":' "$tmp/stream.out")
+expect_eq "the stream the unload waited for ended whole" "$(tail -c 200 "$tmp/stream.out" | grep -c 'data: \[DONE\]')" 1
+expect_in "... with all its tokens" '"finish_reason":"length"' "$(tail -n 6 "$tmp/stream.out")"
+if [ "$n_chunks" -ge 300 ]; then ok; else bad "the stream has $n_chunks chunks of 400 tokens"; fi
 expect_eq "unload: success" "$out" '{"success":true,"model":"stories","status":"unloaded"}'
 expect_eq "stories unloaded" "$(status stories)" unloaded
 expect_eq "POST /models/load" "$(post "$U" /models/load '{"model":"stories"}')" '{"success":true,"model":"stories","status":"loaded"}'

@@ -3,7 +3,8 @@
 // and llama.cpp's /completion, /infill, /props and /slots (fetch). The router serves:
 //   stories  stories260K (no chat template: ChatML)
 //   qwen3    qwen2's random weights with Qwen3's template (Hermes calls)
-//   qwen35   the same with Qwen3.5's, whose prompt opens the reasoning (thinking blocks)
+//   qwen35   llama3's random weights with Qwen3.5's template, whose prompt opens the reasoning
+//            (thinking blocks; llama3's greedy text is not blank, so the reasoning is not either)
 //   llama3   llama3's random weights
 //   coder    stories260K with fill-in-the-middle tokens (tests/e2e/fim_model.py)
 //   NUCLEUS_URL  the router; NUCLEUS_KEY  its API key
@@ -130,7 +131,7 @@ test('openai: a Responses tool round trip, whole and streamed', async () => {
 });
 
 test('openai: Responses reasoning items and refusals', async () => {
-  const r = await openai.responses.create({ model: 'qwen35', input: 'Think.', max_output_tokens: 24, temperature: 1 });
+  const r = await openai.responses.create({ model: 'qwen35', input: 'Think.', max_output_tokens: 24, temperature: 0 });
   assert.equal(r.output[0].type, 'reasoning');
   assert.equal(r.output[0].content[0].type, 'reasoning_text');
   assert.ok(r.output[0].content[0].text.length > 0);
@@ -224,7 +225,7 @@ test('anthropic: a tool use round trip, whole and streamed', async () => {
 });
 
 test('anthropic: thinking blocks on a reasoning template', async () => {
-  const req = { model: 'qwen35', max_tokens: 24, temperature: 1, thinking: { type: 'enabled', budget_tokens: 1024 },
+  const req = { model: 'qwen35', max_tokens: 24, temperature: 0, thinking: { type: 'enabled', budget_tokens: 1024 },
                 messages: [{ role: 'user', content: 'Think about it.' }] };
   const r = await anthropic.messages.create(req);
   assert.equal(r.content[0].type, 'thinking');
@@ -236,6 +237,7 @@ test('anthropic: thinking blocks on a reasoning template', async () => {
   const final = await stream.finalMessage();
   assert.equal(final.content[0].type, 'thinking');
   assert.equal(final.content[0].thinking, thinking);
+  assert.deepEqual(final.content, r.content); // greedy: the stream says what the whole Message said
   // the thinking block goes back in the next turn
   const next = await anthropic.messages.create({
     model: 'qwen35', max_tokens: 4,
@@ -341,6 +343,21 @@ test('llama.cpp: /infill builds the fill-in-the-middle prompt from the model\'s 
   const long = await post('/infill', { model: 'coder', ...parts, input_prefix: 'a b c d '.repeat(2000), n_predict: 2 });
   assert.equal(long.status, 200);
   assert.ok(long.json.tokens_evaluated <= 2048);
+  // as llama.vim sends it: its samplers (llama.cpp's infill stage), time limits, indentation, fields
+  const vim = await post('/infill', {
+    model: 'coder', input_prefix: 'Once upon a time,\n', input_suffix: '\nThe end.\n', input_extra: [], prompt: ' there',
+    n_predict: 16, stop: [], n_indent: 0, top_k: 40, top_p: 0.99, samplers: ['top_k', 'top_p', 'infill'], stream: false,
+    cache_prompt: true, t_max_prompt_ms: 500, t_max_predict_ms: 1000,
+    response_fields: ['content', 'timings/prompt_n', 'timings/predicted_n', 'truncated', 'tokens_cached'],
+  });
+  assert.equal(vim.status, 200, JSON.stringify(vim.json));
+  assert.deepEqual(Object.keys(vim.json).sort(), ['content', 'timings/predicted_n', 'timings/prompt_n', 'tokens_cached', 'truncated']);
+  // t_max_prompt_ms: a prompt not processed in time ends the reply, empty
+  const slow = await post('/completion', { model: 'stories', prompt: 'Once upon a time, '.repeat(300), n_predict: 8,
+                                           t_max_prompt_ms: 1, cache_prompt: false });
+  assert.equal(slow.json.content, '');
+  assert.equal(slow.json.stop_type, 'limit');
+  assert.equal(slow.json.tokens_predicted, 0);
   const none = await post('/infill', { model: 'stories', ...parts });
   assert.equal(none.status, 400);
   assert.match(none.json.error.message, /fill-in-the-middle/);

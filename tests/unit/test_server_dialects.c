@@ -319,9 +319,14 @@ static void test_llama(void) {
     CHECK(srv_llama_wants_tokens(w));
     srv_request_free(&r);
     srv_llama.free(w);
+    body = "{\"prompt\":\"x\",\"t_max_prompt_ms\":500,\"samplers\":[\"top_k\",\"top_p\",\"infill\"]}";
+    CHECK(srv_llama_request(body, strlen(body), &lim, "m1", NULL, 512, &r, NULL, &w, &e) == 0);
+    CHECK(r.t_max_prompt_ms == 500 && r.samplers && !strcmp(r.samplers, "top_k;top_p;infill"));
+    srv_request_free(&r);
+    srv_llama.free(w);
     body = "{\"prompt\":[1,2,3]}";
     CHECK(srv_llama_request(body, strlen(body), &lim, "m1", NULL, 512, &r, NULL, &w, &e) == 0);
-    CHECK(r.max_tokens == 0 && r.prompts[0].n_tokens == 3 && !srv_llama_wants_tokens(w));
+    CHECK(r.max_tokens == 0 && r.prompts[0].n_tokens == 3 && !srv_llama_wants_tokens(w) && r.t_max_prompt_ms == 0);
     srv_request_free(&r);
     srv_llama.free(w);
     body = "{\"input_prefix\":\"a\",\"input_suffix\":\"b\",\"input_extra\":[{\"filename\":\"x.c\",\"text\":\"int x;\"},{\"text\":\"y\"}]}";
@@ -335,7 +340,7 @@ static void test_llama(void) {
                                 {"{\"prompt\":\"a\",\"n_keep\":3}", "n_keep"}, {"{\"prompt\":\"a\",\"max_tokens\":3}", "max_tokens"},
                                 {"{\"prompt\":\"a\",\"n_cmpl\":2}", "n_cmpl"}, {"{\"prompt\":\"a\",\"input_prefix\":\"x\"}", "input_prefix"},
                                 {"{\"prompt\":\"a\",\"logit_bias\":[[\"hello\",1]]}", "logit_bias"},
-                                {"{\"prompt\":\"a\",\"t_max_prompt_ms\":500}", "t_max_prompt_ms"},
+                                {"{\"prompt\":\"a\",\"t_max_prompt_ms\":0.5}", "t_max_prompt_ms"},
                                 {"{\"prompt\":\"a\",\"n_predict\":0}", "n_predict"}, {"{}", "prompt"},
                                 {"{\"prompt\":\"a\",\"frob\":1}", "frob"}};
     for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
