@@ -7,7 +7,7 @@
 # - /v1/models: statuses and metadata, the least recently used model unloaded for a third, the
 #   broken one "failed" with its reason; 404 naming the models; /metrics labelled by model;
 # - POST /models/unload waits for a running stream, which ends whole; POST /models/load;
-# - --sleep-idle-seconds unloads an idle model (a second router);
+# - --sleep-idle-seconds unloads an idle model (a second router), --memory-budget (a third);
 # - the flags' refusals, a --models INI file;
 # - the web page's model picker in Chromium (tests/node_web/picker.test.mjs);
 # - memory: the release build's RSS after 50 load / unload cycles within 10% of its value after
@@ -39,7 +39,8 @@ launch_server one_stories -m "$stories" "${common[@]}"
 launch_server one_qwen2 -m "$qwen2" "${common[@]}"
 launch_server one_llama3 -m "$llama3" "${common[@]}"
 launch_server idle --models-dir "$dir" --sleep-idle-seconds 1 --parallel 1 -c 256 -t 1
-for s in router one_stories one_qwen2 one_llama3 idle; do await_server $s || finish; done
+launch_server budget --models-dir "$dir" --memory-budget 700K --parallel 1 -c 256 -t 1
+for s in router one_stories one_qwen2 one_llama3 idle budget; do await_server $s || finish; done
 U=$url_router
 
 post() { curl -s -H 'Content-Type: application/json' "$1$2" -d "$3"; }
@@ -125,7 +126,14 @@ else
     bad "the picker's test needs Chromium and tests/node_web's packages (make test-deps)"
 fi
 
-for s in router one_stories one_qwen2 one_llama3 idle; do stop_server $s; done
+# ---- --memory-budget (the third router: 700 KiB) ----
+post "$url_budget" /v1/completions '{"model":"qwen2","prompt":"x","max_tokens":2}' >/dev/null
+post "$url_budget" /v1/completions '{"model":"llama3","prompt":"x","max_tokens":2}' >/dev/null
+expect_eq "--memory-budget: qwen2 made room for llama3" "$(U=$url_budget statuses)" "unloaded unloaded loaded"
+expect_in "--memory-budget: a model larger than it" "more than --memory-budget" \
+    "$(post "$url_budget" /v1/completions '{"model":"stories","prompt":"x","max_tokens":2}')"
+
+for s in router one_stories one_qwen2 one_llama3 idle budget; do stop_server $s; done
 
 # ---- the flags ----
 expect_err "-m and --models-dir" "give -m MODEL (one model) or --models-dir / --models" "$NUCLEUS" serve -m "$stories" --models-dir "$dir"
@@ -138,13 +146,14 @@ expect_err "--memory-budget" "--memory-budget: expected bytes" "$NUCLEUS" serve 
 mkdir -p "$tmp/models2"
 ln -s "$stories" "$tmp/models2/stories.gguf"
 ln -s "$SHARED/archs/llama3/hf" "$tmp/models2/llama3hf"
-printf '[tiny]\nmodel = %s\nparallel = 3\nctx-size = 512\nload-on-startup = true\n[stories]\nctx-size = 256\n' "$stories" >"$tmp/models.ini"
+printf '[tiny]\nmodel = %s\nparallel = 3\nctx-size = 512\nload-on-startup = true\nmodel-draft = %s\n[stories]\nctx-size = 256\n' \
+    "$stories" "$stories" >"$tmp/models.ini"
 if start_server ini --models-dir "$tmp/models2" --models "$tmp/models.ini" -t 1; then
     out=$(post "$url_ini" /v1/completions '{"model":"llama3hf","prompt":"Once","max_tokens":3}' | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["model"], r["usage"]["completion_tokens"])')
     expect_eq "a Hugging Face directory of --models-dir" "$out" "llama3hf 3"
     expect_eq "load-on-startup" "$(curl -s "$url_ini/v1/models/tiny" | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"]["value"])')" loaded
-    out=$(curl -s "$url_ini/props?model=tiny" | python3 -c 'import json,sys; p=json.load(sys.stdin); print(p["total_slots"], p["n_ctx"])')
-    expect_eq "an INI preset's options" "$out" "3 512"
+    out=$(curl -s "$url_ini/props?model=tiny" | python3 -c 'import json,sys; p=json.load(sys.stdin); print(p["total_slots"], p["n_ctx"], p["default_generation_settings"]["speculative"])')
+    expect_eq "an INI preset's options (slots, context, a draft model)" "$out" "3 512 True"
     out=$(curl -s "$url_ini/props?model=stories" | python3 -c 'import json,sys; p=json.load(sys.stdin); print(p["total_slots"], p["n_ctx"])')
     expect_eq "an INI section for a model of the directory" "$out" "4 256"
     stop_server ini
