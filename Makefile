@@ -213,7 +213,14 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRC)
 # Harnesses that include the source they exercise rebuild when it changes.
 $(BUILD)/fuzz/fuzz_kv_file: src/kv/kv_file_format.c src/kv/kv_file.h
 $(BUILD)/fuzz/fuzz_request: src/server/request.c src/server/request.h
+$(BUILD)/fuzz/fuzz_template: $(wildcard src/template/*.c src/template/*.h)
 fuzz: $(FUZZ_BIN)
+# Every harness for 10^6 inputs (FUZZ_LONG_RUNS), the nightly-style run; `make test` runs each
+# for seconds.
+FUZZ_LONG_RUNS ?= 1000000
+.PHONY: fuzz-long
+fuzz-long: fuzz
+	bash bench/fuzz.sh $(FUZZ_LONG_RUNS)
 
 test: $(BUILD)/nucleus $(BUILD)/san/nucleus unit fuzz emu $(HAVE_NVCC)
 	bash tests/run.sh
