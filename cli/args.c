@@ -206,8 +206,9 @@ char *cli_read_text(const char *path, size_t *len) {
     bool in = !strcmp(path, "-");
     nc_err err;
     int fd = in ? -1 : nc_open_regular(path, &err);
-    if (!in && fd < 0) {
-        fprintf(stderr, "error: %s\n", err.msg);
+    if (!in && fd < 0) { /* (EINVAL: not a regular file, which err names) */
+        if (errno == EINVAL) fprintf(stderr, "error: %s\n", err.msg);
+        else fprintf(stderr, "error: %s: %s\n", path, strerror(errno));
         return NULL;
     }
     FILE *f = in ? stdin : fdopen(fd, "rb");
