@@ -263,6 +263,11 @@ static int decoding_params(const srv_model_ctx *mc, const srv_request *r, srv_jo
     j->logprobs = r->logprobs;
     j->tool_calls = r->tools_json && r->tool_choice != SRV_TOOLS_NONE;
     j->tool_format = mc->tools.format;
+    j->parallel_tool_calls = r->parallel_tool_calls;
+    if (j->tool_calls && !(j->tools_json = strdup(r->tools_json))) {
+        srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        return -1;
+    }
     j->explain_top_n = r->explain_top_n;
     j->beam = r->use_beam_search;
     j->contrastive = r->contrastive;

@@ -303,10 +303,15 @@ static int add_call(const cJSON *obj, srv_tool_calls *out) {
     return 0;
 }
 
-/* The JSON value at text[*i], parsed; *i moves past it. NULL when there is none. */
+/* The JSON value at text[*i], parsed; *i moves past it. NULL when there is none, or when it
+ * holds an escaped NUL (cJSON's strings would end there). */
 static cJSON *json_at(const char *t, size_t n, size_t *i) {
     const char *end = NULL;
     cJSON *v = cJSON_ParseWithLengthOpts(t + *i, n - *i, &end, false);
+    if (v && srv_json_escaped_nul(t + *i, (size_t)(end - (t + *i))) >= 0) {
+        cJSON_Delete(v);
+        return NULL;
+    }
     if (v) *i = (size_t)(end - t);
     return v;
 }
@@ -369,11 +374,33 @@ void srv_tool_calls_free(srv_tool_calls *c) {
     memset(c, 0, sizeof *c);
 }
 
-int srv_tool_calls_parse(srv_tool_format f, const char *text, size_t n, srv_tool_calls *out) {
+/* 0 when every call names one of tools (a JSON array), 1 when one does not, -1 out of memory. */
+static int declared(const srv_tool_calls *calls, const char *tools_json) {
+    cJSON *tools = cJSON_Parse(tools_json ? tools_json : "[]");
+    if (!tools) return -1;
+    int rc = 0;
+    for (int32_t k = 0; k < calls->n && rc == 0; k++) {
+        rc = 1;
+        const cJSON *t;
+        cJSON_ArrayForEach(t, tools) if (!strcmp(tool_name(t), calls->calls[k].name)) rc = 0;
+    }
+    cJSON_Delete(tools);
+    return rc;
+}
+
+int srv_tool_calls_parse(srv_tool_format f, const char *text, size_t n, const char *tools_json, bool parallel,
+                         srv_tool_calls *out) {
     *out = (srv_tool_calls){0};
     int rc = f == SRV_TOOL_FMT_LLAMA3    ? parse_llama3(text, n, out)
              : f == SRV_TOOL_FMT_MISTRAL ? parse_mistral(text, n, out)
                                          : parse_hermes(text, n, out);
+    if (rc == 0) rc = declared(out, tools_json);
+    if (rc == 0 && !parallel)
+        while (out->n > 1) {
+            srv_tool_call *c = &out->calls[--out->n];
+            free(c->name);
+            free(c->arguments);
+        }
     if (rc == 0) return 0;
     srv_tool_calls_free(out); /* not calls after all: the text is content */
     out->content_end = n;

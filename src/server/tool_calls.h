@@ -53,10 +53,13 @@ typedef struct srv_tool_calls {
     size_t content_end;    /* the text before the first call: the message's content */
 } srv_tool_calls;
 
-/* The calls in a whole reply text[0..n). 0 with out->n == 0 when there is none, or when what
- * looks like a call is not a complete, well-formed one (the text is then all content); -1 out
- * of memory. */
-int srv_tool_calls_parse(srv_tool_format f, const char *text, size_t n, srv_tool_calls *out);
+/* The calls in a whole reply text[0..n) to the request's tools (tools_json, srv_request's). 0
+ * with out->n == 0 when there is none, or when what looks like a call is not a complete,
+ * well-formed call of a declared tool (a call to a tool the request did not declare, arguments
+ * holding an escaped NUL, which cJSON would cut short): the text is then all content; -1 out of
+ * memory. Without parallel, only the first call is kept. */
+int srv_tool_calls_parse(srv_tool_format f, const char *text, size_t n, const char *tools_json, bool parallel,
+                         srv_tool_calls *out);
 void srv_tool_calls_free(srv_tool_calls *c);
 
 /* While streaming: how many bytes of text[0..n) can go out as content now, i.e. the bytes

@@ -61,9 +61,14 @@ typedef struct want_call {
     const char *name, *arguments;
 } want_call;
 
-static void expect_calls(srv_tool_format f, const char *text, size_t content_end, int n, const want_call *want) {
+/* The tools the parsing tests' replies call. */
+#define TOOL(name) "{\"type\":\"function\",\"function\":{\"name\":\"" name "\"}}"
+static const char ALL_TOOLS[] = "[" TOOL("get_weather") "," TOOL("a") "," TOOL("b") "," TOOL("f") "]";
+
+static void expect_calls_of(srv_tool_format f, const char *text, const char *tools, bool parallel, size_t content_end,
+                            int n, const want_call *want) {
     srv_tool_calls c;
-    CHECK(srv_tool_calls_parse(f, text, strlen(text), &c) == 0);
+    CHECK(srv_tool_calls_parse(f, text, strlen(text), tools, parallel, &c) == 0);
     CHECK_MSG(c.n == n, "%d calls instead of %d in %s", c.n, n, text);
     CHECK_MSG(c.content_end == content_end, "content ends at %zu, not %zu, in %s", c.content_end, content_end, text);
     for (int k = 0; k < c.n && k < n; k++) {
@@ -74,6 +79,33 @@ static void expect_calls(srv_tool_format f, const char *text, size_t content_end
     }
     if (c.n == 2) CHECK(strcmp(c.calls[0].id, c.calls[1].id) != 0);
     srv_tool_calls_free(&c);
+}
+
+static void expect_calls(srv_tool_format f, const char *text, size_t content_end, int n, const want_call *want) {
+    expect_calls_of(f, text, ALL_TOOLS, true, content_end, n, want);
+}
+
+/* Calls the request did not ask for are content: a tool it did not declare, arguments an escaped
+ * NUL would cut short; parallel_tool_calls false keeps the first call. */
+static void test_parse_limits(void) {
+    const srv_tool_format H = SRV_TOOL_FMT_HERMES;
+    const char *undeclared = "<tool_call>{\"name\": \"rm_rf\", \"arguments\": {}}</tool_call>";
+    expect_calls_of(H, undeclared, ALL_TOOLS, true, strlen(undeclared), 0, NULL);
+    expect_calls_of(H, undeclared, NULL, true, strlen(undeclared), 0, NULL);
+    const char *mixed = "<tool_call>{\"name\": \"a\"}</tool_call><tool_call>{\"name\": \"rm_rf\"}</tool_call>";
+    expect_calls_of(H, mixed, ALL_TOOLS, true, strlen(mixed), 0, NULL);
+    expect_calls_of(SRV_TOOL_FMT_MISTRAL, "[{\"name\": \"rm_rf\", \"arguments\": {}}]", ALL_TOOLS, true, 36, 0, NULL);
+    const char *nul = "<tool_call>{\"name\": \"f\", \"arguments\": {\"path\": \"/tmp/x\\u0000/etc/passwd\"}}</tool_call>";
+    expect_calls_of(H, nul, ALL_TOOLS, true, strlen(nul), 0, NULL);
+    want_call esc[] = {{"f", "{\"s\":\"a\\\\u0000b\"}"}}; /* an escaped backslash, then text: not a NUL */
+    expect_calls_of(H, "<tool_call>{\"name\": \"f\", \"arguments\": {\"s\": \"a\\\\u0000b\"}}</tool_call>", ALL_TOOLS, true,
+                    0, 1, esc);
+    want_call first[] = {{"a", "{}"}};
+    const char *two = "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>\n"
+                      "<tool_call>{\"name\": \"b\", \"arguments\": {}}</tool_call>";
+    expect_calls_of(H, two, ALL_TOOLS, false, 0, 1, first);
+    expect_calls_of(SRV_TOOL_FMT_MISTRAL, "[{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\"}]", ALL_TOOLS, false, 0, 1,
+                    first);
 }
 
 static void test_parse_hermes(void) {
@@ -216,6 +248,7 @@ static void test_grammar(void) {
 }
 
 int main(void) {
+    test_parse_limits();
     test_styles();
     test_describe();
     test_parse_hermes();
