@@ -274,7 +274,14 @@ $(BUILD)/fuzz/fuzz_kv_file: src/kv/kv_file_format.c src/kv/kv_file.h
 $(BUILD)/fuzz/fuzz_request: src/server/request.c src/server/request.h
 $(BUILD)/fuzz/fuzz_reply: src/server/reply.c src/server/harmony.c src/server/call_named.c src/server/tool_calls.c \
                           src/server/marker.c src/server/chat_format.c src/server/reply.h src/server/tool_calls.h
+$(BUILD)/fuzz/fuzz_template: $(wildcard src/template/*.c src/template/*.h)
 fuzz: $(FUZZ_BIN)
+# Every harness for 10^6 inputs (FUZZ_LONG_RUNS), the nightly-style run; `make test` runs each
+# for seconds.
+FUZZ_LONG_RUNS ?= 1000000
+.PHONY: fuzz-long
+fuzz-long: fuzz
+	bash bench/fuzz.sh $(FUZZ_LONG_RUNS)
 
 test: $(BUILD)/nucleus $(BUILD)/san/nucleus unit fuzz emu $(HAVE_NVCC)
 	bash tests/run.sh

@@ -56,7 +56,8 @@ int cli_tokenize(const nc_model *m, const char *text, bool add_special, bool par
                  nc_err *err);
 
 /* The whole of a file, or of stdin for "-", NUL-terminated (malloc'd, *len bytes); NULL with
- * "error: PATH: why" printed. */
+ * "error: PATH: why" printed. A path must name a regular file (a FIFO would block: pipes come
+ * through "-"). */
 char *cli_read_text(const char *path, size_t *len);
 /* A malloc'd copy of s with llama.cpp's escapes (-e) replaced: \n \r \t \\ \" \' \xHH. Any other
  * backslash sequence (or \x00) is refused: NULL with "error: FLAG: bad escape ..." printed. */

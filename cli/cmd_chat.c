@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "common.h" /* nc_open_regular */
 
 typedef struct chat_opts {
     const char *model, *system;
@@ -227,9 +228,12 @@ static void save(chat *ch, const char *path) {
 
 /* {"messages": [{"role": string, "content": string}, ...]} or the bare array. */
 static void load(chat *ch, const char *path) {
-    FILE *f = fopen(path, "r");
+    nc_err err;
+    int fd = nc_open_regular(path, &err);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
     if (!f) {
-        fprintf(stderr, "error: /load %s: %s\n", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        fprintf(stderr, "error: /load %s\n", fd < 0 ? err.msg : strerror(errno));
         return;
     }
     char *buf = NULL;

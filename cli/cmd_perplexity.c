@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "common.h" /* nc_open_regular */
 
 #define USAGE                                                                                                      \
     "usage: nucleus perplexity [-m MODEL] -f FILE [-c CTX] [--stride S] [--chunks N] [-t THREADS]\n"               \
@@ -457,8 +458,15 @@ int cmd_perplexity(int argc, char **argv) {
     if (o.base) {
         base.rec_bytes = RECORD_HEAD + 2 * (size_t)info.n_vocab;
         base.rec = malloc(base.rec_bytes);
-        base.f = fopen(o.base, writing ? "wb" : "rb");
-        if (!base.f) { fprintf(stderr, "error: %s: %s\n", o.base, strerror(errno)); goto done; }
+        nc_err oerr;
+        int fd = writing ? -1 : nc_open_regular(o.base, &oerr); /* reading: a FIFO would block */
+        if (!writing && fd < 0) { fprintf(stderr, "error: %s\n", oerr.msg); goto done; }
+        base.f = writing ? fopen(o.base, "wb") : fdopen(fd, "rb");
+        if (!base.f) {
+            if (fd >= 0) close(fd);
+            fprintf(stderr, "error: %s: %s\n", o.base, strerror(errno));
+            goto done;
+        }
         created = writing;
         if (!base.rec) { fprintf(stderr, "error: out of memory\n"); goto done; }
         if (writing && write_header(&base, info.n_vocab, n_ctx, (int32_t)o.stride, n_win, tok, n_tok)) goto write_fail;

@@ -13,7 +13,7 @@
 #define USAGE                                                                                                  \
     "usage: nucleus serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [-t THREADS]\n"  \
     "                     [--api-key KEY | --api-key-file FILE] [--max-queue Q] [--prefill-chunk N] [--kv-size N]\n"                 \
-    "                     " CLI_CACHE_USAGE " " CLI_DEVICE_USAGE " [--fast] [--slot-save-path DIR] [--swa-full]\n"                        \
+    "                     " CLI_CACHE_USAGE " " CLI_DEVICE_USAGE " [--fast] [--slot-save-path DIR [--slot-save-max-bytes N]] [--swa-full]\n"                        \
     "                     [--context-shift [--keep N] | --attention-sinks N]\n"                              \
     "                     [-md FILE | --lookup-ngram N] [--draft-max N] [--draft-min N] [--draft-fixed]\n"    \
     "                     [--alias NAME] [--chat-template FILE] [--reasoning-format auto|none] [--reasoning-budget N]\n" \
@@ -23,7 +23,8 @@
     "  --cors ORIGINS        pages on these origins (comma-separated, e.g. http://localhost:5173; '*':\n"   \
     "                     any) may call the API from a browser; off by default\n"                          \
     "  --max-connections N   open connections, a thread each (default 1024)\n"                                \
-    "  --max-conn-per-ip N   from one client address (default 64; 0: no limit, e.g. behind a balancer)\n"     \
+    "  --max-conn-per-ip N   from one client address, an IPv6 client's /64 counting as one (default 64;\n"    \
+    "                     0: no limit, e.g. behind a balancer)\n"                                            \
     "  --timeout-headers S   a request's headers must arrive within S seconds of the connection opening\n"    \
     "                     or of its previous answer, else the connection is closed (default 15)\n"            \
     "  --timeout-body S   its body within S seconds of its headers (default 60)\n"                           \
@@ -44,6 +45,8 @@
     "  --port 0           picks a free port (printed)\n"                                                       \
     "  --slot-save-path DIR  POST /slots/ID?action=save|restore {\"filename\": NAME} saves a slot's last\n"    \
     "                     request to DIR/NAME or restores one from there into the prefix cache (off without)\n" \
+    "  --slot-save-max-bytes N  what the files in DIR may hold after a save (suffix K, M, G, T: powers of\n" \
+    "                     1024; default 10G); a save past it gets 507\n"                                  \
     "  --swa-full         sliding-window layers keep every position: their prompts can be cached and saved\n" \
     "  --context-shift, --keep N, --attention-sinks N: as in `nucleus run`, for requests that set\n"         \
     "                     max_tokens (others end at a full context, finish \"length\")\n"                      \
@@ -53,6 +56,7 @@ typedef struct serve_opts {
     const char *model, *alias, *template_path, *key_path;
     char *template_src;    /* the --chat-template file's text */
     char *key_src;         /* the --api-key-file's text */
+    const char *key_from;  /* where the API key came from */
     srv_config cfg;
     cli_context context;
     cli_spec spec;
@@ -62,6 +66,22 @@ typedef struct serve_opts {
 static bool int_flag(int argc, char **argv, int *i, long lo, long hi, long *out) {
     const char *flag = argv[*i], *v = cli_value(argc, argv, i);
     return v && cli_int(flag, v, lo, hi, out);
+}
+
+/* A byte count: digits and an optional K, M, G or T (powers of 1024), at least 1. */
+static bool byte_flag(int argc, char **argv, int *i, uint64_t *out) {
+    const char *flag = argv[*i], *v = cli_value(argc, argv, i);
+    if (!v) return false;
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    int shift = !*end ? 0 : !strcmp(end, "K") ? 10 : !strcmp(end, "M") ? 20 : !strcmp(end, "G") ? 30 : !strcmp(end, "T") ? 40 : -1;
+    if (errno || end == v || *v == '-' || shift < 0 || n == 0 || n > (UINT64_MAX >> shift)) {
+        fprintf(stderr, "error: %s: expected a byte count of at least 1 (digits, then K, M, G or T), got '%s'\n", flag, v);
+        return false;
+    }
+    *out = (uint64_t)n << shift;
+    return true;
 }
 
 static int parse_args(int argc, char **argv, serve_opts *o) {
@@ -91,6 +111,7 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
             if (ok) o->cfg.reasoning_none = !strcmp(f, "none");
         } else if (!strcmp(a, "--reasoning-budget"))
             ok = int_flag(argc, argv, &i, -1, 1 << 30, &v) && ((o->cfg.reasoning_budget = (int32_t)v), true);
+        else if (!strcmp(a, "--slot-save-max-bytes")) ok = byte_flag(argc, argv, &i, &o->cfg.slot_save_max_bytes);
         else if (!strcmp(a, "--swa-full")) o->cfg.swa_full = true;
         else if (!strcmp(a, "--fast")) o->cfg.fast = true;
         else if (!strcmp(a, "--port")) ok = int_flag(argc, argv, &i, 0, 65535, &v) && ((o->cfg.port = (int)v), true);
@@ -133,6 +154,11 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         fprintf(stderr, "error: --api-key: the key is empty\n");
         return 2;
     }
+    if (o->cfg.api_key) o->key_from = "--api-key";
+    if (o->cfg.slot_save_max_bytes && !o->cfg.slot_save_path) {
+        fprintf(stderr, "error: --slot-save-max-bytes: give --slot-save-path DIR too\n");
+        return 2;
+    }
     if (o->alias && !*o->alias) {
         fprintf(stderr, "error: --alias: the name is empty\n");
         return 2;
@@ -145,7 +171,14 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
 static int read_key(serve_opts *o) {
     if (!o->key_path) {
         const char *env = getenv("NUCLEUS_API_KEY");
-        if (!o->cfg.api_key && env && *env) o->cfg.api_key = env;
+        if (o->cfg.api_key || !env) return 0;
+        if (!*env) { /* set, so meant to protect the server: starting open would fail open */
+            fprintf(stderr, "error: NUCLEUS_API_KEY is set but empty: give the key, or unset it to serve "
+                            "without authentication\n");
+            return -1;
+        }
+        o->cfg.api_key = env;
+        o->key_from = "$NUCLEUS_API_KEY";
         return 0;
     }
     if (o->cfg.api_key) {
@@ -160,6 +193,7 @@ static int read_key(serve_opts *o) {
         return -1;
     }
     o->cfg.api_key = o->key_src;
+    o->key_from = "--api-key-file";
     return 0;
 }
 
@@ -201,6 +235,16 @@ static void print_summary(const serve_opts *o, const nc_model *m, const srv_serv
     fprintf(stderr, "  threads: %d; kernels: %s; chat template: %s\n", si.n_threads, nc_kernels_name(),
             o->template_path ? o->template_path : *srv_note(sv) ? "ChatML" : "the model's");
     if (strcmp(si.device, "cpu")) fprintf(stderr, "  gpu: %s\n", si.device);
+    if (si.authenticated) fprintf(stderr, "  authentication: on (API key from %s)\n", o->key_from);
+    else fprintf(stderr, "  authentication: off (no API key)\n");
+    if (!si.authenticated && !si.loopback)
+        fprintf(stderr, "warning: listening on %s, beyond loopback, without an API key: whoever reaches the port "
+                        "can use the server (--api-key-file FILE or $NUCLEUS_API_KEY)\n",
+                o->cfg.host);
+    if (si.any_host)
+        fprintf(stderr, "warning: the Host check is off (%s): a web page on any site can reach the server "
+                        "through DNS rebinding; --allowed-hosts NAMES turns it on\n",
+                o->cfg.allowed_hosts ? "--allowed-hosts '*'" : "every Host is answered on a non-loopback address");
 }
 
 /* The name /v1/models reports: the file name without its directory and ".gguf". */

@@ -15,7 +15,9 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -50,15 +52,19 @@ struct srv_server {
     srv_metrics metrics;
     srv_model_ctx mc;
     srv_embedder emb;
+    atomic_int embedding;  /* /v1/embeddings requests computing or waiting for the embedder */
+    int32_t max_queue;     /* --max-queue: how many may wait */
     bool mc_ready, metrics_ready, emb_ready;
     char *api_key, *model_id;
     char *allowed_hosts;   /* srv_host_allowed's list */
     char *cors;            /* --cors: srv_origin_allowed's list, or NULL (off) */
     char *slot_dir;        /* --slot-save-path, or NULL */
+    uint64_t slot_max_bytes; /* what its files may hold */
     size_t max_body;
     double drain_seconds;
     conn_guard *guard;     /* the deadlines of headers and bodies */
     int port;
+    bool loopback;         /* the listening address is a loopback one */
     int64_t created;
     char note[512];
 };
@@ -196,10 +202,23 @@ static bool authorized(const srv_server *sv, struct MHD_Connection *conn) {
     return h && !strncmp(h, "Bearer ", 7) && same_secret(h + 7, sv->api_key);
 }
 
-static enum MHD_Result count_lengths(void *n, enum MHD_ValueKind kind, const char *key, const char *value) {
+/* How many headers of one name a request has. */
+typedef struct header_count {
+    const char *name;
+    int n;
+} header_count;
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
     (void)kind, (void)value;
-    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) ++*(int *)n;
+    header_count *c = cls;
+    if (!strcasecmp(key, c->name)) c->n++;
     return MHD_YES;
+}
+
+static int n_headers(struct MHD_Connection *conn, const char *name) {
+    header_count c = {name, 0};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_header, &c);
+    return c.n;
 }
 
 __attribute__((format(printf, 4, 5))) static void refuse(conn_req *rq, int status, const char *code, const char *fmt,
@@ -239,13 +258,20 @@ static bool web_file(const char *url, const char *method, conn_req *rq) {
 }
 
 /* Everything decidable from the request line and headers: 404, 401, 405, 413. */
-static void first_look(srv_server *sv, struct MHD_Connection *conn, const char *url, const char *method, conn_req *rq) {
+static void first_look(srv_server *sv, struct MHD_Connection *conn, const char *url, const char *method,
+                       const char *version, conn_req *rq) {
     take_request_id(conn);
     take_origin(sv, conn);
     const route *rt = find_route(url);
     rq->ep = rt ? rt->ep : SRV_EP_OTHER;
     srv_metrics_request(&sv->metrics, rq->ep);
     if (preflight(sv, conn, method, rq)) return;
+    /* RFC 9112 3.2: exactly one Host, required from HTTP/1.1 on; which of two a check would see
+     * and a proxy would route by is ambiguous */
+    int n_hosts = n_headers(conn, MHD_HTTP_HEADER_HOST);
+    if (n_hosts > 1) return refuse(rq, 400, "invalid_request_error", "the request has %d Host headers", n_hosts);
+    if (n_hosts == 0 && strcmp(version, MHD_HTTP_VERSION_1_0))
+        return refuse(rq, 400, "invalid_request_error", "the request has no Host header (%s requires one)", version);
     const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
     if (!srv_host_allowed(host, sv->allowed_hosts))
         return refuse(rq, 403, "host_not_allowed", "Host '%.200s' is not one this server answers to (--allowed-hosts)", host);
@@ -267,8 +293,7 @@ static void first_look(srv_server *sv, struct MHD_Connection *conn, const char *
                           "the body must be JSON sent with Content-Type: application/json (got %.100s%s%s)",
                           ct ? "'" : "none", ct ? ct : "", ct ? "'" : "");
     }
-    int n_lengths = 0;
-    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_lengths, &n_lengths);
+    int n_lengths = n_headers(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (n_lengths > 1) /* RFC 9110 8.6: which one frames the body is ambiguous (request smuggling) */
         return refuse(rq, 400, "invalid_request_error", "the request has %d Content-Length headers", n_lengths);
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -613,6 +638,8 @@ static enum MHD_Result handle_generation(srv_server *sv, struct MHD_Connection *
     int rc = srv_prepare_job(&sv->mc, &r, &j, &e);
     bool stream = r.stream, include_usage = r.include_usage;
     srv_request_free(&r);
+    if (rc && atomic_load_explicit(&sv->state, memory_order_acquire) == SRV_DRAINING) /* its render was cancelled */
+        srv_error_set(&e, 503, "server_error", "draining", NULL, "the server is shutting down, retry elsewhere");
     if (rc) return send_error(sv, conn, &e);
     j->t_submit = srv_now();
     if (srv_sched_submit(sv->sched, j)) {
@@ -670,14 +697,16 @@ static enum MHD_Result handle_detokenize(srv_server *sv, struct MHD_Connection *
     return send_json(sv, conn, 200, body);
 }
 
-/* POST /v1/embeddings: each input tokenized (a text with BOS as the vocabulary wants and special
- * tokens parsed, as llama.cpp's server) and embedded in turn. */
-static enum MHD_Result handle_embeddings(srv_server *sv, struct MHD_Connection *conn, conn_req *rq) {
+static bool client_gone(void *fd) { return peer_gone(*(int *)fd); }
+
+/* The embeddings of a request admitted by handle_embeddings; a client that leaves ends them
+ * within a chunk of tokens, and gets no answer. */
+static enum MHD_Result embed_request(srv_server *sv, struct MHD_Connection *conn, conn_req *rq) {
     srv_embed_req r;
     srv_error e;
     srv_limits lim = {.n_vocab = sv->mc.n_vocab, .max_n = sv->mc.n_slots};
-    rq->acc.kind = SRV_ACCESS_EMBEDDING;
     if (srv_embed_parse(rq->body ? rq->body : "", rq->len, &lim, &r, &e)) return send_error(sv, conn, &e);
+    int fd = conn_fd(conn);
     int32_t n_embd = sv->emb.n_embd;
     float *vectors = malloc((size_t)r.n_inputs * (size_t)n_embd * sizeof *vectors);
     int rc = vectors ? 0 : -1;
@@ -690,7 +719,7 @@ static enum MHD_Result handle_embeddings(srv_server *sv, struct MHD_Connection *
             srv_error_set(&e, 400, "invalid_request_error", NULL, "input", "input %d has no tokens", i);
             rc = -1;
         }
-        if (!rc) rc = srv_embed(&sv->emb, ids, n, vectors + (size_t)i * n_embd, &e);
+        if (!rc) rc = srv_embed(&sv->emb, ids, n, vectors + (size_t)i * n_embd, client_gone, &fd, &e);
         rq->acc.prompt_tokens += n;
         if (p->text) free(ids);
     }
@@ -698,6 +727,7 @@ static enum MHD_Result handle_embeddings(srv_server *sv, struct MHD_Connection *
                                                  rq->acc.prompt_tokens);
     free(vectors);
     srv_embed_free(&r);
+    if (rc && e.status == 499) return MHD_NO; /* nobody to answer */
     return rc ? send_error(sv, conn, &e) : send_json(sv, conn, 200, body);
 }
 
@@ -717,6 +747,24 @@ static enum MHD_Result handle_apply_template(srv_server *sv, struct MHD_Connecti
     char *body = srv_json_prompt(text, len);
     free(text);
     return send_json(sv, conn, 200, body);
+}
+
+/* POST /v1/embeddings: each input tokenized (a text with BOS as the vocabulary wants and special
+ * tokens parsed, as llama.cpp's server) and embedded in turn. One request computes at a time
+ * (the embedder's context), and as for generation at most --max-queue wait: more get 503. */
+static enum MHD_Result handle_embeddings(srv_server *sv, struct MHD_Connection *conn, conn_req *rq) {
+    srv_error e;
+    rq->acc.kind = SRV_ACCESS_EMBEDDING;
+    if (atomic_fetch_add(&sv->embedding, 1) > sv->max_queue) {
+        atomic_fetch_sub(&sv->embedding, 1);
+        srv_error_set(&e, 503, "server_error", "server_overloaded", NULL,
+                      "the server is busy (an embedding is computing and %d wait: --max-queue), retry later",
+                      sv->max_queue);
+        return send_error(sv, conn, &e);
+    }
+    enum MHD_Result ok = embed_request(sv, conn, rq);
+    atomic_fetch_sub(&sv->embedding, 1);
+    return ok;
 }
 
 /* GET /v1/models/{id}: the model when the id is its name, else OpenAI's 404. */
@@ -745,7 +793,8 @@ static enum MHD_Result handle_slots(srv_server *sv, struct MHD_Connection *conn,
     char *path = malloc(strlen(sv->slot_dir) + strlen(r.filename) + 2);
     if (!path) return MHD_NO;
     sprintf(path, "%s/%s", sv->slot_dir, r.filename);
-    srv_slot_action a = {.op = r.op, .slot = r.id, .path = path, .name = r.filename};
+    srv_slot_action a = {.op = r.op, .slot = r.id, .path = path, .name = r.filename, .dir = sv->slot_dir,
+                         .max_bytes = sv->slot_max_bytes};
     int status = srv_sched_slot_action(sv->sched, &a);
     free(path);
     if (status != 200) {
@@ -756,11 +805,12 @@ static enum MHD_Result handle_slots(srv_server *sv, struct MHD_Connection *conn,
     return send_json(sv, conn, 200, srv_json_slot(r.id, r.filename, r.op == SRV_SLOT_SAVE, a.n_tokens, a.n_bytes, a.ms));
 }
 
-/* 503 while loading (anything but /health and /metrics) or draining (generation): a balancer
- * retries the request elsewhere. true when it was sent. */
+/* 503 while loading (anything but /health and /metrics) or draining (what computes: generation,
+ * embeddings, slot files): a balancer retries the request elsewhere. true when it was sent. */
 static bool unavailable(srv_server *sv, struct MHD_Connection *conn, const conn_req *rq, int state,
                         enum MHD_Result *sent) {
-    bool generation = rq->ep == SRV_EP_COMPLETIONS || rq->ep == SRV_EP_CHAT || rq->ep == SRV_EP_SLOTS;
+    bool generation = rq->ep == SRV_EP_COMPLETIONS || rq->ep == SRV_EP_CHAT || rq->ep == SRV_EP_SLOTS ||
+                      rq->ep == SRV_EP_EMBEDDINGS;
     srv_error e;
     if (state == SRV_LOADING && rq->ep != SRV_EP_HEALTH && rq->ep != SRV_EP_METRICS)
         srv_error_set(&e, 503, "server_error", "loading", NULL, "the model is loading, retry later");
@@ -852,17 +902,25 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     srv_server *sv = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-        *socket_context = ci ? conn_guard_open(sv->guard, ci->connect_fd) : NULL;
+        const union MHD_ConnectionInfo *ca = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        *socket_context = ci ? conn_guard_open(sv->guard, ci->connect_fd, ca ? ca->client_addr : NULL) : NULL;
     } else {
         conn_guard_close(sv->guard, *socket_context);
         *socket_context = NULL;
     }
 }
 
+/* The per-address limit, by address group (conn_guard.h): an IPv6 client's whole /64 counts as
+ * one address. */
+static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, socklen_t len) {
+    (void)len;
+    srv_server *sv = cls;
+    return conn_guard_admit(sv->guard, addr) ? MHD_YES : MHD_NO;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     srv_server *sv = cls;
-    (void)version;
     conn_req *rq = *con_cls;
     if (!rq) { /* headers only: decide what can be decided, then receive the body */
         conn_guard_phase(sv->guard, guard_entry(conn), CONN_BODY);
@@ -870,7 +928,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *con_cls = rq;
         srv_access_begin(&rq->acc, method, url);
         atomic_fetch_add(&sv->active, 1);
-        first_look(sv, conn, url, method, rq);
+        first_look(sv, conn, url, method, version, rq);
         return MHD_YES;
     }
     if (*upload_size) {
@@ -924,25 +982,36 @@ static int listen_socket(const srv_config *cfg, bool *ipv6, nc_err *err) {
     return fd;
 }
 
+/* Whether socket fd is bound to a loopback address (127/8, ::1, or 127/8 mapped into IPv6). */
+static bool bound_to_loopback(int fd) {
+    struct sockaddr_storage a;
+    socklen_t n = sizeof a;
+    if (getsockname(fd, (struct sockaddr *)&a, &n)) return false;
+    if (a.ss_family == AF_INET) return (ntohl(((struct sockaddr_in *)&a)->sin_addr.s_addr) >> 24) == 127;
+    if (a.ss_family != AF_INET6) return false;
+    const struct in6_addr *v6 = &((struct sockaddr_in6 *)&a)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(v6) || (IN6_IS_ADDR_V4MAPPED(v6) && v6->s6_addr[12] == 127);
+}
+
 static int start_daemon(srv_server *sv, const srv_config *cfg, nc_err *err) {
     bool ipv6;
     int fd = listen_socket(cfg, &ipv6, err);
     if (fd < 0) return -1;
+    sv->loopback = bound_to_loopback(fd);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC;
     if (ipv6) flags |= MHD_USE_IPv6;
     /* one client address may not take every connection (and thread): slowloris from one host */
     int per_ip = cfg->max_conn_per_ip ? cfg->max_conn_per_ip : 64;
     if (conn_guard_new(&sv->guard, cfg->header_seconds > 0 ? cfg->header_seconds : 15,
-                       cfg->body_seconds > 0 ? cfg->body_seconds : 60)) {
+                       cfg->body_seconds > 0 ? cfg->body_seconds : 60, per_ip > 0 ? per_ip : 0)) {
         close(fd);
         snprintf(err->msg, sizeof err->msg, "cannot start the connection watchdog");
         return -1;
     }
-    sv->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, sv, MHD_OPTION_LISTEN_SOCKET, fd,
+    sv->d = MHD_start_daemon(flags, 0, accept_policy, sv, on_request, sv, MHD_OPTION_LISTEN_SOCKET, fd,
                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
                              sv, MHD_OPTION_CONNECTION_LIMIT,
                              (unsigned)(cfg->max_connections > 0 ? cfg->max_connections : 1024),
-                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)(per_ip > 0 ? per_ip : 0),
                              MHD_OPTION_CONNECTION_TIMEOUT, 300u, MHD_OPTION_END);
     if (!sv->d) {
         close(fd);
@@ -979,6 +1048,8 @@ int srv_listen(srv_server **out, const srv_config *cfg, nc_err *err) {
     }
     atomic_init(&sv->state, SRV_LOADING);
     atomic_init(&sv->active, 0);
+    atomic_init(&sv->embedding, 0);
+    sv->max_queue = cfg->max_queue;
     sv->max_body = cfg->max_body;
     sv->drain_seconds = cfg->drain_seconds;
     sv->created = (int64_t)time(NULL);
@@ -1000,6 +1071,7 @@ int srv_listen(srv_server **out, const srv_config *cfg, nc_err *err) {
                      rc != 0 ? strerror(errno) : "not a directory");
             goto fail;
         }
+        sv->slot_max_bytes = cfg->slot_save_max_bytes ? cfg->slot_save_max_bytes : SRV_SLOT_SAVE_MAX_BYTES;
         if (!(sv->slot_dir = strdup(cfg->slot_save_path))) {
             snprintf(err->msg, sizeof err->msg, "out of memory");
             goto fail;
@@ -1063,7 +1135,8 @@ int srv_port(const srv_server *s) { return s->port; }
 void srv_get_info(const srv_server *s, srv_info *out) {
     *out = (srv_info){.n_ctx = nc_context_n_ctx(s->c), .n_threads = nc_context_n_threads(s->c),
                       .kv_bytes = nc_kv_bytes_total(s->c), .context = s->c,
-                      .device = nc_context_device(s->c)};
+                      .device = nc_context_device(s->c), .authenticated = s->api_key != NULL,
+                      .any_host = !strcmp(s->allowed_hosts, "*"), .loopback = s->loopback};
 }
 const char *srv_note(const srv_server *s) { return s->note; }
 
@@ -1073,17 +1146,21 @@ void srv_stop(srv_server *sv) {
      * a 503 a balancer retries elsewhere, while the running ones get drain_seconds to finish. */
     atomic_store_explicit(&sv->state, SRV_DRAINING, memory_order_release);
     double until = srv_now() + sv->drain_seconds;
+    /* a chat template still rendering (a hostile one runs up to its time budget) ends now: its
+     * job could not be queued any more */
+    if (sv->mc_ready) nc_chat_template_cancel(sv->mc.chat);
     if (sv->sched) srv_sched_drain(sv->sched, sv->drain_seconds);
     MHD_socket listener = MHD_quiesce_daemon(sv->d);
     if (listener != MHD_INVALID_SOCKET) close(listener);
-    /* a chat template still rendering (a hostile one runs up to its time budget) ends now, so
-     * that its connection thread can be joined */
-    if (sv->mc_ready) nc_chat_template_cancel(sv->mc.chat);
     /* A finished job's response may still be on its way out (a stream's last events): stopping
      * the daemon now would cut it. Idle keep-alive connections hold no request and are not
-     * waited for. */
+     * waited for. Embeddings running get the same time. */
     while (atomic_load(&sv->active) > 0 && srv_now() < until) nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
+    if (sv->emb_ready) srv_embedder_stop(&sv->emb); /* the rest end with 503 at their next chunk */
     if (sv->sched) srv_sched_stop(sv->sched); /* jobs left end with 503; their connections finish */
+    /* a little longer for those 503s to go out (stopping the daemon cuts the connections; it waits
+     * for their handlers anyway, an embedding's until its chunk ends) */
+    while (atomic_load(&sv->active) > 0 && srv_now() < until + 1) nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
     MHD_stop_daemon(sv->d);
     server_free(sv);
 }
