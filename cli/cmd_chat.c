@@ -23,6 +23,7 @@ typedef struct chat_opts {
     int32_t n_gpu_layers;
     cli_decoding dec;
     cli_spec spec;
+    cli_hf hf;
 } chat_opts;
 
 static const char COMMANDS[] =
@@ -37,8 +38,9 @@ static const char COMMANDS[] =
 
 static void usage_to(FILE *out) {
     fprintf(out,
-            "usage: nucleus chat [-m MODEL] [--system TEXT] [-n N] [-t THREADS] [-c CTX] " CLI_CACHE_USAGE " " CLI_DEVICE_USAGE " [--fast]\n"
+            "usage: nucleus chat [-m MODEL | -hf USER/REPO[:QUANT]] [--system TEXT] [-n N] [-t THREADS] [-c CTX] " CLI_CACHE_USAGE " " CLI_DEVICE_USAGE " [--fast]\n"
             "                    [decoding options] [speculative options]\n"
+            CLI_HF_HELP
             "  --system TEXT      the system message\n"
             "  -n N               tokens per reply at most (default -1: until the model ends its turn)\n"
             "  -c CTX             the conversation's context (default: the model's, at most 4096)\n" CLI_CACHE_HELP CLI_DEVICE_HELP CLI_FAST_HELP
@@ -61,6 +63,7 @@ static int parse(int argc, char **argv, chat_opts *o) {
         if (r == 0) r = cli_cache_arg(argc, argv, &i, &o->type_k, &o->type_v);
         if (r == 0) r = cli_device_arg(argc, argv, &i, &o->n_gpu_layers);
         if (r == 0) r = cli_spec_arg(argc, argv, &i, &o->spec);
+        if (r == 0) r = cli_hf_arg(argc, argv, &i, &o->hf);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(o->model = cli_value(argc, argv, &i))) return 2; }
@@ -79,7 +82,8 @@ static int parse(int argc, char **argv, chat_opts *o) {
         fprintf(stderr, "error: chat: replies are sampled (or greedy), one at a time: no --beams, --penalty-alpha or -N\n");
         return 2;
     }
-    if (!o->model && !(o->model = cli_default_model())) return 2;
+    int rc = cli_model_path(&o->model, &o->hf);
+    if (rc) return rc;
     if (!o->dec.seed_given) o->dec.sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
     return 0;
 }

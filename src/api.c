@@ -62,6 +62,15 @@ static int load_hf(nc_model *nm, const char *path, nc_err *err) {
 static int load_gguf(nc_model *nm, const char *path, nc_err *err) {
     gguf_file *f;
     if (gguf_open(&f, path, err)) return -1;
+    /* llama.cpp's gguf-split writes a model into parts, the first holding the metadata */
+    int64_t count = 0, no = 0;
+    if (gguf_get_int(f, "split.count", &count, NULL) == 1 && count > 1) {
+        gguf_get_int(f, "split.no", &no, NULL);
+        gguf_close(f);
+        return nc_fail(err, "%s: part %lld of a GGUF split into %lld files (split.count); nucleus loads whole files: "
+                            "merge the parts with llama.cpp's `llama-gguf-split --merge FIRST-PART OUT.gguf`",
+                       path, (long long)no + 1, (long long)count);
+    }
     if (model_bind(&nm->m, f, err)) {
         gguf_close(f);
         return -1;
