@@ -63,16 +63,15 @@ static int load_gguf(nc_model *nm, const char *path, nc_err *err) {
     gguf_file *f;
     if (gguf_open(&f, path, err)) return -1;
     /* llama.cpp's gguf-split writes a model into parts, the first holding the metadata */
-    int64_t count = 0, no = 0;
-    if (gguf_get_int(f, "split.count", &count, NULL) == 1 && count > 1) {
-        gguf_get_int(f, "split.no", &no, NULL);
+    int parts = gguf_split_count(f, err);
+    gguf_split *split = NULL;
+    if (parts < 0 || (parts > 1 && gguf_split_open(&split, f, err))) {
         gguf_close(f);
-        return nc_fail(err, "%s: part %lld of a GGUF split into %lld files (split.count); nucleus loads whole files: "
-                            "merge the parts with llama.cpp's `llama-gguf-split --merge FIRST-PART OUT.gguf`",
-                       path, (long long)no + 1, (long long)count);
+        return -1;
     }
-    if (model_bind(&nm->m, f, err)) {
-        gguf_close(f);
+    if (split ? model_bind_split(&nm->m, split, f, err) : model_bind(&nm->m, f, err)) {
+        if (split) gguf_split_close(split);
+        else gguf_close(f);
         return -1;
     }
     return vocab_load(&nm->v, f, err);
@@ -157,7 +156,7 @@ void nc_model_get_info(const nc_model *nm, nc_model_info *info) {
         .norm_eps = hp->norm_eps, .rope_neox = hp->rope_neox, .n_expert = hp->n_expert,
         .n_expert_used = hp->n_expert_used, .swa_window = hp->swa_window, .n_params = m->n_params,
         .weight_bytes = m->weight_bytes, .decode_bytes = decode_bytes(m),
-        .file_bytes = m->file ? gguf_file_size(m->file) : hf_dir_file_bytes(m->hf)};
+        .file_bytes = m->file_bytes};
 }
 
 double nc_measure_read_bandwidth(int n_threads) {

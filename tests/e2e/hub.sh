@@ -38,16 +38,74 @@ python3 - "$hub" "$hf_dir" <<'PY' || { bad "cannot make the test repositories"; 
 import json, os, shutil, struct, sys
 hub, hf = sys.argv[1:3]
 
-def kv_u16(key, v):
+def kv_int(key, fmt, vtype, v):
     k = key.encode()
-    return struct.pack("<Q", len(k)) + k + struct.pack("<IH", 2, v)
+    return struct.pack("<Q", len(k)) + k + struct.pack("<I" + fmt, vtype, v)
 
-# A GGUF split into three parts as llama.cpp's gguf-split names them (metadata only).
-for name, parts in (("split-GGUF/big-Q4_K_M", (1, 2, 3)), ("broken-split-GGUF/big-Q4_K_M", (1, 3))):
-    for i in parts:
-        kvs = kv_u16("split.no", i - 1) + kv_u16("split.count", 3)
-        with open(f"{hub}/test/{name}-{i:05d}-of-00003.gguf", "wb") as f:
-            f.write(b"GGUF" + struct.pack("<IQQ", 3, 0, 2) + kvs + b"\0" * (1000 * i))
+
+def split_kvs(no, count, tensors):
+    return kv_int("split.no", "H", 2, no) + kv_int("split.count", "H", 2, count) + kv_int("split.tensors.count", "i", 5, tensors)
+
+
+def split_gguf(src, prefix, n):
+    """src's tensors in n parts, as llama.cpp's gguf-split writes them: the metadata in the first,
+    split.no / split.count / split.tensors.count in every one."""
+    b = open(src, "rb").read()
+    assert b[:4] == b"GGUF"
+    _, n_tensors, n_kv = struct.unpack_from("<IQQ", b, 4)
+    at = 24
+    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+    def skip_value(t, at):
+        if t == 8:
+            return at + 8 + struct.unpack_from("<Q", b, at)[0]
+        if t == 9:
+            et, cnt = struct.unpack_from("<IQ", b, at)
+            at += 12
+            for _ in range(cnt):
+                at = skip_value(et, at)
+            return at
+        return at + sizes[t]
+    alignment = 32
+    for _ in range(n_kv):
+        klen = struct.unpack_from("<Q", b, at)[0]
+        key = b[at + 8:at + 8 + klen]
+        t = struct.unpack_from("<I", b, at + 8 + klen)[0]
+        if key == b"general.alignment":
+            alignment = struct.unpack_from("<I", b, at + 12 + klen)[0]
+        at = skip_value(t, at + 12 + klen)
+    kv_bytes = b[24:at]
+    infos = []
+    for _ in range(n_tensors):
+        nlen = struct.unpack_from("<Q", b, at)[0]
+        name = b[at + 8:at + 8 + nlen]
+        nd = struct.unpack_from("<I", b, at + 8 + nlen)[0]
+        dims_at = at + 12 + nlen
+        typ, off = struct.unpack_from("<IQ", b, dims_at + 8 * nd)
+        infos.append((name, b[dims_at:dims_at + 8 * nd], nd, typ, off))
+        at = dims_at + 8 * nd + 12
+    data_at = (at + alignment - 1) // alignment * alignment
+    infos.sort(key=lambda x: x[4])
+    ends = [x[4] for x in infos[1:]] + [len(b) - data_at]
+    chunks = [b[data_at + x[4]:data_at + e] for x, e in zip(infos, ends)]
+    per = (len(infos) + n - 1) // n
+    for i in range(n):
+        mine = list(zip(infos, chunks))[i * per:(i + 1) * per]
+        head = b"GGUF" + struct.pack("<IQQ", 3, len(mine), (n_kv if i == 0 else 0) + 3)
+        head += (kv_bytes if i == 0 else b"") + split_kvs(i, n, len(infos))
+        data, table = b"", b""
+        for (name, dims, nd, typ, _), chunk in mine:
+            data += b"\0" * (-len(data) % alignment)
+            table += struct.pack("<Q", len(name)) + name + struct.pack("<I", nd) + dims + struct.pack("<IQ", typ, len(data))
+            data += chunk
+        head += table
+        head += b"\0" * (-len(head) % alignment)
+        open(f"{prefix}-{i + 1:05d}-of-{n:05d}.gguf", "wb").write(head + data)
+
+
+# A GGUF split into three parts as llama.cpp's gguf-split names them, and a repository missing a part.
+split_gguf("models/stories260K.gguf", f"{hub}/test/split-GGUF/big-Q4_K_M", 3)
+for i in (1, 3):
+    shutil.copy(f"{hub}/test/split-GGUF/big-Q4_K_M-{i:05d}-of-00003.gguf", f"{hub}/test/broken-split-GGUF/")
 
 # The safetensors model in two shards with an index, as transformers saves a large one.
 for name in os.listdir(hf):
@@ -159,10 +217,20 @@ expect_eq "split: every part, checked" "$(cd "$cache/test/split-GGUF" && sha256s
 expect_in "split: counted" "[3/3] test/split-GGUF: downloading big-Q4_K_M-00003-of-00003.gguf" "$err"
 expect_err "split: a missing part" "has part 1 of big-Q4_K_M-00001-of-00003.gguf's 3 parts but not part 2" \
     "$BIN" pull test/broken-split-GGUF
-expect_err "split: loading names the parts and the merge" "part 1 of a GGUF split into 3 files (split.count); nucleus loads whole files: merge" \
-    "$BIN" run -hf test/split-GGUF --offline -p hi
+expect_eq "split: loaded as one model" "$("$BIN" run -hf test/split-GGUF --offline -p "Once upon a time" -n 12 --temp 0 2>/dev/null)" \
+    "$("$BIN" run -m "$stories" -p "Once upon a time" -n 12 --temp 0 2>/dev/null)"
+mkdir -p "$tmp/parts"
+cp "$cache"/test/split-GGUF/big-* "$tmp/parts/"
+expect_err "split: a part given that is not the first" "part 2 of a GGUF split into 3 files: load the first part, named ...-00001-of-00003.gguf" \
+    "$BIN" run -m "$tmp/parts/big-Q4_K_M-00002-of-00003.gguf" -p hi
+rm "$tmp/parts/big-Q4_K_M-00003-of-00003.gguf"
+expect_err "split: a part missing on disk" "part 3 of 3 of $tmp/parts/big-Q4_K_M-00001-of-00003.gguf" \
+    "$BIN" run -m "$tmp/parts/big-Q4_K_M-00001-of-00003.gguf" -p hi
+cp "$tmp/parts/big-Q4_K_M-00001-of-00003.gguf" "$tmp/parts/big-Q4_K_M-00003-of-00003.gguf"
+expect_err "split: a part numbered wrongly" "split.no 0 and split.count 3, where part 3 of 3 was expected" \
+    "$BIN" run -m "$tmp/parts/big-Q4_K_M-00001-of-00003.gguf" -p hi
 expect_eq "split: rm REPO:QUANT takes every part" "$("$BIN" rm test/split-GGUF:Q4_K_M 2>&1; ls -A "$cache")" \
-    "removed test/split-GGUF:Q4_K_M from $cache: 3 files, 6.2 kB"
+    "removed test/split-GGUF:Q4_K_M from $cache: 3 files, 1.2 MB"
 
 # ---- a safetensors repository: its files and shards, through a paged listing ----
 control '{"paginate": ["test/tiny-hf"]}'
