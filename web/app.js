@@ -77,8 +77,10 @@ function buildSettings() {
     input.value = String(def);
     box.append(l, input);
   }
-  $('api-key').value = sessionStorage.getItem('nucleus-key') || '';
-  $('api-key').addEventListener('change', () => sessionStorage.setItem('nucleus-key', $('api-key').value));
+  try { $('api-key').value = sessionStorage.getItem('nucleus-key') || ''; } catch { /* storage disabled */ }
+  $('api-key').addEventListener('change', () => {
+    try { sessionStorage.setItem('nucleus-key', $('api-key').value); } catch { /* not kept: typed again after a reload */ }
+  });
 }
 
 // The request's sampling fields from the panel (empty fields are left to the server).

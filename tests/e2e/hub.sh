@@ -286,6 +286,10 @@ control '{"no_range": ["test/tiny-GGUF/tiny-Q4_K_M.gguf"]}'
 pull test/tiny-GGUF
 expect_eq "a server that ignores Range: the whole file again" "$rc $(sha "$cache/test/tiny-GGUF/tiny-Q4_K_M.gguf")" "0 $want_sha"
 control '{}'
+touch "$cache/test/tiny-GGUF/tiny-Q8_0.gguf.part"
+expect_err "a download of the same file under way (its .part locked): refused" "another download of this file is under way" \
+    flock "$cache/test/tiny-GGUF/tiny-Q8_0.gguf.part" "$BIN" pull test/tiny-GGUF:Q8_0
+rm "$cache/test/tiny-GGUF/tiny-Q8_0.gguf.part"
 mkfifo "$cache/test/tiny-GGUF/tiny-Q8_0.gguf.part"
 expect_err "a .part that is not a regular file" "tiny-Q8_0.gguf.part: not a regular file" timeout 20 "$BIN" pull test/tiny-GGUF:Q8_0
 rm "$cache/test/tiny-GGUF/tiny-Q8_0.gguf.part"

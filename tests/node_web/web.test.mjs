@@ -343,6 +343,27 @@ test('conversations are kept in the browser: a list to switch, rename and delete
   await p.close();
 });
 
+test('a browser that keeps nothing: the page says so and goes on', async () => {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+  await context.addInitScript(() => {
+    Storage.prototype.setItem = function () { throw new DOMException('full', 'QuotaExceededError'); };
+  });
+  const p = await context.newPage();
+  p.errors = [];
+  p.on('pageerror', (e) => p.errors.push(e.message));
+  await p.goto(`${URL_}/`);
+  await p.click('#settings-toggle');
+  await p.fill('#api-key', KEY);
+  await p.locator('#api-key').dispatchEvent('change');
+  await p.fill('#set-max_tokens', '4');
+  await p.click('#settings-toggle');
+  await sendMessage(p, 'Hello');
+  assert.match(await p.locator('#storage-note').textContent(), /did not keep the conversation/);
+  assert.equal(await p.locator('#chat-list li').count(), 1, 'listed for this page all the same');
+  assert.deepEqual(p.errors, []);
+  await context.close();
+});
+
 test('stop ends a reply that would run on', async () => {
   await setSetting(page, 'max_tokens', 0); // no limit: until the context is full
   await page.fill('#input', 'Tell me everything.');
