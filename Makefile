@@ -50,7 +50,7 @@ REL_CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/rel/%.o)
 SAN_CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/san/%.o)
 UNIT_BIN    := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%)
 
-.PHONY: all test unit clean fuzz deps test-deps lib install examples
+.PHONY: all test unit clean fuzz deps test-deps lib install examples python
 all: $(BUILD)/nucleus
 
 # What building and running need (make deps); that and what the tests need (make test-deps).
@@ -222,6 +222,16 @@ install: $(BUILD)/nucleus lib scripts/nucleus.pc.in
 	@# The dynamic linker's cache learns of the new library (a staged install leaves that to its package).
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi
 
+# The Python package (python/, docs/python.md): libnucleus.so bundled into it by its own build
+# backend, installed by pip from the checkout, no registry. PYTHON is the interpreter it goes to: a
+# virtual environment's (PYTHON=venv/bin/python), or Debian's python3 for a system-wide install,
+# which Debian 12 allows with PIP_FLAGS=--break-system-packages (as root: /usr/local).
+PYTHON    ?= python3
+PIP_FLAGS ?=
+python: $(BUILD)/rel/libnucleus.so.$(VERSION)
+	NUCLEUS_LIBRARY=$(abspath $<) $(PYTHON) -m pip install --no-build-isolation --no-index --force-reinstall \
+	    $(PIP_FLAGS) ./python
+
 # Benchmarks that are not part of `make test` (see bench/ and docs/performance.md).
 $(BUILD)/tokenize_bench: bench/tokenize_bench.c $(BUILD)/rel/libnucleus.a
 	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS)
@@ -264,6 +274,8 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRC)
 # Harnesses that include the source they exercise rebuild when it changes.
 $(BUILD)/fuzz/fuzz_kv_file: src/kv/kv_file_format.c src/kv/kv_file.h
 $(BUILD)/fuzz/fuzz_request: src/server/request.c src/server/request.h
+$(BUILD)/fuzz/fuzz_reply: src/server/reply.c src/server/harmony.c src/server/call_named.c src/server/tool_calls.c \
+                          src/server/marker.c src/server/chat_format.c src/server/reply.h src/server/tool_calls.h
 fuzz: $(FUZZ_BIN)
 
 test: $(BUILD)/nucleus $(BUILD)/san/nucleus unit fuzz emu $(HAVE_NVCC)

@@ -16,7 +16,7 @@
     "                     " CLI_CACHE_USAGE " " CLI_DEVICE_USAGE " [--fast] [--slot-save-path DIR] [--swa-full]\n"                        \
     "                     [--context-shift [--keep N] | --attention-sinks N]\n"                              \
     "                     [-md FILE | --lookup-ngram N] [--draft-max N] [--draft-min N] [--draft-fixed]\n"    \
-    "                     [--alias NAME] [--chat-template FILE]\n"                                            \
+    "                     [--alias NAME] [--chat-template FILE] [--reasoning-format auto|none] [--reasoning-budget N]\n" \
     "                     [--allowed-hosts LIST] [--cors ORIGINS] [--max-connections N] [--max-conn-per-ip N] [--timeout-headers S] [--timeout-body S]\n" \
     CLI_HF_HELP                                                                                                \
     "  --allowed-hosts LIST  Host names answered (comma-separated; '*': any); default on a loopback\n"      \
@@ -32,6 +32,10 @@
     "                     reads it from a file (kept out of the process list), else $NUCLEUS_API_KEY\n"      \
     "  --alias NAME       the model's id in /v1/models and in responses (default: the file name)\n"          \
     "  --chat-template FILE  a Jinja chat template used instead of the model's tokenizer.chat_template\n"   \
+    "  --reasoning-format F  auto (default): a chat reply's reasoning (<think>...</think>, gpt-oss's\n"      \
+    "                     analysis ...) goes to reasoning_content; none: it stays in the content\n"          \
+    "  --reasoning-budget N  tokens of reasoning, then the template's end of reasoning is forced\n"         \
+    "                     (default -1: no limit; 0 also renders the template with enable_thinking false)\n" \
     "  --parallel N       slots: requests (choices) decoded together (default 4)\n"                            \
     "  -c CTX             context per slot in tokens (default: the model's, at most 4096)\n"                   \
     "  --kv-size N        tokens of KV cache all slots share, in blocks of 256 (default: parallel x CTX);\n"   \
@@ -83,6 +87,13 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         else if (!strcmp(a, "--allowed-hosts")) ok = (o->cfg.allowed_hosts = cli_value(argc, argv, &i)) != NULL;
         else if (!strcmp(a, "--cors")) ok = (o->cfg.cors = cli_value(argc, argv, &i)) != NULL;
         else if (!strcmp(a, "--slot-save-path")) ok = (o->cfg.slot_save_path = cli_value(argc, argv, &i)) != NULL;
+        else if (!strcmp(a, "--reasoning-format")) {
+            const char *f = cli_value(argc, argv, &i);
+            ok = f && (!strcmp(f, "auto") || !strcmp(f, "deepseek") || !strcmp(f, "none"));
+            if (f && !ok) fprintf(stderr, "error: --reasoning-format must be auto or none, got '%s'\n", f);
+            if (ok) o->cfg.reasoning_none = !strcmp(f, "none");
+        } else if (!strcmp(a, "--reasoning-budget"))
+            ok = int_flag(argc, argv, &i, -1, 1 << 30, &v) && ((o->cfg.reasoning_budget = (int32_t)v), true);
         else if (!strcmp(a, "--swa-full")) o->cfg.swa_full = true;
         else if (!strcmp(a, "--fast")) o->cfg.fast = true;
         else if (!strcmp(a, "--port")) ok = int_flag(argc, argv, &i, 0, 65535, &v) && ((o->cfg.port = (int)v), true);
@@ -233,6 +244,7 @@ static void wait_for_stop_signal(void) {
 
 int cmd_serve(int argc, char **argv) {
     serve_opts o = {.cfg = {.host = "127.0.0.1", .port = 8080, .n_parallel = 4, .max_queue = 64, .chunk = 256,
+                            .reasoning_budget = -1,
                             .max_body = 4u << 20, .drain_seconds = 5}};
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc;

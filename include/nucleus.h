@@ -53,6 +53,16 @@ void nc_model_get_info(const nc_model *m, nc_model_info *info);
  * or its value is not a string. */
 const char *nc_model_meta_str(const nc_model *m, const char *key, size_t *len);
 
+/* The metadata as llama.cpp's llama_model_meta_* functions give it: every key of the model file
+ * whose value is not an array, in the file's order, with its value as text (integers in decimal,
+ * floats as "%f", booleans "true" / "false", strings as they are). A Hugging Face directory has
+ * one: its chat template. nc_model_meta_key: the i-th key (NUL-terminated, living as long as the
+ * model), NULL for i outside 0..count-1. nc_model_meta_value: its value into buf, returning the
+ * length (nothing is written when that is > cap), -1 for i outside. */
+int32_t nc_model_meta_count(const nc_model *m);
+const char *nc_model_meta_key(const nc_model *m, int32_t i);
+int nc_model_meta_value(const nc_model *m, int32_t i, char *buf, int cap);
+
 /* Print a GGUF file's metadata (long arrays abbreviated) and tensor table; the file may be any
  * valid GGUF (vocab-only, other architectures). A Hugging Face directory: its config.json, weight
  * files and tensors. */
@@ -74,6 +84,12 @@ bool nc_vocab_adds_bos(const nc_model *m);
 /* The bytes of one token, control tokens as their text ("<|im_end|>"): returns the length
  * (nothing is written when it is > cap), or -1 for an id outside the vocabulary. */
 int nc_token_piece(const nc_model *m, int32_t id, char *buf, int cap);
+
+/* The text of ids as llama.cpp's detokenize gives it: the pieces one after the other, control
+ * tokens as their text when special and empty otherwise, the first piece without its leading
+ * space when the tokenizer adds a space prefix. Returns the length (when it is > cap, the
+ * caller should retry with a buffer that large), or -1 for an id outside the vocabulary. */
+int nc_detokenize(const nc_model *m, const int32_t *ids, int n, bool special, char *out, int cap);
 
 /* Tokenize text. add_special: BOS/EOS as the vocabulary asks; parse_special: text such as
  * "<s>" becomes its control token. Returns the token count (if > cap, only cap were written and
@@ -632,6 +648,23 @@ typedef struct nc_gen_result {
 int nc_generate(nc_context *c, const nc_model *m, const int32_t *prompt, int32_t n_prompt, const nc_gen_params *p,
                 nc_gen_callback cb, void *user, nc_gen_result *out, nc_err *err);
 void nc_gen_result_free(nc_gen_result *r);
+
+/* The same generation pulled one token at a time, for callers that iterate rather than take a
+ * callback (a language binding's generator, an event loop): nc_gen_begin checks the parameters and
+ * prefills as nc_generate does; each nc_gen_next hands over the next token of some sample (the
+ * events nc_generate's callback would get, in the same order), running the next forward pass when
+ * none is waiting. nc_generate is this loop, so the same seed gives the same tokens. A generation
+ * may be freed at any point; its sequences keep their cells, as after nc_generate, until the
+ * caller clears them (nc_kv_seq_clear), and the prompt's blocks stay in the prefix cache. */
+typedef struct nc_gen nc_gen;
+int nc_gen_begin(nc_gen **out, nc_context *c, const nc_model *m, const int32_t *prompt, int32_t n_prompt,
+                 const nc_gen_params *p, nc_err *err);
+/* 1 with *ev filled (its text, info and explain valid until the next call), 0 when every sample
+ * has finished, -1 with err set (and for every later call). */
+int nc_gen_next(nc_gen *g, nc_gen_event *ev, nc_err *err);
+/* What nc_generate returns, of the tokens drawn so far (free it with nc_gen_result_free). */
+int nc_gen_get_result(const nc_gen *g, nc_gen_result *out, nc_err *err);
+void nc_gen_free(nc_gen *g);
 
 /* Beam search: n_beams sequences of the cache (the context needs n_seq_max >= n_beams) share the
  * prompt's prefill and are copied when a beam forks; every step runs all beams in one nc_forward

@@ -13,11 +13,14 @@ esac
 # expressions for the tokenizers' pre-tokenizers, JSON, the HTTP server, libcurl for fetching
 # models from Hugging Face's hub, libedit for the line editing of `nucleus chat`).
 PKGS=(build-essential libpcre2-dev libcjson-dev libmicrohttpd-dev libcurl4-openssl-dev libedit-dev)
+# The Python package (make python, python/): Debian's python3, pip and venv.
+PKGS+=(python3 python3-pip python3-venv)
 
 # The tests, beyond that:
 # clang and libclang-rt-14-dev: the libFuzzer harnesses `make test` builds (tests/fuzz).
 # python3, python3-numpy: the e2e scripts' checks and shared/tools/reference-forward.
 # curl: the server scripts' requests. pkg-config: tests/e2e/install.sh builds the examples with it.
+# python3-pytest: the Python package's tests (tests/e2e/python.sh runs python3 -m pytest python/tests).
 # nginx is the load balancer of tests/e2e/scaleout.sh and deploy/: the tests run their own
 # instance on a loopback port (own prefix, config and pid file), never the system's service.
 # golang-1.19-src only for its public-domain book (src/testdata/Isaac.Newton-Opticks.txt, Project
@@ -27,7 +30,7 @@ PKGS=(build-essential libpcre2-dev libcjson-dev libmicrohttpd-dev libcurl4-opens
 # gcc-aarch64-linux-gnu, libc6-dev-arm64-cross and qemu-user (qemu-aarch64): tests/e2e/neon.sh
 # cross-compiles the NEON kernels and their unit test for AArch64 and runs them emulated, so the
 # ARM set is tested on x86 machines too.
-TEST_PKGS=(clang libclang-rt-14-dev python3 python3-numpy curl pkg-config nginx golang-1.19-src chromium
+TEST_PKGS=(clang libclang-rt-14-dev python3 python3-numpy python3-pytest curl pkg-config nginx golang-1.19-src chromium
            gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 # The node packages of the tests that compare with JavaScript reference implementations
 # (tokenizers, Jinja, the openai client, ajv, playwright-core), pinned by each package-lock.json.

@@ -146,6 +146,63 @@ const char *nc_model_meta_str(const nc_model *m, const char *key, size_t *len) {
     return kv->v.s.data;
 }
 
+/* The i-th key/value pair of a GGUF file's metadata that is not an array (llama.cpp leaves arrays
+ * out of its model's metadata too). */
+static const gguf_kv *meta_at(const nc_model *m, int32_t i) {
+    if (!m->m->file || i < 0) return NULL;
+    for (size_t k = 0, n = gguf_n_kv(m->m->file); k < n; k++) {
+        const gguf_kv *kv = gguf_kv_at(m->m->file, k);
+        if (kv->type != GGUF_T_ARRAY && i-- == 0) return kv;
+    }
+    return NULL;
+}
+
+int32_t nc_model_meta_count(const nc_model *m) {
+    if (!m->m->file) return m->chat_template ? 1 : 0;
+    int32_t n = 0;
+    for (size_t k = 0, nk = gguf_n_kv(m->m->file); k < nk; k++) n += gguf_kv_at(m->m->file, k)->type != GGUF_T_ARRAY;
+    return n;
+}
+
+const char *nc_model_meta_key(const nc_model *m, int32_t i) {
+    if (!m->m->file) return i == 0 && m->chat_template ? "tokenizer.chat_template" : NULL;
+    const gguf_kv *kv = meta_at(m, i);
+    return kv ? kv->key : NULL;
+}
+
+int nc_model_meta_value(const nc_model *m, int32_t i, char *buf, int cap) {
+    const char *s = NULL;
+    size_t len = 0;
+    char num[64];
+    if (!m->m->file) {
+        if (i != 0 || !m->chat_template) return -1;
+        s = m->chat_template;
+        len = m->chat_template_len;
+    } else {
+        const gguf_kv *kv = meta_at(m, i);
+        if (!kv) return -1;
+        int n = 0;
+        switch (kv->type) { /* as llama.cpp's gguf_kv_to_str: std::to_string of a number */
+        case GGUF_T_STRING: s = kv->v.s.data; len = (size_t)kv->v.s.len; break;
+        case GGUF_T_BOOL: s = kv->v.b ? "true" : "false"; len = strlen(s); break;
+        case GGUF_T_FLOAT32:
+        case GGUF_T_FLOAT64: n = snprintf(num, sizeof num, "%f", kv->v.f); break;
+        case GGUF_T_INT8:
+        case GGUF_T_INT16:
+        case GGUF_T_INT32:
+        case GGUF_T_INT64: n = snprintf(num, sizeof num, "%lld", (long long)kv->v.i); break;
+        default: n = snprintf(num, sizeof num, "%llu", (unsigned long long)kv->v.u); break;
+        }
+        if (!s) {
+            s = num;
+            len = n > 0 && n < (int)sizeof num ? (size_t)n : 0;
+        }
+    }
+    if (len > INT32_MAX) return -1;
+    if (len > 0 && (int)len <= cap) memcpy(buf, s, len);
+    return (int)len;
+}
+
 void nc_model_get_info(const nc_model *nm, nc_model_info *info) {
     const model *m = nm->m;
     const model_hparams *hp = &m->hp;
@@ -208,6 +265,9 @@ int32_t nc_token_eos(const nc_model *m) { return vocab_eos(m->v); }
 bool nc_token_is_eog(const nc_model *m, int32_t id) { return vocab_is_eog(m->v, id); }
 bool nc_vocab_adds_bos(const nc_model *m) { return vocab_add_bos(m->v); }
 int nc_token_piece(const nc_model *m, int32_t id, char *buf, int cap) { return vocab_token_piece(m->v, id, true, buf, cap); }
+int nc_detokenize(const nc_model *m, const int32_t *ids, int n, bool special, char *out, int cap) {
+    return vocab_detokenize(m->v, ids, n, special, out, cap);
+}
 
 /* The grammar's view of a token: the bytes it adds to generated text (control tokens none). */
 static int grammar_piece(void *user, int32_t id, char *buf, int cap) { return vocab_token_piece(user, id, false, buf, cap); }

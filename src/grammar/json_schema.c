@@ -9,9 +9,16 @@
  * - numbers: at most 16 integer digits, 16 fraction digits and 3 exponent digits;
  * - an object with `properties` and no `additionalProperties` gets no other keys (what a caller
  *   of a schema for generation wants); without `properties` any keys are allowed;
- * - properties come in the order of `properties`; `oneOf` is treated as `anyOf`;
- * - formats date, time, date-time (RFC 3339, February has 28 days: no leap-year arithmetic) and
- *   uuid; other formats, `pattern`, `minimum` / `maximum` and the like are refused. */
+ * - properties come in the order of `properties`; `oneOf` is treated as `anyOf` (as llama.cpp
+ *   does: a value two branches take is not refused);
+ * - formats date, time, date-time (RFC 3339, February has 28 days: no leap-year arithmetic),
+ *   uuid, email, hostname, ipv4, ipv6 (its full form) and uri (http(s) URLs): sentences of
+ *   ajv-formats' definitions; minLength / maxLength beside a format only when every string of
+ *   the format fits them; other formats are refused;
+ * - minimum / maximum / exclusiveMinimum / exclusiveMaximum: integers and decimals within the
+ *   bounds (schema_ranges.c); `pattern`: strings the regular expression matches whole
+ *   (schema_regex.c), not beside format or minLength / maxLength;
+ * - minProperties / maxProperties: the count of keys written, properties and additional ones. */
 #include <cjson/cJSON.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,6 +26,7 @@
 #include <string.h>
 
 #include "grammar/grammar.h"
+#include "grammar/schema_parts.h"
 
 #define MAX_DEPTH 64      /* nested schemas */
 #define MAX_COUNT 4096    /* minItems, maxItems, minLength, maxLength */
@@ -31,7 +39,8 @@ typedef struct sbuf {
 } sbuf;
 
 typedef enum prim { P_WS, P_CHAR, P_STRING, P_INT_PART, P_NUMBER, P_INTEGER, P_BOOLEAN, P_NULL, P_VALUE, P_OBJECT,
-                    P_ARRAY, P_DATE, P_TIME, P_DATE_TIME, P_UUID, P_COUNT } prim;
+                    P_ARRAY, P_DATE, P_TIME, P_DATE_TIME, P_UUID, P_EMAIL, P_HOSTNAME, P_LABEL, P_IPV4, P_IPV4_PART,
+                    P_IPV6, P_URI, P_COUNT } prim;
 
 typedef struct conv {
     const char *root;
@@ -198,7 +207,8 @@ static void emit(conv *c, const char *name, const char *body) {
 static const char *prim_rule(conv *c, prim p) {
     static const char *const suffix[P_COUNT] = {"ws", "char", "string", "int-part", "number", "integer", "boolean",
                                                 "null", "value", "object", "array", "date", "time", "date-time",
-                                                "uuid"};
+                                                "uuid", "email", "hostname", "label", "ipv4", "ipv4-part", "ipv6",
+                                                "uri"};
     if (c->prim[p]) return c->prim[p];
     char *name = sub_name(c, c->root, suffix[p]);
     if (!name) return NULL;
@@ -247,6 +257,25 @@ static const char *prim_rule(conv *c, prim p) {
         snprintf(body, sizeof body, "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" "
                                     "[0-9a-fA-F]{12}");
         break;
+    /* the formats ajv-formats checks, as some of the strings it takes (lengths bounded: see
+       FORMAT_LENGTH) */
+    case P_LABEL: snprintf(body, sizeof body, "[a-zA-Z0-9] ( [a-zA-Z0-9-]{0,14} [a-zA-Z0-9] )?"); break;
+    case P_EMAIL: /* a top-level domain of letters: zod's email pattern wants one */
+        snprintf(body, sizeof body, "[a-zA-Z0-9_+-]{1,16} ( \".\" [a-zA-Z0-9_+-]{1,16} ){0,2} \"@\" ( %s \".\" ){1,3} "
+                 "[a-zA-Z]{2,8}", prim_rule(c, P_LABEL));
+        break;
+    case P_HOSTNAME: snprintf(body, sizeof body, "%s ( \".\" %s ){0,3}", prim_rule(c, P_LABEL), prim_rule(c, P_LABEL)); break;
+    case P_IPV4_PART: snprintf(body, sizeof body, "\"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9]? [0-9]"); break;
+    case P_IPV4: {
+        const char *o = prim_rule(c, P_IPV4_PART);
+        snprintf(body, sizeof body, "%s \".\" %s \".\" %s \".\" %s", o, o, o, o);
+        break;
+    }
+    case P_IPV6: snprintf(body, sizeof body, "[0-9a-fA-F]{1,4} ( \":\" [0-9a-fA-F]{1,4} ){7}"); break;
+    case P_URI:
+        snprintf(body, sizeof body, "\"http\" \"s\"? \"://\" %s ( \"/\" [a-zA-Z0-9._~-]{1,16} ){0,4} \"/\"?",
+                 prim_rule(c, P_HOSTNAME));
+        break;
     default: return NULL;
     }
     emit(c, name, body);
@@ -261,7 +290,9 @@ static const char *const ANNOTATIONS[] = {"title", "description", "$schema", "$i
                                           "$defs", "definitions"};
 static const char *const CONSTRAINTS[] = {"type", "properties", "required", "additionalProperties", "enum", "const",
                                           "items", "prefixItems", "minItems", "maxItems", "minLength", "maxLength",
-                                          "anyOf", "oneOf", "allOf", "$ref", "format"};
+                                          "anyOf", "oneOf", "allOf", "$ref", "format", "minimum", "maximum",
+                                          "exclusiveMinimum", "exclusiveMaximum", "pattern", "minProperties",
+                                          "maxProperties"};
 
 static bool in_list(const char *k, const char *const *list, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -317,23 +348,45 @@ static int sub(conv *c, const cJSON *schema, const char *ptr, const char *key, c
     return rc;
 }
 
+/* The formats, their rules and the lengths of their strings (FORMAT_LENGTH: the shortest and
+ * the longest the rule writes). */
+static const char *const FORMATS[] = {"date", "time", "date-time", "uuid", "email", "hostname", "ipv4", "ipv6", "uri"};
+static const prim FORMAT_RULES[] = {P_DATE, P_TIME, P_DATE_TIME, P_UUID, P_EMAIL, P_HOSTNAME, P_IPV4, P_IPV6, P_URI};
+static const long FORMAT_LENGTH[][2] = {{10, 10}, {9, 21}, {20, 32}, {36, 36}, {6, 142}, {1, 71}, {7, 15}, {15, 39},
+                                        {8, 176}};
+
+static int format_body(conv *c, const cJSON *fmt, long min, long max, const char *ptr, sbuf *b) {
+    for (size_t i = 0; i < sizeof FORMATS / sizeof *FORMATS && cJSON_IsString(fmt); i++) {
+        if (strcmp(fmt->valuestring, FORMATS[i])) continue;
+        if (FORMAT_LENGTH[i][0] < min || (max >= 0 && FORMAT_LENGTH[i][1] > max))
+            return fail(c, ptr, "minLength / maxLength beside format %s must allow %ld to %ld characters", FORMATS[i],
+                        FORMAT_LENGTH[i][0], FORMAT_LENGTH[i][1]);
+        sb_printf(b, "\"\\\"\" %s \"\\\"\"", prim_rule(c, FORMAT_RULES[i]));
+        return 0;
+    }
+    return fail(c, ptr, "format %s is not supported (date, time, date-time, uuid, email, hostname, ipv4, ipv6, uri are)",
+                cJSON_IsString(fmt) ? fmt->valuestring : "(not a string)");
+}
+
+static int pattern_body(conv *c, const cJSON *pat, const char *ptr, sbuf *b) {
+    if (!cJSON_IsString(pat)) return fail(c, ptr, "'pattern' must be a string");
+    nc_err why;
+    char *body = gr_regex_string_body(pat->valuestring, &why);
+    if (!body) return fail(c, ptr, "%s", why.msg);
+    sb_printf(b, "\"\\\"\" %s \"\\\"\"", body);
+    free(body);
+    return 0;
+}
+
 static int string_body(conv *c, const cJSON *s, const char *ptr, sbuf *b) {
-    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s, "format"), *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
     long min, max;
     if (count_keyword(c, s, "minLength", ptr, 0, &min) || count_keyword(c, s, "maxLength", ptr, -1, &max)) return -1;
     if (max >= 0 && max < min) return fail(c, ptr, "maxLength is below minLength");
-    if (fmt) {
-        if (min || max >= 0) return fail(c, ptr, "minLength / maxLength beside 'format' are not supported");
-        static const char *const names[] = {"date", "time", "date-time", "uuid"};
-        static const prim rules[] = {P_DATE, P_TIME, P_DATE_TIME, P_UUID};
-        for (int i = 0; i < 4 && cJSON_IsString(fmt); i++)
-            if (!strcmp(fmt->valuestring, names[i])) {
-                sb_printf(b, "\"\\\"\" %s \"\\\"\"", prim_rule(c, rules[i]));
-                return 0;
-            }
-        return fail(c, ptr, "format %s is not supported (date, time, date-time, uuid are)",
-                    cJSON_IsString(fmt) ? fmt->valuestring : "(not a string)");
-    }
+    if (pat && fmt) return fail(c, ptr, "'pattern' beside 'format' is not supported (give one)");
+    if (fmt) return format_body(c, fmt, min, max, ptr, b);
+    if (pat && (min || max >= 0)) return fail(c, ptr, "minLength / maxLength beside 'pattern' are not supported");
+    if (pat) return pattern_body(c, pat, ptr, b);
     if (min == 0 && max < 0) {
         sb_printf(b, "%s", prim_rule(c, P_STRING));
         return 0;
@@ -341,6 +394,36 @@ static int string_body(conv *c, const cJSON *s, const char *ptr, sbuf *b) {
     sb_printf(b, "\"\\\"\" %s", prim_rule(c, P_CHAR));
     sb_repeat(b, min, max);
     sb_printf(b, " \"\\\"\"");
+    return 0;
+}
+
+/* A bound keyword: a number (draft 4's boolean exclusiveMinimum is refused). */
+static int bound(conv *c, const cJSON *s, const char *key, bool exclusive, const char *ptr, gr_bound *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, key);
+    if (!v) return 0;
+    if (!cJSON_IsNumber(v))
+        return fail(c, ptr, "'%s' must be a number%s", key, cJSON_IsBool(v) ? " (draft 4's boolean form is not supported)" : "");
+    /* of two bounds on one side, the tighter */
+    bool low = !strcmp(key, "minimum") || !strcmp(key, "exclusiveMinimum");
+    if (out->set && (low ? v->valuedouble < out->v || (v->valuedouble == out->v && !exclusive)
+                         : v->valuedouble > out->v || (v->valuedouble == out->v && !exclusive)))
+        return 0;
+    *out = (gr_bound){true, v->valuedouble, exclusive};
+    return 0;
+}
+
+/* number / integer with minimum, maximum, exclusiveMinimum or exclusiveMaximum. 1: no bounds. */
+static int bounded_number(conv *c, const cJSON *s, bool integer, const char *ptr, sbuf *b) {
+    gr_bound lo = {0}, hi = {0};
+    if (bound(c, s, "minimum", false, ptr, &lo) || bound(c, s, "exclusiveMinimum", true, ptr, &lo) ||
+        bound(c, s, "maximum", false, ptr, &hi) || bound(c, s, "exclusiveMaximum", true, ptr, &hi))
+        return -1;
+    if (!lo.set && !hi.set) return 1;
+    nc_err why;
+    char *e = integer ? gr_integer_range(lo, hi, &why) : gr_number_range(lo, hi, &why);
+    if (!e) return fail(c, ptr, "%s", why.msg);
+    sb_printf(b, "%s", e);
+    free(e);
     return 0;
 }
 
@@ -448,6 +531,67 @@ static const char *other_key(conv *c, const char *const *keys, int n, const char
     return rule;
 }
 
+/* Whether properties k.. can end with a count of keys within [min, max] when c are written. */
+static bool count_feasible(const bool *required, int n, bool extra, long min, long max, int k, long c) {
+    long req = 0, avail = n - k;
+    for (int q = k; q < n; q++) req += required[q];
+    return (max < 0 || c + req <= max) && (extra || c + avail >= min);
+}
+
+/* The properties as object_body writes them, with minProperties / maxProperties: the rules know
+ * how many keys were written (counted-K-C: from property K with C written; C stops counting at
+ * min when there is no max). */
+static int counted_object(conv *c, const char *name, char *const *kv, const bool *required, int n, const char *extra,
+                          long min, long max, const char *ptr, sbuf *b) {
+    if (max >= 0 && max < min) return fail(c, ptr, "maxProperties is below minProperties");
+    if (!count_feasible(required, n, extra != NULL, min, max, 0, 0))
+        return fail(c, ptr, "no object of these properties has between minProperties and maxProperties keys");
+    long cap = max >= 0 ? (max < n ? max : n) : (min < n ? min : n);
+    const char *ws = prim_rule(c, P_WS);
+    /* rule[k][c]: its name, NULL when no object can end from there */
+    char ***rule = calloc((size_t)n + 1, sizeof *rule);
+    if (!rule) return nc_fail(c->err, "out of memory");
+    int rc = 0;
+    for (int k = n; k >= 0 && rc == 0; k--) {
+        if (!(rule[k] = calloc((size_t)cap + 1, sizeof **rule))) { rc = nc_fail(c->err, "out of memory"); break; }
+        for (long q = 0; q <= cap && rc == 0; q++) {
+            if (!count_feasible(required, n, extra != NULL, min, max, k, q)) continue;
+            const char *comma = q ? "\",\" " : "", *comma_ws = q ? ws : "";
+            sbuf rb = {0};
+            if (k == n) { /* the additional keys: as many as the count still wants and allows */
+                long lo = min > q ? min - q : 0, hi = max >= 0 ? max - q : -1;
+                if (!extra || hi == 0) sb_printf(&rb, "\"\"");
+                else if (q) {
+                    sb_printf(&rb, "( \",\" %s %s )", ws, extra);
+                    sb_repeat(&rb, lo, hi);
+                } else {
+                    sb_printf(&rb, "( %s ( \",\" %s %s )", extra, ws, extra);
+                    sb_repeat(&rb, lo > 0 ? lo - 1 : 0, hi < 0 ? -1 : hi - 1);
+                    sb_printf(&rb, " )%s", lo > 0 ? "" : "?");
+                }
+            } else {
+                long next = max < 0 && q + 1 > cap ? cap : q + 1;
+                const char *with = next <= cap ? rule[k + 1][next] : NULL, *without = required[k] ? NULL : rule[k + 1][q];
+                if (with) sb_printf(&rb, "%s%s %s %s", comma, comma_ws, kv[k], with);
+                if (without) sb_printf(&rb, "%s%s", with ? " | " : "", without);
+                if (!rb.s) continue; /* nothing goes on from here */
+            }
+            char sfx[48];
+            snprintf(sfx, sizeof sfx, "counted-%d-%ld", k, q);
+            char *r = sub_name(c, name, sfx);
+            if (r) emit(c, r, rb.s ? rb.s : "\"\"");
+            else rc = -1;
+            free(rb.s);
+            rule[k][q] = r;
+        }
+    }
+    if (rc == 0 && !rule[0][0]) rc = fail(c, ptr, "no object of these properties has between minProperties and maxProperties keys");
+    if (rc == 0) sb_printf(b, "\"{\" %s %s \"}\"", ws, rule[0][0]);
+    for (int k = 0; k <= n; k++) free(rule[k]);
+    free(rule);
+    return rc;
+}
+
 /* The properties in order, required ones always, optional ones maybe, then additional ones when
  * allowed. first_i: what can come from property i on when nothing was written yet; rest_i: the
  * same after something was (each item led by a comma). Built from the end. */
@@ -503,6 +647,16 @@ static int object_body(conv *c, const cJSON *s, const char *ptr, const char *nam
         }
     }
     const char *ws = prim_rule(c, P_WS);
+    long min_p, max_p;
+    if (rc == 0 && (count_keyword(c, s, "minProperties", ptr, 0, &min_p) || count_keyword(c, s, "maxProperties", ptr, -1, &max_p)))
+        rc = -1;
+    int n_req = 0;
+    for (int k = 0; k < n; k++) n_req += required[k];
+    if (rc == 0 && (min_p > n_req || (max_p >= 0 && (extra || max_p < n)))) {
+        rc = counted_object(c, name, kv, required, n, extra, min_p, max_p, ptr, b);
+        free(kv), free(keys), free(required);
+        return rc;
+    }
     char *next_first = NULL, *next_rest = NULL;
     for (int k = n; k >= 0 && rc == 0; k--) {
         char fs[32], rs[32];
@@ -608,6 +762,10 @@ static int typed_body(conv *c, const cJSON *s, const char *type, const char *ptr
     if (!strcmp(type, "string")) return string_body(c, s, ptr, b);
     if (!strcmp(type, "object")) return object_body(c, s, ptr, name, b);
     if (!strcmp(type, "array")) return array_body(c, s, ptr, name, b);
+    if (!strcmp(type, "number") || !strcmp(type, "integer")) {
+        int rc = bounded_number(c, s, !strcmp(type, "integer"), ptr, b);
+        if (rc <= 0) return rc;
+    }
     static const char *const simple[] = {"number", "integer", "boolean", "null"};
     static const prim rules[] = {P_NUMBER, P_INTEGER, P_BOOLEAN, P_NULL};
     for (int i = 0; i < 4; i++)
@@ -621,14 +779,18 @@ static int typed_body(conv *c, const cJSON *s, const char *type, const char *ptr
 /* No `type`: what the keywords imply, else any value. */
 static const char *implied_type(const cJSON *s) {
     if (cJSON_GetObjectItemCaseSensitive(s, "properties") || cJSON_GetObjectItemCaseSensitive(s, "required") ||
-        cJSON_GetObjectItemCaseSensitive(s, "additionalProperties"))
+        cJSON_GetObjectItemCaseSensitive(s, "additionalProperties") || cJSON_GetObjectItemCaseSensitive(s, "minProperties") ||
+        cJSON_GetObjectItemCaseSensitive(s, "maxProperties"))
         return "object";
     if (cJSON_GetObjectItemCaseSensitive(s, "items") || cJSON_GetObjectItemCaseSensitive(s, "prefixItems") ||
         cJSON_GetObjectItemCaseSensitive(s, "minItems") || cJSON_GetObjectItemCaseSensitive(s, "maxItems"))
         return "array";
     if (cJSON_GetObjectItemCaseSensitive(s, "minLength") || cJSON_GetObjectItemCaseSensitive(s, "maxLength") ||
-        cJSON_GetObjectItemCaseSensitive(s, "format"))
+        cJSON_GetObjectItemCaseSensitive(s, "format") || cJSON_GetObjectItemCaseSensitive(s, "pattern"))
         return "string";
+    if (cJSON_GetObjectItemCaseSensitive(s, "minimum") || cJSON_GetObjectItemCaseSensitive(s, "maximum") ||
+        cJSON_GetObjectItemCaseSensitive(s, "exclusiveMinimum") || cJSON_GetObjectItemCaseSensitive(s, "exclusiveMaximum"))
+        return "number";
     return NULL;
 }
 

@@ -161,6 +161,7 @@ static const route routes[] = {
     {"/detokenize", "POST", SRV_EP_DETOKENIZE},
     {"/metrics", "GET", SRV_EP_METRICS},
     {"/v1/embeddings", "POST", SRV_EP_EMBEDDINGS},
+    {"/apply-template", "POST", SRV_EP_APPLY_TEMPLATE},
 };
 
 /* /v1/models/{id}: the id is checked when answering. */
@@ -334,14 +335,12 @@ static srv_usage job_usage(const srv_job *j) {
     return u;
 }
 
-/* The tool calls in choice i's finished text, and the length of the content before them (the
- * whitespace that separated them trimmed). Under j->mu. -1: out of memory. */
-static int choice_calls(const srv_job *j, int32_t i, srv_tool_calls *calls, size_t *n_content) {
+/* Choice i's text split into reasoning, content and calls (chat; a completion's text is all
+ * content). done: the choice is finished (else what a stream may send now). Under j->mu.
+ * -1: out of memory. */
+static int choice_reply(const srv_job *j, int32_t i, bool done, srv_reply *r) {
     const srv_choice_out *o = &j->out[i];
-    if (srv_tool_calls_parse(j->tool_format, o->text ? o->text : "", o->n_text, calls)) return -1;
-    *n_content = calls->content_end;
-    while (calls->n && *n_content && strchr(" \t\r\n", o->text[*n_content - 1])) --*n_content;
-    return 0;
+    return srv_reply_parse(&j->reply, o->text, o->n_text, done, r);
 }
 
 static enum MHD_Result reply_whole(srv_server *sv, struct MHD_Connection *conn, srv_job *j, const srv_resp_meta *m) {
@@ -361,21 +360,23 @@ static enum MHD_Result reply_whole(srv_server *sv, struct MHD_Connection *conn, 
         return send_error(sv, conn, &e);
     }
     srv_choice_view *views = calloc((size_t)j->n_choices, sizeof *views);
-    srv_tool_calls *calls = j->tool_calls ? calloc((size_t)j->n_choices, sizeof *calls) : NULL;
-    bool ok = views && (calls || !j->tool_calls);
+    srv_reply *replies = calloc((size_t)j->n_choices, sizeof *replies);
+    bool ok = views && replies;
     for (int32_t i = 0; ok && i < j->n_choices; i++) {
         const srv_choice_out *o = &j->out[i];
-        views[i] = (srv_choice_view){.index = i, .text = o->text ? o->text : "", .n_text = o->n_text,
+        ok = choice_reply(j, i, true, &replies[i]) == 0;
+        views[i] = (srv_choice_view){.index = i, .text = replies[i].content, .n_text = replies[i].n_content,
+                                     .reasoning = replies[i].reasoning, .n_reasoning = replies[i].n_reasoning,
                                      .logprobs = j->logprobs, .lp = o->lp, .n_lp = o->n_lp, .finish = o->finish,
                                      .explain = j->explain_top_n > 0, .steps = o->steps, .n_steps = o->n_steps,
-                                     .prompt = j->prompts[i / j->n], .n_prompt = j->n_prompt[i / j->n]};
-        if (calls) ok = choice_calls(j, i, &calls[i], &views[i].n_text) == 0, views[i].calls = &calls[i];
+                                     .prompt = j->prompts[i / j->n], .n_prompt = j->n_prompt[i / j->n],
+                                     .calls = j->tool_calls ? &replies[i].calls : NULL};
     }
     srv_usage u = job_usage(j);
     char *body = ok ? srv_json_response(m, views, j->n_choices, &u) : NULL;
     pthread_mutex_unlock(&j->mu);
-    for (int32_t i = 0; calls && i < j->n_choices; i++) srv_tool_calls_free(&calls[i]);
-    free(calls);
+    for (int32_t i = 0; replies && i < j->n_choices; i++) srv_reply_free(&replies[i]);
+    free(replies);
     free(views);
     return send_json(sv, conn, 200, body);
 }
@@ -383,14 +384,15 @@ static enum MHD_Result reply_whole(srv_server *sv, struct MHD_Connection *conn, 
 /* ---- Server-sent events -------------------------------------------------------------------- */
 
 typedef struct stream_cursor {
-    size_t text;           /* bytes of the choice's text sent */
+    size_t text;           /* bytes of the choice's content sent */
+    size_t reasoning;      /* bytes of its reasoning sent */
     int32_t lp;            /* logprob entries sent */
     int32_t steps;         /* nucleus_explain steps sent */
     bool prompt_sent;      /* nucleus_explain's prompt_tokens (in the choice's first chunk) */
     size_t lp_offset;      /* completions' text_offset of the next entry */
     bool role_sent, finish_sent;
-    bool parsed;           /* tool calls: the finished text was parsed into calls */
-    srv_tool_calls calls;
+    bool parsed;           /* the finished text was parsed into calls */
+    srv_reply whole;       /* then: the whole reply */
 } stream_cursor;
 
 typedef struct sse_stream {
@@ -464,16 +466,22 @@ static void sse_choice(sse_stream *st, int32_t i) {
         sse_event(st, srv_json_chunk(&st->meta, &v, true, st->include_usage));
         cu->role_sent = true;
     }
-    /* with tools, text that is or may become a call is held back until the choice is done */
-    size_t ready = o->n_text;
-    if (st->j->tool_calls && !o->done) ready = srv_tool_content_ready(st->j->tool_format, o->text, o->n_text);
-    if (st->j->tool_calls && o->done && !cu->parsed) {
+    /* what may still become a call or close the reasoning is held back until the choice is done */
+    srv_reply now = {0};
+    const srv_reply *r = &cu->whole;
+    if (o->done && !cu->parsed) {
         cu->parsed = true;
-        if (choice_calls(st->j, i, &cu->calls, &ready)) st->broken = true;
+        if (choice_reply(st->j, i, true, &cu->whole)) st->broken = true;
+    } else if (!o->done) {
+        if (choice_reply(st->j, i, false, &now)) st->broken = true;
+        r = &now;
     }
-    if (ready < cu->text) ready = cu->text; /* whitespace before the calls went out already */
-    if (ready > cu->text || o->n_lp > cu->lp || o->n_steps > cu->steps) {
-        srv_choice_view v = {.index = i, .text = o->text ? o->text + cu->text : "", .n_text = ready - cu->text,
+    /* each delta is what the split gives beyond what went out (it only grows) */
+    size_t rs = r->n_reasoning > cu->reasoning ? cu->reasoning : r->n_reasoning;
+    size_t cs = r->n_content > cu->text ? cu->text : r->n_content;
+    if (r->n_reasoning > rs || r->n_content > cs || o->n_lp > cu->lp || o->n_steps > cu->steps) {
+        srv_choice_view v = {.index = i, .text = r->content ? r->content + cs : "", .n_text = r->n_content - cs,
+                             .reasoning = r->reasoning ? r->reasoning + rs : "", .n_reasoning = r->n_reasoning - rs,
                              .logprobs = st->j->logprobs, .lp = o->lp + cu->lp, .n_lp = o->n_lp - cu->lp,
                              .text_offset = cu->lp_offset};
         explain_view(st->j, i, cu, &v);
@@ -482,14 +490,17 @@ static void sse_choice(sse_stream *st, int32_t i) {
             int n = nc_token_piece(st->meta.piece_ctx, o->lp[k].token, NULL, 0);
             cu->lp_offset += n > 0 ? (size_t)n : 0;
         }
-        cu->text = ready;
+        if (r->n_content > cu->text) cu->text = r->n_content;
+        if (r->n_reasoning > cu->reasoning) cu->reasoning = r->n_reasoning;
         cu->lp = o->n_lp;
     }
+    srv_reply_free(&now);
     if (o->done && !cu->finish_sent && !st->j->failed) {
-        for (int32_t k = 0; k < cu->calls.n; k++) /* OpenAI's order: the call's name, then its arguments */
+        const srv_tool_calls *calls = &cu->whole.calls;
+        for (int32_t k = 0; k < calls->n; k++) /* OpenAI's order: the call's name, then its arguments */
             for (int head = 1; head >= 0; head--)
-                sse_event(st, srv_json_tool_call_chunk(&st->meta, i, k, &cu->calls.calls[k], head, st->include_usage));
-        srv_choice_view v = {.index = i, .text = "", .finish = o->finish, .calls = &cu->calls};
+                sse_event(st, srv_json_tool_call_chunk(&st->meta, i, k, &calls->calls[k], head, st->include_usage));
+        srv_choice_view v = {.index = i, .text = "", .finish = o->finish, .calls = calls};
         sse_event(st, srv_json_chunk(&st->meta, &v, false, st->include_usage));
         cu->finish_sent = true;
     }
@@ -552,7 +563,7 @@ static void sse_free(void *cls) {
     st->acc.prompt_tokens = u.prompt_tokens;
     st->acc.completion_tokens = u.completion_tokens;
     srv_access_write(&st->acc);
-    for (int32_t i = 0; st->cur && i < st->j->n_choices; i++) srv_tool_calls_free(&st->cur[i].calls);
+    for (int32_t i = 0; st->cur && i < st->j->n_choices; i++) srv_reply_free(&st->cur[i].whole);
     srv_job_unref(st->j);
     free(st->cur);
     free(st->buf);
@@ -690,6 +701,24 @@ static enum MHD_Result handle_embeddings(srv_server *sv, struct MHD_Connection *
     return rc ? send_error(sv, conn, &e) : send_json(sv, conn, 200, body);
 }
 
+/* POST /apply-template (llama.cpp's): the prompt a chat request renders to, with its tools,
+ * chat_template_kwargs and reasoning_effort, as the model would be given it. */
+static enum MHD_Result handle_apply_template(srv_server *sv, struct MHD_Connection *conn, conn_req *rq) {
+    srv_request r;
+    srv_error e;
+    srv_limits lim = {.n_vocab = sv->mc.n_vocab, .max_n = sv->mc.n_slots};
+    if (srv_request_parse(SRV_API_CHAT, rq->body ? rq->body : "", rq->len, &lim, &r, &e)) return send_error(sv, conn, &e);
+    char *text;
+    size_t len;
+    bool add_bos, opened;
+    int rc = srv_render_chat(&sv->mc, &r, &text, &len, &add_bos, &opened, &e);
+    srv_request_free(&r);
+    if (rc) return send_error(sv, conn, &e);
+    char *body = srv_json_prompt(text, len);
+    free(text);
+    return send_json(sv, conn, 200, body);
+}
+
 /* GET /v1/models/{id}: the model when the id is its name, else OpenAI's 404. */
 static enum MHD_Result handle_model(srv_server *sv, struct MHD_Connection *conn, const char *url) {
     const char *id = url + strlen(model_route.path);
@@ -807,6 +836,7 @@ static enum MHD_Result respond(srv_server *sv, struct MHD_Connection *conn, cons
     case SRV_EP_TOKENIZE: return handle_tokenize(sv, conn, rq);
     case SRV_EP_DETOKENIZE: return handle_detokenize(sv, conn, rq);
     case SRV_EP_SLOTS: return handle_slots(sv, conn, url, rq);
+    case SRV_EP_APPLY_TEMPLATE: return handle_apply_template(sv, conn, rq);
     default: return MHD_NO;
     }
 }
@@ -1017,6 +1047,8 @@ int srv_start(srv_server *sv, nc_model *m, const srv_config *cfg, nc_err *err) {
         return -1;
     }
     sv->mc_ready = true;
+    sv->mc.split_reasoning = !cfg->reasoning_none;
+    sv->mc.reasoning_budget = cfg->reasoning_budget;
     srv_embedder_init(&sv->emb, m, nc_context_n_ctx(sv->c), nc_context_n_threads(sv->c));
     sv->emb_ready = true;
     srv_sched_config sc = {.n_slots = cfg->n_parallel, .max_queue = cfg->max_queue, .chunk = cfg->chunk,

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
+
 srv_job *srv_job_new(int32_t n_prompts, int32_t n) {
     srv_job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
@@ -49,6 +51,8 @@ static void job_free(srv_job *j) {
     free(j->breakers);
     free(j->samplers);
     free(j->grammar);
+    free(j->tools_json);
+    free(j->budget_end);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
     free(j);

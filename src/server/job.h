@@ -15,6 +15,7 @@
 
 #include "nucleus.h"
 #include "server/request.h"
+#include "server/reply.h"
 #include "server/response.h"
 #include "server/tool_calls.h"
 
@@ -46,8 +47,17 @@ typedef struct srv_job {
     char *samplers;        /* sampling.samplers */
     char *grammar;         /* sampling.grammar */
     bool logprobs;
-    bool tool_calls;       /* the output may hold calls in tool_format, to be parsed out */
-    srv_tool_format tool_format;
+    bool tool_calls;       /* the output may hold calls, to be parsed out */
+    srv_reply_opts reply;  /* how a chat's output splits into reasoning, content and calls
+                              (reply.tools_json points to tools_json) */
+    char *tools_json;
+    const srv_reasoning_style *thinking;  /* the template's reasoning markers (the budget's) */
+    int32_t reasoning_budget;  /* tokens of reasoning before budget_end is forced; -1: no limit */
+    int32_t *budget_end;   /* the reasoning's end marker, tokenized (NULL: no budget) */
+    int32_t n_budget_end;
+    int32_t t_max_predict_ms;  /* request's; 0: no limit */
+    bool cache_prompt;     /* the prefix cache may serve the prompt */
+    int32_t id_slot;       /* the slot to run in; -1: any */
     int32_t explain_top_n; /* nucleus_explain: raw logits reported per step (0: off) */
     bool beam;             /* run with nc_beam_search, alone on the engine */
     nc_beam_params beam_params;

@@ -57,6 +57,10 @@ typedef enum srv_api { SRV_API_COMPLETIONS, SRV_API_CHAT } srv_api;
  * the prompt), must (required) or must call the one named function. */
 typedef enum srv_tool_choice { SRV_TOOLS_AUTO, SRV_TOOLS_NONE, SRV_TOOLS_REQUIRED, SRV_TOOLS_NAMED } srv_tool_choice;
 
+/* reasoning_format (llama.cpp's name): whether the reasoning is split out of the content into
+ * reasoning_content. DEFAULT: as the server was started (--reasoning-format). */
+typedef enum srv_reasoning_format { SRV_REASONING_DEFAULT, SRV_REASONING_NONE, SRV_REASONING_AUTO } srv_reasoning_format;
+
 /* One prompt of a completions request: a text, or token ids given as such. */
 typedef struct srv_prompt {
     char *text;            /* NUL-terminated (text_len bytes, may hold NULs); NULL for ids */
@@ -71,9 +75,16 @@ typedef struct srv_request {
     srv_prompt *prompts;           /* completions */
     int32_t n_prompts;
     char *messages_json;           /* chat: [{"role", "content"}], each content one string, and
-                                      where given "name", "tool_call_id" and "tool_calls" (each
-                                      {"id", "type", "function": {"name", "arguments"}} with the
-                                      arguments parsed when they are JSON, as templates expect) */
+                                      where given "name", "tool_call_id", "reasoning_content" (an
+                                      assistant's earlier reasoning; "reasoning" is its other
+                                      name) and "tool_calls" (each {"id", "type", "function":
+                                      {"name", "arguments"}} with the arguments parsed when they
+                                      are JSON, as templates expect) */
+    char *template_kwargs_json;    /* chat_template_kwargs: a JSON object of template variables
+                                      (enable_thinking ...), or NULL */
+    char *reasoning_effort;        /* "minimal", "low", "medium", "high" (gpt-oss's template
+                                      variable), or NULL */
+    srv_reasoning_format reasoning_format;
     char *tools_json;              /* chat "tools": [{"type": "function", "function": {"name",
                                       "description"?, "parameters"?}}], or NULL */
     int32_t n_tools;
@@ -124,6 +135,11 @@ typedef struct srv_request {
     float diversity_penalty;
     bool contrastive;              /* penalty_alpha given: contrastive search over top_k candidates */
     float penalty_alpha;
+    /* llama.cpp's server's own fields */
+    bool cache_prompt;             /* default true: the prefix cache may serve the prompt */
+    int32_t id_slot;               /* the slot to run in; -1 (default): any */
+    int32_t t_max_predict_ms;      /* once this long since the first token, the reply ends at the
+                                      next token after a newline (finish "length"); 0: no limit */
 } srv_request;
 
 typedef struct srv_limits {

@@ -1,7 +1,7 @@
 /* `nucleus serve`: an OpenAI-compatible HTTP server over one model. Endpoints: GET /health,
  * GET /v1/models, POST /v1/completions, POST /v1/chat/completions, POST /tokenize,
  * POST /detokenize, GET /metrics, POST /slots/{id}?action=save|restore, GET /v1/models/{id},
- * POST /v1/embeddings (server/embed.h), and the web page at / (server/web.h). Every request gets an access-log line (server/access.h). Requests run through the continuous-batching scheduler
+ * POST /v1/embeddings (server/embed.h), POST /apply-template, and the web page at / (server/web.h). Every request gets an access-log line (server/access.h). Requests run through the continuous-batching scheduler
  * (scheduler.h); connections are served by libmicrohttpd, one thread each. */
 #ifndef NC_SERVER_SERVER_H
 #define NC_SERVER_SERVER_H
@@ -46,6 +46,10 @@ typedef struct srv_config {
                               makes its context), or with prompt lookup (spec.lookup_ngram) */
     nc_spec_params spec;   /* lookup_ngram, draft_max, draft_min, fixed */
     const char *chat_template; /* Jinja source used instead of the model's template; NULL: the model's */
+    bool reasoning_none;   /* --reasoning-format none: chat replies keep their reasoning in the
+                              content (requests may say otherwise with reasoning_format) */
+    int32_t reasoning_budget; /* tokens of reasoning, then its end is forced; -1: no limit (a
+                                 zeroed config means 0: set it) */
 } srv_config;
 
 typedef struct srv_server srv_server;

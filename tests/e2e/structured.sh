@@ -48,6 +48,9 @@ servers+="]"
 NUCLEUS_SERVERS=$servers node --test --test-reporter=tap --test-timeout=600000 tests/node_server/structured.test.mjs \
     >"$tmp/node.tap" 2>&1
 count_tap "$tmp/node.tap"
-for dir in "$SHARED"/archs/*/; do stop_server "$(basename "$dir")"; done
+for dir in "$SHARED"/archs/*/; do
+    arch=$(basename "$dir")
+    [ -f "$dir/$arch-f16.gguf" ] && stop_server "$arch"
+done
 for name in stories260K tinystories hermes llama3_tools mistral; do stop_server "$name"; done
 finish

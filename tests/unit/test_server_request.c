@@ -437,8 +437,8 @@ static void test_request_ids(void) {
 
 /* Fields the server does not implement are refused by name, never ignored; null is absent. */
 static void test_unknown_fields(void) {
-    const char *unknown[] = {"store", "metadata", "modalities", "audio", "prediction", "reasoning_effort",
-                             "service_tier", "functions", "function_call", "web_search_options", "cache_prompt", "x"};
+    const char *unknown[] = {"modalities", "audio", "prediction", "functions", "function_call", "web_search_options",
+                             "thinking", "enable_thinking", "x"};
     for (size_t i = 0; i < sizeof unknown / sizeof *unknown; i++) {
         char body[256];
         snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"%s\":true}", unknown[i]);
@@ -455,6 +455,72 @@ static void test_unknown_fields(void) {
     CHECK(parse(SRV_API_CHAT, CHAT(",\"store\":null,\"user\":\"u-1\""), &r, &e) == 0);
     srv_request_free(&r);
     expect_refusal(SRV_API_CHAT, CHAT(",\"user\":7"), "user");
+}
+
+/* Fields other servers' clients send, accepted with their meaning; their values checked. */
+static void test_compat_fields(void) {
+    srv_request r;
+    srv_error e;
+    srv_limits small = {.n_vocab = 1000, .max_n = 4};
+    const char *ok = CHAT(",\"store\":false,\"metadata\":{\"team\":\"a\"},\"service_tier\":\"auto\",\"user\":\"u\","
+                          "\"cache_prompt\":false,\"n_predict\":7,\"n_probs\":3,\"id_slot\":2,\"t_max_predict_ms\":500");
+    CHECK(srv_request_parse(SRV_API_CHAT, ok, strlen(ok), &small, &r, &e) == 0);
+    CHECK(!r.cache_prompt && r.max_tokens == 7 && r.logprobs && r.top_logprobs == 3 && r.id_slot == 2 &&
+          r.t_max_predict_ms == 500);
+    srv_request_free(&r);
+    CHECK(parse(SRV_API_CHAT, CHAT(""), &r, &e) == 0);
+    CHECK(r.cache_prompt && r.id_slot == -1 && r.t_max_predict_ms == 0 && r.max_tokens == 0);
+    srv_request_free(&r);
+    CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"q\",\"n_predict\":-1,\"n_probs\":2}", &r, &e) == 0);
+    CHECK(r.max_tokens == 0 && r.logprobs && r.top_logprobs == 2);
+    srv_request_free(&r);
+    expect_refusal(SRV_API_CHAT, CHAT(",\"store\":true"), "store");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"store\":1"), "store");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"service_tier\":\"flex\""), "service_tier");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"metadata\":{\"a\":1}"), "metadata");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"metadata\":[]"), "metadata");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"n_predict\":0"), "n_predict");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"n_predict\":5,\"max_tokens\":5"), "n_predict");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"n_probs\":2,\"logprobs\":true"), "n_probs");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"n_probs\":21"), "n_probs");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"cache_prompt\":1"), "cache_prompt");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"id_slot\":8"), "id_slot");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"id_slot\":0,\"n\":2"), "id_slot");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"t_max_predict_ms\":-1"), "t_max_predict_ms");
+}
+
+/* Reasoning: the split asked for, the template's variables, earlier turns' reasoning. */
+static void test_reasoning_fields(void) {
+    srv_request r;
+    srv_error e;
+    CHECK(parse(SRV_API_CHAT, CHAT(",\"reasoning_format\":\"none\",\"reasoning_effort\":\"high\","
+                                   "\"chat_template_kwargs\":{\"enable_thinking\":false,\"x\":[1]}"), &r, &e) == 0);
+    CHECK(r.reasoning_format == SRV_REASONING_NONE && r.reasoning_effort && !strcmp(r.reasoning_effort, "high"));
+    CHECK(r.template_kwargs_json && !strcmp(r.template_kwargs_json, "{\"enable_thinking\":false,\"x\":[1]}"));
+    srv_request_free(&r);
+    CHECK(parse(SRV_API_CHAT, CHAT(",\"reasoning_format\":\"deepseek\""), &r, &e) == 0);
+    CHECK(r.reasoning_format == SRV_REASONING_AUTO);
+    srv_request_free(&r);
+    CHECK(parse(SRV_API_CHAT, CHAT(""), &r, &e) == 0);
+    CHECK(r.reasoning_format == SRV_REASONING_DEFAULT && !r.reasoning_effort && !r.template_kwargs_json);
+    srv_request_free(&r);
+    expect_refusal(SRV_API_CHAT, CHAT(",\"reasoning_format\":\"deepseek-legacy\""), "reasoning_format");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"reasoning_effort\":\"max\""), "reasoning_effort");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"chat_template_kwargs\":[]"), "chat_template_kwargs");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"chat_template_kwargs\":{\"messages\":[]}"), "chat_template_kwargs");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"q\",\"reasoning_effort\":\"low\"}", "reasoning_effort");
+    /* an assistant's reasoning, under either name, kept as reasoning_content */
+    const char *msgs = "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\",\"content\":\"a\","
+                       "\"reasoning\":\"r\"},{\"role\":\"user\",\"content\":\"q2\"}]}";
+    CHECK(parse(SRV_API_CHAT, msgs, &r, &e) == 0);
+    CHECK_MSG(r.messages_json && strstr(r.messages_json, "\"reasoning_content\":\"r\""), "%s", r.messages_json);
+    srv_request_free(&r);
+    expect_refusal(SRV_API_CHAT,
+                   "{\"messages\":[{\"role\":\"user\",\"content\":\"q\",\"reasoning_content\":\"r\"}]}",
+                   "messages[0].reasoning_content");
+    expect_refusal(SRV_API_CHAT,
+                   "{\"messages\":[{\"role\":\"assistant\",\"content\":\"q\",\"reasoning_content\":3}]}",
+                   "messages[0].reasoning_content");
 }
 
 /* The CLI's samplers under llama.cpp's server's names, with its defaults. */
@@ -644,6 +710,8 @@ int main(void) {
     test_embedding_bodies();
     test_request_ids();
     test_unknown_fields();
+    test_compat_fields();
+    test_reasoning_fields();
     test_llama_samplers();
     test_structured_output();
     test_tools();
