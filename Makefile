@@ -11,7 +11,9 @@ INC     := -Iinclude -Isrc -I$(BUILD)/gen
 # stay direct and only the nc_* interface is exported.
 REL_CFLAGS := $(CSTD) $(WARN) $(INC) -O2 -g -fno-math-errno -fPIC -fvisibility=hidden
 SAN_CFLAGS := $(CSTD) $(WARN) $(INC) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
-LDLIBS  := -lm -lpthread -lpcre2-8 -lcjson -lmicrohttpd
+LDLIBS  := -lm -lpthread -lpcre2-8 -lcjson -lmicrohttpd -lcurl
+# The command line alone edits chat input with libedit.
+CLI_LDLIBS := -ledit
 
 # Kernels for one instruction set live in files named *_avx2.c / *_avx512.c / *_neon_dot.c /
 # *_neon_i8mm.c and are compiled with that set enabled; everything else targets baseline x86-64
@@ -148,11 +150,11 @@ MAIN_OBJ := $(BUILD)/rel/libnucleus.a
 MAIN_LIBS := $(LDLIBS)
 endif
 $(BUILD)/nucleus: $(REL_CLI_OBJ) $(MAIN_OBJ) $(BUILD)/gen/cuda.flag
-	$(CC) $(REL_CFLAGS) -o $@ $(filter %.o %.a,$^) $(MAIN_LIBS)
+	$(CC) $(REL_CFLAGS) -o $@ $(filter %.o %.a,$^) $(MAIN_LIBS) $(CLI_LDLIBS)
 $(BUILD)/emu/nucleus: $(REL_CLI_OBJ) $(REL_LIB_OBJ) $(EMU_OBJ)
-	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS) -lstdc++
+	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS) $(CLI_LDLIBS) -lstdc++
 $(BUILD)/cuda/nucleus: $(REL_CLI_OBJ) $(REL_LIB_OBJ) $(CUDA_OBJ)
-	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
+	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS) $(CLI_LDLIBS) $(CUDA_LIBS)
 
 # Tests of the CUDA code (tests/cuda: C tests of the backend's functions, .cu tests with kernels
 # of their own): emulated on the CPU ($(BUILD)/emu/tests, part of `make test`), and for the GPU
@@ -182,7 +184,7 @@ cuda: $(BUILD)/cuda/nucleus $(CU_TESTS:%=$(BUILD)/cuda/tests/%)
 # make test compiles the GPU build too where nvcc is installed (its tests skip without a GPU).
 HAVE_NVCC := $(if $(wildcard $(NVCC)),cuda,)
 $(BUILD)/san/nucleus: $(SAN_CLI_OBJ) $(BUILD)/san/libnucleus.a
-	$(CC) $(SAN_CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(SAN_CFLAGS) -o $@ $^ $(LDLIBS) $(CLI_LDLIBS)
 
 $(BUILD)/san/tests/%: tests/unit/%.c $(BUILD)/san/libnucleus.a
 	@mkdir -p $(dir $@)

@@ -11,13 +11,14 @@
 #include "server/server.h"
 
 #define USAGE                                                                                                  \
-    "usage: nucleus serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [-t THREADS]\n"  \
+    "usage: nucleus serve [-m MODEL | -hf USER/REPO[:QUANT]] [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [-t THREADS]\n"  \
     "                     [--api-key KEY | --api-key-file FILE] [--max-queue Q] [--prefill-chunk N] [--kv-size N]\n"                 \
     "                     " CLI_CACHE_USAGE " " CLI_DEVICE_USAGE " [--fast] [--slot-save-path DIR [--slot-save-max-bytes N]] [--swa-full]\n"                        \
     "                     [--context-shift [--keep N] | --attention-sinks N]\n"                              \
     "                     [-md FILE | --lookup-ngram N] [--draft-max N] [--draft-min N] [--draft-fixed]\n"    \
     "                     [--alias NAME] [--chat-template FILE] [--reasoning-format auto|none] [--reasoning-budget N]\n" \
     "                     [--allowed-hosts LIST] [--cors ORIGINS] [--max-connections N] [--max-conn-per-ip N] [--timeout-headers S] [--timeout-body S]\n" \
+    CLI_HF_HELP                                                                                                \
     "  --allowed-hosts LIST  Host names answered (comma-separated; '*': any); default on a loopback\n"      \
     "                     address: localhost, 127.0.0.1, [::1]; elsewhere any (DNS rebinding)\n"             \
     "  --cors ORIGINS        pages on these origins (comma-separated, e.g. http://localhost:5173; '*':\n"   \
@@ -60,6 +61,7 @@ typedef struct serve_opts {
     srv_config cfg;
     cli_context context;
     cli_spec spec;
+    cli_hf hf;
 } serve_opts;
 
 /* The value after a numeric flag into *out, within [lo, hi]. */
@@ -93,6 +95,7 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         if (r == 0) r = cli_device_arg(argc, argv, &i, &o->cfg.n_gpu_layers);
         if (r == 0) r = cli_context_arg(argc, argv, &i, &o->context);
         if (r == 0) r = cli_spec_arg(argc, argv, &i, &o->spec);
+        if (r == 0) r = cli_hf_arg(argc, argv, &i, &o->hf);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) ok = (o->model = cli_value(argc, argv, &i)) != NULL;
@@ -138,14 +141,13 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(USAGE, stdout);
             fputs(cli_spec_usage(), stdout);
-            return 1;
+            return -1;
         } else {
             fprintf(stderr, "error: serve: unknown option '%s'\n" USAGE, a);
             return 2;
         }
         if (!ok) return 2;
     }
-    if (!o->model && !(o->model = cli_default_model())) return 2;
     if (!cli_context_finish(&o->context) || !cli_spec_finish(&o->spec)) return 2;
     o->cfg.spec = (nc_spec_params){.lookup_ngram = (int32_t)o->spec.lookup_ngram, .draft_max = (int32_t)o->spec.draft_max,
                                    .draft_min = (int32_t)o->spec.draft_min, .fixed = o->spec.fixed};
@@ -163,7 +165,7 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         fprintf(stderr, "error: --alias: the name is empty\n");
         return 2;
     }
-    return 0;
+    return cli_model_path(&o->model, &o->hf);
 }
 
 /* The API key from --api-key-file (its text less trailing white space) or $NUCLEUS_API_KEY when no
@@ -289,7 +291,7 @@ int cmd_serve(int argc, char **argv) {
                             .reasoning_budget = -1,
                             .max_body = 4u << 20, .drain_seconds = 5}};
     int rc = parse_args(argc, argv, &o);
-    if (rc) return rc == 1 ? 0 : rc;
+    if (rc) return rc < 0 ? 0 : rc;
     if (read_template(&o) || read_key(&o)) {
         opts_free(&o);
         return 2;
