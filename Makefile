@@ -11,7 +11,9 @@ INC     := -Iinclude -Isrc -I$(BUILD)/gen
 # stay direct and only the nc_* interface is exported.
 REL_CFLAGS := $(CSTD) $(WARN) $(INC) -O2 -g -fno-math-errno -fPIC -fvisibility=hidden
 SAN_CFLAGS := $(CSTD) $(WARN) $(INC) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
-LDLIBS  := -lm -lpthread -lpcre2-8 -lcjson -lmicrohttpd
+LDLIBS  := -lm -lpthread -lpcre2-8 -lcjson -lmicrohttpd -lcurl
+# The command line alone edits chat input with libedit.
+CLI_LDLIBS := -ledit
 
 # Kernels for one instruction set live in files named *_avx2.c / *_avx512.c / *_neon_dot.c /
 # *_neon_i8mm.c and are compiled with that set enabled; everything else targets baseline x86-64
@@ -148,11 +150,11 @@ MAIN_OBJ := $(BUILD)/rel/libnucleus.a
 MAIN_LIBS := $(LDLIBS)
 endif
 $(BUILD)/nucleus: $(REL_CLI_OBJ) $(MAIN_OBJ) $(BUILD)/gen/cuda.flag
-	$(CC) $(REL_CFLAGS) -o $@ $(filter %.o %.a,$^) $(MAIN_LIBS)
+	$(CC) $(REL_CFLAGS) -o $@ $(filter %.o %.a,$^) $(MAIN_LIBS) $(CLI_LDLIBS)
 $(BUILD)/emu/nucleus: $(REL_CLI_OBJ) $(REL_LIB_OBJ) $(EMU_OBJ)
-	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS) -lstdc++
+	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS) $(CLI_LDLIBS) -lstdc++
 $(BUILD)/cuda/nucleus: $(REL_CLI_OBJ) $(REL_LIB_OBJ) $(CUDA_OBJ)
-	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
+	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS) $(CLI_LDLIBS) $(CUDA_LIBS)
 
 # Tests of the CUDA code (tests/cuda: C tests of the backend's functions, .cu tests with kernels
 # of their own): emulated on the CPU ($(BUILD)/emu/tests, part of `make test`), and for the GPU
@@ -182,7 +184,7 @@ cuda: $(BUILD)/cuda/nucleus $(CU_TESTS:%=$(BUILD)/cuda/tests/%)
 # make test compiles the GPU build too where nvcc is installed (its tests skip without a GPU).
 HAVE_NVCC := $(if $(wildcard $(NVCC)),cuda,)
 $(BUILD)/san/nucleus: $(SAN_CLI_OBJ) $(BUILD)/san/libnucleus.a
-	$(CC) $(SAN_CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(SAN_CFLAGS) -o $@ $^ $(LDLIBS) $(CLI_LDLIBS)
 
 $(BUILD)/san/tests/%: tests/unit/%.c $(BUILD)/san/libnucleus.a
 	@mkdir -p $(dir $@)
@@ -277,7 +279,14 @@ FUZZ_EXTRA_fuzz_request := src/server/anthropic.c src/server/responses.c src/ser
 $(BUILD)/fuzz/fuzz_request: src/server/request.c src/server/request.h $(FUZZ_EXTRA_fuzz_request) src/server/dialect.h
 $(BUILD)/fuzz/fuzz_reply: src/server/reply.c src/server/harmony.c src/server/call_named.c src/server/tool_calls.c \
                           src/server/marker.c src/server/chat_format.c src/server/reply.h src/server/tool_calls.h
+$(BUILD)/fuzz/fuzz_template: $(wildcard src/template/*.c src/template/*.h)
 fuzz: $(FUZZ_BIN)
+# Every harness for 10^6 inputs (FUZZ_LONG_RUNS), the nightly-style run; `make test` runs each
+# for seconds.
+FUZZ_LONG_RUNS ?= 1000000
+.PHONY: fuzz-long
+fuzz-long: fuzz
+	bash bench/fuzz.sh $(FUZZ_LONG_RUNS)
 
 test: $(BUILD)/nucleus $(BUILD)/san/nucleus unit fuzz emu $(HAVE_NVCC)
 	bash tests/run.sh

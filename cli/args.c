@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "common.h" /* nc_open_regular */
 
 bool cli_int(const char *flag, const char *s, long lo, long hi, long *out) {
     char *end;
@@ -219,9 +220,17 @@ int cli_device_arg(int argc, char **argv, int *i, int32_t *n_gpu_layers) {
 
 char *cli_read_text(const char *path, size_t *len) {
     bool in = !strcmp(path, "-");
-    FILE *f = in ? stdin : fopen(path, "rb");
+    nc_err err;
+    int fd = in ? -1 : nc_open_regular(path, &err);
+    if (!in && fd < 0) { /* (EINVAL: not a regular file, which err names) */
+        if (errno == EINVAL) fprintf(stderr, "error: %s\n", err.msg);
+        else fprintf(stderr, "error: %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    FILE *f = in ? stdin : fdopen(fd, "rb");
     if (!f) {
         fprintf(stderr, "error: %s: %s\n", path, strerror(errno));
+        close(fd);
         return NULL;
     }
     size_t cap = 1 << 16, n = 0;

@@ -50,13 +50,45 @@ const char *cli_value(int argc, char **argv, int *i);
  * in none (the commands then exit with 2, as for a missing option). */
 const char *cli_default_model(void);
 
+/* The model from Hugging Face's hub (cli/hub_args.c), beside -m on every command that loads one:
+ * -hf / --hf-repo USER/REPO[:QUANT], --offline (the cache only). */
+typedef struct cli_hf {
+    const char *repo;
+    bool offline;
+    char path[4096];  /* where the cache holds it */
+} cli_hf;
+/* 1: argv[*i] was one, consumed with its value; 0: not one; -1: refused (message printed). */
+int cli_hf_arg(int argc, char **argv, int *i, cli_hf *hf);
+/* The model to load into *model: -m's (*model already set), else -hf's (found in the cache or
+ * downloaded now, with its progress on stderr), else the default model. 0, or the exit status
+ * with a message printed: 2 for flags that do not go together, 1 for a download that failed. */
+int cli_model_path(const char **model, cli_hf *hf);
+#define CLI_HF_USAGE "[-hf USER/REPO[:QUANT] [--offline]]"
+#define CLI_HF_HELP                                                                                            \
+    "  -hf USER/REPO[:QUANT]  the model from Hugging Face's hub instead of -m: the GGUF file of QUANT (default\n" \
+    "                     Q4_K_M, else the nearest), downloaded once into the cache (nucleus pull -h)\n"         \
+    "  --offline          with -hf: the cache only, no network\n"
+/* 1234567 -> "1.2 MB": B, kB, MB, GB (decimal, as the hub shows sizes). */
+const char *cli_bytes(uint64_t b, char buf[24]);
+/* A download's progress on stderr (a bar on a terminal, a line per tenth otherwise). */
+typedef struct cli_progress {
+    bool tty, drawn;
+    double t_start, t_last;
+    uint64_t start_bytes;
+    int tenth;
+} cli_progress;
+void cli_hub_params(nc_hub_params *p, bool offline, cli_progress *state);
+/* Ends a bar left drawn (before an error message). */
+void cli_progress_end(cli_progress *state);
+
 /* Tokenize a whole text into a malloc'd array; parse_special: text such as "<|im_start|>" becomes
  * its control token. */
 int cli_tokenize(const nc_model *m, const char *text, bool add_special, bool parse_special, int32_t **ids,
                  nc_err *err);
 
 /* The whole of a file, or of stdin for "-", NUL-terminated (malloc'd, *len bytes); NULL with
- * "error: PATH: why" printed. */
+ * "error: PATH: why" printed. A path must name a regular file (a FIFO would block: pipes come
+ * through "-"). */
 char *cli_read_text(const char *path, size_t *len);
 /* A malloc'd copy of s with llama.cpp's escapes (-e) replaced: \n \r \t \\ \" \' \xHH. Any other
  * backslash sequence (or \x00) is refused: NULL with "error: FLAG: bad escape ..." printed. */
@@ -132,5 +164,8 @@ int cmd_bench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_pull(int argc, char **argv);
+int cmd_list(int argc, char **argv);
+int cmd_rm(int argc, char **argv);
 
 #endif

@@ -22,6 +22,7 @@ typedef struct run_opts {
     int32_t n_gpu_layers;
     cli_decoding dec;
     cli_spec spec;
+    cli_hf hf;
 } run_opts;
 
 static double now_s(void) {
@@ -32,9 +33,10 @@ static double now_s(void) {
 
 static void usage_to(FILE *out) {
     fprintf(out,
-            "usage: nucleus run [-m MODEL] (-p PROMPT | -f FILE) [-e] [--special] [-n N] [-t THREADS] [-c CTX]\n"
+            "usage: nucleus run [-m MODEL | -hf USER/REPO[:QUANT]] (-p PROMPT | -f FILE) [-e] [--special] [-n N] [-t THREADS] [-c CTX]\n"
             "                   " CLI_CACHE_USAGE " " CLI_DEVICE_USAGE " [--fast] [--prompt-cache FILE] [decoding options]\n"
             "  -m, --model FILE   the model (GGUF file or Hugging Face directory)\n"
+            CLI_HF_HELP
             "  -p, --prompt TEXT  the prompt; '-' reads it from stdin\n"
             "  -f, --file FILE    the prompt is FILE's text ('-': stdin); one final newline is dropped, as llama.cpp\n"
             "  -e, --escape       process escapes in the prompt: \\n \\r \\t \\\\ \\\" \\' \\xHH (as llama.cpp's -e)\n"
@@ -98,6 +100,7 @@ static int parse(int argc, char **argv, run_opts *o) {
         if (r == 0) r = cli_cache_arg(argc, argv, &i, &o->type_k, &o->type_v);
         if (r == 0) r = cli_device_arg(argc, argv, &i, &o->n_gpu_layers);
         if (r == 0) r = cli_spec_arg(argc, argv, &i, &o->spec);
+        if (r == 0) r = cli_hf_arg(argc, argv, &i, &o->hf);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(o->model = cli_value(argc, argv, &i))) return 2; }
@@ -126,7 +129,8 @@ static int parse(int argc, char **argv, run_opts *o) {
     if (!o->prompt_arg && !o->prompt_file) { fprintf(stderr, "error: run: -p PROMPT or -f FILE is required\n"); usage(); return 2; }
     if (o->prompt_arg && o->prompt_file) { fprintf(stderr, "error: run: give one of -p PROMPT and -f FILE, not both\n"); return 2; }
     if (read_prompt(o)) return 2;
-    if (!o->model && !(o->model = cli_default_model())) return 2;
+    int rc = cli_model_path(&o->model, &o->hf);
+    if (rc) return rc;
     if (!o->dec.seed_given) o->dec.sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
     return 0;
 }

@@ -11,28 +11,30 @@
 #include "server/server.h"
 
 #define USAGE                                                                                                  \
-    "usage: nucleus serve [-m MODEL | --models-dir DIR | --models FILE] [--host 127.0.0.1] [--port 8080]\n"    \
-    "                     [--parallel N] [-c CTX] [-t THREADS]\n"                                                \
+    "usage: nucleus serve [-m MODEL | -hf USER/REPO[:QUANT] | --models-dir DIR | --models FILE] [--host 127.0.0.1]\n" \
+    "                     [--port 8080] [--parallel N] [-c CTX] [-t THREADS]\n"                                 \
     "                     [--models-max N] [--memory-budget BYTES] [--sleep-idle-seconds S]\n"                  \
     "                     [--api-key KEY | --api-key-file FILE] [--max-queue Q] [--prefill-chunk N] [--kv-size N]\n"                 \
-    "                     " CLI_CACHE_USAGE " " CLI_DEVICE_USAGE " [--fast] [--slot-save-path DIR] [--swa-full]\n"                        \
+    "                     " CLI_CACHE_USAGE " " CLI_DEVICE_USAGE " [--fast] [--slot-save-path DIR [--slot-save-max-bytes N]] [--swa-full]\n"                        \
     "                     [--context-shift [--keep N] | --attention-sinks N]\n"                              \
     "                     [-md FILE | --lookup-ngram N] [--draft-max N] [--draft-min N] [--draft-fixed]\n"    \
     "                     [--alias NAME] [--chat-template FILE] [--reasoning-format auto|none] [--reasoning-budget N]\n" \
     "                     [--allowed-hosts LIST] [--cors ORIGINS] [--max-connections N] [--max-conn-per-ip N] [--timeout-headers S] [--timeout-body S]\n" \
+    CLI_HF_HELP                                                                                                \
     "  --models-dir DIR   router mode: serve every model in DIR (NAME.gguf, Hugging Face directories,\n"       \
     "                     a directory holding one GGUF), each loaded when a request's \"model\" names it\n"    \
     "  --models FILE      router mode: an INI file of presets ([alias] model = PATH, ctx-size, parallel,\n"    \
     "                     cache-type-k/v, model-draft, chat-template-file, load-on-startup; [*] for all)\n"    \
     "  --models-max N     models in memory at once; the least recently used idle one is unloaded (0: no limit)\n" \
-    "  --memory-budget B  bytes (K, M, G suffixes) the models in memory may take together (0: no limit)\n"    \
+    "  --memory-budget B  bytes (K, M, G, T suffixes) the models in memory may take together (0: no limit)\n" \
     "  --sleep-idle-seconds S  unload a model no request used for S seconds\n"                                 \
     "  --allowed-hosts LIST  Host names answered (comma-separated; '*': any); default on a loopback\n"      \
     "                     address: localhost, 127.0.0.1, [::1]; elsewhere any (DNS rebinding)\n"             \
     "  --cors ORIGINS        pages on these origins (comma-separated, e.g. http://localhost:5173; '*':\n"   \
     "                     any) may call the API from a browser; off by default\n"                          \
     "  --max-connections N   open connections, a thread each (default 1024)\n"                                \
-    "  --max-conn-per-ip N   from one client address (default 64; 0: no limit, e.g. behind a balancer)\n"     \
+    "  --max-conn-per-ip N   from one client address, an IPv6 client's /64 counting as one (default 64;\n"    \
+    "                     0: no limit, e.g. behind a balancer)\n"                                            \
     "  --timeout-headers S   a request's headers must arrive within S seconds of the connection opening\n"    \
     "                     or of its previous answer, else the connection is closed (default 15)\n"            \
     "  --timeout-body S   its body within S seconds of its headers (default 60)\n"                           \
@@ -53,6 +55,8 @@
     "  --port 0           picks a free port (printed)\n"                                                       \
     "  --slot-save-path DIR  POST /slots/ID?action=save|restore {\"filename\": NAME} saves a slot's last\n"    \
     "                     request to DIR/NAME or restores one from there into the prefix cache (off without)\n" \
+    "  --slot-save-max-bytes N  what the files in DIR may hold after a save (suffix K, M, G, T: powers of\n" \
+    "                     1024; default 10G); a save past it gets 507\n"                                  \
     "  --swa-full         sliding-window layers keep every position: their prompts can be cached and saved\n" \
     "  --context-shift, --keep N, --attention-sinks N: as in `nucleus run`, for requests that set\n"         \
     "                     max_tokens (others end at a full context, finish \"length\")\n"                      \
@@ -63,24 +67,12 @@ typedef struct serve_opts {
     const char *models_dir, *models_file; /* router mode */
     char *template_src;    /* the --chat-template file's text */
     char *key_src;         /* the --api-key-file's text */
+    const char *key_from;  /* where the API key came from */
     srv_config cfg;
     cli_context context;
     cli_spec spec;
+    cli_hf hf;
 } serve_opts;
-
-/* A byte count: digits, then an optional K, M or G (powers of 1024). */
-static bool bytes_value(const char *s, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || v < 0 || v != v) return false;
-    double unit = *end == 'K' || *end == 'k' ? 1024.0 : *end == 'M' || *end == 'm' ? 1048576.0
-                  : *end == 'G' || *end == 'g' ? 1073741824.0 : 1;
-    if (unit > 1) end++;
-    if (*end) return false;
-    *out = v * unit;
-    return true;
-}
 
 /* The value after a numeric flag into *out, within [lo, hi]. */
 static bool int_flag(int argc, char **argv, int *i, long lo, long hi, long *out) {
@@ -88,8 +80,26 @@ static bool int_flag(int argc, char **argv, int *i, long lo, long hi, long *out)
     return v && cli_int(flag, v, lo, hi, out);
 }
 
+/* A byte count: digits and an optional K, M, G or T (powers of 1024); at least 1 when positive. */
+static bool byte_flag(int argc, char **argv, int *i, bool positive, uint64_t *out) {
+    const char *flag = argv[*i], *v = cli_value(argc, argv, i);
+    if (!v) return false;
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    int shift = !*end ? 0 : !strcmp(end, "K") ? 10 : !strcmp(end, "M") ? 20 : !strcmp(end, "G") ? 30 : !strcmp(end, "T") ? 40 : -1;
+    if (errno || end == v || *v == '-' || shift < 0 || (positive && n == 0) || n > (UINT64_MAX >> shift)) {
+        fprintf(stderr, "error: %s: expected a byte count%s (digits, then K, M, G or T), got '%s'\n", flag,
+                positive ? " of at least 1" : "", v);
+        return false;
+    }
+    *out = (uint64_t)n << shift;
+    return true;
+}
+
 static int parse_args(int argc, char **argv, serve_opts *o) {
     long v;
+    uint64_t bytes;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool ok = true;
@@ -97,6 +107,7 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         if (r == 0) r = cli_device_arg(argc, argv, &i, &o->cfg.n_gpu_layers);
         if (r == 0) r = cli_context_arg(argc, argv, &i, &o->context);
         if (r == 0) r = cli_spec_arg(argc, argv, &i, &o->spec);
+        if (r == 0) r = cli_hf_arg(argc, argv, &i, &o->hf);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) ok = (o->model = cli_value(argc, argv, &i)) != NULL;
@@ -114,11 +125,8 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
             ok = int_flag(argc, argv, &i, 0, SRV_MAX_MODELS, &v) && ((o->cfg.models_max = (int32_t)v), true);
         else if (!strcmp(a, "--sleep-idle-seconds"))
             ok = int_flag(argc, argv, &i, 1, 1L << 30, &v) && ((o->cfg.sleep_idle_seconds = (double)v), true);
-        else if (!strcmp(a, "--memory-budget")) {
-            const char *b = cli_value(argc, argv, &i);
-            ok = b && bytes_value(b, &o->cfg.memory_budget);
-            if (b && !ok) fprintf(stderr, "error: --memory-budget: expected bytes (e.g. 4000000000 or 4G), got '%s'\n", b);
-        }
+        else if (!strcmp(a, "--memory-budget"))
+            ok = byte_flag(argc, argv, &i, false, &bytes) && ((o->cfg.memory_budget = (double)bytes), true);
         else if (!strcmp(a, "--reasoning-format")) {
             const char *f = cli_value(argc, argv, &i);
             ok = f && (!strcmp(f, "auto") || !strcmp(f, "deepseek") || !strcmp(f, "none"));
@@ -126,6 +134,7 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
             if (ok) o->cfg.reasoning_none = !strcmp(f, "none");
         } else if (!strcmp(a, "--reasoning-budget"))
             ok = int_flag(argc, argv, &i, -1, 1 << 30, &v) && ((o->cfg.reasoning_budget = (int32_t)v), true);
+        else if (!strcmp(a, "--slot-save-max-bytes")) ok = byte_flag(argc, argv, &i, true, &o->cfg.slot_save_max_bytes);
         else if (!strcmp(a, "--swa-full")) o->cfg.swa_full = true;
         else if (!strcmp(a, "--fast")) o->cfg.fast = true;
         else if (!strcmp(a, "--port")) ok = int_flag(argc, argv, &i, 0, 65535, &v) && ((o->cfg.port = (int)v), true);
@@ -152,7 +161,7 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(USAGE, stdout);
             fputs(cli_spec_usage(), stdout);
-            return 1;
+            return -1;
         } else {
             fprintf(stderr, "error: serve: unknown option '%s'\n" USAGE, a);
             return 2;
@@ -160,8 +169,9 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         if (!ok) return 2;
     }
     bool router = o->models_dir || o->models_file;
-    if (router && o->model) {
-        fprintf(stderr, "error: serve: give -m MODEL (one model) or --models-dir / --models (several), not both\n");
+    if (router && (o->model || o->hf.repo)) {
+        fprintf(stderr, "error: serve: give -m MODEL or -hf USER/REPO (one model), or --models-dir / --models "
+                        "(several), not both\n");
         return 2;
     }
     if (!router && (o->cfg.models_max || o->cfg.memory_budget > 0 || o->cfg.sleep_idle_seconds > 0)) {
@@ -173,7 +183,6 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
                 "(alias, chat-template-file, model-draft)\n");
         return 2;
     }
-    if (!router && !o->model && !(o->model = cli_default_model())) return 2;
     if (!cli_context_finish(&o->context) || !cli_spec_finish(&o->spec)) return 2;
     o->cfg.spec = (nc_spec_params){.lookup_ngram = (int32_t)o->spec.lookup_ngram, .draft_max = (int32_t)o->spec.draft_max,
                                    .draft_min = (int32_t)o->spec.draft_min, .fixed = o->spec.fixed};
@@ -182,11 +191,19 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         fprintf(stderr, "error: --api-key: the key is empty\n");
         return 2;
     }
+    if (o->cfg.api_key) o->key_from = "--api-key";
+    if (o->cfg.slot_save_max_bytes && !o->cfg.slot_save_path) {
+        fprintf(stderr, "error: --slot-save-max-bytes: give --slot-save-path DIR too\n");
+        return 2;
+    }
     if (o->alias && !*o->alias) {
         fprintf(stderr, "error: --alias: the name is empty\n");
         return 2;
     }
-    return 0;
+    /* router mode names no model here: cli_model_path would pick the default one (it still
+     * refuses --offline without -hf) */
+    if (router && !o->hf.offline) return 0;
+    return cli_model_path(&o->model, &o->hf);
 }
 
 /* The API key from --api-key-file (its text less trailing white space) or $NUCLEUS_API_KEY when no
@@ -194,7 +211,14 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
 static int read_key(serve_opts *o) {
     if (!o->key_path) {
         const char *env = getenv("NUCLEUS_API_KEY");
-        if (!o->cfg.api_key && env && *env) o->cfg.api_key = env;
+        if (o->cfg.api_key || !env) return 0;
+        if (!*env) { /* set, so meant to protect the server: starting open would fail open */
+            fprintf(stderr, "error: NUCLEUS_API_KEY is set but empty: give the key, or unset it to serve "
+                            "without authentication\n");
+            return -1;
+        }
+        o->cfg.api_key = env;
+        o->key_from = "$NUCLEUS_API_KEY";
         return 0;
     }
     if (o->cfg.api_key) {
@@ -209,6 +233,7 @@ static int read_key(serve_opts *o) {
         return -1;
     }
     o->cfg.api_key = o->key_src;
+    o->key_from = "--api-key-file";
     return 0;
 }
 
@@ -231,6 +256,23 @@ static int read_template(serve_opts *o) {
     return 0;
 }
 
+/* Who may use the server, with a warning where anyone may: the summary's last lines, in either
+ * mode. */
+static void print_access(const serve_opts *o, const srv_server *sv) {
+    srv_info si;
+    srv_get_info(sv, &si);
+    if (si.authenticated) fprintf(stderr, "  authentication: on (API key from %s)\n", o->key_from);
+    else fprintf(stderr, "  authentication: off (no API key)\n");
+    if (!si.authenticated && !si.loopback)
+        fprintf(stderr, "warning: listening on %s, beyond loopback, without an API key: whoever reaches the port "
+                        "can use the server (--api-key-file FILE or $NUCLEUS_API_KEY)\n",
+                o->cfg.host);
+    if (si.any_host)
+        fprintf(stderr, "warning: the Host check is off (%s): a web page on any site can reach the server "
+                        "through DNS rebinding; --allowed-hosts NAMES turns it on\n",
+                o->cfg.allowed_hosts ? "--allowed-hosts '*'" : "every Host is answered on a non-loopback address");
+}
+
 /* What the server runs, before the `listening on` line (which scripts wait for). */
 static void print_summary(const serve_opts *o, const nc_model *m, const srv_server *sv) {
     nc_model_info info;
@@ -250,6 +292,7 @@ static void print_summary(const serve_opts *o, const nc_model *m, const srv_serv
     fprintf(stderr, "  threads: %d; kernels: %s; chat template: %s\n", si.n_threads, nc_kernels_name(),
             o->template_path ? o->template_path : *srv_note(sv) ? "ChatML" : "the model's");
     if (strcmp(si.device, "cpu")) fprintf(stderr, "  gpu: %s\n", si.device);
+    print_access(o, sv);
 }
 
 /* The name /v1/models reports: the file name without its directory and ".gguf". */
@@ -310,8 +353,7 @@ static int serve_router(serve_opts *o) {
     if (o->cfg.sleep_idle_seconds > 0) fprintf(stderr, ", unloaded after %.0f s idle", o->cfg.sleep_idle_seconds);
     fprintf(stderr, ")\n");
     for (int32_t i = 0; i < ps.n; i++)
-        fprintf(stderr, "  model %s: %s%s%s\n", ps.p[i].id, ps.p[i].path, ps.p[i].problem ? " -- " : "",
-                ps.p[i].problem ? ps.p[i].problem : "");
+        fprintf(stderr, "  model %s: %s\n", ps.p[i].id, ps.p[i].path);
     o->cfg.model_id = "router";
     srv_server *sv = NULL;
     if (srv_listen(&sv, &o->cfg, &err) || srv_start_router(sv, &ps, &o->cfg, &err)) {
@@ -320,6 +362,7 @@ static int serve_router(serve_opts *o) {
         srv_presets_free(&ps);
         return 1;
     }
+    print_access(o, sv);
     fprintf(stderr, "listening on http://%s%s%s:%d\n", strchr(o->cfg.host, ':') ? "[" : "", o->cfg.host,
             strchr(o->cfg.host, ':') ? "]" : "", srv_port(sv));
     wait_for_stop_signal();
@@ -333,7 +376,7 @@ int cmd_serve(int argc, char **argv) {
                             .reasoning_budget = -1,
                             .max_body = 4u << 20, .drain_seconds = 5}};
     int rc = parse_args(argc, argv, &o);
-    if (rc) return rc == 1 ? 0 : rc;
+    if (rc) return rc < 0 ? 0 : rc;
     if (read_template(&o) || read_key(&o)) {
         opts_free(&o);
         return 2;

@@ -740,6 +740,73 @@ int nc_beam_search(nc_context *c, const nc_model *m, const int32_t *prompt, int3
                    nc_beam_result *out, nc_err *err);
 void nc_beam_result_free(nc_beam_result *r);
 
+/* ---- Getting models: Hugging Face's hub and the local cache (src/hub) -------------------------- */
+
+/* A model named "USER/REPO[:QUANT]" as Hugging Face's hub serves it (docs/cli.md, "Getting
+ * models"): the repository's files are listed (GET {endpoint}/api/models/USER/REPO/tree/main),
+ * and the GGUF file of the quant is taken (QUANT compared, in any case, with the tag that ends the
+ * file's name, e.g. Q4_K_M in "Model-Q4_K_M.gguf"; or QUANT is the file's whole path). Without
+ * QUANT: Q4_K_M, else the nearest present in a fixed order of preference. A GGUF split into parts
+ * ("-00001-of-00003.gguf") brings every part; a repository without GGUF files, its safetensors
+ * model (config.json, the tokenizer's files, the weights or every shard its index names).
+ * Files are downloaded into the cache ({cache}/USER/REPO/PATH) through a ".part" file that an
+ * interrupted download leaves behind and the next one resumes (an HTTP Range request); a file is
+ * renamed into place only once complete and, for the hub's large (LFS) files, once its SHA-256
+ * equals the one the listing gives. Nothing half-written is ever taken for a model. */
+typedef enum nc_hub_event {
+    NC_HUB_CACHED,    /* the file is in the cache already: nothing to fetch */
+    NC_HUB_START,     /* its download starts (resumed: the bytes kept from an earlier one) */
+    NC_HUB_PROGRESS,  /* bytes arrived (done) */
+    NC_HUB_RETRY,     /* the connection failed (note says why): trying again from done */
+    NC_HUB_VERIFY,    /* all bytes are there: the SHA-256 is being checked */
+    NC_HUB_DONE,      /* downloaded, checked and in its place */
+} nc_hub_event;
+
+typedef struct nc_hub_progress {
+    nc_hub_event event;
+    const char *repo;      /* "USER/REPO" */
+    const char *file;      /* the file's path in the repository */
+    int32_t index, count;  /* the file is the index-th (from 1) of count this model needs */
+    uint64_t done;         /* bytes of the file present, resumed ones included */
+    uint64_t total;        /* the file's size */
+    uint64_t resumed;      /* bytes taken from an earlier, interrupted download */
+    const char *note;      /* NC_HUB_RETRY: what failed */
+} nc_hub_progress;
+
+typedef struct nc_hub_params {
+    const char *endpoint;  /* the hub or a mirror; NULL: $HF_ENDPOINT, else https://huggingface.co */
+    const char *token;     /* sent as "Authorization: Bearer" (gated and private repositories);
+                              NULL: $HF_TOKEN; "": none */
+    const char *cache;     /* NULL: $NUCLEUS_CACHE, else $XDG_CACHE_HOME/nucleus, else ~/.cache/nucleus */
+    bool offline;          /* the cache only: no network */
+    /* Called as files are found, fetched and checked (NULL: silence); nonzero stops the download
+     * (the .part stays, to be resumed). */
+    int (*progress)(const nc_hub_progress *p, void *user);
+    void *user;
+} nc_hub_params;
+
+/* Find USER/REPO[:QUANT] in the cache or fetch it: *path (cap bytes) receives the GGUF file (a
+ * split's first part) or the safetensors model's directory, for nc_model_load. The errors name
+ * the problem: a repository the hub does not know, a gated or private one (set a token), a quant
+ * it lacks (listing those it has), a full disk, a checksum that differs, a download cut off. */
+int nc_hub_get(const char *ref, const nc_hub_params *p, char *path, size_t cap, nc_err *err);
+
+/* The cache directory that p names (made by nothing: it may not exist). */
+int nc_hub_cache_dir(const nc_hub_params *p, char *out, size_t cap, nc_err *err);
+
+typedef struct nc_hub_entry {
+    const char *repo;      /* "USER/REPO" */
+    const char *file;      /* its path in the repository */
+    uint64_t size;         /* bytes (of a partial file: those downloaded so far) */
+    bool partial;          /* an interrupted download, to be resumed */
+} nc_hub_entry;
+/* Every file of the cache, sorted by repository and path; each nonzero return stops the walk. */
+int nc_hub_list(const nc_hub_params *p, int (*each)(const nc_hub_entry *e, void *user), void *user, nc_err *err);
+/* Remove USER/REPO (every file of it) or USER/REPO:QUANT (the GGUF files of that quant, all their
+ * parts, partial downloads included) from the cache; *n_files and *bytes say what went. An error
+ * when nothing matched. */
+int nc_hub_remove(const char *ref, const nc_hub_params *p, int32_t *n_files, uint64_t *bytes, nc_err *err);
+
 #pragma GCC visibility pop
 
 #ifdef __cplusplus

@@ -9,9 +9,10 @@ case "${1:-}" in
     *) echo "usage: $0 [--test]" >&2; exit 2 ;;
 esac
 
-# Building and running: a C compiler and make, and the three libraries the program links
-# (regular expressions for the tokenizers' pre-tokenizers, JSON, the HTTP server).
-PKGS=(build-essential libpcre2-dev libcjson-dev libmicrohttpd-dev)
+# Building and running: a C compiler and make, and the libraries the program links (regular
+# expressions for the tokenizers' pre-tokenizers, JSON, the HTTP server, libcurl for fetching
+# models from Hugging Face's hub, libedit for the line editing of `nucleus chat`).
+PKGS=(build-essential libpcre2-dev libcjson-dev libmicrohttpd-dev libcurl4-openssl-dev libedit-dev)
 # The Python package (make python, python/): Debian's python3, pip and venv.
 PKGS+=(python3 python3-pip python3-venv)
 

@@ -62,8 +62,16 @@ static int load_hf(nc_model *nm, const char *path, nc_err *err) {
 static int load_gguf(nc_model *nm, const char *path, nc_err *err) {
     gguf_file *f;
     if (gguf_open(&f, path, err)) return -1;
-    if (model_bind(&nm->m, f, err)) {
+    /* llama.cpp's gguf-split writes a model into parts, the first holding the metadata */
+    int parts = gguf_split_count(f, err);
+    gguf_split *split = NULL;
+    if (parts < 0 || (parts > 1 && gguf_split_open(&split, f, err))) {
         gguf_close(f);
+        return -1;
+    }
+    if (split ? model_bind_split(&nm->m, split, f, err) : model_bind(&nm->m, f, err)) {
+        if (split) gguf_split_close(split);
+        else gguf_close(f);
         return -1;
     }
     return vocab_load(&nm->v, f, err);
@@ -205,7 +213,7 @@ void nc_model_get_info(const nc_model *nm, nc_model_info *info) {
         .norm_eps = hp->norm_eps, .rope_neox = hp->rope_neox, .n_expert = hp->n_expert,
         .n_expert_used = hp->n_expert_used, .swa_window = hp->swa_window, .n_params = m->n_params,
         .weight_bytes = m->weight_bytes, .decode_bytes = decode_bytes(m),
-        .file_bytes = m->file ? gguf_file_size(m->file) : hf_dir_file_bytes(m->hf)};
+        .file_bytes = m->file_bytes};
 }
 
 double nc_measure_read_bandwidth(int n_threads) {

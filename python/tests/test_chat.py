@@ -139,9 +139,9 @@ def test_refusals(qwen2):
                                      response_format={"type": "json_object"})
     with pytest.raises(ValueError, match="no tool is named"):
         qwen2.create_chat_completion(MESSAGES, tools=TOOLS, tool_choice={"type": "function", "function": {"name": "x"}})
-    with pytest.raises(ValueError, match="unsupported keyword 'pattern'"):
+    with pytest.raises(ValueError, match="unsupported keyword 'uniqueItems'"):
         qwen2.create_chat_completion(MESSAGES, response_format={"type": "json_object", "schema": {
-            "type": "string", "pattern": "a+"}})
+            "type": "array", "uniqueItems": True}})
     with pytest.raises(TypeError, match="'n_choices'"):
         qwen2.create_chat_completion(MESSAGES, n_choices=2)
     with pytest.raises(NotImplementedError, match="chat_format"):

@@ -20,7 +20,7 @@ const fmt_tensor *bind_find(binder *b, tensor_role r, int il, int e, char name[B
     name[0] = 0;
     if (!pat) return NULL;
     snprintf(name, BIND_NAME_MAX, pat, il, e); /* a pattern uses none, one or both numbers */
-    return b->lookup(b->src, name);
+    return b->lookup(b->tensors, name);
 }
 
 int bind_missing(binder *b, const char *name) {
@@ -141,7 +141,7 @@ static int bind_mxfp4_experts(binder *b, const char *name, int64_t cols, int64_t
     char bn[BIND_NAME_MAX + 8], sn[BIND_NAME_MAX + 8];
     snprintf(bn, sizeof bn, "%s_blocks", name);
     snprintf(sn, sizeof sn, "%s_scales", name);
-    const fmt_tensor *blocks = b->lookup(b->src, bn), *scales = b->lookup(b->src, sn);
+    const fmt_tensor *blocks = b->lookup(b->tensors, bn), *scales = b->lookup(b->tensors, sn);
     if (!blocks) return 0;
     if (!scales) return nc_fail(b->err, "%s: '%s' has no '%s' (MXFP4 needs both)", b->path, bn, sn);
     int64_t n = b->m->hp.n_expert, g = cols / 32;
@@ -576,7 +576,9 @@ int bind_model(binder *b) {
     return 0;
 }
 
-int model_bind(model **out, gguf_file *file, nc_err *err) {
+/* A GGUF model: metadata from file, tensors found by lookup in `tensors` (the file, or a split's
+ * parts). */
+static int bind_gguf(model **out, gguf_file *file, const void *tensors, bind_lookup lookup, nc_err *err) {
     *out = NULL;
     gguf_str arch_name;
     int r = gguf_get_str(file, "general.architecture", &arch_name, err);
@@ -591,7 +593,7 @@ int model_bind(model **out, gguf_file *file, nc_err *err) {
     }
     model *m = calloc(1, sizeof *m);
     if (!m) return nc_fail(err, "out of memory");
-    binder b = {.m = m, .a = a, .src = file, .lookup = (bind_lookup)gguf_find_tensor, .path = gguf_path(file), .err = err};
+    binder b = {.m = m, .a = a, .src = file, .tensors = tensors, .lookup = lookup, .path = gguf_path(file), .err = err};
     bool *sliding = NULL, *rope = NULL;
     int32_t *head_kv = NULL, *ff = NULL, n;
     if (gguf_u32(&b, "block_count", true, 0, &n)) goto fail;
@@ -620,8 +622,6 @@ int model_bind(model **out, gguf_file *file, nc_err *err) {
     free(head_kv);
     free(ff);
     m->file = file;
-    m->source = file;
-    m->close = (void (*)(void *))gguf_close;
     *out = m;
     return 0;
 fail:
@@ -631,6 +631,22 @@ fail:
     free(ff);
     model_free(m);
     return -1;
+}
+
+int model_bind(model **out, gguf_file *file, nc_err *err) {
+    if (bind_gguf(out, file, file, (bind_lookup)gguf_find_tensor, err)) return -1;
+    (*out)->source = file;
+    (*out)->close = (void (*)(void *))gguf_close;
+    (*out)->file_bytes = gguf_file_size(file);
+    return 0;
+}
+
+int model_bind_split(model **out, gguf_split *split, gguf_file *first, nc_err *err) {
+    if (bind_gguf(out, first, split, (bind_lookup)gguf_split_find_tensor, err)) return -1;
+    (*out)->source = split;
+    (*out)->close = (void (*)(void *))gguf_split_close;
+    (*out)->file_bytes = gguf_split_bytes(split);
+    return 0;
 }
 
 void model_free(model *m) {

@@ -11,6 +11,7 @@
 
 #include "common.h"
 #include "format/gguf.h"
+#include "format/gguf_split.h"
 #include "model/arch.h"
 
 typedef struct hf_dir hf_dir;
@@ -150,8 +151,9 @@ typedef struct model_hparams {
 } model_hparams;
 
 typedef struct model {
-    gguf_file *file;                   /* the source: a GGUF file, or a Hugging Face directory */
+    gguf_file *file;                   /* the source: a GGUF file (a split's first part), or a Hugging Face directory */
     hf_dir *hf;
+    uint64_t file_bytes;               /* of the source's files */
     void *source;                      /* the one of them that is set, closed by model_free */
     void (*close)(void *source);
     model_hparams hp;
@@ -169,6 +171,9 @@ typedef struct model {
 /* Bind the tensors of an open GGUF file / Hugging Face directory (the model keeps it and
  * model_free closes it; on failure the caller still owns it). */
 int model_bind(model **out, gguf_file *file, nc_err *err);
+/* A GGUF split into parts (format/gguf_split.h): the metadata of `first`, its first part, the
+ * tensors of all (the model keeps the split and closes it). */
+int model_bind_split(model **out, gguf_split *split, gguf_file *first, nc_err *err);
 int model_bind_hf(model **out, hf_dir *dir, nc_err *err);
 void model_free(model *m);
 

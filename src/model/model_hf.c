@@ -276,8 +276,8 @@ int model_bind_hf(model **out, hf_dir *dir, nc_err *err) {
     }
     model *m = calloc(1, sizeof *m);
     if (!m) return nc_fail(err, "out of memory");
-    binder b = {.m = m, .a = a, .src = dir, .lookup = (bind_lookup)hf_dir_find_tensor, .hf_names = true, .path = path,
-                .err = err};
+    binder b = {.m = m, .a = a, .src = dir, .tensors = dir, .lookup = (bind_lookup)hf_dir_find_tensor, .hf_names = true,
+                .path = path, .err = err};
     hf_reader r = {.b = &b, .cfg = cfg};
     bool *sliding = NULL, *rope = NULL;
     int32_t n;
@@ -294,6 +294,7 @@ int model_bind_hf(model **out, hf_dir *dir, nc_err *err) {
     free(sliding);
     free(rope);
     m->hf = dir;
+    m->file_bytes = hf_dir_file_bytes(dir);
     m->source = dir;
     m->close = (void (*)(void *))hf_dir_close;
     *out = m;

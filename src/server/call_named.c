@@ -159,7 +159,7 @@ static void closed_or_end(const char *t, size_t n, size_t *at, const char *close
     if (mk_match(t, n, *at, close, &end) == MK_YES) *at = end;
 }
 
-int srv_calls_named(const srv_call_syntax *sx, const char *t, size_t n, size_t *at, const char *tools_json,
+int srv_calls_named(const srv_call_syntax *sx, const char *t, size_t n, size_t *at, const char *tools_json, int32_t max,
                     srv_tool_calls *out) {
     size_t i = *at;
     if (sx->section_open && mk_match(t, n, i, sx->section_open, &i) != MK_YES) return 0;
@@ -167,7 +167,7 @@ int srv_calls_named(const srv_call_syntax *sx, const char *t, size_t n, size_t *
     while ((rc = named_call(sx, t, n, &i, tools_json, out)) == 0) {
         *at = i;
         got++;
-        if (sx->one_call) break;
+        if (sx->one_call || out->n >= max) break;
     }
     if (rc < 0) return -1;
     if (got && sx->section_close) closed_or_end(t, n, at, sx->section_close);

@@ -92,8 +92,10 @@ static int read_message(const char *t, size_t n, size_t i, hmsg *m) {
     return 1;
 }
 
-/* A call's arguments: its body when it is a JSON object. 0 added, 1 not a call, -1 no memory. */
-static int harmony_call(const hmsg *m, const char *t, srv_tool_calls *calls) {
+/* A call's arguments: its body when it is a JSON object. 0 added, 1 not a call (malformed, a tool
+ * the request did not declare, or a second call where only one may be), -1 no memory. */
+static int harmony_call(const srv_reply_opts *o, const hmsg *m, const char *t, srv_tool_calls *calls) {
+    if (!srv_tool_declared(o->tools_json, m->to) || (o->first_call_only && calls->n)) return 1;
     const char *end = NULL;
     cJSON *v = cJSON_ParseWithLengthOpts(t + m->body, m->body_end - m->body, &end, false);
     bool ok = cJSON_IsObject(v) && mk_skip_blanks(t, m->body_end, (size_t)(end - t)) == m->body_end;
@@ -122,7 +124,7 @@ int srv_harmony_parse(const srv_reply_opts *o, const char *t, size_t n, bool don
         bool last = !m.ended && !done;
         if (m.to[0] && o->calls && calls) {
             if (!done) return 0; /* calls, and what follows them, wait for the whole reply */
-            int rc = harmony_call(&m, t, calls);
+            int rc = harmony_call(o, &m, t, calls);
             if (rc < 0) return -1;
             if (rc) srv_text_put(content, t + m.start, m.next - m.start); /* cut or malformed: kept */
         } else if (!strcmp(m.channel, "analysis")) {

@@ -15,7 +15,10 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -61,10 +64,14 @@ struct srv_server {
     char *allowed_hosts;   /* srv_host_allowed's list */
     char *cors;            /* --cors: srv_origin_allowed's list, or NULL (off) */
     char *slot_dir;        /* --slot-save-path, or NULL */
+    uint64_t slot_max_bytes; /* what its files may hold */
+    pthread_mutex_t slot_mu; /* one save at a time: the budget and the files being written are the
+                                directory's, whichever model saves */
     size_t max_body;
     double drain_seconds;
     conn_guard *guard;     /* the deadlines of headers and bodies */
     int port;
+    bool loopback;         /* the listening address is a loopback one */
     int64_t created;
     char note[512];
 };
@@ -221,10 +228,23 @@ static bool authorized(const srv_server *sv, struct MHD_Connection *conn) {
     return (h && !strncmp(h, "Bearer ", 7) && same_secret(h + 7, sv->api_key)) || (x && same_secret(x, sv->api_key));
 }
 
-static enum MHD_Result count_lengths(void *n, enum MHD_ValueKind kind, const char *key, const char *value) {
+/* How many headers of one name a request has. */
+typedef struct header_count {
+    const char *name;
+    int n;
+} header_count;
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
     (void)kind, (void)value;
-    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) ++*(int *)n;
+    header_count *c = cls;
+    if (!strcasecmp(key, c->name)) c->n++;
     return MHD_YES;
+}
+
+static int n_headers(struct MHD_Connection *conn, const char *name) {
+    header_count c = {name, 0};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_header, &c);
+    return c.n;
 }
 
 __attribute__((format(printf, 4, 5))) static void refuse(conn_req *rq, int status, const char *code, const char *fmt,
@@ -264,13 +284,20 @@ static bool web_file(const char *url, const char *method, conn_req *rq) {
 }
 
 /* Everything decidable from the request line and headers: 404, 401, 405, 413. */
-static void first_look(srv_server *sv, struct MHD_Connection *conn, const char *url, const char *method, conn_req *rq) {
+static void first_look(srv_server *sv, struct MHD_Connection *conn, const char *url, const char *method,
+                       const char *version, conn_req *rq) {
     take_request_id(conn);
     take_origin(sv, conn);
     const route *rt = find_route(url);
     rq->ep = rt ? rt->ep : SRV_EP_OTHER;
     srv_metrics_request(&sv->metrics, rq->ep);
     if (preflight(sv, conn, method, rq)) return;
+    /* RFC 9112 3.2: exactly one Host, required from HTTP/1.1 on; which of two a check would see
+     * and a proxy would route by is ambiguous */
+    int n_hosts = n_headers(conn, MHD_HTTP_HEADER_HOST);
+    if (n_hosts > 1) return refuse(rq, 400, "invalid_request_error", "the request has %d Host headers", n_hosts);
+    if (n_hosts == 0 && strcmp(version, MHD_HTTP_VERSION_1_0))
+        return refuse(rq, 400, "invalid_request_error", "the request has no Host header (%s requires one)", version);
     const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
     if (!srv_host_allowed(host, sv->allowed_hosts))
         return refuse(rq, 403, "host_not_allowed", "Host '%.200s' is not one this server answers to (--allowed-hosts)", host);
@@ -292,8 +319,7 @@ static void first_look(srv_server *sv, struct MHD_Connection *conn, const char *
                           "the body must be JSON sent with Content-Type: application/json (got %.100s%s%s)",
                           ct ? "'" : "none", ct ? ct : "", ct ? "'" : "");
     }
-    int n_lengths = 0;
-    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_lengths, &n_lengths);
+    int n_lengths = n_headers(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (n_lengths > 1) /* RFC 9110 8.6: which one frames the body is ambiguous (request smuggling) */
         return refuse(rq, 400, "invalid_request_error", "the request has %d Content-Length headers", n_lengths);
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -341,6 +367,9 @@ static bool peer_gone(int fd) {
     ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
+
+/* peer_gone as the embedder and the router ask it, fd pointing at the connection's socket. */
+static bool client_gone(void *fd) { return peer_gone(*(int *)fd); }
 
 /* ---- Generation replies -------------------------------------------------------------------- */
 
@@ -734,6 +763,13 @@ static enum MHD_Result reply_stream(srv_server *sv, srv_instance *in, struct MHD
     return ok;
 }
 
+/* A request whose preparation failed while the server drains failed because of it (srv_stop
+ * cancels the renders): a 503 a balancer retries elsewhere, as main's single server answered. */
+static void when_draining(srv_server *sv, srv_error *e) {
+    if (atomic_load_explicit(&sv->state, memory_order_acquire) == SRV_DRAINING)
+        srv_error_set(e, 503, "server_error", "draining", NULL, "the server is shutting down, retry elsewhere");
+}
+
 /* A parsed request run as a job and answered, whole or streamed, in k's shape. r is freed. */
 static enum MHD_Result run_request(srv_server *sv, srv_instance *in, struct MHD_Connection *conn, conn_req *rq,
                                    srv_request *r, reply_kind *k, bool keep_tokens) {
@@ -742,6 +778,7 @@ static enum MHD_Result run_request(srv_server *sv, srv_instance *in, struct MHD_
     int rc = srv_prepare_job(&in->mc, r, &j, &e);
     bool stream = r->stream, include_usage = r->include_usage;
     srv_request_free(r);
+    if (rc) when_draining(sv, &e); /* its render was cancelled */
     if (rc) return send_error(sv, conn, &e);
     if (keep_tokens) j->logprobs = true; /* a record per token, with its id */
     j->t_submit = srv_now();
@@ -872,14 +909,14 @@ static enum MHD_Result handle_detokenize(srv_server *sv, srv_instance *in, struc
     return send_json(sv, conn, 200, body);
 }
 
-/* POST /v1/embeddings: each input tokenized (a text with BOS as the vocabulary wants and special
- * tokens parsed, as llama.cpp's server) and embedded in turn. */
-static enum MHD_Result handle_embeddings(srv_server *sv, srv_instance *in, struct MHD_Connection *conn, conn_req *rq) {
+/* The embeddings of a request admitted by handle_embeddings; a client that leaves ends them
+ * within a chunk of tokens, and gets no answer. */
+static enum MHD_Result embed_request(srv_server *sv, srv_instance *in, struct MHD_Connection *conn, conn_req *rq) {
     srv_embed_req r;
     srv_error e;
     srv_limits lim = limits_of(in);
-    rq->acc.kind = SRV_ACCESS_EMBEDDING;
     if (srv_embed_parse(rq->body ? rq->body : "", rq->len, &lim, &r, &e)) return send_error(sv, conn, &e);
+    int fd = conn_fd(conn);
     int32_t n_embd = in->emb.n_embd;
     float *vectors = malloc((size_t)r.n_inputs * (size_t)n_embd * sizeof *vectors);
     int rc = vectors ? 0 : -1;
@@ -892,7 +929,7 @@ static enum MHD_Result handle_embeddings(srv_server *sv, srv_instance *in, struc
             srv_error_set(&e, 400, "invalid_request_error", NULL, "input", "input %d has no tokens", i);
             rc = -1;
         }
-        if (!rc) rc = srv_embed(&in->emb, ids, n, vectors + (size_t)i * n_embd, &e);
+        if (!rc) rc = srv_embed(&in->emb, ids, n, vectors + (size_t)i * n_embd, client_gone, &fd, &e);
         rq->acc.prompt_tokens += n;
         if (p->text) free(ids);
     }
@@ -900,6 +937,7 @@ static enum MHD_Result handle_embeddings(srv_server *sv, srv_instance *in, struc
                                                  rq->acc.prompt_tokens);
     free(vectors);
     srv_embed_free(&r);
+    if (rc && e.status == 499) return MHD_NO; /* nobody to answer */
     return rc ? send_error(sv, conn, &e) : send_json(sv, conn, 200, body);
 }
 
@@ -915,10 +953,31 @@ static enum MHD_Result handle_apply_template(srv_server *sv, srv_instance *in, s
     bool add_bos, opened;
     int rc = srv_render_chat(&in->mc, &r, &text, &len, &add_bos, &opened, &e);
     srv_request_free(&r);
-    if (rc) return send_error(sv, conn, &e);
+    if (rc) {
+        when_draining(sv, &e);
+        return send_error(sv, conn, &e);
+    }
     char *body = srv_json_prompt(text, len);
     free(text);
     return send_json(sv, conn, 200, body);
+}
+
+/* POST /v1/embeddings: each input tokenized (a text with BOS as the vocabulary wants and special
+ * tokens parsed, as llama.cpp's server) and embedded in turn. One request per model computes at a
+ * time (its embedder's context), and as for generation at most --max-queue wait: more get 503. */
+static enum MHD_Result handle_embeddings(srv_server *sv, srv_instance *in, struct MHD_Connection *conn, conn_req *rq) {
+    srv_error e;
+    rq->acc.kind = SRV_ACCESS_EMBEDDING;
+    if (atomic_fetch_add(&in->embedding, 1) > in->max_queue) {
+        atomic_fetch_sub(&in->embedding, 1);
+        srv_error_set(&e, 503, "server_error", "server_overloaded", NULL,
+                      "the server is busy (an embedding is computing and %d wait: --max-queue), retry later",
+                      in->max_queue);
+        return send_error(sv, conn, &e);
+    }
+    enum MHD_Result ok = embed_request(sv, in, conn, rq);
+    atomic_fetch_sub(&in->embedding, 1);
+    return ok;
 }
 
 /* POST /v1/messages/count_tokens (Anthropic's): the tokens of the prompt the request renders to. */
@@ -933,7 +992,8 @@ static enum MHD_Result handle_count_tokens(srv_server *sv, srv_instance *in, str
     int32_t *ids = NULL, n = 0;
     int rc = srv_render_chat(&in->mc, &r, &text, &len, &add_bos, &opened, &e);
     srv_request_free(&r);
-    if (!rc) {
+    if (rc) when_draining(sv, &e);
+    else {
         rc = srv_tokenize(in->mc.m, text, len, add_bos, true, &ids, &n, &e);
         free(text);
     }
@@ -1026,7 +1086,9 @@ static enum MHD_Result handle_load(srv_server *sv, struct MHD_Connection *conn, 
         srv_error_set(&e, 400, "invalid_request_error", NULL, "model", "'model' is required");
         rc = -1;
     }
-    if (!rc) rc = load ? srv_router_load(sv->router, name, &e) : srv_router_unload(sv->router, name, &e);
+    int fd = conn_fd(conn);
+    srv_waiter w = {client_gone, &fd};
+    if (!rc) rc = load ? srv_router_load(sv->router, name, &w, &e) : srv_router_unload(sv->router, name, &e);
     char *body = NULL;
     if (!rc) {
         cJSON *o = cJSON_CreateObject();
@@ -1036,6 +1098,7 @@ static enum MHD_Result handle_load(srv_server *sv, struct MHD_Connection *conn, 
         cJSON_Delete(o);
     }
     free(name);
+    if (rc && e.status == 499) return MHD_NO; /* nobody to answer */
     return rc ? send_error(sv, conn, &e) : send_json(sv, conn, 200, body);
 }
 
@@ -1056,8 +1119,12 @@ static enum MHD_Result handle_slots(srv_server *sv, srv_instance *in, struct MHD
     char *path = malloc(strlen(sv->slot_dir) + strlen(r.filename) + 2);
     if (!path) return MHD_NO;
     sprintf(path, "%s/%s", sv->slot_dir, r.filename);
-    srv_slot_action a = {.op = r.op, .slot = r.id, .path = path, .name = r.filename};
+    srv_slot_action a = {.op = r.op, .slot = r.id, .path = path, .name = r.filename, .dir = sv->slot_dir,
+                         .max_bytes = sv->slot_max_bytes};
+    bool save = r.op == SRV_SLOT_SAVE;
+    if (save) pthread_mutex_lock(&sv->slot_mu);
     int status = srv_sched_slot_action(in->sched, &a);
+    if (save) pthread_mutex_unlock(&sv->slot_mu);
     free(path);
     if (status != 200) {
         srv_error_set(&e, status, status >= 500 ? "server_error" : "invalid_request_error", NULL,
@@ -1067,13 +1134,13 @@ static enum MHD_Result handle_slots(srv_server *sv, srv_instance *in, struct MHD
     return send_json(sv, conn, 200, srv_json_slot(r.id, r.filename, r.op == SRV_SLOT_SAVE, a.n_tokens, a.n_bytes, a.ms));
 }
 
-/* 503 while loading (anything but /health and /metrics) or draining (generation): a balancer
- * retries the request elsewhere. true when it was sent. */
+/* 503 while loading (anything but /health and /metrics) or draining (what computes: generation,
+ * embeddings, slot files): a balancer retries the request elsewhere. true when it was sent. */
 static bool unavailable(srv_server *sv, struct MHD_Connection *conn, const conn_req *rq, int state,
                         enum MHD_Result *sent) {
     bool generation = rq->ep == SRV_EP_COMPLETIONS || rq->ep == SRV_EP_CHAT || rq->ep == SRV_EP_SLOTS ||
                       rq->ep == SRV_EP_MESSAGES || rq->ep == SRV_EP_RESPONSES || rq->ep == SRV_EP_COMPLETION ||
-                      rq->ep == SRV_EP_INFILL || rq->ep == SRV_EP_MODELS_LOAD;
+                      rq->ep == SRV_EP_INFILL || rq->ep == SRV_EP_MODELS_LOAD || rq->ep == SRV_EP_EMBEDDINGS;
     srv_error e;
     if (state == SRV_LOADING && rq->ep != SRV_EP_HEALTH && rq->ep != SRV_EP_METRICS)
         srv_error_set(&e, 503, "server_error", "loading", NULL, "the model is loading, retry later");
@@ -1144,10 +1211,12 @@ static bool take_model(srv_server *sv, struct MHD_Connection *conn, conn_req *rq
     } else {
         rc = srv_body_model(rq->body ? rq->body : "", rq->len, &name, &e);
     }
-    if (!rc) rc = srv_router_acquire(sv->router, name, &rq->lease, &e);
+    int fd = conn_fd(conn);
+    srv_waiter w = {client_gone, &fd};
+    if (!rc) rc = srv_router_acquire(sv->router, name, &w, &rq->lease, &e);
     free(name);
     if (rc) {
-        *sent = send_error(sv, conn, &e);
+        *sent = e.status == 499 ? MHD_NO : send_error(sv, conn, &e); /* 499: nobody to answer */
         return false;
     }
     *in = rq->lease.inst;
@@ -1244,17 +1313,25 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     srv_server *sv = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-        *socket_context = ci ? conn_guard_open(sv->guard, ci->connect_fd) : NULL;
+        const union MHD_ConnectionInfo *ca = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        *socket_context = ci ? conn_guard_open(sv->guard, ci->connect_fd, ca ? ca->client_addr : NULL) : NULL;
     } else {
         conn_guard_close(sv->guard, *socket_context);
         *socket_context = NULL;
     }
 }
 
+/* The per-address limit, by address group (conn_guard.h): an IPv6 client's whole /64 counts as
+ * one address. */
+static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, socklen_t len) {
+    (void)len;
+    srv_server *sv = cls;
+    return conn_guard_admit(sv->guard, addr) ? MHD_YES : MHD_NO;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     srv_server *sv = cls;
-    (void)version;
     conn_req *rq = *con_cls;
     if (!rq) { /* headers only: decide what can be decided, then receive the body */
         conn_guard_phase(sv->guard, guard_entry(conn), CONN_BODY);
@@ -1263,7 +1340,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *con_cls = rq;
         srv_access_begin(&rq->acc, method, url);
         atomic_fetch_add(&sv->active, 1);
-        first_look(sv, conn, url, method, rq);
+        first_look(sv, conn, url, method, version, rq);
         return MHD_YES;
     }
     if (*upload_size) {
@@ -1318,25 +1395,36 @@ static int listen_socket(const srv_config *cfg, bool *ipv6, nc_err *err) {
     return fd;
 }
 
+/* Whether socket fd is bound to a loopback address (127/8, ::1, or 127/8 mapped into IPv6). */
+static bool bound_to_loopback(int fd) {
+    struct sockaddr_storage a;
+    socklen_t n = sizeof a;
+    if (getsockname(fd, (struct sockaddr *)&a, &n)) return false;
+    if (a.ss_family == AF_INET) return (ntohl(((struct sockaddr_in *)&a)->sin_addr.s_addr) >> 24) == 127;
+    if (a.ss_family != AF_INET6) return false;
+    const struct in6_addr *v6 = &((struct sockaddr_in6 *)&a)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(v6) || (IN6_IS_ADDR_V4MAPPED(v6) && v6->s6_addr[12] == 127);
+}
+
 static int start_daemon(srv_server *sv, const srv_config *cfg, nc_err *err) {
     bool ipv6;
     int fd = listen_socket(cfg, &ipv6, err);
     if (fd < 0) return -1;
+    sv->loopback = bound_to_loopback(fd);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC;
     if (ipv6) flags |= MHD_USE_IPv6;
     /* one client address may not take every connection (and thread): slowloris from one host */
     int per_ip = cfg->max_conn_per_ip ? cfg->max_conn_per_ip : 64;
     if (conn_guard_new(&sv->guard, cfg->header_seconds > 0 ? cfg->header_seconds : 15,
-                       cfg->body_seconds > 0 ? cfg->body_seconds : 60)) {
+                       cfg->body_seconds > 0 ? cfg->body_seconds : 60, per_ip > 0 ? per_ip : 0)) {
         close(fd);
         snprintf(err->msg, sizeof err->msg, "cannot start the connection watchdog");
         return -1;
     }
-    sv->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, sv, MHD_OPTION_LISTEN_SOCKET, fd,
+    sv->d = MHD_start_daemon(flags, 0, accept_policy, sv, on_request, sv, MHD_OPTION_LISTEN_SOCKET, fd,
                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
                              sv, MHD_OPTION_CONNECTION_LIMIT,
                              (unsigned)(cfg->max_connections > 0 ? cfg->max_connections : 1024),
-                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)(per_ip > 0 ? per_ip : 0),
                              MHD_OPTION_CONNECTION_TIMEOUT, 300u, MHD_OPTION_END);
     if (!sv->d) {
         close(fd);
@@ -1357,6 +1445,7 @@ static void server_free(srv_server *sv) {
     free(sv->cors);
     free(sv->model_id);
     free(sv->slot_dir);
+    pthread_mutex_destroy(&sv->slot_mu);
     free(sv);
 }
 
@@ -1369,6 +1458,7 @@ int srv_listen(srv_server **out, const srv_config *cfg, nc_err *err) {
     }
     atomic_init(&sv->state, SRV_LOADING);
     atomic_init(&sv->active, 0);
+    pthread_mutex_init(&sv->slot_mu, NULL);
     sv->max_body = cfg->max_body;
     sv->drain_seconds = cfg->drain_seconds;
     sv->created = (int64_t)time(NULL);
@@ -1390,6 +1480,7 @@ int srv_listen(srv_server **out, const srv_config *cfg, nc_err *err) {
                      rc != 0 ? strerror(errno) : "not a directory");
             goto fail;
         }
+        sv->slot_max_bytes = cfg->slot_save_max_bytes ? cfg->slot_save_max_bytes : SRV_SLOT_SAVE_MAX_BYTES;
         if (!(sv->slot_dir = strdup(cfg->slot_save_path))) {
             snprintf(err->msg, sizeof err->msg, "out of memory");
             goto fail;
@@ -1493,20 +1584,20 @@ int srv_start(srv_server *sv, nc_model *m, const srv_config *cfg, nc_err *err) {
     sv->base = *cfg;
     sv->given = m;
     sv->given_draft = cfg->draft_model;
-    srv_router_config rc = {.any_name = true};
+    srv_router_config rc = {.any_name = true, .max_waiting = cfg->max_queue};
     srv_error e;
     if (make_router(sv, &ps, &rc, err)) {
         srv_presets_free(&ps);
         return -1;
     }
-    if (srv_router_load(sv->router, NULL, &e)) {
+    if (srv_router_load(sv->router, NULL, NULL, &e)) {
         /* the loader's own message, without the router's words around it */
         const char *why = strstr(e.message, "could not be loaded: ");
         snprintf(err->msg, sizeof err->msg, "%s", why ? why + strlen("could not be loaded: ") : e.message);
         return -1;
     }
     srv_lease l;
-    if (srv_router_acquire(sv->router, NULL, &l, &e)) {
+    if (srv_router_acquire(sv->router, NULL, NULL, &l, &e)) {
         snprintf(err->msg, sizeof err->msg, "%s", e.message);
         return -1;
     }
@@ -1519,7 +1610,7 @@ int srv_start(srv_server *sv, nc_model *m, const srv_config *cfg, nc_err *err) {
 int srv_start_router(srv_server *sv, srv_presets *ps, const srv_config *cfg, nc_err *err) {
     sv->base = *cfg;
     srv_router_config rc = {.models_max = cfg->models_max, .memory_budget = cfg->memory_budget,
-                            .sleep_idle = cfg->sleep_idle_seconds};
+                            .sleep_idle = cfg->sleep_idle_seconds, .max_waiting = cfg->max_queue};
     /* kept: the router takes the presets, and they are looked at below */
     int32_t n = ps->n;
     bool *startup = calloc((size_t)(n ? n : 1), sizeof *startup);
@@ -1531,7 +1622,7 @@ int srv_start_router(srv_server *sv, srv_presets *ps, const srv_config *cfg, nc_
     int rc_ = !startup || !names ? (snprintf(err->msg, sizeof err->msg, "out of memory"), -1) : make_router(sv, ps, &rc, err);
     for (int32_t i = 0; !rc_ && i < n; i++) {
         srv_error e;
-        if (startup[i] && srv_router_load(sv->router, names[i], &e))
+        if (startup[i] && srv_router_load(sv->router, names[i], NULL, &e))
             fprintf(stderr, "note: %s\n", e.message); /* it stays failed; the others are served */
     }
     for (int32_t i = 0; names && i < n; i++) free(names[i]);
@@ -1546,12 +1637,14 @@ int srv_port(const srv_server *s) { return s->port; }
 
 void srv_get_info(const srv_server *s, srv_info *out) {
     const srv_instance *in = s->single;
-    if (!in) {
-        *out = (srv_info){0};
-        return;
-    }
-    *out = (srv_info){.n_ctx = nc_context_n_ctx(in->c), .n_threads = nc_context_n_threads(in->c),
-                      .kv_bytes = nc_kv_bytes_total(in->c), .context = in->c, .device = nc_context_device(in->c)};
+    *out = (srv_info){.authenticated = s->api_key != NULL, .any_host = !strcmp(s->allowed_hosts, "*"),
+                      .loopback = s->loopback};
+    if (!in) return;
+    out->n_ctx = nc_context_n_ctx(in->c);
+    out->n_threads = nc_context_n_threads(in->c);
+    out->kv_bytes = nc_kv_bytes_total(in->c);
+    out->context = in->c;
+    out->device = nc_context_device(in->c);
 }
 const char *srv_note(const srv_server *s) { return s->single ? s->single->note : ""; }
 
@@ -1567,6 +1660,7 @@ static void cancel_renders(srv_instance *in, double arg) {
 
 static void stop_engine(srv_instance *in, double arg) {
     (void)arg;
+    srv_embedder_stop(&in->emb); /* the embeddings left end with 503 at their next chunk */
     srv_sched_stop(in->sched);
 }
 
@@ -1576,18 +1670,21 @@ void srv_stop(srv_server *sv) {
      * a 503 a balancer retries elsewhere, while the running ones get drain_seconds to finish. */
     atomic_store_explicit(&sv->state, SRV_DRAINING, memory_order_release);
     double until = srv_now() + sv->drain_seconds;
+    /* a chat template still rendering (a hostile one runs up to its time budget) ends now: its
+     * job could not be queued any more */
+    for_instances(sv, cancel_renders, 0);
     for_instances(sv, drain_instance, until);
     MHD_socket listener = MHD_quiesce_daemon(sv->d);
     if (listener != MHD_INVALID_SOCKET) close(listener);
-    /* a chat template still rendering (a hostile one runs up to its time budget) ends now, so
-     * that its connection thread can be joined */
-    for_instances(sv, cancel_renders, 0);
     /* A finished job's response may still be on its way out (a stream's last events): stopping
      * the daemon now would cut it. Idle keep-alive connections hold no request and are not
-     * waited for. */
+     * waited for. Embeddings running get the same time. */
     while (atomic_load(&sv->active) > 0 && srv_now() < until) nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
     if (sv->router) srv_router_close(sv->router); /* no more loads: requests for a model now get 503 */
-    for_instances(sv, stop_engine, 0); /* jobs left end with 503; their connections finish */
+    for_instances(sv, stop_engine, 0); /* jobs and embeddings left end with 503; their connections finish */
+    /* a little longer for those 503s to go out (stopping the daemon cuts the connections; it waits
+     * for their handlers anyway, an embedding's until its chunk ends) */
+    while (atomic_load(&sv->active) > 0 && srv_now() < until + 1) nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
     MHD_stop_daemon(sv->d);
     server_free(sv);
 }

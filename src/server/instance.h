@@ -5,6 +5,7 @@
 #ifndef NC_SERVER_INSTANCE_H
 #define NC_SERVER_INSTANCE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -25,6 +26,8 @@ typedef struct srv_instance {
     srv_metrics metrics;   /* tokens, slots, KV pool, prefix cache, latencies of this model */
     srv_model_ctx mc;
     srv_embedder emb;
+    atomic_int embedding;  /* /v1/embeddings requests computing or waiting for its embedder */
+    int32_t max_queue;     /* --max-queue: how many requests may wait, for a slot or the embedder */
     bool mc_ready, metrics_ready, emb_ready;
     int32_t n_parallel;
     int64_t created;       /* Unix seconds */
@@ -33,8 +36,8 @@ typedef struct srv_instance {
 } srv_instance;
 
 /* Serve m (and the draft model dm, may be NULL) with cfg's slots, context, cache types, chat
- * template and speculative decoding. owns: srv_instance_free frees m and dm too. On failure
- * nothing is left (the models are freed when owned) and err says why. */
+ * template, speculative decoding and queue limit. owns: srv_instance_free frees m and dm too. On
+ * failure nothing is left (the models are freed when owned) and err says why. */
 int srv_instance_new(srv_instance **out, const char *id, const char *path, nc_model *m, nc_model *dm, bool owns,
                      const srv_config *cfg, nc_err *err);
 /* Load path (a GGUF file or a Hugging Face directory), the draft model when draft_path is given,

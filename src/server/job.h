@@ -73,6 +73,7 @@ typedef struct srv_job {
     pthread_cond_t cv;
     uint64_t version;      /* bumped at every change */
     srv_choice_out *out;
+    size_t explain_bytes;  /* of every choice's steps (at most SRV_MAX_EXPLAIN_BYTES) */
     int32_t n_done;
     double t_first, t_last; /* monotonic seconds of the first and the latest token posted */
     bool failed;
@@ -106,7 +107,8 @@ int srv_job_own_params(srv_job *j, const srv_request *r);
 void srv_job_post(srv_job *j, int32_t choice, const char *text, size_t n_text, const srv_logprob *lp,
                   int32_t n_tokens, nc_finish finish);
 /* Engine side, before the token's srv_job_post: its explain step (a JSON object, malloc'd, taken;
- * NULL: out of memory, which fails the job). */
+ * NULL: out of memory, which fails the job; so does a step past SRV_MAX_EXPLAIN_BYTES, with a 400
+ * naming the limit). */
 void srv_job_post_step(srv_job *j, int32_t choice, char *step);
 /* Engine side, before the last token's srv_job_post: the choice ends on stop string k. */
 void srv_job_set_stop_word(srv_job *j, int32_t choice, int32_t k);

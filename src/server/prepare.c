@@ -344,6 +344,7 @@ static int reply_params(const srv_model_ctx *mc, const srv_request *r, srv_job *
     j->reply.calls = j->tool_calls ? mc->fmt.calls : NULL;
     if (r->tools_json && !(j->tools_json = strdup(r->tools_json))) goto oom;
     j->reply.tools_json = j->tools_json;
+    j->reply.first_call_only = !r->parallel_tool_calls;
     j->reasoning_budget = -1;
     const srv_reasoning_style *s = mc->fmt.reasoning;
     if (r->api != SRV_API_CHAT || !s || reasoning_budget(mc, r) < 0) return 0;

@@ -9,9 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "common.h"
 
 __attribute__((format(printf, 2, 3))) static int fail(nc_err *err, const char *fmt, ...) {
     va_list ap;
@@ -43,10 +44,47 @@ static bool is_file(const char *path) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* NAME-00001-of-00003.gguf: the length of NAME, the part and the count; 0 when not a split part. */
+static size_t split_part(const char *file, int *part, int *count) {
+    size_t n = strlen(file);
+    const char *tail = "-00000-of-00000.gguf";
+    size_t t = strlen(tail);
+    if (n <= t) return 0;
+    const char *s = file + n - t;
+    for (size_t i = 0; i < t; i++) {
+        bool digit = tail[i] == '0';
+        if (digit ? !isdigit((unsigned char)s[i]) : tolower((unsigned char)s[i]) != tail[i]) return 0;
+    }
+    *part = atoi(s + 1);
+    *count = atoi(s + 10);
+    return n - t;
+}
+
+/* The bytes of a split set's other parts when path is its first part (NAME-00001-of-00003.gguf:
+ * the loader reads them all, found beside it by name), else 0. */
+static double later_parts_bytes(const char *path) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    int part, count;
+    size_t stem = split_part(base, &part, &count);
+    if (!stem || part != 1) return 0;
+    int head = (int)((size_t)(base - path) + stem);
+    size_t cap = (size_t)head + 32;
+    char *p = malloc(cap);
+    double total = 0;
+    struct stat st;
+    for (int i = 2; p && i <= count; i++) {
+        snprintf(p, cap, "%.*s-%05d-of-%05d.gguf", head, path, i, count);
+        if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) total += (double)st.st_size;
+    }
+    free(p);
+    return total;
+}
+
 double srv_path_bytes(const char *path) {
     struct stat st;
     if (stat(path, &st) != 0) return 0;
-    if (!S_ISDIR(st.st_mode)) return (double)st.st_size;
+    if (!S_ISDIR(st.st_mode)) return (double)st.st_size + later_parts_bytes(path);
     DIR *d = opendir(path);
     if (!d) return 0;
     double total = 0;
@@ -82,7 +120,6 @@ static void preset_free(srv_preset *p) {
     free(p->path);
     free(p->draft);
     free(p->chat_template);
-    free(p->problem);
 }
 
 void srv_presets_free(srv_presets *ps) {
@@ -130,43 +167,17 @@ static srv_preset *add(srv_presets *ps, const char *id, size_t id_len, const cha
 
 /* ---- --models-dir ------------------------------------------------------------------------- */
 
-/* NAME-00001-of-00003.gguf: the length of NAME, the part and the count; 0 when not a split part. */
-static size_t split_part(const char *file, int *part, int *count) {
-    size_t n = strlen(file);
-    const char *tail = "-00000-of-00000.gguf";
-    size_t t = strlen(tail);
-    if (n <= t) return 0;
-    const char *s = file + n - t;
-    for (size_t i = 0; i < t; i++) {
-        bool digit = tail[i] == '0';
-        if (digit ? !isdigit((unsigned char)s[i]) : tolower((unsigned char)s[i]) != tail[i]) return 0;
-    }
-    *part = atoi(s + 1);
-    *count = atoi(s + 10);
-    return n - t;
-}
-
 static bool projector(const char *file) { return !strncasecmp(file, "mmproj", 6); }
 
-/* A split set's first part as one model that says why it cannot be loaded. */
-static int add_split(srv_presets *ps, const char *id, size_t id_len, const char *path, int count, nc_err *err) {
-    srv_preset *p = add(ps, id, id_len, path, err);
-    if (!p) return -1;
-    char why[160];
-    snprintf(why, sizeof why, "a GGUF split into %d files, which the loader does not read (merge them with "
-             "llama-gguf-split --merge)", count);
-    return (p->problem = strdup(why)) ? 0 : fail(err, "out of memory");
-}
-
-/* The one GGUF model file in sub (a model's own directory), or NULL (none, or several). *split_n:
- * the parts of a split set found instead. */
-static char *only_gguf(const char *sub, int *split_n) {
+/* The one GGUF model file in sub (a model's own directory), or NULL (none, or several): a split
+ * set's first part counts as its one file. */
+static char *only_gguf(const char *sub) {
     DIR *d = opendir(sub);
     if (!d) return NULL;
     char *found = NULL;
     int n = 0;
+    bool split = false;
     struct dirent *de;
-    *split_n = 0;
     while ((de = readdir(d))) {
         int part, count;
         if (de->d_name[0] == '.' || !ends_with(de->d_name, ".gguf") || projector(de->d_name)) continue;
@@ -179,14 +190,14 @@ static char *only_gguf(const char *sub, int *split_n) {
             if (part == 1) {
                 free(found);
                 found = p;
-                *split_n = count;
+                split = true;
             } else {
                 free(p);
             }
             continue;
         }
         n++;
-        if (!*split_n) {
+        if (!split) {
             free(found);
             found = p;
         } else {
@@ -194,7 +205,7 @@ static char *only_gguf(const char *sub, int *split_n) {
         }
     }
     closedir(d);
-    if (n > 1 && !*split_n) {
+    if (n > 1 && !split) {
         free(found);
         return NULL;
     }
@@ -207,18 +218,17 @@ static int scan_entry(srv_presets *ps, const char *dir, const char *name, nc_err
     int rc = 0, part, count;
     if (is_dir(path)) {
         char *config = join(path, "config.json");
-        int split_n = 0;
-        char *gguf = config && is_file(config) ? NULL : only_gguf(path, &split_n);
+        char *gguf = config && is_file(config) ? NULL : only_gguf(path);
         if (!config) rc = fail(err, "out of memory");
         else if (is_file(config)) rc = add(ps, name, strlen(name), path, err) ? 0 : -1;
-        else if (gguf && split_n) rc = add_split(ps, name, strlen(name), gguf, split_n, err);
         else if (gguf) rc = add(ps, name, strlen(name), gguf, err) ? 0 : -1;
         free(config);
         free(gguf);
     } else if (is_file(path) && ends_with(name, ".gguf") && !projector(name)) {
+        /* a split set is one model, named without the part's suffix, loaded from its first part */
         size_t stem = split_part(name, &part, &count);
-        if (stem) rc = part == 1 ? add_split(ps, name, stem, path, count, err) : 0;
-        else rc = add(ps, name, strlen(name) - 5, path, err) ? 0 : -1;
+        if (!stem) rc = add(ps, name, strlen(name) - 5, path, err) ? 0 : -1;
+        else if (part == 1) rc = add(ps, name, stem, path, err) ? 0 : -1;
     }
     free(path);
     return rc;
@@ -493,13 +503,13 @@ int srv_presets_parse_ini(srv_presets *ps, const char *text, size_t len, const c
 }
 
 char *srv_read_text(const char *path, size_t max, size_t *len, nc_err *err) {
-    /* non-blocking open, then a check that it is a regular file: a FIFO or a device named by
-       mistake would otherwise block the read, or never end */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    int fd = nc_open_regular(path, err); /* a FIFO or a device named by mistake would block the read */
+    if (fd < 0) return NULL;
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        if (fd >= 0) close(fd);
-        fail(err, "%s: %s", path, fd < 0 ? strerror(errno) : "not a regular file");
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        fail(err, "%s: %s", path, strerror(e));
         return NULL;
     }
     if ((size_t)st.st_size > max) {

@@ -5,8 +5,8 @@
  * A directory: every NAME.gguf (a model named NAME; mmproj*.gguf projectors are skipped), every
  * subdirectory holding config.json (a Hugging Face directory named after it), and every
  * subdirectory holding one GGUF model (named after the subdirectory). Split GGUF files
- * (NAME-00001-of-00003.gguf ...) are listed once, as NAME, with the reason the loader cannot open
- * them. Names are unique: a clash is an error naming both paths.
+ * (NAME-00001-of-00003.gguf ...) are one model, NAME, loaded from its first part (the loader
+ * finds the others beside it). Names are unique: a clash is an error naming both paths.
  *
  * The INI file (';' and '#' start comments; keys and values are trimmed):
  *
@@ -38,12 +38,12 @@ typedef struct srv_preset {
     char *path;            /* the GGUF file or Hugging Face directory */
     char *draft;           /* a draft model for speculative decoding, or NULL */
     char *chat_template;   /* a Jinja file used instead of the model's template, or NULL */
-    char *problem;         /* why it cannot be loaded though it was found (split GGUF), or NULL */
     int32_t n_ctx, n_parallel;    /* 0: the server's */
     int64_t kv_cells;             /* 0: the server's */
     nc_cache_type type_k, type_v; /* NC_CACHE_DEFAULT: the server's */
     bool load_on_startup;
-    double est_bytes;      /* the files' size: what loading it will take at least */
+    double est_bytes;      /* the files' size (a split set's every part): what loading it will take
+                              at least */
 } srv_preset;
 
 typedef struct srv_presets {
@@ -66,7 +66,8 @@ void srv_presets_free(srv_presets *ps);
  * NULL with err naming the path and why (missing, not a regular file, too large). */
 char *srv_read_text(const char *path, size_t max, size_t *len, nc_err *err);
 
-/* Bytes of a file, or of every file in a directory (not recursive); 0 when unreadable. */
+/* Bytes of a file (with a split set's other parts when it is the first), or of every file in a
+ * directory (not recursive); 0 when unreadable. */
 double srv_path_bytes(const char *path);
 
 #endif

@@ -89,7 +89,7 @@ static int split_content(const srv_reply_opts *o, const char *t, size_t n, size_
         srv_text_put(content, t + a, srv_tool_content_ready(o->calls, t + a, n - a));
         return 0;
     }
-    if (srv_tool_calls_parse(o->calls, t + a, n - a, o->tools_json, calls)) return -1;
+    if (srv_tool_calls_parse(o->calls, t + a, n - a, o->tools_json, !o->first_call_only, calls)) return -1;
     if (!calls->n) {
         srv_text_put(content, t + a, n - a);
         return 0;

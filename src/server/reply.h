@@ -22,6 +22,7 @@ typedef struct srv_reply_opts {
     bool in_reasoning;                     /* the prompt opened the reasoning (srv_reasoning_opened) */
     const srv_call_syntax *calls;          /* NULL: no calls are looked for */
     const char *tools_json;                /* the request's tools (parameters' types), or NULL */
+    bool first_call_only;                  /* parallel_tool_calls false: what follows the first call is content */
 } srv_reply_opts;
 
 typedef struct srv_reply {

@@ -3,6 +3,8 @@
  * "not given" everywhere, as OpenAI's clients send it for unset options. */
 #include "server/request.h"
 
+#include "common.h"
+
 #include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
@@ -51,8 +53,15 @@ bool srv_json_media_type(const char *ct) {
 
 bool srv_host_allowed(const char *host, const char *allowed) {
     if (!host || !strcmp(allowed, "*")) return true;
-    /* the name without its port: "[v6]:port", "name:port" */
+    /* the name without its port: "[v6]:port", "name:port"; anything after the name but a port
+     * makes it another name ("[::1]x.evil.com") */
     size_t n = host[0] == '[' && strchr(host, ']') ? (size_t)(strchr(host, ']') - host) + 1 : strcspn(host, ":");
+    if (host[n] == ':') {
+        size_t digits = strspn(host + n + 1, "0123456789");
+        if (digits == 0 || digits > 5 || host[n + 1 + digits]) return false;
+    } else if (host[n]) {
+        return false;
+    }
     for (const char *a = allowed; *a;) {
         size_t m = strcspn(a, ",");
         if (m == n && n > 0 && !strncasecmp(a, host, n)) return true;
@@ -151,20 +160,46 @@ static int token_array(const cJSON *arr, const char *param, int32_t n_vocab, int
     return 0;
 }
 
-/* The offset of the first \u0000 escape in a JSON text, or -1: cJSON's strings end at a NUL, so
- * the text after it would vanish without a word. A backslash escapes the character after it,
- * so "\\u0000" (an escaped backslash, then text) is not one. */
-static long escaped_nul(const char *body, size_t len) {
-    for (size_t i = 0; i + 1 < len; i++) {
-        if (body[i] != '\\') continue;
-        if (body[i + 1] == 'u' && i + 6 <= len && !memcmp(body + i + 2, "0000", 4)) return (long)i;
-        i++;
+static int by_key(const void *a, const void *b) {
+    return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
+}
+
+/* The first key an object of v (v itself or one inside) holds twice, with the JSON pointer of that
+ * object into where[cap]; NULL when there is none, or when memory ran out (*oom). cJSON keeps
+ * both members and finds the first, while another reader of the same body may take the last: a
+ * request that means two things is refused. Sorting each object's keys keeps this O(n log n). */
+static const char *duplicate_key(const cJSON *v, char *where, size_t cap, bool *oom) {
+    size_t len = strlen(where);
+    int n = 0, i = 0;
+    for (const cJSON *c = v->child; c; c = c->next) n++;
+    if (cJSON_IsObject(v) && n > 1) {
+        const cJSON **keys = malloc((size_t)n * sizeof *keys);
+        if (!keys) {
+            *oom = true;
+            return NULL;
+        }
+        for (const cJSON *c = v->child; c; c = c->next) keys[i++] = c;
+        qsort(keys, (size_t)n, sizeof *keys, by_key);
+        const char *twice = NULL;
+        for (i = 1; i < n && !twice; i++)
+            if (!strcmp(keys[i - 1]->string, keys[i]->string)) twice = keys[i]->string;
+        free(keys);
+        if (twice) return twice;
     }
-    return -1;
+    i = 0;
+    for (const cJSON *c = v->child; c; c = c->next, i++) {
+        if (!c->child) continue;
+        if (cJSON_IsObject(v)) snprintf(where + len, cap - len, "/%s", c->string);
+        else snprintf(where + len, cap - len, "/%d", i);
+        const char *twice = duplicate_key(c, where, cap, oom);
+        if (twice || *oom) return twice;
+        where[len] = 0;
+    }
+    return NULL;
 }
 
 static cJSON *parse_object(const char *body, size_t len, srv_error *e) {
-    long nul = escaped_nul(body, len);
+    long nul = nc_json_escaped_nul(body, len);
     if (nul >= 0) {
         refuse(e, "", "the body holds an escaped NUL (\\u0000) at byte %ld: text may not contain NUL characters", nul);
         return NULL;
@@ -185,6 +220,16 @@ static cJSON *parse_object(const char *body, size_t len, srv_error *e) {
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
         refuse(e, "", "the body must be a JSON object");
+        return NULL;
+    }
+    char where[160] = "";
+    bool oom = false;
+    const char *twice = duplicate_key(root, where, sizeof where, &oom);
+    if (twice || oom) {
+        if (oom) srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        else if (*where) refuse(e, "", "the body has the key '%.100s' twice (in %s)", twice, where);
+        else refuse(e, twice, "the body has the key '%.100s' twice (in the top-level object)", twice);
+        cJSON_Delete(root);
         return NULL;
     }
     return root;
@@ -1011,7 +1056,7 @@ static bool listed(const char *const *list, const char *name) {
     return false;
 }
 
-/* Fields nobody here implements, and fields given twice (cJSON would keep the first silently). */
+/* Fields nobody here implements (parse_object refused keys given twice). */
 static int refuse_unknown_fields(const cJSON *root, srv_api api, srv_error *e) {
     const cJSON *f;
     cJSON_ArrayForEach(f, root) {
@@ -1022,8 +1067,6 @@ static int refuse_unknown_fields(const cJSON *root, srv_api api, srv_error *e) {
             if (other) return refuse(e, f->string, "'%s' belongs to %s", f->string, other);
             return refuse(e, f->string, "'%.64s' is not supported by this server", f->string);
         }
-        for (const cJSON *g = root->child; g != f; g = g->next)
-            if (!strcmp(g->string, f->string)) return refuse(e, f->string, "'%s' is given twice", f->string);
     }
     return 0;
 }

@@ -19,6 +19,9 @@
 #define SRV_MAX_FIELD_TEXT (1 << 20)  /* grammar, samplers: bytes */
 #define SRV_EXPLAIN_TOP_N 20       /* nucleus_explain: true */
 #define SRV_MAX_EXPLAIN_TOP_N 200  /* nucleus_explain.top_n at most */
+#define SRV_MAX_EXPLAIN_BYTES (16u << 20) /* nucleus_explain: the steps of one request, in bytes of JSON;
+                                            past them the request fails (a response would otherwise
+                                            grow with n x max_tokens x top_n) */
 
 /* An error in OpenAI's shape: {"error": {"message", "type", "param", "code"}}. */
 typedef struct srv_error {
@@ -39,13 +42,15 @@ void srv_error_set(srv_error *e, int status, const char *type, const char *code,
 #define SRV_REQUEST_ID_MAX 128
 bool srv_request_id_sane(const char *id);
 
+
 /* Content-Type application/json, any case, with parameters (charset) or not. */
 bool srv_json_media_type(const char *content_type);
 
 /* The Host header against the names the server answers to (DNS rebinding: a page on a name that
  * resolves to 127.0.0.1 reaches a loopback server with its own name as Host). allowed: names
- * separated by commas, or "*" for any; the header's port is ignored, names compare without
- * case, an IPv6 address in brackets. A request without Host (HTTP/1.0) passes. */
+ * separated by commas, or "*" for any; the header's port (digits after ':') is ignored, anything
+ * else after the name refuses it, names compare without case, an IPv6 address in brackets. A
+ * request without Host passes here (HTTP/1.0; the server refuses HTTP/1.1 without one). */
 bool srv_host_allowed(const char *host, const char *allowed);
 /* What a server bound to bind_host answers to by default: on a loopback address, localhost and
  * the loopback addresses ("localhost,127.0.0.1,[::1]" and bind_host); elsewhere "*". malloc'd. */

@@ -23,6 +23,7 @@ typedef struct model {
     void *inst;
     double bytes;          /* loaded: what it holds */
     int32_t leases;
+    int32_t waiting;       /* requests waiting for it (srv_router_config.max_waiting) */
     bool retiring;         /* chosen for eviction while busy: no new leases, unloaded when idle */
     double last_used;      /* monotonic seconds at its last release (or load) */
     uint64_t attempts;     /* loads begun: a waiter knows whether the failure it sees is news */
@@ -128,8 +129,7 @@ static void load(srv_router *rt, model *m) {
     void *inst = NULL;
     double bytes = 0;
     nc_err err = {{0}};
-    int rc = m->p->problem ? (snprintf(err.msg, sizeof err.msg, "%s", m->p->problem), -1)
-                           : rt->ops.open(rt->ops.user, m->p, &inst, &bytes, &err);
+    int rc = rt->ops.open(rt->ops.user, m->p, &inst, &bytes, &err);
     pthread_mutex_lock(&rt->mu);
     if (rc) {
         m->state = SRV_MODEL_FAILED;
@@ -208,7 +208,6 @@ static void reap_retired(srv_router *rt) {
 /* Whether m's file is as it was when its load failed (then failing again is certain). */
 static bool still_broken(const model *m) {
     struct stat st;
-    if (m->p->problem) return true;
     if (stat(m->p->path, &st) != 0) return m->failed_size == -1;
     return st.st_size == m->failed_size && st.st_mtim.tv_sec == m->failed_mtime.tv_sec &&
            st.st_mtim.tv_nsec == m->failed_mtime.tv_nsec;
@@ -225,9 +224,39 @@ static int closed_error(srv_error *e) {
     return -1;
 }
 
+/* Wait under mu for a change to m: at most 100 ms when w can tell that its client left (then -1,
+ * e 499); -1 with e 503 when max_waiting requests wait for m already. */
+static int wait_for(srv_router *rt, model *m, const srv_waiter *w, srv_error *e) {
+    if (rt->cfg.max_waiting >= 0 && m->waiting >= rt->cfg.max_waiting) {
+        srv_error_set(e, 503, "server_error", "server_overloaded", NULL,
+                      "the server is busy (%d requests wait for the model '%.128s': --max-queue), retry later",
+                      m->waiting, m->p->id);
+        return -1;
+    }
+    m->waiting++;
+    if (w && w->gone) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 100000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&rt->changed, &rt->mu, &until);
+    } else {
+        pthread_cond_wait(&rt->changed, &rt->mu);
+    }
+    m->waiting--;
+    if (w && w->gone && w->gone(w->user)) {
+        srv_error_set(e, 499, "invalid_request_error", NULL, NULL, "the client closed the connection");
+        return -1;
+    }
+    return 0;
+}
+
 /* m in memory and, when lease, leased; under mu. retry: a model that failed is loaded again
  * even when its file has not changed (POST /models/load). */
-static int obtain(srv_router *rt, model *m, bool lease, bool retry, srv_error *e) {
+static int obtain(srv_router *rt, model *m, bool lease, bool retry, const srv_waiter *w, srv_error *e) {
     uint64_t seen = m->attempts;
     bool tried = false;
     for (;;) {
@@ -264,16 +293,16 @@ static int obtain(srv_router *rt, model *m, bool lease, bool retry, srv_error *e
         case SRV_MODEL_LOADING:
         case SRV_MODEL_UNLOADING: break;
         }
-        pthread_cond_wait(&rt->changed, &rt->mu);
+        if (wait_for(rt, m, w, e)) return -1;
     }
 }
 
-int srv_router_acquire(srv_router *rt, const char *name, srv_lease *out, srv_error *e) {
+int srv_router_acquire(srv_router *rt, const char *name, const srv_waiter *w, srv_lease *out, srv_error *e) {
     *out = (srv_lease){.index = -1};
     pthread_mutex_lock(&rt->mu);
     model *m;
     int rc = lookup(rt, name, &m, e);
-    if (!rc) rc = obtain(rt, m, true, false, e);
+    if (!rc) rc = obtain(rt, m, true, false, w, e);
     if (!rc) *out = (srv_lease){.index = (int32_t)(m - rt->models), .inst = m->inst};
     pthread_mutex_unlock(&rt->mu);
     return rc;
@@ -290,11 +319,11 @@ void srv_router_release(srv_router *rt, srv_lease *l) {
     *l = (srv_lease){.index = -1};
 }
 
-int srv_router_load(srv_router *rt, const char *name, srv_error *e) {
+int srv_router_load(srv_router *rt, const char *name, const srv_waiter *w, srv_error *e) {
     pthread_mutex_lock(&rt->mu);
     model *m;
     int rc = lookup(rt, name, &m, e);
-    if (!rc) rc = obtain(rt, m, false, true, e);
+    if (!rc) rc = obtain(rt, m, false, true, w, e);
     pthread_mutex_unlock(&rt->mu);
     return rc;
 }

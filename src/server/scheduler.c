@@ -11,6 +11,7 @@
 #include "sampling/spec.h"
 #include "server/explain.h"
 #include "server/prepare.h"
+#include "server/slot_files.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -19,6 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef enum slot_state {
     SLOT_FREE,
@@ -347,20 +349,52 @@ static const char *ring_hint(const srv_sched *s) {
                     : "";
 }
 
+/* Cells 0..n of the slot's sequence into the file under the directory's budget: written beside
+ * it first (as ".saving-NAME", a name no client can give), then renamed over it, or removed when
+ * the directory would hold more than max_bytes. */
+static void save_in_budget(srv_sched *s, srv_slot_action *a, int32_t n) {
+    nc_err err;
+    uint64_t used;
+    size_t cap = strlen(a->dir) + strlen(a->name) + 16;
+    char *tmp = malloc(cap);
+    const char *why = err.msg;
+    if (!tmp) {
+        act_fail(a, 500, "out of memory");
+        return;
+    }
+    snprintf(tmp, cap, "%s/.saving-%s", a->dir, a->name);
+    if (srv_slot_dir_bytes(a->dir, a->name, &used, &err)) {
+        act_fail(a, 500, "%s", err.msg);
+    } else if (used >= a->max_bytes) {
+        act_fail(a, 507, "the slot files hold %llu bytes, the limit of --slot-save-max-bytes (%llu): delete some",
+                 (unsigned long long)used, (unsigned long long)a->max_bytes);
+    } else if (nc_kv_seq_save(s->c, a->slot, n, tmp, &a->n_bytes, &err)) {
+        if (!strncmp(why, tmp, strlen(tmp))) why += strlen(tmp); /* named as the client did */
+        act_fail(a, 500, "%s%s%s", a->name, why == err.msg ? ": " : "", why);
+    } else if (used + a->n_bytes > a->max_bytes) {
+        unlink(tmp);
+        act_fail(a, 507, "%s would be %llu bytes; the slot files hold %llu: more than the limit of --slot-save-max-bytes "
+                         "(%llu)", a->name, (unsigned long long)a->n_bytes, (unsigned long long)used,
+                 (unsigned long long)a->max_bytes);
+    } else if (rename(tmp, a->path)) {
+        act_fail(a, 500, "%s: cannot be written: %s", a->name, strerror(errno));
+        unlink(tmp);
+    } else {
+        a->status = 200;
+        a->n_tokens = n;
+    }
+    free(tmp);
+}
+
 /* The slot's last request, as far as the prefix cache still holds it, into the file. */
 static void save_slot(srv_sched *s, srv_slot_action *a) {
     slot *sl = &s->slots[a->slot];
-    nc_err err;
     int32_t n = sl->n_last ? nc_kv_seq_reuse_prefix(s->c, a->slot, sl->last, sl->n_last) : 0;
     if (sl->n_last == 0) act_fail(a, 409, "slot %d has no request to save", a->slot);
     else if (n == 0)
         act_fail(a, 409, "nothing of slot %d's last request (%d tokens) is in the prefix cache any more%s", a->slot,
                  sl->n_last, ring_hint(s));
-    else if (nc_kv_seq_save(s->c, a->slot, n, a->path, &a->n_bytes, &err)) act_fail_err(a, 500, &err);
-    else {
-        a->status = 200;
-        a->n_tokens = n;
-    }
+    else save_in_budget(s, a, n);
     nc_kv_seq_clear(s->c, a->slot);
 }
 

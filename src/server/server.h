@@ -42,13 +42,16 @@ typedef struct srv_config {
                               or its previous answer (0: 15) */
     double body_seconds;   /* and its body within this of the headers (0: 60) */
     int max_connections;   /* open connections, a thread each (0: 1024) */
-    int max_conn_per_ip;   /* from one client address (0: 64; -1: no limit, behind a balancer) */
+    int max_conn_per_ip;   /* from one client address, an IPv6 one's /64 as one (0: 64; -1: no limit,
+                              behind a balancer) */
     const char *model_id;  /* the name /v1/models reports (-m) */
     const char *model_path; /* -m: the model's path (/props, /v1/models) */
     int32_t models_max;    /* router mode: models in memory at once (0: no limit) */
     double memory_budget;  /* router mode: bytes the models in memory may take (0: no limit) */
     double sleep_idle_seconds; /* router mode: a model idle this long is unloaded (0: never) */
     const char *slot_save_path; /* the directory slot files are saved to and restored from; NULL: off */
+    uint64_t slot_save_max_bytes; /* what the regular files of that directory may hold after a save
+                                     (0: SRV_SLOT_SAVE_MAX_BYTES); a save past it gets 507 */
     bool swa_full;         /* sliding-window layers keep every position (nc_context_params.swa_full) */
     bool fast;             /* the fast mode, for the model and the draft (nc_context_params.fast) */
     nc_ctx_policy context; /* a slot whose context is full: ends (finish "length"), or, for requests
@@ -62,6 +65,8 @@ typedef struct srv_config {
     int32_t reasoning_budget; /* tokens of reasoning, then its end is forced; -1: no limit (a
                                  zeroed config means 0: set it) */
 } srv_config;
+
+#define SRV_SLOT_SAVE_MAX_BYTES ((uint64_t)10 << 30)
 
 typedef struct srv_server srv_server;
 
@@ -77,12 +82,16 @@ int srv_start(srv_server *s, nc_model *m, const srv_config *cfg, nc_err *err);
  * cfg's strings must outlive the server. */
 int srv_start_router(srv_server *s, srv_presets *ps, const srv_config *cfg, nc_err *err);
 int srv_port(const srv_server *s);
-/* What the server made, for its start-up summary (-m; zeroed in router mode). */
+/* What the server made, for its start-up summary: the model's part with -m only (zeroed in
+ * router mode), the listener's always. */
 typedef struct srv_info {
     int32_t n_ctx, n_threads;  /* context per slot; threads of the engine */
     double kv_bytes;           /* the whole cache */
     const nc_context *context; /* the engine's, for what its cache holds (nc_kv_*) */
     const char *device;        /* nc_context_device: "cpu" or the GPU */
+    bool authenticated;        /* an API key is needed (srv_config.api_key) */
+    bool any_host;             /* every Host is answered: no DNS-rebinding check */
+    bool loopback;             /* the listening address is a loopback one */
 } srv_info;
 void srv_get_info(const srv_server *s, srv_info *out);
 /* A remark for the operator ("" when none): e.g. that the model's chat template was unusable. */

@@ -10,6 +10,7 @@
 
 #include "nucleus.h"
 #include "server/marker.h"
+#include "common.h"
 #include "server/prepare.h"
 
 /* ---- Describing tools to a template that does not take them -------------------------------- */
@@ -220,10 +221,15 @@ static int add_call(const srv_call_syntax *sx, const cJSON *obj, srv_tool_calls 
     return rc;
 }
 
-/* The JSON value at text[*i], parsed; *i moves past it. NULL when there is none. */
+/* The JSON value at text[*i], parsed; *i moves past it. NULL when there is none, or when it
+ * holds an escaped NUL (cJSON's strings would end there). */
 static cJSON *json_at(const char *t, size_t n, size_t *i) {
     const char *end = NULL;
     cJSON *v = cJSON_ParseWithLengthOpts(t + *i, n - *i, &end, false);
+    if (v && nc_json_escaped_nul(t + *i, (size_t)(end - (t + *i))) >= 0) {
+        cJSON_Delete(v);
+        return NULL;
+    }
     if (v) *i = (size_t)(end - t);
     return v;
 }
@@ -245,7 +251,7 @@ static bool closed(const char *t, size_t n, size_t *i, const char *close) {
 }
 
 /* <tool_call> {"name", "arguments"} </tool_call>, block after block. */
-static int parse_tagged(const srv_call_syntax *sx, const char *t, size_t n, size_t *at, srv_tool_calls *out) {
+static int parse_tagged(const srv_call_syntax *sx, const char *t, size_t n, size_t *at, int32_t max, srv_tool_calls *out) {
     for (size_t i = *at, end;; i = *at) {
         if (mk_match(t, n, i, sx->call_open, &end) != MK_YES) return 0;
         cJSON *v = json_at(t, n, &end);
@@ -253,12 +259,12 @@ static int parse_tagged(const srv_call_syntax *sx, const char *t, size_t n, size
         cJSON_Delete(v);
         if (rc) return rc < 0 ? -1 : 0;
         *at = end;
-        if (sx->one_call) return 0;
+        if (sx->one_call || out->n >= max) return 0;
     }
 }
 
 /* [{...}, {...}] after its marker: the calls one by one, so that those before a cut one stay. */
-static int parse_list(const srv_call_syntax *sx, const char *t, size_t n, size_t *at, srv_tool_calls *out) {
+static int parse_list(const srv_call_syntax *sx, const char *t, size_t n, size_t *at, int32_t max, srv_tool_calls *out) {
     for (bool first = true;; first = false) {
         size_t i = mk_skip_blanks(t, n, *at), end;
         if (mk_match(t, n, i, sx->section_open, &end) == MK_YES) i = mk_skip_blanks(t, n, end);
@@ -275,6 +281,7 @@ static int parse_list(const srv_call_syntax *sx, const char *t, size_t n, size_t
                 return 0;
             }
             *at = i = mk_skip_blanks(t, n, i);
+            if (out->n >= max) return 0; /* what follows is content */
             if (i < n && t[i] == ',') {
                 i = mk_skip_blanks(t, n, i + 1);
                 continue;
@@ -291,7 +298,7 @@ static int parse_list(const srv_call_syntax *sx, const char *t, size_t n, size_t
 static const char PYTHON_TAG[] = "<|python_tag|>";
 
 /* Llama 3: the reply is {"name", "parameters"} (after <|python_tag|>), calls separated by ';'. */
-static int parse_bare(const srv_call_syntax *sx, const char *t, size_t n, size_t *at, srv_tool_calls *out) {
+static int parse_bare(const srv_call_syntax *sx, const char *t, size_t n, size_t *at, int32_t max, srv_tool_calls *out) {
     size_t i = mk_skip_blanks(t, n, *at);
     if (starts_with(t, n, i, PYTHON_TAG)) i = mk_skip_blanks(t, n, i + strlen(PYTHON_TAG));
     while (i < n && t[i] == '{') {
@@ -300,6 +307,7 @@ static int parse_bare(const srv_call_syntax *sx, const char *t, size_t n, size_t
         cJSON_Delete(v);
         if (rc) return rc < 0 ? -1 : 0;
         *at = i = mk_skip_blanks(t, n, i);
+        if (out->n >= max) return 0;
         if (i < n && t[i] == ';') i = mk_skip_blanks(t, n, i + 1);
     }
     return 0;
@@ -329,21 +337,38 @@ static size_t first_marker(const srv_call_syntax *sx, const char *t, size_t n, b
     return r == MK_NO ? n : at;
 }
 
-int srv_tool_calls_parse(const srv_call_syntax *sx, const char *text, size_t n, const char *tools_json,
+bool srv_tool_declared(const char *tools_json, const char *name) {
+    if (!tools_json) return true;
+    cJSON *tools = cJSON_Parse(tools_json);
+    bool found = false;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tools) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(fn ? fn : t, "name");
+        found = found || (cJSON_IsString(nm) && !strcmp(nm->valuestring, name));
+    }
+    cJSON_Delete(tools);
+    return found;
+}
+
+int srv_tool_calls_parse(const srv_call_syntax *sx, const char *text, size_t n, const char *tools_json, bool parallel,
                          srv_tool_calls *out) {
     *out = (srv_tool_calls){0};
+    int32_t max = parallel ? INT32_MAX : 1; /* without parallel, what follows the first call is content */
     bool partial;
     size_t start = first_marker(sx, text, n, &partial), at = start;
     int rc = 0;
     if (start < n && !partial) {
         switch (sx->kind) {
-        case SRV_CALLS_JSON_TAGGED: rc = parse_tagged(sx, text, n, &at, out); break;
-        case SRV_CALLS_JSON_LIST: rc = parse_list(sx, text, n, &at, out); break;
-        case SRV_CALLS_JSON_BARE: rc = parse_bare(sx, text, n, &at, out); break;
-        case SRV_CALLS_NAMED: rc = srv_calls_named(sx, text, n, &at, tools_json, out); break;
+        case SRV_CALLS_JSON_TAGGED: rc = parse_tagged(sx, text, n, &at, max, out); break;
+        case SRV_CALLS_JSON_LIST: rc = parse_list(sx, text, n, &at, max, out); break;
+        case SRV_CALLS_JSON_BARE: rc = parse_bare(sx, text, n, &at, max, out); break;
+        case SRV_CALLS_NAMED: rc = srv_calls_named(sx, text, n, &at, tools_json, max, out); break;
         case SRV_CALLS_HARMONY: break; /* its messages are parsed with its channels (harmony.c) */
         }
     }
+    for (int32_t k = 0; rc == 0 && k < out->n; k++)
+        if (!srv_tool_declared(tools_json, out->calls[k].name)) srv_tool_calls_free(out); /* not calls: content */
     if (rc < 0) {
         srv_tool_calls_free(out);
         return -1;

@@ -44,12 +44,17 @@ typedef struct srv_tool_calls {
                               follows): content too, after the text before the calls */
 } srv_tool_calls;
 
-/* The calls in a whole reply text[0..n) written in syntax sx. tools_json (may be NULL): the
- * request's tools, whose parameters' types say what a parameter written as bare text is (a
- * string, or JSON). The calls are the complete, well-formed ones in a row from the first; 0
- * with out->n == 0 when there is none (content_end and tail are then n); -1 out of memory. */
-int srv_tool_calls_parse(const srv_call_syntax *sx, const char *text, size_t n, const char *tools_json,
+/* The calls in a whole reply text[0..n) written in syntax sx. tools_json: the request's tools,
+ * whose parameters' types say what a parameter written as bare text is (a string, or JSON). The
+ * calls are the complete, well-formed ones in a row from the first (without parallel, the first
+ * only: what follows it is content); a call to a tool tools_json does not declare, or arguments
+ * holding an escaped NUL (which cJSON would cut short), make the text content. 0 with out->n == 0
+ * when there is none (content_end and tail are then n); -1 out of memory. */
+int srv_tool_calls_parse(const srv_call_syntax *sx, const char *text, size_t n, const char *tools_json, bool parallel,
                          srv_tool_calls *out);
+/* Whether tools_json (a request's tools array) declares a function of that name (NULL: any name,
+ * for callers that check no declarations). */
+bool srv_tool_declared(const char *tools_json, const char *name);
 void srv_tool_calls_free(srv_tool_calls *c);
 
 /* While streaming: how many bytes of text[0..n) can go out as content now, i.e. the bytes
@@ -59,9 +64,9 @@ size_t srv_tool_content_ready(const srv_call_syntax *sx, const char *text, size_
 /* Internal to the parsers (tool_calls.c, call_named.c, harmony.c). */
 /* Append a call (name and arguments as JSON text, copied) with a fresh id; -1 out of memory. */
 int srv_tool_calls_add(srv_tool_calls *out, const char *name, const char *arguments, bool short_id);
-/* Calls in the name-led syntax from text[i..n) (the section and call markers of sx); *i moves
- * past what they took. */
-int srv_calls_named(const srv_call_syntax *sx, const char *t, size_t n, size_t *i, const char *tools_json,
+/* Calls in the name-led syntax from text[i..n) (the section and call markers of sx), at most
+ * max of them; *i moves past what they took. */
+int srv_calls_named(const srv_call_syntax *sx, const char *t, size_t n, size_t *i, const char *tools_json, int32_t max,
                     srv_tool_calls *out);
 /* Arguments written as bare text: the parameter's JSON value for tool `name` of tools_json
  * (a JSON string unless its schema says otherwise and the text is JSON). malloc'd cJSON. */

@@ -8,7 +8,8 @@
 #   broken one "failed" with its reason; 404 naming the models; /metrics labelled by model;
 # - POST /models/unload waits for a running stream, which ends whole; POST /models/load;
 # - --sleep-idle-seconds unloads an idle model (a second router), --memory-budget (a third);
-# - the flags' refusals, a --models INI file;
+# - the flags' refusals, a --models INI file (a FIFO refused), a split GGUF found in the
+#   directory, a preset's chat template that is a FIFO, a render at SIGTERM cancelled at once;
 # - the web page's model picker in Chromium (tests/node_web/picker.test.mjs);
 # - memory: the release build's RSS after 50 load / unload cycles within 10% of its value after
 #   the first (a third router, build/nucleus).
@@ -42,6 +43,7 @@ launch_server idle --models-dir "$dir" --sleep-idle-seconds 1 --parallel 1 -c 25
 launch_server budget --models-dir "$dir" --memory-budget 700K --parallel 1 -c 256 -t 1
 for s in router one_stories one_qwen2 one_llama3 idle budget; do await_server $s || finish; done
 U=$url_router
+expect_in "the start-up says whether requests need a key" "authentication: off (no API key)" "$(cat "$tmp/router.err")"
 
 post() { curl -s -H 'Content-Type: application/json' "$1$2" -d "$3"; }
 # status MODEL: the model's status.value (and its reason when failed) in /v1/models
@@ -136,18 +138,30 @@ expect_in "--memory-budget: a model larger than it" "more than --memory-budget" 
 for s in router one_stories one_qwen2 one_llama3 idle budget; do stop_server $s; done
 
 # ---- the flags ----
-expect_err "-m and --models-dir" "give -m MODEL (one model) or --models-dir / --models" "$NUCLEUS" serve -m "$stories" --models-dir "$dir"
+one_or_several="give -m MODEL or -hf USER/REPO (one model), or --models-dir / --models (several)"
+expect_err "-m and --models-dir" "$one_or_several" "$NUCLEUS" serve -m "$stories" --models-dir "$dir"
+expect_err "-hf and --models-dir" "$one_or_several" "$NUCLEUS" serve -hf test/tiny-GGUF --models-dir "$dir"
+expect_err "--offline without -hf" "--offline applies to -hf" "$NUCLEUS" serve --models-dir "$dir" --offline
 expect_err "--models-max without a router" "need --models-dir or --models" "$NUCLEUS" serve -m "$stories" --models-max 2
 expect_err "a directory that is not there" "--models-dir $tmp/none:" "$NUCLEUS" serve --models-dir "$tmp/none"
 printf '[a]\nmodel = x.gguf\nfrob = 1\n' >"$tmp/bad.ini"
 expect_err "an INI key unknown" "$tmp/bad.ini:3: unknown key 'frob'" "$NUCLEUS" serve --models "$tmp/bad.ini"
-expect_err "--memory-budget" "--memory-budget: expected bytes" "$NUCLEUS" serve --models-dir "$dir" --memory-budget lots
-# a Hugging Face directory found in --models-dir, beside a GGUF file and an INI file's presets
+expect_err "--memory-budget" "--memory-budget: expected a byte count" "$NUCLEUS" serve --models-dir "$dir" --memory-budget lots
+mkfifo "$tmp/fifo.ini" "$tmp/fifo.jinja"
+expect_err "--models FIFO: refused, not read" "fifo.ini: a FIFO, not a regular file" \
+    timeout 20 "$NUCLEUS" serve --models "$tmp/fifo.ini"
+# a Hugging Face directory and a split GGUF found in --models-dir, beside a GGUF file and an INI
+# file's presets (one whose chat template is a FIFO, one whose template renders for seconds)
 mkdir -p "$tmp/models2"
 ln -s "$stories" "$tmp/models2/stories.gguf"
 ln -s "$SHARED/archs/llama3/hf" "$tmp/models2/llama3hf"
+/usr/bin/python3 tests/tools/gguf_split.py "$stories" "$tmp/models2/parts" 2 || bad "cannot split $stories"
+printf '%s' "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{{ messages[0]['content'] }}" \
+    >"$tmp/slow.jinja"
 printf '[tiny]\nmodel = %s\nparallel = 3\nctx-size = 512\nload-on-startup = true\nmodel-draft = %s\n[stories]\nctx-size = 256\n' \
     "$stories" "$stories" >"$tmp/models.ini"
+printf '[fifo]\nmodel = %s\nchat-template-file = %s\n[slow]\nmodel = %s\nchat-template-file = %s\nparallel = 2\n' \
+    "$stories" "$tmp/fifo.jinja" "$stories" "$tmp/slow.jinja" >>"$tmp/models.ini"
 if start_server ini --models-dir "$tmp/models2" --models "$tmp/models.ini" -t 1; then
     out=$(post "$url_ini" /v1/completions '{"model":"llama3hf","prompt":"Once","max_tokens":3}' | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["model"], r["usage"]["completion_tokens"])')
     expect_eq "a Hugging Face directory of --models-dir" "$out" "llama3hf 3"
@@ -156,6 +170,35 @@ if start_server ini --models-dir "$tmp/models2" --models "$tmp/models.ini" -t 1;
     expect_eq "an INI preset's options (slots, context, a draft model)" "$out" "3 512 True"
     out=$(curl -s "$url_ini/props?model=stories" | python3 -c 'import json,sys; p=json.load(sys.stdin); print(p["total_slots"], p["n_ctx"])')
     expect_eq "an INI section for a model of the directory" "$out" "4 256"
+    greedy() { post "$url_ini" /v1/completions "{\"model\":\"$1\",\"prompt\":\"Once\",\"max_tokens\":8,\"temperature\":0}" |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])'; }
+    expect_eq "a split GGUF of --models-dir generates what the whole file does" "$(greedy parts)" "$(greedy stories)"
+    size=$(curl -s "$url_ini/v1/models/parts" | python3 -c 'import json,sys; print(json.load(sys.stdin)["meta"]["size"] > 0)')
+    expect_eq "... its size" "$size" True
+    expect_in "a chat-template-file that is a FIFO: refused at the load, not read" "fifo.jinja: a FIFO, not a regular file" \
+        "$(post "$url_ini" /v1/chat/completions '{"model":"fifo","messages":[{"role":"user","content":"hi"}],"max_tokens":1}')"
+    # a render at SIGTERM ends at once (503), not after the drain a long generation keeps going
+    curl -s -o /dev/null -H 'Content-Type: application/json' -m 60 "$url_ini/v1/completions" \
+        -d '{"model":"slow","prompt":"Once","max_tokens":100000,"ignore_eos":true}' &
+    long=$!
+    curl -s -o "$tmp/render" -w '%{http_code} %{time_total}' -H 'Content-Type: application/json' -m 60 \
+        "$url_ini/v1/chat/completions" -d '{"model":"slow","messages":[{"role":"user","content":"hi"}],"max_tokens":2}' \
+        >"$tmp/render_code" &
+    render=$!
+    for _ in $(seq 1 200); do
+        curl -s "$url_ini/metrics" | grep -q '^nucleus_requests_total{endpoint="/v1/chat/completions"} 2$' && break
+        sleep 0.1
+    done
+    sleep 0.3
+    t0=$(date +%s.%N)
+    kill -TERM "$pid_ini"
+    wait "$render"
+    t1=$(date +%s.%N)
+    expect_eq "a render at SIGTERM: the status" "$(cut -d' ' -f1 "$tmp/render_code")" 503
+    expect_in "a render at SIGTERM: the reason" "the server is shutting down" "$(cat "$tmp/render")"
+    if awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b - a < 2) }'; then ok
+    else bad "a render at SIGTERM took $(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }') s to end (at most 2)"; fi
+    wait "$long"
     stop_server ini
 fi
 

@@ -2,7 +2,8 @@
  * router's policy (server/router.h) over a fake loader: load on first use, --models-max and
  * --memory-budget evicting the least recently used idle model, a busy one retiring, a failing
  * model failing alone and not tried again until its file changes, unload waiting for leases,
- * idle unloading, 404 naming the models. */
+ * requests waiting for a load (at most --max-queue, and not once their client left), idle
+ * unloading, 404 naming the models. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,8 +58,9 @@ static void test_scan(void) {
     CHECK_MSG(ps.n == 5, "%d models", ps.n);
     for (int i = 0; i < ps.n && i < 5; i++) CHECK_MSG(!strcmp(ps.p[i].id, want[i]), "%s at %d", ps.p[i].id, i);
     srv_preset *big = srv_presets_find(&ps, "big"), *one = srv_presets_find(&ps, "one"), *hf = srv_presets_find(&ps, "hf");
-    CHECK(big && big->problem && strstr(big->problem, "split into 2 files"));
-    CHECK(one && strstr(one->path, "one/weights-q8.gguf") && !one->problem);
+    /* a split set: one model, loaded from its first part, the size of both */
+    CHECK(big && strstr(big->path, "/big-00001-of-00002.gguf") && big->est_bytes == 8);
+    CHECK(one && strstr(one->path, "one/weights-q8.gguf"));
     CHECK(hf && strstr(hf->path, "/hf") && hf->est_bytes == 2);
     CHECK(srv_presets_find(&ps, "alpha")->est_bytes == 4);
     srv_presets_free(&ps);
@@ -139,12 +141,20 @@ static void test_ini(void) {
     expect_ini_error("[a]\nmodel = x.gguf\n[b]\nmodel = y.gguf\nalias = a\n", "two models are named 'a'");
     expect_ini_error("[a]\nmodel x.gguf\n", "expected KEY = VALUE");
     expect_ini_error("[a]\nmodel =\n", "'model' needs a path");
-    char nul[] = "[a]\nmodel = x\0.gguf\n";
+    /* a FIFO given as --models is refused at once, not read (which would block) */
+    char fifo[512];
+    snprintf(fifo, sizeof fifo, "%s/models-fifo.ini", dir);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    CHECK(srv_presets_load_ini(&ps, fifo, &err) == -1 && strstr(err.msg, "models-fifo.ini: a FIFO, not a regular file"));
+    srv_presets_free(&ps);
+        char nul[] = "[a]\nmodel = x\0.gguf\n";
     CHECK(srv_presets_parse_ini(&ps, nul, sizeof nul - 1, "f.ini", &err) == -1 && strstr(err.msg, "NUL"));
     srv_presets_free(&ps);
 }
 
 /* ---- The router over a fake loader --------------------------------------------------------- */
+
+static void sleep_s(double s) { nanosleep(&(struct timespec){.tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)}, NULL); }
 
 typedef struct fake {
     pthread_mutex_t mu;
@@ -166,6 +176,7 @@ static int fake_open(void *user, const srv_preset *p, void **out, double *bytes,
     pthread_mutex_lock(&f->mu);
     f->opens[i]++;
     pthread_mutex_unlock(&f->mu);
+    if (strstr(p->path, "slow")) sleep_s(0.5);
     if (strstr(p->path, "broken")) {
         snprintf(err->msg, sizeof err->msg, "%s: bad magic", p->path);
         return -1;
@@ -228,7 +239,7 @@ static const char *state_of(srv_router *rt, int i) {
 static void use(srv_router *rt, const char *name) {
     srv_lease l;
     srv_error e;
-    CHECK_MSG(srv_router_acquire(rt, name, &l, &e) == 0, "%s: %s", name, e.message);
+    CHECK_MSG(srv_router_acquire(rt, name, NULL, &l, &e) == 0, "%s: %s", name, e.message);
     srv_router_release(rt, &l);
 }
 
@@ -246,13 +257,13 @@ static void test_lru(void) {
     CHECK(f.closes[1] == 1 && f.max_live == 2);
     srv_error e;
     srv_lease l;
-    CHECK(srv_router_acquire(rt, "zzz", &l, &e) == -1 && e.status == 404 && !strcmp(e.code, "model_not_found"));
+    CHECK(srv_router_acquire(rt, "zzz", NULL, &l, &e) == -1 && e.status == 404 && !strcmp(e.code, "model_not_found"));
     CHECK(strstr(e.message, "a, b, c") != NULL);
-    CHECK(srv_router_acquire(rt, NULL, &l, &e) == -1 && e.status == 400 && !strcmp(e.param, "model"));
+    CHECK(srv_router_acquire(rt, NULL, NULL, &l, &e) == -1 && e.status == 400 && !strcmp(e.param, "model"));
     /* unload and load */
     CHECK(srv_router_unload(rt, "a", &e) == 0 && !strcmp(state_of(rt, 0), "unloaded"));
     CHECK(srv_router_unload(rt, "a", &e) == 0);
-    CHECK(srv_router_load(rt, "b", &e) == 0 && !strcmp(state_of(rt, 1), "loaded") && f.opens[1] == 2);
+    CHECK(srv_router_load(rt, "b", NULL, &e) == 0 && !strcmp(state_of(rt, 1), "loaded") && f.opens[1] == 2);
     srv_router_free(rt);
     CHECK(f.live == 0);
 }
@@ -272,7 +283,7 @@ static void test_budget(void) {
     rt = router_of(paths, 1, (srv_router_config){.memory_budget = 50}, &g);
     srv_error e;
     srv_lease l;
-    CHECK(srv_router_acquire(rt, "a", &l, &e) == -1 && e.status == 500 && strstr(e.message, "--memory-budget"));
+    CHECK(srv_router_acquire(rt, "a", NULL, &l, &e) == -1 && e.status == 500 && strstr(e.message, "--memory-budget"));
     srv_router_free(rt);
 }
 
@@ -283,13 +294,11 @@ typedef struct holder {
     int rc;
 } holder;
 
-static void sleep_s(double s) { nanosleep(&(struct timespec){.tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)}, NULL); }
-
 static void *hold(void *arg) {
     holder *h = arg;
     srv_lease l;
     srv_error e;
-    h->rc = srv_router_acquire(h->rt, h->name, &l, &e);
+    h->rc = srv_router_acquire(h->rt, h->name, NULL, &l, &e);
     if (!h->rc) {
         sleep_s(h->seconds);
         srv_router_release(h->rt, &l);
@@ -300,7 +309,7 @@ static void *hold(void *arg) {
 static void test_busy(void) {
     const char *paths[] = {"/m/a", "/m/b", "/m/c"};
     fake f = {0};
-    srv_router *rt = router_of(paths, 3, (srv_router_config){.models_max = 2}, &f);
+    srv_router *rt = router_of(paths, 3, (srv_router_config){.models_max = 2, .max_waiting = -1}, &f);
     /* a and b busy: c waits until the least recently used of them is free, then takes its place */
     holder ha = {rt, "a", 0.3, -1}, hb = {rt, "b", 0.6, -1};
     pthread_t ta, tb;
@@ -341,19 +350,19 @@ static void test_failure(void) {
     use(rt, "c");
     srv_lease l;
     srv_error e;
-    CHECK(srv_router_acquire(rt, "b", &l, &e) == -1 && e.status == 500 && !strcmp(e.code, "model_load_failed"));
+    CHECK(srv_router_acquire(rt, "b", NULL, &l, &e) == -1 && e.status == 500 && !strcmp(e.code, "model_load_failed"));
     CHECK(strstr(e.message, "bad magic") != NULL);
     CHECK(!strcmp(state_of(rt, 1), "failed") && f.opens[1] == 1);
     /* not tried again (nor anything unloaded for it) while the file is as it was */
     int closes = f.closes[0] + f.closes[2];
-    CHECK(srv_router_acquire(rt, "b", &l, &e) == -1 && f.opens[1] == 1 && f.closes[0] + f.closes[2] == closes);
+    CHECK(srv_router_acquire(rt, "b", NULL, &l, &e) == -1 && f.opens[1] == 1 && f.closes[0] + f.closes[2] == closes);
     use(rt, "a");
     use(rt, "c");
     /* POST /models/load tries again; so does a request once the file changed */
-    CHECK(srv_router_load(rt, "b", &e) == -1 && f.opens[1] == 2);
+    CHECK(srv_router_load(rt, "b", NULL, &e) == -1 && f.opens[1] == 2);
     sleep_s(0.02);
     write_file("broken.gguf", "still broken, but changed");
-    CHECK(srv_router_acquire(rt, "b", &l, &e) == -1 && f.opens[1] == 3);
+    CHECK(srv_router_acquire(rt, "b", NULL, &l, &e) == -1 && f.opens[1] == 3);
     srv_router_free(rt);
     CHECK(f.live == 0);
 }
@@ -371,6 +380,49 @@ static void test_idle(void) {
     CHECK(!strcmp(state_of(rt, 1), "loaded")); /* busy, however long */
     pthread_join(tb, NULL);
     srv_router_free(rt);
+}
+
+static bool always_gone(void *user) {
+    (void)user;
+    return true;
+}
+
+/* Requests waiting for a model being loaded: at most max_waiting (then 503), and one whose client
+ * left stops waiting (499) while the load goes on for the others. */
+static void test_waiting(void) {
+    const char *paths[] = {"/m/slow-a", "/m/slow-b"};
+    fake f = {0};
+    srv_router *rt = router_of(paths, 2, (srv_router_config){.max_waiting = 1}, &f);
+    holder loader = {rt, "a", 0, -1}, waiter = {rt, "a", 0, -1};
+    pthread_t tl, tw;
+    pthread_create(&tl, NULL, hold, &loader);
+    sleep_s(0.1);
+    pthread_create(&tw, NULL, hold, &waiter);
+    sleep_s(0.1);
+    srv_lease l;
+    srv_error e;
+    CHECK_MSG(srv_router_acquire(rt, "a", NULL, &l, &e) == -1 && e.status == 503 && !strcmp(e.code, "server_overloaded"),
+              "%d %s", e.status, e.message);
+    CHECK(strstr(e.message, "--max-queue") != NULL);
+    pthread_join(tl, NULL);
+    pthread_join(tw, NULL);
+    CHECK(loader.rc == 0 && waiter.rc == 0 && f.opens[0] == 1);
+    /* a client gone: its wait ends within 100 ms, not with the load */
+    holder lb = {rt, "b", 0, -1};
+    pthread_create(&tl, NULL, hold, &lb);
+    sleep_s(0.1);
+    srv_waiter gone = {always_gone, NULL};
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK(srv_router_acquire(rt, "b", &gone, &l, &e) == -1 && e.status == 499);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double waited = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    CHECK_MSG(waited < 0.3, "the wait of a client gone took %.3f s", waited);
+    CHECK(srv_router_load(rt, "b", &gone, &e) == -1 && e.status == 499);
+    pthread_join(tl, NULL);
+    CHECK(lb.rc == 0 && !strcmp(state_of(rt, 1), "loaded"));
+    srv_router_free(rt);
+    CHECK(f.live == 0);
 }
 
 /* /v1/models' object of a model not loaded, and of one that failed. */
@@ -414,6 +466,7 @@ int main(void) {
     test_lru();
     test_budget();
     test_busy();
+    test_waiting();
     test_failure();
     test_idle();
     test_single();

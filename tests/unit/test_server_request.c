@@ -304,6 +304,10 @@ static void test_hosts(void) {
     CHECK(!srv_host_allowed("[::1", lo) && !srv_host_allowed(":8080", lo));
     CHECK(srv_host_allowed(NULL, lo) && srv_host_allowed("anything", "*"));
     CHECK(srv_host_allowed("api.example.com", "api.example.com,other") && srv_host_allowed("other:1", "api.example.com,other"));
+    /* after the name only a port: anything else makes it another name */
+    CHECK(!srv_host_allowed("[::1]x.evil.com", lo) && !srv_host_allowed("[::1]:80x", lo) && !srv_host_allowed("[::1]:", lo));
+    CHECK(!srv_host_allowed("localhost:80:81", lo) && !srv_host_allowed("localhost:123456", lo));
+    CHECK(!srv_host_allowed("[::1].evil.com:80", lo) && srv_host_allowed("[::1]:65535", lo));
     char *d = srv_default_allowed_hosts("127.0.0.2");
     CHECK(d && srv_host_allowed("127.0.0.2:80", d) && srv_host_allowed("localhost", d) && !srv_host_allowed("evil", d));
     free(d);
@@ -331,6 +335,30 @@ static void test_escaped_nul(void) {
     const char *b4 = "{\"content\":\"\\u0001\"}";
     CHECK(srv_tokenize_parse(b4, strlen(b4), &t, &e) == 0 && t.len == 1 && t.content[0] == 1);
     srv_tokenize_free(&t);
+}
+
+/* A key given twice means one thing to cJSON (the first) and maybe another to a proxy or a
+ * client (the last): refused wherever it is, naming it and where. */
+static void test_duplicate_keys(void) {
+    srv_request r;
+    srv_error e;
+    CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\": \"a\", \"max_tokens\": 1, \"max_tokens\": 900}", &r, &e) == -1);
+    CHECK_MSG(e.status == 400 && strstr(e.message, "the key 'max_tokens' twice (in the top-level object)"), "%s", e.message);
+    CHECK(parse(SRV_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\", \"role\": \"system\"}]}", &r, &e) == -1);
+    CHECK_MSG(strstr(e.message, "the key 'role' twice (in /messages/0)"), "%s", e.message);
+    CHECK(parse(SRV_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"response_format\": {\"type\": "
+                              "\"json_schema\", \"json_schema\": {\"name\": \"x\", \"schema\": {\"type\": \"object\", "
+                              "\"properties\": {\"a\": {}, \"b\": {}, \"a\": {}}}}}}",
+                &r, &e) == -1);
+    CHECK_MSG(strstr(e.message, "the key 'a' twice (in /response_format/json_schema/schema/properties)"), "%s", e.message);
+    srv_tokenize_req t;
+    const char *b = "{\"content\": \"x\", \"content\": \"y\"}";
+    CHECK(srv_tokenize_parse(b, strlen(b), &t, &e) == -1 && e.status == 400 && strstr(e.message, "'content' twice"));
+    /* the same key in two objects is no duplicate */
+    CHECK(parse(SRV_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"assistant\", "
+                              "\"content\": \"b\"}, {\"role\": \"user\", \"content\": \"c\"}]}",
+                &r, &e) == 0);
+    srv_request_free(&r);
 }
 
 /* POST /slots/{id}?action=: the id from the path, the action from the query, a plain file name. */
@@ -704,6 +732,7 @@ int main(void) {
     test_beams();
     test_tokenize_bodies();
     test_escaped_nul();
+    test_duplicate_keys();
     test_hosts();
     test_media_types();
     test_slot_bodies();

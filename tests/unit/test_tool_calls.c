@@ -52,10 +52,10 @@ typedef struct want_call {
 
 /* The calls in text, the content before them ending at content_end, what they did not take
  * starting at tail (strlen(text): nothing). */
-static void expect_calls_tail(const srv_call_syntax *f, const char *text, size_t content_end, size_t tail, int n,
-                              const want_call *want) {
+static void expect_calls_of(const srv_call_syntax *f, const char *text, const char *tools, bool parallel,
+                            size_t content_end, size_t tail, int n, const want_call *want) {
     srv_tool_calls c;
-    CHECK(srv_tool_calls_parse(f, text, strlen(text), NULL, &c) == 0);
+    CHECK(srv_tool_calls_parse(f, text, strlen(text), tools, parallel, &c) == 0);
     CHECK_MSG(c.n == n, "%d calls instead of %d in %s", c.n, n, text);
     CHECK_MSG(c.content_end == content_end, "content ends at %zu, not %zu, in %s", c.content_end, content_end, text);
     CHECK_MSG(c.tail == tail, "the rest starts at %zu, not %zu, in %s", c.tail, tail, text);
@@ -74,8 +74,40 @@ static void expect_calls_tail(const srv_call_syntax *f, const char *text, size_t
     srv_tool_calls_free(&c);
 }
 
+static void expect_calls_tail(const srv_call_syntax *f, const char *text, size_t content_end, size_t tail, int n,
+                              const want_call *want) {
+    expect_calls_of(f, text, NULL, true, content_end, tail, n, want);
+}
+
 static void expect_calls(const srv_call_syntax *f, const char *text, size_t content_end, int n, const want_call *want) {
     expect_calls_tail(f, text, content_end, strlen(text), n, want);
+}
+
+/* The tools the limits' replies call. */
+#define TOOL(name) "{\"type\":\"function\",\"function\":{\"name\":\"" name "\"}}"
+static const char ALL_TOOLS[] = "[" TOOL("get_weather") "," TOOL("a") "," TOOL("b") "," TOOL("f") "]";
+
+/* Calls the request did not ask for are content: a tool it did not declare, arguments an escaped
+ * NUL would cut short; parallel_tool_calls false keeps the first call, what follows it content. */
+static void test_parse_limits(void) {
+    const char *undeclared = "<tool_call>{\"name\": \"rm_rf\", \"arguments\": {}}</tool_call>";
+    size_t n = strlen(undeclared);
+    expect_calls_of(HERMES, undeclared, ALL_TOOLS, true, n, n, 0, NULL);
+    const char *mixed = "<tool_call>{\"name\": \"a\"}</tool_call><tool_call>{\"name\": \"rm_rf\"}</tool_call>";
+    expect_calls_of(HERMES, mixed, ALL_TOOLS, true, strlen(mixed), strlen(mixed), 0, NULL);
+    const char *list = "[TOOL_CALLS][{\"name\": \"rm_rf\", \"arguments\": {}}]";
+    expect_calls_of(MISTRAL, list, ALL_TOOLS, true, strlen(list), strlen(list), 0, NULL);
+    const char *nul = "<tool_call>{\"name\": \"f\", \"arguments\": {\"path\": \"/tmp/x\\u0000/etc/passwd\"}}</tool_call>";
+    expect_calls_of(HERMES, nul, ALL_TOOLS, true, strlen(nul), strlen(nul), 0, NULL);
+    want_call esc[] = {{"f", "{\"s\":\"a\\\\u0000b\"}"}}; /* an escaped backslash, then text: not a NUL */
+    const char *escaped = "<tool_call>{\"name\": \"f\", \"arguments\": {\"s\": \"a\\\\u0000b\"}}</tool_call>";
+    expect_calls_of(HERMES, escaped, ALL_TOOLS, true, 0, strlen(escaped), 1, esc);
+    want_call first[] = {{"a", "{}"}};
+    const char *two = "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>\n"
+                      "<tool_call>{\"name\": \"b\", \"arguments\": {}}</tool_call>";
+    expect_calls_of(HERMES, two, ALL_TOOLS, false, 0, (size_t)(strrchr(two, '\n') + 1 - two), 1, first);
+    const char *pair = "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\"}]";
+    expect_calls_of(MISTRAL, pair, ALL_TOOLS, false, 0, (size_t)(strstr(pair, "}, {") + 1 - pair), 1, first);
 }
 
 static void test_parse_hermes(void) {
@@ -226,6 +258,7 @@ static void test_grammar(void) {
 }
 
 int main(void) {
+    test_parse_limits();
     test_describe();
     test_parse_hermes();
     test_parse_llama3_mistral();
