@@ -45,8 +45,11 @@ def model_path(rec, args):
     name = "golden-" + "-".join(a.strip("-") for a in rec["synth_gguf_args"])
     out = os.path.join(args.models, name + ".gguf")
     if not os.path.exists(out):
+        # written under another name and renamed: a suite running beside this one may make it too
         os.makedirs(args.models, exist_ok=True)
-        run([sys.executable, os.path.join(args.shared, "tools/synth-gguf")] + rec["synth_gguf_args"] + ["-o", out])
+        part = "%s.%d.part" % (out, os.getpid())
+        run([sys.executable, os.path.join(args.shared, "tools/synth-gguf")] + rec["synth_gguf_args"] + ["-o", part])
+        os.replace(part, out)
     return out
 
 

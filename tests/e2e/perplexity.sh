@@ -37,7 +37,7 @@ counts "$(/usr/bin/python3 tests/e2e/perplexity_check.py ppl "$BIN" "$REF" "$STO
 # The KL divergence of a Q8_0 stories260K from the F32 one against numpy's.
 Q8=$MODELS_DIR/ppl-stories260K-q8_0.gguf
 mkdir -p "$MODELS_DIR"
-[ -s "$Q8" ] || /usr/bin/python3 tests/e2e/perplexity_check.py q8_0 "$REF" "$STORIES" "$Q8"
+[ -s "$Q8" ] || { /usr/bin/python3 tests/e2e/perplexity_check.py q8_0 "$REF" "$STORIES" "$Q8.$$.part" && mv -f "$Q8.$$.part" "$Q8"; }
 counts "$(/usr/bin/python3 tests/e2e/perplexity_check.py kld "$BIN" "$REF" "$STORIES" "$Q8" "$tmp/long.txt" 32 2>&1)"
 
 # A model against itself: no divergence, the same top token everywhere, a perplexity ratio of 1.
