@@ -7,12 +7,12 @@
 #include "cli.h"
 
 #define USAGE                                                                                          \
-    "usage: nucleus tokenize [-m MODEL] (-p TEXT | -f FILE) [--no-bos] [--special] [--json | --lines | --show-pieces]\n" \
+    "usage: nucleus tokenize [-m MODEL] (-p TEXT | -f FILE) [--no-bos] [--special] [--lines] [--json | --show-pieces]\n" \
     "  -f FILE     the text of FILE ('-': stdin)\n"                                                      \
     "  --no-bos    no BOS/EOS tokens the vocabulary would add\n"                                          \
     "  --special   text such as <|im_start|> becomes its control token\n"                                \
     "  --json      ids as a JSON array\n"                                                                 \
-    "  --lines     each line of the text on its own, one output line per input line\n"              \
+    "  --lines     each line of the text on its own, one output line (or block of pieces) per input line\n"              \
     "  --show-pieces  a line per token: its id and its text, as llama-tokenize prints them\n"
 
 typedef struct tok_opts {
@@ -42,8 +42,8 @@ static int parse_args(int argc, char **argv, tok_opts *o) {
         fprintf(stderr, "error: tokenize: give exactly one of -p TEXT or -f FILE\n" USAGE);
         return 2;
     }
-    if (o->json + o->lines + o->pieces > 1) {
-        fprintf(stderr, "error: tokenize: --json, --lines and --show-pieces exclude each other\n" USAGE);
+    if (o->json && o->pieces) {
+        fprintf(stderr, "error: tokenize: --json and --show-pieces exclude each other\n" USAGE);
         return 2;
     }
     if (!o->path && !(o->path = cli_default_model())) return 2;
