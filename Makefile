@@ -6,9 +6,14 @@ BUILD   ?= build
 CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter
 INC     := -Iinclude -Isrc -I$(BUILD)/gen
-REL_CFLAGS := $(CSTD) $(WARN) $(INC) -O2 -g -fno-math-errno
+# Release objects also make libnucleus.so: position-independent, and hidden but for what
+# include/nucleus.h declares (its declarations are marked default), so the library's own calls
+# stay direct and only the nc_* interface is exported.
+REL_CFLAGS := $(CSTD) $(WARN) $(INC) -O2 -g -fno-math-errno -fPIC -fvisibility=hidden
 SAN_CFLAGS := $(CSTD) $(WARN) $(INC) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
-LDLIBS  := -lm -lpthread -lpcre2-8 -lcjson -lmicrohttpd
+LDLIBS  := -lm -lpthread -lpcre2-8 -lcjson -lmicrohttpd -lcurl
+# The command line alone edits chat input with libedit.
+CLI_LDLIBS := -ledit
 
 # Kernels for one instruction set live in files named *_avx2.c / *_avx512.c / *_neon_dot.c /
 # *_neon_i8mm.c and are compiled with that set enabled; everything else targets baseline x86-64
@@ -45,17 +50,25 @@ REL_CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/rel/%.o)
 SAN_CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/san/%.o)
 UNIT_BIN    := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%)
 
-.PHONY: all check test test-full unit clean fuzz deps
+.PHONY: all check test test-full unit clean fuzz deps test-deps lib install examples python
 all: $(BUILD)/nucleus
 
+# What building and running need (make deps); that and what the tests need (make test-deps).
 deps:
 	bash scripts/install-deps.sh
+test-deps:
+	bash scripts/install-deps.sh --test
 
 isa_flags = $(if $(findstring _avx512,$1),$(AVX512_FLAGS),$(if $(findstring _avx2,$1),$(AVX2_FLAGS),$(if $(findstring _neon_dot,$1),$(HOST_NEON_DOT_FLAGS),$(if $(findstring _neon_i8mm,$1),$(HOST_NEON_I8MM_FLAGS),))))
 
-$(BUILD)/rel/%.o: %.c
+$(BUILD)/rel/%.o: %.c $(BUILD)/gen/rel_cflags.flag
 	@mkdir -p $(dir $@)
 	$(CC) $(REL_CFLAGS) $(call isa_flags,$<) -MMD -MP -c $< -o $@
+# The release flags, rewritten when they change, so the objects are compiled again (a shared
+# library cannot take objects compiled without -fPIC).
+$(BUILD)/gen/rel_cflags.flag: FORCE
+	@mkdir -p $(dir $@)
+	@[ -f $@ ] && [ "$$(cat $@)" = "$(REL_CFLAGS)" ] || echo "$(REL_CFLAGS)" > $@
 $(BUILD)/san/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(SAN_CFLAGS) $(call isa_flags,$<) -MMD -MP -c $< -o $@
@@ -69,7 +82,7 @@ $(BUILD)/embed: scripts/embed.c
 $(GEN_SRC): $(BUILD)/embed $(WEB_FILES)
 	@mkdir -p $(dir $@)
 	$(BUILD)/embed $@ $(WEB_FILES)
-$(BUILD)/rel/gen/%.o: $(BUILD)/gen/%.c
+$(BUILD)/rel/gen/%.o: $(BUILD)/gen/%.c $(BUILD)/gen/rel_cflags.flag
 	@mkdir -p $(dir $@)
 	$(CC) $(REL_CFLAGS) -MMD -MP -c $< -o $@
 $(BUILD)/san/gen/%.o: $(BUILD)/gen/%.c
@@ -78,6 +91,14 @@ $(BUILD)/san/gen/%.o: $(BUILD)/gen/%.c
 
 $(BUILD)/rel/libnucleus.a: $(REL_LIB_OBJ)
 	@rm -f $@; ar rcs $@ $^
+# The shared library (the CPU backend; CUDA builds link src/cuda into the binary only). Its soname
+# changes with SOVERSION, when include/nucleus.h changes in a way older programs cannot use.
+VERSION   := 0.1.0
+SOVERSION := 0
+$(BUILD)/rel/libnucleus.so.$(VERSION): $(REL_LIB_OBJ) scripts/libnucleus.map
+	$(CC) -shared -Wl,-soname,libnucleus.so.$(SOVERSION) -Wl,--version-script=scripts/libnucleus.map \
+	    -o $@ $(REL_LIB_OBJ) $(LDLIBS)
+lib: $(BUILD)/rel/libnucleus.a $(BUILD)/rel/libnucleus.so.$(VERSION)
 $(BUILD)/san/libnucleus.a: $(SAN_LIB_OBJ)
 	@rm -f $@; ar rcs $@ $^
 
@@ -132,11 +153,11 @@ MAIN_OBJ := $(BUILD)/rel/libnucleus.a
 MAIN_LIBS := $(LDLIBS)
 endif
 $(BUILD)/nucleus: $(REL_CLI_OBJ) $(MAIN_OBJ) $(BUILD)/gen/cuda.flag
-	$(CC) $(REL_CFLAGS) -o $@ $(filter %.o %.a,$^) $(MAIN_LIBS)
+	$(CC) $(REL_CFLAGS) -o $@ $(filter %.o %.a,$^) $(MAIN_LIBS) $(CLI_LDLIBS)
 $(BUILD)/emu/nucleus: $(REL_CLI_OBJ) $(REL_LIB_OBJ) $(EMU_OBJ)
-	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS) -lstdc++
+	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS) $(CLI_LDLIBS) -lstdc++
 $(BUILD)/cuda/nucleus: $(REL_CLI_OBJ) $(REL_LIB_OBJ) $(CUDA_OBJ)
-	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
+	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS) $(CLI_LDLIBS) $(CUDA_LIBS)
 
 # Tests of the CUDA code (tests/cuda: C tests of the backend's functions, .cu tests with kernels
 # of their own): emulated on the CPU ($(BUILD)/emu/tests, part of `make test`), and for the GPU
@@ -166,7 +187,7 @@ cuda: $(BUILD)/cuda/nucleus $(CU_TESTS:%=$(BUILD)/cuda/tests/%)
 # make test compiles the GPU build too where nvcc is installed (its tests skip without a GPU).
 HAVE_NVCC := $(if $(wildcard $(NVCC)),cuda,)
 $(BUILD)/san/nucleus: $(SAN_CLI_OBJ) $(BUILD)/san/libnucleus.a
-	$(CC) $(SAN_CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(SAN_CFLAGS) -o $@ $^ $(LDLIBS) $(CLI_LDLIBS)
 
 $(BUILD)/san/tests/%: tests/unit/%.c $(BUILD)/san/libnucleus.a
 	@mkdir -p $(dir $@)
@@ -180,7 +201,47 @@ $(BUILD)/rel/tests/%: tests/unit/%.c $(BUILD)/rel/libnucleus.a
 	@mkdir -p $(dir $@)
 	$(CC) $(REL_CFLAGS) $(call isa_flags,$<) -Itests -o $@ $< $(BUILD)/rel/libnucleus.a $(LDLIBS)
 
-# Benchmarks that are not part of `make test` (see bench/ and README's Performance section).
+# examples/: programs that use the library as its users do, through include/nucleus.h alone
+# (tests/e2e/install.sh builds them against an installed copy with pkg-config).
+EXAMPLE_BIN := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
+$(BUILD)/examples/%: examples/%.c $(BUILD)/rel/libnucleus.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -Iinclude -O2 -o $@ $< $(BUILD)/rel/libnucleus.a $(LDLIBS)
+examples: $(EXAMPLE_BIN)
+
+# make install [PREFIX=/usr/local] [DESTDIR=...]: the binary, the libraries, the header, a
+# pkg-config file and the default model (the binary finds it in PREFIX/share/nucleus).
+PREFIX  ?= /usr/local
+LIBDIR  ?= $(PREFIX)/lib
+INSTALL ?= install
+install: $(BUILD)/nucleus lib scripts/nucleus.pc.in
+	$(INSTALL) -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include \
+	    $(DESTDIR)$(PREFIX)/share/nucleus $(DESTDIR)$(PREFIX)/share/doc/nucleus
+	$(INSTALL) -m 755 $(BUILD)/nucleus $(DESTDIR)$(PREFIX)/bin/nucleus
+	$(INSTALL) -m 755 $(BUILD)/rel/libnucleus.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
+	ln -sf libnucleus.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libnucleus.so.$(SOVERSION)
+	ln -sf libnucleus.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libnucleus.so
+	$(INSTALL) -m 644 $(BUILD)/rel/libnucleus.a $(DESTDIR)$(LIBDIR)/
+	$(INSTALL) -m 644 include/nucleus.h $(DESTDIR)$(PREFIX)/include/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@VERSION@|$(VERSION)|' \
+	    -e 's|@LIBS@|$(LDLIBS)|' scripts/nucleus.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/nucleus.pc
+	$(INSTALL) -m 644 models/stories260K.gguf $(DESTDIR)$(PREFIX)/share/nucleus/
+	$(INSTALL) -m 644 models/README.md $(DESTDIR)$(PREFIX)/share/nucleus/README.md
+	$(INSTALL) -m 644 LICENSE $(DESTDIR)$(PREFIX)/share/doc/nucleus/
+	@# The dynamic linker's cache learns of the new library (a staged install leaves that to its package).
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi
+
+# The Python package (python/, docs/python.md): libnucleus.so bundled into it by its own build
+# backend, installed by pip from the checkout, no registry. PYTHON is the interpreter it goes to: a
+# virtual environment's (PYTHON=venv/bin/python), or Debian's python3 for a system-wide install,
+# which Debian 12 allows with PIP_FLAGS=--break-system-packages (as root: /usr/local).
+PYTHON    ?= python3
+PIP_FLAGS ?=
+python: $(BUILD)/rel/libnucleus.so.$(VERSION)
+	NUCLEUS_LIBRARY=$(abspath $<) $(PYTHON) -m pip install --no-build-isolation --no-index --force-reinstall \
+	    $(PIP_FLAGS) ./python
+
+# Benchmarks that are not part of `make test` (see bench/ and docs/performance.md).
 $(BUILD)/tokenize_bench: bench/tokenize_bench.c $(BUILD)/rel/libnucleus.a
 	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS)
 $(BUILD)/kernels_bench: bench/kernels_bench.c $(BUILD)/rel/libnucleus.a
@@ -230,8 +291,16 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_OBJ)
 # Harnesses that include the source they exercise rebuild when it changes.
 $(BUILD)/fuzz/fuzz_kv_file: src/kv/kv_file_format.c src/kv/kv_file.h
 $(BUILD)/fuzz/fuzz_request: src/server/request.c src/server/request.h
+$(BUILD)/fuzz/fuzz_reply: src/server/reply.c src/server/harmony.c src/server/call_named.c src/server/tool_calls.c \
+                          src/server/marker.c src/server/chat_format.c src/server/reply.h src/server/tool_calls.h
 $(BUILD)/fuzz/fuzz_template: $(wildcard src/template/*.c src/template/*.h)
 fuzz: $(FUZZ_BIN)
+# Every harness for 10^6 inputs (FUZZ_LONG_RUNS), the nightly-style run; `make test` runs each
+# for seconds.
+FUZZ_LONG_RUNS ?= 1000000
+.PHONY: fuzz-long
+fuzz-long: fuzz
+	bash bench/fuzz.sh $(FUZZ_LONG_RUNS)
 
 # The GPU build where nvcc is: with a GPU (a /dev/nvidiaN device), all of it (make cuda), whose
 # tests then run; without one, where those tests could only skip, the kernels compiled for one

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "common.h" /* nc_open_regular */
 
 bool cli_int(const char *flag, const char *s, long lo, long hi, long *out) {
     char *end;
@@ -94,22 +95,38 @@ const char *cli_value(int argc, char **argv, int *i) {
     return argv[++*i];
 }
 
+/* Cuts path at its last '/': the directory above (false when there is none). */
+static bool parent_dir(char *path) {
+    char *slash = strrchr(path, '/');
+    if (!slash || slash == path) return false;
+    *slash = 0;
+    return true;
+}
+
 const char *cli_default_model(void) {
-    static char path[4096 + 64];
     const char *env = getenv("NUCLEUS_MODEL");
     if (env && *env) return env;
-    char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    /* The places, from the binary's directory: PREFIX/bin/nucleus has the model in
+     * PREFIX/share/nucleus; build/nucleus and build/san/nucleus sit one and two levels below the
+     * repository's models/. */
+    static char places[3][4096 + 64];
+    char dir[4096];
+    int n_places = 0;
+    ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
     if (n > 0) {
-        exe[n] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = 0; /* .../repo/build */
-            snprintf(path, sizeof path, "%s/../../shared/models/stories260K/stories260K.gguf", exe);
-            if (access(path, R_OK) == 0) return path;
+        dir[n] = 0;
+        if (parent_dir(dir) && parent_dir(dir)) {
+            snprintf(places[n_places++], sizeof places[0], "%s/share/nucleus/stories260K.gguf", dir);
+            snprintf(places[n_places++], sizeof places[0], "%s/models/stories260K.gguf", dir);
+            if (parent_dir(dir)) snprintf(places[n_places++], sizeof places[0], "%s/models/stories260K.gguf", dir);
         }
     }
-    return "../shared/models/stories260K/stories260K.gguf";
+    for (int i = 0; i < n_places; i++)
+        if (access(places[i], R_OK) == 0) return places[i];
+    fprintf(stderr, "error: no -m MODEL given, and the default model is not in its places:");
+    for (int i = 0; i < n_places; i++) fprintf(stderr, "%s %s", i ? "," : "", places[i]);
+    fprintf(stderr, "%s\n", n_places ? "" : " the binary's own path is unknown");
+    return NULL;
 }
 
 static int oom(nc_err *err) {
@@ -135,21 +152,31 @@ int cli_tokenize(const nc_model *m, const char *text, bool add_special, bool par
     return n;
 }
 
-static const char *const cache_names[] = {[NC_CACHE_F16] = "f16", [NC_CACHE_F32] = "f32", [NC_CACHE_Q8_0] = "q8_0",
-                                          [NC_CACHE_Q4_0] = "q4_0"};
+static const char *const cache_names[] = {[NC_CACHE_DEFAULT] = "default", [NC_CACHE_F16] = "f16", [NC_CACHE_F32] = "f32",
+                                          [NC_CACHE_Q8_0] = "q8_0", [NC_CACHE_Q4_0] = "q4_0"};
 
 const char *cli_cache_type_name(nc_cache_type t) {
     return (unsigned)t < sizeof cache_names / sizeof cache_names[0] ? cache_names[t] : "?";
 }
 
 static bool cache_type(const char *flag, const char *s, nc_cache_type *out) {
-    for (size_t i = 0; i < sizeof cache_names / sizeof cache_names[0]; i++)
+    for (size_t i = NC_CACHE_F16; i < sizeof cache_names / sizeof cache_names[0]; i++)
         if (!strcmp(s, cache_names[i])) {
             *out = (nc_cache_type)i;
             return true;
         }
     fprintf(stderr, "error: %s: expected f16, f32, q8_0 or q4_0, got '%s'\n", flag, s);
     return false;
+}
+
+const char *cli_kv_summary(const nc_context *c, char *buf, size_t cap) {
+    nc_cache_type k, v, latent;
+    nc_context_cache_types(c, &k, &v);
+    int n = snprintf(buf, cap, "keys %s, values %s", cli_cache_type_name(k), cli_cache_type_name(v));
+    if (nc_kv_latent_type(c, &latent)) n += snprintf(buf + n, cap - n, " (latent %s)", cli_cache_type_name(latent));
+    n += snprintf(buf + n, cap - n, ": %.1f KiB per token", nc_kv_bytes_per_token(c) / 1024.0);
+    if (nc_kv_state_bytes(c)) snprintf(buf + n, cap - n, ", recurrent state %.1f KiB a sequence", nc_kv_state_bytes(c) / 1024.0);
+    return buf;
 }
 
 const char *cli_cache_types(nc_cache_type k, nc_cache_type v, char buf[16]) {
@@ -193,9 +220,17 @@ int cli_device_arg(int argc, char **argv, int *i, int32_t *n_gpu_layers) {
 
 char *cli_read_text(const char *path, size_t *len) {
     bool in = !strcmp(path, "-");
-    FILE *f = in ? stdin : fopen(path, "rb");
+    nc_err err;
+    int fd = in ? -1 : nc_open_regular(path, &err);
+    if (!in && fd < 0) { /* (EINVAL: not a regular file, which err names) */
+        if (errno == EINVAL) fprintf(stderr, "error: %s\n", err.msg);
+        else fprintf(stderr, "error: %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    FILE *f = in ? stdin : fdopen(fd, "rb");
     if (!f) {
         fprintf(stderr, "error: %s: %s\n", path, strerror(errno));
+        close(fd);
         return NULL;
     }
     size_t cap = 1 << 16, n = 0;

@@ -19,6 +19,9 @@ bool cli_ids(const char *flag, const char *s, int32_t **ids, int *n);
 int cli_cache_arg(int argc, char **argv, int *i, nc_cache_type *k, nc_cache_type *v);
 const char *cli_cache_type_name(nc_cache_type t);
 /* Both, for reports: "f16" when keys and values share the type, else "q8_0/q4_0" (keys/values). */
+/* The start-up line's words on the cache: "keys f16, values f16[ (latent f32)]: X KiB per token[,
+ * recurrent state Y KiB a sequence]". */
+const char *cli_kv_summary(const nc_context *c, char *buf, size_t cap);
 const char *cli_cache_types(nc_cache_type k, nc_cache_type v, char buf[16]);
 #define CLI_CACHE_USAGE "[--cache-type-k T] [--cache-type-v T]"
 #define CLI_CACHE_HELP                                                                                        \
@@ -37,13 +40,46 @@ int cli_device_arg(int argc, char **argv, int *i, int32_t *n_gpu_layers);
 #define CLI_FAST_HELP                                                                                            \
     "  --fast             int8 activations for the Q8_0/Q4_0 products of normalised inputs: faster prefill\n"     \
     "                     and speculative verification, log-probabilities up to ~0.13 further from the\n"     \
-    "                     exact ones (README: Correctness)\n"
+    "                     exact ones (docs/correctness.md)\n"
 /* The value after a flag, or NULL with a message when argv ends. */
 const char *cli_value(int argc, char **argv, int *i);
 
-/* The model used when -m is not given: $NUCLEUS_MODEL, else the shared stories260K model
- * found relative to the executable (build/nucleus -> ../shared/models/...). */
+/* The model used when -m is not given: $NUCLEUS_MODEL, else stories260K.gguf found relative to
+ * the executable (models/ of the repository it was built in, or PREFIX/share/nucleus once
+ * installed), so it runs from any directory. NULL, with a message naming the places, when it is
+ * in none (the commands then exit with 2, as for a missing option). */
 const char *cli_default_model(void);
+
+/* The model from Hugging Face's hub (cli/hub_args.c), beside -m on every command that loads one:
+ * -hf / --hf-repo USER/REPO[:QUANT], --offline (the cache only). */
+typedef struct cli_hf {
+    const char *repo;
+    bool offline;
+    char path[4096];  /* where the cache holds it */
+} cli_hf;
+/* 1: argv[*i] was one, consumed with its value; 0: not one; -1: refused (message printed). */
+int cli_hf_arg(int argc, char **argv, int *i, cli_hf *hf);
+/* The model to load into *model: -m's (*model already set), else -hf's (found in the cache or
+ * downloaded now, with its progress on stderr), else the default model. 0, or the exit status
+ * with a message printed: 2 for flags that do not go together, 1 for a download that failed. */
+int cli_model_path(const char **model, cli_hf *hf);
+#define CLI_HF_USAGE "[-hf USER/REPO[:QUANT] [--offline]]"
+#define CLI_HF_HELP                                                                                            \
+    "  -hf USER/REPO[:QUANT]  the model from Hugging Face's hub instead of -m: the GGUF file of QUANT (default\n" \
+    "                     Q4_K_M, else the nearest), downloaded once into the cache (nucleus pull -h)\n"         \
+    "  --offline          with -hf: the cache only, no network\n"
+/* 1234567 -> "1.2 MB": B, kB, MB, GB (decimal, as the hub shows sizes). */
+const char *cli_bytes(uint64_t b, char buf[24]);
+/* A download's progress on stderr (a bar on a terminal, a line per tenth otherwise). */
+typedef struct cli_progress {
+    bool tty, drawn;
+    double t_start, t_last;
+    uint64_t start_bytes;
+    int tenth;
+} cli_progress;
+void cli_hub_params(nc_hub_params *p, bool offline, cli_progress *state);
+/* Ends a bar left drawn (before an error message). */
+void cli_progress_end(cli_progress *state);
 
 /* Tokenize a whole text into a malloc'd array; parse_special: text such as "<|im_start|>" becomes
  * its control token. */
@@ -51,7 +87,8 @@ int cli_tokenize(const nc_model *m, const char *text, bool add_special, bool par
                  nc_err *err);
 
 /* The whole of a file, or of stdin for "-", NUL-terminated (malloc'd, *len bytes); NULL with
- * "error: PATH: why" printed. */
+ * "error: PATH: why" printed. A path must name a regular file (a FIFO would block: pipes come
+ * through "-"). */
 char *cli_read_text(const char *path, size_t *len);
 /* A malloc'd copy of s with llama.cpp's escapes (-e) replaced: \n \r \t \\ \" \' \xHH. Any other
  * backslash sequence (or \x00) is refused: NULL with "error: FLAG: bad escape ..." printed. */
@@ -127,5 +164,8 @@ int cmd_bench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_pull(int argc, char **argv);
+int cmd_list(int argc, char **argv);
+int cmd_rm(int argc, char **argv);
 
 #endif

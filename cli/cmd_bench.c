@@ -19,6 +19,7 @@ typedef struct bench_opts {
     bool json, no_bandwidth, fast, all_logits;
     nc_cache_type type_k, type_v;
     int32_t n_gpu_layers;
+    cli_hf hf;
 } bench_opts;
 
 typedef struct stats { double mean, sd; } stats;
@@ -38,13 +39,13 @@ static stats summarize(const double *v, int n) {
 }
 
 #define USAGE                                                                                                    \
-    "usage: nucleus bench [-m MODEL] [-p 128] [-n 64] [-d 0] [-t THREADS] [-r 5] " CLI_CACHE_USAGE               \
+    "usage: nucleus bench [-m MODEL | -hf USER/REPO[:QUANT]] [-p 128] [-n 64] [-d 0] [-t THREADS] [-r 5] " CLI_CACHE_USAGE               \
     " [--fast] [--all-logits] [--json] [--no-bandwidth] " CLI_DEVICE_USAGE "\n"                                  \
     "  -p N, -n N         prompt tokens prefilled (pp) and tokens decoded (tg) per repetition (llama-bench's)\n" \
     "  -d N, --n-depth N  tokens already in the context when each test starts (llama-bench's; their prefill\n"  \
     "                     is not timed): rows read 'pp128 @ d4096'\n"                                             \
     "  -r N               repetitions after a warm-up (mean +- standard deviation)\n"                          \
-    CLI_FAST_HELP                                                                                              \
+    CLI_HF_HELP CLI_FAST_HELP                                                                                  \
     "  --all-logits       the prefill computes every row's logits, as a speculative verification pass\n"     \
     "                     (rows read 'pp17 all'); by default only the last row's, as a prompt's\n"          \
     "  --no-bandwidth     skip measuring the memory read bandwidth (on the GPU it is not measured)\n"          \
@@ -57,6 +58,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
         const char *a = argv[i], *v;
         int r = cli_cache_arg(argc, argv, &i, &o->type_k, &o->type_v);
         if (r == 0) r = cli_device_arg(argc, argv, &i, &o->n_gpu_layers);
+        if (r == 0) r = cli_hf_arg(argc, argv, &i, &o->hf);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(USAGE, stdout); return -1; }
@@ -75,8 +77,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
             return 2;
         }
     }
-    if (!o->model) o->model = cli_default_model();
-    return 0;
+    return cli_model_path(&o->model, &o->hf);
 }
 
 /* One prefill of n tokens at positions from..from+n-1 of sequence 0, the logits of every row or of
@@ -178,9 +179,11 @@ int cmd_bench(int argc, char **argv) {
     double pct = ceiling > 0 ? 100.0 * tg.mean / ceiling : 0;
     char kern[64]; /* the kernel set, and the fast mode when on */
     snprintf(kern, sizeof kern, "%s%s", gpu ? "cuda" : nc_kernels_name(), o.fast && !gpu ? " fast" : "");
-    const char *tk = cli_cache_type_name(o.type_k), *tv = cli_cache_type_name(o.type_v);
+    nc_cache_type type_k, type_v;
+    nc_context_cache_types(c, &type_k, &type_v);
+    const char *tk = cli_cache_type_name(type_k), *tv = cli_cache_type_name(type_v);
     char buf[16];
-    const char *kvt = cli_cache_types(o.type_k, o.type_v, buf);
+    const char *kvt = cli_cache_types(type_k, type_v, buf);
     char pp_name[48], tg_name[48];
     test_name(pp_name, sizeof pp_name, "pp", o.n_prompt, o.all_logits, o.depth);
     test_name(tg_name, sizeof tg_name, "tg", o.n_gen, false, o.depth);

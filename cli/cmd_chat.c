@@ -2,10 +2,9 @@
  * turn renders the whole conversation and generates the reply, streamed; the earlier turns' keys
  * and values come back from the prefix cache, so a turn computes only what is new. Ctrl-C stops
  * a reply (what was said stays in the conversation) and not the program; Ctrl-D at the prompt
- * ends it. */
+ * ends it. The prompt's input, edited on a terminal: chat_input.c. */
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +12,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "chat_input.h"
 #include "cli.h"
+#include "common.h" /* nc_open_regular */
 
 typedef struct chat_opts {
     const char *model, *system;
@@ -23,6 +24,7 @@ typedef struct chat_opts {
     int32_t n_gpu_layers;
     cli_decoding dec;
     cli_spec spec;
+    cli_hf hf;
 } chat_opts;
 
 static const char COMMANDS[] =
@@ -32,13 +34,17 @@ static const char COMMANDS[] =
     "  /save FILE     write the conversation as JSON ({\"messages\": [...]})\n"
     "  /load FILE     read a conversation written by /save (or any such JSON)\n"
     "  /set NAME V    temp, top_k, top_p, min_p, repeat_penalty, seed, n (reply tokens at most; -1: no limit)\n"
-    "  /help, /quit   (Ctrl-D quits too; Ctrl-C stops a reply)\n"
-    "input: end a line with \\ to go on on the next one, or put the text between lines of \"\"\"\n";
+    "  /help, /quit   (Ctrl-D quits too; Ctrl-C stops a reply, drops a line being typed, and at an empty\n"
+    "                 prompt says how to quit: a second Ctrl-C there quits)\n"
+    "input: end a line with \\ to go on on the next one, or put the text between lines of \"\"\"; on a terminal,\n"
+    "  lines are edited (arrow keys, emacs keys or ~/.editrc's) and Up recalls earlier ones, kept in\n"
+    "  $NUCLEUS_CHAT_HISTORY, else $XDG_STATE_HOME/nucleus/chat_history, else ~/.local/state/nucleus/chat_history\n";
 
 static void usage_to(FILE *out) {
     fprintf(out,
-            "usage: nucleus chat [-m MODEL] [--system TEXT] [-n N] [-t THREADS] [-c CTX] " CLI_CACHE_USAGE " " CLI_DEVICE_USAGE " [--fast]\n"
+            "usage: nucleus chat [-m MODEL | -hf USER/REPO[:QUANT]] [--system TEXT] [-n N] [-t THREADS] [-c CTX] " CLI_CACHE_USAGE " " CLI_DEVICE_USAGE " [--fast]\n"
             "                    [decoding options] [speculative options]\n"
+            CLI_HF_HELP
             "  --system TEXT      the system message\n"
             "  -n N               tokens per reply at most (default -1: until the model ends its turn)\n"
             "  -c CTX             the conversation's context (default: the model's, at most 4096)\n" CLI_CACHE_HELP CLI_DEVICE_HELP CLI_FAST_HELP
@@ -61,6 +67,7 @@ static int parse(int argc, char **argv, chat_opts *o) {
         if (r == 0) r = cli_cache_arg(argc, argv, &i, &o->type_k, &o->type_v);
         if (r == 0) r = cli_device_arg(argc, argv, &i, &o->n_gpu_layers);
         if (r == 0) r = cli_spec_arg(argc, argv, &i, &o->spec);
+        if (r == 0) r = cli_hf_arg(argc, argv, &i, &o->hf);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(o->model = cli_value(argc, argv, &i))) return 2; }
@@ -79,7 +86,8 @@ static int parse(int argc, char **argv, chat_opts *o) {
         fprintf(stderr, "error: chat: replies are sampled (or greedy), one at a time: no --beams, --penalty-alpha or -N\n");
         return 2;
     }
-    if (!o->model) o->model = cli_default_model();
+    int rc = cli_model_path(&o->model, &o->hf);
+    if (rc) return rc;
     if (!o->dec.seed_given) o->dec.sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
     return 0;
 }
@@ -227,9 +235,12 @@ static void save(chat *ch, const char *path) {
 
 /* {"messages": [{"role": string, "content": string}, ...]} or the bare array. */
 static void load(chat *ch, const char *path) {
-    FILE *f = fopen(path, "r");
+    nc_err err;
+    int fd = nc_open_regular(path, &err);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
     if (!f) {
-        fprintf(stderr, "error: /load %s: %s\n", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        fprintf(stderr, "error: /load %s\n", fd < 0 ? err.msg : strerror(errno));
         return;
     }
     char *buf = NULL;
@@ -318,87 +329,12 @@ static bool command(chat *ch, char *line) {
     return true;
 }
 
-/* ---- input ---- */
-
-/* Waits for input with SIGINT blocked but for the wait itself: ppoll unblocks it atomically, so a
- * Ctrl-C pressed between the prompt and the read interrupts the wait instead of being lost.
- * false: Ctrl-C. stdin is unbuffered, so no typed text hides in stdio's buffer. */
-static bool input_ready(const sigset_t *waiting) {
-    struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+static int loop(chat *ch, chat_input *in) {
     for (;;) {
-        if (ppoll(&p, 1, NULL, waiting) >= 0 || errno != EINTR) return true; /* errors: getline reports */
-        if (interrupted) return false;
-    }
-}
-
-/* One message (malloc'd): a line, lines joined by a trailing backslash, or the lines between two
- * lines of """. NULL at the end of input; *cancelled when Ctrl-C dropped what was typed. */
-static char *read_message(bool *cancelled) {
-    char *msg = NULL, *line = NULL;
-    size_t len = 0, cap = 0;
-    bool block = false, more = true;
-    *cancelled = false;
-    sigset_t sigint, waiting;
-    sigemptyset(&sigint);
-    sigaddset(&sigint, SIGINT);
-    sigprocmask(SIG_BLOCK, &sigint, &waiting);
-    fputs("> ", stdout);
-    fflush(stdout);
-    while (more) {
-        errno = 0;
-        ssize_t n = input_ready(&waiting) ? getline(&line, &cap, stdin) : -1;
-        if (n < 0) {
-            if (interrupted) { /* Ctrl-C at the prompt: drop the input */
-                interrupted = 0;
-                clearerr(stdin);
-                *cancelled = true;
-            }
-            sigprocmask(SIG_SETMASK, &waiting, NULL);
-            free(line);
-            if (*cancelled || !msg) {
-                free(msg);
-                return NULL;
-            }
-            return msg; /* the input ended inside a message: it is sent */
-        }
-        if (n > 0 && line[n - 1] == '\n') line[--n] = 0;
-        if (!strcmp(line, "\"\"\"")) {
-            block = !block;
-            more = block;
-            if (block && !msg && !(msg = calloc(1, 1))) break;
-            continue;
-        }
-        bool joined = !block && n > 0 && line[n - 1] == '\\';
-        if (joined) line[--n] = 0;
-        more = block || joined;
-        char *grown = realloc(msg, len + (size_t)n + 2);
-        if (!grown) break;
-        msg = grown;
-        if (len) msg[len++] = '\n';
-        memcpy(msg + len, line, (size_t)n + 1);
-        len += (size_t)n;
-        if (more) {
-            fputs(". ", stdout);
-            fflush(stdout);
-        }
-    }
-    sigprocmask(SIG_SETMASK, &waiting, NULL);
-    free(line);
-    return msg;
-}
-
-static int loop(chat *ch) {
-    for (;;) {
-        bool cancelled;
-        char *msg = read_message(&cancelled);
-        if (!msg) {
-            if (cancelled) {
-                putchar('\n');
-                continue;
-            }
-            putchar('\n');
-            return 0;
-        }
+        char *msg;
+        chat_read r = chat_input_read(in, &msg);
+        if (r == CHAT_QUIT) return 0;
+        if (r == CHAT_CANCELLED) continue;
         bool go_on = true;
         if (msg[0] == '/') go_on = command(ch, msg);
         else if (*msg) {
@@ -438,9 +374,11 @@ int cmd_chat(int argc, char **argv) {
             struct sigaction sa = {.sa_handler = on_sigint}; /* no SA_RESTART: Ctrl-C interrupts the prompt's wait */
             sigemptyset(&sa.sa_mask);
             sigaction(SIGINT, &sa, NULL);
-            setvbuf(stdin, NULL, _IONBF, 0); /* see input_ready */
-            if (!o.system || set_system(&ch, o.system)) rc = loop(&ch);
+            setvbuf(stdin, NULL, _IONBF, 0); /* no typed text may hide in stdio's buffer (chat_input.c) */
+            chat_input *in = chat_input_open(&interrupted);
+            if (in && (!o.system || set_system(&ch, o.system))) rc = loop(&ch, in);
             else snprintf(err.msg, sizeof err.msg, "out of memory");
+            chat_input_close(in);
         }
     }
     if (rc) fprintf(stderr, "error: %s\n", err.msg);

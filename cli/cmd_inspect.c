@@ -23,7 +23,7 @@ int cmd_inspect(int argc, char **argv) {
             return 2;
         }
     }
-    if (!path) path = cli_default_model();
+    if (!path && !(path = cli_default_model())) return 2;
     nc_err err;
     if (nc_inspect(path, stdout, &err)) {
         fprintf(stderr, "error: %s\n", err.msg);

@@ -13,9 +13,10 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "common.h" /* nc_open_regular */
 
 #define USAGE                                                                                                      \
-    "usage: nucleus perplexity [-m MODEL] -f FILE [-c CTX] [--stride S] [--chunks N] [-t THREADS]\n"               \
+    "usage: nucleus perplexity [-m MODEL | -hf USER/REPO[:QUANT]] -f FILE [-c CTX] [--stride S] [--chunks N] [-t THREADS]\n"               \
     "                          [--kl-divergence-base BASE [--kl-divergence]] [--json] " CLI_CACHE_USAGE " [--fast] " CLI_DEVICE_USAGE "\n" \
     "  -f FILE            the text (\"-\": stdin), tokenized whole with BOS as the model's vocabulary asks\n"   \
     "  -c CTX             window length in tokens (512, or the model's training context when shorter)\n"          \
@@ -28,7 +29,7 @@
     "                     with --kl-divergence: read them and report the KL divergence from them, the\n"         \
     "                     perplexity ratio and how often both models rank the same token first\n"                  \
     "  --json             the result as one JSON object\n"                                                         \
-    CLI_FAST_HELP CLI_CACHE_HELP CLI_DEVICE_HELP                                                                  \
+    CLI_HF_HELP CLI_FAST_HELP CLI_CACHE_HELP CLI_DEVICE_HELP                                                      \
     "Progress (with an ETA) goes to stderr: a bar on a terminal, else a line every tenth of the windows.\n"
 
 typedef struct ppl_opts {
@@ -37,6 +38,7 @@ typedef struct ppl_opts {
     bool kld, json, fast;
     nc_cache_type type_k, type_v;
     int32_t n_gpu_layers;
+    cli_hf hf;
 } ppl_opts;
 
 /* 0: run; 2: refused (message printed); -1: help was printed. */
@@ -46,6 +48,7 @@ static int parse(int argc, char **argv, ppl_opts *o) {
         const char *a = argv[i], *v;
         int r = cli_cache_arg(argc, argv, &i, &o->type_k, &o->type_v);
         if (r == 0) r = cli_device_arg(argc, argv, &i, &o->n_gpu_layers);
+        if (r == 0) r = cli_hf_arg(argc, argv, &i, &o->hf);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(USAGE, stdout); return -1; }
@@ -76,7 +79,7 @@ static int parse(int argc, char **argv, ppl_opts *o) {
         fprintf(stderr, "error: --stride: %ld must be less than the context (-c %ld)\n", o->stride, o->n_ctx);
         return 2;
     }
-    return 0;
+    return cli_model_path(&o->model, &o->hf);
 }
 
 /* ---- windows ---- */
@@ -406,7 +409,7 @@ int cmd_perplexity(int argc, char **argv) {
     ppl_opts o;
     int r = parse(argc, argv, &o);
     if (r) return r < 0 ? 0 : r;
-    const char *path = o.model ? o.model : cli_default_model();
+    const char *path = o.model;
     size_t len = 0;
     char *text = cli_read_text(o.file, &len);
     if (!text) return 1;
@@ -456,8 +459,15 @@ int cmd_perplexity(int argc, char **argv) {
     if (o.base) {
         base.rec_bytes = RECORD_HEAD + 2 * (size_t)info.n_vocab;
         base.rec = malloc(base.rec_bytes);
-        base.f = fopen(o.base, writing ? "wb" : "rb");
-        if (!base.f) { fprintf(stderr, "error: %s: %s\n", o.base, strerror(errno)); goto done; }
+        nc_err oerr;
+        int fd = writing ? -1 : nc_open_regular(o.base, &oerr); /* reading: a FIFO would block */
+        if (!writing && fd < 0) { fprintf(stderr, "error: %s\n", oerr.msg); goto done; }
+        base.f = writing ? fopen(o.base, "wb") : fdopen(fd, "rb");
+        if (!base.f) {
+            if (fd >= 0) close(fd);
+            fprintf(stderr, "error: %s: %s\n", o.base, strerror(errno));
+            goto done;
+        }
         created = writing;
         if (!base.rec) { fprintf(stderr, "error: out of memory\n"); goto done; }
         if (writing && write_header(&base, info.n_vocab, n_ctx, (int32_t)o.stride, n_win, tok, n_tok)) goto write_fail;

@@ -13,6 +13,7 @@
 
 #define USAGE                                                                                                  \
     "usage: nucleus quantize [options] INPUT OUTPUT TYPE [THREADS]\n"                                          \
+    "       nucleus quantize [options] -hf USER/REPO[:QUANT] OUTPUT TYPE [THREADS]\n"                          \
     "  quantize INPUT (F32, F16 or BF16 weights) into the GGUF file OUTPUT, of file type TYPE. INPUT is a\n"     \
     "  GGUF file or a Hugging Face directory (config.json, *.safetensors, tokenizer.json or\n"                  \
     "  tokenizer.model), converted first as llama.cpp's convert_hf_to_gguf.py would (to F32, F16 or\n"          \
@@ -22,7 +23,9 @@
     "%s"                                                                                                       \
     "  (Q3_K, Q4_K and Q5_K mean the _M types). 1-D tensors and norms stay as they are; output.weight\n"       \
     "  becomes Q6_K (Q8_0 in Q8_0 files); the _M types give some layers' attn_v and ffn_down Q6_K\n"         \
-    "  (README: Quantize).\n"                                                                                 \
+    "  (docs/quantize.md).\n"                                                                                 \
+    "  -hf USER/REPO[:QUANT] takes INPUT from Hugging Face's hub (a safetensors repository, or a GGUF file),\n"   \
+    "  downloaded once into the cache (nucleus pull -h); --offline: from the cache only.\n"                       \
     "options:\n"                                                                                               \
     "  -t, --threads N             threads (default 2; or THREADS after TYPE)\n"                                \
     "  --allow-requantize          accept quantised tensors in INPUT (dequantised, then quantised again)\n"     \
@@ -101,8 +104,12 @@ int cmd_quantize(int argc, char **argv) {
     int n_pos = 0;
     long threads = 2;
     qz_params p = {.rules = {.output_type = UINT32_MAX, .embd_type = UINT32_MAX}};
+    cli_hf hf = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
+        int r = cli_hf_arg(argc, argv, &i, &hf);
+        if (r < 0) return 2;
+        if (r > 0) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
@@ -127,8 +134,16 @@ int cmd_quantize(int argc, char **argv) {
             return 2;
         }
     }
+    if (hf.repo && n_pos < 4) { /* INPUT comes from the hub: the others move up one place */
+        memmove(pos + 1, pos, sizeof *pos * 3);
+        pos[0] = NULL;
+        n_pos++;
+    } else if (hf.repo) {
+        fprintf(stderr, "error: quantize: with -hf, OUTPUT TYPE [THREADS] only ('%s' is one too many)\n", pos[3]);
+        return 2;
+    }
     if (n_pos < 3) {
-        fprintf(stderr, "error: quantize: expected INPUT OUTPUT TYPE\n");
+        fprintf(stderr, "error: quantize: expected %s\n", hf.repo ? "OUTPUT TYPE after -hf USER/REPO" : "INPUT OUTPUT TYPE");
         usage(stderr);
         return 2;
     }
@@ -137,6 +152,8 @@ int cmd_quantize(int argc, char **argv) {
         return 2;
     }
     if (n_pos == 4 && !cli_int("THREADS", pos[3], 1, 512, &threads)) return 2;
+    int rc = cli_model_path(&pos[0], &hf);
+    if (rc) return rc;
     bar b = {.tty = isatty(fileno(stderr))};
     p.input = pos[0];
     p.output = pos[1];

@@ -22,6 +22,7 @@ typedef struct run_opts {
     int32_t n_gpu_layers;
     cli_decoding dec;
     cli_spec spec;
+    cli_hf hf;
 } run_opts;
 
 static double now_s(void) {
@@ -32,9 +33,10 @@ static double now_s(void) {
 
 static void usage_to(FILE *out) {
     fprintf(out,
-            "usage: nucleus run [-m MODEL] (-p PROMPT | -f FILE) [-e] [--special] [-n N] [-t THREADS] [-c CTX]\n"
+            "usage: nucleus run [-m MODEL | -hf USER/REPO[:QUANT]] (-p PROMPT | -f FILE) [-e] [--special] [-n N] [-t THREADS] [-c CTX]\n"
             "                   " CLI_CACHE_USAGE " " CLI_DEVICE_USAGE " [--fast] [--prompt-cache FILE] [decoding options]\n"
             "  -m, --model FILE   the model (GGUF file or Hugging Face directory)\n"
+            CLI_HF_HELP
             "  -p, --prompt TEXT  the prompt; '-' reads it from stdin\n"
             "  -f, --file FILE    the prompt is FILE's text ('-': stdin); one final newline is dropped, as llama.cpp\n"
             "  -e, --escape       process escapes in the prompt: \\n \\r \\t \\\\ \\\" \\' \\xHH (as llama.cpp's -e)\n"
@@ -67,8 +69,10 @@ static int parse_n_predict(const char *flag, const char *v, run_opts *o) {
 static int read_prompt(run_opts *o) {
     const char *src = o->prompt_file ? o->prompt_file : o->prompt_arg;
     bool from_text = !o->prompt_file && strcmp(src, "-") != 0;
-    if (from_text) o->prompt = src;
-    else {
+    if (from_text) {
+        if (!*src) { fprintf(stderr, "error: -p: the prompt is empty\n"); return -1; }
+        o->prompt = src;
+    } else {
         size_t len;
         if (!(o->prompt_owned = cli_read_text(src, &len))) return -1;
         const char *what = !strcmp(src, "-") ? "stdin" : src;
@@ -96,6 +100,7 @@ static int parse(int argc, char **argv, run_opts *o) {
         if (r == 0) r = cli_cache_arg(argc, argv, &i, &o->type_k, &o->type_v);
         if (r == 0) r = cli_device_arg(argc, argv, &i, &o->n_gpu_layers);
         if (r == 0) r = cli_spec_arg(argc, argv, &i, &o->spec);
+        if (r == 0) r = cli_hf_arg(argc, argv, &i, &o->hf);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(o->model = cli_value(argc, argv, &i))) return 2; }
@@ -124,7 +129,8 @@ static int parse(int argc, char **argv, run_opts *o) {
     if (!o->prompt_arg && !o->prompt_file) { fprintf(stderr, "error: run: -p PROMPT or -f FILE is required\n"); usage(); return 2; }
     if (o->prompt_arg && o->prompt_file) { fprintf(stderr, "error: run: give one of -p PROMPT and -f FILE, not both\n"); return 2; }
     if (read_prompt(o)) return 2;
-    if (!o->model) o->model = cli_default_model();
+    int rc = cli_model_path(&o->model, &o->hf);
+    if (rc) return rc;
     if (!o->dec.seed_given) o->dec.sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
     return 0;
 }
@@ -379,8 +385,8 @@ static void print_stats(const run_opts *o, const nc_model_info *info, nc_context
             info->n_layer, info->file_bytes / 1e6, nc_kernels_name(), nc_context_n_threads(c),
             (unsigned long long)o->dec.sp.seed);
     if (strcmp(nc_context_device(c), "cpu")) fprintf(stderr, "[gpu] %s\n", nc_context_device(c));
-    fprintf(stderr, "[kv cache] keys %s, values %s: %.1f KiB per token, %.2f MiB for %d tokens\n",
-            cli_cache_type_name(o->type_k), cli_cache_type_name(o->type_v), nc_kv_bytes_per_token(c) / 1024.0,
+    char kv[160];
+    fprintf(stderr, "[kv cache] %s, %.2f MiB for %d tokens\n", cli_kv_summary(c, kv, sizeof kv),
             nc_kv_bytes_total(c) / (1024.0 * 1024.0), nc_context_n_ctx(c));
     char reused[48] = "";
     if (st->n_cached) snprintf(reused, sizeof reused, " (%d reused)", st->n_cached);
@@ -533,7 +539,7 @@ int cmd_run(int argc, char **argv) {
                                                                  : o.dec.n_samples,
                             .type_k = o.type_k, .type_v = o.type_v, .swa_full = o.prompt_cache != NULL, .fast = o.fast,
                             .n_gpu_layers = o.n_gpu_layers};
-    if (nc_context_new(&c, m, &cp, &err) ||
+    if (nc_context_new(&c, m, &cp, &err) || nc_ctx_policy_supported(c, &cx->policy, &err) ||
         cli_spec_open(&o.spec, m, &cp, &spec, &dm, &dc, &err))
         goto fail;
     int32_t n_saved = -1;

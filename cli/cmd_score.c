@@ -97,7 +97,7 @@ typedef struct score_opts {
 /* Reads argv into *o (a request of --batch when batch_line). 0: parsed; 1: help printed; 2: refused
  * (message printed). */
 static int parse_opts(int argc, char **argv, score_opts *o, bool batch_line) {
-    *o = (score_opts){.top = 5, .type_k = NC_CACHE_F16, .type_v = NC_CACHE_F16};
+    *o = (score_opts){.top = 5, .type_k = NC_CACHE_DEFAULT, .type_v = NC_CACHE_DEFAULT};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v;
         int r = cli_cache_arg(argc, argv, &i, &o->type_k, &o->type_v);
@@ -262,7 +262,8 @@ static int score_batch(const char *batch, int argc, char **argv) {
         else if (rc == 2 && !msg[0]) snprintf(msg, sizeof msg, "invalid arguments (the reason is on stderr)");
         if (rc == 0) {
             const char *path = o.path ? o.path : cli_default_model();
-            if (!loaded || strcmp(loaded, path)) {
+            if (!path) snprintf(msg, sizeof msg, "no model: give -m"), rc = 2;
+            else if (!loaded || strcmp(loaded, path)) {
                 nc_err err;
                 nc_model_free(m);
                 m = NULL;
@@ -315,6 +316,10 @@ int cmd_score(int argc, char **argv) {
         return 2;
     }
     const char *path = o.path ? o.path : cli_default_model();
+    if (!path) {
+        free(o.ids);
+        return 2;
+    }
     nc_err err;
     nc_model *m = NULL;
     int rc = 1;

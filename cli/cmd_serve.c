@@ -11,19 +11,21 @@
 #include "server/server.h"
 
 #define USAGE                                                                                                  \
-    "usage: nucleus serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [-t THREADS]\n"  \
+    "usage: nucleus serve [-m MODEL | -hf USER/REPO[:QUANT]] [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [-t THREADS]\n"  \
     "                     [--api-key KEY | --api-key-file FILE] [--max-queue Q] [--prefill-chunk N] [--kv-size N]\n"                 \
-    "                     " CLI_CACHE_USAGE " " CLI_DEVICE_USAGE " [--fast] [--slot-save-path DIR] [--swa-full]\n"                        \
+    "                     " CLI_CACHE_USAGE " " CLI_DEVICE_USAGE " [--fast] [--slot-save-path DIR [--slot-save-max-bytes N]] [--swa-full]\n"                        \
     "                     [--context-shift [--keep N] | --attention-sinks N]\n"                              \
     "                     [-md FILE | --lookup-ngram N] [--draft-max N] [--draft-min N] [--draft-fixed]\n"    \
-    "                     [--alias NAME] [--chat-template FILE]\n"                                            \
+    "                     [--alias NAME] [--chat-template FILE] [--reasoning-format auto|none] [--reasoning-budget N]\n" \
     "                     [--allowed-hosts LIST] [--cors ORIGINS] [--max-connections N] [--max-conn-per-ip N] [--timeout-headers S] [--timeout-body S]\n" \
+    CLI_HF_HELP                                                                                                \
     "  --allowed-hosts LIST  Host names answered (comma-separated; '*': any); default on a loopback\n"      \
     "                     address: localhost, 127.0.0.1, [::1]; elsewhere any (DNS rebinding)\n"             \
     "  --cors ORIGINS        pages on these origins (comma-separated, e.g. http://localhost:5173; '*':\n"   \
     "                     any) may call the API from a browser; off by default\n"                          \
     "  --max-connections N   open connections, a thread each (default 1024)\n"                                \
-    "  --max-conn-per-ip N   from one client address (default 64; 0: no limit, e.g. behind a balancer)\n"     \
+    "  --max-conn-per-ip N   from one client address, an IPv6 client's /64 counting as one (default 64;\n"    \
+    "                     0: no limit, e.g. behind a balancer)\n"                                            \
     "  --timeout-headers S   a request's headers must arrive within S seconds of the connection opening\n"    \
     "                     or of its previous answer, else the connection is closed (default 15)\n"            \
     "  --timeout-body S   its body within S seconds of its headers (default 60)\n"                           \
@@ -31,6 +33,10 @@
     "                     reads it from a file (kept out of the process list), else $NUCLEUS_API_KEY\n"      \
     "  --alias NAME       the model's id in /v1/models and in responses (default: the file name)\n"          \
     "  --chat-template FILE  a Jinja chat template used instead of the model's tokenizer.chat_template\n"   \
+    "  --reasoning-format F  auto (default): a chat reply's reasoning (<think>...</think>, gpt-oss's\n"      \
+    "                     analysis ...) goes to reasoning_content; none: it stays in the content\n"          \
+    "  --reasoning-budget N  tokens of reasoning, then the template's end of reasoning is forced\n"         \
+    "                     (default -1: no limit; 0 also renders the template with enable_thinking false)\n" \
     "  --parallel N       slots: requests (choices) decoded together (default 4)\n"                            \
     "  -c CTX             context per slot in tokens (default: the model's, at most 4096)\n"                   \
     "  --kv-size N        tokens of KV cache all slots share, in blocks of 256 (default: parallel x CTX);\n"   \
@@ -40,6 +46,8 @@
     "  --port 0           picks a free port (printed)\n"                                                       \
     "  --slot-save-path DIR  POST /slots/ID?action=save|restore {\"filename\": NAME} saves a slot's last\n"    \
     "                     request to DIR/NAME or restores one from there into the prefix cache (off without)\n" \
+    "  --slot-save-max-bytes N  what the files in DIR may hold after a save (suffix K, M, G, T: powers of\n" \
+    "                     1024; default 10G); a save past it gets 507\n"                                  \
     "  --swa-full         sliding-window layers keep every position: their prompts can be cached and saved\n" \
     "  --context-shift, --keep N, --attention-sinks N: as in `nucleus run`, for requests that set\n"         \
     "                     max_tokens (others end at a full context, finish \"length\")\n"                      \
@@ -49,15 +57,33 @@ typedef struct serve_opts {
     const char *model, *alias, *template_path, *key_path;
     char *template_src;    /* the --chat-template file's text */
     char *key_src;         /* the --api-key-file's text */
+    const char *key_from;  /* where the API key came from */
     srv_config cfg;
     cli_context context;
     cli_spec spec;
+    cli_hf hf;
 } serve_opts;
 
 /* The value after a numeric flag into *out, within [lo, hi]. */
 static bool int_flag(int argc, char **argv, int *i, long lo, long hi, long *out) {
     const char *flag = argv[*i], *v = cli_value(argc, argv, i);
     return v && cli_int(flag, v, lo, hi, out);
+}
+
+/* A byte count: digits and an optional K, M, G or T (powers of 1024), at least 1. */
+static bool byte_flag(int argc, char **argv, int *i, uint64_t *out) {
+    const char *flag = argv[*i], *v = cli_value(argc, argv, i);
+    if (!v) return false;
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    int shift = !*end ? 0 : !strcmp(end, "K") ? 10 : !strcmp(end, "M") ? 20 : !strcmp(end, "G") ? 30 : !strcmp(end, "T") ? 40 : -1;
+    if (errno || end == v || *v == '-' || shift < 0 || n == 0 || n > (UINT64_MAX >> shift)) {
+        fprintf(stderr, "error: %s: expected a byte count of at least 1 (digits, then K, M, G or T), got '%s'\n", flag, v);
+        return false;
+    }
+    *out = (uint64_t)n << shift;
+    return true;
 }
 
 static int parse_args(int argc, char **argv, serve_opts *o) {
@@ -69,6 +95,7 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         if (r == 0) r = cli_device_arg(argc, argv, &i, &o->cfg.n_gpu_layers);
         if (r == 0) r = cli_context_arg(argc, argv, &i, &o->context);
         if (r == 0) r = cli_spec_arg(argc, argv, &i, &o->spec);
+        if (r == 0) r = cli_hf_arg(argc, argv, &i, &o->hf);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) ok = (o->model = cli_value(argc, argv, &i)) != NULL;
@@ -80,6 +107,14 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         else if (!strcmp(a, "--allowed-hosts")) ok = (o->cfg.allowed_hosts = cli_value(argc, argv, &i)) != NULL;
         else if (!strcmp(a, "--cors")) ok = (o->cfg.cors = cli_value(argc, argv, &i)) != NULL;
         else if (!strcmp(a, "--slot-save-path")) ok = (o->cfg.slot_save_path = cli_value(argc, argv, &i)) != NULL;
+        else if (!strcmp(a, "--reasoning-format")) {
+            const char *f = cli_value(argc, argv, &i);
+            ok = f && (!strcmp(f, "auto") || !strcmp(f, "deepseek") || !strcmp(f, "none"));
+            if (f && !ok) fprintf(stderr, "error: --reasoning-format must be auto or none, got '%s'\n", f);
+            if (ok) o->cfg.reasoning_none = !strcmp(f, "none");
+        } else if (!strcmp(a, "--reasoning-budget"))
+            ok = int_flag(argc, argv, &i, -1, 1 << 30, &v) && ((o->cfg.reasoning_budget = (int32_t)v), true);
+        else if (!strcmp(a, "--slot-save-max-bytes")) ok = byte_flag(argc, argv, &i, &o->cfg.slot_save_max_bytes);
         else if (!strcmp(a, "--swa-full")) o->cfg.swa_full = true;
         else if (!strcmp(a, "--fast")) o->cfg.fast = true;
         else if (!strcmp(a, "--port")) ok = int_flag(argc, argv, &i, 0, 65535, &v) && ((o->cfg.port = (int)v), true);
@@ -106,14 +141,13 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(USAGE, stdout);
             fputs(cli_spec_usage(), stdout);
-            return 1;
+            return -1;
         } else {
             fprintf(stderr, "error: serve: unknown option '%s'\n" USAGE, a);
             return 2;
         }
         if (!ok) return 2;
     }
-    if (!o->model) o->model = cli_default_model();
     if (!cli_context_finish(&o->context) || !cli_spec_finish(&o->spec)) return 2;
     o->cfg.spec = (nc_spec_params){.lookup_ngram = (int32_t)o->spec.lookup_ngram, .draft_max = (int32_t)o->spec.draft_max,
                                    .draft_min = (int32_t)o->spec.draft_min, .fixed = o->spec.fixed};
@@ -122,11 +156,16 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         fprintf(stderr, "error: --api-key: the key is empty\n");
         return 2;
     }
+    if (o->cfg.api_key) o->key_from = "--api-key";
+    if (o->cfg.slot_save_max_bytes && !o->cfg.slot_save_path) {
+        fprintf(stderr, "error: --slot-save-max-bytes: give --slot-save-path DIR too\n");
+        return 2;
+    }
     if (o->alias && !*o->alias) {
         fprintf(stderr, "error: --alias: the name is empty\n");
         return 2;
     }
-    return 0;
+    return cli_model_path(&o->model, &o->hf);
 }
 
 /* The API key from --api-key-file (its text less trailing white space) or $NUCLEUS_API_KEY when no
@@ -134,7 +173,14 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
 static int read_key(serve_opts *o) {
     if (!o->key_path) {
         const char *env = getenv("NUCLEUS_API_KEY");
-        if (!o->cfg.api_key && env && *env) o->cfg.api_key = env;
+        if (o->cfg.api_key || !env) return 0;
+        if (!*env) { /* set, so meant to protect the server: starting open would fail open */
+            fprintf(stderr, "error: NUCLEUS_API_KEY is set but empty: give the key, or unset it to serve "
+                            "without authentication\n");
+            return -1;
+        }
+        o->cfg.api_key = env;
+        o->key_from = "$NUCLEUS_API_KEY";
         return 0;
     }
     if (o->cfg.api_key) {
@@ -149,6 +195,7 @@ static int read_key(serve_opts *o) {
         return -1;
     }
     o->cfg.api_key = o->key_src;
+    o->key_from = "--api-key-file";
     return 0;
 }
 
@@ -176,18 +223,30 @@ static void print_summary(const serve_opts *o, const nc_model *m, const srv_serv
     nc_model_info info;
     srv_info si;
     char kvt[16];
+    nc_cache_type type_k, type_v;
     nc_model_get_info(m, &info);
     srv_get_info(sv, &si);
+    nc_context_cache_types(si.context, &type_k, &type_v);
     fprintf(stderr, "nucleus serve: %s, %d slots, %s kernels, KV cache %s\n", o->cfg.model_id, o->cfg.n_parallel,
-            nc_kernels_name(), cli_cache_types(o->cfg.type_k, o->cfg.type_v, kvt));
+            nc_kernels_name(), cli_cache_types(type_k, type_v, kvt));
     fprintf(stderr, "  model: %s (%s, %d layers, %.1f MB), id %s\n", o->model, info.arch, info.n_layer,
             info.file_bytes / 1e6, o->cfg.model_id);
-    fprintf(stderr, "  slots: %d x %d tokens of context; KV cache keys %s, values %s: %.1f KiB per token, %.2f MiB\n",
-            o->cfg.n_parallel, si.n_ctx, cli_cache_type_name(o->cfg.type_k), cli_cache_type_name(o->cfg.type_v),
-            si.kv_bytes_per_token / 1024.0, si.kv_bytes / (1024.0 * 1024.0));
+    char kv[160];
+    fprintf(stderr, "  slots: %d x %d tokens of context; KV cache %s, %.2f MiB\n", o->cfg.n_parallel, si.n_ctx,
+            cli_kv_summary(si.context, kv, sizeof kv), si.kv_bytes / (1024.0 * 1024.0));
     fprintf(stderr, "  threads: %d; kernels: %s; chat template: %s\n", si.n_threads, nc_kernels_name(),
             o->template_path ? o->template_path : *srv_note(sv) ? "ChatML" : "the model's");
     if (strcmp(si.device, "cpu")) fprintf(stderr, "  gpu: %s\n", si.device);
+    if (si.authenticated) fprintf(stderr, "  authentication: on (API key from %s)\n", o->key_from);
+    else fprintf(stderr, "  authentication: off (no API key)\n");
+    if (!si.authenticated && !si.loopback)
+        fprintf(stderr, "warning: listening on %s, beyond loopback, without an API key: whoever reaches the port "
+                        "can use the server (--api-key-file FILE or $NUCLEUS_API_KEY)\n",
+                o->cfg.host);
+    if (si.any_host)
+        fprintf(stderr, "warning: the Host check is off (%s): a web page on any site can reach the server "
+                        "through DNS rebinding; --allowed-hosts NAMES turns it on\n",
+                o->cfg.allowed_hosts ? "--allowed-hosts '*'" : "every Host is answered on a non-loopback address");
 }
 
 /* The name /v1/models reports: the file name without its directory and ".gguf". */
@@ -229,9 +288,10 @@ static void wait_for_stop_signal(void) {
 
 int cmd_serve(int argc, char **argv) {
     serve_opts o = {.cfg = {.host = "127.0.0.1", .port = 8080, .n_parallel = 4, .max_queue = 64, .chunk = 256,
+                            .reasoning_budget = -1,
                             .max_body = 4u << 20, .drain_seconds = 5}};
     int rc = parse_args(argc, argv, &o);
-    if (rc) return rc == 1 ? 0 : rc;
+    if (rc) return rc < 0 ? 0 : rc;
     if (read_template(&o) || read_key(&o)) {
         opts_free(&o);
         return 2;

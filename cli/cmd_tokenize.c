@@ -7,19 +7,20 @@
 #include "cli.h"
 
 #define USAGE                                                                                          \
-    "usage: nucleus tokenize [-m MODEL] (-p TEXT | -f FILE | --batch LIST) [--no-bos] [--special] [--json] [--lines]\n" \
+    "usage: nucleus tokenize [-m MODEL] (-p TEXT | -f FILE | --batch LIST) [--no-bos] [--special] [--lines] [--json | --show-pieces]\n" \
     "  -f FILE     the text of FILE ('-': stdin)\n"                                                      \
     "  --no-bos    no BOS/EOS tokens the vocabulary would add\n"                                          \
     "  --special   text such as <|im_start|> becomes its control token\n"                                \
     "  --json      ids as a JSON array\n"                                                                 \
-    "  --lines     each line of the text on its own, one output line per input line\n"                \
+    "  --lines     each line of the text on its own, one output line (or block of pieces) per input line\n" \
+    "  --show-pieces  a line per token: its id and its text, as llama-tokenize prints them\n"             \
     "  --batch LIST  many texts in one process: each line of LIST ('-': stdin) names a file whose text\n"  \
     "              is tokenized as -f would; its output line (lines with --lines) per file, in order\n"   \
     "              (error: MESSAGE for one that fails; the exit status is then 1)\n"
 
 typedef struct tok_opts {
     const char *path, *text, *file, *batch;
-    bool add_special, parse_special, json, lines;
+    bool add_special, parse_special, json, lines, pieces;
 } tok_opts;
 
 static int parse_args(int argc, char **argv, tok_opts *o) {
@@ -35,6 +36,7 @@ static int parse_args(int argc, char **argv, tok_opts *o) {
         else if (!strcmp(a, "--special")) o->parse_special = true;
         else if (!strcmp(a, "--json")) o->json = true;
         else if (!strcmp(a, "--lines")) o->lines = true;
+        else if (!strcmp(a, "--show-pieces")) o->pieces = true;
         else {
             fprintf(stderr, "error: tokenize: unknown option '%s'\n" USAGE, a);
             return 2;
@@ -44,7 +46,11 @@ static int parse_args(int argc, char **argv, tok_opts *o) {
         fprintf(stderr, "error: tokenize: give exactly one of -p TEXT, -f FILE or --batch LIST\n" USAGE);
         return 2;
     }
-    if (!o->path) o->path = cli_default_model();
+    if (o->json && o->pieces) {
+        fprintf(stderr, "error: tokenize: --json and --show-pieces exclude each other\n" USAGE);
+        return 2;
+    }
+    if (!o->path && !(o->path = cli_default_model())) return 2;
     return 0;
 }
 
@@ -68,6 +74,22 @@ static void print_ids(const int32_t *ids, int n, bool json) {
     puts(json ? "]" : "");
 }
 
+/* llama-tokenize's lines: the id right-aligned in 6 columns, then the piece's bytes as they are
+ * (a newline's piece spans two lines there too). */
+static int print_pieces(const nc_vocab_file *v, const int32_t *ids, int n) {
+    for (int i = 0; i < n; i++) {
+        char small[256], *buf = small;
+        int len = nc_vocab_file_piece(v, ids[i], small, sizeof small);
+        if (len > (int)sizeof small) { /* a long piece: ask again with room for it */
+            if (!(buf = malloc((size_t)len))) { fprintf(stderr, "error: out of memory\n"); return 1; }
+            nc_vocab_file_piece(v, ids[i], buf, len);
+        }
+        if (len >= 0) printf("%6d -> '%.*s'\n", ids[i], len, buf);
+        if (buf != small) free(buf);
+    }
+    return 0;
+}
+
 /* The whole text, or with --lines each line on its own (without its '\n'), one output line
  * per input line. */
 static int run(const nc_vocab_file *v, const tok_opts *o, const char *text, size_t len) {
@@ -82,7 +104,8 @@ static int run(const nc_vocab_file *v, const tok_opts *o, const char *text, size
         if (n < 0) {
             fprintf(stderr, "error: %s\n", err.msg);
             rc = 1;
-        } else print_ids(ids, n, o->json);
+        } else if (o->pieces) rc = print_pieces(v, ids, n);
+        else print_ids(ids, n, o->json);
         at = nl ? end + 1 : len + 1;
     }
     if (!ids) fprintf(stderr, "error: out of memory\n");
@@ -122,26 +145,9 @@ int cmd_tokenize(int argc, char **argv) {
     tok_opts o;
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc; /* -1: help was asked for */
-    size_t len = 0;
+    size_t len = o.text ? strlen(o.text) : 0;
     char *owned = NULL;
-    const char *text = o.text;
-    if (o.batch) {
-        nc_err err;
-        nc_vocab_file *v;
-        if (nc_vocab_file_load(&v, o.path, &err)) {
-            fprintf(stderr, "error: %s\n", err.msg);
-            return 1;
-        }
-        rc = run_batch(v, &o);
-        nc_vocab_file_free(v);
-        return rc;
-    }
-    if (o.file) {
-        if (!(owned = cli_read_text(o.file, &len))) return 1;
-        text = owned;
-    } else {
-        len = strlen(text);
-    }
+    if (o.file && !(owned = cli_read_text(o.file, &len))) return 1;
     nc_err err;
     nc_vocab_file *v;
     if (nc_vocab_file_load(&v, o.path, &err)) {
@@ -149,7 +155,7 @@ int cmd_tokenize(int argc, char **argv) {
         free(owned);
         return 1;
     }
-    rc = run(v, &o, text, len);
+    rc = o.batch ? run_batch(v, &o) : run(v, &o, owned ? owned : o.text, len);
     free(owned);
     nc_vocab_file_free(v);
     return rc;

@@ -14,17 +14,21 @@ static void usage(FILE *out) {
             "  run       generate text:  nucleus run [-m MODEL] -p PROMPT [-n N] [-t THREADS] [-c CTX] [decoding options]\n"
             "  chat      talk with the model in the terminal:  nucleus chat [-m MODEL] [--system TEXT] [decoding options]\n"
             "  score     log-probabilities as JSON:  nucleus score [-m MODEL] --ids 1,2,3 [--all] [--top K] [--greedy N]\n"
-            "  tokenize  print token ids:  nucleus tokenize [-m MODEL] (-p TEXT | -f FILE) [--no-bos] [--special] [--json] [--lines]\n"
+            "  tokenize  print token ids:  nucleus tokenize [-m MODEL] (-p TEXT | -f FILE) [--no-bos] [--special] [--json | --lines | --show-pieces]\n"
             "  inspect   print a GGUF file's metadata and tensors:  nucleus inspect [-m FILE]\n"
             "  perplexity  perplexity of a text, or its KL divergence from a base model:  nucleus perplexity [-m MODEL] -f FILE [-c CTX] [--stride S] [--kl-divergence-base FILE [--kl-divergence]]\n"
             "  bench     prefill and decode speed:  nucleus bench [-m MODEL] [-p 128] [-n 64] [-t THREADS] [-r 5] [--json]\n"
             "  quantize  GGUF weights to Q8_0, Q4_K_M, ...:  nucleus quantize INPUT OUTPUT TYPE [-t THREADS]\n"
             "  serve     OpenAI-compatible HTTP server:  nucleus serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [-t THREADS] [--api-key KEY] [--max-queue Q]\n"
+            "  pull      fetch a model from Hugging Face's hub into the cache:  nucleus pull USER/REPO[:QUANT] [--offline]\n"
+            "  list      the models in the cache:  nucleus list\n"
+            "  rm        remove a model from the cache:  nucleus rm USER/REPO[:QUANT]\n"
             "\n"
             "\n"
             "Every command answers -h. nucleus --version: the build.\n"
-            "Without -m, the model is %s.\n",
-            cli_default_model());
+            "run, chat, serve, bench, perplexity and quantize take -hf USER/REPO[:QUANT] instead of -m (nucleus pull -h).\n"
+            "Without -m, the model is $NUCLEUS_MODEL, else stories260K.gguf: models/ of the repository this binary\n"
+            "was built in, or PREFIX/share/nucleus once installed.\n");
 }
 
 /* What was built: the source (git describe at build time), the compiler, the kernel sets compiled
@@ -78,6 +82,9 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "perplexity")) return cmd_perplexity(argc - 1, argv + 1);
     if (!strcmp(cmd, "quantize")) return cmd_quantize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "pull")) return cmd_pull(argc - 1, argv + 1);
+    if (!strcmp(cmd, "list")) return cmd_list(argc - 1, argv + 1);
+    if (!strcmp(cmd, "rm")) return cmd_rm(argc - 1, argv + 1);
     fprintf(stderr, "error: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return 2;

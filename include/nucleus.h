@@ -15,6 +15,10 @@
 extern "C" {
 #endif
 
+/* The library is compiled with hidden visibility: what this header declares is what
+ * libnucleus.so exports. */
+#pragma GCC visibility push(default)
+
 #define NC_ERR_MAX 512
 typedef struct nc_err {
     char msg[NC_ERR_MAX];
@@ -26,7 +30,7 @@ typedef struct nc_model nc_model;
 
 /* Open a model: a GGUF file or a Hugging Face directory (config.json, safetensors, tokenizer).
  * Validates it, binds every tensor (mmapped, not copied) and loads the tokenizer. Architectures
- * and element types: README's Supported section; an unsupported one is an error naming it. */
+ * and element types: docs/models.md; an unsupported one is an error naming it. */
 int nc_model_load(nc_model **out, const char *path, nc_err *err);
 void nc_model_free(nc_model *m);
 
@@ -48,6 +52,16 @@ void nc_model_get_info(const nc_model *m, nc_model_info *info);
  * mapped file, is not NUL-terminated and lives as long as the model. NULL when the key is absent
  * or its value is not a string. */
 const char *nc_model_meta_str(const nc_model *m, const char *key, size_t *len);
+
+/* The metadata as llama.cpp's llama_model_meta_* functions give it: every key of the model file
+ * whose value is not an array, in the file's order, with its value as text (integers in decimal,
+ * floats as "%f", booleans "true" / "false", strings as they are). A Hugging Face directory has
+ * one: its chat template. nc_model_meta_key: the i-th key (NUL-terminated, living as long as the
+ * model), NULL for i outside 0..count-1. nc_model_meta_value: its value into buf, returning the
+ * length (nothing is written when that is > cap), -1 for i outside. */
+int32_t nc_model_meta_count(const nc_model *m);
+const char *nc_model_meta_key(const nc_model *m, int32_t i);
+int nc_model_meta_value(const nc_model *m, int32_t i, char *buf, int cap);
 
 /* Print a GGUF file's metadata (long arrays abbreviated) and tensor table; the file may be any
  * valid GGUF (vocab-only, other architectures). A Hugging Face directory: its config.json, weight
@@ -71,6 +85,12 @@ bool nc_vocab_adds_bos(const nc_model *m);
  * (nothing is written when it is > cap), or -1 for an id outside the vocabulary. */
 int nc_token_piece(const nc_model *m, int32_t id, char *buf, int cap);
 
+/* The text of ids as llama.cpp's detokenize gives it: the pieces one after the other, control
+ * tokens as their text when special and empty otherwise, the first piece without its leading
+ * space when the tokenizer adds a space prefix. Returns the length (when it is > cap, the
+ * caller should retry with a buffer that large), or -1 for an id outside the vocabulary. */
+int nc_detokenize(const nc_model *m, const int32_t *ids, int n, bool special, char *out, int cap);
+
 /* Tokenize text. add_special: BOS/EOS as the vocabulary asks; parse_special: text such as
  * "<s>" becomes its control token. Returns the token count (if > cap, only cap were written and
  * the caller should retry with a larger buffer), or -1 with err set. */
@@ -84,6 +104,8 @@ int nc_vocab_file_load(nc_vocab_file **out, const char *path, nc_err *err);
 void nc_vocab_file_free(nc_vocab_file *v);
 int nc_vocab_file_tokenize(const nc_vocab_file *v, const char *text, size_t len, bool add_special,
                            bool parse_special, int32_t *out, int cap, nc_err *err);
+/* The bytes of one token, as nc_token_piece gives them. */
+int nc_vocab_file_piece(const nc_vocab_file *v, int32_t id, char *buf, int cap);
 
 /* Streaming detokenizer: text comes out only when it ends on a complete UTF-8 character. */
 typedef struct nc_detok nc_detok;
@@ -100,11 +122,14 @@ int nc_detok_flush(nc_detok *d, char *out, int cap);
 typedef struct nc_context nc_context;
 
 /* Element types of the KV cache, as llama.cpp names them (--cache-type-k / --cache-type-v):
- * f16 (the default), f32, and GGML's q8_0 / q4_0 blocks (32 elements and an f16 scale: 34 / 18
- * bytes per 32), which take about half / a quarter of f16's memory and move the log-probabilities
- * further from the exact ones (README, Correctness). The quantised types need a head_dim that is a
- * multiple of 32; nc_context_new refuses them for other models. */
-typedef enum nc_cache_type { NC_CACHE_F16 = 0, NC_CACHE_F32, NC_CACHE_Q8_0, NC_CACHE_Q4_0 } nc_cache_type;
+ * f16, f32, and GGML's q8_0 / q4_0 blocks (32 elements and an f16 scale: 34 / 18 bytes per 32),
+ * which take about half / a quarter of f16's memory and move the log-probabilities further from
+ * the exact ones (docs/correctness.md). The quantised types need a head_dim that is a multiple of
+ * 32; nc_context_new refuses them for other models. NC_CACHE_DEFAULT is the model's default: f16,
+ * or f32 for an architecture whose attention F16's rounding moves far (Gemma 4: q and k
+ * RMS-normed and not scaled down, so a key's rounding reaches the logits whole);
+ * nc_context_cache_types says what a context chose. */
+typedef enum nc_cache_type { NC_CACHE_DEFAULT = 0, NC_CACHE_F16, NC_CACHE_F32, NC_CACHE_Q8_0, NC_CACHE_Q4_0 } nc_cache_type;
 
 typedef struct nc_context_params {
     int32_t n_ctx;        /* cells per sequence (0: min(model's training context, 4096)) */
@@ -113,8 +138,8 @@ typedef struct nc_context_params {
                              (0: n_seq_max * n_ctx, room for every sequence to fill its context) */
     int32_t n_threads;    /* 0: all online cores */
     int32_t n_batch;      /* tokens per internal micro-batch (0: 512) */
-    nc_cache_type type_k; /* the KV cache's keys (0: f16) */
-    nc_cache_type type_v; /* and values (0: f16) */
+    nc_cache_type type_k; /* the KV cache's keys (0: the model's default) */
+    nc_cache_type type_v; /* and values (0: the model's default) */
     bool swa_full;        /* sliding-window layers keep every position, not a ring of their window
                              (more memory; a ring can only save or keep what it still holds) */
     bool fast;            /* int8 activations for Q8_0/Q4_0 weights' normalised inputs (faster prefill) */
@@ -215,6 +240,9 @@ typedef struct nc_ctx_policy {
  * kept part that leaves nothing to evict (a context shift drops half of at least two cells) is
  * refused, naming the field. */
 int nc_ctx_policy_check(const nc_ctx_policy *p, int32_t n_ctx, int32_t n_prompt, bool bos_first, nc_err *err);
+/* Whether the context's model can drop tokens as the policy would: a context shift or attention
+ * sinks are refused on a model with recurrent layers (their state holds every token seen). */
+int nc_ctx_policy_supported(const nc_context *c, const nc_ctx_policy *p, nc_err *err);
 /* Apply the policy to a sequence whose first n_prompt tokens are its prompt: nc_kv_seq_shift or
  * nc_kv_seq_sink with their own shares. Returns the number of cells dropped (0 for NC_CTX_STOP),
  * or -1 with err set. */
@@ -246,7 +274,21 @@ int32_t nc_kv_seq_attention(const nc_context *c, int32_t seq, double *out, int32
 int32_t nc_kv_blocks_needed(const nc_context *c, int32_t seq, int32_t n);
 int32_t nc_kv_blocks_available(const nc_context *c);
 uint64_t nc_kv_bytes_per_token(const nc_context *c);  /* keys and values of the layers keeping every token */
-uint64_t nc_kv_bytes_total(const nc_context *c);      /* the whole cache (sliding layers keep only their window) */
+uint64_t nc_kv_bytes_total(const nc_context *c);      /* the whole cache (sliding layers keep only their window,
+                                                         recurrent layers their state) */
+/* The recurrent state of one sequence (gated DeltaNet, Mamba2, short convolutions: a fixed size,
+ * whatever the context), 0 for attention-only models. Such models refuse context shifts,
+ * attention sinks and compression windows (their state holds every token seen): nc_kv_seq_keep
+ * says so. A sequence truncated to an earlier position goes back to the latest checkpoint of its
+ * state at or before it, and the tokens from there are computed again (the same bits). */
+uint64_t nc_kv_state_bytes(const nc_context *c);
+/* Whether the model's attention caches a latent per token (multi-head latent attention, whose
+ * keys hold the values) and the type it is kept in: f32 when f16 is asked, since the latent is
+ * read by every head through the absorbed projections and F16's rounding of it moves the
+ * log-probabilities by more than a whole head's keys would. */
+bool nc_kv_latent_type(const nc_context *c, nc_cache_type *type);
+/* The key and value types a context keeps (NC_CACHE_DEFAULT resolved). */
+void nc_context_cache_types(const nc_context *c, nc_cache_type *k, nc_cache_type *v);
 
 typedef struct nc_kv_stats {
     int32_t n_blocks, used, cached, free;  /* pool blocks: held by sequences, cached for reuse, empty */
@@ -256,7 +298,7 @@ typedef struct nc_kv_stats {
 } nc_kv_stats;
 void nc_kv_get_stats(const nc_context *c, nc_kv_stats *out);
 
-/* Saving a sequence's cache to a file and loading it back (README: "Saving the KV cache"). The
+/* Saving a sequence's cache to a file and loading it back (docs/kv-cache.md). The
  * file holds a fingerprint of the model (architecture, hyper-parameters, a sample of every
  * weight), the cache's shape and key and value types, the cells' tokens and positions, their keys and
  * values as the cache stores them, and a checksum; a file from another model or cache, truncated
@@ -304,7 +346,7 @@ int32_t nc_sample_temperature(const float *logits, int32_t n, float temp, nc_rng
 /* ---- Decoding: the sampler chain, stop rules, generation, beam search --------------------- */
 
 /* A JSON Schema as a GBNF grammar (for nc_sampler_params.grammar) generating JSON text valid
- * against it (README, Structured output, lists the keywords supported and refused). The rule for
+ * against it (docs/structured-output.md lists the keywords supported and refused). The rule for
  * the schema's value is named root_name (NULL: "root"); every other rule it emits is named
  * root_name followed by '-', so conversions with different root names can be concatenated into
  * one grammar beside rules of the caller's own. Whitespace: between two JSON tokens at most one
@@ -385,7 +427,7 @@ typedef struct nc_sampler_params {
                                    the grammar is set to -inf, end-of-generation tokens are allowed
                                    only where the grammar can be complete; where nothing else can
                                    follow they alone remain, overriding min_tokens and ignore_eos
-                                   (README, Structured output) */
+                                   (docs/structured-output.md) */
 } nc_sampler_params;
 
 /* llama.cpp's defaults: temp 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_last_n 64,
@@ -607,6 +649,23 @@ int nc_generate(nc_context *c, const nc_model *m, const int32_t *prompt, int32_t
                 nc_gen_callback cb, void *user, nc_gen_result *out, nc_err *err);
 void nc_gen_result_free(nc_gen_result *r);
 
+/* The same generation pulled one token at a time, for callers that iterate rather than take a
+ * callback (a language binding's generator, an event loop): nc_gen_begin checks the parameters and
+ * prefills as nc_generate does; each nc_gen_next hands over the next token of some sample (the
+ * events nc_generate's callback would get, in the same order), running the next forward pass when
+ * none is waiting. nc_generate is this loop, so the same seed gives the same tokens. A generation
+ * may be freed at any point; its sequences keep their cells, as after nc_generate, until the
+ * caller clears them (nc_kv_seq_clear), and the prompt's blocks stay in the prefix cache. */
+typedef struct nc_gen nc_gen;
+int nc_gen_begin(nc_gen **out, nc_context *c, const nc_model *m, const int32_t *prompt, int32_t n_prompt,
+                 const nc_gen_params *p, nc_err *err);
+/* 1 with *ev filled (its text, info and explain valid until the next call), 0 when every sample
+ * has finished, -1 with err set (and for every later call). */
+int nc_gen_next(nc_gen *g, nc_gen_event *ev, nc_err *err);
+/* What nc_generate returns, of the tokens drawn so far (free it with nc_gen_result_free). */
+int nc_gen_get_result(const nc_gen *g, nc_gen_result *out, nc_err *err);
+void nc_gen_free(nc_gen *g);
+
 /* Beam search: n_beams sequences of the cache (the context needs n_seq_max >= n_beams) share the
  * prompt's prefill and are copied when a beam forks; every step runs all beams in one nc_forward
  * call. Beams are scored by the sum of log-probabilities of the processed distribution (the
@@ -677,6 +736,75 @@ int nc_beam_search(nc_context *c, const nc_model *m, const int32_t *prompt, int3
                    const nc_beam_params *bp, const nc_sampler_params *processing, const nc_stop_params *stop,
                    nc_beam_result *out, nc_err *err);
 void nc_beam_result_free(nc_beam_result *r);
+
+/* ---- Getting models: Hugging Face's hub and the local cache (src/hub) -------------------------- */
+
+/* A model named "USER/REPO[:QUANT]" as Hugging Face's hub serves it (docs/cli.md, "Getting
+ * models"): the repository's files are listed (GET {endpoint}/api/models/USER/REPO/tree/main),
+ * and the GGUF file of the quant is taken (QUANT compared, in any case, with the tag that ends the
+ * file's name, e.g. Q4_K_M in "Model-Q4_K_M.gguf"; or QUANT is the file's whole path). Without
+ * QUANT: Q4_K_M, else the nearest present in a fixed order of preference. A GGUF split into parts
+ * ("-00001-of-00003.gguf") brings every part; a repository without GGUF files, its safetensors
+ * model (config.json, the tokenizer's files, the weights or every shard its index names).
+ * Files are downloaded into the cache ({cache}/USER/REPO/PATH) through a ".part" file that an
+ * interrupted download leaves behind and the next one resumes (an HTTP Range request); a file is
+ * renamed into place only once complete and, for the hub's large (LFS) files, once its SHA-256
+ * equals the one the listing gives. Nothing half-written is ever taken for a model. */
+typedef enum nc_hub_event {
+    NC_HUB_CACHED,    /* the file is in the cache already: nothing to fetch */
+    NC_HUB_START,     /* its download starts (resumed: the bytes kept from an earlier one) */
+    NC_HUB_PROGRESS,  /* bytes arrived (done) */
+    NC_HUB_RETRY,     /* the connection failed (note says why): trying again from done */
+    NC_HUB_VERIFY,    /* all bytes are there: the SHA-256 is being checked */
+    NC_HUB_DONE,      /* downloaded, checked and in its place */
+} nc_hub_event;
+
+typedef struct nc_hub_progress {
+    nc_hub_event event;
+    const char *repo;      /* "USER/REPO" */
+    const char *file;      /* the file's path in the repository */
+    int32_t index, count;  /* the file is the index-th (from 1) of count this model needs */
+    uint64_t done;         /* bytes of the file present, resumed ones included */
+    uint64_t total;        /* the file's size */
+    uint64_t resumed;      /* bytes taken from an earlier, interrupted download */
+    const char *note;      /* NC_HUB_RETRY: what failed */
+} nc_hub_progress;
+
+typedef struct nc_hub_params {
+    const char *endpoint;  /* the hub or a mirror; NULL: $HF_ENDPOINT, else https://huggingface.co */
+    const char *token;     /* sent as "Authorization: Bearer" (gated and private repositories);
+                              NULL: $HF_TOKEN; "": none */
+    const char *cache;     /* NULL: $NUCLEUS_CACHE, else $XDG_CACHE_HOME/nucleus, else ~/.cache/nucleus */
+    bool offline;          /* the cache only: no network */
+    /* Called as files are found, fetched and checked (NULL: silence); nonzero stops the download
+     * (the .part stays, to be resumed). */
+    int (*progress)(const nc_hub_progress *p, void *user);
+    void *user;
+} nc_hub_params;
+
+/* Find USER/REPO[:QUANT] in the cache or fetch it: *path (cap bytes) receives the GGUF file (a
+ * split's first part) or the safetensors model's directory, for nc_model_load. The errors name
+ * the problem: a repository the hub does not know, a gated or private one (set a token), a quant
+ * it lacks (listing those it has), a full disk, a checksum that differs, a download cut off. */
+int nc_hub_get(const char *ref, const nc_hub_params *p, char *path, size_t cap, nc_err *err);
+
+/* The cache directory that p names (made by nothing: it may not exist). */
+int nc_hub_cache_dir(const nc_hub_params *p, char *out, size_t cap, nc_err *err);
+
+typedef struct nc_hub_entry {
+    const char *repo;      /* "USER/REPO" */
+    const char *file;      /* its path in the repository */
+    uint64_t size;         /* bytes (of a partial file: those downloaded so far) */
+    bool partial;          /* an interrupted download, to be resumed */
+} nc_hub_entry;
+/* Every file of the cache, sorted by repository and path; each nonzero return stops the walk. */
+int nc_hub_list(const nc_hub_params *p, int (*each)(const nc_hub_entry *e, void *user), void *user, nc_err *err);
+/* Remove USER/REPO (every file of it) or USER/REPO:QUANT (the GGUF files of that quant, all their
+ * parts, partial downloads included) from the cache; *n_files and *bytes say what went. An error
+ * when nothing matched. */
+int nc_hub_remove(const char *ref, const nc_hub_params *p, int32_t *n_files, uint64_t *bytes, nc_err *err);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

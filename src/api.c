@@ -62,8 +62,16 @@ static int load_hf(nc_model *nm, const char *path, nc_err *err) {
 static int load_gguf(nc_model *nm, const char *path, nc_err *err) {
     gguf_file *f;
     if (gguf_open(&f, path, err)) return -1;
-    if (model_bind(&nm->m, f, err)) {
+    /* llama.cpp's gguf-split writes a model into parts, the first holding the metadata */
+    int parts = gguf_split_count(f, err);
+    gguf_split *split = NULL;
+    if (parts < 0 || (parts > 1 && gguf_split_open(&split, f, err))) {
         gguf_close(f);
+        return -1;
+    }
+    if (split ? model_bind_split(&nm->m, split, f, err) : model_bind(&nm->m, f, err)) {
+        if (split) gguf_split_close(split);
+        else gguf_close(f);
         return -1;
     }
     return vocab_load(&nm->v, f, err);
@@ -115,15 +123,13 @@ static uint64_t decode_bytes(const model *m) {
     uint64_t n = matrix_bytes(&m->output);
     for (int il = 0; il < hp->n_layer; il++) {
         const model_layer *L = &m->layers[il];
-        n += matrix_bytes(&L->wq) + matrix_bytes(&L->wk) + matrix_bytes(&L->wv) + matrix_bytes(&L->wo);
-        if (!L->router.data) {
-            n += matrix_bytes(&L->ffn_gate) + matrix_bytes(&L->ffn_up) + matrix_bytes(&L->ffn_down);
-            continue;
-        }
+        const model_weight *ws[MODEL_LAYER_WEIGHTS + 2 * L->n_head];
+        for (int i = 0, k = model_layer_weights(L, ws); i < k; i++) n += matrix_bytes(ws[i]);
+        if (!L->router.data) continue;
         uint64_t expert = matrix_bytes(&L->exp_down[0]) +
                           (L->exp_gate ? matrix_bytes(&L->exp_gate[0]) + matrix_bytes(&L->exp_up[0])
                                        : matrix_bytes(&L->exp_gate_up[0]));
-        n += matrix_bytes(&L->router) + (uint64_t)hp->n_expert_used * expert;
+        n += (uint64_t)hp->n_expert_used * expert;
     }
     return n;
 }
@@ -140,6 +146,63 @@ const char *nc_model_meta_str(const nc_model *m, const char *key, size_t *len) {
     return kv->v.s.data;
 }
 
+/* The i-th key/value pair of a GGUF file's metadata that is not an array (llama.cpp leaves arrays
+ * out of its model's metadata too). */
+static const gguf_kv *meta_at(const nc_model *m, int32_t i) {
+    if (!m->m->file || i < 0) return NULL;
+    for (size_t k = 0, n = gguf_n_kv(m->m->file); k < n; k++) {
+        const gguf_kv *kv = gguf_kv_at(m->m->file, k);
+        if (kv->type != GGUF_T_ARRAY && i-- == 0) return kv;
+    }
+    return NULL;
+}
+
+int32_t nc_model_meta_count(const nc_model *m) {
+    if (!m->m->file) return m->chat_template ? 1 : 0;
+    int32_t n = 0;
+    for (size_t k = 0, nk = gguf_n_kv(m->m->file); k < nk; k++) n += gguf_kv_at(m->m->file, k)->type != GGUF_T_ARRAY;
+    return n;
+}
+
+const char *nc_model_meta_key(const nc_model *m, int32_t i) {
+    if (!m->m->file) return i == 0 && m->chat_template ? "tokenizer.chat_template" : NULL;
+    const gguf_kv *kv = meta_at(m, i);
+    return kv ? kv->key : NULL;
+}
+
+int nc_model_meta_value(const nc_model *m, int32_t i, char *buf, int cap) {
+    const char *s = NULL;
+    size_t len = 0;
+    char num[64];
+    if (!m->m->file) {
+        if (i != 0 || !m->chat_template) return -1;
+        s = m->chat_template;
+        len = m->chat_template_len;
+    } else {
+        const gguf_kv *kv = meta_at(m, i);
+        if (!kv) return -1;
+        int n = 0;
+        switch (kv->type) { /* as llama.cpp's gguf_kv_to_str: std::to_string of a number */
+        case GGUF_T_STRING: s = kv->v.s.data; len = (size_t)kv->v.s.len; break;
+        case GGUF_T_BOOL: s = kv->v.b ? "true" : "false"; len = strlen(s); break;
+        case GGUF_T_FLOAT32:
+        case GGUF_T_FLOAT64: n = snprintf(num, sizeof num, "%f", kv->v.f); break;
+        case GGUF_T_INT8:
+        case GGUF_T_INT16:
+        case GGUF_T_INT32:
+        case GGUF_T_INT64: n = snprintf(num, sizeof num, "%lld", (long long)kv->v.i); break;
+        default: n = snprintf(num, sizeof num, "%llu", (unsigned long long)kv->v.u); break;
+        }
+        if (!s) {
+            s = num;
+            len = n > 0 && n < (int)sizeof num ? (size_t)n : 0;
+        }
+    }
+    if (len > INT32_MAX) return -1;
+    if (len > 0 && (int)len <= cap) memcpy(buf, s, len);
+    return (int)len;
+}
+
 void nc_model_get_info(const nc_model *nm, nc_model_info *info) {
     const model *m = nm->m;
     const model_hparams *hp = &m->hp;
@@ -150,7 +213,7 @@ void nc_model_get_info(const nc_model *nm, nc_model_info *info) {
         .norm_eps = hp->norm_eps, .rope_neox = hp->rope_neox, .n_expert = hp->n_expert,
         .n_expert_used = hp->n_expert_used, .swa_window = hp->swa_window, .n_params = m->n_params,
         .weight_bytes = m->weight_bytes, .decode_bytes = decode_bytes(m),
-        .file_bytes = m->file ? gguf_file_size(m->file) : hf_dir_file_bytes(m->hf)};
+        .file_bytes = m->file_bytes};
 }
 
 double nc_measure_read_bandwidth(int n_threads) {
@@ -176,7 +239,18 @@ int nc_inspect(const char *path, FILE *out, nc_err *err) {
         gguf_close(f);
     }
     if (r) return nc_fail(err, "could not write the dump");
-    return 0;
+    /* what the layers are, where it is a model nucleus loads; why not, where it is not */
+    nc_model *m;
+    nc_err why;
+    if (nc_model_load(&m, path, &why)) {
+        fprintf(out, "as a model: not loadable: %s\n", why.msg);
+        return 0;
+    }
+    fprintf(out, "layers (%d, %s):\n", m->m->hp.n_layer, model_arch_name(m->m));
+    char line[256];
+    for (int il = 0; il < m->m->hp.n_layer; il++) fprintf(out, "  %3d  %s\n", il, model_layer_kind(m->m, il, line, sizeof line));
+    nc_model_free(m);
+    return ferror(out) ? nc_fail(err, "could not write the dump") : 0;
 }
 
 const char *nc_kernels_name(void) {
@@ -191,6 +265,9 @@ int32_t nc_token_eos(const nc_model *m) { return vocab_eos(m->v); }
 bool nc_token_is_eog(const nc_model *m, int32_t id) { return vocab_is_eog(m->v, id); }
 bool nc_vocab_adds_bos(const nc_model *m) { return vocab_add_bos(m->v); }
 int nc_token_piece(const nc_model *m, int32_t id, char *buf, int cap) { return vocab_token_piece(m->v, id, true, buf, cap); }
+int nc_detokenize(const nc_model *m, const int32_t *ids, int n, bool special, char *out, int cap) {
+    return vocab_detokenize(m->v, ids, n, special, out, cap);
+}
 
 /* The grammar's view of a token: the bytes it adds to generated text (control tokens none). */
 static int grammar_piece(void *user, int32_t id, char *buf, int cap) { return vocab_token_piece(user, id, false, buf, cap); }
@@ -261,6 +338,10 @@ int nc_vocab_file_tokenize(const nc_vocab_file *vf, const char *text, size_t len
     return vocab_tokenize(vf->v, text, len, add_special, parse_special, out, cap, err);
 }
 
+int nc_vocab_file_piece(const nc_vocab_file *vf, int32_t id, char *buf, int cap) {
+    return vocab_token_piece(vf->v, id, true, buf, cap);
+}
+
 nc_detok *nc_detok_new(const nc_model *m) {
     nc_detok *d = calloc(1, sizeof *d);
     if (d) vocab_stream_init(&d->stream, m->v);
@@ -273,12 +354,21 @@ int nc_detok_flush(nc_detok *d, char *out, int cap) { return vocab_stream_flush(
 /* ---- inference ---- */
 
 /* The element type of a cache type; false for a value outside the enum. */
-static bool cache_ggml_type(nc_cache_type t, uint32_t *out) {
-    static const uint32_t types[] = {[NC_CACHE_F16] = GGML_TYPE_F16, [NC_CACHE_F32] = GGML_TYPE_F32,
-                                     [NC_CACHE_Q8_0] = GGML_TYPE_Q8_0, [NC_CACHE_Q4_0] = GGML_TYPE_Q4_0};
-    if ((unsigned)t >= sizeof types / sizeof types[0]) return false;
-    *out = types[t];
+static const uint32_t cache_types[] = {[NC_CACHE_F16] = GGML_TYPE_F16, [NC_CACHE_F32] = GGML_TYPE_F32,
+                                       [NC_CACHE_Q8_0] = GGML_TYPE_Q8_0, [NC_CACHE_Q4_0] = GGML_TYPE_Q4_0};
+
+/* A cache type's GGML type, NC_CACHE_DEFAULT as the model's row says. */
+static bool cache_ggml_type(const nc_model *m, nc_cache_type t, uint32_t *out) {
+    if (t == NC_CACHE_DEFAULT) t = m->m->hp.arch->kv_f32 ? NC_CACHE_F32 : NC_CACHE_F16;
+    if ((unsigned)t >= sizeof cache_types / sizeof cache_types[0]) return false;
+    *out = cache_types[t];
     return true;
+}
+
+static nc_cache_type cache_type_of(uint32_t ggml_type) {
+    nc_cache_type t = NC_CACHE_F16;
+    while ((unsigned)t < sizeof cache_types / sizeof cache_types[0] - 1 && cache_types[t] != ggml_type) t++;
+    return t;
 }
 
 int nc_context_new(nc_context **out, nc_model *m, const nc_context_params *p, nc_err *err) {
@@ -296,8 +386,8 @@ int nc_context_new(nc_context **out, nc_model *m, const nc_context_params *p, nc
     if (d.n_threads > 512) return nc_fail(err, "n_threads %d is above the limit of 512", d.n_threads);
     if (d.n_batch == 0) d.n_batch = 512;
     uint32_t type_k, type_v;
-    if (!cache_ggml_type(d.type_k, &type_k) || !cache_ggml_type(d.type_v, &type_v))
-        return nc_fail(err, "cache types %d (keys) and %d (values): each must be an nc_cache_type (f16, f32, q8_0, q4_0)",
+    if (!cache_ggml_type(m, d.type_k, &type_k) || !cache_ggml_type(m, d.type_v, &type_v))
+        return nc_fail(err, "cache types %d (keys) and %d (values): each must be an nc_cache_type (default, f16, f32, q8_0, q4_0)",
                        (int)d.type_k, (int)d.type_v);
     if (d.n_gpu_layers < -1) return nc_fail(err, "n_gpu_layers %d: -1 (every layer), 0 (none) or a count", d.n_gpu_layers);
     int32_t n_layer = m->m->hp.n_layer, n_gpu = d.n_gpu_layers < 0 || d.n_gpu_layers > n_layer ? n_layer : d.n_gpu_layers;
@@ -408,6 +498,13 @@ int nc_ctx_policy_check(const nc_ctx_policy *p, int32_t n_ctx, int32_t n_prompt,
     return nc_fail(err, "context policy: unknown mode %d", (int)p->mode);
 }
 
+int nc_ctx_policy_supported(const nc_context *c, const nc_ctx_policy *p, nc_err *err) {
+    if (p->mode == NC_CTX_STOP || !kv_recurrent(&c->fwd.kv)) return 0;
+    return nc_fail(err, "%s: this model's recurrent layers carry a state of every token seen, which cannot drop "
+                        "tokens (a context shift and attention sinks are for attention-only models)",
+                   p->mode == NC_CTX_SHIFT ? "context shift" : "attention sinks");
+}
+
 int32_t nc_kv_seq_make_room(nc_context *c, int32_t seq, const nc_ctx_policy *p, int32_t n_prompt, nc_err *err) {
     if (!seq_ok(c, seq)) return nc_fail(err, "sequence id %d is outside 0..%d", seq, kv_n_seq(&c->fwd.kv) - 1);
     const kv_cache *kv = &c->fwd.kv;
@@ -437,6 +534,19 @@ int32_t nc_kv_seq_attention(const nc_context *c, int32_t seq, double *out, int32
 int32_t nc_kv_blocks_needed(const nc_context *c, int32_t seq, int32_t n) { return kv_blocks_needed(&c->fwd.kv, seq, n); }
 int32_t nc_kv_blocks_available(const nc_context *c) { return kv_blocks_available(&c->fwd.kv); }
 uint64_t nc_kv_bytes_per_token(const nc_context *c) { return kv_bytes_per_token(&c->fwd.kv); }
+uint64_t nc_kv_state_bytes(const nc_context *c) { return kv_state_bytes(&c->fwd.kv); }
+bool nc_kv_latent_type(const nc_context *c, nc_cache_type *type) {
+    for (int32_t l = 0; l < c->fwd.kv.n_layer; l++)
+        if (c->fwd.kv.layer[l].v_in_k) {
+            *type = cache_type_of(c->fwd.kv.layer[l].type_k);
+            return true;
+        }
+    return false;
+}
+void nc_context_cache_types(const nc_context *c, nc_cache_type *k, nc_cache_type *v) {
+    *k = cache_type_of(c->fwd.kv.type_k);
+    *v = cache_type_of(c->fwd.kv.type_v);
+}
 uint64_t nc_kv_bytes_total(const nc_context *c) { return kv_bytes_total(&c->fwd.kv); }
 void nc_kv_get_stats(const nc_context *c, nc_kv_stats *out) {
     kv_stats s = kv_get_stats(&c->fwd.kv);

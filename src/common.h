@@ -15,6 +15,18 @@ int nc_fail(nc_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 
 /* Prefix an existing message: "context: old message". Returns -1. */
 int nc_fail_prefix(nc_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Open path for reading, refusing anything but a regular file before a read could block on it: a
+ * FIFO opened for reading waits for a writer, a device never ends. O_NONBLOCK lets the open of a
+ * FIFO return at once; it is cleared again for the reads. The descriptor (O_CLOEXEC), or -1 with
+ * err "PATH: cannot open: REASON" (errno is open's: ENOENT for a missing file) or "PATH: a FIFO,
+ * not a regular file" (errno EINVAL). */
+int nc_open_regular(const char *path, nc_err *err);
+
+/* The offset of the first \u0000 escape in a JSON text, or -1: cJSON's strings end at a NUL, so
+ * the text after it would vanish without a word. A backslash escapes the character after it,
+ * so "\\u0000" (an escaped backslash, then text) is not one. */
+long nc_json_escaped_nul(const char *json, size_t len);
+
 /* Overflow-checked size arithmetic: return false when the result does not fit. */
 static inline bool nc_mul_u64(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_mul_overflow(a, b, out); }
 static inline bool nc_add_u64(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_add_overflow(a, b, out); }

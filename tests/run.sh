@@ -137,7 +137,7 @@ in_tier() { # SUITE: whether the tier runs it
 # Alone: the suites that time the server; test_template, whose hostile templates must end within
 # a 10 s guard (the slowest takes 4.5 s of CPU in the sanitized build); fuzz_grammar, one of whose
 # seeds takes 5 s of the fuzzer's 10 s timeout.
-alone=" hardening scaleout test_template fuzz_grammar "
+alone=" hardening hardening_limits scaleout test_template fuzz_grammar "
 e2e() { # NAME [ARGS...]: tests/e2e/NAME.sh, when the tier runs it
     local s=$1; shift
     [ -f "tests/e2e/$s.sh" ] && in_tier "$s" || return 0
@@ -151,7 +151,7 @@ unit() { # PATH: a unit-test binary, when the tier runs it
 # The suites that run alone first (at the end they would wait for the longest one), then the slow
 # ones, so that the last ones to finish are short ones.
 unit "$units/test_template"
-for s in hardening scaleout fuzz_grammar; do e2e "$s"; done
+for s in hardening hardening_limits scaleout fuzz_grammar; do e2e "$s"; done
 slow_e2e=" neon cuda tokenizer golden hostile_models grammar structured perplexity web spec $alone"
 slow_unit=" test_kernels $alone"
 for s in neon cuda; do e2e "$s"; done

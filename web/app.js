@@ -1,8 +1,10 @@
 // The chat page: a conversation streamed from /v1/chat/completions with nucleus_explain on, each
 // reply's tokens inspectable (inspector.js), branches continued through /v1/completions with the
-// token ids up to the branch point.
+// token ids up to the branch point; the conversations kept in the browser (store.js) with a list
+// to switch, rename and delete them, and a first screen with the model and a few prompts.
 import { renderMarkdown } from './markdown.js';
 import { openInspector } from './inspector.js';
+import * as store from './store.js';
 
 const $ = (id) => document.getElementById(id);
 const EXPLAIN_TOP_N = 100;
@@ -43,7 +45,15 @@ const SAMPLERS = [
   ['ignore_eos', 'Ignore end of generation', false, 'checkbox'],
 ];
 
-const state = { messages: [], busy: null, inspecting: null };
+const state = { messages: [], busy: null, inspecting: null, conv: null, model: '' };
+
+// The first screen's prompts, for a model of any size.
+const STARTERS = [
+  'Tell me a short story about a cat who learns to fly.',
+  'Explain how a rainbow forms, in three sentences.',
+  'Write a haiku about the sea.',
+  'Give me three ideas for a rainy afternoon.',
+];
 
 function buildSettings() {
   const box = $('samplers');
@@ -67,8 +77,10 @@ function buildSettings() {
     input.value = String(def);
     box.append(l, input);
   }
-  $('api-key').value = sessionStorage.getItem('nucleus-key') || '';
-  $('api-key').addEventListener('change', () => sessionStorage.setItem('nucleus-key', $('api-key').value));
+  try { $('api-key').value = sessionStorage.getItem('nucleus-key') || ''; } catch { /* storage disabled */ }
+  $('api-key').addEventListener('change', () => {
+    try { sessionStorage.setItem('nucleus-key', $('api-key').value); } catch { /* not kept: typed again after a reload */ }
+  });
 }
 
 // The request's sampling fields from the panel (empty fields are left to the server).
@@ -130,10 +142,19 @@ async function stream(path, body, signal, onEvent) {
 
 // ---- Messages ------------------------------------------------------------------------------
 
-function newMessage(role, text = '') {
+// A message at position `at` of the conversation (default: its end).
+function newMessage(role, text = '', at = state.messages.length) {
   const m = { role, text, steps: [], prompt: null, settings: null, stats: '', showTokens: false, node: null };
-  state.messages.push(m);
+  state.messages.splice(at, 0, m);
   return m;
+}
+
+// "You" / "Assistant", what a branch is, and why a message is left out of the conversation.
+function whoText(m) {
+  let t = m.role === 'user' ? 'You' : m.branchOf != null ? `Assistant (branch at step ${m.branchOf})` : 'Assistant';
+  if (m.superseded === 'branch') t += ' (replaced by the branch below)';
+  else if (m.superseded) t += ' (left out: a branch above took the conversation elsewhere)';
+  return t;
 }
 
 function button(label, cls, onClick, extra = {}) {
@@ -172,9 +193,9 @@ function renderMessage(m) {
   if (!m.node) {
     m.node = document.createElement('article');
     m.node.className = `msg ${m.role}`;
+    if (m.branchOf != null) m.node.dataset.branch = String(m.branchOf);
     const who = document.createElement('h2');
     who.className = 'who';
-    who.textContent = m.role === 'user' ? 'You' : m.branchOf != null ? `Assistant (branch at step ${m.branchOf})` : 'Assistant';
     const body = document.createElement('div');
     body.className = 'body';
     const stats = document.createElement('p');
@@ -189,8 +210,13 @@ function renderMessage(m) {
         button('Regenerate', 'regenerate', () => regenerate(m)));
       m.node.append(tools);
     }
-    $('log').append(m.node);
+    // in its place: before the next message that is on screen (a branch goes under its reply)
+    const next = state.messages.slice(state.messages.indexOf(m) + 1).find((x) => x.node);
+    $('log').insertBefore(m.node, next ? next.node : null);
+    $('welcome')?.remove();
   }
+  m.node.querySelector('.who').textContent = whoText(m);
+  m.node.classList.toggle('superseded', !!m.superseded);
   const t = m.node.querySelector('.show-tokens');
   if (t) { t.setAttribute('aria-pressed', String(m.showTokens)); t.disabled = !m.steps.length; }
   renderBody(m);
@@ -211,6 +237,7 @@ function setBusy(controller) {
 
 // Run a request that streams into assistant message m: text, steps, time to first token, tokens/s.
 async function generate(m, path, body) {
+  const conv = state.conv;
   const controller = new AbortController();
   setBusy(controller);
   const t0 = performance.now();
@@ -241,7 +268,9 @@ async function generate(m, path, body) {
   m.node.setAttribute('aria-busy', 'false');
   m.node.dataset.done = 'true';
   setBusy(null);
+  if (conv !== state.conv) return; // another conversation was opened meanwhile (this one was kept then)
   renderMessage(m);
+  persist();
 }
 
 function chatMessages(upTo) {
@@ -262,6 +291,7 @@ function requestBody(extra) {
 async function send(text) {
   const u = newMessage('user', text);
   renderMessage(u);
+  persist();
   const a = newMessage('assistant');
   a.settings = settings();
   await generate(a, '/v1/chat/completions', requestBody({ messages: chatMessages(state.messages.length - 1) }));
@@ -270,9 +300,8 @@ async function send(text) {
 async function regenerate(m) {
   if (state.busy) return;
   const i = state.messages.indexOf(m);
-  Object.assign(m, { text: '', steps: [], prompt: null, stats: '', settings: settings(), showTokens: false, superseded: false });
-  m.node.classList.remove('superseded');
-  m.node.querySelector('.who').textContent = m.branchOf != null ? `Assistant (branch at step ${m.branchOf})` : 'Assistant';
+  Object.assign(m, { text: '', steps: [], prompt: null, stats: '', settings: settings(), showTokens: false, superseded: false,
+                     stopped: false });
   for (const later of state.messages.splice(i + 1)) later.node.remove();
   await generate(m, '/v1/chat/completions', requestBody({ messages: chatMessages(i) }));
 }
@@ -282,12 +311,17 @@ async function regenerate(m) {
 async function branch(m, i, t) {
   if (state.busy || !m.prompt) return;
   const kept = m.steps.slice(0, i);
-  const b = newMessage('assistant', kept.map((s) => s.piece).join('') + t.piece);
+  const at = state.messages.indexOf(m) + 1;
+  // what followed the reply followed what the branch replaces: left out of the conversation
+  for (const later of state.messages.slice(at)) {
+    if (!later.superseded) later.superseded = 'after';
+    renderMessage(later);
+  }
+  const b = newMessage('assistant', kept.map((s) => s.piece).join('') + t.piece, at);
   b.branchOf = i;
-  // the branch takes the reply's place in the conversation; the reply stays on screen
-  m.superseded = true;
-  m.node.classList.add('superseded');
-  m.node.querySelector('.who').textContent += ' (replaced by the branch below)';
+  // the branch takes the reply's place in the conversation, right under it; the reply stays on screen
+  m.superseded = 'branch';
+  renderMessage(m);
   b.settings = m.settings;
   b.steps = kept.slice();
   b.prompt = null;
@@ -330,8 +364,123 @@ async function showModel() {
   try {
     const r = await fetch('/v1/models', { headers: headers() });
     const j = await r.json();
-    $('model').textContent = r.ok ? j.data[0].id : `the API says ${r.status}: set the API key in Settings`;
+    state.model = r.ok ? j.data[0].id : '';
+    $('model').textContent = r.ok ? state.model : `the API says ${r.status}: set the API key in Settings`;
   } catch { $('model').textContent = 'the server does not answer'; }
+  for (const e of document.querySelectorAll('#welcome .model-name')) e.textContent = state.model || 'the model';
+}
+
+// ---- Conversations ---------------------------------------------------------------------------
+
+// The first screen of an empty conversation: the model, and prompts to start with.
+function renderWelcome() {
+  if (state.messages.length) return;
+  const box = document.createElement('section');
+  box.id = 'welcome';
+  box.className = 'welcome';
+  const h = document.createElement('h2');
+  const name = document.createElement('span');
+  name.className = 'model-name';
+  name.textContent = state.model || 'the model';
+  h.append('Chat with ', name);
+  const note = document.createElement('p');
+  note.className = 'muted';
+  note.textContent = 'Served by nucleus from this machine. Conversations are kept in this browser; ' +
+                     'Tokens under a reply opens the decoding inspector.';
+  const starters = document.createElement('div');
+  starters.className = 'starters';
+  starters.setAttribute('aria-label', 'Prompts to start with');
+  for (const text of STARTERS) starters.append(button(text, 'starter', () => { if (!state.busy) send(text); }));
+  box.append(h, note, starters);
+  $('log').replaceChildren(box);
+}
+
+// A title from the first thing said, until the user gives one.
+function autoTitle() {
+  const first = state.messages.find((m) => m.role === 'user');
+  const t = first ? first.text.replace(/\s+/g, ' ').trim() : '';
+  return t.length > 48 ? `${t.slice(0, 47)}…` : t;
+}
+
+// Keep the open conversation (once it has a message) and redraw the list.
+function persist() {
+  if (!state.messages.length) return;
+  if (!state.conv.named) state.conv.title = autoTitle();
+  const ok = store.saveConversation(state.conv, state.messages);
+  const note = $('storage-note');
+  note.hidden = ok;
+  note.textContent = ok ? '' : 'This browser did not keep the conversation (its storage is full or disabled).';
+  renderChatList();
+}
+
+// Open conversation `id` (null: a new, empty one); the open one is kept first.
+function openConversation(id) {
+  if (state.busy) state.busy.abort();
+  persist();
+  closeInspector();
+  const c = id ? store.getConversation(id) : null;
+  state.conv = c ? { id: c.id, title: c.title, named: c.named } : { id: store.newId(), title: '', named: false };
+  state.messages = (c ? c.messages : []).map((x) => ({ ...x, steps: [], prompt: null, settings: null, showTokens: false, node: null }));
+  $('log').replaceChildren();
+  for (const m of state.messages) {
+    renderMessage(m);
+    m.node.dataset.done = 'true';
+  }
+  renderWelcome();
+  if (c) store.setCurrent(c.id);
+  renderChatList();
+}
+
+function renameInPlace(li, c) {
+  const input = document.createElement('input');
+  input.type = 'text';
+  input.className = 'rename-input';
+  input.value = c.title;
+  input.setAttribute('aria-label', 'New name');
+  let done = false;
+  const finish = (commit) => {
+    if (done) return;
+    done = true;
+    const title = input.value.trim();
+    if (commit && title) {
+      store.renameConversation(c.id, title);
+      if (state.conv.id === c.id) Object.assign(state.conv, { title, named: true });
+    }
+    renderChatList();
+    $('chat-list').querySelector(`[data-id="${c.id}"] .open`)?.focus();
+  };
+  input.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter') { e.preventDefault(); finish(true); }
+    if (e.key === 'Escape') { e.preventDefault(); e.stopPropagation(); finish(false); }
+  });
+  input.addEventListener('blur', () => finish(true));
+  li.querySelector('.open').replaceWith(input);
+  input.focus();
+  input.select();
+}
+
+function renderChatList() {
+  const { conversations } = store.listConversations();
+  $('chat-list').replaceChildren(...conversations.map((c) => {
+    const li = document.createElement('li');
+    li.dataset.id = c.id;
+    const title = c.title || 'New chat';
+    const open = button(title, 'open', () => { if (c.id !== state.conv.id) openConversation(c.id); });
+    if (c.id === state.conv.id) open.setAttribute('aria-current', 'true');
+    open.title = title;
+    li.append(open,
+      button('✎', 'rename', () => renameInPlace(li, c), { 'aria-label': `Rename “${title}”`, title: 'Rename' }),
+      button('✕', 'delete', () => {
+        if (!window.confirm(`Delete the conversation “${title}”?`)) return;
+        store.deleteConversation(c.id);
+        if (c.id === state.conv.id) {
+          state.messages = []; // nothing left to keep
+          const rest = store.listConversations().conversations;
+          openConversation(rest.length ? rest[0].id : null);
+        } else renderChatList();
+      }, { 'aria-label': `Delete “${title}”`, title: 'Delete' }));
+    return li;
+  }));
 }
 
 function init() {
@@ -352,18 +501,22 @@ function init() {
     p.hidden = !p.hidden;
     $('settings-toggle').setAttribute('aria-expanded', String(!p.hidden));
   });
-  $('clear').addEventListener('click', () => {
-    if (state.busy) state.busy.abort();
-    state.messages = [];
-    $('log').replaceChildren();
-    closeInspector();
-  });
+  $('clear').addEventListener('click', () => openConversation(null));
+  const toggle = (button_, panel) => {
+    panel.hidden = !panel.hidden;
+    button_.setAttribute('aria-expanded', String(!panel.hidden));
+  };
+  $('chats-toggle').addEventListener('click', () => toggle($('chats-toggle'), $('chats')));
+  // the list beside the chat where there is room; behind its button on a narrow screen
+  if (window.matchMedia('(min-width: 1100px)').matches) toggle($('chats-toggle'), $('chats'));
   $('api-key').addEventListener('change', showModel);
   $('log').addEventListener('click', (e) => {
     const b = e.target.closest('.copy-code');
     if (b) copy(b.parentElement.querySelector('code').textContent);
   });
   document.addEventListener('keydown', (e) => { if (e.key === 'Escape' && !$('inspector').hidden) closeInspector(); });
+  const { current } = store.listConversations();
+  openConversation(current && store.getConversation(current) ? current : null);
   showModel();
 }
 

@@ -173,19 +173,22 @@ static cu_cache cache_of(const fwd_state *s, int il) {
     return (cu_cache){g->k[il], g->v[il], s->kv.type_k, s->kv.type_v, s->kv.layer[il].kv_dim};
 }
 
-/* The first feature of the model (or cache) the GPU pass lacks, or NULL: it runs attention
- * layers of the model's one shape with gated FFNs or softmax-routed experts. */
-static const char *missing_feature(const fwd_state *s, int il0) {
+/* The first feature of the model (or cache) the GPU pass lacks, or NULL, and the layer that has
+ * it (-1: the model): it runs attention layers of the model's one shape with gated FFNs or
+ * softmax-routed experts. */
+static const char *missing_feature(const fwd_state *s, int il0, int *layer) {
     const model_hparams *hp = &s->m->hp;
+    *layer = -1;
     if (hp->head_dim > 256) return "heads of more than 256 dimensions";
     if (hp->gating != GATING_SOFTMAX || hp->n_group || hp->expert_weight_input || hp->n_embd_per_layer)
         return "this model's expert routing or per-layer embeddings";
     for (int il = il0; il < hp->n_layer; il++) {
         const model_layer *L = &s->m->layers[il];
+        *layer = il;
         if (L->mixer != MIXER_ATTENTION) return "recurrent and latent attention layers";
         if (L->kv_layer != il || L->q_gate || L->v_norm || L->qk_norm_plain || L->temperature || L->chunk ||
-            L->head_dim != hp->head_dim || L->n_head_kv != hp->n_head_kv || L->n_rot != hp->n_rot)
-            return "attention of other shapes than the model's own (gated, shared, chunked, per-layer heads)";
+            L->head_dim != hp->head_dim || L->n_head_kv != hp->n_head_kv || (L->n_rot && L->n_rot != hp->n_rot))
+            return "attention of other shapes than the model's own (gated, shared, chunked, per-layer heads or rotations, temperature)";
         if (s->kv.layer[il].kv_dim > CU_MAX_KV_DIM) return "KV rows wider than CU_MAX_KV_DIM";
         if (L->ffn != FFN_GATED && L->ffn != FFN_MOE) return "a layer without a gated FFN";
         if (L->sh_gate.data || L->exp_probs_b || L->router_scale || L->ffn_post_norm_1 || L->out_scale != 1.0f)
@@ -261,8 +264,11 @@ static void gpu_free(fwd_state *s) {
 
 static int gpu_init(fwd_state *s, int il0, nc_err *err) {
     const model_hparams *hp = &s->m->hp;
-    const char *missing = missing_feature(s, il0);
-    if (missing) return nc_fail(err, "the GPU forward pass does not support %s yet (run on the CPU)", missing);
+    int layer;
+    const char *missing = missing_feature(s, il0, &layer);
+    if (missing && layer < 0) return nc_fail(err, "the GPU forward pass does not support %s yet (run on the CPU)", missing);
+    if (missing) return nc_fail(err, "the GPU forward pass cannot run layer %d: it does not support %s yet (run on the CPU)",
+                                layer, missing);
     fwd_gpu *g = s->gpu = calloc(1, sizeof *g);
     if (!g) return nc_fail(err, "out of memory");
     g->il0 = il0;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define INDEX_NAME "model.safetensors.index.json"
 #define SINGLE_NAME "model.safetensors"
@@ -46,10 +47,12 @@ bool hf_join(char *buf, size_t cap, const char *dir, const char *name) {
     return n >= 0 && (size_t)n < cap;
 }
 
-static bool is_file(const char *dir, const char *name) {
+/* Whether dir/name is there, whatever it is: reading it refuses what is not a regular file, and
+ * says so (a FIFO named model.safetensors is not "missing"). */
+static bool present(const char *dir, const char *name) {
     char path[4096];
     struct stat st;
-    return hf_join(path, sizeof path, dir, name) && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+    return hf_join(path, sizeof path, dir, name) && stat(path, &st) == 0;
 }
 
 static size_t hash_str(const char *s) {
@@ -83,15 +86,15 @@ static const char *alias_name(const void *ctx, size_t i) { return ((const hf_dir
 int hf_read_path(const char *path, size_t max, char **out, size_t *len, nc_err *err) {
     *out = NULL;
     *len = 0;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        if (errno == ENOENT) return 0;
-        return nc_fail(err, "%s: cannot open: %s", path, strerror(errno));
-    }
+    int fd = nc_open_regular(path, err);
+    if (fd < 0) return errno == ENOENT ? 0 : -1;
+    FILE *fp = fdopen(fd, "rb");
     struct stat st;
-    if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(fp);
-        return nc_fail(err, "%s: not a regular file", path);
+    if (!fp || fstat(fd, &st) != 0) {
+        int e = errno;
+        if (fp) fclose(fp);
+        else close(fd);
+        return nc_fail(err, "%s: cannot read: %s", path, strerror(e));
     }
     if ((uint64_t)st.st_size > max) {
         fclose(fp);
@@ -202,7 +205,7 @@ static int open_shards(hf_dir *d, const cJSON *map, nc_err *err) {
         }
         size_t *slot = index_slot(&seen, e->valuestring, file_name, d);
         if (*slot) continue;
-        if (!is_file(d->path, e->valuestring)) {
+        if (!present(d->path, e->valuestring)) {
             rc = nc_fail(err, "%s/%s: weight_map names shard '%.200s' (for tensor '%.100s'), which is missing", d->path,
                          INDEX_NAME, e->valuestring, e->string);
             break;
@@ -244,7 +247,7 @@ static int missing_weights(const hf_dir *d, nc_err *err) {
     static const char *const others[] = {"pytorch_model.bin", "pytorch_model.bin.index.json", "model.pt",
                                          "consolidated.safetensors", "tf_model.h5"};
     for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
-        if (is_file(d->path, others[i]))
+        if (present(d->path, others[i]))
             return nc_fail(err, "%s: no %s or %s, only %s (only safetensors weights are supported); " WHAT_DIR_HOLDS,
                            d->path, SINGLE_NAME, INDEX_NAME, others[i]);
     return nc_fail(err, "%s: no %s or %s: " WHAT_DIR_HOLDS, d->path, SINGLE_NAME, INDEX_NAME);
@@ -302,13 +305,13 @@ static int index_aliases(hf_dir *d, nc_err *err) {
 }
 
 static int open_weights(hf_dir *d, nc_err *err) {
-    if (is_file(d->path, SINGLE_NAME)) {
+    if (present(d->path, SINGLE_NAME)) {
         d->files = calloc(1, sizeof *d->files);
         d->file_names = calloc(1, sizeof *d->file_names);
         if (!d->files || !d->file_names) return nc_fail(err, "%s: out of memory", d->path);
         return add_file(d, SINGLE_NAME, err) || index_tensors(d, err) || index_aliases(d, err) ? -1 : 0;
     }
-    if (!is_file(d->path, INDEX_NAME)) return missing_weights(d, err);
+    if (!present(d->path, INDEX_NAME)) return missing_weights(d, err);
     cJSON *index = NULL;
     int rc = open_index(d, &index, err);
     if (rc == 0) rc = index_tensors(d, err);

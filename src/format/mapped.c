@@ -1,7 +1,6 @@
 #include "format/mapped.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -13,17 +12,13 @@ int fmt_map(const char *path, const void **data, size_t *size, void **map, nc_er
     *data = "";
     *size = 0;
     *map = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return nc_fail(err, "%s: cannot open: %s", path, strerror(errno));
+    int fd = nc_open_regular(path, err);
+    if (fd < 0) return -1;
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
         return nc_fail(err, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return nc_fail(err, "%s: not a regular file", path);
     }
     if (st.st_size == 0) {
         close(fd);

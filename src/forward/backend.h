@@ -167,6 +167,7 @@ typedef struct fwd_experts {
     const model_layer *L;
     fwd_view in, out;
     int32_t T;
+    bool ready;                /* `in` was quantised by the operation that wrote it */
     bool weight_input;         /* each row's weight scales the expert's input, the outputs summed as they are (Llama 4) */
 } fwd_experts;
 

@@ -335,9 +335,15 @@ static bool any_int(const model *m) {
     if (int_weight(&m->output)) return true;
     for (int il = 0; il < m->hp.n_layer; il++) {
         const model_layer *L = &m->layers[il];
-        const model_weight *w[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down, &L->router};
-        for (size_t i = 0; i < sizeof w / sizeof *w; i++)
-            if (int_weight(w[i])) return true;
+        const model_weight *ws[MODEL_LAYER_WEIGHTS + 2 * L->n_head];
+        for (int i = 0, k = model_layer_weights(L, ws); i < k; i++)
+            if (int_weight(ws[i])) return true;
+        for (int e = 0; e < m->hp.n_expert; e++) {
+            const model_weight *ex[] = {L->exp_gate ? &L->exp_gate[e] : NULL, L->exp_up ? &L->exp_up[e] : NULL,
+                                        L->exp_gate_up ? &L->exp_gate_up[e] : NULL, L->exp_down ? &L->exp_down[e] : NULL};
+            for (size_t i = 0; i < sizeof ex / sizeof *ex; i++)
+                if (ex[i] && int_weight(ex[i])) return true;
+        }
     }
     return false;
 }
@@ -419,7 +425,8 @@ static int cpu_init(fwd_state *s, int il0, nc_err *err) {
         t->up = alloc64(B * (size_t)cpu->max_chunk * sizeof(float));
         t->attn_q = alloc64(R * (size_t)dk * sizeof(float));
         t->scores = alloc64(R * CPU_ATTN_SPAN * sizeof(float));
-        t->attn_part = alloc64(R * (size_t)dv * sizeof(float));
+        size_t part = R * (size_t)dv, recall = hp->ssm_heads ? (size_t)(hp->ssm_inner / hp->ssm_heads) : 0;
+        t->attn_part = alloc64((part > recall ? part : recall) * sizeof(float)); /* also DeltaNet's recall */
         t->heads = alloc64(B * (size_t)widest * 2 * sizeof(float)); /* the rows, then their int16 quantisation */
         t->attn_max = malloc(R * sizeof(float));
         t->attn_sum = malloc(R * sizeof(double));

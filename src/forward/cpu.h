@@ -31,7 +31,7 @@ typedef struct cpu_thread {
     /* attention of one block of queries (CPU_ATTN_BLOCK tokens x group heads = R rows) */
     float *attn_q;                   /* [R][head_dim] the queries */
     float *scores;                   /* [R][CPU_ATTN_SPAN] weights of one span */
-    float *attn_part;                /* [R][head_dim] one span's share of the output */
+    float *attn_part;                /* [R][head_dim] one span's share of the output; a DeltaNet head's recall */
     float *attn_max;                 /* [R] running maxima */
     double *attn_sum;                /* [R] running sums */
     float *kv_keys, *kv_values;      /* a span of a quantised cache dequantised (kv_span_keys / _values),

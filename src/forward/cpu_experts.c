@@ -113,8 +113,8 @@ static void down_chunk(void *arg, int c, int ith) {
     add_bias(Y, E, T, L->exp_down_b ? L->exp_down_b + (size_t)e * E + r0 : NULL, r1 - r0);
 }
 
-/* Gather the input of (token, slot) i into its row, and its quantisation; scaled by the slot's
- * weight when the weights scale the inputs (then quantised here). */
+/* Gather the input of (token, slot) i into its row, and its quantisation (the norm's when it made
+ * one; quantised here when the slot's weight scales the input). */
 static void gather_chunk(void *arg, int i, int ith) {
     const moe_job *j = arg;
     fwd_state *s = j->s;
@@ -122,13 +122,13 @@ static void gather_chunk(void *arg, int i, int ith) {
     int E = s->m->hp.n_embd, K = s->m->hp.n_expert_used, t = i / K, r = s->moe.row[i];
     float *in = mo->in + (size_t)r * E;
     const float *x = cpu_row(s, j->x->in, t);
-    if (j->x->weight_input) {
+    if (j->x->weight_input)
         for (int k = 0; k < E; k++) in[k] = s->moe.weight[i] * x[k];
-        if (mo->inq) kernels_quantize_act(KERNELS_ACT_I16, in, E, mo->inq + (size_t)r * j->act_embd);
-        return;
-    }
-    memcpy(in, x, (size_t)E * sizeof(float));
-    if (mo->inq) memcpy(mo->inq + (size_t)r * j->act_embd, cpu_qrow(s, j->x->in, t, E), j->act_embd);
+    else
+        memcpy(in, x, (size_t)E * sizeof(float));
+    if (!mo->inq) return;
+    if (j->x->ready && !j->x->weight_input) memcpy(mo->inq + (size_t)r * j->act_embd, cpu_qrow(s, j->x->in, t, E), j->act_embd);
+    else kernels_quantize_act(KERNELS_ACT_I16, in, E, mo->inq + (size_t)r * j->act_embd);
 }
 
 /* out[t] = the weighted sum of token t's expert outputs, in the order of its slots. */

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "format/ggml_types.h"
 #include "forward/cpu.h"
 
 static float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -66,16 +67,18 @@ static float l2_scale(const float *x, int n, float eps) {
     return 1.0f / (norm > eps ? norm : eps);
 }
 
-/* Gated DeltaNet, value head h: its state is a [head_dim][state_dim] matrix S (a row per value
- * dimension) after the convolution's state. */
-static void deltanet_head(const scan_job *j, int h) {
+/* Gated DeltaNet, value head h: its state S is [state_dim][head_dim] (a row per key dimension)
+ * after the convolution's state, so that both of its products with a vector, S^T k and S^T q,
+ * run along the value dimensions in the vector lanes (kernels_mix: one fma chain per value
+ * dimension over the key dimensions in order, the same bits in every kernel set). */
+static void deltanet_head(const scan_job *j, int h, float *recall) {
     fwd_state *s = j->s;
     const fwd_scan *c = j->c;
     int DV = c->head_dim, DK = c->state_dim, HK = c->groups, kh = h % HK;
-    size_t conv = (size_t)(s->m->hp.ssm_conv - 1) * (size_t)s->m->layers[c->layer].ssm.channels;
+    size_t conv = (size_t)(s->m->hp.ssm_conv - 1) * (size_t)s->m->layers[c->layer].ssm.channels, n = (size_t)DK * DV;
     float eps = s->m->hp.norm_eps, q[DK], k[DK];
     for (int t = 0; t < j->T; t++) {
-        float *S = kv_state(&s->kv, c->layer, s->entries[t].seq) + conv + (size_t)h * DV * DK;
+        float *S = kv_state(&s->kv, c->layer, s->entries[t].seq) + conv + (size_t)h * n;
         const float *x = cpu_row(s, c->x, t);
         const float *q0 = x + (size_t)kh * DK, *k0 = x + (size_t)(HK + kh) * DK, *v = x + (size_t)(2 * HK * DK + h * DV);
         float qs = l2_scale(q0, DK, eps) / sqrtf((float)DK), ks = l2_scale(k0, DK, eps);
@@ -83,48 +86,40 @@ static void deltanet_head(const scan_job *j, int h) {
         float beta = sigmoid(cpu_row(s, c->beta, t)[h]);
         float decay = expf(softplus(cpu_row(s, c->gate, t)[h] + c->dt_bias[h]) * c->a[h]);
         float *y = cpu_row(s, c->y, t) + (size_t)h * DV;
-        for (int r = 0; r < DV; r++) {
-            float *row = S + (size_t)r * DK, recall = 0.0f;
-            for (int i = 0; i < DK; i++) {
-                row[i] *= decay;
-                recall += row[i] * k[i];
-            }
-            float d = (v[r] - recall) * beta, o = 0.0f;
-            for (int i = 0; i < DK; i++) {
-                row[i] += d * k[i];
-                o += row[i] * q[i];
-            }
-            y[r] = o;
-        }
+        for (size_t i = 0; i < n; i++) S[i] *= decay;
+        kernels_mix(GGML_TYPE_F32, S, (size_t)DV * 4, DK, DV, k, DK, 1, recall, DV); /* what S recalls for k */
+        for (int r = 0; r < DV; r++) recall[r] = (v[r] - recall[r]) * beta;       /* the delta to write */
+        for (int i = 0; i < DK; i++)
+            for (int r = 0; r < DV; r++) S[(size_t)i * DV + r] += k[i] * recall[r];
+        kernels_mix(GGML_TYPE_F32, S, (size_t)DV * 4, DK, DV, q, DK, 1, y, DV);
     }
 }
 
-/* Mamba2, head h (group h / (heads / groups)): its state is [head_dim][state_dim]. */
+/* Mamba2, head h (group h / (heads / groups)): its state S is [state_dim][head_dim], its output
+ * C^T S through the kernels as DeltaNet's. */
 static void mamba2_head(const scan_job *j, int h) {
     fwd_state *s = j->s;
     const fwd_scan *c = j->c;
     int HD = c->head_dim, DS = c->state_dim, g = h / (c->heads / c->groups), IN = c->heads * HD;
     size_t conv = (size_t)(s->m->hp.ssm_conv - 1) * (size_t)s->m->layers[c->layer].ssm.channels;
+    float x_dt[HD];
     for (int t = 0; t < j->T; t++) {
         float *S = kv_state(&s->kv, c->layer, s->entries[t].seq) + conv + (size_t)h * HD * DS;
         const float *xr = cpu_row(s, c->x, t), *x = xr + (size_t)h * HD;
         const float *B = xr + IN + (size_t)g * DS, *C = xr + IN + (size_t)(c->groups + g) * DS;
         float dt = softplus(cpu_row(s, c->gate, t)[h] + c->dt_bias[h]), dA = expf(dt * c->a[h]);
         float *y = cpu_row(s, c->y, t) + (size_t)h * HD;
-        for (int p = 0; p < HD; p++) {
-            float *row = S + (size_t)p * DS, x_dt = x[p] * dt, sum = 0.0f;
-            for (int n = 0; n < DS; n++) {
-                row[n] = row[n] * dA + B[n] * x_dt;
-                sum += row[n] * C[n];
-            }
-            y[p] = sum + x[p] * c->d[h];
-        }
+        for (int p = 0; p < HD; p++) x_dt[p] = x[p] * dt;
+        for (int n = 0; n < DS; n++)
+            for (int p = 0; p < HD; p++) S[(size_t)n * HD + p] = S[(size_t)n * HD + p] * dA + B[n] * x_dt[p];
+        kernels_mix(GGML_TYPE_F32, S, (size_t)HD * 4, DS, HD, C, DS, 1, y, HD);
+        for (int p = 0; p < HD; p++) y[p] += x[p] * c->d[h];
     }
 }
 
 static void scan_chunk(void *arg, int h, int ith) {
     const scan_job *j = arg;
-    if (j->c->kind == FWD_DELTANET) deltanet_head(j, h);
+    if (j->c->kind == FWD_DELTANET) deltanet_head(j, h, cpu_of(j->s)->thr[ith].attn_part);
     else mamba2_head(j, h);
 }
 

@@ -326,7 +326,8 @@ static int moe_ffn(fwd_state *s, const fwd_backend *be, int il, int T, nc_err *e
     if (be->get(s, s->moe.logits, logits, hp->n_expert, T, err)) return -1;
     for (int t = 0; t < T; t++) route(s, L, t);
     group_by_expert(s, T);
-    if (be->experts(s, &(fwd_experts){.L = L, .in = xn, .out = o, .T = T, .weight_input = hp->expert_weight_input}, err))
+    if (be->experts(s, &(fwd_experts){.L = L, .in = xn, .out = o, .T = T, .ready = ready,
+                                       .weight_input = hp->expert_weight_input}, err))
         return -1;
     if (L->ffn_post_norm_2) be->norm(s, o, o, NULL, E, 1, L->ffn_post_norm_2, T, false);
     if (L->sh_gate.data) { /* the shared expert, on the same input */
@@ -559,24 +560,55 @@ fail:
     return -1;
 }
 
-/* How many entries the micro-batch starting at `start` takes: up to n_batch, and with recurrent
- * state up to the first entry that completes a block of a sequence whose cells hold positions
- * 0.. (the state there is checkpointed for the prefix cache). */
-static int micro_len(const fwd_state *s, const nc_batch_entry *batch, int n, int start) {
-    int T = n - start < s->n_batch ? n - start : s->n_batch;
-    for (int i = start; kv_recurrent(&s->kv) && i < start + T; i++)
-        if ((batch[i].pos + 1) % KV_BLOCK == 0 && kv_positions(&s->kv, batch[i].seq)[batch[i].pos] == batch[i].pos)
-            return i - start + 1;
-    return T;
+/* The recurrent state's checkpoints of a batch (kv_state.c): for each sequence it adds several
+ * tokens to, one before them (a rejected speculation goes back there) and one after them, or,
+ * where only its last entry wants logits (a prompt's prefill), one before that last entry: the
+ * state a later request of the same prompt takes, since it computes its last token again for
+ * the logits. `last[seq]`: the index of that entry in the batch, or -1. */
+typedef struct checkpoints {
+    int32_t *count, *last;
+    bool *prefill;
+} checkpoints;
+
+static int plan_checkpoints(const fwd_state *s, const nc_batch_entry *batch, int n, checkpoints *c) {
+    int32_t N = kv_n_seq(&s->kv);
+    c->count = calloc((size_t)N, sizeof *c->count);
+    c->last = malloc((size_t)N * sizeof *c->last);
+    c->prefill = calloc((size_t)N, sizeof *c->prefill);
+    if (!c->count || !c->last || !c->prefill) return -1;
+    for (int32_t q = 0; q < N; q++) c->last[q] = -1;
+    int32_t *logits = calloc((size_t)N, sizeof *logits);
+    if (!logits) return -1;
+    for (int i = 0; i < n; i++) {
+        int32_t q = batch[i].seq;
+        if (q < 0 || q >= N) continue;
+        c->count[q]++;
+        c->last[q] = i;
+        logits[q] += batch[i].logits;
+    }
+    for (int32_t q = 0; q < N; q++) c->prefill[q] = c->count[q] > 1 && logits[q] == 1 && batch[c->last[q]].logits;
+    free(logits);
+    return 0;
 }
 
-/* The sequences a batch adds several tokens to (counts[seq] > 1): their recurrent state is
- * checkpointed before and after the pass. */
-static int32_t *batch_counts(const fwd_state *s, const nc_batch_entry *batch, int n) {
-    int32_t *c = calloc((size_t)kv_n_seq(&s->kv), sizeof *c);
-    for (int i = 0; c && i < n; i++)
-        if (batch[i].seq >= 0 && batch[i].seq < kv_n_seq(&s->kv)) c[batch[i].seq]++;
-    return c;
+static void free_checkpoints(checkpoints *c) {
+    free(c->count);
+    free(c->last);
+    free(c->prefill);
+}
+
+/* How many entries the micro-batch starting at `start` takes: up to n_batch, and with recurrent
+ * state up to the first entry that completes a block of a sequence whose cells hold positions
+ * 0.. (the state there is checkpointed for the prefix cache), and not past the entry before a
+ * prefill's last (checkpointed there). */
+static int micro_len(const fwd_state *s, const nc_batch_entry *batch, int n, int start, const checkpoints *c) {
+    int T = n - start < s->n_batch ? n - start : s->n_batch;
+    for (int i = start; kv_recurrent(&s->kv) && i < start + T; i++) {
+        int32_t q = batch[i].seq;
+        if (i + 1 < start + T && c->prefill[q] && c->last[q] == i + 1) return i - start + 1;
+        if ((batch[i].pos + 1) % KV_BLOCK == 0 && kv_positions(&s->kv, q)[batch[i].pos] == batch[i].pos) return i - start + 1;
+    }
+    return T;
 }
 
 /* The pass itself; `replay`: tokens the cache held already, computed again for the recurrent
@@ -585,22 +617,23 @@ static int run(fwd_state *s, const nc_batch_entry *batch, int n, bool replay, nc
     if (!replay) s->n_entries = 0;
     if (n <= 0) return nc_fail(err, "empty batch");
     bool recurrent = kv_recurrent(&s->kv);
-    int32_t *cells = malloc((size_t)n * sizeof *cells), *counts = recurrent ? batch_counts(s, batch, n) : NULL;
-    if (!cells || (recurrent && !counts)) {
+    checkpoints ck = {0};
+    int32_t *cells = malloc((size_t)n * sizeof *cells);
+    if (!cells || (recurrent && plan_checkpoints(s, batch, n, &ck))) {
         free(cells);
-        free(counts);
+        free_checkpoints(&ck);
         return nc_fail(err, "out of memory for a batch of %d entries", n);
     }
     for (int32_t q = 0; recurrent && q < kv_n_seq(&s->kv); q++)
-        if (counts[q] > 1) kv_state_checkpoint(&s->kv, q, false);
+        if (ck.count[q] > 1) kv_state_checkpoint(&s->kv, q, false);
     if ((!replay && prepare_outputs(s, batch, n, err)) || claim_cells(s, batch, n, cells, err)) {
         if (!replay) s->n_entries = 0;
         free(cells);
-        free(counts);
+        free_checkpoints(&ck);
         return -1;
     }
     for (int start = 0, T; start < n; start += T) {
-        T = micro_len(s, batch, n, start);
+        T = micro_len(s, batch, n, start, &ck);
         const nc_batch_entry *e = batch + start;
         memcpy(s->cells, cells + start, (size_t)T * sizeof *cells);
         for (int t = 0; t < T; t++) kv_ring_claim(&s->kv, e[t].seq, e[t].pos);
@@ -608,17 +641,20 @@ static int run(fwd_state *s, const nc_batch_entry *batch, int n, bool replay, nc
             for (int i = n - 1; i >= 0; i--) kv_seq_truncate(&s->kv, batch[i].seq, cells[i]);
             if (!replay) s->n_entries = 0;
             free(cells);
-            free(counts);
+            free_checkpoints(&ck);
             return -1;
         }
-        for (int t = 0; recurrent && t < T; t++) /* a block of a prefix completed: its state, for the prefix cache */
-            if ((e[t].pos + 1) % KV_BLOCK == 0) kv_state_share(&s->kv, e[t].seq);
+        for (int t = 0; recurrent && t < T; t++) {
+            int32_t q = e[t].seq;
+            if ((e[t].pos + 1) % KV_BLOCK == 0) kv_state_share(&s->kv, q); /* a block of a prefix: for the prefix cache */
+            if (ck.prefill[q] && ck.last[q] == start + t + 1) kv_state_checkpoint(&s->kv, q, true);
+        }
     }
     kv_commit(&s->kv);
     for (int32_t q = 0; recurrent && q < kv_n_seq(&s->kv); q++)
-        if (counts[q] > 1) kv_state_checkpoint(&s->kv, q, true);
+        if (ck.count[q] > 1 && !ck.prefill[q]) kv_state_checkpoint(&s->kv, q, true);
     free(cells);
-    free(counts);
+    free_checkpoints(&ck);
     for (int32_t q = 0; q < kv_n_seq(&s->kv); q++)
         if (kv_apply_budget(&s->kv, q, err)) return nc_fail_prefix(err, "after the batch, sequence %d", q);
     return 0;
@@ -912,7 +948,9 @@ int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t
     }
     for (int k = 0; k < s->n_ropes; k++)
         s->rope_mscale[k] = (float)model_rope_freqs(&hp->rope[k], hp->rope[k].n_rot, n_ctx, s->inv_freq[k]);
-    if ((s->split > 0 && s->first->init(s, 0, err)) || (s->last != s->first && s->last->init(s, s->split, err))) {
+    /* the first backend runs layers 0..split-1 (none when the GPU takes every layer), the last the rest */
+    if ((s->split > 0 && s->first->init(s, 0, err)) ||
+        ((s->last != s->first || s->split == 0) && s->last->init(s, s->split, err))) {
         fwd_free(s);
         return -1;
     }

@@ -72,8 +72,8 @@ typedef struct fwd_state {
  * position rather than a ring of their window. Products with integer weight types take int16
  * activations; fast: int8 for the products of RMS-normalised inputs (Q/K/V, gate/up: 64% of a
  * layer's arithmetic) with Q8_0 or Q4_0 weights, which keeps the deviation from the exact
- * reference below llama.cpp's. Int8 everywhere would not, nor int8 on Q4_K: see the README's
- * Performance section. n_gpu: the last n_gpu layers (all of them from n_layer on), with the
+ * reference below llama.cpp's. Int8 everywhere would not, nor int8 on Q4_K: see
+ * docs/performance.md. n_gpu: the last n_gpu layers (all of them from n_layer on), with the
  * output projection and their part of the cache, on the first CUDA GPU (src/cuda/backend.c;
  * refused, with the reason, for what it lacks); 0: none. */
 int fwd_init(fwd_state *s, const model *m, int32_t n_ctx, int32_t n_seq, int32_t n_threads, int32_t n_batch,

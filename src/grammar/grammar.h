@@ -18,7 +18,7 @@
 
 #include "common.h"
 
-/* Limits that keep a hostile grammar from exhausting memory or time (README, Structured output). */
+/* Limits that keep a hostile grammar from exhausting memory or time (docs/structured-output.md). */
 #define GR_MAX_TEXT (1 << 20)      /* bytes of grammar text */
 #define GR_MAX_RULES (1 << 16)     /* rules, generated ones included */
 #define GR_MAX_ELEMS (1 << 20)     /* elements of all rules after expanding repetitions */

@@ -9,9 +9,16 @@
  * - numbers: at most 16 integer digits, 16 fraction digits and 3 exponent digits;
  * - an object with `properties` and no `additionalProperties` gets no other keys (what a caller
  *   of a schema for generation wants); without `properties` any keys are allowed;
- * - properties come in the order of `properties`; `oneOf` is treated as `anyOf`;
- * - formats date, time, date-time (RFC 3339, February has 28 days: no leap-year arithmetic) and
- *   uuid; other formats, `pattern`, `minimum` / `maximum` and the like are refused. */
+ * - properties come in the order of `properties`; `oneOf` is treated as `anyOf` (as llama.cpp
+ *   does: a value two branches take is not refused);
+ * - formats date, time, date-time (RFC 3339, February has 28 days: no leap-year arithmetic),
+ *   uuid, email, hostname, ipv4, ipv6 (its full form) and uri (http(s) URLs): sentences of
+ *   ajv-formats' definitions; minLength / maxLength beside a format only when every string of
+ *   the format fits them; other formats are refused;
+ * - minimum / maximum / exclusiveMinimum / exclusiveMaximum: integers and decimals within the
+ *   bounds (schema_ranges.c); `pattern`: strings the regular expression matches whole
+ *   (schema_regex.c), not beside format or minLength / maxLength;
+ * - minProperties / maxProperties: the count of keys written, properties and additional ones. */
 #include <cjson/cJSON.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,9 +26,11 @@
 #include <string.h>
 
 #include "grammar/grammar.h"
+#include "grammar/schema_parts.h"
 
 #define MAX_DEPTH 64      /* nested schemas */
-#define MAX_COUNT 4096    /* minItems, maxItems, minLength, maxLength */
+#define MAX_COUNT 4096    /* minItems, maxItems, minLength, maxLength; properties, required names and
+                             prefixItems of one schema */
 #define MAX_RULES 20000
 
 typedef struct sbuf {
@@ -30,8 +39,18 @@ typedef struct sbuf {
     bool oom;
 } sbuf;
 
+/* Names to indices, for the lookups a schema from a request can multiply (properties against
+ * required names, $ref targets): every one constant-time, so that a schema's cost is linear in its
+ * size. Keys are borrowed. */
+typedef struct strmap {
+    const char **keys;
+    int32_t *vals;
+    size_t cap, n;       /* cap: a power of two, at least twice n */
+} strmap;
+
 typedef enum prim { P_WS, P_CHAR, P_STRING, P_INT_PART, P_NUMBER, P_INTEGER, P_BOOLEAN, P_NULL, P_VALUE, P_OBJECT,
-                    P_ARRAY, P_DATE, P_TIME, P_DATE_TIME, P_UUID, P_COUNT } prim;
+                    P_ARRAY, P_DATE, P_TIME, P_DATE_TIME, P_UUID, P_EMAIL, P_HOSTNAME, P_LABEL, P_IPV4, P_IPV4_PART,
+                    P_IPV6, P_URI, P_COUNT } prim;
 
 typedef struct conv {
     const char *root;
@@ -41,6 +60,10 @@ typedef struct conv {
     int n_names, cap_names;
     int32_t *name_slots; /* hash of names: index + 1, 0 empty; 2 * cap_names slots */
     char **ref_keys, **ref_rules;  /* $ref strings and their rules */
+    strmap refs;        /* ref_keys -> index */
+    strmap defs[2];     /* the root's $defs and definitions: name -> index of defs_items */
+    const cJSON **defs_items[2];
+    bool defs_indexed[2];
     bool failed;        /* a name could not be made (limit, memory): err is set */
     int n_refs;
     char *prim[P_COUNT];
@@ -127,6 +150,53 @@ static uint64_t hash_str(const char *s) {
     return h;
 }
 
+/* The slot of key k: its own, or the empty one where it would go. */
+static size_t map_slot(const strmap *m, const char *k) {
+    size_t mask = m->cap - 1, i = hash_str(k) & mask;
+    while (m->keys[i] && strcmp(m->keys[i], k)) i = (i + 1) & mask;
+    return i;
+}
+
+/* k's value, or -1. */
+static int32_t map_get(const strmap *m, const char *k) {
+    if (!m->cap) return -1;
+    size_t i = map_slot(m, k);
+    return m->keys[i] ? m->vals[i] : -1;
+}
+
+/* Add k -> v unless k is there. 1: added; 0: there already (*old its value); -1: out of memory. */
+static int map_put(strmap *m, const char *k, int32_t v, int32_t *old) {
+    if (2 * (m->n + 1) > m->cap) {
+        strmap g = {.cap = m->cap ? 2 * m->cap : 16, .n = m->n};
+        g.keys = calloc(g.cap, sizeof *g.keys);
+        g.vals = malloc(g.cap * sizeof *g.vals);
+        if (!g.keys || !g.vals) { free(g.keys), free(g.vals); return -1; }
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->keys[i]) {
+                size_t j = map_slot(&g, m->keys[i]);
+                g.keys[j] = m->keys[i], g.vals[j] = m->vals[i];
+            }
+        free(m->keys), free(m->vals);
+        *m = g;
+    }
+    size_t i = map_slot(m, k);
+    if (m->keys[i]) {
+        if (old) *old = m->vals[i];
+        return 0;
+    }
+    m->keys[i] = k, m->vals[i] = v, m->n++;
+    return 1;
+}
+
+static void map_free(strmap *m) {
+    free(m->keys), free(m->vals);
+    *m = (strmap){0};
+}
+
+/* -1 for a name that could not be made: take_name said why (a limit, memory) unless it was
+ * never asked (memory for what leads to it). */
+static int name_failed(conv *c) { return c->failed ? -1 : nc_fail(c->err, "out of memory"); }
+
 /* The slot of name n in the hash: its own, or the empty one where it would go. */
 static size_t name_slot(const conv *c, const char *n) {
     size_t mask = 2 * (size_t)c->cap_names - 1, i = hash_str(n) & mask;
@@ -155,7 +225,7 @@ static char *take_name(conv *c, const char *base) {
     if (c->failed) return NULL;
     if (c->n_names >= MAX_RULES) {
         c->failed = true;
-        nc_fail(c->err, "json schema: more than %d rules", MAX_RULES);
+        nc_fail(c->err, "json schema: the schema needs more than %d grammar rules (the limit)", MAX_RULES);
         return NULL;
     }
     size_t n = strlen(base);
@@ -198,7 +268,8 @@ static void emit(conv *c, const char *name, const char *body) {
 static const char *prim_rule(conv *c, prim p) {
     static const char *const suffix[P_COUNT] = {"ws", "char", "string", "int-part", "number", "integer", "boolean",
                                                 "null", "value", "object", "array", "date", "time", "date-time",
-                                                "uuid"};
+                                                "uuid", "email", "hostname", "label", "ipv4", "ipv4-part", "ipv6",
+                                                "uri"};
     if (c->prim[p]) return c->prim[p];
     char *name = sub_name(c, c->root, suffix[p]);
     if (!name) return NULL;
@@ -247,6 +318,25 @@ static const char *prim_rule(conv *c, prim p) {
         snprintf(body, sizeof body, "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" "
                                     "[0-9a-fA-F]{12}");
         break;
+    /* the formats ajv-formats checks, as some of the strings it takes (lengths bounded: see
+       FORMAT_LENGTH) */
+    case P_LABEL: snprintf(body, sizeof body, "[a-zA-Z0-9] ( [a-zA-Z0-9-]{0,14} [a-zA-Z0-9] )?"); break;
+    case P_EMAIL: /* a top-level domain of letters: zod's email pattern wants one */
+        snprintf(body, sizeof body, "[a-zA-Z0-9_+-]{1,16} ( \".\" [a-zA-Z0-9_+-]{1,16} ){0,2} \"@\" ( %s \".\" ){1,3} "
+                 "[a-zA-Z]{2,8}", prim_rule(c, P_LABEL));
+        break;
+    case P_HOSTNAME: snprintf(body, sizeof body, "%s ( \".\" %s ){0,3}", prim_rule(c, P_LABEL), prim_rule(c, P_LABEL)); break;
+    case P_IPV4_PART: snprintf(body, sizeof body, "\"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9]? [0-9]"); break;
+    case P_IPV4: {
+        const char *o = prim_rule(c, P_IPV4_PART);
+        snprintf(body, sizeof body, "%s \".\" %s \".\" %s \".\" %s", o, o, o, o);
+        break;
+    }
+    case P_IPV6: snprintf(body, sizeof body, "[0-9a-fA-F]{1,4} ( \":\" [0-9a-fA-F]{1,4} ){7}"); break;
+    case P_URI:
+        snprintf(body, sizeof body, "\"http\" \"s\"? \"://\" %s ( \"/\" [a-zA-Z0-9._~-]{1,16} ){0,4} \"/\"?",
+                 prim_rule(c, P_HOSTNAME));
+        break;
     default: return NULL;
     }
     emit(c, name, body);
@@ -261,7 +351,9 @@ static const char *const ANNOTATIONS[] = {"title", "description", "$schema", "$i
                                           "$defs", "definitions"};
 static const char *const CONSTRAINTS[] = {"type", "properties", "required", "additionalProperties", "enum", "const",
                                           "items", "prefixItems", "minItems", "maxItems", "minLength", "maxLength",
-                                          "anyOf", "oneOf", "allOf", "$ref", "format"};
+                                          "anyOf", "oneOf", "allOf", "$ref", "format", "minimum", "maximum",
+                                          "exclusiveMinimum", "exclusiveMaximum", "pattern", "minProperties",
+                                          "maxProperties"};
 
 static bool in_list(const char *k, const char *const *list, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -311,29 +403,51 @@ static void sb_repeat(sbuf *b, long min, long max) {
 static int sub(conv *c, const cJSON *schema, const char *ptr, const char *key, const char *parent, const char *suffix,
                const char **out) {
     char *p = ptr_join(ptr, key), *name = p ? sub_name(c, parent, suffix) : NULL;
-    int rc = name ? gen(c, schema, p, name) : nc_fail(c->err, "out of memory");
+    int rc = name ? gen(c, schema, p, name) : p ? name_failed(c) : nc_fail(c->err, "out of memory");
     free(p);
     *out = name;
     return rc;
 }
 
+/* The formats, their rules and the lengths of their strings (FORMAT_LENGTH: the shortest and
+ * the longest the rule writes). */
+static const char *const FORMATS[] = {"date", "time", "date-time", "uuid", "email", "hostname", "ipv4", "ipv6", "uri"};
+static const prim FORMAT_RULES[] = {P_DATE, P_TIME, P_DATE_TIME, P_UUID, P_EMAIL, P_HOSTNAME, P_IPV4, P_IPV6, P_URI};
+static const long FORMAT_LENGTH[][2] = {{10, 10}, {9, 21}, {20, 32}, {36, 36}, {6, 142}, {1, 71}, {7, 15}, {15, 39},
+                                        {8, 176}};
+
+static int format_body(conv *c, const cJSON *fmt, long min, long max, const char *ptr, sbuf *b) {
+    for (size_t i = 0; i < sizeof FORMATS / sizeof *FORMATS && cJSON_IsString(fmt); i++) {
+        if (strcmp(fmt->valuestring, FORMATS[i])) continue;
+        if (FORMAT_LENGTH[i][0] < min || (max >= 0 && FORMAT_LENGTH[i][1] > max))
+            return fail(c, ptr, "minLength / maxLength beside format %s must allow %ld to %ld characters", FORMATS[i],
+                        FORMAT_LENGTH[i][0], FORMAT_LENGTH[i][1]);
+        sb_printf(b, "\"\\\"\" %s \"\\\"\"", prim_rule(c, FORMAT_RULES[i]));
+        return 0;
+    }
+    return fail(c, ptr, "format %s is not supported (date, time, date-time, uuid, email, hostname, ipv4, ipv6, uri are)",
+                cJSON_IsString(fmt) ? fmt->valuestring : "(not a string)");
+}
+
+static int pattern_body(conv *c, const cJSON *pat, const char *ptr, sbuf *b) {
+    if (!cJSON_IsString(pat)) return fail(c, ptr, "'pattern' must be a string");
+    nc_err why;
+    char *body = gr_regex_string_body(pat->valuestring, &why);
+    if (!body) return fail(c, ptr, "%s", why.msg);
+    sb_printf(b, "\"\\\"\" %s \"\\\"\"", body);
+    free(body);
+    return 0;
+}
+
 static int string_body(conv *c, const cJSON *s, const char *ptr, sbuf *b) {
-    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s, "format"), *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
     long min, max;
     if (count_keyword(c, s, "minLength", ptr, 0, &min) || count_keyword(c, s, "maxLength", ptr, -1, &max)) return -1;
     if (max >= 0 && max < min) return fail(c, ptr, "maxLength is below minLength");
-    if (fmt) {
-        if (min || max >= 0) return fail(c, ptr, "minLength / maxLength beside 'format' are not supported");
-        static const char *const names[] = {"date", "time", "date-time", "uuid"};
-        static const prim rules[] = {P_DATE, P_TIME, P_DATE_TIME, P_UUID};
-        for (int i = 0; i < 4 && cJSON_IsString(fmt); i++)
-            if (!strcmp(fmt->valuestring, names[i])) {
-                sb_printf(b, "\"\\\"\" %s \"\\\"\"", prim_rule(c, rules[i]));
-                return 0;
-            }
-        return fail(c, ptr, "format %s is not supported (date, time, date-time, uuid are)",
-                    cJSON_IsString(fmt) ? fmt->valuestring : "(not a string)");
-    }
+    if (pat && fmt) return fail(c, ptr, "'pattern' beside 'format' is not supported (give one)");
+    if (fmt) return format_body(c, fmt, min, max, ptr, b);
+    if (pat && (min || max >= 0)) return fail(c, ptr, "minLength / maxLength beside 'pattern' are not supported");
+    if (pat) return pattern_body(c, pat, ptr, b);
     if (min == 0 && max < 0) {
         sb_printf(b, "%s", prim_rule(c, P_STRING));
         return 0;
@@ -341,6 +455,36 @@ static int string_body(conv *c, const cJSON *s, const char *ptr, sbuf *b) {
     sb_printf(b, "\"\\\"\" %s", prim_rule(c, P_CHAR));
     sb_repeat(b, min, max);
     sb_printf(b, " \"\\\"\"");
+    return 0;
+}
+
+/* A bound keyword: a number (draft 4's boolean exclusiveMinimum is refused). */
+static int bound(conv *c, const cJSON *s, const char *key, bool exclusive, const char *ptr, gr_bound *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, key);
+    if (!v) return 0;
+    if (!cJSON_IsNumber(v))
+        return fail(c, ptr, "'%s' must be a number%s", key, cJSON_IsBool(v) ? " (draft 4's boolean form is not supported)" : "");
+    /* of two bounds on one side, the tighter */
+    bool low = !strcmp(key, "minimum") || !strcmp(key, "exclusiveMinimum");
+    if (out->set && (low ? v->valuedouble < out->v || (v->valuedouble == out->v && !exclusive)
+                         : v->valuedouble > out->v || (v->valuedouble == out->v && !exclusive)))
+        return 0;
+    *out = (gr_bound){true, v->valuedouble, exclusive};
+    return 0;
+}
+
+/* number / integer with minimum, maximum, exclusiveMinimum or exclusiveMaximum. 1: no bounds. */
+static int bounded_number(conv *c, const cJSON *s, bool integer, const char *ptr, sbuf *b) {
+    gr_bound lo = {0}, hi = {0};
+    if (bound(c, s, "minimum", false, ptr, &lo) || bound(c, s, "exclusiveMinimum", true, ptr, &lo) ||
+        bound(c, s, "maximum", false, ptr, &hi) || bound(c, s, "exclusiveMaximum", true, ptr, &hi))
+        return -1;
+    if (!lo.set && !hi.set) return 1;
+    nc_err why;
+    char *e = integer ? gr_integer_range(lo, hi, &why) : gr_number_range(lo, hi, &why);
+    if (!e) return fail(c, ptr, "%s", why.msg);
+    sb_printf(b, "%s", e);
+    free(e);
     return 0;
 }
 
@@ -359,7 +503,10 @@ static int property_kv(conv *c, const char *key, const char *value_rule, const c
     char suffix[160];
     snprintf(suffix, sizeof suffix, "%.120s-kv", key);
     char *kv = sub_name(c, name, suffix);
-    if (!kv || b.oom) { free(b.s); return nc_fail(c->err, "out of memory"); }
+    if (!kv || b.oom) {
+        free(b.s);
+        return kv ? nc_fail(c->err, "out of memory") : name_failed(c);
+    }
     emit(c, kv, b.s);
     free(b.s);
     *out = kv;
@@ -448,6 +595,67 @@ static const char *other_key(conv *c, const char *const *keys, int n, const char
     return rule;
 }
 
+/* Whether properties k.. can end with a count of keys within [min, max] when c are written. */
+static bool count_feasible(const bool *required, int n, bool extra, long min, long max, int k, long c) {
+    long req = 0, avail = n - k;
+    for (int q = k; q < n; q++) req += required[q];
+    return (max < 0 || c + req <= max) && (extra || c + avail >= min);
+}
+
+/* The properties as object_body writes them, with minProperties / maxProperties: the rules know
+ * how many keys were written (counted-K-C: from property K with C written; C stops counting at
+ * min when there is no max). */
+static int counted_object(conv *c, const char *name, char *const *kv, const bool *required, int n, const char *extra,
+                          long min, long max, const char *ptr, sbuf *b) {
+    if (max >= 0 && max < min) return fail(c, ptr, "maxProperties is below minProperties");
+    if (!count_feasible(required, n, extra != NULL, min, max, 0, 0))
+        return fail(c, ptr, "no object of these properties has between minProperties and maxProperties keys");
+    long cap = max >= 0 ? (max < n ? max : n) : (min < n ? min : n);
+    const char *ws = prim_rule(c, P_WS);
+    /* rule[k][c]: its name, NULL when no object can end from there */
+    char ***rule = calloc((size_t)n + 1, sizeof *rule);
+    if (!rule) return nc_fail(c->err, "out of memory");
+    int rc = 0;
+    for (int k = n; k >= 0 && rc == 0; k--) {
+        if (!(rule[k] = calloc((size_t)cap + 1, sizeof **rule))) { rc = nc_fail(c->err, "out of memory"); break; }
+        for (long q = 0; q <= cap && rc == 0; q++) {
+            if (!count_feasible(required, n, extra != NULL, min, max, k, q)) continue;
+            const char *comma = q ? "\",\" " : "", *comma_ws = q ? ws : "";
+            sbuf rb = {0};
+            if (k == n) { /* the additional keys: as many as the count still wants and allows */
+                long lo = min > q ? min - q : 0, hi = max >= 0 ? max - q : -1;
+                if (!extra || hi == 0) sb_printf(&rb, "\"\"");
+                else if (q) {
+                    sb_printf(&rb, "( \",\" %s %s )", ws, extra);
+                    sb_repeat(&rb, lo, hi);
+                } else {
+                    sb_printf(&rb, "( %s ( \",\" %s %s )", extra, ws, extra);
+                    sb_repeat(&rb, lo > 0 ? lo - 1 : 0, hi < 0 ? -1 : hi - 1);
+                    sb_printf(&rb, " )%s", lo > 0 ? "" : "?");
+                }
+            } else {
+                long next = max < 0 && q + 1 > cap ? cap : q + 1;
+                const char *with = next <= cap ? rule[k + 1][next] : NULL, *without = required[k] ? NULL : rule[k + 1][q];
+                if (with) sb_printf(&rb, "%s%s %s %s", comma, comma_ws, kv[k], with);
+                if (without) sb_printf(&rb, "%s%s", with ? " | " : "", without);
+                if (!rb.s) continue; /* nothing goes on from here */
+            }
+            char sfx[48];
+            snprintf(sfx, sizeof sfx, "counted-%d-%ld", k, q);
+            char *r = sub_name(c, name, sfx);
+            if (r) emit(c, r, rb.s ? rb.s : "\"\"");
+            else rc = -1;
+            free(rb.s);
+            rule[k][q] = r;
+        }
+    }
+    if (rc == 0 && !rule[0][0]) rc = fail(c, ptr, "no object of these properties has between minProperties and maxProperties keys");
+    if (rc == 0) sb_printf(b, "\"{\" %s %s \"}\"", ws, rule[0][0]);
+    for (int k = 0; k <= n; k++) free(rule[k]);
+    free(rule);
+    return rc;
+}
+
 /* The properties in order, required ones always, optional ones maybe, then additional ones when
  * allowed. first_i: what can come from property i on when nothing was written yet; rest_i: the
  * same after something was (each item led by a comma). Built from the end. */
@@ -459,31 +667,41 @@ static int object_body(conv *c, const cJSON *s, const char *ptr, const char *nam
     if (req && !cJSON_IsArray(req)) return fail(c, ptr, "'required' must be an array");
     for (const cJSON *r = req ? req->child : NULL; r; r = r->next)
         if (!cJSON_IsString(r)) return fail(c, ptr, "'required' must hold strings");
-    /* keys: the properties, then required names without a schema (any value) */
-    int n = 0;
-    for (const cJSON *p = props ? props->child : NULL; p; p = p->next) n++;
-    for (const cJSON *r = req ? req->child : NULL; r; r = r->next)
-        if (!props || !cJSON_GetObjectItemCaseSensitive(props, r->valuestring)) n++;
-    char **kv = calloc((size_t)n + 1, sizeof *kv);
-    const char **keys = calloc((size_t)n + 1, sizeof *keys);
-    bool *required = calloc((size_t)n + 1, 1);
-    if (!kv || !keys || !required) { free(kv), free(keys), free(required); return nc_fail(c->err, "out of memory"); }
-    int i = 0, rc = 0;
-    char *pp = ptr_join(ptr, "properties");
+    /* keys: the properties, then required names without a schema (any value), each once */
+    int n_props = 0, n_req = 0;
+    for (const cJSON *p = props ? props->child : NULL; p; p = p->next) n_props++;
+    for (const cJSON *r = req ? req->child : NULL; r; r = r->next) n_req++;
+    if (n_props > MAX_COUNT) return fail(c, ptr, "'properties' lists %d names, more than the supported %d", n_props, MAX_COUNT);
+    if (n_req > MAX_COUNT) return fail(c, ptr, "'required' lists %d names, more than the supported %d", n_req, MAX_COUNT);
+    char **kv = calloc((size_t)(n_props + n_req) + 1, sizeof *kv);
+    const char **keys = calloc((size_t)(n_props + n_req) + 1, sizeof *keys);
+    bool *required = calloc((size_t)(n_props + n_req) + 1, 1);
+    strmap index = {0}; /* key -> its place in keys */
+    int n = 0, rc = kv && keys && required ? 0 : nc_fail(c->err, "out of memory");
+    for (const cJSON *p = props ? props->child : NULL; p && rc == 0; p = p->next) {
+        int put = map_put(&index, p->string, n, NULL);
+        if (put < 0) rc = nc_fail(c->err, "out of memory");
+        else if (put == 0) rc = fail(c, ptr, "'properties' names '%.100s' twice", p->string);
+        else keys[n++] = p->string;
+    }
+    for (const cJSON *r = req ? req->child : NULL; r && rc == 0; r = r->next) {
+        int32_t at;
+        int put = map_put(&index, r->valuestring, n, &at);
+        if (put < 0) rc = nc_fail(c->err, "out of memory");
+        else if (put == 0) required[at] = true;
+        else required[n] = true, keys[n++] = r->valuestring;
+    }
+    map_free(&index);
+    int i = 0;
+    char *pp = rc == 0 ? ptr_join(ptr, "properties") : NULL;
+    if (rc == 0 && !pp) rc = nc_fail(c->err, "out of memory");
     for (const cJSON *p = props ? props->child : NULL; p && rc == 0; p = p->next, i++) {
         const char *vr;
-        keys[i] = p->string;
-        rc = pp ? sub(c, p, pp, p->string, name, p->string, &vr) : nc_fail(c->err, "out of memory");
+        rc = sub(c, p, pp, p->string, name, p->string, &vr);
         if (rc == 0) rc = property_kv(c, p->string, vr, name, &kv[i]);
-        for (const cJSON *r = req ? req->child : NULL; r; r = r->next) required[i] |= !strcmp(r->valuestring, p->string);
     }
     free(pp);
-    for (const cJSON *r = req ? req->child : NULL; r && rc == 0; r = r->next)
-        if (!props || !cJSON_GetObjectItemCaseSensitive(props, r->valuestring)) {
-            required[i] = true;
-            keys[i] = r->valuestring;
-            rc = property_kv(c, r->valuestring, prim_rule(c, P_VALUE), name, &kv[i++]);
-        }
+    for (; i < n && rc == 0; i++) rc = property_kv(c, keys[i], prim_rule(c, P_VALUE), name, &kv[i]);
     /* additional properties: absent means none when properties are listed, any otherwise */
     const char *extra = NULL;
     if (rc == 0 && (addl ? !cJSON_IsFalse(addl) : !props)) {
@@ -493,7 +711,7 @@ static int object_body(conv *c, const cJSON *s, const char *ptr, const char *nam
         /* the listed keys keep their own schemas: an additional key is any other */
         const char *key = rc == 0 ? (i > 0 ? other_key(c, keys, i, name) : prim_rule(c, P_STRING)) : NULL;
         char *x = key ? sub_name(c, name, "extra-kv") : NULL;
-        if (rc == 0 && !x) rc = c->failed ? -1 : nc_fail(c->err, "out of memory");
+        if (rc == 0 && !x) rc = name_failed(c);
         if (rc == 0) {
             sbuf e = {0};
             sb_printf(&e, "%s %s \":\" %s %s %s", key, ws, ws, vr, ws);
@@ -503,13 +721,23 @@ static int object_body(conv *c, const cJSON *s, const char *ptr, const char *nam
         }
     }
     const char *ws = prim_rule(c, P_WS);
+    long min_p, max_p;
+    if (rc == 0 && (count_keyword(c, s, "minProperties", ptr, 0, &min_p) || count_keyword(c, s, "maxProperties", ptr, -1, &max_p)))
+        rc = -1;
+    int n_required = 0;
+    for (int k = 0; k < n; k++) n_required += required[k];
+    if (rc == 0 && (min_p > n_required || (max_p >= 0 && (extra || max_p < n)))) {
+        rc = counted_object(c, name, kv, required, n, extra, min_p, max_p, ptr, b);
+        free(kv), free(keys), free(required);
+        return rc;
+    }
     char *next_first = NULL, *next_rest = NULL;
     for (int k = n; k >= 0 && rc == 0; k--) {
         char fs[32], rs[32];
         snprintf(fs, sizeof fs, "first-%d", k);
         snprintf(rs, sizeof rs, "rest-%d", k);
-        char *first = sub_name(c, name, fs), *rest = sub_name(c, name, rs);
-        if (!first || !rest) { rc = nc_fail(c->err, "out of memory"); break; }
+        char *first = sub_name(c, name, fs), *rest = first ? sub_name(c, name, rs) : NULL;
+        if (!first || !rest) { rc = name_failed(c); break; }
         sbuf fb = {0}, rb = {0};
         if (k == n) {
             if (extra) {
@@ -608,6 +836,10 @@ static int typed_body(conv *c, const cJSON *s, const char *type, const char *ptr
     if (!strcmp(type, "string")) return string_body(c, s, ptr, b);
     if (!strcmp(type, "object")) return object_body(c, s, ptr, name, b);
     if (!strcmp(type, "array")) return array_body(c, s, ptr, name, b);
+    if (!strcmp(type, "number") || !strcmp(type, "integer")) {
+        int rc = bounded_number(c, s, !strcmp(type, "integer"), ptr, b);
+        if (rc <= 0) return rc;
+    }
     static const char *const simple[] = {"number", "integer", "boolean", "null"};
     static const prim rules[] = {P_NUMBER, P_INTEGER, P_BOOLEAN, P_NULL};
     for (int i = 0; i < 4; i++)
@@ -621,14 +853,18 @@ static int typed_body(conv *c, const cJSON *s, const char *type, const char *ptr
 /* No `type`: what the keywords imply, else any value. */
 static const char *implied_type(const cJSON *s) {
     if (cJSON_GetObjectItemCaseSensitive(s, "properties") || cJSON_GetObjectItemCaseSensitive(s, "required") ||
-        cJSON_GetObjectItemCaseSensitive(s, "additionalProperties"))
+        cJSON_GetObjectItemCaseSensitive(s, "additionalProperties") || cJSON_GetObjectItemCaseSensitive(s, "minProperties") ||
+        cJSON_GetObjectItemCaseSensitive(s, "maxProperties"))
         return "object";
     if (cJSON_GetObjectItemCaseSensitive(s, "items") || cJSON_GetObjectItemCaseSensitive(s, "prefixItems") ||
         cJSON_GetObjectItemCaseSensitive(s, "minItems") || cJSON_GetObjectItemCaseSensitive(s, "maxItems"))
         return "array";
     if (cJSON_GetObjectItemCaseSensitive(s, "minLength") || cJSON_GetObjectItemCaseSensitive(s, "maxLength") ||
-        cJSON_GetObjectItemCaseSensitive(s, "format"))
+        cJSON_GetObjectItemCaseSensitive(s, "format") || cJSON_GetObjectItemCaseSensitive(s, "pattern"))
         return "string";
+    if (cJSON_GetObjectItemCaseSensitive(s, "minimum") || cJSON_GetObjectItemCaseSensitive(s, "maximum") ||
+        cJSON_GetObjectItemCaseSensitive(s, "exclusiveMinimum") || cJSON_GetObjectItemCaseSensitive(s, "exclusiveMaximum"))
+        return "number";
     return NULL;
 }
 
@@ -640,6 +876,27 @@ static int literal_body(conv *c, const cJSON *v, sbuf *b) {
     return 0;
 }
 
+/* The root's $defs (kind 0) or definitions (kind 1) member name into *out (NULL: none; the first
+ * of a name given twice), through an index made on first use. -1: out of memory. */
+static int def_of(conv *c, int kind, const char *key, const char *name, const cJSON **out) {
+    *out = NULL;
+    if (!c->defs_indexed[kind]) {
+        const cJSON *defs = cJSON_GetObjectItemCaseSensitive(c->doc, key);
+        int n = cJSON_IsObject(defs) ? cJSON_GetArraySize(defs) : 0;
+        if (!(c->defs_items[kind] = calloc((size_t)n + 1, sizeof *c->defs_items[kind]))) return -1;
+        c->defs_indexed[kind] = true; /* (a failure below ends the conversion) */
+        int i = 0;
+        for (const cJSON *d = n ? defs->child : NULL; d; d = d->next) {
+            int put = map_put(&c->defs[kind], d->string, i, NULL);
+            if (put < 0) return -1;
+            if (put) c->defs_items[kind][i++] = d;
+        }
+    }
+    int32_t at = map_get(&c->defs[kind], name);
+    *out = at >= 0 ? c->defs_items[kind][at] : NULL;
+    return 0;
+}
+
 /* "#", "#/$defs/NAME" or "#/definitions/NAME": its rule (made once; recursion refers to the name). */
 static int ref_body(conv *c, const cJSON *ref, const char *ptr, sbuf *b) {
     if (!cJSON_IsString(ref)) return fail(c, ptr, "'$ref' must be a string");
@@ -648,11 +905,11 @@ static int ref_body(conv *c, const cJSON *ref, const char *ptr, sbuf *b) {
         sb_printf(b, "%s", c->root);
         return 0;
     }
-    for (int i = 0; i < c->n_refs; i++)
-        if (!strcmp(c->ref_keys[i], r)) {
-            sb_printf(b, "%s", c->ref_rules[i]);
-            return 0;
-        }
+    int32_t known = map_get(&c->refs, r);
+    if (known >= 0) {
+        sb_printf(b, "%s", c->ref_rules[known]);
+        return 0;
+    }
     const char *key = !strncmp(r, "#/$defs/", 8) ? "$defs" : !strncmp(r, "#/definitions/", 14) ? "definitions" : NULL;
     if (!key) return fail(c, ptr, "$ref '%s' is not supported (only #, #/$defs/NAME and #/definitions/NAME)", r);
     const char *enc = r + strlen(key) + 3;
@@ -664,8 +921,8 @@ static int ref_body(conv *c, const cJSON *ref, const char *ptr, sbuf *b) {
         else dec[n++] = *q;
     }
     dec[n] = 0;
-    const cJSON *defs = cJSON_GetObjectItemCaseSensitive(c->doc, key);
-    const cJSON *target = defs ? cJSON_GetObjectItemCaseSensitive(defs, dec) : NULL;
+    const cJSON *target;
+    if (def_of(c, key[0] == '$' ? 0 : 1, key, dec, &target)) return nc_fail(c->err, "out of memory");
     if (!target) return fail(c, ptr, "$ref '%s' points to nothing", r);
     char **keys = realloc(c->ref_keys, (size_t)(c->n_refs + 1) * sizeof *keys);
     if (keys) c->ref_keys = keys;
@@ -674,7 +931,11 @@ static int ref_body(conv *c, const cJSON *ref, const char *ptr, sbuf *b) {
     char base[300];
     snprintf(base, sizeof base, "%s-%s", c->root, dec);
     char *rule = keys && rules ? take_name(c, base) : NULL, *dup = rule ? strdup(r) : NULL;
-    if (!dup) return nc_fail(c->err, "out of memory");
+    if (!dup) return keys && rules && !rule ? name_failed(c) : nc_fail(c->err, "out of memory");
+    if (map_put(&c->refs, dup, c->n_refs, NULL) < 0) {
+        free(dup);
+        return nc_fail(c->err, "out of memory");
+    }
     c->ref_keys[c->n_refs] = dup;
     c->ref_rules[c->n_refs++] = rule;
     sb_printf(b, "%s", rule);
@@ -692,15 +953,31 @@ static int all_of_body(conv *c, const cJSON *all, const char *ptr, const char *n
     cJSON *merged = cJSON_CreateObject(), *props = cJSON_CreateObject(), *req = cJSON_CreateArray();
     int rc = merged && props && req ? 0 : nc_fail(c->err, "out of memory");
     const cJSON *addl = NULL;
+    strmap index = {0};      /* a property's name -> its place in copies */
+    cJSON **copies = NULL;   /* the merged properties (a later schema's replaces an earlier one's) */
+    int32_t n_copies = 0, cap_copies = 0;
     for (const cJSON *s = all->child; s && rc == 0; s = s->next) {
         if (!cJSON_IsObject(s)) { rc = fail(c, ptr, "allOf: every schema must be an object schema"); break; }
         for (const cJSON *k = s->child; k && rc == 0; k = k->next) {
             if (IN(k->string, ANNOTATIONS)) continue;
             if (!strcmp(k->string, "type") && cJSON_IsString(k) && !strcmp(k->valuestring, "object")) continue;
             if (!strcmp(k->string, "properties") && cJSON_IsObject(k)) {
-                for (const cJSON *p = k->child; p; p = p->next) {
-                    cJSON_DeleteItemFromObjectCaseSensitive(props, p->string);
-                    cJSON_AddItemToObject(props, p->string, cJSON_Duplicate(p, true));
+                for (const cJSON *p = k->child; p && rc == 0; p = p->next) {
+                    if (n_copies == cap_copies) {
+                        cap_copies = cap_copies ? 2 * cap_copies : 16;
+                        cJSON **g = realloc(copies, (size_t)cap_copies * sizeof *g);
+                        if (!g) { rc = nc_fail(c->err, "out of memory"); break; }
+                        copies = g;
+                    }
+                    cJSON *dup = cJSON_Duplicate(p, true);
+                    int32_t at;
+                    int put = dup ? map_put(&index, p->string, n_copies, &at) : -1;
+                    if (put < 0) { cJSON_Delete(dup); rc = nc_fail(c->err, "out of memory"); break; }
+                    if (put == 0) { /* redefined: it moves to the end, as a new key would */
+                        cJSON_Delete(cJSON_DetachItemViaPointer(props, copies[at]));
+                        copies[at] = dup;
+                    } else copies[n_copies++] = dup;
+                    cJSON_AddItemToObject(props, p->string, dup);
                 }
             } else if (!strcmp(k->string, "required") && cJSON_IsArray(k)) {
                 for (const cJSON *r = k->child; r; r = r->next) cJSON_AddItemToArray(req, cJSON_Duplicate(r, true));
@@ -717,6 +994,8 @@ static int all_of_body(conv *c, const cJSON *all, const char *ptr, const char *n
         rc = object_body(c, merged, ptr, name, b);
     }
     cJSON_Delete(merged), cJSON_Delete(props), cJSON_Delete(req);
+    map_free(&index);
+    free(copies);
     return rc;
 }
 
@@ -865,6 +1144,8 @@ int nc_json_schema_to_grammar(const char *schema_json, const char *root_name, ch
     for (int i = 0; i < c.n_names; i++) free(c.names[i]);
     for (int i = 0; i < c.n_refs; i++) free(c.ref_keys[i]);
     free(c.names), free(c.name_slots), free(c.ref_keys), free(c.ref_rules);
+    map_free(&c.refs);
+    for (int k = 0; k < 2; k++) map_free(&c.defs[k]), free(c.defs_items[k]);
     cJSON_Delete(c.doc);
     if (rc) {
         free(c.out.s);

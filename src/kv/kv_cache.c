@@ -113,14 +113,14 @@ static void block_release(kv_cache *kv, int32_t b) {
 }
 
 /* Bytes of one element of a layer's transposed (float) keys. */
-static size_t k_elem(const kv_cache *kv) { return kv->type_k == GGML_TYPE_F32 ? 4 : 2; }
+static size_t k_elem(const kv_layer *L) { return L->type_k == GGML_TYPE_F32 ? 4 : 2; }
 
 /* Copy the first n cells of block src (keys, values, tokens) into block dst. */
 static void copy_cells(kv_cache *kv, int32_t dst, int32_t src, int32_t n) {
-    size_t e = k_elem(kv);
     for (int l = 0; l < kv->n_layer; l++) {
         const kv_layer *L = &kv->layer[l];
         if (L->ring || !L->n_head_kv) continue;
+        size_t e = k_elem(L);
         size_t kb = KV_BLOCK * L->k_cell, vb = KV_BLOCK * L->v_cell; /* a block's bytes */
         uint8_t *kd = L->k + (size_t)dst * kb;
         const uint8_t *ks = L->k + (size_t)src * kb;
@@ -181,9 +181,8 @@ int kv_init(kv_cache *kv, const kv_config *cfg, nc_err *err) {
             return nc_fail(err, "KV cache layer %d: %d heads of %d (values %d) dimensions, %d floats of state: out of range",
                            l, c.n_head_kv, c.head_dim, c.head_dim_v, c.state);
         }
-        if (c.n_head_kv > 0 && (check_type("keys", cfg->type_k, c.head_dim, l, err) ||
-                                (!c.v_in_k && check_type("values", cfg->type_v, c.head_dim_v, l, err)) ||
-                                (c.v_in_k && check_type("values", cfg->type_k, c.head_dim_v, l, err)))) {
+        if (c.n_head_kv > 0 && (check_type("keys", c.v_in_k ? kv_latent_type(cfg->type_k) : cfg->type_k, c.head_dim, l, err) ||
+                                (!c.v_in_k && check_type("values", cfg->type_v, c.head_dim_v, l, err)))) {
             kv_free(kv);
             return -1;
         }
@@ -193,9 +192,11 @@ int kv_init(kv_cache *kv, const kv_config *cfg, nc_err *err) {
         L->kv_dim = L->n_head_kv * L->head_dim;
         L->v_dim = L->n_head_kv * L->head_dim_v;
         L->v_in_k = c.n_head_kv && c.v_in_k;
-        L->k_by_cell = quantised(cfg->type_k) || L->v_in_k;
-        L->k_cell = quant_row_bytes(cfg->type_k, L->kv_dim);
-        L->v_cell = L->v_in_k ? 0 : quant_row_bytes(cfg->type_v, L->v_dim);
+        L->type_k = L->v_in_k ? kv_latent_type(cfg->type_k) : cfg->type_k;
+        L->type_v = L->v_in_k ? L->type_k : cfg->type_v;
+        L->k_by_cell = quantised(L->type_k) || L->v_in_k;
+        L->k_cell = quant_row_bytes(L->type_k, L->kv_dim);
+        L->v_cell = L->v_in_k ? 0 : quant_row_bytes(L->type_v, L->v_dim);
         L->ring = c.n_head_kv && c.ring && ring > 0;
         L->state = c.state;
         L->state_at = state;
@@ -295,9 +296,9 @@ kv_span kv_span_at(const kv_cache *kv, int layer, int32_t seq, int32_t first) {
     size_t region = L->ring ? (size_t)seq : (size_t)kv->seqs[seq].table[first / KV_BLOCK];
     const uint8_t *k = L->k + region * n * L->k_cell;
     const uint8_t *v = L->v_in_k ? k : L->v + region * n * L->v_cell;
-    size_t k_next = L->k_by_cell ? L->k_cell : k_elem(kv); /* bytes from a cell's keys to the next's */
+    size_t k_next = L->k_by_cell ? L->k_cell : k_elem(L); /* bytes from a cell's keys to the next's */
     return (kv_span){.k = k + cell * k_next, .v = L->v_in_k ? k + cell * k_next : v + cell * L->v_cell,
-                     .k_row = L->k_by_cell ? L->k_cell : n * k_elem(kv), .v_row = L->v_in_k ? L->k_cell : L->v_cell,
+                     .k_row = L->k_by_cell ? L->k_cell : n * k_elem(L), .v_row = L->v_in_k ? L->k_cell : L->v_cell,
                      .label = L->ring ? kv_ring_positions(kv, seq) + cell : kv->seqs[seq].pos + first};
 }
 
@@ -323,12 +324,12 @@ static void to_floats(uint32_t type, const uint8_t *row, float *out, int n) {
 kv_mat kv_span_keys(const kv_cache *kv, int layer, const kv_span *sp, int g, int n, float *scratch) {
     const kv_layer *L = &kv->layer[layer];
     int hd = L->head_dim;
-    if (!L->k_by_cell) return (kv_mat){kv->type_k, sp->k + (size_t)g * (size_t)hd * sp->k_row, sp->k_row};
+    if (!L->k_by_cell) return (kv_mat){L->type_k, sp->k + (size_t)g * (size_t)hd * sp->k_row, sp->k_row};
     /* a cell's head at a time into the scratch's last row, then down a column of the rows above */
-    const uint8_t *head = sp->k + quant_row_bytes(kv->type_k, (int64_t)g * hd);
+    const uint8_t *head = sp->k + quant_row_bytes(L->type_k, (int64_t)g * hd);
     float *cell = scratch + (size_t)KEY_ROW * (size_t)hd;
     for (int c = 0; c < n; c++) {
-        to_floats(kv->type_k, head + (size_t)c * sp->k_row, cell, hd);
+        to_floats(L->type_k, head + (size_t)c * sp->k_row, cell, hd);
         for (int d = 0; d < hd; d++) scratch[(size_t)d * KEY_ROW + (size_t)c] = cell[d];
     }
     return (kv_mat){GGML_TYPE_F32, (const uint8_t *)scratch, KEY_ROW * sizeof(float)};
@@ -336,7 +337,7 @@ kv_mat kv_span_keys(const kv_cache *kv, int layer, const kv_span *sp, int g, int
 
 kv_mat kv_span_values(const kv_cache *kv, int layer, const kv_span *sp, int g, int n, float *scratch) {
     const kv_layer *L = &kv->layer[layer];
-    uint32_t type = L->v_in_k ? kv->type_k : kv->type_v;
+    uint32_t type = L->type_v;
     int hd = L->head_dim_v, stride = L->v_in_k ? L->head_dim : hd; /* values in the keys: a key head's first dims */
     const uint8_t *head = sp->v + quant_row_bytes(type, (int64_t)g * stride);
     if (!quantised(type)) return (kv_mat){type, head, sp->v_row};
@@ -344,12 +345,14 @@ kv_mat kv_span_values(const kv_cache *kv, int layer, const kv_span *sp, int g, i
     return (kv_mat){GGML_TYPE_F32, (const uint8_t *)scratch, (size_t)hd * sizeof(float)};
 }
 
-size_t kv_scratch_floats(const kv_cache *kv) { /* the keys' rows and a cell's keys (values take less) */
+size_t kv_scratch_floats(const kv_cache *kv) { /* the keys' rows and a cell's keys, or a span's values */
     size_t n = 0;
     for (int l = 0; l < kv->n_layer; l++) {
         const kv_layer *L = &kv->layer[l];
-        size_t f = L->k_by_cell || quantised(kv->type_v) ? (size_t)(KEY_ROW + 1) * (size_t)L->head_dim : 0;
+        size_t f = L->k_by_cell || quantised(L->type_v) ? (size_t)(KEY_ROW + 1) * (size_t)L->head_dim : 0;
+        size_t v = quantised(L->type_v) ? (size_t)KV_BLOCK * (size_t)L->head_dim_v : 0;
         n = f > n ? f : n;
+        n = v > n ? v : n;
     }
     return n;
 }
@@ -393,9 +396,9 @@ void kv_store(kv_cache *kv, int layer, int32_t seq, int32_t cell, int32_t pos, i
     int32_t at;
     kv_span sp = cell_span(kv, layer, seq, cell, pos, &at);
     uint8_t *keys = (uint8_t *)sp.k;
-    if (k && L->k_by_cell) put_row(kv->type_k, keys + (size_t)at * sp.k_row + quant_row_bytes(kv->type_k, dim0), k, n);
-    else if (k) put_column(kv->type_k, keys + (size_t)dim0 * sp.k_row + (size_t)at * k_elem(kv), sp.k_row, k, n);
-    if (v && !L->v_in_k) put_row(kv->type_v, (uint8_t *)sp.v + (size_t)at * sp.v_row + quant_row_bytes(kv->type_v, dim0), v, n);
+    if (k && L->k_by_cell) put_row(L->type_k, keys + (size_t)at * sp.k_row + quant_row_bytes(L->type_k, dim0), k, n);
+    else if (k) put_column(L->type_k, keys + (size_t)dim0 * sp.k_row + (size_t)at * k_elem(L), sp.k_row, k, n);
+    if (v && !L->v_in_k) put_row(L->type_v, (uint8_t *)sp.v + (size_t)at * sp.v_row + quant_row_bytes(L->type_v, dim0), v, n);
 }
 
 /* Element i of a row of `type` elements. */
@@ -418,16 +421,17 @@ static float get(uint32_t type, const uint8_t *row, int i) {
 float kv_get_k(const kv_cache *kv, int layer, int32_t seq, int32_t cell, int dim) {
     int32_t at;
     kv_span sp = cell_span(kv, layer, seq, cell, kv->seqs[seq].pos[cell], &at);
-    if (kv->layer[layer].k_by_cell) return get(kv->type_k, sp.k + (size_t)at * sp.k_row, dim);
-    return get(kv->type_k, sp.k + (size_t)dim * sp.k_row, at);
+    const kv_layer *L = &kv->layer[layer];
+    if (L->k_by_cell) return get(L->type_k, sp.k + (size_t)at * sp.k_row, dim);
+    return get(L->type_k, sp.k + (size_t)dim * sp.k_row, at);
 }
 
 float kv_get_v(const kv_cache *kv, int layer, int32_t seq, int32_t cell, int dim) {
     const kv_layer *L = &kv->layer[layer];
     int32_t at;
     kv_span sp = cell_span(kv, layer, seq, cell, kv->seqs[seq].pos[cell], &at);
-    if (L->v_in_k) return get(kv->type_k, sp.k + (size_t)at * sp.k_row, dim / L->head_dim_v * L->head_dim + dim % L->head_dim_v);
-    return get(kv->type_v, sp.v + (size_t)at * sp.v_row, dim);
+    if (L->v_in_k) return get(L->type_k, sp.k + (size_t)at * sp.k_row, dim / L->head_dim_v * L->head_dim + dim % L->head_dim_v);
+    return get(L->type_v, sp.v + (size_t)at * sp.v_row, dim);
 }
 
 /* Transposed keys: a cell's key row is gathered from (scattered to) one element per dimension;
@@ -436,7 +440,7 @@ void kv_read_row(const kv_cache *kv, int layer, int32_t seq, int32_t cell, uint8
     const kv_layer *L = &kv->layer[layer];
     int32_t at;
     kv_span sp = cell_span(kv, layer, seq, cell, kv->seqs[seq].pos[cell], &at);
-    size_t e = k_elem(kv);
+    size_t e = k_elem(L);
     if (L->k_by_cell) memcpy(k, sp.k + (size_t)at * sp.k_row, L->k_cell);
     else
         for (int32_t d = 0; d < L->kv_dim; d++) memcpy(k + (size_t)d * e, sp.k + (size_t)d * sp.k_row + (size_t)at * e, e);
@@ -447,7 +451,7 @@ void kv_write_row(kv_cache *kv, int layer, int32_t seq, int32_t cell, const uint
     const kv_layer *L = &kv->layer[layer];
     int32_t at;
     kv_span sp = cell_span(kv, layer, seq, cell, kv->seqs[seq].pos[cell], &at);
-    size_t e = k_elem(kv);
+    size_t e = k_elem(L);
     if (L->k_by_cell) memcpy((uint8_t *)sp.k + (size_t)at * sp.k_row, k, L->k_cell);
     else
         for (int32_t d = 0; d < L->kv_dim; d++)
@@ -577,7 +581,7 @@ void kv_seq_truncate(kv_cache *kv, int32_t seq, int32_t n_keep) {
     if (seq < 0 || seq >= kv->n_seq) return;
     if (n_keep < 0) n_keep = 0;
     if (n_keep >= kv->seqs[seq].len) return;
-    if (n_keep == 0) kv_state_share(kv, seq); /* where it ends: the next turn of a conversation starts there */
+    if (n_keep == 0) kv_state_release(kv, seq); /* the next turn of a conversation, the same prompt again */
     cells_truncate(kv, seq, kv_state_restore(kv, seq, n_keep));
 }
 
@@ -588,7 +592,7 @@ static void move_run(const kv_cache *kv, const kv_layer *L, uint8_t *kd, uint8_t
                      const uint8_t *vs, size_t from, size_t n, size_t cap) {
     if (L->k_by_cell) memmove(kd + to * L->k_cell, ks + from * L->k_cell, n * L->k_cell);
     else
-        for (size_t d = 0, e = k_elem(kv); d < (size_t)L->kv_dim; d++)
+        for (size_t d = 0, e = k_elem(L); d < (size_t)L->kv_dim; d++)
             memmove(kd + (d * cap + to) * e, ks + (d * cap + from) * e, n * e);
     if (L->v_cell) memmove(vd + to * L->v_cell, vs + from * L->v_cell, n * L->v_cell);
 }
@@ -715,9 +719,9 @@ void kv_read_k(const kv_cache *kv, int layer, int32_t seq, int32_t cell, float *
     const kv_layer *L = &kv->layer[layer];
     int32_t at;
     kv_span sp = cell_span(kv, layer, seq, cell, kv->seqs[seq].pos[cell], &at);
-    if (L->k_by_cell) to_floats(kv->type_k, sp.k + (size_t)at * sp.k_row, out, L->kv_dim);
+    if (L->k_by_cell) to_floats(L->type_k, sp.k + (size_t)at * sp.k_row, out, L->kv_dim);
     else
-        for (int d = 0; d < L->kv_dim; d++) out[d] = get(kv->type_k, sp.k + (size_t)d * sp.k_row, at);
+        for (int d = 0; d < L->kv_dim; d++) out[d] = get(L->type_k, sp.k + (size_t)d * sp.k_row, at);
 }
 
 int kv_seq_copy(kv_cache *kv, int32_t src, int32_t dst, nc_err *err) {

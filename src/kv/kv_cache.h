@@ -44,8 +44,9 @@
  * checkpoints of it: a sequence's own (the state before its last pass that took several tokens,
  * and after it: a rejected speculation goes back to the first, a saved prompt ends at the second),
  * and shared ones found by the hash of the tokens they absorbed (at every block boundary of a
- * sequence whose cells hold positions 0.., and where such a sequence ends when it lets go of
- * them): the prefix cache of recurrent layers. Going back to position n takes the latest
+ * sequence whose cells hold positions 0.., and, when such a sequence lets go of its cells, at its
+ * end and at its own checkpoints, the end of its prompt among them; and a loaded file's states):
+ * the prefix cache of recurrent layers. Going back to position n takes the latest
  * checkpoint at or before n (kv_state_restore_point); the tokens between it and n are computed
  * again by the caller (forward.c), which gives the same state, bit for bit. */
 #ifndef NC_KV_CACHE_H
@@ -57,6 +58,7 @@
 
 #include "common.h"
 #include "kv/kv_evict.h"
+#include "kv/kv_file.h"
 
 #define KV_BLOCK 256
 
@@ -91,6 +93,7 @@ typedef struct kv_stats {
 typedef struct kv_layer {
     int32_t n_head_kv, head_dim, head_dim_v; /* 0 heads: the layer keeps no keys and values */
     int32_t kv_dim, v_dim;                  /* n_head_kv * head_dim, n_head_kv * head_dim_v */
+    uint32_t type_k, type_v;                /* the cache's types (latent rows: kv_latent_type) */
     size_t k_cell, v_cell;                  /* bytes of one cell's keys, values (0: values in the keys) */
     bool k_by_cell;                         /* keys stored by cell (quantised, or holding the values), not transposed */
     bool v_in_k;                            /* each key head's first head_dim_v dims are its values */
@@ -126,7 +129,7 @@ typedef struct kv_cache {
     int32_t ring;                           /* cells of a ring (0: none) */
     int32_t *ring_pos;                      /* [n_seq][ring] position held by each ring cell, or -1 */
     int32_t *ring_hole;                     /* [n_seq] newest position a truncation lost from the ring, or -1 */
-    /* a copy of the cells kept elsewhere (the GPU's cache, forward_gpu.c), or NULL: told of every
+    /* a copy of the cells kept elsewhere (the GPU's cache, src/cuda/backend.c), or NULL: told of every
      * copy or move of cells between blocks, (dst block, first cell, src block, first cell, n) */
     void (*mirror)(void *ctx, int32_t dst, int32_t to, int32_t src, int32_t from, int32_t n);
     void *mirror_ctx;
@@ -283,12 +286,17 @@ static inline bool kv_recurrent(const kv_cache *kv) { return kv->state_floats > 
  * the caller computes the tokens from there to n again. Equal to n for a cache without recurrent
  * state. */
 int32_t kv_state_restore_point(const kv_cache *kv, int32_t seq, int32_t n);
-/* The state of seq after its first n tokens, or after the latest checkpoint before them, into
- * out (state_floats): returns the tokens it absorbed (0, and zeros, when none holds them). */
-int32_t kv_state_at(const kv_cache *kv, int32_t seq, int32_t n, float *out);
+/* The states that hold prefixes of seq's first n tokens, its own now (when it has absorbed no more
+ * than n) and the checkpoints of its tokens (its own and shared ones): the latest `max` positions
+ * above 0, in increasing order, into pos[] and states[] (state_floats each, pointers into the
+ * cache, good until it changes). Returns how many. */
+int kv_state_prefixes(const kv_cache *kv, int32_t seq, int32_t n, int max, int32_t *pos, const float **states);
 /* seq's state, absorbing its first pos tokens: `bytes` (state_floats little-endian f32, as a
  * file holds them), or zeros when NULL. */
 void kv_state_set(kv_cache *kv, int32_t seq, const uint8_t *bytes, int32_t pos);
+/* A shared checkpoint of a state (bytes as kv_state_set reads them) after the first pos tokens
+ * of tok[] (a loaded file's earlier states, for the prefix cache). */
+void kv_state_offer(kv_cache *kv, const int32_t *tok, int32_t pos, const uint8_t *bytes);
 /* A checkpoint of seq's state now (its own: `after` says whether before or after a pass). */
 void kv_state_checkpoint(kv_cache *kv, int32_t seq, bool after);
 /* A shared checkpoint of seq's state now, found again by the hash of its tokens. */

@@ -39,8 +39,9 @@ static void put_ints(writer *w, const int32_t *a, int32_t n) {
     }
 }
 
-/* The file's contents after the header: tokens, positions, rows, the state, the checksum. */
-static void put_body(writer *w, const kv_cache *kv, int32_t seq, int32_t n, const float *state, uint8_t *row) {
+/* The file's contents after the header: tokens, positions, rows, the states, the checksum. */
+static void put_body(writer *w, const kv_cache *kv, int32_t seq, int32_t n, int n_states, const int32_t *state_pos,
+                     const float *const *states, uint8_t *row) {
     put_ints(w, kv_tokens(kv, seq), n);
     put_ints(w, kv_positions(kv, seq), n);
     for (int l = 0; l < kv->n_layer; l++) {
@@ -51,11 +52,15 @@ static void put_body(writer *w, const kv_cache *kv, int32_t seq, int32_t n, cons
         }
     }
     uint8_t buf[4];
-    for (size_t i = 0; i < kv->state_floats; i++) {
-        uint32_t bits;
-        memcpy(&bits, &state[i], 4);
-        put_le32(buf, bits);
+    for (int k = 0; k < n_states; k++) {
+        put_le32(buf, (uint32_t)state_pos[k]);
         put(w, buf, 4);
+        for (size_t i = 0; i < kv->state_floats; i++) {
+            uint32_t bits;
+            memcpy(&bits, &states[k][i], 4);
+            put_le32(buf, bits);
+            put(w, buf, 4);
+        }
     }
     uint64_t sum = nc_hash_final(&w->h);
     uint8_t tail[8];
@@ -121,17 +126,17 @@ int kv_seq_save(const kv_cache *kv, int32_t seq, int32_t n, const kv_file_id *mo
     char *tmp = malloc(cap);
     uint8_t *row = malloc(widest + 1), *head = malloc(header);
     kv_file_layer *layers = malloc((size_t)kv->n_layer * sizeof *layers);
-    float *state = malloc(kv->state_floats * sizeof *state + 1);
-    if (!tmp || !row || !head || !layers || !state) {
+    if (!tmp || !row || !head || !layers) {
         free(tmp);
         free(row);
         free(head);
         free(layers);
-        free(state);
         return nc_fail(err, "%s: out of memory", path);
     }
     kv_file_id id = kv_file_id_of(kv, model, layers);
-    int32_t state_pos = kv_state_at(kv, seq, n, state); /* the recurrent state after n tokens, or an earlier one */
+    int32_t state_pos[KV_FILE_MAX_STATES];
+    const float *states[KV_FILE_MAX_STATES];
+    int n_states = kv_state_prefixes(kv, seq, n, KV_FILE_MAX_STATES, state_pos, states);
     writer w = {.f = create_temp(path, tmp, cap)};
     if (!w.f) {
         nc_fail(err, "%s: cannot create %s: %s", path, tmp, strerror(errno));
@@ -139,18 +144,16 @@ int kv_seq_save(const kv_cache *kv, int32_t seq, int32_t n, const kv_file_id *mo
         free(row);
         free(head);
         free(layers);
-        free(state);
         return -1;
     }
     errno = 0;
     nc_hash_init(&w.h);
-    kv_file_header(head, &id, (uint32_t)n, (uint32_t)n_exact, (uint32_t)state_pos);
+    kv_file_header(head, &id, (uint32_t)n, (uint32_t)n_exact, (uint32_t)n_states);
     put(&w, head, header);
-    put_body(&w, kv, seq, n, state, row);
+    put_body(&w, kv, seq, n, n_states, state_pos, states, row);
     free(row);
     free(head);
     free(layers);
-    free(state);
     int e = 0;
     if (w.failed || fflush(w.f) || fsync(fileno(w.f))) e = errno ? errno : EIO;
     if (fclose(w.f) && !e) e = errno ? errno : EIO;
@@ -176,12 +179,19 @@ int32_t kv_seq_load(kv_cache *kv, int32_t seq, const kv_file_view *v, int32_t n,
     if (v->id.n_layer != (uint32_t)kv->n_layer || v->id.type_k != kv->type_k || v->id.type_v != kv->type_v)
         return nc_fail(err, "%s: its cache shape (%u layers, types %u, %u) is not this cache's (%d, %u, %u)", name,
                        v->id.n_layer, v->id.type_k, v->id.type_v, kv->n_layer, kv->type_k, kv->type_v);
-    for (int l = 0; l < kv->n_layer; l++)
-        if (v->layers[l].k_dim != (uint32_t)kv->layer[l].kv_dim || v->layers[l].state != (uint32_t)kv->layer[l].state)
-            return nc_fail(err, "%s: layer %d's shape (keys %u, state %u) is not this cache's (%d, %d)", name, l,
-                           v->layers[l].k_dim, v->layers[l].state, kv->layer[l].kv_dim, kv->layer[l].state);
-    /* the cells as far as the state goes; past it, the caller computes them again */
-    int32_t m = !kv_recurrent(kv) ? n : v->state_pos <= n ? v->state_pos : 0;
+    for (int l = 0; l < kv->n_layer; l++) {
+        const kv_layer *L = &kv->layer[l];
+        int32_t v_dim = L->v_in_k ? 0 : L->v_dim;
+        if (v->layers[l].k_dim != (uint32_t)L->kv_dim || v->layers[l].v_dim != (uint32_t)v_dim ||
+            v->layers[l].state != (uint32_t)L->state)
+            return nc_fail(err, "%s: layer %d's shape (keys %u, values %u, state %u) is not this cache's (%d, %d, %d)", name,
+                           l, v->layers[l].k_dim, v->layers[l].v_dim, v->layers[l].state, L->kv_dim, v_dim, L->state);
+    }
+    /* the cells as far as the latest state at or before n goes; past it, the caller computes them again */
+    int latest = -1;
+    for (int k = 0; k < v->n_states; k++)
+        if (v->state_pos[k] <= n) latest = k;
+    int32_t m = !kv_recurrent(kv) ? n : latest >= 0 ? v->state_pos[latest] : 0;
     kv_seq_truncate(kv, seq, 0);
     const uint8_t *rows = v->rows;
     for (int32_t c = 0; c < m; c++) {
@@ -201,7 +211,11 @@ int32_t kv_seq_load(kv_cache *kv, int32_t seq, const kv_file_view *v, int32_t n,
         }
         if (kv_has_cells(kv, l)) rows += (size_t)v->n_cells * cell_bytes;
     }
-    if (kv_recurrent(kv)) kv_state_set(kv, seq, m == v->state_pos ? v->state : NULL, m);
+    if (kv_recurrent(kv)) { /* the state, and a checkpoint of it: the prefix cache finds it once the sequence lets go */
+        kv_state_set(kv, seq, latest >= 0 ? v->states[latest] : NULL, m);
+        kv_state_checkpoint(kv, seq, true);
+        for (int k = 0; k < latest; k++) kv_state_offer(kv, v->tokens, v->state_pos[k], v->states[k]);
+    }
     kv_commit(kv);
     return m;
 }

@@ -34,10 +34,16 @@ size_t kv_file_row_bytes(uint32_t type, uint32_t n) {
     return (size_t)n / block * bytes;
 }
 
+/* A layer's key type: latent rows (keys holding the values) have theirs (kv_latent_type). */
+static uint32_t layer_type_k(const kv_file_id *id, const kv_file_layer *L) {
+    return L->k_dim && !L->v_dim ? kv_latent_type(id->type_k) : id->type_k;
+}
+
 size_t kv_file_cell_bytes(const kv_file_id *id) {
     size_t n = 0;
     for (uint32_t l = 0; l < id->n_layer; l++)
-        n += kv_file_row_bytes(id->type_k, id->layers[l].k_dim) + kv_file_row_bytes(id->type_v, id->layers[l].v_dim);
+        n += kv_file_row_bytes(layer_type_k(id, &id->layers[l]), id->layers[l].k_dim) +
+             kv_file_row_bytes(id->type_v, id->layers[l].v_dim);
     return n;
 }
 
@@ -47,7 +53,7 @@ static size_t state_floats(const kv_file_id *id) {
     return n;
 }
 
-void kv_file_header(uint8_t *out, const kv_file_id *id, uint32_t n_cells, uint32_t n_exact, uint32_t state_pos) {
+void kv_file_header(uint8_t *out, const kv_file_id *id, uint32_t n_cells, uint32_t n_exact, uint32_t n_states) {
     memset(out, 0, KV_FILE_HEADER);
     memcpy(out, KV_FILE_MAGIC, 4);
     put_u32(out + 4, KV_FILE_VERSION);
@@ -55,7 +61,7 @@ void kv_file_header(uint8_t *out, const kv_file_id *id, uint32_t n_cells, uint32
     memcpy(out + 16, id->arch, strnlen(id->arch, sizeof id->arch - 1));
     memcpy(out + 48, id->name, strnlen(id->name, sizeof id->name - 1));
     put_u32(out + 112, id->n_layer);
-    put_u32(out + 116, state_pos);
+    put_u32(out + 116, n_states);
     put_u32(out + 120, id->type_k);
     put_u32(out + 124, id->type_v);
     put_u32(out + 128, (uint32_t)kv_file_cell_bytes(id));
@@ -102,7 +108,7 @@ static int parse_header(kv_file_view *v, const uint8_t *data, size_t size, const
     id->n_layer = get_u32(data + 112);
     id->type_k = get_u32(data + 120);
     id->type_v = get_u32(data + 124);
-    uint32_t state_pos = get_u32(data + 116), cell_bytes = get_u32(data + 128), n_state = get_u32(data + 132);
+    uint32_t n_states = get_u32(data + 116), cell_bytes = get_u32(data + 128), n_state = get_u32(data + 132);
     uint32_t n_cells = get_u32(data + 136), n_exact = get_u32(data + 140);
     if (id->n_layer < 1 || id->n_layer > KV_FILE_MAX_LAYERS)
         return nc_fail(err, "%s: n_layer %" PRIu32 " (offset 112) is outside 1..%d", name, id->n_layer, KV_FILE_MAX_LAYERS);
@@ -117,8 +123,8 @@ static int parse_header(kv_file_view *v, const uint8_t *data, size_t size, const
         return nc_fail(err, "%s: n_cells %" PRIu32 " (offset 136) is outside 1..%d", name, n_cells, KV_FILE_MAX_CELLS);
     if (n_exact > n_cells)
         return nc_fail(err, "%s: n_exact %" PRIu32 " (offset 140) is more than n_cells %" PRIu32, name, n_exact, n_cells);
-    if (state_pos > n_cells)
-        return nc_fail(err, "%s: state_pos %" PRIu32 " (offset 116) is more than n_cells %" PRIu32, name, state_pos, n_cells);
+    if (n_states > KV_FILE_MAX_STATES)
+        return nc_fail(err, "%s: n_states %" PRIu32 " (offset 116) is more than %d", name, n_states, KV_FILE_MAX_STATES);
     size_t table = KV_FILE_HEADER + 12 * (size_t)id->n_layer;
     if (size < table + 8)
         return nc_fail(err, "%s: %zu bytes, too short for the table of its %" PRIu32 " layers", name, size, id->n_layer);
@@ -132,7 +138,7 @@ static int parse_header(kv_file_view *v, const uint8_t *data, size_t size, const
             return nc_fail(err, "%s: layer %" PRIu32 " (offset %zu): key width %" PRIu32 ", value width %" PRIu32
                                 ", state %" PRIu32 ": out of range", name, l, at, L->k_dim, L->v_dim, L->state);
         for (int kind = 0; kind < 2; kind++) {
-            uint32_t type = kind ? id->type_v : id->type_k, n = kind ? L->v_dim : L->k_dim, block = 1, bytes;
+            uint32_t type = kind ? id->type_v : layer_type_k(id, L), n = kind ? L->v_dim : L->k_dim, block = 1, bytes;
             char tb[24];
             type_shape(type, &block, &bytes);
             if (n % block)
@@ -149,15 +155,17 @@ static int parse_header(kv_file_view *v, const uint8_t *data, size_t size, const
                        n_state, state_floats(id));
     v->n_cells = (int32_t)n_cells;
     v->n_exact = (int32_t)n_exact;
-    v->state_pos = (int32_t)state_pos;
+    if (n_states && !n_state)
+        return nc_fail(err, "%s: n_states %" PRIu32 " (offset 116) for a cache without recurrent state", name, n_states);
     v->cell_bytes = cell_bytes;
     v->state_floats = n_state;
-    /* at most 2^24 cells x 2^32 bytes and 2^40 bytes of state: no overflow in 64 bits */
-    uint64_t want = table + 8ull * n_cells + (uint64_t)n_cells * cell_bytes + 4ull * n_state + 8;
+    v->n_states = (int32_t)n_states;
+    /* at most 2^24 cells x 2^32 bytes and 4 x 2^40 bytes of state: no overflow in 64 bits */
+    uint64_t want = table + 8ull * n_cells + (uint64_t)n_cells * cell_bytes + n_states * (4 + 4ull * n_state) + 8;
     if (want != size)
         return nc_fail(err, "%s: %zu bytes, but its header (%" PRIu32 " cells of %" PRIu32 " bytes in %" PRIu32
-                            " layers, %" PRIu32 " floats of state) makes %" PRIu64 ": the file is %s",
-                       name, size, n_cells, cell_bytes, id->n_layer, n_state, want,
+                            " layers, %" PRIu32 " states of %" PRIu32 " floats) makes %" PRIu64 ": the file is %s",
+                       name, size, n_cells, cell_bytes, id->n_layer, n_states, n_state, want,
                        size < want ? "truncated" : "longer than that");
     return 0;
 }
@@ -174,7 +182,7 @@ static int check_rows(const kv_file_view *v, const uint8_t *data, const char *na
     for (uint32_t l = 0; l < v->id.n_layer; l++)
         for (int32_t c = 0; v->layers[l].k_dim && c < v->n_cells; c++)
             for (int kind = 0; kind < 2; kind++) {
-                uint32_t type = kind ? v->id.type_v : v->id.type_k, block = 1, bytes = 1; /* set: the header was checked */
+                uint32_t type = kind ? v->id.type_v : layer_type_k(&v->id, &v->layers[l]), block = 1, bytes = 1; /* checked */
                 size_t n = kv_file_row_bytes(type, kind ? v->layers[l].v_dim : v->layers[l].k_dim);
                 type_shape(type, &block, &bytes);
                 for (size_t i = 0; i < n; i += bytes)
@@ -184,10 +192,11 @@ static int check_rows(const kv_file_view *v, const uint8_t *data, const char *na
                                        kind ? "value" : "key", (size_t)(p + i - data));
                 p += n;
             }
-    for (size_t i = 0; i < v->state_floats; i++)
-        if (non_finite(v->state + 4 * i, 4))
-            return nc_fail(err, "%s: element %zu of the recurrent state (offset %zu) is not finite", name, i,
-                           (size_t)(v->state + 4 * i - data));
+    for (int32_t k = 0; k < v->n_states; k++)
+        for (size_t i = 0; i < v->state_floats; i++)
+            if (non_finite(v->states[k] + 4 * i, 4))
+                return nc_fail(err, "%s: element %zu of recurrent state %d (offset %zu) is not finite", name, i, k,
+                               (size_t)(v->states[k] + 4 * i - data));
     return 0;
 }
 
@@ -215,9 +224,11 @@ int kv_file_parse(kv_file_view *v, const uint8_t *data, size_t size, const char 
         }
         return -1;
     }
-    if (!checksum_ok(data, size, &stored, &computed))
+    if (!checksum_ok(data, size, &stored, &computed)) {
+        kv_file_view_free(v);
         return nc_fail(err, "%s: checksum mismatch (stored %016" PRIx64 " at offset %zu, computed %016" PRIx64 "): the file is corrupt",
                        name, stored, size - 8, computed);
+    }
     size_t n = (size_t)v->n_cells;
     v->tokens = malloc(n * sizeof *v->tokens);
     v->pos = malloc(n * sizeof *v->pos);
@@ -240,7 +251,17 @@ int kv_file_parse(kv_file_view *v, const uint8_t *data, size_t size, const char 
         }
     }
     v->rows = pos + 4 * n;
-    v->state = v->rows + n * v->cell_bytes;
+    const uint8_t *st = v->rows + n * v->cell_bytes;
+    for (int32_t k = 0; k < v->n_states; k++, st += 4 + 4 * v->state_floats) {
+        v->state_pos[k] = (int32_t)get_u32(st);
+        v->states[k] = st + 4;
+        if (v->state_pos[k] < 1 || v->state_pos[k] > v->n_cells || (k > 0 && v->state_pos[k] <= v->state_pos[k - 1])) {
+            nc_fail(err, "%s: the position of recurrent state %d (offset %zu) is %d, %s", name, k, (size_t)(st - data),
+                    v->state_pos[k], k > 0 && v->state_pos[k] <= v->state_pos[k - 1] ? "not after the previous state's"
+                                                                                     : "outside 1..n_cells");
+            goto fail;
+        }
+    }
     if (check_rows(v, data, name, err)) goto fail;
     return 0;
 fail:

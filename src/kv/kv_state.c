@@ -62,8 +62,7 @@ static void save(kv_cache *kv, kv_checkpoint *c, int32_t seq) {
 }
 
 void kv_state_checkpoint(kv_cache *kv, int32_t seq, bool after) {
-    if (kv_recurrent(kv) && kv->state_pos[seq] == kv_seq_len(kv, seq))
-        save(kv, &kv->ckpt[2 * seq + after], seq);
+    if (kv_recurrent(kv) && kv->state_pos[seq] <= kv_seq_len(kv, seq)) save(kv, &kv->ckpt[2 * seq + after], seq);
 }
 
 /* Whether checkpoint c holds the first tokens of a sequence holding tok[0..n), for a position <= n. */
@@ -71,19 +70,43 @@ static bool holds(const kv_checkpoint *c, const int32_t *tok, int32_t n) {
     return c->pos >= 0 && c->pos <= n && c->hash == kv_chain_hash(KV_CHAIN_SEED, tok, c->pos);
 }
 
-void kv_state_share(kv_cache *kv, int32_t seq) {
-    if (!kv_recurrent(kv) || !kv->seqs[seq].chained || kv->state_pos[seq] != kv_seq_len(kv, seq) || !kv->state_pos[seq])
-        return;
+/* A shared slot for a state of `pos` tokens of tok[]: NULL when one holds it already (then marked
+ * used), else a free one, else the least recently used. */
+static kv_checkpoint *shared_slot(kv_cache *kv, const int32_t *tok, int32_t pos) {
     kv_checkpoint *slot = NULL;
     for (int32_t i = 2 * kv->n_seq; i < kv->n_ckpt; i++) {
         kv_checkpoint *c = &kv->ckpt[i];
-        if (c->pos == kv->state_pos[seq] && holds(c, kv_tokens(kv, seq), c->pos)) { /* kept already */
+        if (c->pos == pos && holds(c, tok, pos)) { /* kept already */
             c->used = ++kv->ckpt_clock;
-            return;
+            return NULL;
         }
-        if (!slot || (slot->pos >= 0 && (c->pos < 0 || c->used < slot->used))) slot = c; /* a free one, else the oldest */
+        if (!slot || (slot->pos >= 0 && (c->pos < 0 || c->used < slot->used))) slot = c;
     }
+    return slot;
+}
+
+void kv_state_share(kv_cache *kv, int32_t seq) {
+    if (!kv_recurrent(kv) || !kv->seqs[seq].chained || kv->state_pos[seq] > kv_seq_len(kv, seq) || !kv->state_pos[seq])
+        return;
+    kv_checkpoint *slot = shared_slot(kv, kv_tokens(kv, seq), kv->state_pos[seq]);
     if (slot) save(kv, slot, seq);
+}
+
+void kv_state_release(kv_cache *kv, int32_t seq) {
+    if (!kv_recurrent(kv) || !kv->seqs[seq].chained) return;
+    kv_state_share(kv, seq);
+    /* its own checkpoints hold prefixes of its tokens too (the end of its prompt, typically): what a
+     * later request of the same prompt takes */
+    for (int k = 0; k < 2; k++) {
+        kv_checkpoint *own = &kv->ckpt[2 * seq + k];
+        if (own->pos <= 0 || !holds(own, kv_tokens(kv, seq), kv_seq_len(kv, seq))) continue;
+        kv_checkpoint *slot = shared_slot(kv, kv_tokens(kv, seq), own->pos);
+        if (!slot || (!slot->state && !(slot->state = malloc(kv->state_floats * sizeof(float))))) continue;
+        memcpy(slot->state, own->state, kv->state_floats * sizeof(float));
+        slot->pos = own->pos;
+        slot->hash = own->hash;
+        slot->used = ++kv->ckpt_clock;
+    }
 }
 
 /* The checkpoint a sequence holding tok[0..n) goes back to for position n: the latest that holds
@@ -98,7 +121,8 @@ static const kv_checkpoint *best(const kv_cache *kv, int32_t seq, const int32_t 
 }
 
 int32_t kv_state_restore_point(const kv_cache *kv, int32_t seq, int32_t n) {
-    if (!kv_recurrent(kv) || kv->state_pos[seq] <= n) return n < kv->state_pos[seq] ? n : kv->state_pos[seq];
+    if (!kv_recurrent(kv)) return n;
+    if (kv->state_pos[seq] <= n) return kv->state_pos[seq];
     const kv_checkpoint *c = best(kv, seq, kv_tokens(kv, seq), n);
     return c ? c->pos : 0;
 }
@@ -143,24 +167,54 @@ void kv_state_take(kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t m) 
     }
 }
 
-int32_t kv_state_at(const kv_cache *kv, int32_t seq, int32_t n, float *out) {
-    if (!kv_recurrent(kv)) return 0;
-    if (kv->state_pos[seq] == n) {
-        memcpy(out, seq_state(kv, seq), kv->state_floats * sizeof(float));
-        return n;
+int kv_state_prefixes(const kv_cache *kv, int32_t seq, int32_t n, int max, int32_t *pos, const float **states) {
+    int k = 0;
+    if (!kv_recurrent(kv) || max < 1) return 0;
+    /* candidates: the sequence's state, then every checkpoint it may use; kept sorted, the
+     * earliest dropped past max */
+    for (int32_t i = -1; i < kv->n_ckpt; i++) {
+        const kv_checkpoint *c = i >= 0 ? &kv->ckpt[i] : NULL;
+        int32_t p = c ? c->pos : kv->state_pos[seq];
+        if (p <= 0 || p > n || (c && ((c->owner >= 0 && c->owner != seq) || !holds(c, kv_tokens(kv, seq), n)))) continue;
+        int j = 0;
+        while (j < k && pos[j] < p) j++;
+        if (j < k && pos[j] == p) continue; /* one state per position */
+        if (k == max) {
+            if (j == 0) continue; /* earlier than all kept */
+            memmove(pos, pos + 1, (size_t)(j - 1) * sizeof *pos);
+            memmove(states, states + 1, (size_t)(j - 1) * sizeof *states);
+            j--;
+        } else {
+            memmove(pos + j + 1, pos + j, (size_t)(k - j) * sizeof *pos);
+            memmove(states + j + 1, states + j, (size_t)(k - j) * sizeof *states);
+            k++;
+        }
+        pos[j] = p;
+        states[j] = c ? c->state : seq_state(kv, seq);
     }
-    const kv_checkpoint *c = best(kv, seq, kv_tokens(kv, seq), n);
-    if (c) memcpy(out, c->state, kv->state_floats * sizeof(float));
-    else memset(out, 0, kv->state_floats * sizeof(float));
-    return c ? c->pos : 0;
+    return k;
+}
+
+/* Little-endian f32 bytes (a file's) into floats; zeros for NULL. */
+static void decode(float *out, const uint8_t *bytes, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t bits = 0;
+        for (int k = 0; bytes && k < 4; k++) bits |= (uint32_t)bytes[4 * i + (size_t)k] << 8 * k;
+        memcpy(&out[i], &bits, 4);
+    }
+}
+
+void kv_state_offer(kv_cache *kv, const int32_t *tok, int32_t pos, const uint8_t *bytes) {
+    if (!kv_recurrent(kv) || pos <= 0) return;
+    kv_checkpoint *slot = shared_slot(kv, tok, pos);
+    if (!slot || (!slot->state && !(slot->state = malloc(kv->state_floats * sizeof(float))))) return;
+    decode(slot->state, bytes, kv->state_floats);
+    slot->pos = pos;
+    slot->hash = kv_chain_hash(KV_CHAIN_SEED, tok, pos);
+    slot->used = ++kv->ckpt_clock;
 }
 
 void kv_state_set(kv_cache *kv, int32_t seq, const uint8_t *bytes, int32_t pos) {
-    float *s = seq_state(kv, seq);
-    for (size_t i = 0; i < kv->state_floats; i++) {
-        uint32_t bits = 0;
-        for (int k = 0; bytes && k < 4; k++) bits |= (uint32_t)bytes[4 * i + (size_t)k] << 8 * k;
-        memcpy(&s[i], &bits, 4);
-    }
+    decode(seq_state(kv, seq), bytes, kv->state_floats);
     kv->state_pos[seq] = bytes ? pos : 0;
 }

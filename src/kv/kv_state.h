@@ -14,6 +14,9 @@ int kv_state_init(kv_cache *kv, int32_t n_shared);
 void kv_state_free(kv_cache *kv);
 /* dst's state becomes src's (not its checkpoints). */
 void kv_state_copy(kv_cache *kv, int32_t src, int32_t dst);
+/* A sequence letting go of its cells: its state at its end and its own checkpoints become
+ * shared ones, for the prefix cache. */
+void kv_state_release(kv_cache *kv, int32_t seq);
 /* seq's state goes back to kv_state_restore_point(seq, n), which is returned. */
 int32_t kv_state_restore(kv_cache *kv, int32_t seq, int32_t n);
 /* The longest m <= n whose tokens[0..m) a shared checkpoint holds (0: none), and an empty

@@ -217,7 +217,7 @@ static const arch_desc table[] = {
     {.name = "qwen35moe", .gguf = "qwen35moe", .hf_types = NO_HF, .norms = NORMS_PRE, .qk_norm = QK_NORM_HEAD,
      .layers = LAYERS_INTERVAL, .recurrent = MIXER_DELTANET, .q_gate = true, .gguf_names = qwen35_gguf},
     {.name = "gemma4", .gguf = "gemma4", .hf_types = NO_HF, .norms = NORMS_SANDWICH, .qk_norm = QK_NORM_HEAD,
-     .act = ACT_GELU_TANH, .embd_scale_sqrt = true, .v_norm = true, .attn_scale = 1.0f},
+     .act = ACT_GELU_TANH, .embd_scale_sqrt = true, .v_norm = true, .attn_scale = 1.0f, .kv_f32 = true},
     {.name = "granitehybrid", .gguf = "granitehybrid", .hf_types = NO_HF, .norms = NORMS_PRE, .gguf_rope_pairs = true,
      .layers = LAYERS_KV_ZERO, .recurrent = MIXER_MAMBA2, .rope_switch = true},
     {.name = "nemotron_h", .gguf = "nemotron_h", .hf_types = NO_HF, .norms = NORMS_PRE, .act = ACT_RELU2,
@@ -248,19 +248,22 @@ const arch_desc *arch_by_hf_type(const char *model_type) {
     return NULL;
 }
 
-static const char *list(bool hf) {
-    static _Thread_local char buf[2][512];
-    char *b = buf[hf];
+enum { LIST_GGUF, LIST_HF, LIST_GGUF_ONLY };
+static const char *list(int which) {
+    static _Thread_local char buf[3][512];
+    char *b = buf[which];
     size_t n = 0;
     for (size_t i = 0; i < N_ARCHS; i++) {
-        const char *const *names = hf ? table[i].hf_types : (const char *const[]){table[i].gguf, NULL};
+        const char *const *names = which == LIST_HF ? table[i].hf_types : (const char *const[]){table[i].gguf, NULL};
+        if (which == LIST_GGUF_ONLY && *table[i].hf_types) continue;
         for (const char *const *t = names; *t; t++) n += (size_t)snprintf(b + n, sizeof buf[0] - n, "%s%s", n ? ", " : "", *t);
     }
     return b;
 }
 
-const char *arch_gguf_list(void) { return list(false); }
-const char *arch_hf_list(void) { return list(true); }
+const char *arch_gguf_list(void) { return list(LIST_GGUF); }
+const char *arch_hf_list(void) { return list(LIST_HF); }
+const char *arch_gguf_only_list(void) { return list(LIST_GGUF_ONLY); }
 
 static const char *lookup(const arch_override *over, const char *const *dflt, tensor_role r) {
     for (const arch_override *o = over; o && (o->role != 0 || o->name); o++)

@@ -138,6 +138,7 @@ typedef struct arch_desc {
     bool rope_switch;                /* rope.scaling.finetuned = false turns the rotation off (Granite 4.0-H) */
     bool no_rope;                    /* no layer rotates (Nemotron-H) */
     float attn_scale;                /* q.k's scale when the file gives none (Gemma 4: 1, its q and k normalised); 0: 1/sqrt(head_dim) */
+    bool kv_f32;                     /* the KV cache's default type is F32, not F16 (nc_cache_type says why) */
     bool nextn;                      /* the last nextn_predict_layers layers predict further tokens: not run (GLM-4.5) */
     bool expert_weight_input;        /* top-1 sigmoid routing whose weight scales the expert's input (Llama 4) */
     bool yarn_log_mul_tenth;         /* rope.scaling.yarn_log_multiplier is 0.1 x YaRN's mscale_all_dim, and the
@@ -155,6 +156,7 @@ const arch_desc *arch_by_hf_type(const char *model_type);
 /* "llama, qwen2, ..." for messages. */
 const char *arch_gguf_list(void);
 const char *arch_hf_list(void);
+const char *arch_gguf_only_list(void); /* the rows without Hugging Face model types */
 
 /* The name of a role in the format, or NULL when the architecture has no such tensor. */
 const char *arch_gguf_name(const arch_desc *a, tensor_role r);

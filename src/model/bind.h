@@ -14,7 +14,8 @@ typedef const fmt_tensor *(*bind_lookup)(const void *src, const char *name);
 typedef struct binder {
     model *m;
     const arch_desc *a;
-    const void *src;        /* the gguf_file or hf_dir */
+    const void *src;        /* the gguf_file (its metadata) or hf_dir */
+    const void *tensors;    /* what lookup searches: src, or every part of a split GGUF */
     bind_lookup lookup;
     bool hf_names;          /* the source names tensors as transformers does */
     bool own_swa_rope;      /* sliding layers rotate as hp.rope[1] says, not as the others do */

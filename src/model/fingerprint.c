@@ -62,10 +62,14 @@ uint64_t model_fingerprint(const model *m) {
     const int64_t ints[] = {hp->n_vocab,    hp->n_embd,      hp->n_layer,  hp->n_head,      hp->n_head_kv,
                             hp->head_dim,   hp->n_ff,        hp->n_rot,    hp->n_ctx_train, hp->n_expert,
                             hp->n_expert_used, hp->n_ff_exp, hp->expert_norm, hp->gate_up,  hp->rope_neox,
-                            hp->swa_window};
+                            hp->swa_window, hp->n_ff_shexp,  hp->gating,   hp->n_group,     hp->n_group_used,
+                            hp->expert_weight_input, hp->ssm_conv, hp->ssm_state, hp->ssm_groups, hp->ssm_inner,
+                            hp->ssm_heads,  hp->mla_q_lora,  hp->mla_kv_lora, hp->mla_nope, hp->mla_v,
+                            hp->n_embd_per_layer};
     for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) hash_int(&h, ints[i]);
-    const double reals[] = {hp->norm_eps,  hp->attn_scale,     hp->attn_softcap, hp->final_softcap,
-                            hp->embd_scale, hp->residual_scale, hp->logit_scale};
+    const double reals[] = {hp->norm_eps,         hp->attn_scale,        hp->attn_softcap,     hp->final_softcap,
+                            hp->embd_scale,       hp->residual_scale,    hp->logit_scale,      hp->expert_scale,
+                            hp->temperature_scale, hp->temperature_floor, hp->temperature_offset};
     for (size_t i = 0; i < sizeof reals / sizeof *reals; i++) hash_double(&h, reals[i]);
     hash_rope(&h, &hp->rope[0], hp->n_rot);
     hash_rope(&h, &hp->rope[1], hp->n_rot);
@@ -74,14 +78,19 @@ uint64_t model_fingerprint(const model *m) {
     hash_floats(&h, m->output_norm, hp->n_embd);
     for (int il = 0; il < hp->n_layer; il++) {
         const model_layer *L = &m->layers[il];
-        hash_int(&h, L->sliding);
-        hash_int(&h, L->rope);
+        const int64_t shape[] = {L->mixer, L->ffn,  L->n_head,   L->n_head_kv, L->head_dim, L->head_dim_v,
+                                 L->n_rot, L->n_ff, L->rope_table, L->kv_layer, L->sliding,  L->rope,
+                                 L->q_gate, L->v_norm, L->qk_norm_plain, L->temperature, L->chunk};
+        for (size_t i = 0; i < sizeof shape / sizeof *shape; i++) hash_int(&h, shape[i]);
         hash_floats(&h, L->attn_norm, hp->n_embd);
         hash_floats(&h, L->ffn_norm, hp->n_embd);
-        hash_floats(&h, L->q_norm, hp->head_dim);
-        hash_floats(&h, L->k_norm, hp->head_dim);
-        const model_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down, &L->router};
-        for (size_t i = 0; i < sizeof ws / sizeof *ws; i++) hash_weight(&h, ws[i]);
+        hash_floats(&h, L->q_norm, L->head_dim);
+        hash_floats(&h, L->k_norm, L->head_dim);
+        hash_floats(&h, L->ssm.norm, hp->ssm_heads ? hp->ssm_inner / hp->ssm_heads : 0);
+        hash_floats(&h, L->ssm.a, hp->ssm_heads);
+        hash_double(&h, L->out_scale);
+        const model_weight *ws[MODEL_LAYER_WEIGHTS + 2 * L->n_head];
+        for (int i = 0, k = model_layer_weights(L, ws); i < k; i++) hash_weight(&h, ws[i]);
         /* the first and the last expert (every expert would cost page faults across the file) */
         for (int e = 0, last = hp->n_expert - 1; e <= last; e = e < last ? last : last + 1) {
             const model_weight *ex[] = {L->exp_gate ? &L->exp_gate[e] : NULL, L->exp_up ? &L->exp_up[e] : NULL,

@@ -65,10 +65,11 @@ static int list_weights(model *m, model_weight **out) {
     }
     for (int il = 0; il < hp->n_layer; il++) {
         model_layer *L = &m->layers[il];
-        model_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down, &L->router};
-        for (size_t i = 0; i < sizeof ws / sizeof *ws; i++)
+        const model_weight *ws[MODEL_LAYER_WEIGHTS + 2 * L->n_head];
+        int k = model_layer_weights(L, ws);
+        for (int i = 0; i < k; i++)
             if (wanted(ws[i])) {
-                if (out) out[n] = ws[i];
+                if (out) out[n] = (model_weight *)ws[i]; /* the model's own: interleaving writes its ilv */
                 n++;
             }
         model_weight *ex[] = {L->exp_gate, L->exp_up, L->exp_gate_up, L->exp_down};

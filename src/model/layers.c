@@ -25,6 +25,30 @@ static layer_mixer mixer_of(const binder *b, int il) {
     return a->attention;
 }
 
+/* A layer whose tensors do not fit its kind: the error says which key made it that kind. */
+static int kind_refused(const binder *b, int il, const model_layer *L) {
+    static const char *const name[] = {[MIXER_ATTENTION] = "an attention layer", [MIXER_NONE] = "an FFN alone",
+                                       [MIXER_MLA] = "a latent attention layer", [MIXER_DELTANET] = "a gated DeltaNet",
+                                       [MIXER_MAMBA2] = "a Mamba2 layer", [MIXER_SHORTCONV] = "a short convolution"};
+    const char *g = b->a->gguf;
+    size_t k = strlen(b->err->msg), n = sizeof b->err->msg;
+    char *msg = b->err->msg + k;
+    switch (b->a->layers) {
+    case LAYERS_INTERVAL:
+        snprintf(msg, n - k, " (layer %d is %s by %s.full_attention_interval %d)", il, name[L->mixer], g, b->interval);
+        break;
+    case LAYERS_KV_ZERO:
+        snprintf(msg, n - k, " (layer %d is %s by its %s.attention.head_count_kv %d)", il, name[L->mixer], g, head_kv_of(b, il));
+        break;
+    case LAYERS_HYBRID:
+        snprintf(msg, n - k, " (layer %d is %s by its %s.feed_forward_length %d and attention.head_count_kv %d)", il,
+                 name[L->mixer], g, ff_of(b, il), head_kv_of(b, il));
+        break;
+    case LAYERS_ATTENTION: break;
+    }
+    return -1;
+}
+
 /* ---- attention --------------------------------------------------------------------------- */
 
 /* The last layer before il with a cache of its own and il's kind of window: what a layer sharing
@@ -298,7 +322,7 @@ int bind_layer(binder *b, int il, model_layer *L) {
     case MIXER_SHORTCONV: rc = bind_shortconv(b, il, &L->ssm); break;
     case MIXER_NONE: L->ffn_norm = L->attn_norm; L->attn_norm = NULL; break; /* the block's one norm is its FFN's */
     }
-    if (rc) return -1;
+    if (rc) return kind_refused(b, il, L);
     /* A layer with a router is a mixture of experts, one without a dense FFN (Qwen3-MoE may mix
      * them); a layer of one block with a mixer has no FFN; an MLP's activation has no gate. */
     bool moe = hp->n_expert > 0 && bind_find(b, L_ROUTER, il, 0, name) != NULL;
@@ -323,4 +347,62 @@ int bind_layer(binder *b, int il, model_layer *L) {
     if (bind_vector(b, L_OUT_SCALE, il, 1, false, &scale)) return -1;
     if (scale) L->out_scale = scale[0];
     return 0;
+}
+
+const char *model_layer_kind(const model *m, int il, char *buf, size_t n) {
+    const model_hparams *hp = &m->hp;
+    const model_layer *L = &m->layers[il];
+    size_t k = 0;
+#define PUT(...) (k += (size_t)snprintf(buf + k, k < n ? n - k : 0, __VA_ARGS__))
+    switch (L->mixer) {
+    case MIXER_ATTENTION:
+        PUT("%s%sattention, %d heads, %d KV heads of %d", L->q_gate ? "gated " : "", L->sliding ? "sliding " : "", L->n_head,
+            L->n_head_kv, L->head_dim);
+        if (L->sliding) PUT(", window %d", hp->swa_window);
+        if (L->chunk) PUT(", chunks of %d", L->chunk);
+        if (L->rope_table < 0) PUT(", no rotation");
+        if (L->kv_layer != il) PUT(", layer %d's cache", L->kv_layer);
+        break;
+    case MIXER_MLA:
+        PUT("latent attention, %d heads over a cached row of %d latent + %d rotated", L->n_head, hp->mla_kv_lora, hp->n_rot);
+        break;
+    case MIXER_DELTANET:
+        PUT("gated DeltaNet, %d value heads of %d, %d key heads of %d", hp->ssm_heads, hp->ssm_inner / hp->ssm_heads,
+            hp->ssm_groups, hp->ssm_state);
+        break;
+    case MIXER_MAMBA2:
+        PUT("Mamba2, %d heads of %d, state %d, %d group%s", hp->ssm_heads, hp->ssm_inner / hp->ssm_heads, hp->ssm_state,
+            hp->ssm_groups, hp->ssm_groups > 1 ? "s" : "");
+        break;
+    case MIXER_SHORTCONV: PUT("short convolution of %d taps", hp->ssm_conv); break;
+    case MIXER_NONE: PUT("no mixer"); break;
+    }
+    switch (L->ffn) {
+    case FFN_GATED: PUT(" | gated FFN %d", L->n_ff); break;
+    case FFN_MLP: PUT(" | MLP %d", L->n_ff); break;
+    case FFN_MOE:
+        PUT(" | %d experts of %d, %d used (%s)", hp->n_expert, hp->n_ff_exp, hp->n_expert_used,
+            hp->gating == GATING_SIGMOID ? "sigmoid" : "softmax");
+        if (L->sh_gate.data) PUT(", shared expert %d%s", hp->n_ff_shexp, L->sh_gate_inp ? " gated" : "");
+        if (L->ffn_post_norm_1) PUT(", beside a gated FFN %d", L->n_ff);
+        break;
+    case FFN_NONE: break;
+    }
+#undef PUT
+    return buf;
+}
+
+int model_layer_weights(const model_layer *L, const model_weight **out) {
+    const model_weight *all[] = {&L->wq,        &L->wk,          &L->wv,        &L->wo,         &L->ffn_gate,
+                                 &L->ffn_up,    &L->ffn_down,    &L->router,    &L->sh_gate,    &L->sh_up,
+                                 &L->sh_down,   &L->ssm.in,      &L->ssm.gate,  &L->ssm.beta,   &L->ssm.alpha,
+                                 &L->ssm.out,   &L->mla.q_a,     &L->mla.q_b,   &L->mla.kv_a,   &L->pl_gate,
+                                 &L->pl_proj};
+    int n = 0;
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        if (all[i]->data && !(i == 2 && L->wv.data == L->wk.data)) /* V may be the keys' own projection */
+            out[n++] = all[i];
+    for (int h = 0; L->mla.k_b && h < L->n_head; h++) out[n++] = &L->mla.k_b[h];
+    for (int h = 0; L->mla.v_b && h < L->n_head; h++) out[n++] = &L->mla.v_b[h];
+    return n;
 }

@@ -20,7 +20,7 @@ const fmt_tensor *bind_find(binder *b, tensor_role r, int il, int e, char name[B
     name[0] = 0;
     if (!pat) return NULL;
     snprintf(name, BIND_NAME_MAX, pat, il, e); /* a pattern uses none, one or both numbers */
-    return b->lookup(b->src, name);
+    return b->lookup(b->tensors, name);
 }
 
 int bind_missing(binder *b, const char *name) {
@@ -141,7 +141,7 @@ static int bind_mxfp4_experts(binder *b, const char *name, int64_t cols, int64_t
     char bn[BIND_NAME_MAX + 8], sn[BIND_NAME_MAX + 8];
     snprintf(bn, sizeof bn, "%s_blocks", name);
     snprintf(sn, sizeof sn, "%s_scales", name);
-    const fmt_tensor *blocks = b->lookup(b->src, bn), *scales = b->lookup(b->src, sn);
+    const fmt_tensor *blocks = b->lookup(b->tensors, bn), *scales = b->lookup(b->tensors, sn);
     if (!blocks) return 0;
     if (!scales) return nc_fail(b->err, "%s: '%s' has no '%s' (MXFP4 needs both)", b->path, bn, sn);
     int64_t n = b->m->hp.n_expert, g = cols / 32;
@@ -267,9 +267,9 @@ static int gguf_per_layer(binder *b, const char *suffix, bool required, int64_t 
     int n = b->m->hp.n_layer;
     *max = 0;
     if (kv && kv->type == GGUF_T_ARRAY) {
-        if (kv->v.arr.type > GGUF_T_INT32 || kv->v.arr.n < (uint64_t)n)
-            return nc_fail(b->err, "%s: key '%s' (offset %llu) must be an integer or %d integers, one per layer", b->path,
-                           key, (unsigned long long)kv->offset, n);
+        if (kv->v.arr.type > GGUF_T_INT32 || kv->v.arr.n != (uint64_t)n)
+            return nc_fail(b->err, "%s: key '%s' (offset %llu) must be an integer or %d integers, one per layer (it holds "
+                                   "%llu)", b->path, key, (unsigned long long)kv->offset, n, (unsigned long long)kv->v.arr.n);
         for (int il = 0; il < n; il++) {
             int64_t v = gguf_arr_int(kv, (uint64_t)il);
             if (v < 0 || v > (1 << 30))
@@ -293,6 +293,7 @@ static int gguf_f64(binder *b, const char *suffix, double dflt, double *out) {
     int r = gguf_get_float(b->src, key, out, b->err);
     if (r < 0) return -1;
     if (r == 0) *out = dflt;
+    else if (!isfinite(*out)) return nc_fail(b->err, "%s: key '%s' is %g, not a finite number", b->path, key, *out);
     return 0;
 }
 
@@ -354,7 +355,7 @@ static int gguf_rope(binder *b, model_hparams *hp) {
     double swa_base;
     if (gguf_f64(b, "rope.freq_base_swa", 0, &swa_base)) return -1;
     if (swa_base > 0) {
-        hp->rope[1] = (model_rope){.n_rot = b->n_rot_swa ? b->n_rot_swa : hp->n_rot, .base = swa_base, .kind = ROPE_DEFAULT};
+        hp->rope[1] = (model_rope){.n_rot = b->n_rot_swa, .base = swa_base, .kind = ROPE_DEFAULT};
         b->own_swa_rope = true;
     }
     return 0;
@@ -369,8 +370,9 @@ static int gguf_sliding(binder *b, bool *sliding) {
     snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", b->a->gguf);
     const gguf_kv *kv = gguf_find_kv(b->src, key);
     if (kv && kv->type == GGUF_T_ARRAY) {
-        if (kv->v.arr.n < (uint64_t)hp->n_layer || (kv->v.arr.type != GGUF_T_BOOL && kv->v.arr.type > GGUF_T_INT32))
-            return nc_fail(b->err, "%s: key '%s' must be %d booleans", b->path, key, hp->n_layer);
+        if (kv->v.arr.n != (uint64_t)hp->n_layer || (kv->v.arr.type != GGUF_T_BOOL && kv->v.arr.type > GGUF_T_INT32))
+            return nc_fail(b->err, "%s: key '%s' must be %d booleans, one per layer (it holds %llu)", b->path, key,
+                           hp->n_layer, (unsigned long long)kv->v.arr.n);
         for (int il = 0; il < hp->n_layer; il++) sliding[il] = gguf_arr_int(kv, (uint64_t)il) != 0;
         return 0;
     }
@@ -406,11 +408,13 @@ static int gguf_more(binder *b, model_hparams *hp) {
         gguf_f32(b, "attention.temperature_scale", 0, &hp->temperature_scale) ||
         gguf_bool(b, "rope.scaling.finetuned", true, &finetuned))
         return -1;
+    if (b->a->layers == LAYERS_INTERVAL && b->interval < 1)
+        return nc_fail(b->err, "%s: %s.full_attention_interval %d: every Nth layer attends, N at least 1", b->path,
+                       b->a->gguf, b->interval);
     if (gating != 1 && gating != 2)
         return nc_fail(b->err, "%s: %s.expert_gating_func %d is not supported (1: softmax, 2: sigmoid)", b->path,
                        b->a->gguf, gating);
     hp->gating = gating == 2 ? GATING_SIGMOID : GATING_SOFTMAX;
-    if (hp->expert_scale == 0) hp->expert_scale = 1;
     if (hp->mla_nope) { /* key_length_mla is the non-rotated and the rotated part */
         if (b->a->yarn_log_mul_tenth && hp->attn_scale == 0) hp->attn_scale = (float)(b->mscale * b->mscale / sqrt(hp->mla_nope));
         hp->mla_nope -= hp->n_rot;
@@ -449,7 +453,7 @@ static int gguf_hparams(binder *b, model_hparams *hp, int32_t *head_kv, int32_t 
         gguf_u32(b, "attention.key_length", false, hp->n_head ? hp->n_embd / hp->n_head : 0, &hp->head_dim) ||
         gguf_u32(b, "attention.key_length_swa", false, 0, &b->head_dim_swa) ||
         gguf_u32(b, "rope.dimension_count", false, hp->head_dim, &hp->n_rot) ||
-        gguf_u32(b, "rope.dimension_count_swa", false, 0, &b->n_rot_swa) ||
+        gguf_u32(b, "rope.dimension_count_swa", false, hp->n_rot, &b->n_rot_swa) ||
         gguf_u32(b, "expert_count", false, 0, &hp->n_expert) ||
         gguf_u32(b, "expert_used_count", false, 0, &hp->n_expert_used) ||
         gguf_u32(b, "expert_feed_forward_length", false, ff_max, &hp->n_ff_exp) ||
@@ -491,8 +495,8 @@ static int check_hparams(binder *b) {
     for (int k = 0; k < 2; k++) {
         const model_rope *r = &hp->rope[k];
         if (r->n_rot > (k ? (b->head_dim_swa ? b->head_dim_swa : hp->head_dim) : hp->head_dim) || r->n_rot % 2 || r->n_rot < 0)
-            return nc_fail(b->err, "%s: the rotary dimension count %d must be even and at most the head dimension %d", p,
-                           r->n_rot, k && b->head_dim_swa ? b->head_dim_swa : hp->head_dim);
+            return nc_fail(b->err, "%s: the rotary dimension count %d%s must be even and at most the head dimension %d", p,
+                           r->n_rot, k ? " of the sliding-window layers" : "", k && b->head_dim_swa ? b->head_dim_swa : hp->head_dim);
         if (!(r->base > 0)) return nc_fail(b->err, "%s: the rope base must be positive", p);
         if ((r->kind == ROPE_LLAMA3 || r->kind == ROPE_YARN || r->kind == ROPE_LONGROPE) && !(r->orig_ctx > 0))
             return nc_fail(b->err, "%s: rope scaling needs a positive original context length", p);
@@ -510,6 +514,7 @@ static int check_hparams(binder *b) {
                                "divide the experts and hold the experts used", p, hp->n_expert, hp->n_group,
                        hp->n_group_used, hp->n_expert_used);
     if (hp->swa_window < 0) return nc_fail(b->err, "%s: negative sliding window", p);
+    if (hp->expert_scale == 0) b->m->hp.expert_scale = 1; /* no scale of the chosen experts' weights */
     if (hp->attn_scale == 0) b->m->hp.attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     if (!(hp->attn_scale > 0)) return nc_fail(b->err, "%s: the attention scale must be positive", p);
     if (!(hp->attn_softcap >= 0) || !(hp->final_softcap >= 0))
@@ -571,7 +576,9 @@ int bind_model(binder *b) {
     return 0;
 }
 
-int model_bind(model **out, gguf_file *file, nc_err *err) {
+/* A GGUF model: metadata from file, tensors found by lookup in `tensors` (the file, or a split's
+ * parts). */
+static int bind_gguf(model **out, gguf_file *file, const void *tensors, bind_lookup lookup, nc_err *err) {
     *out = NULL;
     gguf_str arch_name;
     int r = gguf_get_str(file, "general.architecture", &arch_name, err);
@@ -586,7 +593,7 @@ int model_bind(model **out, gguf_file *file, nc_err *err) {
     }
     model *m = calloc(1, sizeof *m);
     if (!m) return nc_fail(err, "out of memory");
-    binder b = {.m = m, .a = a, .src = file, .lookup = (bind_lookup)gguf_find_tensor, .path = gguf_path(file), .err = err};
+    binder b = {.m = m, .a = a, .src = file, .tensors = tensors, .lookup = lookup, .path = gguf_path(file), .err = err};
     bool *sliding = NULL, *rope = NULL;
     int32_t *head_kv = NULL, *ff = NULL, n;
     if (gguf_u32(&b, "block_count", true, 0, &n)) goto fail;
@@ -615,8 +622,6 @@ int model_bind(model **out, gguf_file *file, nc_err *err) {
     free(head_kv);
     free(ff);
     m->file = file;
-    m->source = file;
-    m->close = (void (*)(void *))gguf_close;
     *out = m;
     return 0;
 fail:
@@ -626,6 +631,22 @@ fail:
     free(ff);
     model_free(m);
     return -1;
+}
+
+int model_bind(model **out, gguf_file *file, nc_err *err) {
+    if (bind_gguf(out, file, file, (bind_lookup)gguf_find_tensor, err)) return -1;
+    (*out)->source = file;
+    (*out)->close = (void (*)(void *))gguf_close;
+    (*out)->file_bytes = gguf_file_size(file);
+    return 0;
+}
+
+int model_bind_split(model **out, gguf_split *split, gguf_file *first, nc_err *err) {
+    if (bind_gguf(out, first, split, (bind_lookup)gguf_split_find_tensor, err)) return -1;
+    (*out)->source = split;
+    (*out)->close = (void (*)(void *))gguf_split_close;
+    (*out)->file_bytes = gguf_split_bytes(split);
+    return 0;
 }
 
 void model_free(model *m) {

@@ -11,6 +11,7 @@
 
 #include "common.h"
 #include "format/gguf.h"
+#include "format/gguf_split.h"
 #include "model/arch.h"
 
 typedef struct hf_dir hf_dir;
@@ -150,8 +151,9 @@ typedef struct model_hparams {
 } model_hparams;
 
 typedef struct model {
-    gguf_file *file;                   /* the source: a GGUF file, or a Hugging Face directory */
+    gguf_file *file;                   /* the source: a GGUF file (a split's first part), or a Hugging Face directory */
     hf_dir *hf;
+    uint64_t file_bytes;               /* of the source's files */
     void *source;                      /* the one of them that is set, closed by model_free */
     void (*close)(void *source);
     model_hparams hp;
@@ -169,10 +171,22 @@ typedef struct model {
 /* Bind the tensors of an open GGUF file / Hugging Face directory (the model keeps it and
  * model_free closes it; on failure the caller still owns it). */
 int model_bind(model **out, gguf_file *file, nc_err *err);
+/* A GGUF split into parts (format/gguf_split.h): the metadata of `first`, its first part, the
+ * tensors of all (the model keeps the split and closes it). */
+int model_bind_split(model **out, gguf_split *split, gguf_file *first, nc_err *err);
 int model_bind_hf(model **out, hf_dir *dir, nc_err *err);
 void model_free(model *m);
 
 const char *model_arch_name(const model *m);
+
+/* A line naming layer il's kinds and shape ("gated DeltaNet, 32 value heads of 128, ... | gated
+ * FFN 9216"), into buf. */
+const char *model_layer_kind(const model *m, int il, char *buf, size_t n);
+
+/* Every 2-D weight of a layer but its experts (MODEL_LAYER_WEIGHTS at most, plus 2 n_head of
+ * latent attention's per-head matrices), each once, into out: returns the count. */
+#define MODEL_LAYER_WEIGHTS 21
+int model_layer_weights(const model_layer *L, const model_weight **out);
 
 /* Interleaved copies (model->owned) of the weights the active kernel set multiplies faster that
  * way (kernels_ilv_type: on AVX-512 the Q4_0, Q4_K, Q6_K, MXFP4 and Q8_0 matrices), then the

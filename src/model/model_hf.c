@@ -270,12 +270,14 @@ int model_bind_hf(model **out, hf_dir *dir, nc_err *err) {
         if (item(cfg, "text_config"))
             return nc_fail(err, "%s/config.json: model_type \"%s\" wraps a text model with other modalities, which is "
                                 "not supported; supported: %s", path, type, arch_hf_list());
-        return nc_fail(err, "%s/config.json: model_type \"%s\" is not supported; supported: %s", path, type, arch_hf_list());
+        return nc_fail(err, "%s/config.json: model_type \"%s\" is not supported; supported: %s (the families read from "
+                            "GGUF files only, %s, load once llama.cpp's convert_hf_to_gguf.py has converted the directory)",
+                       path, type, arch_hf_list(), arch_gguf_only_list());
     }
     model *m = calloc(1, sizeof *m);
     if (!m) return nc_fail(err, "out of memory");
-    binder b = {.m = m, .a = a, .src = dir, .lookup = (bind_lookup)hf_dir_find_tensor, .hf_names = true, .path = path,
-                .err = err};
+    binder b = {.m = m, .a = a, .src = dir, .tensors = dir, .lookup = (bind_lookup)hf_dir_find_tensor, .hf_names = true,
+                .path = path, .err = err};
     hf_reader r = {.b = &b, .cfg = cfg};
     bool *sliding = NULL, *rope = NULL;
     int32_t n;
@@ -292,6 +294,7 @@ int model_bind_hf(model **out, hf_dir *dir, nc_err *err) {
     free(sliding);
     free(rope);
     m->hf = dir;
+    m->file_bytes = hf_dir_file_bytes(dir);
     m->source = dir;
     m->close = (void (*)(void *))hf_dir_close;
     *out = m;

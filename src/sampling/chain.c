@@ -376,6 +376,12 @@ int32_t sampler_draw(nc_sampler *s, const float *logits, const int32_t *history,
     return token;
 }
 
+void sampler_forced_info(const nc_sampler *s, const float *logits, int32_t token, nc_sample_info *info) {
+    info->token = token;
+    raw_logprobs(s, logits, info);
+    info->p = expf(info->logprob);
+}
+
 int32_t nc_sampler_sample(nc_sampler *s, const float *logits, const int32_t *history, int32_t n_history,
                           int32_t n_prompt, nc_sample_info *info) {
     return sampler_draw(s, logits, history, n_history, n_prompt, NULL, NULL, info);

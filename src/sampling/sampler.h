@@ -162,6 +162,9 @@ int32_t sampler_draw(nc_sampler *s, const float *logits, const int32_t *history,
                      const sampler_proposal *prop, bool *accepted, nc_sample_info *info);
 /* A draft's step: nc_sampler_sample's draw, and the distribution it was drawn from into q (by
  * id, n_vocab floats) unless it was certain (sampler_proposal_certain; q is not written). */
+/* A token chosen for the sampler (a forced one): its log-probability and the top ones under the
+ * raw logits into info. */
+void sampler_forced_info(const nc_sampler *s, const float *logits, int32_t token, nc_sample_info *info);
 int32_t sampler_propose(nc_sampler *s, const float *logits, const int32_t *history, int32_t n_history,
                         int32_t n_prompt, float *q);
 bool sampler_proposal_certain(const nc_sampler *s);

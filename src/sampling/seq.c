@@ -31,6 +31,7 @@ int seq_init(seq *s, const seq_config *cfg, int32_t kv, uint64_t seed_offset, co
 }
 
 void seq_free(seq *s) {
+    free(s->forced);
     nc_sampler_free(s->sampler);
     nc_stopper_free(s->stopper);
     spec_state_free(s->spec);
@@ -96,6 +97,19 @@ void seq_accept(seq *s, int32_t token, seq_token *t) {
     s->tokens[s->n_tokens++] = token; /* a kept draft is already there */
 }
 
+int seq_force(seq *s, const int32_t *tokens, int32_t n, nc_err *err) {
+    int32_t *copy = malloc(((size_t)n + 1) * sizeof *copy);
+    if (!copy) return nc_fail(err, "out of memory");
+    memcpy(copy, tokens, (size_t)n * sizeof *copy);
+    free(s->forced);
+    s->forced = copy;
+    s->n_forced = n;
+    s->i_forced = 0;
+    return 0;
+}
+
+bool seq_forcing(const seq *s) { return s->i_forced < s->n_forced; }
+
 int32_t seq_step(seq *s, nc_context *c, int32_t row, seq_emit emit, void *user, nc_err *err) {
     int32_t k = seq_n_draft(s), n_accepted = 0, made = 0;
     if (seq_reserve(s, k + 1, err)) return -1;
@@ -111,6 +125,11 @@ int32_t seq_step(seq *s, nc_context *c, int32_t row, seq_emit emit, void *user, 
         int32_t token = sampler_draw(s->sampler, t.logits, s->tokens, s->n_tokens, s->n_prompt,
                                      i < k ? &prop : NULL, &accepted, s->info ? &info : NULL);
         t.explain = nc_sampler_explain(s->sampler);
+        if (seq_forcing(s)) { /* a draft there is not what is written: it goes */
+            token = s->forced[s->i_forced++];
+            accepted = false;
+            if (s->info) sampler_forced_info(s->sampler, t.logits, token, &info);
+        }
         seq_accept(s, token, &t);
         made++;
         n_accepted += accepted;

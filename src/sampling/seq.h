@@ -27,6 +27,8 @@ typedef struct seq {
     nc_finish finish;
     int32_t n_evictions, n_evicted;  /* times a context policy made room, and the cells it dropped */
     spec_state *spec;        /* draft state (NULL: no speculation) */
+    int32_t *forced;         /* tokens its next steps take instead of drawing (seq_force) */
+    int32_t n_forced, i_forced;
 } seq;
 
 /* How the sequences of one generation are made. */
@@ -59,6 +61,13 @@ void seq_drop_drafts(seq *s);  /* the next pass verifies none */
 int32_t seq_draft_room(const seq *s, const nc_context *c);
 /* Its cache is full: the context policy makes room. -1 on error. */
 int seq_make_room(seq *s, nc_context *c, const nc_ctx_policy *policy, nc_err *err);
+
+/* Its next steps take tokens[0..n) in turn instead of drawing (drafts are not verified while
+ * they do): text the caller must see written, e.g. the end of a reasoning out of budget. The
+ * sampler still runs (its state and reports go on); the reported log-probability is the
+ * forced token's under the raw logits. */
+int seq_force(seq *s, const int32_t *tokens, int32_t n, nc_err *err);
+bool seq_forcing(const seq *s);
 
 /* One token drawn, as the step reports it. */
 typedef struct seq_token {

@@ -1,14 +1,18 @@
-/* Deadlines for headers and bodies (see conn_guard.h). */
+/* Per-address limits, and deadlines for headers and bodies (see conn_guard.h). */
 #include "server/conn_guard.h"
 
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <time.h>
 
 struct conn_entry {
     int fd;
+    bool grouped;    /* key holds its address's group */
+    uint8_t key[16];
     double deadline; /* 0: none */
     bool shut;
     conn_entry *prev, *next;
@@ -16,6 +20,7 @@ struct conn_entry {
 
 struct conn_guard {
     double header_s, body_s;
+    int per_group;
     pthread_mutex_t mu;
     pthread_cond_t wake;
     bool stopping;
@@ -56,10 +61,11 @@ static void *watch(void *arg) {
     return NULL;
 }
 
-int conn_guard_new(conn_guard **out, double header_s, double body_s) {
+int conn_guard_new(conn_guard **out, double header_s, double body_s, int per_group) {
     conn_guard *g = calloc(1, sizeof *g);
     *out = NULL;
     if (!g) return -1;
+    g->per_group = per_group;
     g->header_s = header_s;
     g->body_s = body_s;
     pthread_condattr_t ca;
@@ -95,10 +101,35 @@ void conn_guard_free(conn_guard *g) {
     free(g);
 }
 
-conn_entry *conn_guard_open(conn_guard *g, int fd) {
+bool conn_guard_group(const struct sockaddr *addr, uint8_t key[16]) {
+    static const uint8_t v4_mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    memset(key, 0, 16);
+    if (addr && addr->sa_family == AF_INET) {
+        memcpy(key, v4_mapped, 12);
+        memcpy(key + 12, &((const struct sockaddr_in *)addr)->sin_addr, 4);
+        return true;
+    }
+    if (!addr || addr->sa_family != AF_INET6) return false;
+    const uint8_t *a = ((const struct sockaddr_in6 *)addr)->sin6_addr.s6_addr;
+    memcpy(key, a, memcmp(a, v4_mapped, 12) ? 8 : 16); /* a /64, or the IPv4 address it maps */
+    return true;
+}
+
+bool conn_guard_admit(conn_guard *g, const struct sockaddr *addr) {
+    uint8_t key[16];
+    if (g->per_group <= 0 || !conn_guard_group(addr, key)) return true;
+    int n = 0;
+    pthread_mutex_lock(&g->mu);
+    for (conn_entry *e = g->head; e && n < g->per_group; e = e->next) n += e->grouped && !memcmp(e->key, key, 16);
+    pthread_mutex_unlock(&g->mu);
+    return n < g->per_group;
+}
+
+conn_entry *conn_guard_open(conn_guard *g, int fd, const struct sockaddr *addr) {
     conn_entry *e = calloc(1, sizeof *e);
     if (!e) return NULL;
     e->fd = fd;
+    e->grouped = conn_guard_group(addr, e->key);
     pthread_mutex_lock(&g->mu);
     e->deadline = now_s() + g->header_s;
     e->next = g->head;

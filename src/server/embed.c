@@ -12,6 +12,7 @@ void srv_embedder_init(srv_embedder *e, nc_model *m, int32_t n_ctx, int32_t n_th
     nc_model_info info;
     nc_model_get_info(m, &info);
     *e = (srv_embedder){.m = m, .n_ctx = n_ctx, .n_threads = n_threads, .n_embd = info.n_embd};
+    atomic_init(&e->stopped, false);
     pthread_mutex_init(&e->mu, NULL);
 }
 
@@ -26,8 +27,24 @@ static int engine_error(srv_error *err, const nc_err *ne) {
     return -1;
 }
 
+void srv_embedder_stop(srv_embedder *e) { atomic_store(&e->stopped, true); }
+
+/* Whether to end before the next chunk (err set then). */
+static bool ended(srv_embedder *e, srv_embed_gone_fn gone, void *user, srv_error *err) {
+    if (atomic_load(&e->stopped)) {
+        srv_error_set(err, 503, "server_error", "draining", NULL, "the server is shutting down, retry elsewhere");
+        return true;
+    }
+    if (gone && gone(user)) {
+        srv_error_set(err, 499, "invalid_request_error", NULL, NULL, "the client closed the connection");
+        return true;
+    }
+    return false;
+}
+
 /* Under e->mu: sum the hidden states of ids into sum[n_embd], in chunks. */
-static int sum_hidden(srv_embedder *e, const int32_t *ids, int32_t n, double *sum, srv_error *err) {
+static int sum_hidden(srv_embedder *e, const int32_t *ids, int32_t n, double *sum, srv_embed_gone_fn gone, void *user,
+                      srv_error *err) {
     nc_err ne;
     if (!e->c) {
         nc_context_params cp = {.n_ctx = e->n_ctx, .n_seq_max = 1, .n_threads = e->n_threads, .n_batch = EMBED_CHUNK};
@@ -36,6 +53,10 @@ static int sum_hidden(srv_embedder *e, const int32_t *ids, int32_t n, double *su
     nc_kv_seq_clear(e->c, 0);
     nc_batch_entry batch[EMBED_CHUNK];
     for (int32_t at = 0; at < n; at += EMBED_CHUNK) {
+        if (ended(e, gone, user, err)) {
+            nc_kv_seq_clear(e->c, 0);
+            return -1;
+        }
         int32_t k = n - at < EMBED_CHUNK ? n - at : EMBED_CHUNK;
         for (int32_t i = 0; i < k; i++) batch[i] = (nc_batch_entry){.token = ids[at + i], .pos = at + i, .logits = true};
         if (nc_forward(e->c, batch, k, &ne)) {
@@ -51,7 +72,8 @@ static int sum_hidden(srv_embedder *e, const int32_t *ids, int32_t n, double *su
     return 0;
 }
 
-int srv_embed(srv_embedder *e, const int32_t *ids, int32_t n, float *out, srv_error *err) {
+int srv_embed(srv_embedder *e, const int32_t *ids, int32_t n, float *out, srv_embed_gone_fn gone, void *user,
+              srv_error *err) {
     if (n > e->n_ctx) {
         srv_error_set(err, 400, "invalid_request_error", "context_length_exceeded", "input",
                       "the input has %d tokens, more than the context of %d", n, e->n_ctx);
@@ -63,7 +85,7 @@ int srv_embed(srv_embedder *e, const int32_t *ids, int32_t n, float *out, srv_er
         return -1;
     }
     pthread_mutex_lock(&e->mu);
-    int rc = sum_hidden(e, ids, n, sum, err);
+    int rc = sum_hidden(e, ids, n, sum, gone, user, err);
     pthread_mutex_unlock(&e->mu);
     double norm = 0; /* the mean's direction is the sum's: dividing by n would cancel */
     for (int32_t d = 0; d < e->n_embd; d++) norm += sum[d] * sum[d];

@@ -6,6 +6,7 @@
 #define NC_SERVER_EMBED_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "nucleus.h"
 #include "server/request.h"
@@ -15,12 +16,20 @@ typedef struct srv_embedder {
     nc_context *c;         /* NULL until the first request */
     pthread_mutex_t mu;    /* one input at a time */
     int32_t n_ctx, n_threads, n_embd;
+    atomic_bool stopped;   /* srv_embedder_stop: every embedding ends at its next chunk */
 } srv_embedder;
 
 void srv_embedder_init(srv_embedder *e, nc_model *m, int32_t n_ctx, int32_t n_threads);
 void srv_embedder_free(srv_embedder *e);
-/* The embedding of ids (n >= 1) into out[n_embd]. Errors: 400 for an input longer than the
- * context, 500 for the engine's. */
-int srv_embed(srv_embedder *e, const int32_t *ids, int32_t n, float *out, srv_error *err);
+/* Whether the caller's client has gone (user: the caller's). */
+typedef bool (*srv_embed_gone_fn)(void *user);
+/* The embedding of ids (n >= 1) into out[n_embd], a chunk of tokens at a time: before each, gone
+ * (when not NULL) and the embedder's stop are looked at, so that an embedding whose client left
+ * or that the server's shutdown ends stops within a chunk. Errors: 400 for an input longer than
+ * the context, 499 when the client has gone, 503 when the server stops, 500 for the engine's. */
+int srv_embed(srv_embedder *e, const int32_t *ids, int32_t n, float *out, srv_embed_gone_fn gone, void *user,
+              srv_error *err);
+/* Shutdown: embeddings running or waiting end with 503 at their next chunk, later ones at once. */
+void srv_embedder_stop(srv_embedder *e);
 
 #endif

@@ -15,7 +15,9 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -50,15 +52,19 @@ struct srv_server {
     srv_metrics metrics;
     srv_model_ctx mc;
     srv_embedder emb;
+    atomic_int embedding;  /* /v1/embeddings requests computing or waiting for the embedder */
+    int32_t max_queue;     /* --max-queue: how many may wait */
     bool mc_ready, metrics_ready, emb_ready;
     char *api_key, *model_id;
     char *allowed_hosts;   /* srv_host_allowed's list */
     char *cors;            /* --cors: srv_origin_allowed's list, or NULL (off) */
     char *slot_dir;        /* --slot-save-path, or NULL */
+    uint64_t slot_max_bytes; /* what its files may hold */
     size_t max_body;
     double drain_seconds;
     conn_guard *guard;     /* the deadlines of headers and bodies */
     int port;
+    bool loopback;         /* the listening address is a loopback one */
     int64_t created;
     char note[512];
 };
@@ -161,6 +167,7 @@ static const route routes[] = {
     {"/detokenize", "POST", SRV_EP_DETOKENIZE},
     {"/metrics", "GET", SRV_EP_METRICS},
     {"/v1/embeddings", "POST", SRV_EP_EMBEDDINGS},
+    {"/apply-template", "POST", SRV_EP_APPLY_TEMPLATE},
 };
 
 /* /v1/models/{id}: the id is checked when answering. */
@@ -195,10 +202,23 @@ static bool authorized(const srv_server *sv, struct MHD_Connection *conn) {
     return h && !strncmp(h, "Bearer ", 7) && same_secret(h + 7, sv->api_key);
 }
 
-static enum MHD_Result count_lengths(void *n, enum MHD_ValueKind kind, const char *key, const char *value) {
+/* How many headers of one name a request has. */
+typedef struct header_count {
+    const char *name;
+    int n;
+} header_count;
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
     (void)kind, (void)value;
-    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) ++*(int *)n;
+    header_count *c = cls;
+    if (!strcasecmp(key, c->name)) c->n++;
     return MHD_YES;
+}
+
+static int n_headers(struct MHD_Connection *conn, const char *name) {
+    header_count c = {name, 0};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_header, &c);
+    return c.n;
 }
 
 __attribute__((format(printf, 4, 5))) static void refuse(conn_req *rq, int status, const char *code, const char *fmt,
@@ -238,13 +258,20 @@ static bool web_file(const char *url, const char *method, conn_req *rq) {
 }
 
 /* Everything decidable from the request line and headers: 404, 401, 405, 413. */
-static void first_look(srv_server *sv, struct MHD_Connection *conn, const char *url, const char *method, conn_req *rq) {
+static void first_look(srv_server *sv, struct MHD_Connection *conn, const char *url, const char *method,
+                       const char *version, conn_req *rq) {
     take_request_id(conn);
     take_origin(sv, conn);
     const route *rt = find_route(url);
     rq->ep = rt ? rt->ep : SRV_EP_OTHER;
     srv_metrics_request(&sv->metrics, rq->ep);
     if (preflight(sv, conn, method, rq)) return;
+    /* RFC 9112 3.2: exactly one Host, required from HTTP/1.1 on; which of two a check would see
+     * and a proxy would route by is ambiguous */
+    int n_hosts = n_headers(conn, MHD_HTTP_HEADER_HOST);
+    if (n_hosts > 1) return refuse(rq, 400, "invalid_request_error", "the request has %d Host headers", n_hosts);
+    if (n_hosts == 0 && strcmp(version, MHD_HTTP_VERSION_1_0))
+        return refuse(rq, 400, "invalid_request_error", "the request has no Host header (%s requires one)", version);
     const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
     if (!srv_host_allowed(host, sv->allowed_hosts))
         return refuse(rq, 403, "host_not_allowed", "Host '%.200s' is not one this server answers to (--allowed-hosts)", host);
@@ -266,8 +293,7 @@ static void first_look(srv_server *sv, struct MHD_Connection *conn, const char *
                           "the body must be JSON sent with Content-Type: application/json (got %.100s%s%s)",
                           ct ? "'" : "none", ct ? ct : "", ct ? "'" : "");
     }
-    int n_lengths = 0;
-    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_lengths, &n_lengths);
+    int n_lengths = n_headers(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (n_lengths > 1) /* RFC 9110 8.6: which one frames the body is ambiguous (request smuggling) */
         return refuse(rq, 400, "invalid_request_error", "the request has %d Content-Length headers", n_lengths);
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -334,14 +360,12 @@ static srv_usage job_usage(const srv_job *j) {
     return u;
 }
 
-/* The tool calls in choice i's finished text, and the length of the content before them (the
- * whitespace that separated them trimmed). Under j->mu. -1: out of memory. */
-static int choice_calls(const srv_job *j, int32_t i, srv_tool_calls *calls, size_t *n_content) {
+/* Choice i's text split into reasoning, content and calls (chat; a completion's text is all
+ * content). done: the choice is finished (else what a stream may send now). Under j->mu.
+ * -1: out of memory. */
+static int choice_reply(const srv_job *j, int32_t i, bool done, srv_reply *r) {
     const srv_choice_out *o = &j->out[i];
-    if (srv_tool_calls_parse(j->tool_format, o->text ? o->text : "", o->n_text, calls)) return -1;
-    *n_content = calls->content_end;
-    while (calls->n && *n_content && strchr(" \t\r\n", o->text[*n_content - 1])) --*n_content;
-    return 0;
+    return srv_reply_parse(&j->reply, o->text, o->n_text, done, r);
 }
 
 static enum MHD_Result reply_whole(srv_server *sv, struct MHD_Connection *conn, srv_job *j, const srv_resp_meta *m) {
@@ -361,21 +385,23 @@ static enum MHD_Result reply_whole(srv_server *sv, struct MHD_Connection *conn, 
         return send_error(sv, conn, &e);
     }
     srv_choice_view *views = calloc((size_t)j->n_choices, sizeof *views);
-    srv_tool_calls *calls = j->tool_calls ? calloc((size_t)j->n_choices, sizeof *calls) : NULL;
-    bool ok = views && (calls || !j->tool_calls);
+    srv_reply *replies = calloc((size_t)j->n_choices, sizeof *replies);
+    bool ok = views && replies;
     for (int32_t i = 0; ok && i < j->n_choices; i++) {
         const srv_choice_out *o = &j->out[i];
-        views[i] = (srv_choice_view){.index = i, .text = o->text ? o->text : "", .n_text = o->n_text,
+        ok = choice_reply(j, i, true, &replies[i]) == 0;
+        views[i] = (srv_choice_view){.index = i, .text = replies[i].content, .n_text = replies[i].n_content,
+                                     .reasoning = replies[i].reasoning, .n_reasoning = replies[i].n_reasoning,
                                      .logprobs = j->logprobs, .lp = o->lp, .n_lp = o->n_lp, .finish = o->finish,
                                      .explain = j->explain_top_n > 0, .steps = o->steps, .n_steps = o->n_steps,
-                                     .prompt = j->prompts[i / j->n], .n_prompt = j->n_prompt[i / j->n]};
-        if (calls) ok = choice_calls(j, i, &calls[i], &views[i].n_text) == 0, views[i].calls = &calls[i];
+                                     .prompt = j->prompts[i / j->n], .n_prompt = j->n_prompt[i / j->n],
+                                     .calls = j->tool_calls ? &replies[i].calls : NULL};
     }
     srv_usage u = job_usage(j);
     char *body = ok ? srv_json_response(m, views, j->n_choices, &u) : NULL;
     pthread_mutex_unlock(&j->mu);
-    for (int32_t i = 0; calls && i < j->n_choices; i++) srv_tool_calls_free(&calls[i]);
-    free(calls);
+    for (int32_t i = 0; replies && i < j->n_choices; i++) srv_reply_free(&replies[i]);
+    free(replies);
     free(views);
     return send_json(sv, conn, 200, body);
 }
@@ -383,14 +409,15 @@ static enum MHD_Result reply_whole(srv_server *sv, struct MHD_Connection *conn, 
 /* ---- Server-sent events -------------------------------------------------------------------- */
 
 typedef struct stream_cursor {
-    size_t text;           /* bytes of the choice's text sent */
+    size_t text;           /* bytes of the choice's content sent */
+    size_t reasoning;      /* bytes of its reasoning sent */
     int32_t lp;            /* logprob entries sent */
     int32_t steps;         /* nucleus_explain steps sent */
     bool prompt_sent;      /* nucleus_explain's prompt_tokens (in the choice's first chunk) */
     size_t lp_offset;      /* completions' text_offset of the next entry */
     bool role_sent, finish_sent;
-    bool parsed;           /* tool calls: the finished text was parsed into calls */
-    srv_tool_calls calls;
+    bool parsed;           /* the finished text was parsed into calls */
+    srv_reply whole;       /* then: the whole reply */
 } stream_cursor;
 
 typedef struct sse_stream {
@@ -464,16 +491,22 @@ static void sse_choice(sse_stream *st, int32_t i) {
         sse_event(st, srv_json_chunk(&st->meta, &v, true, st->include_usage));
         cu->role_sent = true;
     }
-    /* with tools, text that is or may become a call is held back until the choice is done */
-    size_t ready = o->n_text;
-    if (st->j->tool_calls && !o->done) ready = srv_tool_content_ready(st->j->tool_format, o->text, o->n_text);
-    if (st->j->tool_calls && o->done && !cu->parsed) {
+    /* what may still become a call or close the reasoning is held back until the choice is done */
+    srv_reply now = {0};
+    const srv_reply *r = &cu->whole;
+    if (o->done && !cu->parsed) {
         cu->parsed = true;
-        if (choice_calls(st->j, i, &cu->calls, &ready)) st->broken = true;
+        if (choice_reply(st->j, i, true, &cu->whole)) st->broken = true;
+    } else if (!o->done) {
+        if (choice_reply(st->j, i, false, &now)) st->broken = true;
+        r = &now;
     }
-    if (ready < cu->text) ready = cu->text; /* whitespace before the calls went out already */
-    if (ready > cu->text || o->n_lp > cu->lp || o->n_steps > cu->steps) {
-        srv_choice_view v = {.index = i, .text = o->text ? o->text + cu->text : "", .n_text = ready - cu->text,
+    /* each delta is what the split gives beyond what went out (it only grows) */
+    size_t rs = r->n_reasoning > cu->reasoning ? cu->reasoning : r->n_reasoning;
+    size_t cs = r->n_content > cu->text ? cu->text : r->n_content;
+    if (r->n_reasoning > rs || r->n_content > cs || o->n_lp > cu->lp || o->n_steps > cu->steps) {
+        srv_choice_view v = {.index = i, .text = r->content ? r->content + cs : "", .n_text = r->n_content - cs,
+                             .reasoning = r->reasoning ? r->reasoning + rs : "", .n_reasoning = r->n_reasoning - rs,
                              .logprobs = st->j->logprobs, .lp = o->lp + cu->lp, .n_lp = o->n_lp - cu->lp,
                              .text_offset = cu->lp_offset};
         explain_view(st->j, i, cu, &v);
@@ -482,14 +515,17 @@ static void sse_choice(sse_stream *st, int32_t i) {
             int n = nc_token_piece(st->meta.piece_ctx, o->lp[k].token, NULL, 0);
             cu->lp_offset += n > 0 ? (size_t)n : 0;
         }
-        cu->text = ready;
+        if (r->n_content > cu->text) cu->text = r->n_content;
+        if (r->n_reasoning > cu->reasoning) cu->reasoning = r->n_reasoning;
         cu->lp = o->n_lp;
     }
+    srv_reply_free(&now);
     if (o->done && !cu->finish_sent && !st->j->failed) {
-        for (int32_t k = 0; k < cu->calls.n; k++) /* OpenAI's order: the call's name, then its arguments */
+        const srv_tool_calls *calls = &cu->whole.calls;
+        for (int32_t k = 0; k < calls->n; k++) /* OpenAI's order: the call's name, then its arguments */
             for (int head = 1; head >= 0; head--)
-                sse_event(st, srv_json_tool_call_chunk(&st->meta, i, k, &cu->calls.calls[k], head, st->include_usage));
-        srv_choice_view v = {.index = i, .text = "", .finish = o->finish, .calls = &cu->calls};
+                sse_event(st, srv_json_tool_call_chunk(&st->meta, i, k, &calls->calls[k], head, st->include_usage));
+        srv_choice_view v = {.index = i, .text = "", .finish = o->finish, .calls = calls};
         sse_event(st, srv_json_chunk(&st->meta, &v, false, st->include_usage));
         cu->finish_sent = true;
     }
@@ -552,7 +588,7 @@ static void sse_free(void *cls) {
     st->acc.prompt_tokens = u.prompt_tokens;
     st->acc.completion_tokens = u.completion_tokens;
     srv_access_write(&st->acc);
-    for (int32_t i = 0; st->cur && i < st->j->n_choices; i++) srv_tool_calls_free(&st->cur[i].calls);
+    for (int32_t i = 0; st->cur && i < st->j->n_choices; i++) srv_reply_free(&st->cur[i].whole);
     srv_job_unref(st->j);
     free(st->cur);
     free(st->buf);
@@ -602,6 +638,8 @@ static enum MHD_Result handle_generation(srv_server *sv, struct MHD_Connection *
     int rc = srv_prepare_job(&sv->mc, &r, &j, &e);
     bool stream = r.stream, include_usage = r.include_usage;
     srv_request_free(&r);
+    if (rc && atomic_load_explicit(&sv->state, memory_order_acquire) == SRV_DRAINING) /* its render was cancelled */
+        srv_error_set(&e, 503, "server_error", "draining", NULL, "the server is shutting down, retry elsewhere");
     if (rc) return send_error(sv, conn, &e);
     j->t_submit = srv_now();
     if (srv_sched_submit(sv->sched, j)) {
@@ -659,14 +697,16 @@ static enum MHD_Result handle_detokenize(srv_server *sv, struct MHD_Connection *
     return send_json(sv, conn, 200, body);
 }
 
-/* POST /v1/embeddings: each input tokenized (a text with BOS as the vocabulary wants and special
- * tokens parsed, as llama.cpp's server) and embedded in turn. */
-static enum MHD_Result handle_embeddings(srv_server *sv, struct MHD_Connection *conn, conn_req *rq) {
+static bool client_gone(void *fd) { return peer_gone(*(int *)fd); }
+
+/* The embeddings of a request admitted by handle_embeddings; a client that leaves ends them
+ * within a chunk of tokens, and gets no answer. */
+static enum MHD_Result embed_request(srv_server *sv, struct MHD_Connection *conn, conn_req *rq) {
     srv_embed_req r;
     srv_error e;
     srv_limits lim = {.n_vocab = sv->mc.n_vocab, .max_n = sv->mc.n_slots};
-    rq->acc.kind = SRV_ACCESS_EMBEDDING;
     if (srv_embed_parse(rq->body ? rq->body : "", rq->len, &lim, &r, &e)) return send_error(sv, conn, &e);
+    int fd = conn_fd(conn);
     int32_t n_embd = sv->emb.n_embd;
     float *vectors = malloc((size_t)r.n_inputs * (size_t)n_embd * sizeof *vectors);
     int rc = vectors ? 0 : -1;
@@ -679,7 +719,7 @@ static enum MHD_Result handle_embeddings(srv_server *sv, struct MHD_Connection *
             srv_error_set(&e, 400, "invalid_request_error", NULL, "input", "input %d has no tokens", i);
             rc = -1;
         }
-        if (!rc) rc = srv_embed(&sv->emb, ids, n, vectors + (size_t)i * n_embd, &e);
+        if (!rc) rc = srv_embed(&sv->emb, ids, n, vectors + (size_t)i * n_embd, client_gone, &fd, &e);
         rq->acc.prompt_tokens += n;
         if (p->text) free(ids);
     }
@@ -687,7 +727,44 @@ static enum MHD_Result handle_embeddings(srv_server *sv, struct MHD_Connection *
                                                  rq->acc.prompt_tokens);
     free(vectors);
     srv_embed_free(&r);
+    if (rc && e.status == 499) return MHD_NO; /* nobody to answer */
     return rc ? send_error(sv, conn, &e) : send_json(sv, conn, 200, body);
+}
+
+/* POST /apply-template (llama.cpp's): the prompt a chat request renders to, with its tools,
+ * chat_template_kwargs and reasoning_effort, as the model would be given it. */
+static enum MHD_Result handle_apply_template(srv_server *sv, struct MHD_Connection *conn, conn_req *rq) {
+    srv_request r;
+    srv_error e;
+    srv_limits lim = {.n_vocab = sv->mc.n_vocab, .max_n = sv->mc.n_slots};
+    if (srv_request_parse(SRV_API_CHAT, rq->body ? rq->body : "", rq->len, &lim, &r, &e)) return send_error(sv, conn, &e);
+    char *text;
+    size_t len;
+    bool add_bos, opened;
+    int rc = srv_render_chat(&sv->mc, &r, &text, &len, &add_bos, &opened, &e);
+    srv_request_free(&r);
+    if (rc) return send_error(sv, conn, &e);
+    char *body = srv_json_prompt(text, len);
+    free(text);
+    return send_json(sv, conn, 200, body);
+}
+
+/* POST /v1/embeddings: each input tokenized (a text with BOS as the vocabulary wants and special
+ * tokens parsed, as llama.cpp's server) and embedded in turn. One request computes at a time
+ * (the embedder's context), and as for generation at most --max-queue wait: more get 503. */
+static enum MHD_Result handle_embeddings(srv_server *sv, struct MHD_Connection *conn, conn_req *rq) {
+    srv_error e;
+    rq->acc.kind = SRV_ACCESS_EMBEDDING;
+    if (atomic_fetch_add(&sv->embedding, 1) > sv->max_queue) {
+        atomic_fetch_sub(&sv->embedding, 1);
+        srv_error_set(&e, 503, "server_error", "server_overloaded", NULL,
+                      "the server is busy (an embedding is computing and %d wait: --max-queue), retry later",
+                      sv->max_queue);
+        return send_error(sv, conn, &e);
+    }
+    enum MHD_Result ok = embed_request(sv, conn, rq);
+    atomic_fetch_sub(&sv->embedding, 1);
+    return ok;
 }
 
 /* GET /v1/models/{id}: the model when the id is its name, else OpenAI's 404. */
@@ -716,7 +793,8 @@ static enum MHD_Result handle_slots(srv_server *sv, struct MHD_Connection *conn,
     char *path = malloc(strlen(sv->slot_dir) + strlen(r.filename) + 2);
     if (!path) return MHD_NO;
     sprintf(path, "%s/%s", sv->slot_dir, r.filename);
-    srv_slot_action a = {.op = r.op, .slot = r.id, .path = path, .name = r.filename};
+    srv_slot_action a = {.op = r.op, .slot = r.id, .path = path, .name = r.filename, .dir = sv->slot_dir,
+                         .max_bytes = sv->slot_max_bytes};
     int status = srv_sched_slot_action(sv->sched, &a);
     free(path);
     if (status != 200) {
@@ -727,11 +805,12 @@ static enum MHD_Result handle_slots(srv_server *sv, struct MHD_Connection *conn,
     return send_json(sv, conn, 200, srv_json_slot(r.id, r.filename, r.op == SRV_SLOT_SAVE, a.n_tokens, a.n_bytes, a.ms));
 }
 
-/* 503 while loading (anything but /health and /metrics) or draining (generation): a balancer
- * retries the request elsewhere. true when it was sent. */
+/* 503 while loading (anything but /health and /metrics) or draining (what computes: generation,
+ * embeddings, slot files): a balancer retries the request elsewhere. true when it was sent. */
 static bool unavailable(srv_server *sv, struct MHD_Connection *conn, const conn_req *rq, int state,
                         enum MHD_Result *sent) {
-    bool generation = rq->ep == SRV_EP_COMPLETIONS || rq->ep == SRV_EP_CHAT || rq->ep == SRV_EP_SLOTS;
+    bool generation = rq->ep == SRV_EP_COMPLETIONS || rq->ep == SRV_EP_CHAT || rq->ep == SRV_EP_SLOTS ||
+                      rq->ep == SRV_EP_EMBEDDINGS;
     srv_error e;
     if (state == SRV_LOADING && rq->ep != SRV_EP_HEALTH && rq->ep != SRV_EP_METRICS)
         srv_error_set(&e, 503, "server_error", "loading", NULL, "the model is loading, retry later");
@@ -807,6 +886,7 @@ static enum MHD_Result respond(srv_server *sv, struct MHD_Connection *conn, cons
     case SRV_EP_TOKENIZE: return handle_tokenize(sv, conn, rq);
     case SRV_EP_DETOKENIZE: return handle_detokenize(sv, conn, rq);
     case SRV_EP_SLOTS: return handle_slots(sv, conn, url, rq);
+    case SRV_EP_APPLY_TEMPLATE: return handle_apply_template(sv, conn, rq);
     default: return MHD_NO;
     }
 }
@@ -822,17 +902,25 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     srv_server *sv = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-        *socket_context = ci ? conn_guard_open(sv->guard, ci->connect_fd) : NULL;
+        const union MHD_ConnectionInfo *ca = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        *socket_context = ci ? conn_guard_open(sv->guard, ci->connect_fd, ca ? ca->client_addr : NULL) : NULL;
     } else {
         conn_guard_close(sv->guard, *socket_context);
         *socket_context = NULL;
     }
 }
 
+/* The per-address limit, by address group (conn_guard.h): an IPv6 client's whole /64 counts as
+ * one address. */
+static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, socklen_t len) {
+    (void)len;
+    srv_server *sv = cls;
+    return conn_guard_admit(sv->guard, addr) ? MHD_YES : MHD_NO;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     srv_server *sv = cls;
-    (void)version;
     conn_req *rq = *con_cls;
     if (!rq) { /* headers only: decide what can be decided, then receive the body */
         conn_guard_phase(sv->guard, guard_entry(conn), CONN_BODY);
@@ -840,7 +928,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *con_cls = rq;
         srv_access_begin(&rq->acc, method, url);
         atomic_fetch_add(&sv->active, 1);
-        first_look(sv, conn, url, method, rq);
+        first_look(sv, conn, url, method, version, rq);
         return MHD_YES;
     }
     if (*upload_size) {
@@ -894,25 +982,36 @@ static int listen_socket(const srv_config *cfg, bool *ipv6, nc_err *err) {
     return fd;
 }
 
+/* Whether socket fd is bound to a loopback address (127/8, ::1, or 127/8 mapped into IPv6). */
+static bool bound_to_loopback(int fd) {
+    struct sockaddr_storage a;
+    socklen_t n = sizeof a;
+    if (getsockname(fd, (struct sockaddr *)&a, &n)) return false;
+    if (a.ss_family == AF_INET) return (ntohl(((struct sockaddr_in *)&a)->sin_addr.s_addr) >> 24) == 127;
+    if (a.ss_family != AF_INET6) return false;
+    const struct in6_addr *v6 = &((struct sockaddr_in6 *)&a)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(v6) || (IN6_IS_ADDR_V4MAPPED(v6) && v6->s6_addr[12] == 127);
+}
+
 static int start_daemon(srv_server *sv, const srv_config *cfg, nc_err *err) {
     bool ipv6;
     int fd = listen_socket(cfg, &ipv6, err);
     if (fd < 0) return -1;
+    sv->loopback = bound_to_loopback(fd);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC;
     if (ipv6) flags |= MHD_USE_IPv6;
     /* one client address may not take every connection (and thread): slowloris from one host */
     int per_ip = cfg->max_conn_per_ip ? cfg->max_conn_per_ip : 64;
     if (conn_guard_new(&sv->guard, cfg->header_seconds > 0 ? cfg->header_seconds : 15,
-                       cfg->body_seconds > 0 ? cfg->body_seconds : 60)) {
+                       cfg->body_seconds > 0 ? cfg->body_seconds : 60, per_ip > 0 ? per_ip : 0)) {
         close(fd);
         snprintf(err->msg, sizeof err->msg, "cannot start the connection watchdog");
         return -1;
     }
-    sv->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, sv, MHD_OPTION_LISTEN_SOCKET, fd,
+    sv->d = MHD_start_daemon(flags, 0, accept_policy, sv, on_request, sv, MHD_OPTION_LISTEN_SOCKET, fd,
                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
                              sv, MHD_OPTION_CONNECTION_LIMIT,
                              (unsigned)(cfg->max_connections > 0 ? cfg->max_connections : 1024),
-                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)(per_ip > 0 ? per_ip : 0),
                              MHD_OPTION_CONNECTION_TIMEOUT, 300u, MHD_OPTION_END);
     if (!sv->d) {
         close(fd);
@@ -949,6 +1048,8 @@ int srv_listen(srv_server **out, const srv_config *cfg, nc_err *err) {
     }
     atomic_init(&sv->state, SRV_LOADING);
     atomic_init(&sv->active, 0);
+    atomic_init(&sv->embedding, 0);
+    sv->max_queue = cfg->max_queue;
     sv->max_body = cfg->max_body;
     sv->drain_seconds = cfg->drain_seconds;
     sv->created = (int64_t)time(NULL);
@@ -970,6 +1071,7 @@ int srv_listen(srv_server **out, const srv_config *cfg, nc_err *err) {
                      rc != 0 ? strerror(errno) : "not a directory");
             goto fail;
         }
+        sv->slot_max_bytes = cfg->slot_save_max_bytes ? cfg->slot_save_max_bytes : SRV_SLOT_SAVE_MAX_BYTES;
         if (!(sv->slot_dir = strdup(cfg->slot_save_path))) {
             snprintf(err->msg, sizeof err->msg, "out of memory");
             goto fail;
@@ -1017,6 +1119,8 @@ int srv_start(srv_server *sv, nc_model *m, const srv_config *cfg, nc_err *err) {
         return -1;
     }
     sv->mc_ready = true;
+    sv->mc.split_reasoning = !cfg->reasoning_none;
+    sv->mc.reasoning_budget = cfg->reasoning_budget;
     srv_embedder_init(&sv->emb, m, nc_context_n_ctx(sv->c), nc_context_n_threads(sv->c));
     sv->emb_ready = true;
     srv_sched_config sc = {.n_slots = cfg->n_parallel, .max_queue = cfg->max_queue, .chunk = cfg->chunk,
@@ -1030,8 +1134,9 @@ int srv_port(const srv_server *s) { return s->port; }
 
 void srv_get_info(const srv_server *s, srv_info *out) {
     *out = (srv_info){.n_ctx = nc_context_n_ctx(s->c), .n_threads = nc_context_n_threads(s->c),
-                      .kv_bytes = nc_kv_bytes_total(s->c), .kv_bytes_per_token = nc_kv_bytes_per_token(s->c),
-                      .device = nc_context_device(s->c)};
+                      .kv_bytes = nc_kv_bytes_total(s->c), .context = s->c,
+                      .device = nc_context_device(s->c), .authenticated = s->api_key != NULL,
+                      .any_host = !strcmp(s->allowed_hosts, "*"), .loopback = s->loopback};
 }
 const char *srv_note(const srv_server *s) { return s->note; }
 
@@ -1041,17 +1146,21 @@ void srv_stop(srv_server *sv) {
      * a 503 a balancer retries elsewhere, while the running ones get drain_seconds to finish. */
     atomic_store_explicit(&sv->state, SRV_DRAINING, memory_order_release);
     double until = srv_now() + sv->drain_seconds;
+    /* a chat template still rendering (a hostile one runs up to its time budget) ends now: its
+     * job could not be queued any more */
+    if (sv->mc_ready) nc_chat_template_cancel(sv->mc.chat);
     if (sv->sched) srv_sched_drain(sv->sched, sv->drain_seconds);
     MHD_socket listener = MHD_quiesce_daemon(sv->d);
     if (listener != MHD_INVALID_SOCKET) close(listener);
-    /* a chat template still rendering (a hostile one runs up to its time budget) ends now, so
-     * that its connection thread can be joined */
-    if (sv->mc_ready) nc_chat_template_cancel(sv->mc.chat);
     /* A finished job's response may still be on its way out (a stream's last events): stopping
      * the daemon now would cut it. Idle keep-alive connections hold no request and are not
-     * waited for. */
+     * waited for. Embeddings running get the same time. */
     while (atomic_load(&sv->active) > 0 && srv_now() < until) nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
+    if (sv->emb_ready) srv_embedder_stop(&sv->emb); /* the rest end with 503 at their next chunk */
     if (sv->sched) srv_sched_stop(sv->sched); /* jobs left end with 503; their connections finish */
+    /* a little longer for those 503s to go out (stopping the daemon cuts the connections; it waits
+     * for their handlers anyway, an embedding's until its chunk ends) */
+    while (atomic_load(&sv->active) > 0 && srv_now() < until + 1) nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
     MHD_stop_daemon(sv->d);
     server_free(sv);
 }

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
+
 srv_job *srv_job_new(int32_t n_prompts, int32_t n) {
     srv_job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
@@ -49,6 +51,8 @@ static void job_free(srv_job *j) {
     free(j->breakers);
     free(j->samplers);
     free(j->grammar);
+    free(j->tools_json);
+    free(j->budget_end);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
     free(j);
@@ -141,13 +145,23 @@ static bool push_step_locked(srv_choice_out *o, char *step) {
 void srv_job_post_step(srv_job *j, int32_t choice, char *step) {
     pthread_mutex_lock(&j->mu);
     srv_choice_out *o = &j->out[choice];
-    if (!o->done && !push_step_locked(o, step)) {
+    size_t n = step ? strlen(step) : 0;
+    srv_error e;
+    if (o->done) {
         free(step);
-        srv_error e;
+    } else if (j->explain_bytes + n > SRV_MAX_EXPLAIN_BYTES) {
+        free(step);
+        srv_error_set(&e, 400, "invalid_request_error", "explain_too_large", "nucleus_explain",
+                      "the nucleus_explain steps of this request passed the limit of %u MiB: ask for fewer "
+                      "tokens (max_tokens), choices (n) or raw logits (nucleus_explain.top_n)",
+                      SRV_MAX_EXPLAIN_BYTES >> 20);
+        fail_locked(j, &e);
+    } else if (!push_step_locked(o, step)) {
+        free(step);
         srv_error_set(&e, 500, "server_error", NULL, NULL, "out of memory while explaining");
         fail_locked(j, &e);
-    } else if (o->done) {
-        free(step);
+    } else {
+        j->explain_bytes += n;
     }
     pthread_mutex_unlock(&j->mu);
 }

@@ -15,6 +15,7 @@
 
 #include "nucleus.h"
 #include "server/request.h"
+#include "server/reply.h"
 #include "server/response.h"
 #include "server/tool_calls.h"
 
@@ -46,8 +47,17 @@ typedef struct srv_job {
     char *samplers;        /* sampling.samplers */
     char *grammar;         /* sampling.grammar */
     bool logprobs;
-    bool tool_calls;       /* the output may hold calls in tool_format, to be parsed out */
-    srv_tool_format tool_format;
+    bool tool_calls;       /* the output may hold calls, to be parsed out */
+    srv_reply_opts reply;  /* how a chat's output splits into reasoning, content and calls
+                              (reply.tools_json points to tools_json) */
+    char *tools_json;
+    const srv_reasoning_style *thinking;  /* the template's reasoning markers (the budget's) */
+    int32_t reasoning_budget;  /* tokens of reasoning before budget_end is forced; -1: no limit */
+    int32_t *budget_end;   /* the reasoning's end marker, tokenized (NULL: no budget) */
+    int32_t n_budget_end;
+    int32_t t_max_predict_ms;  /* request's; 0: no limit */
+    bool cache_prompt;     /* the prefix cache may serve the prompt */
+    int32_t id_slot;       /* the slot to run in; -1: any */
     int32_t explain_top_n; /* nucleus_explain: raw logits reported per step (0: off) */
     bool beam;             /* run with nc_beam_search, alone on the engine */
     nc_beam_params beam_params;
@@ -60,6 +70,7 @@ typedef struct srv_job {
     pthread_cond_t cv;
     uint64_t version;      /* bumped at every change */
     srv_choice_out *out;
+    size_t explain_bytes;  /* of every choice's steps (at most SRV_MAX_EXPLAIN_BYTES) */
     int32_t n_done;
     bool failed;
     srv_error error;
@@ -92,7 +103,8 @@ int srv_job_own_params(srv_job *j, const srv_request *r);
 void srv_job_post(srv_job *j, int32_t choice, const char *text, size_t n_text, const srv_logprob *lp,
                   int32_t n_tokens, nc_finish finish);
 /* Engine side, before the token's srv_job_post: its explain step (a JSON object, malloc'd, taken;
- * NULL: out of memory, which fails the job). */
+ * NULL: out of memory, which fails the job; so does a step past SRV_MAX_EXPLAIN_BYTES, with a 400
+ * naming the limit). */
 void srv_job_post_step(srv_job *j, int32_t choice, char *step);
 /* End the job with an error (choices not done are done). */
 void srv_job_fail(srv_job *j, const srv_error *e);

@@ -11,7 +11,8 @@ static const double token_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0
 const char *srv_endpoint_path(srv_endpoint ep) {
     static const char *const paths[SRV_EP_COUNT] = {"/health",    "/v1/models",  "/v1/completions",
                                                     "/v1/chat/completions", "/tokenize", "/detokenize",
-                                                    "/metrics",   "/slots",      "/v1/embeddings", "other"};
+                                                    "/metrics",   "/slots",      "/v1/embeddings", "/apply-template",
+                                                    "other"};
     return ep >= 0 && ep < SRV_EP_COUNT ? paths[ep] : "other";
 }
 

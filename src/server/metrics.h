@@ -20,6 +20,7 @@ typedef enum srv_endpoint {
     SRV_EP_METRICS,
     SRV_EP_SLOTS,          /* /slots/{id} */
     SRV_EP_EMBEDDINGS,
+    SRV_EP_APPLY_TEMPLATE, /* /apply-template */
     SRV_EP_OTHER,
     SRV_EP_COUNT
 } srv_endpoint;

@@ -7,6 +7,8 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
+
 int srv_model_ctx_init(srv_model_ctx *mc, const nc_model *m, int32_t n_ctx, int32_t n_slots, const char *template_src,
                        char *note, size_t note_cap, nc_err *err) {
     nc_model_info info;
@@ -15,7 +17,9 @@ int srv_model_ctx_init(srv_model_ctx *mc, const nc_model *m, int32_t n_ctx, int3
     if (template_src && note_cap) note[0] = 0;
     int rc = template_src ? nc_chat_template_from_source(&mc->chat, m, template_src, strlen(template_src), err)
                           : nc_chat_template_new(&mc->chat, m, note, note_cap, err);
-    if (!rc) mc->tools = srv_tool_style_of(nc_chat_template_source(mc->chat));
+    if (!rc) mc->fmt = srv_chat_format_of(nc_chat_template_source(mc->chat));
+    mc->split_reasoning = true;
+    mc->reasoning_budget = -1;
     return rc;
 }
 
@@ -105,41 +109,79 @@ uint64_t srv_random_u64(void) {
 
 /* ---- Prompts ------------------------------------------------------------------------------- */
 
-/* The messages and template variables a chat renders with: tools go to a template that takes
- * them, or are described in the conversation for one that does not (tool_choice "none" leaves
- * them out, so that no call can be made). *msgs and *extra are malloc'd or NULL. */
-static int chat_inputs(const srv_model_ctx *mc, const srv_request *r, char **msgs, char **extra, srv_error *e) {
-    const char *tools = r->tool_choice == SRV_TOOLS_NONE ? NULL : r->tools_json;
-    *msgs = *extra = NULL;
-    if (!mc->tools.template_takes_tools) {
-        if (!(*msgs = srv_tools_describe(r->messages_json, tools))) goto oom;
-    } else if (tools) {
-        size_t n = strlen(tools) + 16;
-        if (!(*extra = malloc(n))) goto oom;
-        snprintf(*extra, n, "{\"tools\":%s}", tools);
+/* The messages as the template reads them: an assistant's earlier reasoning under the field
+ * the template renders it from (gpt-oss's "thinking"). malloc'd; NULL when out of memory. */
+static char *template_messages(const srv_model_ctx *mc, const char *messages_json) {
+    const char *key = mc->fmt.reasoning ? mc->fmt.reasoning->message_key : "reasoning_content";
+    if (!strcmp(key, "reasoning_content")) return strdup(messages_json);
+    cJSON *arr = cJSON_Parse(messages_json);
+    bool ok = arr != NULL;
+    cJSON *m;
+    cJSON_ArrayForEach(m, arr) {
+        cJSON *rc = cJSON_DetachItemFromObjectCaseSensitive(m, "reasoning_content");
+        if (rc) ok = ok && cJSON_AddItemToObject(m, key, rc);
     }
-    return 0;
-oom:
-    srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-    return -1;
+    char *out = ok ? cJSON_PrintUnformatted(arr) : NULL;
+    cJSON_Delete(arr);
+    return out;
 }
 
-/* The chat rendered by the template, tokenized with special tokens parsed. A BOS is added only
- * when the vocabulary wants one and the template did not write it. */
-static int chat_prompt(const srv_model_ctx *mc, const srv_request *r, int32_t **ids, int32_t *n, srv_error *e) {
-    char *text = NULL, *msgs, *extra;
-    size_t len = 0;
-    bool add_bos;
+/* The variables beside the messages: the tools (for a template that takes them), the request's
+ * chat_template_kwargs, reasoning_effort, and enable_thinking false under --reasoning-budget 0
+ * unless the request says otherwise. */
+static char *template_extra(const srv_model_ctx *mc, const srv_request *r, const char *tools) {
+    cJSON *x = r->template_kwargs_json ? cJSON_Parse(r->template_kwargs_json) : cJSON_CreateObject();
+    bool ok = x != NULL;
+    if (ok && tools && mc->fmt.template_takes_tools) {
+        cJSON *t = cJSON_Parse(tools);
+        ok = t && cJSON_AddItemToObject(x, "tools", t);
+    }
+    if (ok && r->reasoning_effort && !cJSON_GetObjectItemCaseSensitive(x, "reasoning_effort"))
+        ok = cJSON_AddStringToObject(x, "reasoning_effort", r->reasoning_effort) != NULL;
+    if (ok && mc->reasoning_budget == 0 && !cJSON_GetObjectItemCaseSensitive(x, "enable_thinking"))
+        ok = cJSON_AddFalseToObject(x, "enable_thinking") != NULL;
+    char *out = ok ? cJSON_PrintUnformatted(x) : NULL;
+    cJSON_Delete(x);
+    return out;
+}
+
+int srv_render_chat(const srv_model_ctx *mc, const srv_request *r, char **text, size_t *len, bool *add_bos,
+                    bool *opened, srv_error *e) {
+    /* tool_choice "none" leaves the tools out, so that no call can be made; a template that does
+       not take tools gets them described in the conversation */
+    const char *tools = r->tool_choice == SRV_TOOLS_NONE ? NULL : r->tools_json;
+    char *described = mc->fmt.template_takes_tools ? NULL : srv_tools_describe(r->messages_json, tools);
+    char *msgs = mc->fmt.template_takes_tools || described ? template_messages(mc, described ? described : r->messages_json)
+                                                           : NULL;
+    char *extra = msgs ? template_extra(mc, r, tools) : NULL;
+    free(described);
+    *text = NULL;
+    if (!extra) {
+        free(msgs);
+        srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        return -1;
+    }
     nc_err err;
-    if (chat_inputs(mc, r, &msgs, &extra, e)) return -1;
-    int rc = nc_chat_render(mc->chat, msgs ? msgs : r->messages_json, extra, true, &text, &len, &add_bos, &err);
+    int rc = nc_chat_render(mc->chat, msgs, extra, true, text, len, add_bos, &err);
     free(msgs);
     free(extra);
     if (rc) {
         srv_error_set(e, 400, "invalid_request_error", NULL, "messages", "the chat template failed: %s", err.msg);
         return -1;
     }
-    rc = srv_tokenize(mc->m, text, len, add_bos, true, ids, n, e);
+    *opened = srv_reasoning_opened(mc->fmt.reasoning, *text, *len);
+    return 0;
+}
+
+/* The chat rendered by the template, tokenized with special tokens parsed. A BOS is added only
+ * when the vocabulary wants one and the template did not write it. */
+static int chat_prompt(const srv_model_ctx *mc, const srv_request *r, srv_job *j, int32_t **ids, int32_t *n,
+                       srv_error *e) {
+    char *text;
+    size_t len;
+    bool add_bos;
+    if (srv_render_chat(mc, r, &text, &len, &add_bos, &j->reply.in_reasoning, e)) return -1;
+    int rc = srv_tokenize(mc->m, text, len, add_bos, true, ids, n, e);
     free(text);
     return rc;
 }
@@ -176,7 +218,7 @@ static int check_length(const srv_model_ctx *mc, const srv_request *r, int32_t i
 static int prepare_prompts(const srv_model_ctx *mc, const srv_request *r, srv_job *j, srv_error *e) {
     for (int32_t i = 0; i < j->n_prompts; i++) {
         int32_t *ids = NULL, n = 0;
-        int rc = r->api == SRV_API_CHAT ? chat_prompt(mc, r, &ids, &n, e)
+        int rc = r->api == SRV_API_CHAT ? chat_prompt(mc, r, j, &ids, &n, e)
                                         : completion_prompt(mc, &r->prompts[i], &ids, &n, e);
         if (rc) return -1;
         srv_job_set_prompt(j, i, ids, n);
@@ -223,28 +265,60 @@ static void sampling_params(const srv_request *r, nc_sampler_params *p) {
     p->explain = r->explain_top_n > 0;
 }
 
+/* What a grammar made here (a JSON Schema's, a required call's) lets come first: the rest of a
+ * reasoning the prompt opened, or gpt-oss's analysis message. NULL: nothing (*e set when out of
+ * memory). */
+static char *grammar_lead(const srv_model_ctx *mc, const srv_job *j, srv_error *e) {
+    const srv_reasoning_style *s = mc->fmt.reasoning;
+    if (!s || (!j->reply.in_reasoning && !s->harmony)) return NULL;
+    char *lead = srv_reasoning_lead(s);
+    if (!lead) srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    return lead;
+}
+
+/* A JSON Schema's grammar after the lead (gpt-oss: in the final channel). */
+static int schema_grammar(const srv_model_ctx *mc, const char *lead, const char *schema, char **out, nc_err *err) {
+    if (!lead) return nc_json_schema_to_grammar(schema, NULL, out, err);
+    char *rules;
+    if (nc_json_schema_to_grammar(schema, "schema", &rules, err)) return -1;
+    const char *channel = mc->fmt.reasoning->harmony ? "\"<|channel|>final<|message|>\" " : "";
+    size_t n = strlen(rules) + strlen(lead) + 64;
+    if ((*out = malloc(n))) snprintf(*out, n, "root ::= lead %sschema\n%s%s", channel, rules, lead);
+    free(rules);
+    if (*out) return 0;
+    snprintf(err->msg, sizeof err->msg, "out of memory");
+    return -1;
+}
+
 /* The grammar the output is held to: the request's GBNF, its JSON Schema's, or for a required
  * tool call the calls' own; checked here, so that a grammar that does not parse is the
- * request's 400 rather than the engine's 500. */
+ * request's 400 rather than the engine's 500. A grammar given as GBNF holds the whole reply
+ * (reasoning included); the others let the reasoning come first. */
 static int output_grammar(const srv_model_ctx *mc, const srv_request *r, srv_job *j, srv_error *e) {
     nc_err err;
     const char *param = "grammar";
+    bool forced_call = j->tool_calls && (r->tool_choice == SRV_TOOLS_REQUIRED || r->tool_choice == SRV_TOOLS_NAMED);
+    if (!r->grammar && !r->json_schema && !forced_call) return 0;
+    char *lead = r->grammar ? NULL : grammar_lead(mc, j, e);
+    if (!r->grammar && !lead && mc->fmt.reasoning && (j->reply.in_reasoning || mc->fmt.reasoning->harmony)) return -1;
     if (r->grammar) {
         j->grammar = strdup(r->grammar);
     } else if (r->json_schema) {
         param = r->schema_param;
-        if (nc_json_schema_to_grammar(r->json_schema, NULL, &j->grammar, &err)) {
+        if (schema_grammar(mc, lead, r->json_schema, &j->grammar, &err)) {
             srv_error_set(e, 400, "invalid_request_error", NULL, param, "'%s': %s", param, err.msg);
+            free(lead);
             return -1;
         }
-    } else if (j->tool_calls && (r->tool_choice == SRV_TOOLS_REQUIRED || r->tool_choice == SRV_TOOLS_NAMED)) {
-        param = "tools";
-        if (!(j->grammar = srv_tool_grammar(mc->tools.format, r->tools_json, r->tool_choice_name,
-                                            r->parallel_tool_calls, e)))
-            return -1;
     } else {
-        return 0;
+        param = "tools";
+        j->grammar = srv_tool_grammar(j->reply.calls, r->tools_json, r->tool_choice_name, r->parallel_tool_calls, lead, e);
+        if (!j->grammar) {
+            free(lead);
+            return -1;
+        }
     }
+    free(lead);
     if (!j->grammar) {
         srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
         return -1;
@@ -257,12 +331,39 @@ static int output_grammar(const srv_model_ctx *mc, const srv_request *r, srv_job
     return 0;
 }
 
+/* How the chat's output is read back, and the reasoning budget's forced end. */
+static int reply_params(const srv_model_ctx *mc, const srv_request *r, srv_job *j, srv_error *e) {
+    bool split = r->reasoning_format == SRV_REASONING_DEFAULT ? mc->split_reasoning
+                                                              : r->reasoning_format == SRV_REASONING_AUTO;
+    j->reply.reasoning = r->api == SRV_API_CHAT && split ? mc->fmt.reasoning : NULL;
+    j->reply.calls = j->tool_calls ? mc->fmt.calls : NULL;
+    if (r->tools_json && !(j->tools_json = strdup(r->tools_json))) goto oom;
+    j->reply.tools_json = j->tools_json;
+    j->reply.first_call_only = !r->parallel_tool_calls;
+    j->reasoning_budget = -1;
+    const srv_reasoning_style *s = mc->fmt.reasoning;
+    if (r->api != SRV_API_CHAT || !s || mc->reasoning_budget < 0) return 0;
+    /* gpt-oss goes on in the final channel */
+    char end[96];
+    snprintf(end, sizeof end, "%s%s", s->close, s->harmony ? "<|start|>assistant<|channel|>final<|message|>" : "");
+    if (srv_tokenize(mc->m, end, strlen(end), false, true, &j->budget_end, &j->n_budget_end, e)) return -1;
+    j->reasoning_budget = mc->reasoning_budget;
+    j->thinking = s;
+    return 0;
+oom:
+    srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    return -1;
+}
+
 static int decoding_params(const srv_model_ctx *mc, const srv_request *r, srv_job *j, srv_error *e) {
     sampling_params(r, &j->sampling);
     j->stop.max_tokens = r->max_tokens;
     j->logprobs = r->logprobs;
     j->tool_calls = r->tools_json && r->tool_choice != SRV_TOOLS_NONE;
-    j->tool_format = mc->tools.format;
+    j->t_max_predict_ms = r->t_max_predict_ms;
+    j->cache_prompt = r->cache_prompt;
+    j->id_slot = r->id_slot;
+    if (reply_params(mc, r, j, e)) return -1;
     j->explain_top_n = r->explain_top_n;
     j->beam = r->use_beam_search;
     j->contrastive = r->contrastive;

@@ -12,8 +12,12 @@
 typedef struct srv_model_ctx {
     const nc_model *m;
     nc_chat_template *chat; /* the model's tokenizer.chat_template, or ChatML */
-    srv_tool_style tools;   /* what that template does with tools */
+    srv_chat_format fmt;    /* that template's reasoning and call formats */
     int32_t n_ctx, n_vocab, n_slots;
+    bool split_reasoning;   /* --reasoning-format auto (the default): reasoning_content */
+    int32_t reasoning_budget; /* --reasoning-budget: tokens of reasoning, then its end is forced;
+                                 -1: no limit (0 also renders the template with enable_thinking
+                                 false) */
 } srv_model_ctx;
 
 /* Parse template_src (Jinja; an error when it cannot be parsed), or when NULL the model's template
@@ -28,6 +32,12 @@ int srv_tokenize(const nc_model *m, const char *text, size_t len, bool add_speci
                  int32_t *n, srv_error *e);
 /* Token ids -> text as a continuation (malloc'd, UTF-8 repaired). */
 int srv_detokenize(const nc_model *m, const int32_t *ids, int32_t n, char **text, size_t *len, srv_error *e);
+
+/* The prompt text a chat request renders to (POST /apply-template), with the template's
+ * variables as the request sets them; *add_bos: the vocabulary wants a BOS the template did not
+ * write. *opened: the prompt opened the reasoning (the reply starts inside it). */
+int srv_render_chat(const srv_model_ctx *mc, const srv_request *r, char **text, size_t *len, bool *add_bos,
+                    bool *opened, srv_error *e);
 
 /* Build the job of a request (one reference, not submitted). Errors are 400s (template errors,
  * prompts empty or longer than the context) or 500s (out of memory). */

@@ -3,6 +3,8 @@
  * "not given" everywhere, as OpenAI's clients send it for unset options. */
 #include "server/request.h"
 
+#include "common.h"
+
 #include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
@@ -51,8 +53,15 @@ bool srv_json_media_type(const char *ct) {
 
 bool srv_host_allowed(const char *host, const char *allowed) {
     if (!host || !strcmp(allowed, "*")) return true;
-    /* the name without its port: "[v6]:port", "name:port" */
+    /* the name without its port: "[v6]:port", "name:port"; anything after the name but a port
+     * makes it another name ("[::1]x.evil.com") */
     size_t n = host[0] == '[' && strchr(host, ']') ? (size_t)(strchr(host, ']') - host) + 1 : strcspn(host, ":");
+    if (host[n] == ':') {
+        size_t digits = strspn(host + n + 1, "0123456789");
+        if (digits == 0 || digits > 5 || host[n + 1 + digits]) return false;
+    } else if (host[n]) {
+        return false;
+    }
     for (const char *a = allowed; *a;) {
         size_t m = strcspn(a, ",");
         if (m == n && n > 0 && !strncasecmp(a, host, n)) return true;
@@ -151,20 +160,46 @@ static int token_array(const cJSON *arr, const char *param, int32_t n_vocab, int
     return 0;
 }
 
-/* The offset of the first \u0000 escape in a JSON text, or -1: cJSON's strings end at a NUL, so
- * the text after it would vanish without a word. A backslash escapes the character after it,
- * so "\\u0000" (an escaped backslash, then text) is not one. */
-static long escaped_nul(const char *body, size_t len) {
-    for (size_t i = 0; i + 1 < len; i++) {
-        if (body[i] != '\\') continue;
-        if (body[i + 1] == 'u' && i + 6 <= len && !memcmp(body + i + 2, "0000", 4)) return (long)i;
-        i++;
+static int by_key(const void *a, const void *b) {
+    return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
+}
+
+/* The first key an object of v (v itself or one inside) holds twice, with the JSON pointer of that
+ * object into where[cap]; NULL when there is none, or when memory ran out (*oom). cJSON keeps
+ * both members and finds the first, while another reader of the same body may take the last: a
+ * request that means two things is refused. Sorting each object's keys keeps this O(n log n). */
+static const char *duplicate_key(const cJSON *v, char *where, size_t cap, bool *oom) {
+    size_t len = strlen(where);
+    int n = 0, i = 0;
+    for (const cJSON *c = v->child; c; c = c->next) n++;
+    if (cJSON_IsObject(v) && n > 1) {
+        const cJSON **keys = malloc((size_t)n * sizeof *keys);
+        if (!keys) {
+            *oom = true;
+            return NULL;
+        }
+        for (const cJSON *c = v->child; c; c = c->next) keys[i++] = c;
+        qsort(keys, (size_t)n, sizeof *keys, by_key);
+        const char *twice = NULL;
+        for (i = 1; i < n && !twice; i++)
+            if (!strcmp(keys[i - 1]->string, keys[i]->string)) twice = keys[i]->string;
+        free(keys);
+        if (twice) return twice;
     }
-    return -1;
+    i = 0;
+    for (const cJSON *c = v->child; c; c = c->next, i++) {
+        if (!c->child) continue;
+        if (cJSON_IsObject(v)) snprintf(where + len, cap - len, "/%s", c->string);
+        else snprintf(where + len, cap - len, "/%d", i);
+        const char *twice = duplicate_key(c, where, cap, oom);
+        if (twice || *oom) return twice;
+        where[len] = 0;
+    }
+    return NULL;
 }
 
 static cJSON *parse_object(const char *body, size_t len, srv_error *e) {
-    long nul = escaped_nul(body, len);
+    long nul = nc_json_escaped_nul(body, len);
     if (nul >= 0) {
         refuse(e, "", "the body holds an escaped NUL (\\u0000) at byte %ld: text may not contain NUL characters", nul);
         return NULL;
@@ -185,6 +220,16 @@ static cJSON *parse_object(const char *body, size_t len, srv_error *e) {
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
         refuse(e, "", "the body must be a JSON object");
+        return NULL;
+    }
+    char where[160] = "";
+    bool oom = false;
+    const char *twice = duplicate_key(root, where, sizeof where, &oom);
+    if (twice || oom) {
+        if (oom) srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        else if (*where) refuse(e, "", "the body has the key '%.100s' twice (in %s)", twice, where);
+        else refuse(e, twice, "the body has the key '%.100s' twice (in the top-level object)", twice);
+        cJSON_Delete(root);
         return NULL;
     }
     return root;
@@ -364,8 +409,24 @@ static int message_tool_fields(const cJSON *msg, const char *role, int i, cJSON 
 
 /* One message, normalised to {"role", "content": string} (and its tool-calling members),
  * appended to out. */
+/* An assistant's earlier reasoning, "reasoning_content" (llama.cpp's, DeepSeek's) or "reasoning"
+ * (vLLM's, OpenRouter's), as "reasoning_content": templates that render it (Qwen3, GLM ...)
+ * find it there. */
+static int message_reasoning(const cJSON *msg, const char *role, int i, cJSON *m, srv_error *e) {
+    const cJSON *rc = member(msg, "reasoning_content"), *r = member(msg, "reasoning");
+    char where[96];
+    snprintf(where, sizeof where, "messages[%d].%s", i, rc ? "reasoning_content" : "reasoning");
+    if (rc && r) return refuse(e, where, "'messages[%d]': give 'reasoning_content' or 'reasoning', not both", i);
+    const cJSON *v = rc ? rc : r;
+    if (!v) return 0;
+    if (strcmp(role, "assistant")) return refuse(e, where, "'%s' belongs to messages of role \"assistant\"", where);
+    if (!cJSON_IsString(v)) return refuse(e, where, "'%s' must be a string", where);
+    return cJSON_AddStringToObject(m, "reasoning_content", v->valuestring) ? 0 : refuse(e, where, "out of memory");
+}
+
 static int add_message(const cJSON *msg, int i, cJSON *out, srv_error *e) {
-    static const char *const fields[] = {"role", "content", "name", "tool_call_id", "tool_calls", NULL};
+    static const char *const fields[] = {"role", "content", "name", "tool_call_id", "tool_calls", "reasoning_content",
+                                         "reasoning", NULL};
     char param[96];
     snprintf(param, sizeof param, "messages[%d]", i);
     if (!cJSON_IsObject(msg)) return refuse(e, param, "'%s' must be an object", param);
@@ -387,7 +448,8 @@ static int add_message(const cJSON *msg, int i, cJSON *out, srv_error *e) {
     bool ok = cJSON_AddStringToObject(m, "role", role->valuestring) && cJSON_AddStringToObject(m, "content", content);
     free(content);
     if (!ok) return refuse(e, param, "out of memory");
-    return message_tool_fields(msg, role->valuestring, i, m, e);
+    return message_tool_fields(msg, role->valuestring, i, m, e) || message_reasoning(msg, role->valuestring, i, m, e)
+               ? -1 : 0;
 }
 
 static int parse_messages(const cJSON *root, srv_request *r, srv_error *e) {
@@ -589,14 +651,24 @@ static int parse_early_stopping(const cJSON *root, srv_request *r, srv_error *e)
     return 0;
 }
 
+/* A count of sequences (n, best_of, beam groups): each takes a slot, so above the slots the
+ * refusal names the server's flag that sets them, the one thing that lets such a request in. */
+static int opt_slots(const cJSON *obj, const char *name, const srv_limits *lim, int32_t *out, srv_error *e) {
+    const cJSON *v = member(obj, name);
+    if (v && is_integer(v) && v->valuedouble > lim->max_n)
+        return refuse(e, name, "'%s' is %.17g, more than the server's %d slots (--parallel %d); start it with a "
+                      "larger --parallel", name, v->valuedouble, lim->max_n, lim->max_n);
+    return opt_int(obj, name, 1, lim->max_n, out, e);
+}
+
 /* n, best_of and beam search: beams are best_of (default n) and return the n best. Without beam
  * search best_of may only restate n. */
 static int parse_choices(const cJSON *root, const srv_limits *lim, srv_request *r, srv_error *e) {
     bool best_given = member(root, "best_of") != NULL;
-    if (opt_int(root, "n", 1, lim->max_n, &r->n, e) || opt_int(root, "best_of", 1, lim->max_n, &r->best_of, e) ||
+    if (opt_slots(root, "n", lim, &r->n, e) || opt_slots(root, "best_of", lim, &r->best_of, e) ||
         opt_bool(root, "use_beam_search", &r->use_beam_search, e) ||
         opt_float(root, "length_penalty", -1e6, 1e6, &r->length_penalty, e) || parse_early_stopping(root, r, e) ||
-        opt_int(root, "num_beam_groups", 1, lim->max_n, &r->num_beam_groups, e) ||
+        opt_slots(root, "num_beam_groups", lim, &r->num_beam_groups, e) ||
         opt_float(root, "diversity_penalty", 0, 1e6, &r->diversity_penalty, e))
         return -1;
     if (!best_given) r->best_of = r->n;
@@ -621,7 +693,7 @@ static int parse_contrastive(const cJSON *root, const srv_limits *lim, srv_reque
     if (opt_float(root, "penalty_alpha", 0, 1, &r->penalty_alpha, e)) return -1;
     if (r->top_k < 1 || r->top_k > lim->max_n)
         return refuse(e, "top_k", "contrastive search ('penalty_alpha') needs 'top_k' candidates between 1 and %d "
-                      "(the server's slots)", lim->max_n);
+                      "(the server's slots, --parallel)", lim->max_n);
     if (r->use_beam_search) return refuse(e, "use_beam_search", "'penalty_alpha' and 'use_beam_search' exclude each other");
     if (r->n > 1) return refuse(e, "n", "contrastive search ('penalty_alpha') is deterministic: 'n' must be 1");
     if (r->logprobs) return refuse(e, "logprobs", "contrastive search ('penalty_alpha') does not report logprobs");
@@ -842,9 +914,126 @@ static int refuse_constrained_search(const srv_request *r, srv_error *e) {
     return 0;
 }
 
+/* ---- Reasoning and template variables ----------------------------------------------------- */
+
+static bool listed(const char *const *list, const char *name);
+
+/* reasoning_format: "none" (the reasoning stays in content), "auto" or "deepseek" (split out,
+ * llama.cpp's names for the same). */
+static int parse_reasoning_format(const cJSON *root, srv_request *r, srv_error *e) {
+    const cJSON *v = member(root, "reasoning_format");
+    if (!v) return 0;
+    if (cJSON_IsString(v) && !strcmp(v->valuestring, "none")) r->reasoning_format = SRV_REASONING_NONE;
+    else if (cJSON_IsString(v) && (!strcmp(v->valuestring, "auto") || !strcmp(v->valuestring, "deepseek")))
+        r->reasoning_format = SRV_REASONING_AUTO;
+    else return refuse(e, "reasoning_format", "'reasoning_format' must be \"none\", \"auto\" or \"deepseek\"");
+    return 0;
+}
+
+/* reasoning_effort: OpenAI's levels, given to the template as the variable of that name (what
+ * gpt-oss's renders as "Reasoning: high"). */
+static int parse_reasoning_effort(const cJSON *root, srv_request *r, srv_error *e) {
+    static const char *const levels[] = {"minimal", "low", "medium", "high", NULL};
+    const cJSON *v = member(root, "reasoning_effort");
+    if (!v) return 0;
+    if (!cJSON_IsString(v) || !listed(levels, v->valuestring))
+        return refuse(e, "reasoning_effort", "'reasoning_effort' must be \"minimal\", \"low\", \"medium\" or \"high\"");
+    return (r->reasoning_effort = strdup(v->valuestring)) ? 0 : refuse(e, "reasoning_effort", "out of memory");
+}
+
+/* chat_template_kwargs: variables for the template (Qwen3's enable_thinking ...); the ones the
+ * request gives by other fields cannot be overridden. */
+static int parse_template_kwargs(const cJSON *root, srv_request *r, srv_error *e) {
+    static const char *const taken[] = {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token", NULL};
+    const cJSON *v = member(root, "chat_template_kwargs");
+    if (!v) return 0;
+    if (!cJSON_IsObject(v)) return refuse(e, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    for (const cJSON *k = v->child; k; k = k->next) {
+        if (listed(taken, k->string))
+            return refuse(e, "chat_template_kwargs", "'chat_template_kwargs.%s' is set by the request itself, not here",
+                          k->string);
+        for (const cJSON *g = v->child; g != k; g = g->next)
+            if (!strcmp(g->string, k->string))
+                return refuse(e, "chat_template_kwargs", "'chat_template_kwargs.%.64s' is given twice", k->string);
+    }
+    return (r->template_kwargs_json = cJSON_PrintUnformatted(v)) ? 0 : refuse(e, "chat_template_kwargs", "out of memory");
+}
+
+static int parse_reasoning(const cJSON *root, srv_request *r, srv_error *e) {
+    return parse_reasoning_format(root, r, e) || parse_reasoning_effort(root, r, e) || parse_template_kwargs(root, r, e)
+               ? -1 : 0;
+}
+
+/* ---- Fields other servers take ------------------------------------------------------------- */
+
+/* OpenAI's metadata: up to 16 string values, for the client's records (nucleus stores nothing). */
+static int parse_metadata(const cJSON *root, srv_error *e) {
+    const cJSON *v = member(root, "metadata");
+    if (!v) return 0;
+    if (!cJSON_IsObject(v) || cJSON_GetArraySize(v) > 16)
+        return refuse(e, "metadata", "'metadata' must be an object of at most 16 strings");
+    for (const cJSON *k = v->child; k; k = k->next)
+        if (!cJSON_IsString(k) || strlen(k->string) > 64 || strlen(k->valuestring) > 512)
+            return refuse(e, "metadata", "'metadata.%.64s' must be a string of at most 512 characters, its key at most 64",
+                          k->string);
+    return 0;
+}
+
+/* store (OpenAI keeps completions for its dashboard when true) and service_tier: nucleus stores
+ * nothing and has one tier. */
+static int parse_openai_compat(const cJSON *root, srv_error *e) {
+    const cJSON *store = member(root, "store"), *tier = member(root, "service_tier");
+    if (store && !cJSON_IsBool(store)) return refuse(e, "store", "'store' must be a boolean");
+    if (cJSON_IsTrue(store)) return refuse(e, "store", "'store': true is not supported (this server stores no completions)");
+    if (tier && !(cJSON_IsString(tier) && (!strcmp(tier->valuestring, "auto") || !strcmp(tier->valuestring, "default"))))
+        return refuse(e, "service_tier", "'service_tier' must be \"auto\" or \"default\" (this server has one tier)");
+    return parse_metadata(root, e);
+}
+
+/* llama.cpp's n_predict (max_tokens; -1: no limit) and n_probs (logprobs with that many
+ * alternatives). */
+static int parse_llama_limits(const cJSON *root, srv_request *r, srv_error *e) {
+    const cJSON *np = member(root, "n_predict"), *probs = member(root, "n_probs");
+    if (np) {
+        const char *other = member(root, "max_tokens") ? "max_tokens"
+                            : member(root, "max_completion_tokens") ? "max_completion_tokens" : NULL;
+        if (other) return refuse(e, "n_predict", "'n_predict' and '%s' name the same thing: give one", other);
+        int32_t n = 0;
+        if (opt_int(root, "n_predict", -1, INT32_MAX, &n, e)) return -1;
+        if (n == 0) return refuse(e, "n_predict", "'n_predict' must be -1 (no limit) or at least 1");
+        r->max_tokens = n < 0 ? 0 : n;
+    }
+    if (probs) {
+        if (member(root, "logprobs") || member(root, "top_logprobs"))
+            return refuse(e, "n_probs", "'n_probs' and 'logprobs' name the same thing: give one");
+        int32_t n = 0;
+        if (opt_int(root, "n_probs", 0, SRV_MAX_TOP_LOGPROBS, &n, e)) return -1;
+        r->logprobs = n > 0;
+        r->top_logprobs = n;
+    }
+    return 0;
+}
+
+/* llama.cpp's cache_prompt, id_slot and t_max_predict_ms. */
+static int parse_llama_slots(const cJSON *root, const srv_limits *lim, srv_request *r, srv_error *e) {
+    if (opt_bool(root, "cache_prompt", &r->cache_prompt, e) ||
+        opt_int(root, "id_slot", -1, lim->max_n - 1, &r->id_slot, e) ||
+        opt_int(root, "t_max_predict_ms", 0, INT32_MAX, &r->t_max_predict_ms, e))
+        return -1;
+    if (r->id_slot >= 0 && (r->n > 1 || r->n_prompts > 1))
+        return refuse(e, "id_slot", "'id_slot' runs one sequence in one slot: not with several prompts or 'n' above 1");
+    if (r->id_slot >= 0 && (r->use_beam_search || r->contrastive))
+        return refuse(e, "id_slot", "'id_slot' is not for beam or contrastive search, which take every slot");
+    return 0;
+}
+
+static int parse_compat(const cJSON *root, const srv_limits *lim, srv_request *r, srv_error *e) {
+    return parse_openai_compat(root, e) || parse_llama_limits(root, r, e) || parse_llama_slots(root, lim, r, e) ? -1 : 0;
+}
+
 /* ---- Fields -------------------------------------------------------------------------------- */
 
-/* Every field either API takes; "user" is an identifier for the client's own records, accepted
+/* Every field either API takes; "user" and "metadata" are for the client's own records, accepted
  * and not used. */
 static const char *const COMMON_FIELDS[] = {
     "model", "max_tokens", "stream", "stream_options", "stop", "logprobs", "seed", "temperature", "top_p", "top_k",
@@ -854,9 +1043,11 @@ static const char *const COMMON_FIELDS[] = {
     "early_stopping", "num_beam_groups", "diversity_penalty", "penalty_alpha", "top_n_sigma", "xtc_probability",
     "xtc_threshold", "mirostat", "mirostat_tau", "mirostat_eta", "dry_multiplier", "dry_base", "dry_allowed_length",
     "dry_penalty_last_n", "dry_sequence_breakers", "samplers", "grammar", "json_schema", "response_format", "user",
-    "echo", "suffix", "nucleus_explain", NULL};
+    "echo", "suffix", "nucleus_explain", "metadata", "store", "service_tier", "cache_prompt", "n_predict", "n_probs",
+    "id_slot", "t_max_predict_ms", NULL};
 static const char *const CHAT_FIELDS[] = {"messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice",
-                                          "parallel_tool_calls", NULL};
+                                          "parallel_tool_calls", "reasoning_format", "reasoning_effort",
+                                          "chat_template_kwargs", NULL};
 static const char *const COMPLETION_FIELDS[] = {"prompt", NULL};
 
 static bool listed(const char *const *list, const char *name) {
@@ -865,7 +1056,7 @@ static bool listed(const char *const *list, const char *name) {
     return false;
 }
 
-/* Fields nobody here implements, and fields given twice (cJSON would keep the first silently). */
+/* Fields nobody here implements (parse_object refused keys given twice). */
 static int refuse_unknown_fields(const cJSON *root, srv_api api, srv_error *e) {
     const cJSON *f;
     cJSON_ArrayForEach(f, root) {
@@ -876,8 +1067,6 @@ static int refuse_unknown_fields(const cJSON *root, srv_api api, srv_error *e) {
             if (other) return refuse(e, f->string, "'%s' belongs to %s", f->string, other);
             return refuse(e, f->string, "'%.64s' is not supported by this server", f->string);
         }
-        for (const cJSON *g = root->child; g != f; g = g->next)
-            if (!strcmp(g->string, f->string)) return refuse(e, f->string, "'%s' is given twice", f->string);
     }
     return 0;
 }
@@ -920,7 +1109,7 @@ static void request_defaults(srv_request *r, srv_api api) {
     *r = (srv_request){.api = api, .n = 1, .temperature = 1, .top_p = 1, .typical_p = 1, .dynatemp_exponent = 1,
                        .repetition_penalty = 1, .length_penalty = 1, .num_beam_groups = 1, .repeat_last_n = 64,
                        .xtc_threshold = 0.1f, .mirostat_tau = 5, .mirostat_eta = 0.1f, .dry_base = 1.75f,
-                       .dry_allowed_length = 2, .dry_penalty_last_n = -1};
+                       .dry_allowed_length = 2, .dry_penalty_last_n = -1, .cache_prompt = true, .id_slot = -1};
 }
 
 static int parse_fields(const cJSON *root, const srv_limits *lim, srv_request *r, srv_error *e) {
@@ -931,7 +1120,8 @@ static int parse_fields(const cJSON *root, const srv_limits *lim, srv_request *r
                    parse_llama_samplers(root, r, e) || parse_logit_bias(root, lim, r, e) ||
                    parse_choices(root, lim, r, e) || parse_contrastive(root, lim, r, e) ||
                    parse_structured(root, r, e) || (r->api == SRV_API_CHAT && parse_tools(root, r, e)) ||
-                   refuse_constrained_search(r, e) || parse_explain(root, r, e) || refuse_unsupported(root, e)
+                   refuse_constrained_search(r, e) || parse_explain(root, r, e) || refuse_unsupported(root, e) ||
+                   (r->api == SRV_API_CHAT && parse_reasoning(root, r, e)) || parse_compat(root, lim, r, e)
                ? -1
                : 0;
 }
@@ -972,6 +1162,8 @@ void srv_request_free(srv_request *r) {
     for (int32_t i = 0; r->dry_breakers && i < r->n_dry_breakers; i++) free(r->dry_breakers[i]);
     free(r->dry_breakers);
     free(r->samplers);
+    cJSON_free(r->template_kwargs_json);
+    free(r->reasoning_effort);
     memset(r, 0, sizeof *r);
 }
 

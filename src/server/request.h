@@ -19,6 +19,9 @@
 #define SRV_MAX_FIELD_TEXT (1 << 20)  /* grammar, samplers: bytes */
 #define SRV_EXPLAIN_TOP_N 20       /* nucleus_explain: true */
 #define SRV_MAX_EXPLAIN_TOP_N 200  /* nucleus_explain.top_n at most */
+#define SRV_MAX_EXPLAIN_BYTES (16u << 20) /* nucleus_explain: the steps of one request, in bytes of JSON;
+                                            past them the request fails (a response would otherwise
+                                            grow with n x max_tokens x top_n) */
 
 /* An error in OpenAI's shape: {"error": {"message", "type", "param", "code"}}. */
 typedef struct srv_error {
@@ -39,13 +42,15 @@ void srv_error_set(srv_error *e, int status, const char *type, const char *code,
 #define SRV_REQUEST_ID_MAX 128
 bool srv_request_id_sane(const char *id);
 
+
 /* Content-Type application/json, any case, with parameters (charset) or not. */
 bool srv_json_media_type(const char *content_type);
 
 /* The Host header against the names the server answers to (DNS rebinding: a page on a name that
  * resolves to 127.0.0.1 reaches a loopback server with its own name as Host). allowed: names
- * separated by commas, or "*" for any; the header's port is ignored, names compare without
- * case, an IPv6 address in brackets. A request without Host (HTTP/1.0) passes. */
+ * separated by commas, or "*" for any; the header's port (digits after ':') is ignored, anything
+ * else after the name refuses it, names compare without case, an IPv6 address in brackets. A
+ * request without Host passes here (HTTP/1.0; the server refuses HTTP/1.1 without one). */
 bool srv_host_allowed(const char *host, const char *allowed);
 /* What a server bound to bind_host answers to by default: on a loopback address, localhost and
  * the loopback addresses ("localhost,127.0.0.1,[::1]" and bind_host); elsewhere "*". malloc'd. */
@@ -56,6 +61,10 @@ typedef enum srv_api { SRV_API_COMPLETIONS, SRV_API_CHAT } srv_api;
 /* tool_choice: whether the model may (auto), must not (none, and the tools are then left out of
  * the prompt), must (required) or must call the one named function. */
 typedef enum srv_tool_choice { SRV_TOOLS_AUTO, SRV_TOOLS_NONE, SRV_TOOLS_REQUIRED, SRV_TOOLS_NAMED } srv_tool_choice;
+
+/* reasoning_format (llama.cpp's name): whether the reasoning is split out of the content into
+ * reasoning_content. DEFAULT: as the server was started (--reasoning-format). */
+typedef enum srv_reasoning_format { SRV_REASONING_DEFAULT, SRV_REASONING_NONE, SRV_REASONING_AUTO } srv_reasoning_format;
 
 /* One prompt of a completions request: a text, or token ids given as such. */
 typedef struct srv_prompt {
@@ -71,9 +80,16 @@ typedef struct srv_request {
     srv_prompt *prompts;           /* completions */
     int32_t n_prompts;
     char *messages_json;           /* chat: [{"role", "content"}], each content one string, and
-                                      where given "name", "tool_call_id" and "tool_calls" (each
-                                      {"id", "type", "function": {"name", "arguments"}} with the
-                                      arguments parsed when they are JSON, as templates expect) */
+                                      where given "name", "tool_call_id", "reasoning_content" (an
+                                      assistant's earlier reasoning; "reasoning" is its other
+                                      name) and "tool_calls" (each {"id", "type", "function":
+                                      {"name", "arguments"}} with the arguments parsed when they
+                                      are JSON, as templates expect) */
+    char *template_kwargs_json;    /* chat_template_kwargs: a JSON object of template variables
+                                      (enable_thinking ...), or NULL */
+    char *reasoning_effort;        /* "minimal", "low", "medium", "high" (gpt-oss's template
+                                      variable), or NULL */
+    srv_reasoning_format reasoning_format;
     char *tools_json;              /* chat "tools": [{"type": "function", "function": {"name",
                                       "description"?, "parameters"?}}], or NULL */
     int32_t n_tools;
@@ -124,6 +140,11 @@ typedef struct srv_request {
     float diversity_penalty;
     bool contrastive;              /* penalty_alpha given: contrastive search over top_k candidates */
     float penalty_alpha;
+    /* llama.cpp's server's own fields */
+    bool cache_prompt;             /* default true: the prefix cache may serve the prompt */
+    int32_t id_slot;               /* the slot to run in; -1 (default): any */
+    int32_t t_max_predict_ms;      /* once this long since the first token, the reply ends at the
+                                      next token after a newline (finish "length"); 0: no limit */
 } srv_request;
 
 typedef struct srv_limits {

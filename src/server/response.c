@@ -240,9 +240,14 @@ static bool put_explain(cJSON *o, const srv_choice_view *c) {
     return ok;
 }
 
-/* "tool_calls" when the choice ended in calls, else its own reason. */
+/* "tool_calls" when the choice ended in calls, else its own reason (a reply cut by max_tokens
+ * after its calls says so: the calls it holds are the complete ones). */
 static const char *choice_finish(const srv_choice_view *c) {
-    return has_calls(c) && c->finish != NC_FINISH_NONE ? "tool_calls" : finish_reason(c->finish);
+    return has_calls(c) && c->finish == NC_FINISH_STOP ? "tool_calls" : finish_reason(c->finish);
+}
+
+static bool put_reasoning(cJSON *msg, const srv_choice_view *c) {
+    return !c->n_reasoning || put_text(msg, "reasoning_content", c->reasoning, c->n_reasoning);
 }
 
 static cJSON *choice_item(const srv_resp_meta *m, const srv_choice_view *c) {
@@ -251,7 +256,7 @@ static cJSON *choice_item(const srv_resp_meta *m, const srv_choice_view *c) {
     if (m->api == SRV_API_CHAT) {
         cJSON *msg = NULL;
         ok = ok && srv_json_put(o, "message", msg = cJSON_CreateObject()) && put_str(msg, "role", "assistant") &&
-             put_content(msg, c) && srv_json_put(msg, "refusal", cJSON_CreateNull()) &&
+             put_content(msg, c) && put_reasoning(msg, c) && srv_json_put(msg, "refusal", cJSON_CreateNull()) &&
              (!has_calls(c) || put_tool_calls(msg, c->calls));
     } else {
         ok = ok && put_text(o, "text", c->text, c->n_text);
@@ -290,7 +295,8 @@ static cJSON *chunk_choice(const srv_resp_meta *m, const srv_choice_view *c, boo
         cJSON *delta = NULL;
         ok = ok && srv_json_put(o, "delta", delta = cJSON_CreateObject()) &&
              (!role_delta || put_str(delta, "role", "assistant")) &&
-             ((c->n_text == 0 && !role_delta) || put_text(delta, "content", c->text, c->n_text));
+             ((c->n_text == 0 && (!role_delta || c->n_reasoning)) || put_text(delta, "content", c->text, c->n_text)) &&
+             put_reasoning(delta, c);
     } else {
         ok = ok && put_text(o, "text", c->text, c->n_text);
     }
@@ -420,6 +426,11 @@ char *srv_json_tokens(const int32_t *ids, int32_t n) {
 char *srv_json_content(const char *text, size_t len) {
     cJSON *root = cJSON_CreateObject();
     return print_and_free(root, put_text(root, "content", text, len));
+}
+
+char *srv_json_prompt(const char *text, size_t len) {
+    cJSON *root = cJSON_CreateObject();
+    return print_and_free(root, put_text(root, "prompt", text, len));
 }
 
 char *srv_json_slot(int32_t id, const char *filename, bool save, int32_t n_tokens, uint64_t n_bytes, double ms) {

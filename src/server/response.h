@@ -39,15 +39,17 @@ typedef struct srv_logprob {
 /* A choice, or the part of it a stream chunk carries. */
 typedef struct srv_choice_view {
     int32_t index;
-    const char *text;
+    const char *text;          /* chat: the content */
     size_t n_text;
+    const char *reasoning;     /* chat: reasoning_content (none when n_reasoning is 0) */
+    size_t n_reasoning;
     bool logprobs;             /* the request asked for them: lp[0..n_lp) */
     const srv_logprob *lp;
     int32_t n_lp;
     size_t text_offset;        /* completions: where lp[0]'s text starts in the choice's text */
     nc_finish finish;          /* NC_FINISH_NONE: null */
-    const srv_tool_calls *calls;  /* chat: calls made (then text is the content before them, null
-                                     when empty, and the finish reason is "tool_calls") */
+    const srv_tool_calls *calls;  /* chat: calls made (then an empty content is null, and a reply
+                                     that stopped says "tool_calls"; one cut says "length") */
     bool explain;              /* nucleus_explain: "nucleus_explain": {"prompt_tokens"?, "steps"} */
     char *const *steps;        /* steps[0..n_steps): JSON objects (server/explain.h) */
     int32_t n_steps;
@@ -88,6 +90,8 @@ char *srv_json_embeddings(const char *model_id, const float *vectors, int32_t n,
                           int64_t prompt_tokens);
 char *srv_json_tokens(const int32_t *ids, int32_t n);
 char *srv_json_content(const char *text, size_t len);
+/* POST /apply-template (llama.cpp's shape): {"prompt": text}. */
+char *srv_json_prompt(const char *text, size_t len);
 /* The reply to POST /slots/{id}?action= (llama.cpp's shape): save {"id_slot", "filename",
  * "n_saved", "n_written", "timings": {"save_ms"}}, restore {..., "n_restored", "n_read",
  * "timings": {"restore_ms"}}. */

@@ -10,6 +10,7 @@
 #include "sampling/seq.h"
 #include "sampling/spec.h"
 #include "server/explain.h"
+#include "server/slot_files.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -18,6 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef enum slot_state {
     SLOT_FREE,
@@ -43,6 +45,9 @@ typedef struct slot {
     bool counted;          /* what it found of the prompt went into the job's cached tokens */
     int32_t row;           /* entry of the current batch holding this slot's logits, or -1 */
     double t_last;         /* when its last token came, 0 before the first */
+    double t_first;        /* when its first token came */
+    bool newline_seen;     /* its text holds a newline (t_max_predict_ms) */
+    srv_think_watch think; /* its reasoning against the job's budget */
     int32_t *last;         /* free: the tokens its cache held when its last request ended (or of the
                               file restored into it), which a save looks for in the prefix cache */
     int32_t n_last;
@@ -187,6 +192,11 @@ static int init_slot(srv_sched *s, int32_t i, srv_job *j, int32_t p, int32_t cho
         return -1;
     }
     sl->seq.info = j->logprobs; /* the drawn token's log-probability, even with no top ones */
+    srv_think_watch_init(&sl->think, j->reply.in_reasoning);
+    if (j->budget_end && j->reasoning_budget == 0 && j->reply.in_reasoning) { /* no reasoning at all */
+        sl->think.state = SRV_THINK_PAST;
+        return seq_force(&sl->seq, j->budget_end, j->n_budget_end, err);
+    }
     return 0;
 }
 
@@ -202,7 +212,7 @@ static int32_t first_free_slot(const srv_sched *s) {
 static void start_group(srv_sched *s, srv_job *j) {
     int32_t p = j->next_prompt++, leader = -1;
     for (int32_t c = 0; c < j->n; c++) {
-        int32_t i = first_free_slot(s);
+        int32_t i = j->id_slot >= 0 ? j->id_slot : first_free_slot(s);
         nc_err err;
         if (init_slot(s, i, j, p, p * j->n + c, leader, &err)) {
             fail_job(j, 500, "server_error", err.msg);
@@ -294,6 +304,7 @@ static void admit(srv_sched *s) {
             continue;
         }
         if (free_slots(s) < j->n) return;
+        if (j->id_slot >= 0 && s->slots[j->id_slot].state != SLOT_FREE) return; /* it waits for its slot */
         /* the blocks of the prompt and its first token, and a copy of that last block for every
          * other choice: wait for them while others run; alone, the pool can never hold it */
         int32_t need = j->n_prompt[j->next_prompt] / NC_KV_BLOCK + j->n;
@@ -337,20 +348,52 @@ static const char *ring_hint(const srv_sched *s) {
                     : "";
 }
 
+/* Cells 0..n of the slot's sequence into the file under the directory's budget: written beside
+ * it first (as ".saving-NAME", a name no client can give), then renamed over it, or removed when
+ * the directory would hold more than max_bytes. */
+static void save_in_budget(srv_sched *s, srv_slot_action *a, int32_t n) {
+    nc_err err;
+    uint64_t used;
+    size_t cap = strlen(a->dir) + strlen(a->name) + 16;
+    char *tmp = malloc(cap);
+    const char *why = err.msg;
+    if (!tmp) {
+        act_fail(a, 500, "out of memory");
+        return;
+    }
+    snprintf(tmp, cap, "%s/.saving-%s", a->dir, a->name);
+    if (srv_slot_dir_bytes(a->dir, a->name, &used, &err)) {
+        act_fail(a, 500, "%s", err.msg);
+    } else if (used >= a->max_bytes) {
+        act_fail(a, 507, "the slot files hold %llu bytes, the limit of --slot-save-max-bytes (%llu): delete some",
+                 (unsigned long long)used, (unsigned long long)a->max_bytes);
+    } else if (nc_kv_seq_save(s->c, a->slot, n, tmp, &a->n_bytes, &err)) {
+        if (!strncmp(why, tmp, strlen(tmp))) why += strlen(tmp); /* named as the client did */
+        act_fail(a, 500, "%s%s%s", a->name, why == err.msg ? ": " : "", why);
+    } else if (used + a->n_bytes > a->max_bytes) {
+        unlink(tmp);
+        act_fail(a, 507, "%s would be %llu bytes; the slot files hold %llu: more than the limit of --slot-save-max-bytes "
+                         "(%llu)", a->name, (unsigned long long)a->n_bytes, (unsigned long long)used,
+                 (unsigned long long)a->max_bytes);
+    } else if (rename(tmp, a->path)) {
+        act_fail(a, 500, "%s: cannot be written: %s", a->name, strerror(errno));
+        unlink(tmp);
+    } else {
+        a->status = 200;
+        a->n_tokens = n;
+    }
+    free(tmp);
+}
+
 /* The slot's last request, as far as the prefix cache still holds it, into the file. */
 static void save_slot(srv_sched *s, srv_slot_action *a) {
     slot *sl = &s->slots[a->slot];
-    nc_err err;
     int32_t n = sl->n_last ? nc_kv_seq_reuse_prefix(s->c, a->slot, sl->last, sl->n_last) : 0;
     if (sl->n_last == 0) act_fail(a, 409, "slot %d has no request to save", a->slot);
     else if (n == 0)
         act_fail(a, 409, "nothing of slot %d's last request (%d tokens) is in the prefix cache any more%s", a->slot,
                  sl->n_last, ring_hint(s));
-    else if (nc_kv_seq_save(s->c, a->slot, n, a->path, &a->n_bytes, &err)) act_fail_err(a, 500, &err);
-    else {
-        a->status = 200;
-        a->n_tokens = n;
-    }
+    else save_in_budget(s, a, n);
     nc_kv_seq_clear(s->c, a->slot);
 }
 
@@ -481,7 +524,10 @@ static bool make_room(srv_sched *s, const slot *sl, int32_t need) {
 static void look_up(srv_sched *s, slot *sl) {
     int32_t id = (int32_t)(sl - s->slots);
     sl->looked_up = true;
-    sl->n_fed = nc_kv_seq_reuse_prefix(s->c, id, sl->resume ? sl->replay : sl->seq.tokens, sl->n_target - !sl->resume);
+    /* cache_prompt false: the prompt is computed again, whatever the cache holds */
+    sl->n_fed = !sl->resume && !sl->job->cache_prompt
+                    ? 0
+                    : nc_kv_seq_reuse_prefix(s->c, id, sl->resume ? sl->replay : sl->seq.tokens, sl->n_target - !sl->resume);
     if (!sl->resume && !sl->counted) {
         sl->counted = true;
         pthread_mutex_lock(&sl->job->mu);
@@ -564,6 +610,28 @@ static void post_step(srv_sched *s, slot *sl, seq *q, const seq_token *t) {
     srv_job_post_step(sl->job, sl->choice, srv_json_explain_step(&in, piece_of, (void *)s->m));
 }
 
+/* llama.cpp's t_max_predict_ms: past it since the first token, the reply ends once it holds a
+ * newline. The finish the token is posted with. */
+static nc_finish time_limit(slot *sl, const srv_job *j, seq *q, const seq_token *t) {
+    if (j->t_max_predict_ms <= 0 || t->finish != NC_FINISH_NONE) return t->finish;
+    double now = srv_now();
+    if (sl->t_first == 0) sl->t_first = now;
+    sl->newline_seen = sl->newline_seen || memchr(t->text, '\n', (size_t)t->n_text);
+    if (!sl->newline_seen || (now - sl->t_first) * 1000 < j->t_max_predict_ms) return NC_FINISH_NONE;
+    q->finish = NC_FINISH_LENGTH;
+    return NC_FINISH_LENGTH;
+}
+
+/* The reasoning budget: once the reasoning took it, its end marker is written next. */
+static void watch_budget(slot *sl, srv_job *j, seq *q) {
+    pthread_mutex_lock(&j->mu);
+    const srv_choice_out *o = &j->out[sl->choice];
+    bool spent = srv_think_budget_spent(&sl->think, j->thinking, o->text ? o->text : "", o->n_text, j->reasoning_budget);
+    pthread_mutex_unlock(&j->mu);
+    nc_err err;
+    if (spent && seq_force(q, j->budget_end, j->n_budget_end, &err)) fail_job(j, 500, "server_error", err.msg);
+}
+
 /* A token the slot drew: to its job. */
 static int post_token(void *user, seq *q, const seq_token *t) {
     slot_ref *r = user;
@@ -577,6 +645,7 @@ static int post_token(void *user, seq *q, const seq_token *t) {
         fail_job(j, 400, "invalid_request_error", msg);
         return 0;
     }
+    nc_finish finish = time_limit(r->sl, j, q, t);
     /* the end-of-generation token is not part of the text, nor of its logprobs */
     bool with_lp = j->logprobs && !nc_token_is_eog(r->s->m, t->token);
     srv_logprob lp = {.token = t->token};
@@ -585,7 +654,8 @@ static int post_token(void *user, seq *q, const seq_token *t) {
         lp.n_top = t->info->n_top;
         memcpy(lp.top, t->info->top, (size_t)t->info->n_top * sizeof *t->info->top);
     }
-    srv_job_post(j, r->sl->choice, t->text, (size_t)t->n_text, with_lp ? &lp : NULL, 1, t->finish);
+    srv_job_post(j, r->sl->choice, t->text, (size_t)t->n_text, with_lp ? &lp : NULL, 1, finish);
+    if (finish == NC_FINISH_NONE && j->budget_end) watch_budget(r->sl, j, q);
     return 0;
 }
 
@@ -769,7 +839,9 @@ static void sched_destroy(srv_sched *s) {
 int srv_sched_new(srv_sched **out, nc_context *c, const nc_model *m, const srv_sched_config *cfg, srv_metrics *metrics,
                   nc_err *err) {
     *out = NULL;
-    if (nc_ctx_policy_check(&cfg->context, nc_context_n_ctx(c), 0, false, err)) return -1;
+    if (nc_ctx_policy_check(&cfg->context, nc_context_n_ctx(c), 0, false, err) ||
+        nc_ctx_policy_supported(c, &cfg->context, err))
+        return -1;
     srv_sched *s = calloc(1, sizeof *s);
     if (!s) return fail_msg(err, "out of memory");
     nc_model_info info;

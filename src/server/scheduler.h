@@ -56,11 +56,14 @@ typedef struct srv_slot_action {
     int32_t slot;
     const char *path;      /* the file */
     const char *name;      /* what messages call it (the client's file name) */
+    const char *dir;       /* the directory it is in (--slot-save-path) */
+    uint64_t max_bytes;    /* what the directory's files may hold after a save */
     /* results */
     int status;            /* 200; 400 a file that cannot be restored here; 404 no such file to
                               restore; 409 the slot is busy, or has nothing to save or to restore
                               into the prefix cache; 500 a file that cannot be written; 503 the pool
-                              has no room now, or the server is stopping */
+                              has no room now, or the server is stopping; 507 the save would take
+                              the directory past max_bytes */
     char message[512];     /* why, when status is not 200 */
     int32_t n_tokens;      /* tokens saved, or restored into the prefix cache */
     uint64_t n_bytes;      /* bytes written or read */

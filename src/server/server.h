@@ -1,7 +1,7 @@
 /* `nucleus serve`: an OpenAI-compatible HTTP server over one model. Endpoints: GET /health,
  * GET /v1/models, POST /v1/completions, POST /v1/chat/completions, POST /tokenize,
  * POST /detokenize, GET /metrics, POST /slots/{id}?action=save|restore, GET /v1/models/{id},
- * POST /v1/embeddings (server/embed.h), and the web page at / (server/web.h). Every request gets an access-log line (server/access.h). Requests run through the continuous-batching scheduler
+ * POST /v1/embeddings (server/embed.h), POST /apply-template, and the web page at / (server/web.h). Every request gets an access-log line (server/access.h). Requests run through the continuous-batching scheduler
  * (scheduler.h); connections are served by libmicrohttpd, one thread each. */
 #ifndef NC_SERVER_SERVER_H
 #define NC_SERVER_SERVER_H
@@ -35,9 +35,12 @@ typedef struct srv_config {
                               or its previous answer (0: 15) */
     double body_seconds;   /* and its body within this of the headers (0: 60) */
     int max_connections;   /* open connections, a thread each (0: 1024) */
-    int max_conn_per_ip;   /* from one client address (0: 64; -1: no limit, behind a balancer) */
+    int max_conn_per_ip;   /* from one client address, an IPv6 one's /64 as one (0: 64; -1: no limit,
+                              behind a balancer) */
     const char *model_id;  /* the name /v1/models reports */
     const char *slot_save_path; /* the directory slot files are saved to and restored from; NULL: off */
+    uint64_t slot_save_max_bytes; /* what the regular files of that directory may hold after a save
+                                     (0: SRV_SLOT_SAVE_MAX_BYTES); a save past it gets 507 */
     bool swa_full;         /* sliding-window layers keep every position (nc_context_params.swa_full) */
     bool fast;             /* the fast mode, for the model and the draft (nc_context_params.fast) */
     nc_ctx_policy context; /* a slot whose context is full: ends (finish "length"), or, for requests
@@ -46,7 +49,13 @@ typedef struct srv_config {
                               makes its context), or with prompt lookup (spec.lookup_ngram) */
     nc_spec_params spec;   /* lookup_ngram, draft_max, draft_min, fixed */
     const char *chat_template; /* Jinja source used instead of the model's template; NULL: the model's */
+    bool reasoning_none;   /* --reasoning-format none: chat replies keep their reasoning in the
+                              content (requests may say otherwise with reasoning_format) */
+    int32_t reasoning_budget; /* tokens of reasoning, then its end is forced; -1: no limit (a
+                                 zeroed config means 0: set it) */
 } srv_config;
+
+#define SRV_SLOT_SAVE_MAX_BYTES ((uint64_t)10 << 30)
 
 typedef struct srv_server srv_server;
 
@@ -60,8 +69,12 @@ int srv_port(const srv_server *s);
 /* What the server made, for its start-up summary. */
 typedef struct srv_info {
     int32_t n_ctx, n_threads;  /* context per slot; threads of the engine */
-    double kv_bytes, kv_bytes_per_token;
+    double kv_bytes;           /* the whole cache */
+    const nc_context *context; /* the engine's, for what its cache holds (nc_kv_*) */
     const char *device;        /* nc_context_device: "cpu" or the GPU */
+    bool authenticated;        /* an API key is needed (srv_config.api_key) */
+    bool any_host;             /* every Host is answered: no DNS-rebinding check */
+    bool loopback;             /* the listening address is a loopback one */
 } srv_info;
 void srv_get_info(const srv_server *s, srv_info *out);
 /* A remark for the operator ("" when none): e.g. that the model's chat template was unusable. */

@@ -1,4 +1,5 @@
-/* Tool calling over the model's own conventions (see tool_calls.h for the formats). */
+/* Tool calling over the model's own conventions (see tool_calls.h): tools described to templates
+ * that take none, and the calls of the JSON-shaped syntaxes parsed out of replies. */
 #include "server/tool_calls.h"
 
 #include <stdio.h>
@@ -8,23 +9,9 @@
 #include <cjson/cJSON.h>
 
 #include "nucleus.h"
+#include "server/marker.h"
+#include "common.h"
 #include "server/prepare.h"
-
-/* ---- The template's style ------------------------------------------------------------------ */
-
-srv_tool_style srv_tool_style_of(const char *src) {
-    srv_tool_style s = {.format = SRV_TOOL_FMT_HERMES};
-    if (!src) return s;
-    /* A template that never names `tools` cannot render them: nucleus describes them instead. */
-    s.template_takes_tools = strstr(src, "tools") != NULL;
-    if (strstr(src, "[TOOL_CALLS]")) s.format = SRV_TOOL_FMT_MISTRAL;
-    else if (strstr(src, "<tool_call>")) s.format = SRV_TOOL_FMT_HERMES;
-    else if (strstr(src, "<|python_tag|>") || (strstr(src, "<|start_header_id|>") && s.template_takes_tools))
-        s.format = SRV_TOOL_FMT_LLAMA3;
-    /* a template whose own format is none of these gets nucleus's description */
-    else s.template_takes_tools = false;
-    return s;
-}
 
 /* ---- Describing tools to a template that does not take them -------------------------------- */
 
@@ -160,101 +147,91 @@ char *srv_tools_describe(const char *messages_json, const char *tools_json) {
     return out;
 }
 
-/* ---- The grammar of a required call -------------------------------------------------------- */
+/* ---- Calls -------------------------------------------------------------------------------- */
 
-/* s as a GBNF string literal's body: quotes, backslashes and control characters escaped. */
-static void gbnf_escaped(FILE *g, const char *s) {
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(g, "\\%c", c);
-        else if (c == '\n') fputs("\\n", g);
-        else if (c < 0x20) fprintf(g, "\\x%02X", c);
-        else fputc(c, g);
+/* Random letters and digits into id[0..n). */
+static void random_alnum(char *id, int n) {
+    static const char alnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    uint64_t r = srv_random_u64();
+    for (int i = 0; i < n; i++) {
+        if (i % 10 == 0 && i) r = srv_random_u64(); /* 10 draws of 62 use 60 of 64 bits */
+        id[i] = alnum[r % 62];
+        r /= 62;
     }
 }
 
-static const char *tool_name(const cJSON *tool) {
-    return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(tool, "function"), "name")->valuestring;
+/* OpenAI's shape, "call_" and 24 letters and digits; or Mistral's, 9 letters and digits (its
+ * templates refuse any other when the call comes back). */
+static void new_call_id(char id[30], bool short_id) {
+    if (short_id) {
+        random_alnum(id, 9);
+        id[9] = 0;
+        return;
+    }
+    memcpy(id, "call_", 5);
+    random_alnum(id + 5, 24);
+    id[29] = 0;
 }
 
-/* Tool k's rules: its arguments' grammar (rules named tc-K-args...) and
- * tc-K ::= "{\"name\": \"NAME\", \"arguments\": " tc-K-args "}". */
-static int tool_rules(FILE *g, const cJSON *tool, int k, const char *args_key, srv_error *e) {
-    const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tool, "function");
-    const char *name = cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring;
-    const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
-    /* no parameters: OpenAI's function without arguments, {} */
-    char *schema = params ? cJSON_PrintUnformatted(params) : strdup("{\"type\":\"object\",\"properties\":{},"
-                                                                    "\"additionalProperties\":false}");
-    char root[32], *rules = NULL;
-    snprintf(root, sizeof root, "tc-%d-args", k);
-    nc_err err;
-    int rc = schema ? nc_json_schema_to_grammar(schema, root, &rules, &err) : -1;
-    free(schema);
-    if (rc) {
-        char param[64];
-        snprintf(param, sizeof param, "tools[%d].function.parameters", k);
-        if (schema) srv_error_set(e, 400, "invalid_request_error", NULL, param, "%s: %s", param, err.msg);
-        else srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+int srv_tool_calls_add(srv_tool_calls *out, const char *name, const char *arguments, bool short_id) {
+    srv_tool_call *grown = realloc(out->calls, (size_t)(out->n + 1) * sizeof *grown);
+    if (!grown) return -1;
+    out->calls = grown;
+    srv_tool_call *c = &out->calls[out->n];
+    c->name = strdup(name);
+    c->arguments = strdup(arguments);
+    if (!c->name || !c->arguments) {
+        free(c->name);
+        free(c->arguments);
         return -1;
     }
-    fprintf(g, "%s\ntc-%d ::= \"{\\\"name\\\": \\\"", rules, k);
-    gbnf_escaped(g, name);
-    fprintf(g, "\\\", \\\"%s\\\": \" %s \"}\"\n", args_key, root);
-    free(rules);
+    new_call_id(c->id, short_id);
+    out->n++;
     return 0;
 }
 
-char *srv_tool_grammar(srv_tool_format f, const char *tools_json, const char *only, bool parallel, srv_error *e) {
-    cJSON *tools = cJSON_Parse(tools_json);
-    char *text = NULL;
-    size_t len = 0;
-    FILE *g = tools ? open_memstream(&text, &len) : NULL;
-    if (!g) {
-        cJSON_Delete(tools);
-        srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-        return NULL;
+/* The call in obj ({name_key: NAME, args_key: ARGUMENTS}, or {NAME: ARGUMENTS} without a name
+ * key), appended. 0: appended; 1: obj is not a call; -1: out of memory. Llama 3's calls may say
+ * "arguments" too. */
+static int add_call(const srv_call_syntax *sx, const cJSON *obj, srv_tool_calls *out) {
+    if (!cJSON_IsObject(obj)) return 1;
+    const cJSON *name, *args;
+    if (sx->name_key) {
+        name = cJSON_GetObjectItemCaseSensitive(obj, sx->name_key);
+        args = cJSON_GetObjectItemCaseSensitive(obj, sx->args_key);
+        if (!args && sx->kind == SRV_CALLS_JSON_BARE) args = cJSON_GetObjectItemCaseSensitive(obj, "arguments");
+        if (!cJSON_IsString(name)) return 1;
+    } else { /* one member */
+        if (!obj->child || obj->child->next) return 1;
+        name = NULL;
+        args = obj->child;
     }
-    /* tc-call ::= tc-0 | tc-1 ...: one alternative per tool that may be called */
-    int k = 0, rc = 0;
-    bool first = true;
-    fputs("tc-call ::=", g);
-    const cJSON *t;
-    cJSON_ArrayForEach(t, tools) {
-        if (!only || !strcmp(tool_name(t), only)) fprintf(g, "%s tc-%d", first ? "" : " |", k), first = false;
-        k++;
+    const char *fn = name ? name->valuestring : obj->child->string;
+    if (!*fn || (args && !cJSON_IsObject(args) && !cJSON_IsString(args))) return 1;
+    if (cJSON_IsString(args)) { /* arguments given as JSON text: an object's, or it is no call */
+        cJSON *inner = cJSON_Parse(args->valuestring);
+        bool object = cJSON_IsObject(inner);
+        cJSON_Delete(inner);
+        if (!object) return 1;
     }
-    fputs("\n", g);
-    k = 0;
-    cJSON_ArrayForEach(t, tools) {
-        if (!rc && (!only || !strcmp(tool_name(t), only)))
-            rc = tool_rules(g, t, k, f == SRV_TOOL_FMT_LLAMA3 ? "parameters" : "arguments", e);
-        k++;
-    }
-    int more = parallel ? SRV_MAX_PARALLEL_CALLS - 1 : 0;
-    if (f == SRV_TOOL_FMT_HERMES)
-        fprintf(g, "tc-block ::= \"<tool_call>\\n\" tc-call \"\\n</tool_call>\"\nroot ::= tc-block (\"\\n\" tc-block){0,%d}\n", more);
-    else if (f == SRV_TOOL_FMT_MISTRAL)
-        fprintf(g, "root ::= \"[\" tc-call (\", \" tc-call){0,%d} \"]\"\n", more);
-    else
-        fputs("root ::= tc-call\n", g); /* Llama 3's reply is one call */
-    fclose(g);
-    cJSON_Delete(tools);
-    if (rc) {
-        free(text);
-        return NULL;
-    }
-    return text;
+    char *printed = args && cJSON_IsObject(args) ? cJSON_PrintUnformatted(args) : NULL;
+    if (args && cJSON_IsObject(args) && !printed) return -1;
+    int rc = srv_tool_calls_add(out, fn, printed ? printed : args ? args->valuestring : "{}", sx->short_ids);
+    cJSON_free(printed);
+    return rc;
 }
 
-/* ---- Parsing calls out of a reply ---------------------------------------------------------- */
-
-static const char HERMES_OPEN[] = "<tool_call>", HERMES_CLOSE[] = "</tool_call>";
-static const char PYTHON_TAG[] = "<|python_tag|>", MISTRAL_TAG[] = "[TOOL_CALLS]";
-
-static size_t skip_space(const char *t, size_t n, size_t i) {
-    while (i < n && strchr(" \t\r\n", t[i]) && t[i]) i++;
-    return i;
+/* The JSON value at text[*i], parsed; *i moves past it. NULL when there is none, or when it
+ * holds an escaped NUL (cJSON's strings would end there). */
+static cJSON *json_at(const char *t, size_t n, size_t *i) {
+    const char *end = NULL;
+    cJSON *v = cJSON_ParseWithLengthOpts(t + *i, n - *i, &end, false);
+    if (v && nc_json_escaped_nul(t + *i, (size_t)(end - (t + *i))) >= 0) {
+        cJSON_Delete(v);
+        return NULL;
+    }
+    if (v) *i = (size_t)(end - t);
+    return v;
 }
 
 static bool starts_with(const char *t, size_t n, size_t i, const char *lit) {
@@ -262,102 +239,78 @@ static bool starts_with(const char *t, size_t n, size_t i, const char *lit) {
     return n - i >= k && !memcmp(t + i, lit, k);
 }
 
-/* "call_" and 24 random letters and digits, OpenAI's shape. */
-static void new_call_id(char id[30]) {
-    static const char alnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    memcpy(id, "call_", 5);
-    uint64_t r = srv_random_u64();
-    for (int i = 0; i < 24; i++) {
-        if (i == 10) r = srv_random_u64(); /* 10 draws of 62 use 60 of 64 bits */
-        id[5 + i] = alnum[r % 62];
-        r /= 62;
+/* A closing marker after a call: there, or the reply ended (a block the end of generation cut
+ * short of its marker still holds its call). */
+static bool closed(const char *t, size_t n, size_t *i, const char *close) {
+    size_t end;
+    mk_result r = close ? mk_match(t, n, *i, close, &end) : MK_YES;
+    if (r == MK_YES) *i = close ? end : *i;
+    else if (mk_skip_blanks(t, n, *i) == n) *i = n;
+    else return false;
+    return true;
+}
+
+/* <tool_call> {"name", "arguments"} </tool_call>, block after block. */
+static int parse_tagged(const srv_call_syntax *sx, const char *t, size_t n, size_t *at, int32_t max, srv_tool_calls *out) {
+    for (size_t i = *at, end;; i = *at) {
+        if (mk_match(t, n, i, sx->call_open, &end) != MK_YES) return 0;
+        cJSON *v = json_at(t, n, &end);
+        int rc = v && closed(t, n, &end, sx->call_close) ? add_call(sx, v, out) : 1;
+        cJSON_Delete(v);
+        if (rc) return rc < 0 ? -1 : 0;
+        *at = end;
+        if (sx->one_call || out->n >= max) return 0;
     }
-    id[29] = 0;
 }
 
-/* Append the call in obj ({"name", "arguments" | "parameters"}) to out. 0: appended; 1: obj is
- * not a call; -1: out of memory. */
-static int add_call(const cJSON *obj, srv_tool_calls *out) {
-    const cJSON *name = cJSON_GetObjectItemCaseSensitive(obj, "name");
-    const cJSON *args = cJSON_GetObjectItemCaseSensitive(obj, "arguments");
-    if (!args) args = cJSON_GetObjectItemCaseSensitive(obj, "parameters");
-    if (!cJSON_IsObject(obj) || !cJSON_IsString(name) || !*name->valuestring ||
-        (args && !cJSON_IsObject(args) && !cJSON_IsString(args)))
-        return 1;
-    srv_tool_call *grown = realloc(out->calls, (size_t)(out->n + 1) * sizeof *grown);
-    if (!grown) return -1;
-    out->calls = grown;
-    srv_tool_call *c = &out->calls[out->n];
-    c->name = strdup(name->valuestring);
-    char *printed = args && cJSON_IsObject(args) ? cJSON_PrintUnformatted(args) : NULL;
-    if (args && cJSON_IsObject(args) && !printed) return -1;
-    c->arguments = strdup(printed ? printed : args && cJSON_IsString(args) ? args->valuestring : "{}");
-    cJSON_free(printed);
-    if (!c->name || !c->arguments) {
-        free(c->name);
-        free(c->arguments);
-        return -1;
+/* [{...}, {...}] after its marker: the calls one by one, so that those before a cut one stay. */
+static int parse_list(const srv_call_syntax *sx, const char *t, size_t n, size_t *at, int32_t max, srv_tool_calls *out) {
+    for (bool first = true;; first = false) {
+        size_t i = mk_skip_blanks(t, n, *at), end;
+        if (mk_match(t, n, i, sx->section_open, &end) == MK_YES) i = mk_skip_blanks(t, n, end);
+        else if (!first || i >= n || t[i] != '[') return 0; /* a bare list may only begin the calls */
+        if (i >= n || t[i] != '[') return 0;
+        int got = 0;
+        for (i = mk_skip_blanks(t, n, i + 1);; got++) {
+            cJSON *v = i < n && t[i] == '{' ? json_at(t, n, &i) : NULL;
+            int rc = v ? add_call(sx, v, out) : 1;
+            cJSON_Delete(v);
+            if (rc < 0) return -1;
+            if (rc) { /* the calls before it stay, the list's rest is content */
+                if (got) *at = i;
+                return 0;
+            }
+            *at = i = mk_skip_blanks(t, n, i);
+            if (out->n >= max) return 0; /* what follows is content */
+            if (i < n && t[i] == ',') {
+                i = mk_skip_blanks(t, n, i + 1);
+                continue;
+            }
+            if (i < n && t[i] == ']') i++;
+            else if (i < n) return 0;
+            *at = i;
+            break;
+        }
+        if (sx->section_close && !closed(t, n, at, sx->section_close)) return 0;
     }
-    new_call_id(c->id);
-    out->n++;
-    return 0;
 }
 
-/* The JSON value at text[*i], parsed; *i moves past it. NULL when there is none. */
-static cJSON *json_at(const char *t, size_t n, size_t *i) {
-    const char *end = NULL;
-    cJSON *v = cJSON_ParseWithLengthOpts(t + *i, n - *i, &end, false);
-    if (v) *i = (size_t)(end - t);
-    return v;
-}
+static const char PYTHON_TAG[] = "<|python_tag|>";
 
-/* One call object at text[*i]: 0 added, 1 none there, -1 out of memory. */
-static int call_at(const char *t, size_t n, size_t *i, srv_tool_calls *out) {
-    cJSON *v = json_at(t, n, i);
-    int rc = v ? add_call(v, out) : 1;
-    cJSON_Delete(v);
-    return rc;
-}
-
-static int parse_hermes(const char *t, size_t n, srv_tool_calls *out) {
-    const char *open = memmem(t, n, HERMES_OPEN, strlen(HERMES_OPEN));
-    if (!open) return 1;
-    out->content_end = (size_t)(open - t);
-    for (size_t i = out->content_end; (i = skip_space(t, n, i)) < n;) {
-        if (!starts_with(t, n, i, HERMES_OPEN)) return 1;
-        i = skip_space(t, n, i + strlen(HERMES_OPEN));
-        int rc = call_at(t, n, &i, out);
-        if (rc) return rc;
-        i = skip_space(t, n, i);
-        if (starts_with(t, n, i, HERMES_CLOSE)) i += strlen(HERMES_CLOSE);
-        else if (i < n) return 1; /* an unclosed block may only end the reply */
-    }
-    return 0;
-}
-
-static int parse_llama3(const char *t, size_t n, srv_tool_calls *out) {
-    size_t i = skip_space(t, n, 0);
-    if (starts_with(t, n, i, PYTHON_TAG)) i = skip_space(t, n, i + strlen(PYTHON_TAG));
-    if (i == n || t[i] != '{') return 1;
-    while (i < n) {
-        int rc = call_at(t, n, &i, out);
-        if (rc) return rc;
-        i = skip_space(t, n, i);
-        if (i < n && t[i] == ';') i = skip_space(t, n, i + 1);
+/* Llama 3: the reply is {"name", "parameters"} (after <|python_tag|>), calls separated by ';'. */
+static int parse_bare(const srv_call_syntax *sx, const char *t, size_t n, size_t *at, int32_t max, srv_tool_calls *out) {
+    size_t i = mk_skip_blanks(t, n, *at);
+    if (starts_with(t, n, i, PYTHON_TAG)) i = mk_skip_blanks(t, n, i + strlen(PYTHON_TAG));
+    while (i < n && t[i] == '{') {
+        cJSON *v = json_at(t, n, &i);
+        int rc = v ? add_call(sx, v, out) : 1;
+        cJSON_Delete(v);
+        if (rc) return rc < 0 ? -1 : 0;
+        *at = i = mk_skip_blanks(t, n, i);
+        if (out->n >= max) return 0;
+        if (i < n && t[i] == ';') i = mk_skip_blanks(t, n, i + 1);
     }
     return 0;
-}
-
-static int parse_mistral(const char *t, size_t n, srv_tool_calls *out) {
-    size_t i = skip_space(t, n, 0);
-    if (starts_with(t, n, i, MISTRAL_TAG)) i = skip_space(t, n, i + strlen(MISTRAL_TAG));
-    if (i == n || t[i] != '[') return 1;
-    cJSON *arr = json_at(t, n, &i);
-    int rc = cJSON_IsArray(arr) && arr->child && skip_space(t, n, i) == n ? 0 : 1;
-    const cJSON *c;
-    cJSON_ArrayForEach(c, arr) if (!rc) rc = add_call(c, out);
-    cJSON_Delete(arr);
-    return rc;
 }
 
 void srv_tool_calls_free(srv_tool_calls *c) {
@@ -369,45 +322,78 @@ void srv_tool_calls_free(srv_tool_calls *c) {
     memset(c, 0, sizeof *c);
 }
 
-int srv_tool_calls_parse(srv_tool_format f, const char *text, size_t n, srv_tool_calls *out) {
+/* Where the calls' first marker is in t[0..n): n when nowhere; *partial when the text's end may be
+ * its beginning. */
+static size_t first_marker(const srv_call_syntax *sx, const char *t, size_t n, bool *partial) {
+    *partial = false;
+    size_t i = mk_skip_blanks(t, n, 0), at = n;
+    if (sx->kind == SRV_CALLS_JSON_BARE) /* the whole reply, or nothing */
+        return i < n && (t[i] == '{' || starts_with(t, n, i, PYTHON_TAG)) ? i : n;
+    if (sx->kind == SRV_CALLS_JSON_LIST && i < n && t[i] == '[') return i;
+    const char *m = sx->section_open ? sx->section_open : sx->call_open;
+    if (!m) return n;
+    mk_result r = mk_find(t, n, 0, m, &at);
+    *partial = r == MK_PARTIAL;
+    return r == MK_NO ? n : at;
+}
+
+bool srv_tool_declared(const char *tools_json, const char *name) {
+    if (!tools_json) return true;
+    cJSON *tools = cJSON_Parse(tools_json);
+    bool found = false;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tools) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(fn ? fn : t, "name");
+        found = found || (cJSON_IsString(nm) && !strcmp(nm->valuestring, name));
+    }
+    cJSON_Delete(tools);
+    return found;
+}
+
+int srv_tool_calls_parse(const srv_call_syntax *sx, const char *text, size_t n, const char *tools_json, bool parallel,
+                         srv_tool_calls *out) {
     *out = (srv_tool_calls){0};
-    int rc = f == SRV_TOOL_FMT_LLAMA3    ? parse_llama3(text, n, out)
-             : f == SRV_TOOL_FMT_MISTRAL ? parse_mistral(text, n, out)
-                                         : parse_hermes(text, n, out);
-    if (rc == 0) return 0;
-    srv_tool_calls_free(out); /* not calls after all: the text is content */
-    out->content_end = n;
-    return rc < 0 ? -1 : 0;
+    int32_t max = parallel ? INT32_MAX : 1; /* without parallel, what follows the first call is content */
+    bool partial;
+    size_t start = first_marker(sx, text, n, &partial), at = start;
+    int rc = 0;
+    if (start < n && !partial) {
+        switch (sx->kind) {
+        case SRV_CALLS_JSON_TAGGED: rc = parse_tagged(sx, text, n, &at, max, out); break;
+        case SRV_CALLS_JSON_LIST: rc = parse_list(sx, text, n, &at, max, out); break;
+        case SRV_CALLS_JSON_BARE: rc = parse_bare(sx, text, n, &at, max, out); break;
+        case SRV_CALLS_NAMED: rc = srv_calls_named(sx, text, n, &at, tools_json, max, out); break;
+        case SRV_CALLS_HARMONY: break; /* its messages are parsed with its channels (harmony.c) */
+        }
+    }
+    for (int32_t k = 0; rc == 0 && k < out->n; k++)
+        if (!srv_tool_declared(tools_json, out->calls[k].name)) srv_tool_calls_free(out); /* not calls: content */
+    if (rc < 0) {
+        srv_tool_calls_free(out);
+        return -1;
+    }
+    out->content_end = out->tail = n;
+    if (out->n) {
+        out->content_end = start;
+        out->tail = mk_skip_blanks(text, n, at);
+    }
+    return 0;
 }
 
 /* ---- Streaming ----------------------------------------------------------------------------- */
 
-/* Whether text[i..n) is a prefix of lit or starts with it. */
-static bool may_start(const char *t, size_t n, size_t i, const char *lit) {
-    size_t k = strlen(lit), m = n - i < k ? n - i : k;
-    return !memcmp(t + i, lit, m);
-}
-
-size_t srv_tool_content_ready(srv_tool_format f, const char *t, size_t n) {
-    if (n == 0) return 0; /* t may be NULL: nothing was generated yet */
-    if (f == SRV_TOOL_FMT_HERMES) {
-        const char *open = memmem(t, n, HERMES_OPEN, strlen(HERMES_OPEN));
-        size_t ready = open ? (size_t)(open - t) : n;
-        for (size_t k = strlen(HERMES_OPEN) - 1; !open && k > 0; k--) /* a tail that may grow into the tag */
-            if (k <= n && !memcmp(t + n - k, HERMES_OPEN, k)) {
-                ready = n - k;
-                break;
-            }
-        /* blanks before a call are not content (srv_tool_calls_parse's callers trim them): hold
-           them until something else follows */
-        while (ready > 0 && strchr(" \t\r\n", t[ready - 1])) ready--;
-        return ready;
+size_t srv_tool_content_ready(const srv_call_syntax *sx, const char *t, size_t n) {
+    if (n == 0 || sx->kind == SRV_CALLS_HARMONY) return n; /* t may be NULL: nothing was generated yet */
+    bool partial;
+    size_t ready = first_marker(sx, t, n, &partial), start = mk_skip_blanks(t, n, 0);
+    if (sx->kind == SRV_CALLS_JSON_BARE) { /* the reply may be a call: hold it */
+        size_t k = n - start < strlen(PYTHON_TAG) ? n - start : strlen(PYTHON_TAG);
+        return start == n || t[start] == '{' || !memcmp(t + start, PYTHON_TAG, k) ? 0 : n;
     }
-    /* the other formats' calls are the whole reply: hold it while it may be one */
-    size_t i = skip_space(t, n, 0);
-    if (i == n) return 0;
-    bool call = f == SRV_TOOL_FMT_LLAMA3 ? t[i] == '{' || may_start(t, n, i, PYTHON_TAG)
-                                         : t[i] == '[' || may_start(t, n, i, MISTRAL_TAG);
-    return call ? 0 : n;
+    if (sx->kind == SRV_CALLS_JSON_LIST && start < n && t[start] == '[') return 0;
+    /* blanks before a call are not content (srv_tool_calls_parse's callers trim them): hold them
+       until something else follows */
+    while (ready > 0 && mk_blank(t[ready - 1])) ready--;
+    return ready;
 }
-

@@ -1,7 +1,8 @@
-/* OpenAI tool calling over a model's own conventions: which format its chat template writes
- * calls in, the conversation rewritten for a template that knows nothing of tools, the grammar
- * that makes a required call certain, and the calls parsed back out of the generated text (whole,
- * or as a stream that holds back what may become a call). */
+/* OpenAI tool calling over a model's own conventions (the call syntaxes of chat_format.h): the
+ * conversation rewritten for a template that knows nothing of tools, the grammar that makes a
+ * required call certain (call_grammar.c), and the calls parsed back out of the generated text
+ * (whole, or as a stream that holds back what may become a call; name-led syntaxes in
+ * call_named.c, gpt-oss's in harmony.c). */
 #ifndef NC_SERVER_TOOL_CALLS_H
 #define NC_SERVER_TOOL_CALLS_H
 
@@ -9,24 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "server/chat_format.h"
 #include "server/request.h"
-
-/* How calls are written:
- *   HERMES   <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>, one block per call
- *            (Hermes, Qwen 2.5 / 3, SmolLM3, and nucleus's own description for templates
- *            without tools);
- *   LLAMA3   {"name": "f", "parameters": {...}} as the whole reply, after <|python_tag|> or not
- *            (Llama 3.1 - 3.3's JSON tool calling);
- *   MISTRAL  [TOOL_CALLS][{"name": "f", "arguments": {...}}, ...] (Mistral's v3 tokenizer). */
-typedef enum srv_tool_format { SRV_TOOL_FMT_HERMES, SRV_TOOL_FMT_LLAMA3, SRV_TOOL_FMT_MISTRAL } srv_tool_format;
-
-/* What a chat template (Jinja source; NULL: ChatML) does with tools: whether it renders the
- * `tools` variable itself, and the format its calls take. */
-typedef struct srv_tool_style {
-    bool template_takes_tools;
-    srv_tool_format format;
-} srv_tool_style;
-srv_tool_style srv_tool_style_of(const char *template_src);
 
 /* For a template that does not take tools: messages_json (srv_request's normalised array) with
  * the tools (tools_json; may be NULL) described in the system message in the HERMES format,
@@ -34,12 +19,15 @@ srv_tool_style srv_tool_style_of(const char *template_src);
  * as user turns in <tool_response> blocks. malloc'd; NULL when out of memory or not JSON. */
 char *srv_tools_describe(const char *messages_json, const char *tools_json);
 
-/* GBNF that admits exactly the calls tool_choice asks for: one call of any tool (only: NULL) or
- * of the tool named only, up to SRV_MAX_PARALLEL_CALLS when parallel and the format allows more
- * than one; each call's arguments held to its tool's "parameters" schema. malloc'd; on failure
- * NULL with a 400 naming the tool whose schema cannot be turned into a grammar. */
+/* GBNF that admits exactly the calls tool_choice asks for, in syntax sx: one call of any tool
+ * (only: NULL) or of the tool named only, up to SRV_MAX_PARALLEL_CALLS when parallel and the
+ * syntax allows more than one; each call's arguments held to its tool's "parameters" schema.
+ * lead: GBNF rules defining a rule named "lead" that comes before the calls (the reasoning a
+ * prompt opened), or NULL. malloc'd; on failure NULL with a 400 naming the tool whose schema
+ * cannot be turned into a grammar. */
 #define SRV_MAX_PARALLEL_CALLS 8
-char *srv_tool_grammar(srv_tool_format f, const char *tools_json, const char *only, bool parallel, srv_error *e);
+char *srv_tool_grammar(const srv_call_syntax *sx, const char *tools_json, const char *only, bool parallel,
+                       const char *lead, srv_error *e);
 
 typedef struct srv_tool_call {
     char id[30];           /* given by the server: "call_" and 24 letters and digits */
@@ -50,18 +38,39 @@ typedef struct srv_tool_call {
 typedef struct srv_tool_calls {
     srv_tool_call *calls;
     int32_t n;
-    size_t content_end;    /* the text before the first call: the message's content */
+    size_t content_end;    /* where the first call's block starts: the text before is content */
+    size_t tail;           /* where the text the calls did not take resumes (the first block that
+                              is not a complete, well-formed call, cut or malformed, and what
+                              follows): content too, after the text before the calls */
 } srv_tool_calls;
 
-/* The calls in a whole reply text[0..n). 0 with out->n == 0 when there is none, or when what
- * looks like a call is not a complete, well-formed one (the text is then all content); -1 out
- * of memory. */
-int srv_tool_calls_parse(srv_tool_format f, const char *text, size_t n, srv_tool_calls *out);
+/* The calls in a whole reply text[0..n) written in syntax sx. tools_json: the request's tools,
+ * whose parameters' types say what a parameter written as bare text is (a string, or JSON). The
+ * calls are the complete, well-formed ones in a row from the first (without parallel, the first
+ * only: what follows it is content); a call to a tool tools_json does not declare, or arguments
+ * holding an escaped NUL (which cJSON would cut short), make the text content. 0 with out->n == 0
+ * when there is none (content_end and tail are then n); -1 out of memory. */
+int srv_tool_calls_parse(const srv_call_syntax *sx, const char *text, size_t n, const char *tools_json, bool parallel,
+                         srv_tool_calls *out);
+/* Whether tools_json (a request's tools array) declares a function of that name (NULL: any name,
+ * for callers that check no declarations). */
+bool srv_tool_declared(const char *tools_json, const char *name);
 void srv_tool_calls_free(srv_tool_calls *c);
 
 /* While streaming: how many bytes of text[0..n) can go out as content now, i.e. the bytes
- * before anything that is, or may grow into, the start of a call. */
-size_t srv_tool_content_ready(srv_tool_format f, const char *text, size_t n);
+ * before anything that is, or may grow into, the start of a call (and the blanks before it). */
+size_t srv_tool_content_ready(const srv_call_syntax *sx, const char *text, size_t n);
 
+/* Internal to the parsers (tool_calls.c, call_named.c, harmony.c). */
+/* Append a call (name and arguments as JSON text, copied) with a fresh id; -1 out of memory. */
+int srv_tool_calls_add(srv_tool_calls *out, const char *name, const char *arguments, bool short_id);
+/* Calls in the name-led syntax from text[i..n) (the section and call markers of sx), at most
+ * max of them; *i moves past what they took. */
+int srv_calls_named(const srv_call_syntax *sx, const char *t, size_t n, size_t *i, const char *tools_json, int32_t max,
+                    srv_tool_calls *out);
+/* Arguments written as bare text: the parameter's JSON value for tool `name` of tools_json
+ * (a JSON string unless its schema says otherwise and the text is JSON). malloc'd cJSON. */
+struct cJSON;
+struct cJSON *srv_param_value(const char *tools_json, const char *name, const char *key, const char *text, size_t len);
 
 #endif

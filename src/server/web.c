@@ -6,6 +6,8 @@
 
 const srv_asset *srv_asset_find(const char *url) {
     if (!strcmp(url, "/")) url = "/index.html";
+    /* where browsers and other clients look for a site's icon without a <link rel="icon"> */
+    if (!strcmp(url, "/favicon.ico")) url = "/favicon.svg";
     for (int i = 0; i < srv_n_assets; i++)
         if (!strcmp(url, srv_assets[i].path)) return &srv_assets[i];
     return NULL;

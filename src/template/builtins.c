@@ -218,7 +218,7 @@ static tmpl_value *fn_raise(rt *r, const call_args *a) {
     tmpl_value *p[1];
     if (bind_args(r, "raise_exception", a, params, p)) return NULL;
     sbuf b = {.limit = NC_ERR_MAX};
-    if (p[0]) tv_write_str(&b, p[0]);
+    if (p[0]) tv_write_str(r, &b, p[0]);
     rt_fail(r, "%s", b.data ? b.data : "raise_exception() was called");
     sbuf_free(&b);
     return NULL;

@@ -127,7 +127,7 @@ tmpl_value *eval_getitem(rt *r, tmpl_value *obj, tmpl_value *key) {
     if (key->type == TV_STRING) return eval_getattr(r, obj, key->u.str.s, key->u.str.len);
     if (obj->type == TV_DICT) {
         sbuf b = {.limit = 100};
-        tv_write_repr(&b, key);
+        tv_write_repr(r, &b, key);
         tmpl_value *u = tv_undefined(r, "'dict object' has no attribute %s", b.data ? b.data : "?");
         sbuf_free(&b);
         return u;

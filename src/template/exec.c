@@ -261,7 +261,7 @@ static int capture(rt *r, const node_list *body, tmpl_value **out) {
 static int write_output(rt *r, const tmpl_value *v) {
     if (v->type == TV_STRING) return rt_out(r, v->u.str.s, v->u.str.len);
     size_t before = r->out->len;
-    int rc = tv_write_str(r->out, v); /* straight into the output: at most max_output bytes */
+    int rc = tv_write_str(r, r->out, v); /* straight into the output: at most max_output bytes */
     size_t n = r->out->len - before;
     if (rt_charge(r, n)) return -1;   /* (charged once written, as the length is known then) */
     r->out_charged += n;

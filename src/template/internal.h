@@ -145,8 +145,8 @@ const char *tv_type_name(const tmpl_value *v); /* Python's type name: 'str', 'in
 bool tv_hashable(const tmpl_value *v);
 
 /* ---- Text forms (repr.c) ----------------------------------------------------------------- */
-int tv_write_str(sbuf *b, const tmpl_value *v);   /* Python str() */
-int tv_write_repr(sbuf *b, const tmpl_value *v);  /* Python repr() */
+int tv_write_str(rt *r, sbuf *b, const tmpl_value *v);   /* Python str(), each value a step of r's */
+int tv_write_repr(rt *r, sbuf *b, const tmpl_value *v);  /* Python repr(), the same */
 tmpl_value *tv_to_str(rt *r, tmpl_value *v);      /* a STRING (v itself when it is one) */
 void format_float(double f, char out[40]);        /* Python repr of a float */
 typedef struct json_opts {

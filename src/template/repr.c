@@ -95,6 +95,7 @@ static int write_str_repr(sbuf *b, const char *s, size_t n) {
 typedef struct print_guard {
     const tmpl_value *open[NS_PRINT_MAX];
     int n, depth;
+    rt *r;                 /* charged a step per value and the bytes of its strings */
 } print_guard;
 
 static int write_value(sbuf *b, const tmpl_value *v, bool repr, print_guard *g);
@@ -133,6 +134,9 @@ static int write_namespace(sbuf *b, const tmpl_value *v, print_guard *g) {
 }
 
 static int write_value(sbuf *b, const tmpl_value *v, bool repr, print_guard *g) {
+    /* as tojson: a list shared into 2^40 leaves is written within the step and time budgets,
+     * not for as long as the output buffer takes to fill */
+    if (rt_step(g->r) || (v->type == TV_STRING && rt_work(g->r, v->u.str.len))) return -1;
     char num[40];
     switch (v->type) {
     case TV_UNDEFINED: return repr ? sbuf_put(b, "Undefined", 9) : 0;
@@ -161,20 +165,20 @@ static int write_value(sbuf *b, const tmpl_value *v, bool repr, print_guard *g) 
     return 0;
 }
 
-int tv_write_repr(sbuf *b, const tmpl_value *v) {
-    print_guard g = {.n = 0, .depth = 0};
+int tv_write_repr(rt *r, sbuf *b, const tmpl_value *v) {
+    print_guard g = {.n = 0, .depth = 0, .r = r};
     return write_value(b, v, true, &g);
 }
 
-int tv_write_str(sbuf *b, const tmpl_value *v) {
-    print_guard g = {.n = 0, .depth = 0};
+int tv_write_str(rt *r, sbuf *b, const tmpl_value *v) {
+    print_guard g = {.n = 0, .depth = 0, .r = r};
     return write_value(b, v, false, &g);
 }
 
 tmpl_value *tv_to_str(rt *r, tmpl_value *v) {
     if (v->type == TV_STRING) return tv_ref(v);
     sbuf b = {.limit = rt_mem_left(r)};
-    if (tv_write_str(&b, v)) {
+    if (tv_write_str(r, &b, v)) {
         sbuf_free(&b);
         rt_fail(r, b.over ? "string longer than the memory left to the render" : "out of memory");
         return NULL;

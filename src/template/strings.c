@@ -290,7 +290,7 @@ tmpl_value *str_join(rt *r, tmpl_value *sep, tmpl_value *items, bool convert) {
         if (x->type == TV_STRING) {
             rc = sbuf_put(&b, x->u.str.s, x->u.str.len);
         } else if (convert) {
-            rc = tv_write_str(&b, x);
+            rc = tv_write_str(r, &b, x);
         } else {
             tv_decref(r, l);
             sbuf_free(&b);
@@ -412,7 +412,7 @@ static int format_one(rt *r, sbuf *b, const fmt_spec *sp, tmpl_value *v) {
     case 's':
     case 'r': {
         sbuf t = {.limit = rt_mem_left(r)};
-        int rc = sp->conv == 's' ? tv_write_str(&t, v) : tv_write_repr(&t, v);
+        int rc = sp->conv == 's' ? tv_write_str(r, &t, v) : tv_write_repr(r, &t, v);
         size_t len = t.len;
         if (!rc && sp->prec >= 0) len = utf8_offset(t.data ? t.data : "", t.len, (size_t)sp->prec);
         if (!rc) rc = put_padded(b, sp, t.data ? t.data : "", len, false);

@@ -10,10 +10,11 @@
 
 #define MAX_MODEL_BYTES ((size_t)1 << 31)
 
+/* Whether dir/name is there, whatever it is (its reader refuses what is not a regular file). */
 static bool has_file(const char *dir, const char *name) {
     char path[4096];
     struct stat st;
-    return hf_join(path, sizeof path, dir, name) && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+    return hf_join(path, sizeof path, dir, name) && stat(path, &st) == 0;
 }
 
 static int load_spm_model(vocab **out, const char *dir, const hf_side *side, nc_err *err) {

@@ -21,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "format/hf_dir.h"
 #include "vocab/vocab_impl.h"
 
 typedef struct hf_ctx {
@@ -34,32 +36,19 @@ typedef struct hf_ctx {
 
 /* ---- files ---------------------------------------------------------------------------------- */
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    char *buf = NULL;
-    long n = fseek(fp, 0, SEEK_END) == 0 ? ftell(fp) : -1;
-    if (n >= 0 && fseek(fp, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1))) {
-        if (fread(buf, 1, (size_t)n, fp) != (size_t)n) {
-            free(buf);
-            buf = NULL;
-        } else {
-            buf[n] = '\0';
-            *len = (size_t)n;
-        }
-    }
-    fclose(fp);
-    return buf;
-}
+#define MAX_TOKENIZER_BYTES ((size_t)1 << 31)
 
-static cJSON *parse_file(const char *path, size_t *len_out) {
-    size_t len = 0;
-    char *text = slurp(path, &len);
-    if (!text) return NULL;
-    cJSON *j = cJSON_ParseWithLength(text, len);
+/* The file parsed, or -1 with err naming it. */
+static int parse_file(const char *path, cJSON **out, nc_err *err) {
+    char *text;
+    size_t len;
+    *out = NULL;
+    int r = hf_read_path(path, MAX_TOKENIZER_BYTES, &text, &len, err);
+    if (r == 0) return nc_fail(err, "%s: cannot open: no such file", path);
+    if (r < 0) return -1;
+    *out = cJSON_ParseWithLength(text, len);
     free(text);
-    if (len_out) *len_out = len;
-    return j;
+    return *out ? 0 : nc_fail(err, "%s: not valid JSON (%zu bytes read)", path, len);
 }
 
 /* ---- small JSON helpers ---------------------------------------------------------------------- */
@@ -466,14 +455,7 @@ static int load(hf_ctx *c, const hf_side *side, nc_err *err) {
 int vocab_load_hf_side(vocab **out, const char *path, const hf_side *side, nc_err *err) {
     *out = NULL;
     hf_ctx c = {.path = path};
-    size_t len = 0;
-    c.root = parse_file(path, &len);
-    if (!c.root) {
-        FILE *fp = fopen(path, "rb");
-        if (!fp) return nc_fail(err, "%s: cannot open", path);
-        fclose(fp);
-        return nc_fail(err, "%s: not valid JSON (%zu bytes read)", path, len);
-    }
+    if (parse_file(path, &c.root, err)) return -1;
     c.v = calloc(1, sizeof *c.v);
     int rc = c.v ? load(&c, side, err) : nc_fail(err, "%s: out of memory", path);
     free(c.texts);
@@ -490,9 +472,9 @@ int vocab_load_hf_side(vocab **out, const char *path, const hf_side *side, nc_er
 
 int vocab_load_hf(vocab **out, const char *path, nc_err *err) {
     *out = NULL;
-    FILE *fp = fopen(path, "rb"); /* the tokenizer's own errors first */
-    if (!fp) return nc_fail(err, "%s: cannot open", path);
-    fclose(fp);
+    int fd = nc_open_regular(path, err); /* the tokenizer's own errors first */
+    if (fd < 0) return -1;
+    close(fd);
     hf_side side;
     if (hf_side_load_beside(&side, path, err)) return -1;
     int rc = vocab_load_hf_side(out, path, &side, err);

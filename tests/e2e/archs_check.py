@@ -1,24 +1,35 @@
 #!/usr/bin/python3
-"""Check nucleus against shared/archs/<name>/golden.jsonl (transformers' float64 forward pass; the
-record format is in shared/archs/README.md), for every architecture in both forms the directory
-holds: the GGUF llama.cpp's converter made and the Hugging Face directory; and in two forms made
+"""Check nucleus against shared/archs/<name>/golden.jsonl (transformers' float64 forward pass, or
+for the families of 2026 llama.cpp's own F32 forward pass; the record format is in
+shared/archs/README.md), for every architecture in the forms the directory holds: the GGUF
+(llama.cpp's converter's, or written with llama.cpp's names) and the Hugging Face directory
+where there is one; and in two forms made
 from the directory here: "v4", its config.json rewritten as transformers 4 wrote them (rope_theta
 and rope_scaling, rope_local_base_freq, no layer_types, num_experts), and "sharded", its weights
 split into two safetensors files with a model.safetensors.index.json.
 
 Per record and form: (1) the prompt tokenizes to prompt_ids; (2) teacher forcing
 prompt_ids + ids[:-1]: every listed log-probability, after the prompt's positions
-(prompt_top_logprobs) and the generated ones (top_logprobs), within 0.02 with the default F16 KV
-cache and within 1e-4 with an F32 one; (3) free greedy decoding reproduces ids up to the first
-step whose reference top-2 gap is below 0.04. Prints the table of largest deviations and the
-closing line "archs: N passed, N failed".
+(prompt_top_logprobs) and the generated ones (top_logprobs), within 0.02 with the default KV
+cache (F16; F32 for gemma4, whose unscaled attention F16 moves by up to 1.7, as it moves
+llama.cpp's) and within 1e-4 with an F32 one against transformers (0.03 and 1e-3 against llama.cpp's
+pass, which is F32 arithmetic, not float64: it reproduces itself to 1.6e-5 across batch shapes,
+and on the gemma4 and qwen35 models, whose attention and gated norms amplify rounding, an exact
+F32 pass lands up to 5e-4 from it); (3) free greedy decoding reproduces ids up to the first step
+whose reference top-2 gap is below twice the default cache's tolerance. Prints the table of
+largest deviations and the closing line "archs: N passed, N failed".
 """
 import argparse, json, os, shutil, struct, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from scorer import Scorer, sampled  # noqa: E402
 
-TOL = {"f16": 0.02, "f32": 1e-4}
+TOL = {"default": 0.02, "f32": 1e-4}
+LLAMA_CPP_TOL = {"default": 0.03, "f32": 1e-3}
+
+
+def tolerances(rec):
+    return LLAMA_CPP_TOL if rec.get("reference", "").startswith("llama.cpp") else TOL
 
 # Tokenizations of the GGUF form that cannot equal transformers' (prompt_ids): the file's own
 # vocabulary differs from the checkpoint's tokenizer, and llama.cpp's result on the same file is
@@ -51,9 +62,9 @@ def check_form(args, rec, arch, form, model, where, check):
         [(n_prompt - 1 + k, s) for k, s in enumerate(rec["top_logprobs"])]
     worst = {}
     for cache in args.caches:
-        tol = TOL[cache]
-        out = args.scorer.score(["-m", model, "--ids", ",".join(map(str, ids)), "--all",
-                                 "--top", "50", "-t", args.threads, "--cache-type", cache] + args.device)["top_logprobs"]
+        tol = tolerances(rec)[cache]
+        out = args.scorer.score(["-m", model, "--ids", ",".join(map(str, ids)), "--all", "--top", "50", "-t", args.threads] +
+                                (["--cache-type", cache] if cache != "default" else []) + args.device)["top_logprobs"]
         w = 0.0
         for pos, ref in steps:
             ours = dict((t, lp) for t, lp in out[pos])
@@ -67,7 +78,7 @@ def check_form(args, rec, arch, form, model, where, check):
                            "--greedy", str(len(rec["ids"])), "-t", args.threads] + args.device)
     n = len(rec["ids"])
     for k, step in enumerate(rec["top_logprobs"]):
-        if len(step) > 1 and step[0][1] - step[1][1] < 2 * TOL["f16"]:
+        if len(step) > 1 and step[0][1] - step[1][1] < 2 * tolerances(rec)["default"]:
             n = k
             break
     check(g["ids"][:n] == rec["ids"][:n], "%s greedy: %s != %s (first %d steps)" % (where, g["ids"][:n], rec["ids"][:n], n))
@@ -145,9 +156,9 @@ def main():
     ap.add_argument("--sample", action="store_true",
                     help="only the records of each architecture that differ in what they exercise: the first, and "
                          "each one at least twice as long as every one before it (tests/lib/scorer.py: sampled)")
-    ap.add_argument("--device", default="", help="nucleus --device (cuda: the GPU keeps an f16 cache, so only that is checked)")
+    ap.add_argument("--device", default="", help="nucleus --device (cuda: the GPU keeps an f16 cache, so only the default is checked)")
     args = ap.parse_args()
-    args.caches = ["f16"] if args.device else list(TOL)
+    args.caches = ["default"] if args.device else list(TOL)
     args.device = ["--device", args.device] if args.device else []
     args.scorer = Scorer(args.nucleus)
     passed = failed = 0
@@ -162,8 +173,8 @@ def main():
 
     tmp = tempfile.mkdtemp()
     root = os.path.join(args.shared, "archs")
-    print("| architecture | form | %s |" % " | ".join("largest deviation, %s KV cache (tolerance %g)" % (c.upper(), TOL[c])
-                                                   for c in args.caches))
+    print("| architecture | form | %s |" % " | ".join("largest deviation, %s KV cache (tolerance %g, %g)" %
+                                                   (c.upper(), TOL[c], LLAMA_CPP_TOL[c]) for c in args.caches))
     print("|---|---|%s" % ("---|" * len(args.caches)))
     for arch in sorted(os.listdir(root)):
         path = os.path.join(root, arch, "golden.jsonl")

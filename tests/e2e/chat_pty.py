@@ -1,7 +1,10 @@
 """nucleus chat driven through a pseudo-terminal, as a person types: greedy replies equal the
 server's /v1/chat/completions for the same conversation (and speculative decoding changes none),
 multi-line input, the commands, Ctrl-C stopping a reply (and dropping a typed line) without
-ending the program, a full context, Ctrl-D. Usage: chat_pty.py NUCLEUS MODEL DRAFT TMPDIR"""
+ending the program, a full context, Ctrl-D; line editing (arrow and emacs keys, a multibyte
+character edited as one), the history recalled with Up and kept in its file across sessions,
+Ctrl-C at an empty prompt saying how to quit and a second one quitting; input that is not a
+terminal read as it comes. Usage: chat_pty.py NUCLEUS MODEL DRAFT TMPDIR"""
 import json
 import os
 import pty
@@ -27,9 +30,14 @@ def check(what, cond, detail=""):
 
 
 class Chat:
-    def __init__(self, *args):
+    def __init__(self, *args, env=None):
         self.pid, self.fd = pty.fork()
         if self.pid == 0:
+            for k, v in (env or {}).items():  # None: unset
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
             os.execv(nucleus, [nucleus, "chat", "-m", model, "--seed", "1", *args])
         self.out = b""
 
@@ -190,6 +198,74 @@ got = c.turn("Hi")
 check("then a short one is answered", got is not None and "tokens, " in got and "context is full" in got, repr(got))
 c.send("/quit\n")
 check("exits 0", c.wait() == 0)
+
+# ---- line editing and the history ----
+history = os.path.join(tmp, "state", "nucleus", "chat_history")
+edit_env = {"NUCLEUS_CHAT_HISTORY": None, "XDG_STATE_HOME": os.path.join(tmp, "state"), "LC_ALL": "C.UTF-8"}
+LEFT, UP, DOWN = "\x1b[D", "\x1b[A", "\x1b[B"
+
+
+def saved_users(c):
+    """The user messages so far, through /save."""
+    path = os.path.join(tmp, "edit.json")
+    c.turn("/save " + path)
+    return [m["content"] for m in json.load(open(path))["messages"] if m["role"] == "user"]
+
+
+def typed(c, keys, echo):
+    """Send keys, then wait for the line as typed to be echoed (the editor has read them)."""
+    c.send(keys)
+    return c.read_until(re.escape(echo), timeout=30) is not None
+
+
+c = Chat("--temp", "0", "-n", "4", env=edit_env)
+c.read_until(r"> ")
+check("editing: typed", typed(c, "wrld", "wrld"))
+c.turn(LEFT * 3 + "o" + "\x01" + "Hello " + "\x05" + "!")  # Left, Ctrl-A (start), Ctrl-E (end)
+check("editing: arrow and emacs keys", saved_users(c) == ["Hello world!"], repr(saved_users(c)))
+c.turn("caf\u00e9s" + LEFT + "\x7f")  # Backspace over a two-byte character
+check("editing: a multibyte character edited as one", saved_users(c)[-1] == "cafs", repr(saved_users(c)))
+c.turn(UP + UP + UP + UP)  # /save, cafs, /save, Hello world! (the history holds each line once in a row)
+check("history: Up recalls an earlier line", saved_users(c)[-1] == "Hello world!", repr(saved_users(c)))
+c.turn(UP + UP + DOWN + "\x7f" + "?")  # Up to "/save ...", Up to "Hello world!", Down: "/save ..." ... edited
+got = c.turn("Tell me more")
+check("history: a reply to the line sent", got is not None and "tokens, " in got, repr(got))
+c.send("/quit\n")
+check("editing: exits 0", c.wait() == 0)
+kept = open(history, encoding="utf-8").read() if os.path.exists(history) else ""
+check("history: kept in $XDG_STATE_HOME/nucleus/chat_history", "Tell\\040me\\040more" in kept or "Tell me more" in kept, repr(kept[-200:]))
+check("history: a private file", os.path.exists(history) and os.stat(history).st_mode & 0o077 == 0)
+c = Chat("--temp", "0", "-n", "4", env=edit_env)
+c.read_until(r"> ")
+c.turn(UP + UP)  # "/quit" was the last line, "Tell me more" the one before
+check("history: recalled in the next session", saved_users(c) == ["Tell me more"], repr(saved_users(c)))
+
+# ---- Ctrl-C at the prompt ----
+check("Ctrl-C: a line typed", typed(c, "half a line", "half a line"))
+c.send("\x03")
+got = c.read_until(r"\n> ", timeout=30)
+check("Ctrl-C: the typed line is dropped, said", got is not None and "[input dropped]" in got, repr(got))
+c.send("\x03")
+got = c.read_until(r"\n> ", timeout=30)
+check("Ctrl-C at an empty prompt: says how to quit", got is not None and "Ctrl-C again, Ctrl-D or /quit quits" in got, repr(got))
+c.turn("/help")  # anything typed in between: the next Ctrl-C says so again
+c.send("\x03")
+got = c.read_until(r"\n> ", timeout=30)
+check("Ctrl-C after a line: says it again, does not quit", got is not None and "Ctrl-C again" in got, repr(got))
+check("Ctrl-C: nothing sent", saved_users(c) == ["Tell me more"], repr(saved_users(c)))
+c.send("\x03")
+c.read_until(r"\n> ", timeout=30)
+c.send("\x03")
+check("a second Ctrl-C in a row quits, 0", c.wait() == 0)
+
+# ---- input that is not a terminal: read as it comes, no history ----
+plain_history = os.path.join(tmp, "plain_history")
+r = subprocess.run([nucleus, "chat", "-m", model, "--temp", "0", "-n", "4"],
+                   input="Hello \\\nthere\n/save " + os.path.join(tmp, "plain.json") + "\n", capture_output=True,
+                   text=True, env={**os.environ, "NUCLEUS_CHAT_HISTORY": plain_history}, timeout=120)
+msgs = json.load(open(os.path.join(tmp, "plain.json")))["messages"]
+check("a pipe: read as it comes", r.returncode == 0 and msgs[0] == {"role": "user", "content": "Hello \nthere"}, repr(msgs))
+check("a pipe: no history", not os.path.exists(plain_history))
 
 print(f"chat: {passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

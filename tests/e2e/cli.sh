@@ -161,6 +161,7 @@ expect_err "trailing backslash" "bad escape" $BIN run -e -p 'a\'
 expect_err "missing -f file" "nope.txt: No such file" $BIN run -f "$tmp/nope.txt"
 expect_err "-f a directory" "$tmp" $BIN run -f "$tmp"
 expect_err "empty stdin" "stdin: the prompt is empty" $BIN run -p - </dev/null
+expect_err "empty -p" "-p: the prompt is empty" $BIN run -p ""
 : > "$tmp/empty.txt"
 expect_err "empty -f file" "empty.txt: the prompt is empty" $BIN run -f "$tmp/empty.txt"
 printf 'a\0b' > "$tmp/nul.txt"
@@ -200,6 +201,15 @@ else
     bad "python3-numpy missing: run 'make deps'"
 fi
 # tokenize --special agrees with the vocabulary file on the same token
+# --show-pieces: llama-tokenize's lines, the ids those of a plain tokenize, the pieces the text
+pieces=$($BIN tokenize -m "$STORIES" -p "Once upon a time" --show-pieces)
+expect_eq "tokenize --show-pieces ids" "$(sed -E 's/^ *([0-9]+) -> .*/\1/' <<<"$pieces" | tr '\n' ' ')" "1 403 407 261 378 "
+expect_eq "tokenize --show-pieces lines" "$(sed -n 2p <<<"$pieces")" "   403 -> ' Once'"
+expect_eq "tokenize --show-pieces text" "$(sed -n '2,$p' <<<"$pieces" | sed -E "s/^ *[0-9]+ -> '(.*)'$/\1/" | tr -d '\n')" " Once upon a time"
+expect_err "--show-pieces with --json" "--json and --show-pieces exclude each other" \
+    $BIN tokenize -m "$STORIES" -p x --show-pieces --json
+expect_eq "tokenize --lines --json" "$(printf 'Once\nupon' | $BIN tokenize -m "$STORIES" -f - --lines --json --no-bos)" \
+    "$(printf '[%s]\n[%s]' "$($BIN tokenize -m "$STORIES" -p Once --no-bos)" "$($BIN tokenize -m "$STORIES" -p upon --no-bos)")"
 expect_eq "tokenize --special" "$($BIN tokenize -m "$QWEN/qwen2-f16.gguf" --special -p '<|im_start|>')" "$im_id"
 expect_eq "tokenize -f - (stdin)" "$(printf 'Hello' | $BIN tokenize -m "$STORIES" -f -)" "$($BIN tokenize -m "$STORIES" -p Hello)"
 
@@ -245,6 +255,35 @@ fi
 expect_in "--version kernel set" "(this CPU: $want)" "$out"
 expect_in "--version capped" "(this CPU: scalar)" "$(NUCLEUS_ISA=scalar $BIN --version)"
 expect_in "--version compiler" "compiler " "$out"
+
+# The default model (models/stories260K.gguf) is found from the binary's place, not the working
+# directory: the same text as with -m, from another directory; a binary in a tree that has models/
+# (a fresh clone, no ../shared) finds it there; one in a tree without says where it looked.
+abs_bin=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
+want=$($BIN run -m "$STORIES" -p "Once upon a time" -n 16 --temp 0 2>/dev/null)
+expect_eq "default model from another directory" "$(cd "$tmp" && "$abs_bin" run -p "Once upon a time" -n 16 --temp 0 2>/dev/null)" "$want"
+expect_eq "default model is the repository's" "$(NUCLEUS_MODEL= $BIN inspect | head -n 1 | sed 's/:.*//')" "$(cd "$(dirname "$abs_bin")/../.." && pwd)/models/stories260K.gguf"
+mkdir -p "$tmp/clone/build/san" "$tmp/clone/models"
+cp "$BIN" "$tmp/clone/build/san/nucleus"
+cp models/stories260K.gguf "$tmp/clone/models/"
+expect_eq "default model in a fresh tree" "$(cd / && "$tmp/clone/build/san/nucleus" run -p "Once upon a time" -n 16 --temp 0 2>/dev/null)" "$want"
+rm "$tmp/clone/models/stories260K.gguf"
+expect_err "no default model" "default model is not in its places: $tmp/clone/build/share/nucleus/stories260K.gguf, $tmp/clone/build/models/stories260K.gguf, $tmp/clone/models/stories260K.gguf" \
+    "$tmp/clone/build/san/nucleus" run -p "Once upon a time"
+expect_eq "no default model: exit status 2" "$("$tmp/clone/build/san/nucleus" run -p x 2>/dev/null; echo $?)" 2
+# The release binary sits one level below models/ (build/nucleus: the README's first command).
+if [ -x build/nucleus ]; then
+    rel_bin=$(cd build && pwd)/nucleus
+    expect_eq "build/nucleus's default model from another directory" \
+        "$(cd "$tmp" && "$rel_bin" run -p "Once upon a time" -n 16 --temp 0 2>/dev/null)" "$want"
+    cp build/nucleus "$tmp/clone/build/nucleus"
+    cp models/stories260K.gguf "$tmp/clone/models/"
+    expect_eq "build/nucleus in a fresh tree" "$(cd / && "$tmp/clone/build/nucleus" run -p "Once upon a time" -n 16 --temp 0 2>/dev/null)" "$want"
+    rm "$tmp/clone/models/stories260K.gguf"
+else
+    echo "SKIPPED: build/nucleus is not built (make): its default model was not checked"
+fi
+expect_eq "NUCLEUS_MODEL overrides" "$(NUCLEUS_MODEL="$STORIES" "$tmp/clone/build/san/nucleus" run -p "Once upon a time" -n 16 --temp 0 2>/dev/null)" "$want"
 
 echo "cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]

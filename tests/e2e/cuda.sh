@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The GPU forward pass (src/forward/forward_gpu.c over src/cuda) against the exact references.
+# The GPU forward pass (src/forward/forward.c over the CUDA backend, src/cuda) against the exact references.
 # (1) Emulated, everywhere: build/emu/nucleus runs the CUDA source on the CPU (src/cuda/emulate.h),
 #     so the GPU pass's logic is checked here and in CI: the real trained models of shared/golden,
-#     every architecture of shared/archs (all twelve run on the GPU), every type of shared/quants and
+#     the twelve architectures of shared/archs the GPU runs (the layers of 2026 refused, naming them), every type of shared/quants and
 #     reference.sh's tiny models in every weight type, against float64 (an f16 cache); kv_quant.sh's
 #     models with every cache type against the reference that rounds keys and values alike;
 #     graphs against eager launches; a served batch against its requests alone; what it lacks
@@ -60,17 +60,27 @@ absorb "golden, emulated GPU" /usr/bin/python3 tests/e2e/golden_check.py --nucle
     --models "$MODELS_DIR" --device cuda --cache-types f16 --only stories260K "${sel[@]}"
 absorb "golden, emulated GPU" /usr/bin/python3 tests/e2e/golden_check.py --nucleus "$EMU" --shared "$SHARED" \
     --models "$MODELS_DIR" --device cuda --cache-types f16 --only tinystories "${sel[@]}"
+# the twelve architectures the GPU runs; the layers of 2026 are refused, naming the layer and what is missing
+GPU_ARCHS=gemma2,gemma3,gptoss,granite,llama3,mixtral,olmo2,phi3,qwen2,qwen3,qwen3moe,smollm3
 if tier_is full; then
     absorb "archs, emulated GPU" /usr/bin/python3 tests/e2e/archs_check.py --nucleus "$EMU" --shared "$SHARED" \
-        --device cuda --forms gguf,hf
+        --device cuda --forms gguf,hf --only $GPU_ARCHS
 else
     # every architecture's own kernels from its GGUF form (F16 weights); the BF16 weights of the
     # Hugging Face form through a dense model's products and the three kinds of experts
     absorb "archs, emulated GPU" /usr/bin/python3 tests/e2e/archs_check.py --nucleus "$EMU" --shared "$SHARED" \
-        --device cuda --forms gguf --sample
+        --device cuda --forms gguf --sample --only $GPU_ARCHS
     absorb "archs, emulated GPU" /usr/bin/python3 tests/e2e/archs_check.py --nucleus "$EMU" --shared "$SHARED" \
         --device cuda --forms hf --sample --only llama3,mixtral,qwen3moe,gptoss
 fi
+expect_err "qwen35 on the GPU" "the cuda backend cannot run layer 0 (a gated DeltaNet): it lacks the operation 'conv'" \
+    "$EMU" score -m "$SHARED/archs/qwen35/qwen35-f32.gguf" --ids 1,2,3 --device cuda
+expect_err "deepseek2 on the GPU" "cannot run layer 0 (latent attention): it lacks the operation 'mul_heads'" \
+    "$EMU" score -m "$SHARED/archs/deepseek2/deepseek2-f32.gguf" --ids 1,2,3 --device cuda
+expect_err "mistral3 on the GPU" "the GPU forward pass cannot run layer 0: it does not support attention of other shapes" \
+    "$EMU" score -m "$SHARED/archs/mistral3/mistral3-f32.gguf" --ids 1,2,3 --device cuda
+expect_err "granitehybrid's last layer on the GPU" "cannot run layer 4 (attention): it lacks the operation 'ew'" \
+    "$EMU" score -m "$SHARED/archs/granitehybrid/granitehybrid-f32.gguf" --ids 1,2,3 -ngl 1
 # tests/e2e/reference.sh's tiny models (every weight type, MQA, partial rotary, rope_freqs, qwen2's
 # biases) against reference-forward, through the GPU pass
 wrap "$tmp/gpu-nucleus" --device cuda
@@ -145,7 +155,7 @@ if [ -x "$BUILD/cuda/nucleus" ] && [ -x "$BUILD/cuda/tests/test_ops" ] &&
     absorb "quants, GPU" /usr/bin/python3 tests/e2e/golden_check.py --nucleus "$BUILD/cuda/nucleus" --shared "$SHARED" \
         --models "$MODELS_DIR" --device cuda --cache-types f16 --set quants
     absorb "archs, GPU" /usr/bin/python3 tests/e2e/archs_check.py --nucleus "$BUILD/cuda/nucleus" --shared "$SHARED" \
-        --device cuda --forms gguf,hf
+        --device cuda --forms gguf,hf --only $GPU_ARCHS
 else
     echo "SKIPPED: no GPU here (or no make cuda build): the golden, quants and archs records were checked on the"
     echo "SKIPPED: emulated GPU only; on a machine with an NVIDIA GPU, make cuda and rerun this script"

@@ -107,7 +107,7 @@ def score(args, model, ids, *extra):
     r = subprocess.run([args.nucleus, "score", "-m", model, "--ids", ",".join(map(str, ids)), "-t", "2", *extra],
                        capture_output=True, text=True)
     if r.returncode != 0:
-        raise RuntimeError("score -m %s failed: %s" % (model, r.stderr.strip()[-400:]))
+        raise RuntimeError("score -m %s failed (%d): %s" % (model, r.returncode, r.stderr.strip()[-400:]))
     return json.loads(r.stdout)
 
 

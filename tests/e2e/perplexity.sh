@@ -118,7 +118,7 @@ expect_err "--kl-divergence alone" "--kl-divergence needs --kl-divergence-base F
 expect_err "a missing value" "-c" $BIN perplexity -f "$tmp/story.txt" -c
 expect_err "a missing model" "nope.gguf" $BIN perplexity -m "$tmp/nope.gguf" -f "$tmp/story.txt"
 expect_err "a base in a missing directory" "$tmp/no/dir/base: No such file" $BIN perplexity -m "$STORIES" -f "$tmp/story.txt" -c 16 --kl-divergence-base "$tmp/no/dir/base"
-expect_err "a missing base" "$tmp/nobase: No such file" $BIN perplexity -m "$STORIES" -f "$tmp/story.txt" -c 16 --kl-divergence-base "$tmp/nobase" --kl-divergence
+expect_err "a missing base" "$tmp/nobase: cannot open: No such file" $BIN perplexity -m "$STORIES" -f "$tmp/story.txt" -c 16 --kl-divergence-base "$tmp/nobase" --kl-divergence
 expect_err "a base over the text" "$tmp/long.txt is the text; the base file would overwrite it" \
     $BIN perplexity -m "$STORIES" -f "$tmp/long.txt" -c 64 --kl-divergence-base "$tmp/long.txt"
 expect_err "a base over the model" "is the model; the base file would overwrite it" \

@@ -96,7 +96,7 @@ expect_refused() { # what, needle, file, run args...
         [ ! -s "$tmp/out" ]; then ok; else bad "$what: rc=$rc, expected an error with '$needle': $(cat "$tmp/err")"; fi
     expect_eq "$what: the file is unchanged" "$(sha256sum <"$file")" "$before"
 }
-expect_refused "another model" "written for another model, 'llama' (llama, 5 layers, KV width 32); this one is" \
+expect_refused "another model" "written for another model, 'llama' (llama, 5 layers, 640 bytes a cell); this one is" \
     "$tmp/a.kv" -m "$TINY" -p "$P" -n 4
 expect_refused "other cache types" "its cache keeps keys as Q4_0 and values as F16; this context keeps Q8_0 and Q8_0" \
     "$tmp/q.kv" -m "$QWEN3" -p "$P" -n 4 --cache-type q8_0

@@ -8,8 +8,10 @@
 #   nucleus_explain's fields and refusals;
 # - Debian's Chromium driven by playwright-core (tests/node_web, node's test runner): a streamed
 #   reply, stop, the inspector against the server's own distribution, the temperature and top-k
-#   sliders against probabilities computed from the raw logits, a branch, keyboard only, a
-#   390-pixel-wide screen, and CORS from pages on two other origins. Screenshots: build/web-shots/.
+#   sliders against probabilities computed from the raw logits, a branch (placed under its reply),
+#   the first screen and the favicon, conversations kept across reloads with their list (switch,
+#   rename, delete), keyboard only, a 390-pixel-wide screen, and CORS from pages on two other
+#   origins. Screenshots: build/web-shots/.
 # Sanitized servers (build/san/nucleus): a synthetic Qwen2.5 with its chat template in the GGUF,
 # and stories260K; each exits 0 on SIGTERM with no sanitizer report.
 # Ends with "web: N passed, N failed".
@@ -64,6 +66,9 @@ for f in app.js markdown.js inspector.js; do
     expect_eq "$f is web/$f" "$(md5sum <"$tmp/b")" "$(md5sum <"web/$f")"
 done
 expect_eq "style.css" "$(code "$url_chat/style.css" >/dev/null; header Content-Type)" "text/css; charset=utf-8"
+expect_eq "store.js" "$(code "$url_chat/store.js" >/dev/null; header Content-Type)" "text/javascript; charset=utf-8"
+expect_eq "the favicon, without the key" "$(code "$url_chat/favicon.svg"; header Content-Type)" "200image/svg+xml"
+expect_eq "/favicon.ico is the same icon" "$(code "$url_chat/favicon.ico"; md5sum <"$tmp/b")" "200$(md5sum <web/favicon.svg)"
 expect_eq "POST / is 405" "$(code "$url_chat/" -X POST -H 'Content-Type: application/json' -d '{}'; header Allow)" "405GET, HEAD"
 expect_eq "the API still needs the key" "$(code "$url_chat/v1/models")" 401
 expect_eq "an unknown path still needs the key" "$(code "$url_chat/nothing.js")" 401
@@ -141,7 +146,7 @@ expect_eq "nucleus_explain with beam search" \
 NUCLEUS_URL=$url_chat NUCLEUS_KEY=$key CORS_PORT=$cors_port SHOTS=$(pwd)/$shots \
     node --test --test-reporter=tap --test-timeout=240000 tests/node_web/web.test.mjs >"$tmp/node.tap" 2>&1
 count_tap "$tmp/node.tap"
-for f in desktop-inspector desktop-slider desktop-branch phone-chat phone-inspector; do
+for f in desktop-inspector desktop-slider desktop-branch desktop-first-screen phone-chat phone-inspector; do
     if [ -s "$shots/$f.png" ]; then ok; else bad "no screenshot $shots/$f.png"; fi
 done
 

@@ -9,9 +9,12 @@ committed):
   make_seeds.py --spm DIR            fuzz_spm_model: small SentencePiece tokenizer.model files
                                      (protobuf ModelProto: byte pieces, BPE / UNIGRAM, normalizer
                                      options, unknown fields and skipped sub-messages);
-  make_seeds.py --kv DIR             fuzz_kv_file: small saved KV cache files (F16, F32, Q8_0, Q4_0, one or
-                                     several layers and cells, positions with gaps, moved cells),
-                                     checksummed as src/kv/kv_file.h says."""
+  make_seeds.py --kv DIR             fuzz_kv_file: small saved KV cache files of version 2 (F16, F32,
+                                     Q8_0, Q4_0, one or several layers and cells, positions with
+                                     gaps, moved cells; layer tables with layers of their own widths,
+                                     layers without cells, values inside the keys (v_dim 0) and
+                                     recurrent states after all the cells or fewer, several), checksummed
+                                     as src/kv/kv_file.h says."""
 import json
 import os
 import struct
@@ -229,19 +232,19 @@ def nc_hash(b):
     return h ^ (h >> 31)
 
 
-# ggml type ids and the bytes of one block of 32 elements
-F32, F16, Q4_0, Q8_0 = 0, 1, 2, 8
+# ggml type ids of the cache rows (T_: GGUF's value types above are named F32 and the like)
+T_F32, T_F16, T_Q4_0, T_Q8_0 = 0, 1, 2, 8
 
 
 def kv_row(t, xs):
     """A row of floats as a cache of type t keeps it (quantised rows: GGML's blocks, scale first)."""
-    if t in (F32, F16):
-        return struct.pack("<%d%s" % (len(xs), "f" if t == F32 else "e"), *xs)
+    if t in (T_F32, T_F16):
+        return struct.pack("<%d%s" % (len(xs), "f" if t == T_F32 else "e"), *xs)
     out = b""
     for b in range(0, len(xs), 32):
         blk = xs[b:b + 32]
         amax = max(abs(x) for x in blk)
-        if t == Q8_0:
+        if t == T_Q8_0:
             d = amax / 127
             out += struct.pack("<e", d) + bytes((round(x / d) if d else 0) & 0xFF for x in blk)
         else:
@@ -251,28 +254,52 @@ def kv_row(t, xs):
     return out
 
 
-def kv_file(n_layer, kv_dim, tk, tv, tokens, positions, arch=b"llama", name=b"seed", n_exact=None):
-    head = b"NCKV" + struct.pack("<IQ", 1, 0x0123456789ABCDEF) + arch.ljust(32, b"\0") + name.ljust(64, b"\0")
-    n_exact = len(tokens) if n_exact is None else n_exact
-    keys = lambda layer, cell: kv_row(tk, [layer + cell / 8 + d / 64 for d in range(kv_dim)])
-    values = lambda layer, cell: kv_row(tv, [-layer - cell / 16 - d / 32 for d in range(kv_dim)])
-    head += struct.pack("<8I", n_layer, kv_dim, tk, tv, len(keys(0, 0)), len(values(0, 0)), len(tokens), n_exact)
-    body = struct.pack("<%di" % len(tokens), *tokens) + struct.pack("<%di" % len(positions), *positions)
-    for layer in range(n_layer):
-        for cell in range(len(tokens)):
-            body += keys(layer, cell) + values(layer, cell)
+def kv_file(layers, tk, tv, tokens, positions, arch=b"llama", name=b"seed", n_exact=None, states=None):
+    """layers: [(k_dim, v_dim, state)] (k_dim 0: no cells; v_dim 0 with keys: values inside the keys,
+    kept in F32 where the keys are F16); states: the positions of the states saved (default: one
+    after every cell when there is state)."""
+    n_cells = len(tokens)
+    n_exact = n_cells if n_exact is None else n_exact
+    n_state = sum(st for _, _, st in layers)
+    states = ([n_cells] if n_state else []) if states is None else states
+    key_type = lambda v: T_F32 if v == 0 and tk == T_F16 else tk
+    keys = lambda layer, cell, n, v: kv_row(key_type(v), [layer + cell / 8 + d / 64 for d in range(n)]) if n else b""
+    values = lambda layer, cell, n: kv_row(tv, [-layer - cell / 16 - d / 32 for d in range(n)]) if n else b""
+    cell_bytes = sum(len(keys(0, 0, k, v)) + len(values(0, 0, v)) for k, v, _ in layers)
+    head = b"NCKV" + struct.pack("<IQ", 2, 0x0123456789ABCDEF) + arch.ljust(32, b"\0") + name.ljust(64, b"\0")
+    head += struct.pack("<8I", len(layers), len(states), tk, tv, cell_bytes, n_state, n_cells, n_exact)
+    head += b"".join(struct.pack("<3I", k, v, st) for k, v, st in layers)
+    body = struct.pack("<%di" % n_cells, *tokens) + struct.pack("<%di" % n_cells, *positions)
+    for layer, (k, v, _) in enumerate(layers):
+        for cell in range(n_cells if k else 0):
+            body += keys(layer, cell, k, v) + values(layer, cell, v)
+    for pos in states:
+        body += struct.pack("<I%df" % n_state, pos, *[(pos + i) / 7 - 1 for i in range(n_state)])
     data = head + body
     return data + struct.pack("<Q", nc_hash(data))
 
 
 def main_kv():
     os.makedirs(OUT, exist_ok=True)
-    write("kv_one.bin", kv_file(1, 4, F16, F16, [1], [0]))
-    write("kv_f16.bin", kv_file(2, 8, F16, F16, [1, 403, 407, 261, 378], [0, 1, 2, 3, 4]))
-    write("kv_f32.bin", kv_file(3, 4, F32, F32, [7, 9, 11], [0, 1, 2], arch=b"qwen2", name=b"other"))
-    write("kv_gaps.bin", kv_file(1, 16, F16, F32, [5, 6, 7, 8], [0, 3, 4, 100], n_exact=1))
-    write("kv_q8_0.bin", kv_file(2, 64, Q8_0, Q8_0, [1, 2, 3], [0, 1, 2]))
-    write("kv_q4_0.bin", kv_file(1, 32, Q4_0, F16, [4, 5], [0, 7]))
+    write("kv_one.bin", kv_file([(4, 4, 0)], T_F16, T_F16, [1], [0]))
+    write("kv_f16.bin", kv_file([(8, 8, 0)] * 2, T_F16, T_F16, [1, 403, 407, 261, 378], [0, 1, 2, 3, 4]))
+    write("kv_f32.bin", kv_file([(4, 4, 0)] * 3, T_F32, T_F32, [7, 9, 11], [0, 1, 2], arch=b"qwen2", name=b"other"))
+    write("kv_gaps.bin", kv_file([(16, 16, 0)], T_F16, T_F32, [5, 6, 7, 8], [0, 3, 4, 100], n_exact=1))
+    write("kv_q8_0.bin", kv_file([(64, 64, 0)] * 2, T_Q8_0, T_Q8_0, [1, 2, 3], [0, 1, 2]))
+    write("kv_q4_0.bin", kv_file([(32, 32, 0)], T_Q4_0, T_F16, [4, 5], [0, 7]))
+    # layers of their own widths, and one that keeps no cells (a layer reading another's cache)
+    write("kv_shapes.bin", kv_file([(8, 8, 0), (0, 0, 0), (16, 4, 0)], T_F16, T_F16, [1, 2, 3], [0, 1, 2]))
+    # values inside the keys (multi-head latent attention): v_dim 0
+    write("kv_latent.bin", kv_file([(80, 0, 0), (8, 8, 0)], T_F16, T_F16, [3, 1, 4], [0, 1, 2], arch=b"deepseek2"))
+    write("kv_latent_q8_0.bin", kv_file([(64, 0, 0)], T_Q8_0, T_Q4_0, [9, 8], [0, 1], arch=b"deepseek2"))
+    # recurrent states: beside attention layers, after every cell or fewer (checkpoints'), several, alone
+    write("kv_state.bin", kv_file([(8, 8, 0), (0, 0, 6), (0, 0, 3)], T_F16, T_F16, [1, 2, 3, 4], [0, 1, 2, 3],
+                                  arch=b"jamba"))
+    write("kv_state_behind.bin", kv_file([(0, 0, 5), (8, 8, 0)], T_F32, T_F16, [5, 6, 7, 8, 9], [0, 1, 2, 3, 4],
+                                         arch=b"qwen3next", states=[2]))
+    write("kv_states.bin", kv_file([(8, 8, 0), (0, 0, 3)], T_F16, T_F16, [1, 2, 3, 4, 5, 6], [0, 1, 2, 3, 4, 5],
+                                   arch=b"qwen35", states=[2, 5, 6]))
+    write("kv_state_only.bin", kv_file([(0, 0, 4), (0, 0, 4)], T_F16, T_F16, [1, 2, 3], [0, 1, 2], arch=b"mamba"))
 
 
 if __name__ == "__main__":

@@ -6,12 +6,24 @@ pids=()
 # start_server NAME ARGS...: runs the server on a free port; sets url_NAME and pid_NAME. Returns 1
 # (after a failure naming it) when it does not start.
 start_server() {
+    launch_server "$@"
+    await_server "$1"
+}
+
+# launch_server NAME ARGS...: starts it without waiting (sets pid_NAME); await_server NAME then
+# waits for it (sets url_NAME; returns 1 after a failure when it does not start), so that many
+# servers load at once.
+launch_server() {
     local name=$1; shift
     "$NUCLEUS" serve --host 127.0.0.1 --port 0 "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
     local pid=$!
     pids+=("$pid")
     eval "pid_$name=$pid"
-    local line=""
+}
+
+await_server() {
+    local name=$1 pid_var="pid_$1"
+    local pid=${!pid_var} line=""
     for _ in $(seq 1 300); do
         line=$(grep -o 'listening on http://[0-9.:]*' "$tmp/$name.err" 2>/dev/null)
         [ -n "$line" ] && break

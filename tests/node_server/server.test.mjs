@@ -320,6 +320,7 @@ test('400 names the invalid field', async () => {
   await expectError(completion({ temperature: 5 }), 400, 'temperature');
   await expectError(completion({ top_p: -1 }), 400, 'top_p');
   await expectError(completion({ n: 99 }), 400, 'n');
+  await assert.rejects(completion({ n: 99 }), /--parallel 8/); // names the flag that would let it in
   await expectError(completion({ max_tokens: 0 }), 400, 'max_tokens');
   await expectError(completion({ logit_bias: { 99999: 1 } }), 400, 'logit_bias');
   await expectError(completion({ stop: [1, 2] }), 400, 'stop');

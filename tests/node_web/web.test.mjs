@@ -233,6 +233,137 @@ test('after a branch the conversation goes on from it, and Regenerate redoes the
   assert.equal(await page.locator('.msg').count(), n);
 });
 
+test('a branch of an earlier reply goes under that reply, and the turns after it are left out', async () => {
+  const p = await openPage();
+  await setSetting(p, 'max_tokens', 6);
+  await setSetting(p, 'seed', 3);
+  const first = await sendMessage(p, 'Tell me about the sea.');
+  await sendMessage(p, 'And the sky?');
+  const events = await sseEvents(first.response);
+  const { steps } = stepsOf(events);
+  const k = Math.min(1, steps.length - 1);
+  const other = steps[k].raw.top.find((t) => t.token !== steps[k].token && t.piece.trim());
+  await first.message.locator('.show-tokens').click();
+  await first.message.locator(`.tok[data-step="${k}"]`).click();
+  await p.locator('#inspector:not([hidden])').waitFor();
+  await p.locator(`#bars .branch[data-token="${other.token}"]`).click();
+  await p.locator('.msg.assistant[data-branch]').and(p.locator('[data-done=true]')).waitFor();
+  const order = await p.$$eval('#log .msg', (els) => els.map((e) =>
+    `${e.classList.contains('user') ? 'user' : e.dataset.branch !== undefined ? 'branch' : 'reply'}${e.classList.contains('superseded') ? '-' : ''}`));
+  assert.deepEqual(order, ['user', 'reply-', 'branch', 'user-', 'reply-']);
+  const req = p.waitForRequest((r) => r.url().endsWith('/v1/chat/completions'));
+  await sendMessage(p, 'Go on.');
+  const sent = JSON.parse((await req).postData()).messages.map((m) => m.role + ':' + (m.role === 'user' ? m.content : ''));
+  assert.deepEqual(sent, ['user:Tell me about the sea.', 'assistant:', 'user:Go on.']);
+  assert.deepEqual(p.errors, []);
+  await p.close();
+});
+
+test('the first screen shows the model and prompts to start with; nothing the page asks for is missing', async () => {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+  const p = await context.newPage();
+  const failed = [];
+  p.on('response', (r) => { if (r.status() >= 400 && !r.url().includes('/v1/')) failed.push(`${r.status()} ${r.url()}`); });
+  const icon = p.waitForResponse((r) => r.url().endsWith('/favicon.svg'));
+  await p.goto(`${URL_}/`);
+  const r = await icon;
+  assert.equal(r.status(), 200);
+  assert.equal(r.headers()['content-type'], 'image/svg+xml');
+  await p.locator('#welcome').waitFor();
+  assert.equal(await p.locator('#welcome .starter').count(), 4);
+  assert.deepEqual(failed, [], 'no file of the page is missing (the favicon included)');
+  await context.close();
+  const q = await openPage();
+  await q.waitForFunction(() => /qwen/i.test(document.querySelector('#welcome .model-name').textContent));
+  assert.equal(await q.locator('#welcome .model-name').textContent(), await q.locator('#model').textContent());
+  await q.close();
+});
+
+test('conversations are kept in the browser: a list to switch, rename and delete them', async () => {
+  const p = await openPage();
+  await setSetting(p, 'max_tokens', 6);
+  // a starter prompt starts the first conversation
+  const starter = await p.locator('#welcome .starter').first().textContent();
+  const resp = p.waitForResponse((r) => r.url().endsWith('/v1/chat/completions'));
+  await p.locator('#welcome .starter').first().click();
+  await resp;
+  await p.locator('.msg.assistant[data-done=true]').waitFor();
+  assert.equal(await p.locator('#welcome').count(), 0);
+  assert.equal(await p.locator('.msg.user .body').first().textContent(), starter);
+  await sendMessage(p, 'Second question');
+  const firstTexts = await p.$$eval('#log .msg .body', (els) => els.map((e) => e.textContent));
+  assert.equal(firstTexts.length, 4);
+  assert.equal(await p.locator('#chat-list li').count(), 1);
+  assert.equal(await p.locator('#chat-list li .open[aria-current]').textContent(), starter.slice(0, 47) + (starter.length > 48 ? '…' : ''));
+  // a reload brings it back: text, not the decoding records
+  await p.reload();
+  await p.locator('#log .msg').first().waitFor();
+  assert.deepEqual(await p.$$eval('#log .msg .body', (els) => els.map((e) => e.textContent)), firstTexts);
+  assert.equal(await p.locator('.msg.assistant .show-tokens').first().isDisabled(), true);
+  const kept = await p.evaluate(() => localStorage.getItem('nucleus-conversations'));
+  assert.ok(!kept.includes('"steps"') && kept.includes('Second question'));
+  await setSetting(p, 'max_tokens', 6); // the settings are the page's, not kept
+  // a second conversation
+  await p.click('#clear');
+  await p.locator('#welcome').waitFor();
+  assert.equal(await p.locator('#log .msg').count(), 0);
+  await sendMessage(p, 'Another topic');
+  assert.equal(await p.locator('#chat-list li').count(), 2);
+  assert.equal(await p.locator('#chat-list li').first().locator('.open').textContent(), 'Another topic');
+  // switch back to the first
+  await p.locator('#chat-list li').nth(1).locator('.open').click();
+  assert.deepEqual(await p.$$eval('#log .msg .body', (els) => els.map((e) => e.textContent)), firstTexts);
+  // rename it, in place
+  await p.locator('#chat-list li').nth(1).locator('.rename').click();
+  await p.locator('#chat-list .rename-input').fill('Sea and sky');
+  await p.keyboard.press('Enter');
+  assert.deepEqual(await p.$$eval('#chat-list .open', (els) => els.map((e) => e.textContent)), ['Another topic', 'Sea and sky']);
+  // the conversation goes on under its new name
+  await sendMessage(p, 'Third question');
+  assert.deepEqual(await p.$$eval('#chat-list .open', (els) => els.map((e) => e.textContent)), ['Sea and sky', 'Another topic']);
+  // delete the other, after a confirmation
+  p.once('dialog', (d) => d.accept());
+  await p.locator('#chat-list li').nth(1).locator('.delete').click();
+  assert.deepEqual(await p.$$eval('#chat-list .open', (els) => els.map((e) => e.textContent)), ['Sea and sky']);
+  await p.reload();
+  await p.locator('#log .msg').first().waitFor();
+  await setSetting(p, 'max_tokens', 6);
+  assert.deepEqual(await p.$$eval('#chat-list .open', (els) => els.map((e) => e.textContent)), ['Sea and sky']);
+  assert.equal(await p.locator('#log .msg').count(), 6, 'the open conversation is the one last open');
+  // declining the confirmation keeps it; deleting the open one leaves a new, empty one
+  p.once('dialog', (d) => d.dismiss());
+  await p.locator('#chat-list .delete').click();
+  assert.equal(await p.locator('#chat-list li').count(), 1);
+  p.once('dialog', (d) => d.accept());
+  await p.locator('#chat-list .delete').click();
+  assert.equal(await p.locator('#chat-list li').count(), 0);
+  await p.locator('#welcome').waitFor();
+  await p.screenshot({ path: `${SHOTS}/desktop-first-screen.png` });
+  assert.deepEqual(p.errors, []);
+  await p.close();
+});
+
+test('a browser that keeps nothing: the page says so and goes on', async () => {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+  await context.addInitScript(() => {
+    Storage.prototype.setItem = function () { throw new DOMException('full', 'QuotaExceededError'); };
+  });
+  const p = await context.newPage();
+  p.errors = [];
+  p.on('pageerror', (e) => p.errors.push(e.message));
+  await p.goto(`${URL_}/`);
+  await p.click('#settings-toggle');
+  await p.fill('#api-key', KEY);
+  await p.locator('#api-key').dispatchEvent('change');
+  await p.fill('#set-max_tokens', '4');
+  await p.click('#settings-toggle');
+  await sendMessage(p, 'Hello');
+  assert.match(await p.locator('#storage-note').textContent(), /did not keep the conversation/);
+  assert.equal(await p.locator('#chat-list li').count(), 1, 'listed for this page all the same');
+  assert.deepEqual(p.errors, []);
+  await context.close();
+});
+
 test('stop ends a reply that would run on', async () => {
   await setSetting(page, 'max_tokens', 0); // no limit: until the context is full
   await page.fill('#input', 'Tell me everything.');

@@ -199,12 +199,16 @@ static nc_context *arch_ctx(nc_model *m, int n_ctx, int n_seq, int threads, int 
  * with another in every batch, and decoding again after a rollback all give the same logits bit
  * for bit. 40 tokens: past the models' window of 8 and several micro-batches. */
 static void test_architectures(const char *shared) {
-    static const char *const archs[] = {"llama3", "qwen2", "qwen3", "qwen3moe", "mixtral", "gemma2", "gemma3",
-                                        "phi3", "olmo2", "granite", "smollm3", "gptoss"};
+    /* the families of 2026 too (their files are F32): gated DeltaNet, Mamba2 and short
+     * convolutions carrying their state across batches, latent attention, shared KV layers */
+    static const char *const archs[] = {"llama3",    "qwen2",     "qwen3",  "qwen3moe",      "mixtral",  "gemma2",
+                                        "gemma3",    "phi3",      "olmo2",  "granite",       "smollm3",  "gptoss",
+                                        "qwen35",    "qwen35moe", "gemma4", "granitehybrid", "lfm2",     "deepseek2",
+                                        "glm4moe",   "mistral3",  "nemotron_h", "llama4"};
     enum { N = 40 };
     for (size_t ai = 0; ai < sizeof archs / sizeof archs[0]; ai++) {
         char path[4096];
-        snprintf(path, sizeof path, "%s/archs/%s/%s-f16.gguf", shared, archs[ai], archs[ai]);
+        snprintf(path, sizeof path, "%s/archs/%s/%s-%s.gguf", shared, archs[ai], archs[ai], ai < 12 ? "f16" : "f32");
         nc_err err;
         nc_model *m;
         if (nc_model_load(&m, path, &err)) {

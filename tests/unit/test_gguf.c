@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "format/ggml_types.h"
@@ -644,7 +645,14 @@ static void test_open_paths(void) {
     CHECK(gguf_open(&f, "/nonexistent/x.gguf", &err) == -1 && f == NULL);
     CHECK_HAS(err.msg, "/nonexistent/x.gguf: cannot open");
     CHECK(gguf_open(&f, "/tmp", &err) == -1);
-    CHECK_HAS(err.msg, "/tmp: not a regular file");
+    CHECK_HAS(err.msg, "/tmp: a directory, not a regular file");
+    /* a FIFO is refused before anything waits on it for a writer */
+    char fifo[] = "/tmp/test_gguf_fifo_XXXXXX";
+    int ffd = mkstemp(fifo);
+    CHECK(ffd >= 0 && close(ffd) == 0 && unlink(fifo) == 0 && mkfifo(fifo, 0600) == 0);
+    CHECK(gguf_open(&f, fifo, &err) == -1 && f == NULL);
+    CHECK_HAS(err.msg, "a FIFO, not a regular file");
+    unlink(fifo);
 
     char path[] = "/tmp/test_gguf_XXXXXX";
     int fd = mkstemp(path);

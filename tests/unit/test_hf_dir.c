@@ -378,6 +378,17 @@ static void test_helpers(const char *dir) {
     CHECK(hf_read_file(dir, "big.txt", 10, &text, &len, &err) == 1 && len == 10 && text[10] == 0);
     free(text);
     remove_file(dir, "big.txt");
+    /* anything but a regular file is refused before a read could block on it: a FIFO (which a
+     * plain open would wait on for a writer) or a directory */
+    char path[1024];
+    snprintf(path, sizeof path, "%s/fifo.json", dir);
+    CHECK(mkfifo(path, 0600) == 0);
+    CHECK(hf_read_json(dir, "fifo.json", false, &j, &err) == -1 && strstr(err.msg, "fifo.json: a FIFO, not a regular file"));
+    snprintf(path, sizeof path, "%s/sub", dir);
+    CHECK(mkdir(path, 0700) == 0);
+    CHECK(hf_read_file(dir, "sub", 10, &text, &len, &err) == -1 && strstr(err.msg, "sub: a directory, not a regular file"));
+    CHECK(rmdir(path) == 0);
+    remove_file(dir, "fifo.json");
 }
 
 int main(void) {

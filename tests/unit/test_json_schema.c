@@ -170,17 +170,17 @@ static void check_refused(const char *schema, const char *want) {
 }
 
 static void test_refusals(void) {
-    check_refused("{\"properties\": {\"x\": {\"type\": \"string\", \"pattern\": \"a\"}}}",
-                  "unsupported keyword 'pattern' at /properties/x/pattern");
-    check_refused("{\"items\": {\"minimum\": 1}}", "unsupported keyword 'minimum' at /items/minimum");
+    check_refused("{\"properties\": {\"x\": {\"type\": \"string\", \"contentEncoding\": \"a\"}}}",
+                  "unsupported keyword 'contentEncoding' at /properties/x/contentEncoding");
+    check_refused("{\"items\": {\"multipleOf\": 1}}", "unsupported keyword 'multipleOf' at /items/multipleOf");
     check_refused("{\"anyOf\": [{}, {\"not\": {}}]}", "unsupported keyword 'not' at /anyOf/1/not");
-    check_refused("{\"$defs\": {\"a\": {\"maximum\": 3}}, \"$ref\": \"#/$defs/a\"}", "unsupported keyword 'maximum' at /$defs/a/maximum");
+    check_refused("{\"$defs\": {\"a\": {\"uniqueItems\": true}}, \"$ref\": \"#/$defs/a\"}", "unsupported keyword 'uniqueItems' at /$defs/a/uniqueItems");
     check_refused("{\"type\":", "not valid JSON");
     check_refused("{\"type\": \"strin\"}", "unknown type 'strin' at / (the root)");
     check_refused("{\"enum\": []}", "'enum' must be a non-empty array");
     check_refused("{\"$ref\": \"http://example.com/s\"}", "$ref 'http://example.com/s' is not supported");
     check_refused("{\"$ref\": \"#/$defs/none\"}", "points to nothing");
-    check_refused("{\"type\": \"string\", \"format\": \"email\"}", "format email is not supported");
+    check_refused("{\"type\": \"string\", \"format\": \"idn-email\"}", "format idn-email is not supported");
     check_refused("{\"type\": \"string\", \"maxLength\": 100000}", "'maxLength' 100000 is above the supported 4096");
     check_refused("{\"type\": \"array\", \"minItems\": 3, \"maxItems\": 2}", "maxItems is below minItems");
     check_refused("{\"type\": \"string\", \"minLength\": -1}", "'minLength' must be a non-negative integer");
@@ -200,6 +200,77 @@ static void test_refusals(void) {
     check_refused(deep, "schemas nested deeper than 64");
 }
 
+/* A schema of n members: {"type": "object", "KEY": {...n names...}} (a properties object or a
+ * required array), malloc'd. */
+static char *many_names(const char *key, int n, bool with_required) {
+    size_t cap = (size_t)n * 48 + 128, k = 0;
+    char *s = malloc(cap);
+    if (!s) return NULL;
+    k += (size_t)snprintf(s, cap, "{\"type\": \"object\", \"%s\": %s", key, strcmp(key, "required") ? "{" : "[");
+    for (int i = 0; i < n; i++)
+        k += (size_t)snprintf(s + k, cap - k, strcmp(key, "required") ? "%s\"p%d\": {\"type\": \"string\"}" : "%s\"p%d\"",
+                              i ? ", " : "", i);
+    k += (size_t)snprintf(s + k, cap - k, "%s", strcmp(key, "required") ? "}" : "]");
+    if (with_required) {
+        k += (size_t)snprintf(s + k, cap - k, ", \"required\": [");
+        for (int i = 0; i < n; i++) k += (size_t)snprintf(s + k, cap - k, "%s\"p%d\"", i ? ", " : "", i);
+        k += (size_t)snprintf(s + k, cap - k, "]");
+    }
+    snprintf(s + k, cap - k, "}");
+    return s;
+}
+
+/* check_refused for a schema too long to print: what names it instead. */
+static void big_refused(const char *what, const char *schema, const char *want) {
+    char *g = NULL;
+    nc_err err = {{0}};
+    int rc = nc_json_schema_to_grammar(schema, NULL, &g, &err);
+    CHECK_MSG(rc == -1 && !g && strstr(err.msg, want), "%s: got '%s', want '%s'", what, rc ? err.msg : "success", want);
+    free(g);
+}
+
+/* What a schema from a request may cost: its members counted before any work, rules bounded,
+ * each limit named (a 100,000-property schema took a minute, then said "out of memory"). */
+static void test_budgets(void) {
+    char *s = many_names("properties", 100000, true);
+    big_refused("100000 properties", s, "'properties' lists 100000 names, more than the supported 4096 at / (the root)");
+    free(s);
+    s = many_names("required", 100000, false);
+    big_refused("100000 required names", s, "'required' lists 100000 names, more than the supported 4096");
+    free(s);
+    /* the largest allowed, every property required: each looked up once */
+    s = many_names("properties", 4096, true);
+    char *g = NULL;
+    nc_err err;
+    CHECK_MSG(nc_json_schema_to_grammar(s, NULL, &g, &err) == 0, "4096 required properties: %s", err.msg);
+    free(g), free(s);
+    /* past the rule limit: the limit named, not "out of memory" */
+    size_t cap = 25000 * 4 + 64, k = 0;
+    s = malloc(cap);
+    k += (size_t)snprintf(s, cap, "{\"anyOf\": [");
+    for (int i = 0; i < 25000; i++) k += (size_t)snprintf(s + k, cap - k, "%s{}", i ? "," : "");
+    snprintf(s + k, cap - k, "]}");
+    big_refused("anyOf of 25000", s, "the schema needs more than 20000 grammar rules (the limit)");
+    free(s);
+    check_refused("{\"properties\": {\"a\": {}, \"a\": {}}}", "'properties' names 'a' twice at / (the root)");
+    /* a required name given twice is one key */
+    schema_case("{\"required\": [\"x\", \"x\"]}", L("{\"x\": 1}", "{\"x\": 1, \"y\": 2}"), L("{\"x\": 1, \"x\": 2}", "{}"));
+    /* allOf: a later schema's property replaces an earlier one's and goes last */
+    schema_case("{\"allOf\": [{\"properties\": {\"a\": {\"type\": \"string\"}, \"b\": {\"type\": \"null\"}}}, "
+                "{\"properties\": {\"a\": {\"type\": \"integer\"}}, \"required\": [\"a\", \"b\"]}]}",
+                L("{\"b\": null, \"a\": 1}"), L("{\"a\": 1, \"b\": null}", "{\"b\": null, \"a\": \"s\"}"));
+    /* many $refs to many definitions */
+    cap = 3000 * 80 + 64, k = 0;
+    s = malloc(cap);
+    k += (size_t)snprintf(s, cap, "{\"$defs\": {");
+    for (int i = 0; i < 3000; i++) k += (size_t)snprintf(s + k, cap - k, "%s\"d%d\": {\"type\": \"integer\"}", i ? "," : "", i);
+    k += (size_t)snprintf(s + k, cap - k, "}, \"anyOf\": [");
+    for (int i = 0; i < 3000; i++) k += (size_t)snprintf(s + k, cap - k, "%s{\"$ref\": \"#/$defs/d%d\"}", i ? "," : "", 2999 - i);
+    snprintf(s + k, cap - k, "]}");
+    CHECK_MSG(nc_json_schema_to_grammar(s, NULL, &g, &err) == 0, "3000 $refs: %s", err.msg);
+    free(g), free(s);
+}
+
 int main(void) {
     test_any();
     test_objects();
@@ -209,5 +280,6 @@ int main(void) {
     test_whitespace();
     test_naming();
     test_refusals();
+    test_budgets();
     return test_summary("test_json_schema");
 }

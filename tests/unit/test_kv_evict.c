@@ -65,7 +65,7 @@ static float val_of(int32_t t, int d) { return -(float)t - 0.25f * d; }
 static bool holds(const kv_cache *kv, int32_t seq) {
     for (int32_t c = 0; c < kv_seq_len(kv, seq); c++)
         for (int l = 0; l < kv->n_layer; l++)
-            for (int d = 0; d < kv->kv_dim; d++)
+            for (int d = 0; d < kv->layer[l].kv_dim; d++)
                 if (kv_get_k(kv, l, seq, c, d) != key_of(kv_tokens(kv, seq)[c], d) ||
                     kv_get_v(kv, l, seq, c, d) != val_of(kv_tokens(kv, seq)[c], d))
                     return false;

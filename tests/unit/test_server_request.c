@@ -174,6 +174,20 @@ static void test_invalid_values(void) {
     expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"max_tokens\":1e40}", "max_tokens");
     expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"n\":0}", "n");
     expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"n\":9}", "n");
+    /* Above the slots, the refusal names the flag that sets them. */
+    {
+        srv_request r;
+        srv_error e;
+        CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"n\":9}", &r, &e) == -1);
+        CHECK_MSG(strstr(e.message, "--parallel 8"), "%s", e.message);
+        srv_request_free(&r);
+        CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"best_of\":12,\"use_beam_search\":true}", &r, &e) == -1);
+        CHECK_MSG(!strcmp(e.param, "best_of") && strstr(e.message, "--parallel"), "%s: %s", e.param, e.message);
+        srv_request_free(&r);
+        CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"n\":0}", &r, &e) == -1);
+        CHECK_MSG(!strstr(e.message, "--parallel"), "%s", e.message); /* below 1 is no matter of slots */
+        srv_request_free(&r);
+    }
     expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"stream\":\"yes\"}", "stream");
     expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"x\",\"stream_options\":{\"include_usage\":true}}",
                    "stream_options");
@@ -290,6 +304,10 @@ static void test_hosts(void) {
     CHECK(!srv_host_allowed("[::1", lo) && !srv_host_allowed(":8080", lo));
     CHECK(srv_host_allowed(NULL, lo) && srv_host_allowed("anything", "*"));
     CHECK(srv_host_allowed("api.example.com", "api.example.com,other") && srv_host_allowed("other:1", "api.example.com,other"));
+    /* after the name only a port: anything else makes it another name */
+    CHECK(!srv_host_allowed("[::1]x.evil.com", lo) && !srv_host_allowed("[::1]:80x", lo) && !srv_host_allowed("[::1]:", lo));
+    CHECK(!srv_host_allowed("localhost:80:81", lo) && !srv_host_allowed("localhost:123456", lo));
+    CHECK(!srv_host_allowed("[::1].evil.com:80", lo) && srv_host_allowed("[::1]:65535", lo));
     char *d = srv_default_allowed_hosts("127.0.0.2");
     CHECK(d && srv_host_allowed("127.0.0.2:80", d) && srv_host_allowed("localhost", d) && !srv_host_allowed("evil", d));
     free(d);
@@ -317,6 +335,30 @@ static void test_escaped_nul(void) {
     const char *b4 = "{\"content\":\"\\u0001\"}";
     CHECK(srv_tokenize_parse(b4, strlen(b4), &t, &e) == 0 && t.len == 1 && t.content[0] == 1);
     srv_tokenize_free(&t);
+}
+
+/* A key given twice means one thing to cJSON (the first) and maybe another to a proxy or a
+ * client (the last): refused wherever it is, naming it and where. */
+static void test_duplicate_keys(void) {
+    srv_request r;
+    srv_error e;
+    CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\": \"a\", \"max_tokens\": 1, \"max_tokens\": 900}", &r, &e) == -1);
+    CHECK_MSG(e.status == 400 && strstr(e.message, "the key 'max_tokens' twice (in the top-level object)"), "%s", e.message);
+    CHECK(parse(SRV_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\", \"role\": \"system\"}]}", &r, &e) == -1);
+    CHECK_MSG(strstr(e.message, "the key 'role' twice (in /messages/0)"), "%s", e.message);
+    CHECK(parse(SRV_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"response_format\": {\"type\": "
+                              "\"json_schema\", \"json_schema\": {\"name\": \"x\", \"schema\": {\"type\": \"object\", "
+                              "\"properties\": {\"a\": {}, \"b\": {}, \"a\": {}}}}}}",
+                &r, &e) == -1);
+    CHECK_MSG(strstr(e.message, "the key 'a' twice (in /response_format/json_schema/schema/properties)"), "%s", e.message);
+    srv_tokenize_req t;
+    const char *b = "{\"content\": \"x\", \"content\": \"y\"}";
+    CHECK(srv_tokenize_parse(b, strlen(b), &t, &e) == -1 && e.status == 400 && strstr(e.message, "'content' twice"));
+    /* the same key in two objects is no duplicate */
+    CHECK(parse(SRV_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"assistant\", "
+                              "\"content\": \"b\"}, {\"role\": \"user\", \"content\": \"c\"}]}",
+                &r, &e) == 0);
+    srv_request_free(&r);
 }
 
 /* POST /slots/{id}?action=: the id from the path, the action from the query, a plain file name. */
@@ -423,8 +465,8 @@ static void test_request_ids(void) {
 
 /* Fields the server does not implement are refused by name, never ignored; null is absent. */
 static void test_unknown_fields(void) {
-    const char *unknown[] = {"store", "metadata", "modalities", "audio", "prediction", "reasoning_effort",
-                             "service_tier", "functions", "function_call", "web_search_options", "cache_prompt", "x"};
+    const char *unknown[] = {"modalities", "audio", "prediction", "functions", "function_call", "web_search_options",
+                             "thinking", "enable_thinking", "x"};
     for (size_t i = 0; i < sizeof unknown / sizeof *unknown; i++) {
         char body[256];
         snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"%s\":true}", unknown[i]);
@@ -441,6 +483,72 @@ static void test_unknown_fields(void) {
     CHECK(parse(SRV_API_CHAT, CHAT(",\"store\":null,\"user\":\"u-1\""), &r, &e) == 0);
     srv_request_free(&r);
     expect_refusal(SRV_API_CHAT, CHAT(",\"user\":7"), "user");
+}
+
+/* Fields other servers' clients send, accepted with their meaning; their values checked. */
+static void test_compat_fields(void) {
+    srv_request r;
+    srv_error e;
+    srv_limits small = {.n_vocab = 1000, .max_n = 4};
+    const char *ok = CHAT(",\"store\":false,\"metadata\":{\"team\":\"a\"},\"service_tier\":\"auto\",\"user\":\"u\","
+                          "\"cache_prompt\":false,\"n_predict\":7,\"n_probs\":3,\"id_slot\":2,\"t_max_predict_ms\":500");
+    CHECK(srv_request_parse(SRV_API_CHAT, ok, strlen(ok), &small, &r, &e) == 0);
+    CHECK(!r.cache_prompt && r.max_tokens == 7 && r.logprobs && r.top_logprobs == 3 && r.id_slot == 2 &&
+          r.t_max_predict_ms == 500);
+    srv_request_free(&r);
+    CHECK(parse(SRV_API_CHAT, CHAT(""), &r, &e) == 0);
+    CHECK(r.cache_prompt && r.id_slot == -1 && r.t_max_predict_ms == 0 && r.max_tokens == 0);
+    srv_request_free(&r);
+    CHECK(parse(SRV_API_COMPLETIONS, "{\"prompt\":\"q\",\"n_predict\":-1,\"n_probs\":2}", &r, &e) == 0);
+    CHECK(r.max_tokens == 0 && r.logprobs && r.top_logprobs == 2);
+    srv_request_free(&r);
+    expect_refusal(SRV_API_CHAT, CHAT(",\"store\":true"), "store");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"store\":1"), "store");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"service_tier\":\"flex\""), "service_tier");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"metadata\":{\"a\":1}"), "metadata");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"metadata\":[]"), "metadata");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"n_predict\":0"), "n_predict");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"n_predict\":5,\"max_tokens\":5"), "n_predict");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"n_probs\":2,\"logprobs\":true"), "n_probs");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"n_probs\":21"), "n_probs");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"cache_prompt\":1"), "cache_prompt");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"id_slot\":8"), "id_slot");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"id_slot\":0,\"n\":2"), "id_slot");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"t_max_predict_ms\":-1"), "t_max_predict_ms");
+}
+
+/* Reasoning: the split asked for, the template's variables, earlier turns' reasoning. */
+static void test_reasoning_fields(void) {
+    srv_request r;
+    srv_error e;
+    CHECK(parse(SRV_API_CHAT, CHAT(",\"reasoning_format\":\"none\",\"reasoning_effort\":\"high\","
+                                   "\"chat_template_kwargs\":{\"enable_thinking\":false,\"x\":[1]}"), &r, &e) == 0);
+    CHECK(r.reasoning_format == SRV_REASONING_NONE && r.reasoning_effort && !strcmp(r.reasoning_effort, "high"));
+    CHECK(r.template_kwargs_json && !strcmp(r.template_kwargs_json, "{\"enable_thinking\":false,\"x\":[1]}"));
+    srv_request_free(&r);
+    CHECK(parse(SRV_API_CHAT, CHAT(",\"reasoning_format\":\"deepseek\""), &r, &e) == 0);
+    CHECK(r.reasoning_format == SRV_REASONING_AUTO);
+    srv_request_free(&r);
+    CHECK(parse(SRV_API_CHAT, CHAT(""), &r, &e) == 0);
+    CHECK(r.reasoning_format == SRV_REASONING_DEFAULT && !r.reasoning_effort && !r.template_kwargs_json);
+    srv_request_free(&r);
+    expect_refusal(SRV_API_CHAT, CHAT(",\"reasoning_format\":\"deepseek-legacy\""), "reasoning_format");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"reasoning_effort\":\"max\""), "reasoning_effort");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"chat_template_kwargs\":[]"), "chat_template_kwargs");
+    expect_refusal(SRV_API_CHAT, CHAT(",\"chat_template_kwargs\":{\"messages\":[]}"), "chat_template_kwargs");
+    expect_refusal(SRV_API_COMPLETIONS, "{\"prompt\":\"q\",\"reasoning_effort\":\"low\"}", "reasoning_effort");
+    /* an assistant's reasoning, under either name, kept as reasoning_content */
+    const char *msgs = "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\",\"content\":\"a\","
+                       "\"reasoning\":\"r\"},{\"role\":\"user\",\"content\":\"q2\"}]}";
+    CHECK(parse(SRV_API_CHAT, msgs, &r, &e) == 0);
+    CHECK_MSG(r.messages_json && strstr(r.messages_json, "\"reasoning_content\":\"r\""), "%s", r.messages_json);
+    srv_request_free(&r);
+    expect_refusal(SRV_API_CHAT,
+                   "{\"messages\":[{\"role\":\"user\",\"content\":\"q\",\"reasoning_content\":\"r\"}]}",
+                   "messages[0].reasoning_content");
+    expect_refusal(SRV_API_CHAT,
+                   "{\"messages\":[{\"role\":\"assistant\",\"content\":\"q\",\"reasoning_content\":3}]}",
+                   "messages[0].reasoning_content");
 }
 
 /* The CLI's samplers under llama.cpp's server's names, with its defaults. */
@@ -624,12 +732,15 @@ int main(void) {
     test_beams();
     test_tokenize_bodies();
     test_escaped_nul();
+    test_duplicate_keys();
     test_hosts();
     test_media_types();
     test_slot_bodies();
     test_embedding_bodies();
     test_request_ids();
     test_unknown_fields();
+    test_compat_fields();
+    test_reasoning_fields();
     test_llama_samplers();
     test_structured_output();
     test_tools();

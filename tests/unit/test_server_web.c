@@ -17,7 +17,10 @@ static void test_assets(void) {
     CHECK(index && index->etag[0] == '"' && strlen(index->etag) == 18);
     const srv_asset *js = srv_asset_find("/app.js");
     CHECK(js && !strcmp(js->type, "text/javascript; charset=utf-8") && strcmp(js->etag, index->etag));
-    CHECK(srv_asset_find("/style.css") && srv_asset_find("/markdown.js") && srv_asset_find("/inspector.js"));
+    CHECK(srv_asset_find("/style.css") && srv_asset_find("/markdown.js") && srv_asset_find("/inspector.js") &&
+          srv_asset_find("/store.js"));
+    const srv_asset *icon = srv_asset_find("/favicon.svg");
+    CHECK(icon && !strcmp(icon->type, "image/svg+xml") && srv_asset_find("/favicon.ico") == icon);
     static const char *const absent[] = {"", "/nothing", "/../index.html", "//index.html", "/index.html/", "/INDEX.HTML",
                                          "/web/app.js", "/index.html?x"};
     for (size_t i = 0; i < sizeof absent / sizeof *absent; i++) CHECK_MSG(!srv_asset_find(absent[i]), "%s", absent[i]);

@@ -397,6 +397,12 @@ static void test_hostile_work(void) {
         SHARED_LISTS "{{ dict([(ns.t, 1), (ns.u, 2)]) }}",
         SHARED_LISTS "{% for x in [ns.a, ns.b] %}{{ loop.changed(x) }}{% endfor %}",
         SHARED_LISTS "{{ ns.a|tojson }}", /* bench/fuzz.sh found it: 2^40 leaves written uncharged */
+        /* str() and repr() of them (written until the memory budget ended them, 8 to 12 s) */
+        SHARED_LISTS "{{ ns.a|string|length }}",
+        SHARED_LISTS "{{ (ns.a ~ '')|length }}",
+        SHARED_LISTS "{{ ('%s' % (ns.a,))|length }}",
+        SHARED_LISTS "{{ ('%r' % (ns.t,))|length }}",
+        SHARED_LISTS "{{ [ns.a]|join(',')|length }}",
     };
     for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++) expect_hostile(shared[i], NULL, "step budget");
     expect_hostile(SHARED_LISTS "{{ ns.a|tojson(indent=2) }}", NULL, "tojson: result too long"); /* its indents fill memory first */

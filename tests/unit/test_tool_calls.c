@@ -1,28 +1,13 @@
-/* Tool calling: template styles, the conversation rewritten for templates without tools, calls
- * parsed out of replies in each format (the expected calls written by hand from the formats'
- * documentation), and what a stream may send before a call is complete. */
+/* Tool calling: the conversation rewritten for templates without tools, calls parsed out of
+ * replies in the JSON-shaped syntaxes (the expected calls written by hand from the formats'
+ * documentation; every family's in test_chat_formats), what a stream may send before a call is
+ * complete, and the grammar of a required call. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "grammar/grammar.h"
 #include "server/tool_calls.h"
 #include "test.h"
-
-static void test_styles(void) {
-    srv_tool_style s = srv_tool_style_of(NULL);
-    CHECK(!s.template_takes_tools && s.format == SRV_TOOL_FMT_HERMES);
-    s = srv_tool_style_of("{% for m in messages %}{{ m.content }}{% endfor %}");
-    CHECK(!s.template_takes_tools && s.format == SRV_TOOL_FMT_HERMES);
-    s = srv_tool_style_of("{% if tools %}<tools>{{ tools|tojson }}</tools> <tool_call>{% endif %}");
-    CHECK(s.template_takes_tools && s.format == SRV_TOOL_FMT_HERMES);
-    s = srv_tool_style_of("<|start_header_id|>{% if tools %}{{ t|tojson }}{% endif %}<|python_tag|>");
-    CHECK(s.template_takes_tools && s.format == SRV_TOOL_FMT_LLAMA3);
-    s = srv_tool_style_of("{% if tools %}[AVAILABLE_TOOLS]{% endif %}[TOOL_CALLS]");
-    CHECK(s.template_takes_tools && s.format == SRV_TOOL_FMT_MISTRAL);
-    /* it names tools, but writes calls in a way nucleus cannot parse: nucleus describes them */
-    s = srv_tool_style_of("{% if tools %}<|tool|>{{ tools }}{% endif %}");
-    CHECK(!s.template_takes_tools && s.format == SRV_TOOL_FMT_HERMES);
-}
 
 static void test_describe(void) {
     const char *msgs = "[{\"role\":\"user\",\"content\":\"weather in Oslo?\"},{\"role\":\"assistant\",\"content\":\"\","
@@ -61,14 +46,27 @@ typedef struct want_call {
     const char *name, *arguments;
 } want_call;
 
-static void expect_calls(srv_tool_format f, const char *text, size_t content_end, int n, const want_call *want) {
+#define HERMES srv_call_syntax_named("hermes")
+#define LLAMA3 srv_call_syntax_named("llama3")
+#define MISTRAL srv_call_syntax_named("mistral")
+
+/* The calls in text, the content before them ending at content_end, what they did not take
+ * starting at tail (strlen(text): nothing). */
+static void expect_calls_of(const srv_call_syntax *f, const char *text, const char *tools, bool parallel,
+                            size_t content_end, size_t tail, int n, const want_call *want) {
     srv_tool_calls c;
-    CHECK(srv_tool_calls_parse(f, text, strlen(text), &c) == 0);
+    CHECK(srv_tool_calls_parse(f, text, strlen(text), tools, parallel, &c) == 0);
     CHECK_MSG(c.n == n, "%d calls instead of %d in %s", c.n, n, text);
     CHECK_MSG(c.content_end == content_end, "content ends at %zu, not %zu, in %s", c.content_end, content_end, text);
+    CHECK_MSG(c.tail == tail, "the rest starts at %zu, not %zu, in %s", c.tail, tail, text);
     for (int k = 0; k < c.n && k < n; k++) {
         CHECK_MSG(!strcmp(c.calls[k].name, want[k].name), "name %s in %s", c.calls[k].name, text);
         CHECK_MSG(!strcmp(c.calls[k].arguments, want[k].arguments), "arguments %s in %s", c.calls[k].arguments, text);
+        if (f->short_ids) { /* Mistral's: 9 letters and digits */
+            CHECK(strlen(c.calls[k].id) == 9 &&
+                  strspn(c.calls[k].id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") == 9);
+            continue;
+        }
         CHECK(!strncmp(c.calls[k].id, "call_", 5) && strlen(c.calls[k].id) == 29);
         CHECK(strspn(c.calls[k].id + 5, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") == 24);
     }
@@ -76,8 +74,44 @@ static void expect_calls(srv_tool_format f, const char *text, size_t content_end
     srv_tool_calls_free(&c);
 }
 
+static void expect_calls_tail(const srv_call_syntax *f, const char *text, size_t content_end, size_t tail, int n,
+                              const want_call *want) {
+    expect_calls_of(f, text, NULL, true, content_end, tail, n, want);
+}
+
+static void expect_calls(const srv_call_syntax *f, const char *text, size_t content_end, int n, const want_call *want) {
+    expect_calls_tail(f, text, content_end, strlen(text), n, want);
+}
+
+/* The tools the limits' replies call. */
+#define TOOL(name) "{\"type\":\"function\",\"function\":{\"name\":\"" name "\"}}"
+static const char ALL_TOOLS[] = "[" TOOL("get_weather") "," TOOL("a") "," TOOL("b") "," TOOL("f") "]";
+
+/* Calls the request did not ask for are content: a tool it did not declare, arguments an escaped
+ * NUL would cut short; parallel_tool_calls false keeps the first call, what follows it content. */
+static void test_parse_limits(void) {
+    const char *undeclared = "<tool_call>{\"name\": \"rm_rf\", \"arguments\": {}}</tool_call>";
+    size_t n = strlen(undeclared);
+    expect_calls_of(HERMES, undeclared, ALL_TOOLS, true, n, n, 0, NULL);
+    const char *mixed = "<tool_call>{\"name\": \"a\"}</tool_call><tool_call>{\"name\": \"rm_rf\"}</tool_call>";
+    expect_calls_of(HERMES, mixed, ALL_TOOLS, true, strlen(mixed), strlen(mixed), 0, NULL);
+    const char *list = "[TOOL_CALLS][{\"name\": \"rm_rf\", \"arguments\": {}}]";
+    expect_calls_of(MISTRAL, list, ALL_TOOLS, true, strlen(list), strlen(list), 0, NULL);
+    const char *nul = "<tool_call>{\"name\": \"f\", \"arguments\": {\"path\": \"/tmp/x\\u0000/etc/passwd\"}}</tool_call>";
+    expect_calls_of(HERMES, nul, ALL_TOOLS, true, strlen(nul), strlen(nul), 0, NULL);
+    want_call esc[] = {{"f", "{\"s\":\"a\\\\u0000b\"}"}}; /* an escaped backslash, then text: not a NUL */
+    const char *escaped = "<tool_call>{\"name\": \"f\", \"arguments\": {\"s\": \"a\\\\u0000b\"}}</tool_call>";
+    expect_calls_of(HERMES, escaped, ALL_TOOLS, true, 0, strlen(escaped), 1, esc);
+    want_call first[] = {{"a", "{}"}};
+    const char *two = "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>\n"
+                      "<tool_call>{\"name\": \"b\", \"arguments\": {}}</tool_call>";
+    expect_calls_of(HERMES, two, ALL_TOOLS, false, 0, (size_t)(strrchr(two, '\n') + 1 - two), 1, first);
+    const char *pair = "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\"}]";
+    expect_calls_of(MISTRAL, pair, ALL_TOOLS, false, 0, (size_t)(strstr(pair, "}, {") + 1 - pair), 1, first);
+}
+
 static void test_parse_hermes(void) {
-    const srv_tool_format H = SRV_TOOL_FMT_HERMES;
+    const srv_call_syntax *H = HERMES;
     want_call w1[] = {{"get_weather", "{\"city\":\"Oslo\",\"unit\":\"C\"}"}};
     expect_calls(H, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"unit\": \"C\"}}\n"
                     "</tool_call>", 0, 1, w1);
@@ -92,39 +126,47 @@ static void test_parse_hermes(void) {
     expect_calls(H, "<tool_call>{\"name\":\"f\"}</tool_call>", 0, 1, w4);
     /* an unclosed last block (the reply hit its end) still counts */
     expect_calls(H, "<tool_call>{\"name\":\"f\"}", 0, 1, w4);
-    /* not calls: the whole text is content */
+    /* the complete calls before a cut or malformed block stay calls; the rest is not taken */
+    const char *cut = "<tool_call>{\"name\":\"f\"}</tool_call>\n<tool_call>{\"name\":\"f\"}</tool_call>\n<tool_call>{\"na";
+    want_call w5[] = {{"f", "{}"}, {"f", "{}"}};
+    expect_calls_tail(H, cut, 0, strlen(cut) - 15, 2, w5);
+    const char *more = "<tool_call>{\"name\":\"f\"}</tool_call> and more";
+    expect_calls_tail(H, more, 0, strlen(more) - 8, 1, w4);
+    /* not calls: the whole text is content (arguments as text must be an object's JSON: found by
+       fuzz_reply) */
     const char *plain[] = {"Just text.", "<tool_call>not json</tool_call>", "<tool_call>{\"name\": 5}</tool_call>",
-                           "<tool_call>{\"arguments\": {}}</tool_call>", "<tool_call>{\"name\":\"f\"}</tool_call> and more",
+                           "<tool_call>{\"name\":\"f\",\"arguments\":\"hello\"}</tool_call>",
+                           "<tool_call>{\"arguments\": {}}</tool_call>",
                            "<tool_call>{\"name\":\"f\",\"arguments\":[1]}</tool_call>", "<tool_call>{\"name\":\"f\""};
     for (size_t i = 0; i < sizeof plain / sizeof *plain; i++) expect_calls(H, plain[i], strlen(plain[i]), 0, NULL);
 }
 
 static void test_parse_llama3_mistral(void) {
     want_call w1[] = {{"get_weather", "{\"city\":\"Oslo\"}"}};
-    expect_calls(SRV_TOOL_FMT_LLAMA3, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}", 0, 1, w1);
-    expect_calls(SRV_TOOL_FMT_LLAMA3, "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}", 0,
-                 1, w1);
+    expect_calls(LLAMA3, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}", 0, 1, w1);
+    expect_calls(LLAMA3, "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}", 0, 1, w1);
     want_call w2[] = {{"a", "{}"}, {"b", "{\"n\":1}"}};
-    expect_calls(SRV_TOOL_FMT_LLAMA3, " {\"name\":\"a\",\"parameters\":{}}; {\"name\":\"b\",\"parameters\":{\"n\":1}}", 0,
+    expect_calls(LLAMA3, " {\"name\":\"a\",\"parameters\":{}}; {\"name\":\"b\",\"parameters\":{\"n\":1}}", 1, 2, w2);
+    expect_calls(LLAMA3, "The answer is {\"a\": 1}", 22, 0, NULL);
+    expect_calls(LLAMA3, "{\"a\": 1}", 8, 0, NULL);
+    expect_calls(MISTRAL, "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", \"arguments\": {\"n\": 1}}]", 0,
                  2, w2);
-    expect_calls(SRV_TOOL_FMT_LLAMA3, "The answer is {\"a\": 1}", 22, 0, NULL);
-    expect_calls(SRV_TOOL_FMT_LLAMA3, "{\"a\": 1}", 8, 0, NULL);
-    expect_calls(SRV_TOOL_FMT_MISTRAL,
-                 "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", \"arguments\": {\"n\": 1}}]", 0, 2,
-                 w2);
-    expect_calls(SRV_TOOL_FMT_MISTRAL, "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}]", 0, 1, w1);
-    expect_calls(SRV_TOOL_FMT_MISTRAL, "[TOOL_CALLS][]", 14, 0, NULL);
-    expect_calls(SRV_TOOL_FMT_MISTRAL, "[1, 2]", 6, 0, NULL);
-    expect_calls(SRV_TOOL_FMT_MISTRAL, "Sure: [{\"name\": \"a\"}]", 21, 0, NULL);
+    expect_calls(MISTRAL, "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}]", 0, 1, w1);
+    expect_calls(MISTRAL, "[TOOL_CALLS][]", 14, 0, NULL);
+    expect_calls(MISTRAL, "[1, 2]", 6, 0, NULL);
+    expect_calls(MISTRAL, "Sure: [{\"name\": \"a\"}]", 21, 0, NULL);
+    /* a list cut after its first call: that call stays */
+    const char *cut = "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", \"argu";
+    expect_calls_tail(MISTRAL, cut, 0, 45, 1, w2);
 }
 
-static void expect_ready(srv_tool_format f, const char *text, size_t want) {
+static void expect_ready(const srv_call_syntax *f, const char *text, size_t want) {
     size_t got = srv_tool_content_ready(f, text, strlen(text));
     CHECK_MSG(got == want, "%zu bytes of '%s' ready, not %zu", got, text, want);
 }
 
 static void test_stream_ready(void) {
-    const srv_tool_format H = SRV_TOOL_FMT_HERMES;
+    const srv_call_syntax *H = HERMES;
     CHECK(srv_tool_content_ready(H, NULL, 0) == 0); /* nothing generated yet */
     expect_ready(H, "Hello there", 11);
     expect_ready(H, "Hello <", 5); /* the blank too: it may precede a call */
@@ -136,13 +178,13 @@ static void test_stream_ready(void) {
     expect_ready(H, "one two", 7);
     expect_ready(H, "one ", 3);
     expect_ready(H, "<tool", 0);
-    expect_ready(SRV_TOOL_FMT_LLAMA3, "  ", 0);
-    expect_ready(SRV_TOOL_FMT_LLAMA3, " {\"name", 0);
-    expect_ready(SRV_TOOL_FMT_LLAMA3, "<|python", 0);
-    expect_ready(SRV_TOOL_FMT_LLAMA3, "It is", 5);
-    expect_ready(SRV_TOOL_FMT_MISTRAL, "[TOOL", 0);
-    expect_ready(SRV_TOOL_FMT_MISTRAL, "[{", 0);
-    expect_ready(SRV_TOOL_FMT_MISTRAL, "No.", 3);
+    expect_ready(LLAMA3, "  ", 0);
+    expect_ready(LLAMA3, " {\"name", 0);
+    expect_ready(LLAMA3, "<|python", 0);
+    expect_ready(LLAMA3, "It is", 5);
+    expect_ready(MISTRAL, "[TOOL", 0);
+    expect_ready(MISTRAL, "[{", 0);
+    expect_ready(MISTRAL, "No.", 3);
 }
 
 /* Whether the grammar (GBNF text) takes exactly the sentence s. */
@@ -165,7 +207,7 @@ static void test_grammar(void) {
         "\"properties\":{\"city\":{\"type\":\"string\"},\"unit\":{\"enum\":[\"C\",\"F\"]}},\"required\":[\"city\",\"unit\"],"
         "\"additionalProperties\":false}}},{\"type\":\"function\",\"function\":{\"name\":\"now\"}}]";
     srv_error e;
-    char *h = srv_tool_grammar(SRV_TOOL_FMT_HERMES, tools, NULL, true, &e);
+    char *h = srv_tool_grammar(HERMES, tools, NULL, true, NULL, &e);
     CHECK_MSG(h != NULL, "%s", e.message);
     if (h) {
         const char *w = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"unit\": \"C\"}}\n"
@@ -184,7 +226,7 @@ static void test_grammar(void) {
         CHECK(!grammar_takes(h, "Sure."));
     }
     free(h);
-    h = srv_tool_grammar(SRV_TOOL_FMT_HERMES, tools, "now", false, &e);
+    h = srv_tool_grammar(HERMES, tools, "now", false, NULL, &e);
     if (h) {
         CHECK(grammar_takes(h, "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"));
         CHECK(!grammar_takes(h, "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n"
@@ -193,30 +235,30 @@ static void test_grammar(void) {
                                 "\"C\"}}\n</tool_call>"));
     }
     free(h);
-    h = srv_tool_grammar(SRV_TOOL_FMT_LLAMA3, tools, NULL, true, &e);
+    h = srv_tool_grammar(LLAMA3, tools, NULL, true, NULL, &e);
     if (h) {
         CHECK(grammar_takes(h, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\", \"unit\": \"F\"}}"));
         CHECK(!grammar_takes(h, "{\"name\": \"now\", \"arguments\": {}}"));
     }
     free(h);
-    h = srv_tool_grammar(SRV_TOOL_FMT_MISTRAL, tools, NULL, true, &e);
+    h = srv_tool_grammar(MISTRAL, tools, NULL, true, NULL, &e);
     if (h) {
-        CHECK(grammar_takes(h, "[{\"name\": \"now\", \"arguments\": {}}, {\"name\": \"now\", \"arguments\": {}}]"));
+        CHECK(grammar_takes(h, "[TOOL_CALLS][{\"name\": \"now\", \"arguments\": {}}, {\"name\": \"now\", \"arguments\": {}}]"));
         CHECK(!grammar_takes(h, "[]"));
     }
     free(h);
     /* a parameters schema that cannot become a grammar: a 400 naming the tool */
-    h = srv_tool_grammar(SRV_TOOL_FMT_HERMES,
+    h = srv_tool_grammar(HERMES,
                          "[{\"type\":\"function\",\"function\":{\"name\":\"a\",\"parameters\":{\"type\":\"object\"}}},"
                          "{\"type\":\"function\",\"function\":{\"name\":\"b\",\"parameters\":{\"if\":{}}}}]",
-                         NULL, true, &e);
+                         NULL, true, NULL, &e);
     CHECK(h == NULL && e.status == 400 && !strcmp(e.param, "tools[1].function.parameters"));
     CHECK_MSG(strstr(e.message, "if") != NULL, "%s", e.message);
     free(h);
 }
 
 int main(void) {
-    test_styles();
+    test_parse_limits();
     test_describe();
     test_parse_hermes();
     test_parse_llama3_mistral();
