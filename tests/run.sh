@@ -156,9 +156,10 @@ slow_e2e=" neon cuda tokenizer golden hostile_models grammar structured perplexi
 slow_unit=" test_kernels $alone"
 for s in neon cuda; do e2e "$s"; done
 if [ "$tier" != check ]; then
-    # The CUDA backend's tests: emulated on the CPU, and built for the GPU where nvcc is (skipping,
-    # saying so, without a GPU).
-    for t in build/emu/tests/test_* build/cuda/tests/test_*; do
+    # The CUDA backend's tests: emulated on the CPU, and on the GPU where there is one (the
+    # Makefile builds build/cuda only then: without one, nvcc compiles the kernels as a check).
+    gpu_tests=(); compgen -G '/dev/nvidia[0-9]*' >/dev/null && gpu_tests=(build/cuda/tests/test_*)
+    for t in build/emu/tests/test_* "${gpu_tests[@]}"; do
         d=${t#build/}
         [ -x "$t" ] && run_suite "$(basename "$t") (${d%%/*})" "$t"
     done
