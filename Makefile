@@ -50,7 +50,7 @@ REL_CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/rel/%.o)
 SAN_CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/san/%.o)
 UNIT_BIN    := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%)
 
-.PHONY: all test unit clean fuzz deps test-deps lib install examples python
+.PHONY: all check test test-full unit clean fuzz deps test-deps lib install examples python
 all: $(BUILD)/nucleus
 
 # What building and running need (make deps); that and what the tests need (make test-deps).
@@ -72,6 +72,9 @@ $(BUILD)/gen/rel_cflags.flag: FORCE
 $(BUILD)/san/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(SAN_CFLAGS) $(call isa_flags,$<) -MMD -MP -c $< -o $@
+# The sanitized AVX2 and AVX-512 kernels are a third of a clean `make test`'s compiling: with line
+# tables only (-g1: sanitizer reports keep file:line) a fifth less.
+$(BUILD)/san/src/kernels/kernels_avx2.o $(BUILD)/san/src/kernels/kernels_avx512.o: SAN_CFLAGS += -g1
 
 $(BUILD)/embed: scripts/embed.c
 	@mkdir -p $(dir $@)
@@ -191,6 +194,12 @@ $(BUILD)/san/tests/%: tests/unit/%.c $(BUILD)/san/libnucleus.a
 	$(CC) $(SAN_CFLAGS) $(call isa_flags,$<) -Itests -o $@ $< $(BUILD)/san/libnucleus.a $(LDLIBS)
 
 unit: $(UNIT_BIN)
+# The same tests built without the sanitizers, over the release library: make check's (the
+# edit-compile-test loop: after `make`, only the tests themselves are compiled).
+REL_UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/rel/tests/%)
+$(BUILD)/rel/tests/%: tests/unit/%.c $(BUILD)/rel/libnucleus.a
+	@mkdir -p $(dir $@)
+	$(CC) $(REL_CFLAGS) $(call isa_flags,$<) -Itests -o $@ $< $(BUILD)/rel/libnucleus.a $(LDLIBS)
 
 # examples/: programs that use the library as its users do, through include/nucleus.h alone
 # (tests/e2e/install.sh builds them against an installed copy with pkg-config).
@@ -252,7 +261,8 @@ $(BUILD)/grammar_bench: bench/grammar_bench.c $(BUILD)/rel/libnucleus.a
 AARCH64_CC ?= aarch64-linux-gnu-gcc
 A64 := $(BUILD)/aarch64
 A64_SRC := $(sort $(wildcard src/kernels/*.c)) src/tensor/quant.c src/tensor/quant_k.c src/format/ggml_types.c
-A64_CFLAGS := $(CSTD) $(WARN) $(INC) -O2 -g -fno-math-errno -fsanitize=undefined -fno-sanitize-recover=undefined
+# -g1: line tables (UBSan's reports and backtraces keep file:line) at two thirds of -g's compile time.
+A64_CFLAGS := $(CSTD) $(WARN) $(INC) -O2 -g1 -fno-math-errno -fsanitize=undefined -fno-sanitize-recover=undefined
 $(A64)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(AARCH64_CC) $(A64_CFLAGS) $(if $(findstring _neon_dot,$<),$(NEON_DOT_FLAGS),$(if $(findstring _neon_i8mm,$<),$(NEON_I8MM_FLAGS),)) -MMD -MP -c $< -o $@
@@ -267,10 +277,17 @@ FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 # A harness links only the parsers it exercises (the format and grammar layers, which need
 # nothing else, and the shared helpers). FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION (libFuzzer's
 # convention) shrinks the grammar matcher's work budgets to fit the fuzzer's timeout.
+# The parsers are compiled once into $(BUILD)/fuzz/obj and linked into every harness.
 FUZZ_LIB_SRC := src/common.c $(shell find src/format src/grammar -name '*.c' | sort)
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRC)
+FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
+FUZZ_CFLAGS := $(CSTD) $(INC) -O1 -g -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+.SECONDARY: $(FUZZ_LIB_OBJ)
+$(BUILD)/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	clang $(CSTD) $(INC) -O1 -g -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $< $(FUZZ_LIB_SRC) $(FUZZ_EXTRA_$*) $(LDLIBS)
+	$(CCACHE) clang $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CCACHE) clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LIB_OBJ) $(FUZZ_EXTRA_$*) $(LDLIBS)
 # Harnesses that include the source they exercise rebuild when it changes.
 $(BUILD)/fuzz/fuzz_kv_file: src/kv/kv_file_format.c src/kv/kv_file.h
 # and sources a harness needs beside them
@@ -288,8 +305,43 @@ FUZZ_LONG_RUNS ?= 1000000
 fuzz-long: fuzz
 	bash bench/fuzz.sh $(FUZZ_LONG_RUNS)
 
-test: $(BUILD)/nucleus $(BUILD)/san/nucleus unit fuzz emu $(HAVE_NVCC)
-	bash tests/run.sh
+# The GPU build where nvcc is: with a GPU (a /dev/nvidiaN device), all of it (make cuda), whose
+# tests then run; without one, where those tests could only skip, the kernels compiled for one
+# architecture (sm_90) into $(BUILD)/cuda-check: a check that nvcc takes them, in half the time
+# (the emulated build links the same backend).
+HAVE_GPU := $(wildcard /dev/nvidia[0-9]*)
+GPU_BUILD := $(if $(HAVE_NVCC),$(if $(HAVE_GPU),cuda,cuda-check),)
+$(BUILD)/cuda-check/%.o: src/cuda/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(filter-out -gencode arch=%,$(NVCC_FLAGS)) -gencode arch=compute_90,code=sm_90 -MMD -MP -c $< -o $@
+.PHONY: cuda-check
+cuda-check: $(CU_SRC:src/cuda/%.cu=$(BUILD)/cuda-check/%.o)
+
+# The test tiers (docs/testing.md; tests/run.sh runs the suites, as many at once as make's -j):
+# check: the unit tests and one pass of each judge, for the edit-compile-test loop;
+# test: everything that can fail on a behaviour, repetition cut (the README's and CI's command);
+# test-full: every kernel set x cache type x record, long fuzzing, the whole emulated GPU.
+# Every build a tier needs is a prerequisite, so that one make builds them all at once, the
+# longest compiles first (make -j starts prerequisites in order: no core waits at the end on one
+# that started late).
+SLOW_OBJ := $(BUILD)/san/src/kernels/kernels_avx512.o $(BUILD)/san/src/kernels/kernels_avx2.o \
+    $(BUILD)/rel/src/kernels/kernels_avx512.o $(BUILD)/rel/src/kernels/kernels_avx2.o
+TEST_BUILDS := $(BUILD)/nucleus $(BUILD)/san/nucleus unit fuzz emu $(GPU_BUILD)
+check: $(BUILD)/rel/src/kernels/kernels_avx512.o $(BUILD)/rel/src/kernels/kernels_avx2.o $(BUILD)/nucleus $(REL_UNIT_BIN)
+	bash tests/run.sh check
+test: $(SLOW_OBJ) $(GPU_BUILD) $(EMU_SAN_OBJ) $(TEST_BUILDS)
+	bash tests/run.sh test
+test-full: $(SLOW_OBJ) $(GPU_BUILD) $(EMU_SAN_OBJ) $(TEST_BUILDS)
+	bash tests/run.sh full
+
+# ccache, where installed, keeps the compilers' work across builds and trees (make CCACHE= turns
+# it off; a CC or CXX given on make's command line is used as given).
+CCACHE ?= $(shell command -v ccache 2>/dev/null)
+ifneq ($(CCACHE),)
+CC := $(CCACHE) $(CC)
+CXX := $(CCACHE) $(CXX)
+AARCH64_CC := $(CCACHE) $(AARCH64_CC)
+endif
 
 clean:
 	rm -rf $(BUILD)

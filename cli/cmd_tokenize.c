@@ -7,16 +7,19 @@
 #include "cli.h"
 
 #define USAGE                                                                                          \
-    "usage: nucleus tokenize [-m MODEL] (-p TEXT | -f FILE) [--no-bos] [--special] [--json | --lines | --show-pieces]\n" \
+    "usage: nucleus tokenize [-m MODEL] (-p TEXT | -f FILE | --batch LIST) [--no-bos] [--special] [--lines] [--json | --show-pieces]\n" \
     "  -f FILE     the text of FILE ('-': stdin)\n"                                                      \
     "  --no-bos    no BOS/EOS tokens the vocabulary would add\n"                                          \
     "  --special   text such as <|im_start|> becomes its control token\n"                                \
     "  --json      ids as a JSON array\n"                                                                 \
-    "  --lines     each line of the text on its own, one output line per input line\n"              \
-    "  --show-pieces  a line per token: its id and its text, as llama-tokenize prints them\n"
+    "  --lines     each line of the text on its own, one output line (or block of pieces) per input line\n" \
+    "  --show-pieces  a line per token: its id and its text, as llama-tokenize prints them\n"             \
+    "  --batch LIST  many texts in one process: each line of LIST ('-': stdin) names a file whose text\n"  \
+    "              is tokenized as -f would; its output line (lines with --lines) per file, in order\n"   \
+    "              (error: MESSAGE for one that fails; the exit status is then 1)\n"
 
 typedef struct tok_opts {
-    const char *path, *text, *file;
+    const char *path, *text, *file, *batch;
     bool add_special, parse_special, json, lines, pieces;
 } tok_opts;
 
@@ -28,6 +31,7 @@ static int parse_args(int argc, char **argv, tok_opts *o) {
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(o->path = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { if (!(o->text = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { if (!(o->file = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "--batch")) { if (!(o->batch = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(a, "--no-bos")) o->add_special = false;
         else if (!strcmp(a, "--special")) o->parse_special = true;
         else if (!strcmp(a, "--json")) o->json = true;
@@ -38,12 +42,12 @@ static int parse_args(int argc, char **argv, tok_opts *o) {
             return 2;
         }
     }
-    if (!!o->text == !!o->file) {
-        fprintf(stderr, "error: tokenize: give exactly one of -p TEXT or -f FILE\n" USAGE);
+    if (!!o->text + !!o->file + !!o->batch != 1) {
+        fprintf(stderr, "error: tokenize: give exactly one of -p TEXT, -f FILE or --batch LIST\n" USAGE);
         return 2;
     }
-    if (o->json + o->lines + o->pieces > 1) {
-        fprintf(stderr, "error: tokenize: --json, --lines and --show-pieces exclude each other\n" USAGE);
+    if (o->json && o->pieces) {
+        fprintf(stderr, "error: tokenize: --json and --show-pieces exclude each other\n" USAGE);
         return 2;
     }
     if (!o->path && !(o->path = cli_default_model())) return 2;
@@ -109,19 +113,41 @@ static int run(const nc_vocab_file *v, const tok_opts *o, const char *text, size
     return rc;
 }
 
+/* --batch: each line of the list names a file, tokenized as -f would (the vocabulary loaded once). */
+static int run_batch(const nc_vocab_file *v, const tok_opts *o) {
+    FILE *list = strcmp(o->batch, "-") ? fopen(o->batch, "r") : stdin;
+    if (!list) {
+        fprintf(stderr, "error: --batch: %s: cannot open\n", o->batch);
+        return 1;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int rc = 0;
+    while ((n = getline(&line, &cap, list)) >= 0) {
+        if (n > 0 && line[n - 1] == '\n') line[--n] = 0;
+        if (!n) continue;
+        size_t len;
+        char *text = cli_read_text(line, &len); /* says why on stderr when it cannot */
+        if (!text || run(v, o, text, len)) {
+            printf("error: %s\n", text ? "tokenizing failed" : "cannot read the file");
+            rc = 1;
+        }
+        fflush(stdout);
+        free(text);
+    }
+    free(line);
+    if (list != stdin) fclose(list);
+    return rc;
+}
+
 int cmd_tokenize(int argc, char **argv) {
     tok_opts o;
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc; /* -1: help was asked for */
-    size_t len = 0;
+    size_t len = o.text ? strlen(o.text) : 0;
     char *owned = NULL;
-    const char *text = o.text;
-    if (o.file) {
-        if (!(owned = cli_read_text(o.file, &len))) return 1;
-        text = owned;
-    } else {
-        len = strlen(text);
-    }
+    if (o.file && !(owned = cli_read_text(o.file, &len))) return 1;
     nc_err err;
     nc_vocab_file *v;
     if (nc_vocab_file_load(&v, o.path, &err)) {
@@ -129,7 +155,7 @@ int cmd_tokenize(int argc, char **argv) {
         free(owned);
         return 1;
     }
-    rc = run(v, &o, text, len);
+    rc = o.batch ? run_batch(v, &o) : run(v, &o, owned ? owned : o.text, len);
     free(owned);
     nc_vocab_file_free(v);
     return rc;

@@ -187,8 +187,8 @@ static const char *missing_feature(const fwd_state *s, int il0, int *layer) {
         *layer = il;
         if (L->mixer != MIXER_ATTENTION) return "recurrent and latent attention layers";
         if (L->kv_layer != il || L->q_gate || L->v_norm || L->qk_norm_plain || L->temperature || L->chunk ||
-            L->head_dim != hp->head_dim || L->n_head_kv != hp->n_head_kv || L->n_rot != hp->n_rot)
-            return "attention of other shapes than the model's own (gated, shared, chunked, per-layer heads, temperature)";
+            L->head_dim != hp->head_dim || L->n_head_kv != hp->n_head_kv || (L->n_rot && L->n_rot != hp->n_rot))
+            return "attention of other shapes than the model's own (gated, shared, chunked, per-layer heads or rotations, temperature)";
         if (s->kv.layer[il].kv_dim > CU_MAX_KV_DIM) return "KV rows wider than CU_MAX_KV_DIM";
         if (L->ffn != FFN_GATED && L->ffn != FFN_MOE) return "a layer without a gated FFN";
         if (L->sh_gate.data || L->exp_probs_b || L->router_scale || L->ffn_post_norm_1 || L->out_scale != 1.0f)

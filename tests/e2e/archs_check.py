@@ -21,6 +21,9 @@ largest deviations and the closing line "archs: N passed, N failed".
 """
 import argparse, json, os, shutil, struct, subprocess, sys, tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from scorer import Scorer, sampled  # noqa: E402
+
 TOL = {"default": 0.02, "f32": 1e-4}
 LLAMA_CPP_TOL = {"default": 0.03, "f32": 1e-3}
 
@@ -60,9 +63,8 @@ def check_form(args, rec, arch, form, model, where, check):
     worst = {}
     for cache in args.caches:
         tol = tolerances(rec)[cache]
-        out = json.loads(run([args.nucleus, "score", "-m", model, "--ids", ",".join(map(str, ids)), "--all",
-                              "--top", "50", "-t", args.threads] + (["--cache-type", cache] if cache != "default" else []) +
-                             args.device))["top_logprobs"]
+        out = args.scorer.score(["-m", model, "--ids", ",".join(map(str, ids)), "--all", "--top", "50", "-t", args.threads] +
+                                (["--cache-type", cache] if cache != "default" else []) + args.device)["top_logprobs"]
         w = 0.0
         for pos, ref in steps:
             ours = dict((t, lp) for t, lp in out[pos])
@@ -72,8 +74,8 @@ def check_form(args, rec, arch, form, model, where, check):
                 check(dev <= tol, "%s (%s KV cache) position %d token %d: %s vs %.6f (tolerance %g)" %
                       (where, cache, pos, tok, ours.get(tok), lp, tol))
         worst[cache] = w
-    g = json.loads(run([args.nucleus, "score", "-m", model, "--ids", ",".join(map(str, rec["prompt_ids"])),
-                        "--greedy", str(len(rec["ids"])), "-t", args.threads] + args.device))
+    g = args.scorer.score(["-m", model, "--ids", ",".join(map(str, rec["prompt_ids"])),
+                           "--greedy", str(len(rec["ids"])), "-t", args.threads] + args.device)
     n = len(rec["ids"])
     for k, step in enumerate(rec["top_logprobs"]):
         if len(step) > 1 and step[0][1] - step[1][1] < 2 * tolerances(rec)["default"]:
@@ -151,10 +153,14 @@ def main():
     ap.add_argument("--threads", default="2")
     ap.add_argument("--forms", default="gguf,hf,v4,sharded", help="any of gguf,hf,v4,sharded")
     ap.add_argument("--only", default="", help="architectures (comma-separated folder names of shared/archs)")
+    ap.add_argument("--sample", action="store_true",
+                    help="only the records of each architecture that differ in what they exercise: the first, and "
+                         "each one at least twice as long as every one before it (tests/lib/scorer.py: sampled)")
     ap.add_argument("--device", default="", help="nucleus --device (cuda: the GPU keeps an f16 cache, so only the default is checked)")
     args = ap.parse_args()
     args.caches = ["default"] if args.device else list(TOL)
     args.device = ["--device", args.device] if args.device else []
+    args.scorer = Scorer(args.nucleus)
     passed = failed = 0
 
     def check(ok, msg):
@@ -175,9 +181,9 @@ def main():
         if not os.path.exists(path) or (args.only and arch not in args.only.split(",")):
             continue
         records = [json.loads(line) for line in open(path)]
-        for form in args.forms.split(","):
-            if form != "gguf" and "hf_dir" not in records[0]:
-                continue  # the families of 2026 come as GGUF files only
+        if args.sample: records = [records[i] for i in sampled(records)]
+        # A family whose records name no Hugging Face directory (a GGUF file only) has the GGUF form only.
+        for form in [f for f in args.forms.split(",") if f == "gguf" or all("hf_dir" in r for r in records)]:
             worst = dict((c, 0.0) for c in args.caches)
             try:
                 for i, rec in enumerate(records):
@@ -188,6 +194,10 @@ def main():
             except RuntimeError as e:
                 check(False, "%s %s: %s" % (arch, form, e))
     shutil.rmtree(tmp)
+    try:
+        args.scorer.close()
+    except RuntimeError as e:
+        check(False, str(e))
     print("archs: %d passed, %d failed" % (passed, failed))
     return 0 if failed == 0 else 1
 

@@ -206,8 +206,10 @@ pieces=$($BIN tokenize -m "$STORIES" -p "Once upon a time" --show-pieces)
 expect_eq "tokenize --show-pieces ids" "$(sed -E 's/^ *([0-9]+) -> .*/\1/' <<<"$pieces" | tr '\n' ' ')" "1 403 407 261 378 "
 expect_eq "tokenize --show-pieces lines" "$(sed -n 2p <<<"$pieces")" "   403 -> ' Once'"
 expect_eq "tokenize --show-pieces text" "$(sed -n '2,$p' <<<"$pieces" | sed -E "s/^ *[0-9]+ -> '(.*)'$/\1/" | tr -d '\n')" " Once upon a time"
-expect_err "--show-pieces with --json" "--json, --lines and --show-pieces exclude each other" \
+expect_err "--show-pieces with --json" "--json and --show-pieces exclude each other" \
     $BIN tokenize -m "$STORIES" -p x --show-pieces --json
+expect_eq "tokenize --lines --json" "$(printf 'Once\nupon' | $BIN tokenize -m "$STORIES" -f - --lines --json --no-bos)" \
+    "$(printf '[%s]\n[%s]' "$($BIN tokenize -m "$STORIES" -p Once --no-bos)" "$($BIN tokenize -m "$STORIES" -p upon --no-bos)")"
 expect_eq "tokenize --special" "$($BIN tokenize -m "$QWEN/qwen2-f16.gguf" --special -p '<|im_start|>')" "$im_id"
 expect_eq "tokenize -f - (stdin)" "$(printf 'Hello' | $BIN tokenize -m "$STORIES" -f -)" "$($BIN tokenize -m "$STORIES" -p Hello)"
 

@@ -11,11 +11,19 @@
 #     context shift, on the GPU.
 # (2) On a GPU (build/cuda/nucleus, make cuda, and a GPU that test_ops finds): every record of
 #     shared/golden, shared/quants and shared/archs. Without one it says so, loudly.
+# make test (tests/lib/tier.sh) runs (1) on a subset that covers every kernel path: of shared/golden,
+# shared/quants and shared/archs the records that differ in what they exercise (the first of each
+# file, and the longer ones), every architecture as GGUF (F16 weights) and the Hugging Face form
+# (BF16 weights) of a dense model and of each kind of experts, every weight type, and every key
+# type and value type of the cache; make test-full and a run by hand: every record of both forms.
 # Ends with "cuda: N passed, N failed".
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/models.sh
 . tests/lib/checks.sh
+. tests/lib/tier.sh
+sel=() sub=full
+if ! tier_is full; then sel=(--sample) sub=sample; fi
 BUILD=${BUILD:-build}
 EMU=$BUILD/emu/nucleus
 STORIES=$SHARED/models/stories260K/stories260K.gguf
@@ -49,13 +57,22 @@ absorb() { # name, command...: a checker's own "N passed, N failed" added to our
 
 # (1) emulated
 absorb "golden, emulated GPU" /usr/bin/python3 tests/e2e/golden_check.py --nucleus "$EMU" --shared "$SHARED" \
-    --models "$MODELS_DIR" --device cuda --cache-types f16 --only stories260K
+    --models "$MODELS_DIR" --device cuda --cache-types f16 --only stories260K "${sel[@]}"
 absorb "golden, emulated GPU" /usr/bin/python3 tests/e2e/golden_check.py --nucleus "$EMU" --shared "$SHARED" \
-    --models "$MODELS_DIR" --device cuda --cache-types f16 --only tinystories
+    --models "$MODELS_DIR" --device cuda --cache-types f16 --only tinystories "${sel[@]}"
 # the twelve architectures the GPU runs; the layers of 2026 are refused, naming the layer and what is missing
 GPU_ARCHS=gemma2,gemma3,gptoss,granite,llama3,mixtral,olmo2,phi3,qwen2,qwen3,qwen3moe,smollm3
-absorb "archs, emulated GPU" /usr/bin/python3 tests/e2e/archs_check.py --nucleus "$EMU" --shared "$SHARED" \
-    --device cuda --forms gguf,hf --only $GPU_ARCHS
+if tier_is full; then
+    absorb "archs, emulated GPU" /usr/bin/python3 tests/e2e/archs_check.py --nucleus "$EMU" --shared "$SHARED" \
+        --device cuda --forms gguf,hf --only $GPU_ARCHS
+else
+    # every architecture's own kernels from its GGUF form (F16 weights); the BF16 weights of the
+    # Hugging Face form through a dense model's products and the three kinds of experts
+    absorb "archs, emulated GPU" /usr/bin/python3 tests/e2e/archs_check.py --nucleus "$EMU" --shared "$SHARED" \
+        --device cuda --forms gguf --sample --only $GPU_ARCHS
+    absorb "archs, emulated GPU" /usr/bin/python3 tests/e2e/archs_check.py --nucleus "$EMU" --shared "$SHARED" \
+        --device cuda --forms hf --sample --only llama3,mixtral,qwen3moe,gptoss
+fi
 expect_err "qwen35 on the GPU" "the cuda backend cannot run layer 0 (a gated DeltaNet): it lacks the operation 'conv'" \
     "$EMU" score -m "$SHARED/archs/qwen35/qwen35-f32.gguf" --ids 1,2,3 --device cuda
 expect_err "deepseek2 on the GPU" "cannot run layer 0 (latent attention): it lacks the operation 'mul_heads'" \
@@ -67,19 +84,19 @@ expect_err "granitehybrid's last layer on the GPU" "cannot run layer 4 (attentio
 # tests/e2e/reference.sh's tiny models (every weight type, MQA, partial rotary, rope_freqs, qwen2's
 # biases) against reference-forward, through the GPU pass
 wrap "$tmp/gpu-nucleus" --device cuda
-absorb "reference, emulated GPU" env NUCLEUS_BIN="$tmp/gpu-nucleus" bash tests/e2e/reference.sh
+absorb "reference, emulated GPU" env NUCLEUS_BIN="$tmp/gpu-nucleus" NUCLEUS_TEST_TIER=$sub bash tests/e2e/reference.sh
 # every weight type: shared/quants (read from their blocks on the GPU) and
 # quants.sh's MXFP4 model
-absorb "quants, emulated GPU" env NUCLEUS_BIN="$tmp/gpu-nucleus" bash tests/e2e/quants.sh --cache-types f16
+absorb "quants, emulated GPU" env NUCLEUS_BIN="$tmp/gpu-nucleus" NUCLEUS_TEST_TIER=$sub bash tests/e2e/quants.sh --cache-types f16
 # every key / value cache type (F16, F32, Q8_0, Q4_0) against the reference with the same rounding
-absorb "kv_quant, emulated GPU" env NUCLEUS_BIN="$tmp/gpu-nucleus" bash tests/e2e/kv_quant.sh
+absorb "kv_quant, emulated GPU" env NUCLEUS_BIN="$tmp/gpu-nucleus" NUCLEUS_TEST_TIER=$sub bash tests/e2e/kv_quant.sh
 # the layers split: the first on the CPU, the last (-ngl) and the output on the GPU
 wrap "$tmp/split-nucleus" -ngl 2
 absorb "golden, 2 of 5 layers on the emulated GPU" /usr/bin/python3 tests/e2e/golden_check.py --nucleus "$tmp/split-nucleus" \
-    --shared "$SHARED" --models "$MODELS_DIR" --cache-types f16 --only stories260K
+    --shared "$SHARED" --models "$MODELS_DIR" --cache-types f16 --only stories260K "${sel[@]}"
 wrap "$tmp/split1-nucleus" -ngl 1
 absorb "archs, the last layer on the emulated GPU" /usr/bin/python3 tests/e2e/archs_check.py --nucleus "$tmp/split1-nucleus" \
-    --shared "$SHARED" --device cuda --forms gguf --only gemma3,gptoss,qwen2
+    --shared "$SHARED" --device cuda --forms gguf --only gemma3,gptoss,qwen2 "${sel[@]}"
 
 IDS=1,2,3,4
 expect_err "a negative layer count" "-ngl: -2 is outside the allowed range -1.." "$EMU" score -m "$STORIES" --ids $IDS -ngl -2

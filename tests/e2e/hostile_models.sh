@@ -7,20 +7,25 @@
 # tensors or with itself (a per-layer pattern that declares a layer of another kind, recurrent
 # state sizes that do not divide, a per-layer array of the wrong length, an unknown expert gating
 # function, more layers sharing a KV cache than keep one, a zero attention interval): each is
-# refused with exit 1 and an error naming the layer, tensor or key.
+# refused with exit 1 and an error naming the layer, tensor or key. make test (tests/lib/tier.sh)
+# tries a quarter of the flipped variants of each kind on each model (make test-full and a run by
+# hand: all of them).
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/models.sh
+. tests/lib/tier.sh
 BIN=${NUCLEUS_BIN:-build/san/nucleus}
-exec /usr/bin/python3 - "$BIN" "$SHARED" <<'PY'
+exec /usr/bin/python3 - "$BIN" "$SHARED" "$TIER" <<'PY'
 import json, os, random, shutil, struct, subprocess, sys, tempfile
-binary, shared = sys.argv[1:3]
+binary, shared, tier = sys.argv[1:4]
+share = 1.0 if tier == "full" else 0.25
+n_of = lambda n: max(1, round(n * share))
 archs = sorted(a for a in os.listdir(shared + "/archs") if os.path.isdir(shared + "/archs/" + a))
 # (the 2026 families have an F32 GGUF only, and no Hugging Face directory: fewer flips for them)
-models = [(shared + "/models/stories260K/stories260K.gguf", 60, 10),
-          (shared + "/models/tinystories-656k/TinyStories-656K-Q8_0.gguf", 60, 10)] + \
-         [("%s/archs/%s/%s-f16.gguf" % (shared, a, a), 30, 5) if os.path.exists("%s/archs/%s/%s-f16.gguf" % (shared, a, a))
-          else ("%s/archs/%s/%s-f32.gguf" % (shared, a, a), 8, 2) for a in archs]
+models = [(shared + "/models/stories260K/stories260K.gguf", n_of(60), n_of(10)),
+          (shared + "/models/tinystories-656k/TinyStories-656K-Q8_0.gguf", n_of(60), n_of(10))] + \
+         [("%s/archs/%s/%s-f16.gguf" % (shared, a, a), n_of(30), n_of(5)) if os.path.exists("%s/archs/%s/%s-f16.gguf" % (shared, a, a))
+          else ("%s/archs/%s/%s-f32.gguf" % (shared, a, a), n_of(8), n_of(2)) for a in archs]
 env = dict(os.environ, ASAN_OPTIONS="exitcode=86", UBSAN_OPTIONS="halt_on_error=1:exitcode=87")
 rng = random.Random(2024)
 passed = failed = 0
@@ -202,8 +207,8 @@ with tempfile.TemporaryDirectory() as tmp:
             attempt(v, "%s byte %d (%s)" % (os.path.basename(path), off, kind))
     for a in archs:
         hf = "%s/archs/%s/hf" % (shared, a)
-        if not os.path.isdir(hf): continue
-        for d, what in list(hostile_configs(tmp, hf, 25)) + list(hostile_headers(tmp, hf, 10)):
+        if not os.path.isdir(hf): continue  # a family with a GGUF file only
+        for d, what in list(hostile_configs(tmp, hf, n_of(25))) + list(hostile_headers(tmp, hf, n_of(10))):
             attempt(d, what)
             shutil.rmtree(d)
     for i, (arch, changes, needles) in enumerate(INCONSISTENT):

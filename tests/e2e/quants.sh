@@ -5,15 +5,20 @@
 # KV cache; greedy decoding) and below llama.cpp's own deviations, with the deviation table.
 # MXFP4, which no shared file holds: a tiny model's matrices written as MXFP4 here (from the OCP
 # spec), against shared/tools/reference-forward on the same weights dequantised to F32.
-# Ends with "quants: N passed, N failed".
+# Ends with "quants: N passed, N failed". make check: the F16 cache alone; the other kernel sets in
+# make test (tier sample): the first record of each file (tests/lib/tier.sh).
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/models.sh
+. tests/lib/tier.sh
 BIN=${NUCLEUS_BIN:-build/nucleus}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+sel=()
+tier_is check && sel=(--cache-types f16)
+tier_is sample && sel=(--sample)
 
 /usr/bin/python3 tests/e2e/golden_check.py --set quants --beat-llama --cache-types f16,f32 --nucleus "$BIN" \
-    --shared "$SHARED" --models "$MODELS_DIR" "$@" >"$tmp/golden.log"
+    --shared "$SHARED" --models "$MODELS_DIR" "${sel[@]}" "$@" >"$tmp/golden.log"
 grep -vE '^quants: [0-9]+ passed' "$tmp/golden.log"
 line=$(grep -E '^quants: [0-9]+ passed, [0-9]+ failed' "$tmp/golden.log" | tail -n 1)
 pass=$(sed -E 's/^quants: ([0-9]+) passed.*/\1/' <<<"$line"); pass=${pass:-0}

@@ -8,10 +8,12 @@
 # vocabulary and contradictory flags are refused with the reason. The server (per slot, several
 # slots batched) answers greedy requests with the plain server's text and logprobs, reports the
 # drafts in `timings` and /metrics. The same identities hold in the fast mode (`--fast`, run and
-# serve), whose log-probabilities are not the default's.
+# serve), whose log-probabilities are not the default's. make test (tests/lib/tier.sh): four of the
+# twelve prompts (two that repeat themselves, for the lookup); make test-full and by hand: all.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/models.sh
+. tests/lib/tier.sh
 NUCLEUS=${NUCLEUS:-build/san/nucleus}
 TINY_DIR=$SHARED/models/tinystories-656k
 TINY_HF=$TINY_DIR/hf
@@ -25,6 +27,7 @@ finish() { echo "spec: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
 prompts=("Once upon a time" "Lily and Ben went to the park" "The little dog" "Tom had a red ball. Tom had a red ball. Tom"
          "One day, a bird" "She said, \"I want to play!\"" "There was a big tree" "Mom and Dad"
          "The cat sat on the mat. The cat" "A boy named Tim" "Sue liked to sing" "It was a sunny day")
+tier_is full || prompts=("${prompts[0]}" "${prompts[3]}" "${prompts[5]}" "${prompts[8]}")
 
 # run_both WHAT MODEL "SPEC FLAGS" "OTHER FLAGS" PROMPT: plain and speculative greedy runs agree on
 # stdout and on the log-probabilities printed to stderr. (Prompt lookup runs at a fixed length: the

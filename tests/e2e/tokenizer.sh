@@ -23,13 +23,18 @@ parts = open(sys.argv[1], "rb").read().split(b"\n__ggml_vocab_test__\n")
 for k, p in enumerate(parts[:-1]):
     open("%s.%02d" % (sys.argv[2], k), "wb").write(p)
 EOF
-    local k=0 want got
-    while IFS= read -r want; do
-        got=$("$NUCLEUS" tokenize -m "$gguf" -f "$(printf '%s.%02d' "$tmp/$name" "$k")" --no-bos --json 2>&1)
+    # one process for the family's inputs (tokenize --batch: each as -f would), its lines read back in order
+    local k=0 want got n_out
+    n_out=$(wc -l <"$gguf.out")
+    for ((k = 0; k < n_out; k++)); do printf '%s.%02d\n' "$tmp/$name" "$k"; done >"$tmp/$name.list"
+    "$NUCLEUS" tokenize -m "$gguf" --batch "$tmp/$name.list" --no-bos --json >"$tmp/$name.got" 2>"$tmp/$name.err"
+    k=0
+    while IFS= read -r want && IFS= read -r got <&3; do
         want="[$(echo "$want" | sed 's/^ *//; s/ *$//; s/  */, /g')]"
-        if [ "$got" = "$want" ]; then echo ok; else echo "FAIL $name input $k: got $got, want $want"; fi
+        if [ "$got" = "$want" ]; then echo ok; else echo "FAIL $name input $k: got $got, want $want $(head -c 300 "$tmp/$name.err")"; fi
         k=$((k + 1))
-    done <"$gguf.out"
+    done <"$gguf.out" 3<"$tmp/$name.got"
+    if grep -qE "Sanitizer|runtime error" "$tmp/$name.err"; then echo "FAIL $name: $(head -c 2000 "$tmp/$name.err")"; fi
     if [ "$k" -eq 46 ]; then echo ok; else echo "FAIL $name: $k vectors, expected 46"; fi
 }
 
