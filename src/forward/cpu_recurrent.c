@@ -1,17 +1,36 @@
 /* The CPU backend's recurrent operations (backend.h's conv and scan): each sequence's tokens in
  * order, the work split by channels (the convolution) or heads (the recurrences), so that a
  * token's result takes the same operations whether it came in a prompt or alone: the state after
- * it is the same bits however the tokens were batched. */
+ * it is the same bits however the tokens were batched.
+ *
+ * The recurrences' state is [state_dim][head_dim] per head (a row per key / state dimension), and
+ * everything done to it is element-wise along the rows or a sum over the rows, each of the
+ * head_dim lanes on its own: the loops below run along a row in vectors of VL floats (GCC's vector
+ * extension; target_clones compiles them for AVX-512, AVX2 and the baseline, picked at load).
+ * No lane ever meets another, and products and sums are separate operations (no fused
+ * multiply-add; C11 mode does not contract them), so every instruction set gives the same bits as
+ * the scalar tail loops that finish rows whose length is not a multiple of VL. */
 #include <math.h>
-#include <string.h>
 
-#include "format/ggml_types.h"
 #include "forward/cpu.h"
 
 static float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 static float silu(float x) { return x * sigmoid(x); }
 /* ln(1 + e^x), as x itself where e^x would swamp the 1 */
 static float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+/* VL floats, loaded from and stored to any float address (the state rows are not 64-byte aligned
+ * in general). */
+#define VL 16
+typedef float vf __attribute__((vector_size(VL * sizeof(float)), aligned(sizeof(float)), may_alias));
+/* Lanes are walked W vectors at a time: 2W independent sums in flight hide the adds' latency. */
+#define W 4
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default"), noinline))
+#else
+#define SIMD_CLONES
+#endif
 
 /* Channels per chunk of the convolution. */
 #define CONV_CHANNELS 64
@@ -67,36 +86,149 @@ static float l2_scale(const float *x, int n, float eps) {
     return 1.0f / (norm > eps ? norm : eps);
 }
 
+/* ---- gated DeltaNet ----
+ * Per token, the state of a head goes through S = decay S; recall = S^T k; delta = beta (v -
+ * recall); S += k delta^T; y = S^T q. Written as such it takes four passes over S (64 KiB a head
+ * for Qwen3.5's 128 x 128), which the recurrence of a prompt repeats for every token. Two
+ * rewrites make it one pass a token:
+ *  - y = (decay S)^T q + (k . q) delta: the output comes from the decayed state before the write,
+ *    in the pass that computes the recall;
+ *  - the write S += k delta^T of token t is left pending and done in token t + 1's pass, just
+ *    before its decay (the same two roundings as when done on its own), and on its own after the
+ *    batch's last token of the sequence, so that the state between calls is what it was. */
+
+/* Lanes [r, r + nw VL) of deltanet_pass (nw a constant where it is inlined: the loops over w unroll
+ * and the 2 nw sums stay in registers). */
+static inline __attribute__((always_inline)) void deltanet_lanes(float *S, int DK, int DV, int r, int nw, const float *kp,
+                                                                   const float *dp, float decay, const float *k,
+                                                                   const float *q, float *recall, float *yq) {
+    vf d[W], ar[W], ay[W];
+    for (int w = 0; w < nw; w++) {
+        d[w] = kp ? *(const vf *)(dp + r + w * VL) : (vf){0};
+        ar[w] = ay[w] = (vf){0};
+    }
+    for (int i = 0; i < DK; i++) {
+        float *row = S + (size_t)i * DV + r;
+        for (int w = 0; w < nw; w++) {
+            vf x = *(vf *)(row + w * VL);
+            if (kp) x = x + d[w] * kp[i];
+            x = x * decay;
+            *(vf *)(row + w * VL) = x;
+            ar[w] = ar[w] + x * k[i];
+            ay[w] = ay[w] + x * q[i];
+        }
+    }
+    for (int w = 0; w < nw; w++) {
+        *(vf *)(recall + r + w * VL) = ar[w];
+        *(vf *)(yq + r + w * VL) = ay[w];
+    }
+}
+
+/* One token's pass over a head's state S (DK rows of DV): each element first takes the pending
+ * write (S + kp[i] dp[r], when kp is set), then the decay; recall = S^T k and yq = S^T q of the
+ * result, each a sum over the rows in order. */
+SIMD_CLONES static void deltanet_pass(float *S, int DK, int DV, const float *kp, const float *dp, float decay,
+                                      const float *k, const float *q, float *recall, float *yq) {
+    int r = 0;
+    for (; r + W * VL <= DV; r += W * VL) deltanet_lanes(S, DK, DV, r, W, kp, dp, decay, k, q, recall, yq);
+    for (; r + VL <= DV; r += VL) deltanet_lanes(S, DK, DV, r, 1, kp, dp, decay, k, q, recall, yq);
+    for (; r < DV; r++) { /* the same operations, one lane at a time */
+        float ar = 0.0f, ay = 0.0f;
+        for (int i = 0; i < DK; i++) {
+            float x = S[(size_t)i * DV + r];
+            if (kp) x = x + dp[r] * kp[i];
+            x = x * decay;
+            S[(size_t)i * DV + r] = x;
+            ar = ar + x * k[i];
+            ay = ay + x * q[i];
+        }
+        recall[r] = ar, yq[r] = ay;
+    }
+}
+
+/* The pending write alone: S += kp dp^T. */
+SIMD_CLONES static void deltanet_write(float *S, int DK, int DV, const float *kp, const float *dp) {
+    for (int i = 0; i < DK; i++) {
+        float *row = S + (size_t)i * DV;
+        int r = 0;
+        for (; r + VL <= DV; r += VL) *(vf *)(row + r) = *(vf *)(row + r) + *(const vf *)(dp + r) * kp[i];
+        for (; r < DV; r++) row[r] = row[r] + dp[r] * kp[i];
+    }
+}
+
 /* Gated DeltaNet, value head h: its state S is [state_dim][head_dim] (a row per key dimension)
- * after the convolution's state, so that both of its products with a vector, S^T k and S^T q,
- * run along the value dimensions in the vector lanes (kernels_mix: one fma chain per value
- * dimension over the key dimensions in order, the same bits in every kernel set). */
-static void deltanet_head(const scan_job *j, int h, float *recall) {
+ * after the convolution's state. */
+static void deltanet_head(const scan_job *j, int h) {
     fwd_state *s = j->s;
     const fwd_scan *c = j->c;
     int DV = c->head_dim, DK = c->state_dim, HK = c->groups, kh = h % HK;
     size_t conv = (size_t)(s->m->hp.ssm_conv - 1) * (size_t)s->m->layers[c->layer].ssm.channels, n = (size_t)DK * DV;
-    float eps = s->m->hp.norm_eps, q[DK], k[DK];
+    float eps = s->m->hp.norm_eps, q[DK], kbuf[2][DK], delta[DV], recall[DV], yq[DV];
+    float *pending = NULL; /* the state whose write (kp, delta) waits for the next pass */
+    const float *kp = NULL;
     for (int t = 0; t < j->T; t++) {
         float *S = kv_state(&s->kv, c->layer, s->entries[t].seq) + conv + (size_t)h * n;
+        if (pending && pending != S) { /* another sequence's state: finish that one's write */
+            deltanet_write(pending, DK, DV, kp, delta);
+            pending = NULL;
+        }
         const float *x = cpu_row(s, c->x, t);
         const float *q0 = x + (size_t)kh * DK, *k0 = x + (size_t)(HK + kh) * DK, *v = x + (size_t)(2 * HK * DK + h * DV);
+        float *k = kbuf[t & 1]; /* the other buffer still holds kp */
         float qs = l2_scale(q0, DK, eps) / sqrtf((float)DK), ks = l2_scale(k0, DK, eps);
         for (int i = 0; i < DK; i++) q[i] = q0[i] * qs, k[i] = k0[i] * ks;
         float beta = sigmoid(cpu_row(s, c->beta, t)[h]);
         float decay = expf(softplus(cpu_row(s, c->gate, t)[h] + c->dt_bias[h]) * c->a[h]);
+        deltanet_pass(S, DK, DV, pending ? kp : NULL, delta, decay, k, q, recall, yq);
+        float kq = 0.0f;
+        for (int i = 0; i < DK; i++) kq += k[i] * q[i];
         float *y = cpu_row(s, c->y, t) + (size_t)h * DV;
-        for (size_t i = 0; i < n; i++) S[i] *= decay;
-        kernels_mix(GGML_TYPE_F32, S, (size_t)DV * 4, DK, DV, k, DK, 1, recall, DV); /* what S recalls for k */
-        for (int r = 0; r < DV; r++) recall[r] = (v[r] - recall[r]) * beta;       /* the delta to write */
-        for (int i = 0; i < DK; i++)
-            for (int r = 0; r < DV; r++) S[(size_t)i * DV + r] += k[i] * recall[r];
-        kernels_mix(GGML_TYPE_F32, S, (size_t)DV * 4, DK, DV, q, DK, 1, y, DV);
+        for (int r = 0; r < DV; r++) {
+            delta[r] = (v[r] - recall[r]) * beta; /* what the state writes for k */
+            y[r] = yq[r] + kq * delta[r];         /* what the state after the write recalls for q */
+        }
+        pending = S, kp = k;
+    }
+    if (pending) deltanet_write(pending, DK, DV, kp, delta);
+}
+
+/* ---- Mamba2 ----
+ * Per token, S = exp(dt a) S + B (dt x)^T and y = S^T C + d x: one pass over S, the output summed
+ * as the state is written. */
+/* Lanes [p, p + nw VL) of mamba2_pass. */
+static inline __attribute__((always_inline)) void mamba2_lanes(float *S, int DS, int HD, int p, int nw, float dA,
+                                                                 const float *B, const float *x_dt, const float *C,
+                                                                 float *y) {
+    vf xd[W], acc[W];
+    for (int w = 0; w < nw; w++) xd[w] = *(const vf *)(x_dt + p + w * VL), acc[w] = (vf){0};
+    for (int n = 0; n < DS; n++) {
+        float *row = S + (size_t)n * HD + p;
+        for (int w = 0; w < nw; w++) {
+            vf st = *(vf *)(row + w * VL) * dA + xd[w] * B[n];
+            *(vf *)(row + w * VL) = st;
+            acc[w] = acc[w] + st * C[n];
+        }
+    }
+    for (int w = 0; w < nw; w++) *(vf *)(y + p + w * VL) = acc[w];
+}
+
+SIMD_CLONES static void mamba2_pass(float *S, int DS, int HD, float dA, const float *B, const float *x_dt,
+                                    const float *C, float *y) {
+    int p = 0;
+    for (; p + W * VL <= HD; p += W * VL) mamba2_lanes(S, DS, HD, p, W, dA, B, x_dt, C, y);
+    for (; p + VL <= HD; p += VL) mamba2_lanes(S, DS, HD, p, 1, dA, B, x_dt, C, y);
+    for (; p < HD; p++) { /* the same operations, one lane at a time */
+        float acc = 0.0f;
+        for (int n = 0; n < DS; n++) {
+            float st = S[(size_t)n * HD + p] * dA + x_dt[p] * B[n];
+            S[(size_t)n * HD + p] = st;
+            acc = acc + st * C[n];
+        }
+        y[p] = acc;
     }
 }
 
-/* Mamba2, head h (group h / (heads / groups)): its state S is [state_dim][head_dim], its output
- * C^T S through the kernels as DeltaNet's. */
+/* Mamba2, head h (group h / (heads / groups)): its state S is [state_dim][head_dim]. */
 static void mamba2_head(const scan_job *j, int h) {
     fwd_state *s = j->s;
     const fwd_scan *c = j->c;
@@ -110,16 +242,14 @@ static void mamba2_head(const scan_job *j, int h) {
         float dt = softplus(cpu_row(s, c->gate, t)[h] + c->dt_bias[h]), dA = expf(dt * c->a[h]);
         float *y = cpu_row(s, c->y, t) + (size_t)h * HD;
         for (int p = 0; p < HD; p++) x_dt[p] = x[p] * dt;
-        for (int n = 0; n < DS; n++)
-            for (int p = 0; p < HD; p++) S[(size_t)n * HD + p] = S[(size_t)n * HD + p] * dA + B[n] * x_dt[p];
-        kernels_mix(GGML_TYPE_F32, S, (size_t)HD * 4, DS, HD, C, DS, 1, y, HD);
+        mamba2_pass(S, DS, HD, dA, B, x_dt, C, y);
         for (int p = 0; p < HD; p++) y[p] += x[p] * c->d[h];
     }
 }
 
 static void scan_chunk(void *arg, int h, int ith) {
     const scan_job *j = arg;
-    if (j->c->kind == FWD_DELTANET) deltanet_head(j, h, cpu_of(j->s)->thr[ith].attn_part);
+    if (j->c->kind == FWD_DELTANET) deltanet_head(j, h);
     else mamba2_head(j, h);
 }
 
