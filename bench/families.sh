@@ -73,9 +73,13 @@ echo "$models" | while IFS='|' read -r name args; do
 done
 
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
-/usr/bin/python3 - "$out" "$threads" "$reps" "$type" "$pp" "$tg" "$cpu" "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
+isa=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|avx512f|avx512bw|avx512vl|avx512_vnni|avx512_bf16)$' | tr '\n' ' ')
+# how llama.cpp was compiled (its CPU backend's flags, when DIR is a CMake build directory)
+lc_flags=$(grep -ho -- '-march=[^ ]*\|-fopenmp' "$lc/ggml/src/CMakeFiles/ggml-cpu.dir/flags.make" 2>/dev/null | sort -u | tr '\n' ' ')
+/usr/bin/python3 - "$out" "$threads" "$reps" "$type" "$pp" "$tg" "$cpu" "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)" \
+    "$isa" "$lc_flags" <<'PY'
 import json, os, sys, datetime
-path, threads, reps, typ, pp, tg, cpu, load0, load1 = sys.argv[1:]
+path, threads, reps, typ, pp, tg, cpu, load0, load1, isa, lc_flags = sys.argv[1:]
 rows = [l.rstrip("\n").split("|", 3) for l in open(path)]
 def llama(js):  # llama-bench's JSON list -> {"pp", "tg"} tokens/s, and its CPU description
     r, info = {}, ""
@@ -88,8 +92,8 @@ peers = {r[0]: llama(r[3]) for r in rows if r[2] == "llama.cpp"}
 kern = ours[0][3]["kernels"] if ours else "?"
 print("bench/families.sh: nucleus bench -p %s -n %s -t %s -r %s and llama-bench -p %s -n %s -t %s -r %s, "
       "%s weights, %s" % (pp, tg, threads, reps, pp, tg, threads, reps, typ.upper(), datetime.date.today().isoformat()))
-print("\nCPU: %s (%d cores); nucleus kernels: %s; llama.cpp: %s" % (cpu, os.cpu_count(), kern,
-      next((v[1] for v in peers.values() if v[1]), "?")))
+print("\nCPU: %s, %d cores (%s); nucleus kernels: %s; llama.cpp: %s, built with %s" % (cpu, os.cpu_count(), isa.strip(),
+      kern, next((v[1] for v in peers.values() if v[1]), "?"), lc_flags.strip() or "?"))
 print("load average before / after: %s / %s\n" % (load0, load1))
 print("| model | file | nucleus mode | prefill pp%s tok/s | llama.cpp | ratio | decode tg%s tok/s | llama.cpp | ratio |" % (pp, tg))
 print("|---|---|---|---|---|---|---|---|---|")
