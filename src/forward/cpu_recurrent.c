@@ -25,6 +25,9 @@ static float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 typedef float vf __attribute__((vector_size(VL * sizeof(float)), aligned(sizeof(float)), may_alias));
 /* Lanes are walked W vectors at a time: 2W independent sums in flight hide the adds' latency. */
 #define W 4
+/* The loops over those vectors (and Mamba2's tokens) unrolled, so that their sums live in
+ * registers: -O2 does not unroll them by itself, and then keeps them in memory. */
+#define UNROLL _Pragma("GCC unroll 8")
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default"), noinline))
@@ -41,28 +44,56 @@ typedef struct conv_job {
     int T;
 } conv_job;
 
+/* One token of the convolution over n channels, the taps and the history transposed (a row of
+ * CONV_CHANNELS per tap, oldest input first): acc = sum_k w[k] hist[k] + w[K-1] in (+ bias), in
+ * the order of the taps as the scalar loop of the tail; then the history moves on by the input. */
+SIMD_CLONES static void conv_token(int n, int K, const float *wt, float *hist, const float *in, const float *bias,
+                                   float *acc) {
+    int i = 0;
+    for (; i + VL <= n; i += VL) {
+        vf a = (vf){0}, x = *(const vf *)(in + i);
+        for (int k = 0; k < K - 1; k++) a = a + *(const vf *)(wt + k * CONV_CHANNELS + i) * *(vf *)(hist + k * CONV_CHANNELS + i);
+        a = a + *(const vf *)(wt + (K - 1) * CONV_CHANNELS + i) * x;
+        if (bias) a = a + *(const vf *)(bias + i);
+        *(vf *)(acc + i) = a;
+        for (int k = 0; k < K - 2; k++) *(vf *)(hist + k * CONV_CHANNELS + i) = *(vf *)(hist + (k + 1) * CONV_CHANNELS + i);
+        *(vf *)(hist + (K - 2) * CONV_CHANNELS + i) = x;
+    }
+    for (; i < n; i++) {
+        float a = 0.0f;
+        for (int k = 0; k < K - 1; k++) a = a + wt[k * CONV_CHANNELS + i] * hist[k * CONV_CHANNELS + i];
+        a = a + wt[(K - 1) * CONV_CHANNELS + i] * in[i];
+        if (bias) a = a + bias[i];
+        acc[i] = a;
+        for (int k = 0; k < K - 2; k++) hist[k * CONV_CHANNELS + i] = hist[(k + 1) * CONV_CHANNELS + i];
+        hist[(K - 2) * CONV_CHANNELS + i] = in[i];
+    }
+}
+
 /* Channels [c0, c1) of every token. A sequence's state holds, per channel, its last K - 1 inputs
- * oldest first (channel-major): the sum runs from the oldest input to the token's own. */
+ * oldest first (channel-major); a run of the batch's tokens of one sequence works on a transposed
+ * copy (a row per tap, the channels along it), written back after the run. */
 static void conv_chunk(void *arg, int chunk, int ith) {
     const conv_job *j = arg;
     fwd_state *s = j->s;
     const fwd_conv *c = j->c;
-    int K = c->k, c0 = chunk * CONV_CHANNELS, c1 = c0 + CONV_CHANNELS < c->channels ? c0 + CONV_CHANNELS : c->channels;
-    for (int t = 0; t < j->T; t++) {
-        float *state = kv_state(&s->kv, c->layer, s->entries[t].seq);
-        const float *in = cpu_row(s, c->in, t);
-        float *out = cpu_row(s, c->out, t);
-        for (int ch = c0; ch < c1; ch++) {
-            float *st = state + (size_t)ch * (K - 1);
-            const float *w = c->w + (size_t)ch * K;
-            float acc = 0.0f;
-            for (int k = 0; k < K - 1; k++) acc += w[k] * st[k];
-            acc += w[K - 1] * in[ch];
-            for (int k = 0; k < K - 2; k++) st[k] = st[k + 1];
-            st[K - 2] = in[ch];
-            if (c->bias) acc += c->bias[ch];
-            out[ch] = c->silu ? silu(acc) : acc;
+    int K = c->k, c0 = chunk * CONV_CHANNELS, n = c0 + CONV_CHANNELS < c->channels ? CONV_CHANNELS : c->channels - c0;
+    float wt[K][CONV_CHANNELS], hist[K - 1][CONV_CHANNELS], acc[CONV_CHANNELS];
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < K; k++) wt[k][i] = c->w[(size_t)(c0 + i) * K + k];
+    for (int t0 = 0; t0 < j->T;) {
+        float *state = kv_state(&s->kv, c->layer, s->entries[t0].seq) + (size_t)c0 * (K - 1);
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < K - 1; k++) hist[k][i] = state[(size_t)i * (K - 1) + k];
+        int t = t0;
+        for (; t < j->T && s->entries[t].seq == s->entries[t0].seq; t++) {
+            float *out = cpu_row(s, c->out, t) + c0;
+            conv_token(n, K, &wt[0][0], &hist[0][0], cpu_row(s, c->in, t) + c0, c->bias ? c->bias + c0 : NULL, acc);
+            for (int i = 0; i < n; i++) out[i] = c->silu ? silu(acc[i]) : acc[i];
         }
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < K - 1; k++) state[(size_t)i * (K - 1) + k] = hist[k][i];
+        t0 = t;
     }
 }
 
@@ -103,12 +134,14 @@ static inline __attribute__((always_inline)) void deltanet_lanes(float *S, int D
                                                                    const float *dp, float decay, const float *k,
                                                                    const float *q, float *recall, float *yq) {
     vf d[W], ar[W], ay[W];
+    UNROLL
     for (int w = 0; w < nw; w++) {
         d[w] = kp ? *(const vf *)(dp + r + w * VL) : (vf){0};
         ar[w] = ay[w] = (vf){0};
     }
     for (int i = 0; i < DK; i++) {
         float *row = S + (size_t)i * DV + r;
+        UNROLL
         for (int w = 0; w < nw; w++) {
             vf x = *(vf *)(row + w * VL);
             if (kp) x = x + d[w] * kp[i];
@@ -118,6 +151,7 @@ static inline __attribute__((always_inline)) void deltanet_lanes(float *S, int D
             ay[w] = ay[w] + x * q[i];
         }
     }
+    UNROLL
     for (int w = 0; w < nw; w++) {
         *(vf *)(recall + r + w * VL) = ar[w];
         *(vf *)(yq + r + w * VL) = ay[w];
@@ -193,38 +227,78 @@ static void deltanet_head(const scan_job *j, int h) {
 }
 
 /* ---- Mamba2 ----
- * Per token, S = exp(dt a) S + B (dt x)^T and y = S^T C + d x: one pass over S, the output summed
- * as the state is written. */
-/* Lanes [p, p + nw VL) of mamba2_pass. */
-static inline __attribute__((always_inline)) void mamba2_lanes(float *S, int DS, int HD, int p, int nw, float dA,
-                                                                 const float *B, const float *x_dt, const float *C,
-                                                                 float *y) {
-    vf xd[W], acc[W];
-    for (int w = 0; w < nw; w++) xd[w] = *(const vf *)(x_dt + p + w * VL), acc[w] = (vf){0};
+ * Per token, S = exp(dt a) S + B (dt x)^T and y = S^T C + d x. Nothing of a token's step needs
+ * the whole of the previous one, so one pass over S takes up to NT consecutive tokens of a
+ * sequence: each element goes through their updates in order in a register (the same operations
+ * as token by token, only not stored in between), and each token's output is summed as its state
+ * goes by. */
+#define NT 4
+
+/* Lanes [p, p + nw VL) of mamba2_pass for nt tokens (nw and nt constants where it is inlined). */
+static inline __attribute__((always_inline)) void mamba2_lanes(float *S, int DS, int HD, int p, int nw, int nt,
+                                                                 const float *dA, const float *const *B,
+                                                                 const float *const *x_dt, const float *const *C,
+                                                                 float *const *y) {
+    vf acc[NT][W / 2], xd[NT][W / 2];
+    const float *Bu[NT], *Cu[NT]; /* local copies: the state's stores (may_alias) could change the arrays */
+    float dAu[NT];
+    UNROLL
+    for (int u = 0; u < nt; u++) {
+        Bu[u] = B[u], Cu[u] = C[u], dAu[u] = dA[u];
+        UNROLL
+        for (int w = 0; w < nw; w++) acc[u][w] = (vf){0}, xd[u][w] = *(const vf *)(x_dt[u] + p + w * VL);
+    }
     for (int n = 0; n < DS; n++) {
         float *row = S + (size_t)n * HD + p;
+        UNROLL
         for (int w = 0; w < nw; w++) {
-            vf st = *(vf *)(row + w * VL) * dA + xd[w] * B[n];
+            vf st = *(vf *)(row + w * VL);
+            UNROLL
+            for (int u = 0; u < nt; u++) {
+                st = st * dAu[u] + xd[u][w] * Bu[u][n];
+                acc[u][w] = acc[u][w] + st * Cu[u][n];
+            }
             *(vf *)(row + w * VL) = st;
-            acc[w] = acc[w] + st * C[n];
         }
     }
-    for (int w = 0; w < nw; w++) *(vf *)(y + p + w * VL) = acc[w];
+    UNROLL
+    for (int u = 0; u < nt; u++)
+        UNROLL
+        for (int w = 0; w < nw; w++) *(vf *)(y[u] + p + w * VL) = acc[u][w];
 }
 
-SIMD_CLONES static void mamba2_pass(float *S, int DS, int HD, float dA, const float *B, const float *x_dt,
-                                    const float *C, float *y) {
+/* The whole state for nt tokens: two vectors of lanes at a time (2 nt sums in flight), then one,
+ * then the same operations a lane at a time. */
+static inline __attribute__((always_inline)) void mamba2_tokens(float *S, int DS, int HD, int nt, const float *dA,
+                                                                  const float *const *B, const float *const *x_dt,
+                                                                  const float *const *C, float *const *y) {
     int p = 0;
-    for (; p + W * VL <= HD; p += W * VL) mamba2_lanes(S, DS, HD, p, W, dA, B, x_dt, C, y);
-    for (; p + VL <= HD; p += VL) mamba2_lanes(S, DS, HD, p, 1, dA, B, x_dt, C, y);
-    for (; p < HD; p++) { /* the same operations, one lane at a time */
-        float acc = 0.0f;
+    for (; p + W / 2 * VL <= HD; p += W / 2 * VL) mamba2_lanes(S, DS, HD, p, W / 2, nt, dA, B, x_dt, C, y);
+    for (; p + VL <= HD; p += VL) mamba2_lanes(S, DS, HD, p, 1, nt, dA, B, x_dt, C, y);
+    for (; p < HD; p++) {
+        float acc[NT] = {0};
         for (int n = 0; n < DS; n++) {
-            float st = S[(size_t)n * HD + p] * dA + x_dt[p] * B[n];
+            float st = S[(size_t)n * HD + p];
+            UNROLL
+            for (int u = 0; u < nt; u++) {
+                st = st * dA[u] + x_dt[u][p] * B[u][n];
+                acc[u] = acc[u] + st * C[u][n];
+            }
             S[(size_t)n * HD + p] = st;
-            acc = acc + st * C[n];
         }
-        y[p] = acc;
+        UNROLL
+        for (int u = 0; u < nt; u++) y[u][p] = acc[u];
+    }
+}
+
+/* One pass over a head's state S (DS rows of HD) for nt <= NT tokens in order. */
+SIMD_CLONES static void mamba2_pass(float *S, int DS, int HD, int nt, const float *dA, const float *const *B,
+                                    const float *const *x_dt, const float *const *C, float *const *y) {
+    switch (nt) { /* a copy of the loops for each count, their sums in registers */
+    case 4: mamba2_tokens(S, DS, HD, 4, dA, B, x_dt, C, y); break;
+    case 3: mamba2_tokens(S, DS, HD, 3, dA, B, x_dt, C, y); break;
+    case 2: mamba2_tokens(S, DS, HD, 2, dA, B, x_dt, C, y); break;
+    default: mamba2_tokens(S, DS, HD, 1, dA, B, x_dt, C, y); break;
     }
 }
 
@@ -234,16 +308,28 @@ static void mamba2_head(const scan_job *j, int h) {
     const fwd_scan *c = j->c;
     int HD = c->head_dim, DS = c->state_dim, g = h / (c->heads / c->groups), IN = c->heads * HD;
     size_t conv = (size_t)(s->m->hp.ssm_conv - 1) * (size_t)s->m->layers[c->layer].ssm.channels;
-    float x_dt[HD];
-    for (int t = 0; t < j->T; t++) {
-        float *S = kv_state(&s->kv, c->layer, s->entries[t].seq) + conv + (size_t)h * HD * DS;
-        const float *xr = cpu_row(s, c->x, t), *x = xr + (size_t)h * HD;
-        const float *B = xr + IN + (size_t)g * DS, *C = xr + IN + (size_t)(c->groups + g) * DS;
-        float dt = softplus(cpu_row(s, c->gate, t)[h] + c->dt_bias[h]), dA = expf(dt * c->a[h]);
-        float *y = cpu_row(s, c->y, t) + (size_t)h * HD;
-        for (int p = 0; p < HD; p++) x_dt[p] = x[p] * dt;
-        mamba2_pass(S, DS, HD, dA, B, x_dt, C, y);
-        for (int p = 0; p < HD; p++) y[p] += x[p] * c->d[h];
+    float x_dt[NT][HD], dA[NT];
+    const float *B[NT], *C[NT], *xd[NT];
+    float *y[NT];
+    for (int t0 = 0; t0 < j->T;) {
+        float *S = kv_state(&s->kv, c->layer, s->entries[t0].seq) + conv + (size_t)h * HD * DS;
+        int nt = 0; /* the tokens of this pass: up to NT in a row of S's sequence */
+        for (; nt < NT && t0 + nt < j->T && s->entries[t0 + nt].seq == s->entries[t0].seq; nt++) {
+            int t = t0 + nt;
+            const float *xr = cpu_row(s, c->x, t), *x = xr + (size_t)h * HD;
+            B[nt] = xr + IN + (size_t)g * DS, C[nt] = xr + IN + (size_t)(c->groups + g) * DS;
+            float dt = softplus(cpu_row(s, c->gate, t)[h] + c->dt_bias[h]);
+            dA[nt] = expf(dt * c->a[h]);
+            for (int p = 0; p < HD; p++) x_dt[nt][p] = x[p] * dt;
+            xd[nt] = x_dt[nt], y[nt] = cpu_row(s, c->y, t) + (size_t)h * HD;
+        }
+        mamba2_pass(S, DS, HD, nt, dA, B, xd, C, y);
+        UNROLL
+        for (int u = 0; u < nt; u++) {
+            const float *x = cpu_row(s, c->x, t0 + u) + (size_t)h * HD;
+            for (int p = 0; p < HD; p++) y[u][p] += x[p] * c->d[h];
+        }
+        t0 += nt;
     }
 }
 
