@@ -11,6 +11,7 @@
  * multiply-add; C11 mode does not contract them), so every instruction set gives the same bits as
  * the scalar tail loops that finish rows whose length is not a multiple of VL. */
 #include <math.h>
+#include <stdbool.h>
 
 #include "forward/cpu.h"
 
@@ -125,14 +126,18 @@ static float l2_scale(const float *x, int n, float eps) {
  *  - y = (decay S)^T q + (k . q) delta: the output comes from the decayed state before the write,
  *    in the pass that computes the recall;
  *  - the write S += k delta^T of token t is left pending and done in token t + 1's pass, just
- *    before its decay (the same two roundings as when done on its own), and on its own after the
- *    batch's last token of the sequence, so that the state between calls is what it was. */
+ *    before its decay (the same two roundings as when done on its own).
+ * The last token of a run of one sequence's tokens (a decode step's only one) has no next pass:
+ * its pass only reads, and a second one stores S = (S + pending) decay + k delta^T, computing the
+ * decayed elements again (the same roundings), so that the state between calls is what token by
+ * token would leave. A decode step thus reads its state twice and writes it once. */
 
 /* Lanes [r, r + nw VL) of deltanet_pass (nw a constant where it is inlined: the loops over w unroll
  * and the 2 nw sums stay in registers). */
 static inline __attribute__((always_inline)) void deltanet_lanes(float *S, int DK, int DV, int r, int nw, const float *kp,
                                                                    const float *dp, float decay, const float *k,
-                                                                   const float *q, float *recall, float *yq) {
+                                                                   const float *q, bool store, float *recall,
+                                                                   float *yq) {
     vf d[W], ar[W], ay[W];
     UNROLL
     for (int w = 0; w < nw; w++) {
@@ -146,7 +151,7 @@ static inline __attribute__((always_inline)) void deltanet_lanes(float *S, int D
             vf x = *(vf *)(row + w * VL);
             if (kp) x = x + d[w] * kp[i];
             x = x * decay;
-            *(vf *)(row + w * VL) = x;
+            if (store) *(vf *)(row + w * VL) = x;
             ar[w] = ar[w] + x * k[i];
             ay[w] = ay[w] + x * q[i];
         }
@@ -159,20 +164,20 @@ static inline __attribute__((always_inline)) void deltanet_lanes(float *S, int D
 }
 
 /* One token's pass over a head's state S (DK rows of DV): each element first takes the pending
- * write (S + kp[i] dp[r], when kp is set), then the decay; recall = S^T k and yq = S^T q of the
- * result, each a sum over the rows in order. */
+ * write (S + kp[i] dp[r], when kp is set), then the decay, and is stored back when `store`;
+ * recall = S^T k and yq = S^T q of the result, each a sum over the rows in order. */
 SIMD_CLONES static void deltanet_pass(float *S, int DK, int DV, const float *kp, const float *dp, float decay,
-                                      const float *k, const float *q, float *recall, float *yq) {
+                                      const float *k, const float *q, bool store, float *recall, float *yq) {
     int r = 0;
-    for (; r + W * VL <= DV; r += W * VL) deltanet_lanes(S, DK, DV, r, W, kp, dp, decay, k, q, recall, yq);
-    for (; r + VL <= DV; r += VL) deltanet_lanes(S, DK, DV, r, 1, kp, dp, decay, k, q, recall, yq);
+    for (; r + W * VL <= DV; r += W * VL) deltanet_lanes(S, DK, DV, r, W, kp, dp, decay, k, q, store, recall, yq);
+    for (; r + VL <= DV; r += VL) deltanet_lanes(S, DK, DV, r, 1, kp, dp, decay, k, q, store, recall, yq);
     for (; r < DV; r++) { /* the same operations, one lane at a time */
         float ar = 0.0f, ay = 0.0f;
         for (int i = 0; i < DK; i++) {
             float x = S[(size_t)i * DV + r];
             if (kp) x = x + dp[r] * kp[i];
             x = x * decay;
-            S[(size_t)i * DV + r] = x;
+            if (store) S[(size_t)i * DV + r] = x;
             ar = ar + x * k[i];
             ay = ay + x * q[i];
         }
@@ -180,13 +185,23 @@ SIMD_CLONES static void deltanet_pass(float *S, int DK, int DV, const float *kp,
     }
 }
 
-/* The pending write alone: S += kp dp^T. */
-SIMD_CLONES static void deltanet_write(float *S, int DK, int DV, const float *kp, const float *dp) {
+/* The store after a run's last token, whose pass did not store: S = (S + kp dp^T) decay + k d^T
+ * (kp NULL: no pending write). */
+SIMD_CLONES static void deltanet_store(float *S, int DK, int DV, const float *kp, const float *dp, float decay,
+                                       const float *k, const float *d) {
     for (int i = 0; i < DK; i++) {
         float *row = S + (size_t)i * DV;
         int r = 0;
-        for (; r + VL <= DV; r += VL) *(vf *)(row + r) = *(vf *)(row + r) + *(const vf *)(dp + r) * kp[i];
-        for (; r < DV; r++) row[r] = row[r] + dp[r] * kp[i];
+        for (; r + VL <= DV; r += VL) {
+            vf x = *(vf *)(row + r);
+            if (kp) x = x + *(const vf *)(dp + r) * kp[i];
+            *(vf *)(row + r) = x * decay + *(const vf *)(d + r) * k[i];
+        }
+        for (; r < DV; r++) {
+            float x = row[r];
+            if (kp) x = x + dp[r] * kp[i];
+            row[r] = x * decay + d[r] * k[i];
+        }
     }
 }
 
@@ -197,23 +212,20 @@ static void deltanet_head(const scan_job *j, int h) {
     const fwd_scan *c = j->c;
     int DV = c->head_dim, DK = c->state_dim, HK = c->groups, kh = h % HK;
     size_t conv = (size_t)(s->m->hp.ssm_conv - 1) * (size_t)s->m->layers[c->layer].ssm.channels, n = (size_t)DK * DV;
-    float eps = s->m->hp.norm_eps, q[DK], kbuf[2][DK], delta[DV], recall[DV], yq[DV];
-    float *pending = NULL; /* the state whose write (kp, delta) waits for the next pass */
-    const float *kp = NULL;
+    float eps = s->m->hp.norm_eps, q[DK], kbuf[2][DK], dbuf[2][DV], recall[DV], yq[DV];
+    const float *kp = NULL, *dp = NULL; /* the previous token's pending write, in the other buffers */
     for (int t = 0; t < j->T; t++) {
-        float *S = kv_state(&s->kv, c->layer, s->entries[t].seq) + conv + (size_t)h * n;
-        if (pending && pending != S) { /* another sequence's state: finish that one's write */
-            deltanet_write(pending, DK, DV, kp, delta);
-            pending = NULL;
-        }
+        int seq = s->entries[t].seq;
+        float *S = kv_state(&s->kv, c->layer, seq) + conv + (size_t)h * n;
+        bool last = t + 1 == j->T || s->entries[t + 1].seq != seq; /* of its run */
         const float *x = cpu_row(s, c->x, t);
         const float *q0 = x + (size_t)kh * DK, *k0 = x + (size_t)(HK + kh) * DK, *v = x + (size_t)(2 * HK * DK + h * DV);
-        float *k = kbuf[t & 1]; /* the other buffer still holds kp */
+        float *k = kbuf[t & 1], *delta = dbuf[t & 1];
         float qs = l2_scale(q0, DK, eps) / sqrtf((float)DK), ks = l2_scale(k0, DK, eps);
         for (int i = 0; i < DK; i++) q[i] = q0[i] * qs, k[i] = k0[i] * ks;
         float beta = sigmoid(cpu_row(s, c->beta, t)[h]);
         float decay = expf(softplus(cpu_row(s, c->gate, t)[h] + c->dt_bias[h]) * c->a[h]);
-        deltanet_pass(S, DK, DV, pending ? kp : NULL, delta, decay, k, q, recall, yq);
+        deltanet_pass(S, DK, DV, kp, dp, decay, k, q, !last, recall, yq);
         float kq = 0.0f;
         for (int i = 0; i < DK; i++) kq += k[i] * q[i];
         float *y = cpu_row(s, c->y, t) + (size_t)h * DV;
@@ -221,9 +233,9 @@ static void deltanet_head(const scan_job *j, int h) {
             delta[r] = (v[r] - recall[r]) * beta; /* what the state writes for k */
             y[r] = yq[r] + kq * delta[r];         /* what the state after the write recalls for q */
         }
-        pending = S, kp = k;
+        if (last) deltanet_store(S, DK, DV, kp, dp, decay, k, delta), kp = dp = NULL;
+        else kp = k, dp = delta;
     }
-    if (pending) deltanet_write(pending, DK, DV, kp, delta);
 }
 
 /* ---- Mamba2 ----
