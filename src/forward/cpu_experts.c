@@ -131,9 +131,9 @@ static void gather_chunk(void *arg, int i, int ith) {
     else kernels_quantize_act(KERNELS_ACT_I16, in, E, mo->inq + (size_t)r * j->act_embd);
 }
 
-/* o = fma(w, y, o) over n floats, as a call of libm's fmaf per element did: compiled by target_clones for x86-64-v4 and -v3, whose FMA
- * instructions the blocks of 16 become (GCC's basic-block vectoriser), and the baseline, which
- * still calls fmaf. A fused multiply-add is correctly rounded wherever it is computed, so every
+/* o = fma(w, y, o) over n floats, as a call of libm's fmaf per element did: compiled by
+ * target_clones for x86-64-v4 and -v3, whose FMA instructions the blocks of 16 become (GCC's
+ * basic-block vectoriser), and the baseline, which still calls fmaf. A fused multiply-add is correctly rounded wherever it is computed, so every
  * version gives the same bits. */
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), noinline))
