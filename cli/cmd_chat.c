@@ -1,6 +1,10 @@
 /* nucleus chat: a conversation with the model through its chat template, in the terminal. Each
  * turn renders the whole conversation and generates the reply, streamed; the earlier turns' keys
- * and values come back from the prefix cache, so a turn computes only what is new. Ctrl-C stops
+ * and values come back from the prefix cache, so a turn computes only what is new. A template
+ * whose family writes its reasoning apart (nc_chat_reply_parse, as the server reads it) has the
+ * reasoning shown dimmed as it streams (between markers where stdout is no terminal), or hidden,
+ * and kept out of the reply's content: it goes back to the template as the message's reasoning
+ * field, which the template renders or drops as its family does. Ctrl-C stops
  * a reply (what was said stays in the conversation) and not the program; Ctrl-D at the prompt
  * ends it. The prompt's input, edited on a terminal: chat_input.c. */
 #include <cjson/cJSON.h>
@@ -18,6 +22,10 @@
 
 typedef struct chat_opts {
     const char *model, *system;
+    const char *template_path;  /* --chat-template */
+    char *template_src;         /* its text */
+    size_t template_len;
+    bool hide_thinking;
     long threads, ctx;
     bool fast;
     nc_cache_type type_k, type_v;
@@ -46,6 +54,9 @@ static void usage_to(FILE *out) {
             "                    [decoding options] [speculative options]\n"
             CLI_HF_HELP
             "  --system TEXT      the system message\n"
+            "  --chat-template FILE  a Jinja chat template used instead of the model's\n"
+            "  --hide-thinking    do not show the model's reasoning (a template whose family separates it: shown\n"
+            "                     dimmed by default, between [thinking] and [/thinking] when stdout is no terminal)\n"
             "  -n N               tokens per reply at most (default -1: until the model ends its turn)\n"
             "  -c CTX             the conversation's context (default: the model's, at most 4096)\n" CLI_CACHE_HELP CLI_DEVICE_HELP CLI_FAST_HELP
             "%s%s%s",
@@ -72,6 +83,8 @@ static int parse(int argc, char **argv, chat_opts *o) {
         if (r > 0) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(o->model = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(a, "--system")) { if (!(o->system = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "--chat-template")) { if (!(o->template_path = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "--hide-thinking")) o->hide_thinking = true;
         else if (!strcmp(a, "--fast")) o->fast = true;
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
             if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, -1, 1 << 24, &n)) return 2;
@@ -86,6 +99,7 @@ static int parse(int argc, char **argv, chat_opts *o) {
         fprintf(stderr, "error: chat: replies are sampled (or greedy), one at a time: no --beams, --penalty-alpha or -N\n");
         return 2;
     }
+    if (o->template_path && !(o->template_src = cli_read_text(o->template_path, &o->template_len))) return 2;
     int rc = cli_model_path(&o->model, &o->hf);
     if (rc) return rc;
     if (!o->dec.seed_given) o->dec.sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
@@ -100,10 +114,16 @@ typedef struct chat {
     nc_chat_template *tmpl;
     nc_spec_params spec;
     chat_opts *o;
-    cJSON *messages;       /* [{"role", "content"}] */
+    cJSON *messages;       /* [{"role", "content"[, "reasoning_content"]}] */
     char *reply;           /* the reply being streamed */
     size_t n_reply;
     int turn;
+    /* a template that separates reasoning: its field for earlier reasoning (else NULL), the prompt
+       the reply follows (whether it opened the reasoning), what of the reply was shown so far */
+    const char *reasoning_field;
+    char *prompt;
+    size_t n_prompt, shown_reasoning, shown_content;
+    bool tty, thinking_open;
 } chat;
 
 static volatile sig_atomic_t interrupted;
@@ -136,6 +156,35 @@ static bool set_system(chat *ch, const char *text) {
     return cJSON_InsertItemInArray(ch->messages, 0, msg);
 }
 
+/* Faint (SGR 2) on a terminal; markers elsewhere. */
+static void close_thinking(chat *ch) {
+    if (!ch->thinking_open) return;
+    fputs(ch->tty ? "\x1b[22m\n\n" : "\n[/thinking]\n", stdout);
+    ch->thinking_open = false;
+}
+
+/* The reply read so far (done: whole) as reasoning and content; what each grew by is shown. */
+static int show_reply(chat *ch, bool done, nc_chat_reply *r) {
+    nc_reply_params p = {.prompt = ch->prompt, .prompt_len = ch->n_prompt};
+    nc_err err;
+    if (nc_chat_reply_parse(ch->tmpl, &p, ch->reply ? ch->reply : "", ch->n_reply, done, r, &err)) return -1;
+    if (r->n_reasoning > ch->shown_reasoning) {
+        if (!ch->o->hide_thinking) {
+            if (!ch->thinking_open) fputs(ch->tty ? "\x1b[2m" : "[thinking]\n", stdout);
+            ch->thinking_open = true;
+            fwrite(r->reasoning + ch->shown_reasoning, 1, r->n_reasoning - ch->shown_reasoning, stdout);
+        }
+        ch->shown_reasoning = r->n_reasoning;
+    }
+    if (r->n_content > ch->shown_content || done) close_thinking(ch);
+    if (r->n_content > ch->shown_content) {
+        fwrite(r->content + ch->shown_content, 1, r->n_content - ch->shown_content, stdout);
+        ch->shown_content = r->n_content;
+    }
+    fflush(stdout);
+    return 0;
+}
+
 static int on_token(const nc_gen_event *ev, void *user) {
     chat *ch = user;
     if (ev->n_text > 0) {
@@ -145,15 +194,37 @@ static int on_token(const nc_gen_event *ev, void *user) {
         ch->n_reply += (size_t)ev->n_text;
         grown[ch->n_reply] = 0;
         ch->reply = grown;
-        fwrite(ev->text, 1, (size_t)ev->n_text, stdout);
-        fflush(stdout);
+        if (ch->reasoning_field) {
+            nc_chat_reply r;
+            if (show_reply(ch, false, &r)) return 1;
+            nc_chat_reply_free(&r);
+        } else {
+            fwrite(ev->text, 1, (size_t)ev->n_text, stdout);
+            fflush(stdout);
+        }
     }
     return interrupted != 0;
 }
 
+/* The messages as the template reads them: earlier reasoning under the template's own field
+ * (gpt-oss's "thinking"), as the server gives it. malloc'd JSON; NULL when out of memory. */
+static char *template_messages(const chat *ch) {
+    if (!ch->reasoning_field || !strcmp(ch->reasoning_field, "reasoning_content"))
+        return cJSON_PrintUnformatted(ch->messages);
+    cJSON *copy = cJSON_Duplicate(ch->messages, true), *m;
+    bool ok = copy != NULL;
+    cJSON_ArrayForEach(m, copy) {
+        cJSON *rc = cJSON_DetachItemFromObjectCaseSensitive(m, "reasoning_content");
+        if (rc) ok = ok && cJSON_AddItemToObject(m, ch->reasoning_field, rc);
+    }
+    char *json = ok ? cJSON_PrintUnformatted(copy) : NULL;
+    cJSON_Delete(copy);
+    return json;
+}
+
 /* The conversation so far, the assistant's turn opened, as tokens (malloc'd); -1 with err set. */
 static int prompt_tokens(chat *ch, int32_t **ids, nc_err *err) {
-    char *json = cJSON_PrintUnformatted(ch->messages), *text = NULL;
+    char *json = template_messages(ch), *text = NULL;
     size_t len = 0;
     bool add_bos;
     if (!json) {
@@ -167,7 +238,9 @@ static int prompt_tokens(chat *ch, int32_t **ids, nc_err *err) {
     *ids = malloc((size_t)cap * sizeof **ids);
     if (*ids) n = nc_tokenize(ch->m, text, len, add_bos, true, *ids, cap, err);
     else snprintf(err->msg, sizeof err->msg, "out of memory");
-    free(text);
+    free(ch->prompt);
+    ch->prompt = text;
+    ch->n_prompt = len;
     if (n < 0 || n > cap) {
         free(*ids);
         *ids = NULL;
@@ -198,13 +271,22 @@ static void respond(chat *ch) {
                         .spec = ch->spec};
     gp.sampling.seed += (uint64_t)ch->turn++;
     nc_gen_result res;
-    ch->n_reply = 0;
+    ch->n_reply = ch->shown_reasoning = ch->shown_content = 0;
     interrupted = 0;
     int rc = nc_generate(ch->c, ch->m, ids, n, &gp, on_token, ch, &res, &err);
     free(ids);
+    bool stored;
+    if (ch->reasoning_field) { /* the whole reply: its content joins the conversation, its reasoning beside */
+        nc_chat_reply r = {0};
+        stored = !show_reply(ch, true, &r) && add_message(ch, "assistant", r.content);
+        cJSON *msg = cJSON_GetArrayItem(ch->messages, cJSON_GetArraySize(ch->messages) - 1);
+        if (stored && r.n_reasoning) stored = cJSON_AddStringToObject(msg, "reasoning_content", r.reasoning) != NULL;
+        nc_chat_reply_free(&r);
+    } else {
+        stored = add_message(ch, "assistant", ch->reply && ch->n_reply ? ch->reply : "");
+    }
     putchar('\n');
-    if (!add_message(ch, "assistant", ch->reply && ch->n_reply ? ch->reply : ""))
-        fprintf(stderr, "error: out of memory\n");
+    if (!stored) fprintf(stderr, "error: out of memory\n");
     if (rc && interrupted) fprintf(stderr, "[stopped]\n");
     else if (rc) fprintf(stderr, "error: %s\n", err.msg);
     else {
@@ -346,11 +428,23 @@ static int loop(chat *ch, chat_input *in) {
     }
 }
 
+/* The model's template, or --chat-template's. */
+static int open_template(chat *ch, char *note, size_t cap, nc_err *err) {
+    *note = 0;
+    if (!ch->o->template_src) return nc_chat_template_new(&ch->tmpl, ch->m, note, cap, err);
+    if (!nc_chat_template_from_source(&ch->tmpl, ch->m, ch->o->template_src, ch->o->template_len, err)) return 0;
+    char why[NC_ERR_MAX];
+    memcpy(why, err->msg, sizeof why);
+    snprintf(err->msg, sizeof err->msg, "--chat-template %.100s: %.380s", ch->o->template_path, why);
+    return -1;
+}
+
 int cmd_chat(int argc, char **argv) {
     chat_opts o;
     int rc = parse(argc, argv, &o);
     if (rc) {
         cli_decoding_free(&o.dec);
+        free(o.template_src);
         return rc < 0 ? 0 : rc;
     }
     chat ch = {.o = &o, .messages = cJSON_CreateArray()};
@@ -360,7 +454,9 @@ int cmd_chat(int argc, char **argv) {
     char note[512];
     rc = 1;
     if (!ch.messages) snprintf(err.msg, sizeof err.msg, "out of memory");
-    else if (!nc_model_load(&ch.m, o.model, &err) && !nc_chat_template_new(&ch.tmpl, ch.m, note, sizeof note, &err)) {
+    else if (!nc_model_load(&ch.m, o.model, &err) && !open_template(&ch, note, sizeof note, &err)) {
+        ch.reasoning_field = nc_chat_reasoning_field(ch.tmpl);
+        ch.tty = isatty(STDOUT_FILENO);
         nc_model_info info;
         nc_model_get_info(ch.m, &info);
         long n_ctx = o.ctx ? o.ctx : info.n_ctx_train < 4096 ? info.n_ctx_train : 4096;
@@ -384,11 +480,13 @@ int cmd_chat(int argc, char **argv) {
     if (rc) fprintf(stderr, "error: %s\n", err.msg);
     cJSON_Delete(ch.messages);
     free(ch.reply);
+    free(ch.prompt);
     nc_chat_template_free(ch.tmpl);
     nc_context_free(ch.c);
     nc_model_free(ch.m);
     nc_context_free(dc);
     nc_model_free(dm);
     cli_decoding_free(&o.dec);
+    free(o.template_src);
     return rc;
 }

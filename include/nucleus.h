@@ -569,6 +569,39 @@ const char *nc_chat_template_source(const nc_chat_template *t);
  * one fail soon with "the render was cancelled" (a server that shuts down calls it). */
 void nc_chat_template_cancel(nc_chat_template *t);
 
+/* Reading a chat reply as `nucleus serve` reads it (the same code; docs/chat-formats.md): the
+ * model's reasoning, its answer and its tool calls, each family's markers recognised from the
+ * template's text. Whole (done), or while it streams (done false): then reasoning and content are
+ * prefixes of the whole reply's, never more, so a consumer shows what each grew by; what may
+ * still become a call or a marker is held back, and calls are read only when done. */
+typedef struct nc_reply_params {
+    const char *prompt;        /* the rendered prompt the reply follows, or NULL: whether it opened
+                                  the reasoning (Qwen3.5's and DeepSeek R1's end with "<think>") */
+    size_t prompt_len;
+    const char *tools_json;    /* the request's tools, OpenAI's array (their parameters' types say
+                                  what a bare-text argument is); NULL: no calls are looked for */
+    bool parallel_tool_calls;  /* false: what follows the first call is content */
+    bool keep_reasoning;       /* reasoning_format "none": the reasoning stays in content */
+} nc_reply_params;
+
+typedef struct nc_chat_reply {
+    char *reasoning;       /* malloc'd, NUL-terminated; "" when none */
+    char *content;         /* "" when none (the text before the calls and what they did not take) */
+    char *tool_calls;      /* a JSON array as OpenAI's message.tool_calls: [{"id": "call_…", "type":
+                              "function", "function": {"name", "arguments" (JSON text)}}]; "[]" */
+    size_t n_reasoning, n_content;
+    int32_t n_tool_calls;
+} nc_chat_reply;
+
+/* Split text[0..n) generated after a prompt of template t. -1 only when out of memory. */
+int nc_chat_reply_parse(const nc_chat_template *t, const nc_reply_params *p, const char *text, size_t n, bool done,
+                        nc_chat_reply *out, nc_err *err);
+void nc_chat_reply_free(nc_chat_reply *r);
+/* The assistant message's field the template renders earlier reasoning from ("reasoning_content";
+ * gpt-oss's "thinking"): pass a reply's reasoning back under it (or leave it out, as the template
+ * drops it anyway); NULL when the template writes no reasoning that nucleus separates. */
+const char *nc_chat_reasoning_field(const nc_chat_template *t);
+
 /* Autoregressive generation of n_samples continuations of one prompt: the prompt is prefilled
  * once into sequence 0 (the part the prefix cache holds, e.g. a chat's earlier turns, is taken
  * from it) and its cache copied to sequences 1..n_samples-1 (the context needs

@@ -144,7 +144,7 @@ async function stream(path, body, signal, onEvent) {
 
 // A message at position `at` of the conversation (default: its end).
 function newMessage(role, text = '', at = state.messages.length) {
-  const m = { role, text, steps: [], prompt: null, settings: null, stats: '', showTokens: false, node: null };
+  const m = { role, text, reasoning: '', steps: [], prompt: null, settings: null, stats: '', showTokens: false, node: null };
   state.messages.splice(at, 0, m);
   return m;
 }
@@ -176,7 +176,20 @@ function tokenButton(m, step, i) {
   return b;
 }
 
+// The reasoning the server read out of the reply (reasoning_content): a collapsible block above
+// the answer, open while it streams and the answer has not started, unless the reader toggled it.
+function renderThinking(m) {
+  const th = m.node.querySelector('.thinking');
+  if (!th) return;
+  th.hidden = !m.reasoning;
+  th.querySelector('.thinking-body').textContent = m.reasoning || '';
+  const streaming = m.node.getAttribute('aria-busy') === 'true';
+  if (!m.thinkingToggled) th.open = streaming && !m.text;
+  th.querySelector('summary').textContent = streaming && !m.text ? 'Thinking…' : 'Thinking';
+}
+
 function renderBody(m) {
+  renderThinking(m);
   const body = m.node.querySelector('.body');
   if (m.role === 'assistant' && m.showTokens) {
     body.classList.add('tokens');
@@ -200,7 +213,20 @@ function renderMessage(m) {
     body.className = 'body';
     const stats = document.createElement('p');
     stats.className = 'stats muted';
-    m.node.append(who, body, stats);
+    m.node.append(who);
+    if (m.role === 'assistant') {
+      const th = document.createElement('details');
+      th.className = 'thinking';
+      th.hidden = true;
+      const summary = document.createElement('summary');
+      summary.textContent = 'Thinking';
+      summary.addEventListener('click', () => { m.thinkingToggled = true; });
+      const tb = document.createElement('div');
+      tb.className = 'thinking-body';
+      th.append(summary, tb);
+      m.node.append(th);
+    }
+    m.node.append(body, stats);
     if (m.role === 'assistant') {
       const tools = document.createElement('div');
       tools.className = 'tools';
@@ -253,8 +279,10 @@ async function generate(m, path, body) {
       const x = c.nucleus_explain;
       if (x && x.prompt_tokens) m.prompt = x.prompt_tokens;
       if (x && x.steps.length) { m.steps.push(...x.steps); nTokens += x.steps.length; }
+      const thought = c.delta && c.delta.reasoning_content;
       if (piece) m.text += piece;
-      if ((piece || (x && x.steps.length)) && !tFirst) tFirst = performance.now();
+      if (thought) m.reasoning = (m.reasoning || '') + thought;
+      if ((piece || thought || (x && x.steps.length)) && !tFirst) tFirst = performance.now();
       if (c.finish_reason) m.finish = c.finish_reason;
       const dt = (performance.now() - tFirst) / 1000;
       m.stats = `${nTokens} tokens · ${dt > 0 && nTokens > 1 ? ((nTokens - 1) / dt).toFixed(1) : '–'} tok/s · ` +
@@ -278,7 +306,11 @@ function chatMessages(upTo) {
   const out = [];
   const system = $('system').value.trim();
   if (system) out.push({ role: 'system', content: system });
-  for (const m of state.messages.slice(0, upTo)) if (!m.superseded) out.push({ role: m.role, content: m.text });
+  // an earlier reply's reasoning goes back as reasoning_content: the template keeps or drops it
+  for (const m of state.messages.slice(0, upTo)) {
+    if (m.superseded) continue;
+    out.push(m.reasoning ? { role: m.role, content: m.text, reasoning_content: m.reasoning } : { role: m.role, content: m.text });
+  }
   return out;
 }
 
@@ -302,7 +334,7 @@ async function send(text) {
 async function regenerate(m) {
   if (state.busy) return;
   const i = state.messages.indexOf(m);
-  Object.assign(m, { text: '', steps: [], prompt: null, stats: '', settings: settings(), showTokens: false, superseded: false,
+  Object.assign(m, { text: '', reasoning: '', thinkingToggled: false, steps: [], prompt: null, stats: '', settings: settings(), showTokens: false, superseded: false,
                      stopped: false });
   for (const later of state.messages.splice(i + 1)) later.node.remove();
   await generate(m, '/v1/chat/completions', requestBody({ messages: chatMessages(i) }));

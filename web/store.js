@@ -5,7 +5,7 @@
 
 const KEY = 'nucleus-conversations';
 // What a message keeps: the rest (its steps, the prompt's ids, its DOM node) lives in the page.
-const FIELDS = ['role', 'text', 'stats', 'branchOf', 'superseded', 'stopped'];
+const FIELDS = ['role', 'text', 'reasoning', 'stats', 'branchOf', 'superseded', 'stopped'];
 
 let memory = null; // when the browser keeps nothing (storage disabled): this page's list only
 
@@ -48,7 +48,7 @@ export function getConversation(id) {
 // the current one. false: the browser did not keep it.
 export function saveConversation(c, messages) {
   const all = read();
-  const kept = messages.map((m) => Object.fromEntries(FIELDS.filter((f) => m[f] !== undefined && m[f] !== null)
+  const kept = messages.map((m) => Object.fromEntries(FIELDS.filter((f) => m[f] !== undefined && m[f] !== null && !(f === 'reasoning' && !m[f]))
     .map((f) => [f, m[f]])));
   const record = { id: c.id, title: c.title, named: !!c.named, updated: Date.now(), messages: kept };
   const i = all.conversations.findIndex((x) => x.id === c.id);

@@ -8,6 +8,7 @@ docs/python.md describes the package: what it supports, what it refuses, and how
 """
 
 from ._generation import GenerationStats
+from ._hub import HubError
 from ._lib import NucleusError
 from ._options import LLAMA_DEFAULT_SEED, InvalidArgument
 from .llama import (
@@ -32,7 +33,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Llama", "LlamaGrammar", "LlamaState", "LlamaDraftModel", "LlamaPromptLookupDecoding", "DraftModel",
-    "GenerationStats", "NucleusError", "InvalidArgument", "LoadError", "LLAMA_DEFAULT_SEED",
+    "GenerationStats", "NucleusError", "InvalidArgument", "LoadError", "HubError", "LLAMA_DEFAULT_SEED",
     "LLAMA_POOLING_TYPE_UNSPECIFIED", "LLAMA_POOLING_TYPE_NONE", "LLAMA_POOLING_TYPE_MEAN",
     "LLAMA_POOLING_TYPE_CLS", "LLAMA_POOLING_TYPE_LAST", "LLAMA_POOLING_TYPE_RANK", "GGML_TYPE_F32",
     "GGML_TYPE_F16", "GGML_TYPE_Q4_0", "GGML_TYPE_Q8_0", "__version__",

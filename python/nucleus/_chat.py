@@ -2,12 +2,14 @@
 rendered by the model's chat template in the C library (nc_chat_render), response_format and forced
 tool calls turned into grammars by its JSON Schema converter, and the response or its chunks.
 
-Tools reach the template as its `tools` variable. What the C library does not expose is the server's
-parsing of the calls a model writes on its own, so with tool_choice "auto" the reply is returned as
-text; "required" or a named function constrain the reply to a call, returned as tool_calls."""
+The reply is read as nucleus serve reads it (nc_chat_reply_parse): the reasoning of a template whose
+family writes it apart goes to reasoning_content, the calls the model writes on its own (tools with
+tool_choice "auto") to tool_calls, whole or streamed. Tools reach the template as its `tools`
+variable; "required" or a named function constrain the reply to a call, returned as tool_calls."""
 
 from __future__ import annotations
 
+import codecs
 import ctypes
 import json
 import time
@@ -59,15 +61,41 @@ class ChatTemplate:
             _lib.free(text)
         return out, add_bos.value
 
+    @property
+    def reasoning_field(self) -> Optional[str]:
+        """The assistant message's field the template renders earlier reasoning from (None: the
+        template writes no reasoning apart)."""
+        f = _lib.lib.nc_chat_reasoning_field(self._handle)
+        return f.decode("utf-8") if f else None
+
+    def read_reply(self, text: bytes, done: bool, prompt: Optional[bytes] = None,
+                   tools: Optional[List[Dict[str, Any]]] = None,
+                   parallel: bool = True) -> Tuple[bytes, bytes, List[Dict[str, Any]]]:
+        """The reply's reasoning, content (bytes: while streaming, prefixes of the whole's) and
+        calls (OpenAI's shape; only when done), as the server reads it."""
+        p = _lib.nc_reply_params(prompt=prompt, prompt_len=len(prompt) if prompt else 0,
+                                 tools_json=json.dumps(tools).encode("utf-8") if tools else None,
+                                 parallel_tool_calls=parallel)
+        r = _lib.nc_chat_reply()
+        err = _lib.nc_err()
+        _lib.check(_lib.lib.nc_chat_reply_parse(self._handle, ctypes.byref(p), text, len(text), done, ctypes.byref(r),
+                                                ctypes.byref(err)), err)
+        try:
+            calls = json.loads(ctypes.string_at(r.tool_calls).decode("utf-8")) if r.n_tool_calls else []
+            return _lib.text_of(r.reasoning, r.n_reasoning), _lib.text_of(r.content, r.n_content), calls
+        finally:
+            _lib.lib.nc_chat_reply_free(ctypes.byref(r))
+
     def close(self) -> None:
         if self._handle:
             _lib.lib.nc_chat_template_free(self._handle)
             self._handle = ctypes.c_void_p()
 
 
-def prepare_messages(messages: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+def prepare_messages(messages: List[Dict[str, Any]], reasoning_field: Optional[str] = None) -> List[Dict[str, Any]]:
     """Messages as chat templates take them: text parts joined into the content, a call's arguments
-    as a mapping (templates iterate over them) when they are a JSON object."""
+    as a mapping (templates iterate over them) when they are a JSON object, an assistant's earlier
+    reasoning_content under the field the template renders it from (gpt-oss's "thinking")."""
     out = []
     for i, m in enumerate(messages):
         if not isinstance(m, dict) or "role" not in m:
@@ -98,6 +126,8 @@ def prepare_messages(messages: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
                 call["function"] = fn
                 fixed.append(call)
             m["tool_calls"] = fixed
+        if reasoning_field and reasoning_field != "reasoning_content" and "reasoning_content" in m:
+            m[reasoning_field] = m.pop("reasoning_content")
         out.append(m)
     return out
 
@@ -143,6 +173,7 @@ class ToolPlan:
         self.required = False              # the reply is {"name", "arguments"} of any function
         self.grammar: Optional[str] = None
         choice = tool_choice if tool_choice is not None else ("auto" if self.tools else "none")
+        self.auto = False                  # the calls the model writes on its own are read
         fns = {}
         for i, t in enumerate(self.tools):
             fn = t.get("function") if isinstance(t, dict) and t.get("type") == "function" else None
@@ -152,7 +183,7 @@ class ToolPlan:
         if choice == "none":
             self.tools = []
         elif choice == "auto":
-            pass
+            self.auto = bool(self.tools)
         elif choice == "required":
             if not fns:
                 raise InvalidArgument("tool_choice: 'required' without tools")
@@ -201,8 +232,38 @@ def _response_id() -> str:
     return f"chatcmpl-{uuid.uuid4()}"
 
 
-def complete(llama: Any, gen: Generation, plan: ToolPlan, *, n_prompt: int, model: str, logprobs: bool,
-             explain: bool) -> Dict[str, Any]:
+class Reader:
+    """A reply read as it grows: what its reasoning and content grew by (whole characters), and at
+    the end its calls."""
+
+    def __init__(self, template: ChatTemplate, prompt: bytes, plan: ToolPlan) -> None:
+        self.template = template
+        self.prompt = prompt
+        self.tools = plan.tools if plan.auto else None
+        self.text = b""
+        self.shown = [0, 0]
+        self.decoders = [codecs.getincrementaldecoder("utf-8")("replace") for _ in range(2)]
+        self.calls: List[Dict[str, Any]] = []
+
+    def feed(self, piece: bytes, done: bool = False) -> Tuple[str, str]:
+        """Add piece; the reasoning's and the content's new text."""
+        self.text += piece
+        reasoning, content, self.calls = self.template.read_reply(self.text, done, self.prompt, self.tools)
+        out = []
+        for i, whole in enumerate((reasoning, content)):
+            new = whole[self.shown[i]:] if len(whole) > self.shown[i] else b""
+            self.shown[i] = max(self.shown[i], len(whole))
+            out.append(self.decoders[i].decode(new, final=done))
+        return out[0], out[1]
+
+
+def _read_whole(llama: Any, plan: ToolPlan, prompt: bytes, text: bytes) -> Tuple[str, str, List[Dict[str, Any]]]:
+    reasoning, content, calls = llama.chat_template().read_reply(text, True, prompt, plan.tools if plan.auto else None)
+    return reasoning.decode("utf-8", "replace"), content.decode("utf-8", "replace"), calls
+
+
+def complete(llama: Any, gen: Generation, plan: ToolPlan, *, prompt: bytes, n_prompt: int, model: str,
+             logprobs: bool, explain: bool) -> Dict[str, Any]:
     text = b""
     entries: List[Dict[str, Any]] = []
     records: List[Dict[str, Any]] = []
@@ -229,6 +290,15 @@ def complete(llama: Any, gen: Generation, plan: ToolPlan, *, n_prompt: int, mode
     if plan.calls and finish == "stop":
         message = {"role": "assistant", "content": None, "tool_calls": plan.tool_calls(content)}
         finish = "tool_calls"
+    elif not plan.calls:
+        reasoning, content, calls = _read_whole(llama, plan, prompt, text)
+        message = {"role": "assistant", "content": content or (None if calls else "")}
+        if reasoning:
+            message["reasoning_content"] = reasoning
+        if calls:
+            message["tool_calls"] = calls
+            if finish == "stop":
+                finish = "tool_calls"
     choice: Dict[str, Any] = {"index": 0, "message": message,
                               "logprobs": {"content": entries, "refusal": None} if logprobs else None,
                               "finish_reason": finish}
@@ -240,10 +310,12 @@ def complete(llama: Any, gen: Generation, plan: ToolPlan, *, n_prompt: int, mode
             "usage": {"prompt_tokens": n_prompt, "completion_tokens": n_gen, "total_tokens": n_prompt + n_gen}}
 
 
-def stream(llama: Any, gen: Generation, plan: ToolPlan, *, model: str, logprobs: bool,
+def stream(llama: Any, gen: Generation, plan: ToolPlan, *, prompt: bytes, model: str, logprobs: bool,
            explain: bool) -> Iterator[Dict[str, Any]]:
-    """The role first, then the content as it comes (a forced function's arguments as tool_calls
-    deltas; a 'required' call once whole), then an empty delta with finish_reason."""
+    """The role first, then the reasoning and the content as they come (reasoning_content and
+    content deltas; what may become a call held back; a forced function's arguments as tool_calls
+    deltas; a 'required' call once whole), the calls written on their own at the end (each a head,
+    then its arguments), then an empty delta with finish_reason."""
     cid, created = _response_id(), int(time.time())
 
     def chunk(delta: Dict[str, Any], finish: Optional[str] = None, lp=None, record=None) -> Dict[str, Any]:
@@ -257,6 +329,7 @@ def stream(llama: Any, gen: Generation, plan: ToolPlan, *, model: str, logprobs:
 
     call_id = f"call_{uuid.uuid4().hex[:24]}"
     so_far = ""
+    reader = Reader(llama.chat_template(), prompt, plan)
     finish = "stop"
     try:
         if plan.forced is not None:
@@ -282,7 +355,14 @@ def stream(llama: Any, gen: Generation, plan: ToolPlan, *, model: str, logprobs:
             elif plan.required:
                 delta = {}
             else:
-                delta = {"content": text} if text else {}
+                delta = {}
+                reasoning, content = reader.feed(step.text)
+                if reasoning:
+                    delta["reasoning_content"] = reasoning
+                if content:
+                    delta["content"] = content
+                if not (delta or lp or step.explain is not None):
+                    continue
             yield chunk(delta, None, lp, step.explain)
         if plan.required and finish == "stop":
             call = plan.tool_calls(so_far)[0]
@@ -291,6 +371,17 @@ def stream(llama: Any, gen: Generation, plan: ToolPlan, *, model: str, logprobs:
             call["function"] = {"name": call["function"]["name"], "arguments": ""}
             yield chunk({"tool_calls": [call]})
             yield chunk({"tool_calls": [{"index": 0, "function": {"arguments": args}}]})
+        if not plan.calls:
+            reasoning, content = reader.feed(b"", done=True)
+            if reasoning or content:
+                yield chunk({k: v for k, v in (("reasoning_content", reasoning), ("content", content)) if v})
+            for k, call in enumerate(reader.calls):
+                fn = call["function"]
+                yield chunk({"tool_calls": [{"index": k, "id": call["id"], "type": "function",
+                                             "function": {"name": fn["name"], "arguments": ""}}]})
+                yield chunk({"tool_calls": [{"index": k, "function": {"arguments": fn["arguments"]}}]})
+            if reader.calls and finish == "stop":
+                finish = "tool_calls"
         if plan.calls and finish == "stop":
             finish = "tool_calls"
         yield chunk({}, finish)

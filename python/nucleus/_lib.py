@@ -356,12 +356,44 @@ class nc_beam_result(Structure):
     ]
 
 
+class nc_reply_params(Structure):
+    _fields_ = [
+        ("prompt", c_char_p),
+        ("prompt_len", c_size_t),
+        ("tools_json", c_char_p),
+        ("parallel_tool_calls", c_bool),
+        ("keep_reasoning", c_bool),
+    ]
+
+
+class nc_chat_reply(Structure):
+    _fields_ = [
+        ("reasoning", c_void_p),
+        ("content", c_void_p),
+        ("tool_calls", c_void_p),
+        ("n_reasoning", c_size_t),
+        ("n_content", c_size_t),
+        ("n_tool_calls", c_int32),
+    ]
+
+
+class nc_hub_params(Structure):
+    _fields_ = [
+        ("endpoint", c_char_p),
+        ("token", c_char_p),
+        ("cache", c_char_p),
+        ("offline", c_bool),
+        ("progress", c_void_p),
+        ("user", c_void_p),
+    ]
+
+
 STRUCTS = [
     nc_err, nc_model_info, nc_context_params, nc_batch_entry, nc_kv_stats, nc_kv_file_info,
     nc_logit_bias, nc_sampler_params, nc_token_logprob, nc_sample_info, nc_token_prob,
     nc_explain_stage, nc_explain, nc_stop_params, nc_ctx_policy, nc_spec_params, nc_spec_stats,
     nc_gen_params, nc_gen_event, nc_gen_sample, nc_gen_result, nc_beam_params, nc_beam_hyp,
-    nc_beam_result,
+    nc_beam_result, nc_reply_params, nc_chat_reply, nc_hub_params,
 ]
 
 _p = c_void_p  # opaque handles: nc_model, nc_context, nc_gen, nc_chat_template, nc_kv_file
@@ -425,6 +457,13 @@ _declare(
     "nc_chat_render", c_int, _p, c_char_p, c_char_p, c_bool, POINTER(c_void_p), POINTER(c_size_t),
     POINTER(c_bool), _err,
 )
+_declare(
+    "nc_chat_reply_parse", c_int, _p, POINTER(nc_reply_params), c_char_p, c_size_t, c_bool, POINTER(nc_chat_reply),
+    _err,
+)
+_declare("nc_chat_reply_free", None, POINTER(nc_chat_reply))
+_declare("nc_chat_reasoning_field", c_char_p, _p)
+_declare("nc_hub_get", c_int, c_char_p, POINTER(nc_hub_params), c_char_p, c_size_t, _err)
 _declare("nc_spec_check_vocab", c_int, _p, _p, _err)
 _declare("nc_gen_begin", c_int, POINTER(c_void_p), _p, _p, _i32p, c_int32, POINTER(nc_gen_params), _err)
 _declare("nc_gen_next", c_int, _p, POINTER(nc_gen_event), _err)

@@ -18,7 +18,7 @@ from array import array
 from collections import deque
 from typing import Any, Deque, Dict, Iterator, List, Optional, Sequence, Union
 
-from . import _chat, _completion, _lib
+from . import _chat, _completion, _hub, _lib
 from ._generation import Generation, GenerationStats
 from ._lib import NucleusError
 from ._options import LLAMA_DEFAULT_SEED, InvalidArgument, Request, refuse, sampling, seed_source
@@ -84,8 +84,6 @@ _UNSUPPORTED_INIT = {
     "chat_handler": (None, "chats are rendered by the model's Jinja template (or chat_template=...)"),
     "tokenizer": (None, "nucleus tokenizes with the model's own vocabulary"),
     "spm_infill": (False, "nucleus has no infill (suffix) mode"),
-    "hf_repo": (None, "the C library has no Hugging Face download yet: download the file, pass model_path"),
-    "hf_file": (None, "the C library has no Hugging Face download yet: download the file, pass model_path"),
 }
 
 _UNSUPPORTED_COMPLETION = {
@@ -143,7 +141,7 @@ class Llama:
 
     def __init__(
         self,
-        model_path: Union[str, "os.PathLike[str]"],
+        model_path: Union[None, str, "os.PathLike[str]"] = None,
         *,
         n_gpu_layers: int = 0,
         seed: int = LLAMA_DEFAULT_SEED,
@@ -168,6 +166,10 @@ class Llama:
         n_seq_max: int = 1,
         chat_template: Optional[str] = None,
         fast: bool = False,
+        hf_repo: Optional[str] = None,
+        hf_file: Optional[str] = None,
+        filename: Optional[str] = None,
+        cache_dir: Optional[str] = None,
         **kwargs: Any,
     ) -> None:
         """Load a model (a GGUF file or a Hugging Face directory) and make its context.
@@ -195,6 +197,10 @@ class Llama:
             n_seq_max: sequences the KV cache holds (beam search needs one per beam).
             chat_template: a Jinja chat template instead of the model's.
             fast: int8 activations for Q8_0 / Q4_0 weights (faster prefill, less exact).
+            hf_repo, hf_file (or filename), cache_dir: instead of model_path, the model
+                "USER/REPO" of Hugging Face's hub (or $HF_ENDPOINT), found in nucleus's cache or
+                downloaded into it (nc_hub_get, as `nucleus pull`): the file's whole path, its quant
+                tag ("Q8_0"), or a pattern "*Q8_0.gguf" (the tag); None: Q4_K_M or the nearest.
 
         Raises LoadError (a ValueError) with the loader's message when the model cannot be loaded.
         """
@@ -217,6 +223,16 @@ class Llama:
                                       "embeddings are pooled by mean, first (CLS) or last token, or not at all")
         if draft_model is not None and not isinstance(draft_model, LlamaDraftModel):
             raise TypeError("draft_model: a LlamaPromptLookupDecoding or a DraftModel")
+        if hf_file is not None and filename is not None and hf_file != filename:
+            raise InvalidArgument("Llama.__init__: give hf_file or filename, not both")
+        if hf_repo is not None:
+            if model_path is not None:
+                raise InvalidArgument("Llama.__init__: give model_path or hf_repo, not both")
+            model_path = _hub.get(hf_repo, hf_file if hf_file is not None else filename, cache_dir)
+        elif hf_file is not None or filename is not None:
+            raise InvalidArgument("Llama.__init__: hf_file / filename name a file of hf_repo: give hf_repo too")
+        if model_path is None:
+            raise TypeError("Llama.__init__: model_path (or hf_repo) is needed")
         self.model_path = os.fspath(model_path)
         self.verbose = verbose
         self.chat_format = chat_format
@@ -326,10 +342,20 @@ class Llama:
         self.close()
 
     @classmethod
-    def from_pretrained(cls, repo_id: str, filename: Optional[str] = None, **kwargs: Any) -> "Llama":
-        """llama-cpp-python's download from the Hugging Face Hub: not in the C library yet."""
-        raise NotImplementedError("Llama.from_pretrained is not supported by nucleus: the C library has no "
-                                  "Hugging Face download yet; download the file and pass model_path")
+    def from_pretrained(cls, repo_id: str, filename: Optional[str] = None, additional_files: Optional[List[str]] = None,
+                        local_dir: Optional[str] = None, local_dir_use_symlinks: Any = "auto",
+                        cache_dir: Optional[str] = None, **kwargs: Any) -> "Llama":
+        """llama-cpp-python's: the model of Hugging Face's hub repo_id ("USER/REPO"), filename its
+        file (the whole path, a pattern "*Q8_0.gguf", or None: Q4_K_M or the nearest quant),
+        found in nucleus's cache (cache_dir, else $NUCLEUS_CACHE ...) or downloaded into it; the
+        other arguments are Llama's. A split GGUF brings all its parts."""
+        if additional_files:
+            raise NotImplementedError("Llama.from_pretrained: additional_files is not supported by nucleus: a split "
+                                      "GGUF's parts come with its first; give the model's file")
+        if local_dir is not None:
+            raise NotImplementedError("Llama.from_pretrained: local_dir is not supported by nucleus: models go into "
+                                      "its cache (cache_dir)")
+        return cls(hf_repo=repo_id, hf_file=filename, cache_dir=cache_dir, **kwargs)
 
     def _live(self) -> None:
         if not self._ctx:
@@ -839,9 +865,13 @@ class Llama:
         response_format: {"type": "json_object"} (any JSON object, or the "schema" given beside),
         {"type": "json_schema", "json_schema": {"schema": ...}}. tools reach the template; with
         tool_choice "required" or {"type": "function", "function": {"name": ...}} the reply is a
-        call (message.tool_calls, finish_reason "tool_calls"); with "auto" it is returned as text
-        (the C library does not expose the server's parsing of calls). logprobs / top_logprobs:
-        OpenAI's chat logprobs. The other arguments and nucleus's own: create_completion's.
+        call (message.tool_calls, finish_reason "tool_calls"); with "auto" the calls the model
+        writes in its family's syntax are read as nucleus serve reads them (message.tool_calls,
+        with ids; streamed at the end, each a head then its arguments). A template whose family
+        writes its reasoning apart (Qwen3, DeepSeek R1, gpt-oss ...) gives it as
+        message.reasoning_content (delta.reasoning_content while streaming); an assistant
+        message's reasoning_content goes back to the template. logprobs / top_logprobs: OpenAI's
+        chat logprobs. The other arguments and nucleus's own: create_completion's.
         """
         if functions is not None or function_call is not None:
             raise NotImplementedError("create_chat_completion: functions / function_call (OpenAI's deprecated "
@@ -854,8 +884,9 @@ class Llama:
                                   "and response_format")
         grammar_text = plan.grammar or (grammar.grammar if grammar else None) or \
             _chat.response_format_grammar(response_format)
-        text, add_bos = self.chat_template().render(_chat.prepare_messages(messages),
-                                                    {"tools": plan.tools} if plan.tools else None)
+        template = self.chat_template()
+        text, add_bos = template.render(_chat.prepare_messages(messages, template.reasoning_field),
+                                        {"tools": plan.tools} if plan.tools else None)
         ids = self.tokenize(text, add_bos=add_bos, special=True)
         n_logprobs = (top_logprobs or 0) if logprobs else None
         req = sampling(self, "create_chat_completion", temperature=temperature, top_p=top_p, top_k=top_k,
@@ -867,9 +898,10 @@ class Llama:
         name = model if model is not None else self.model_path
         gen = self._start(ids, req)
         if stream:
-            return _chat.stream(self, gen, plan, model=name, logprobs=bool(logprobs), explain=req.explain)
-        return _chat.complete(self, gen, plan, n_prompt=len(ids), model=name, logprobs=bool(logprobs),
-                              explain=req.explain)
+            return _chat.stream(self, gen, plan, prompt=text.encode("utf-8"), model=name, logprobs=bool(logprobs),
+                                explain=req.explain)
+        return _chat.complete(self, gen, plan, prompt=text.encode("utf-8"), n_prompt=len(ids), model=name,
+                              logprobs=bool(logprobs), explain=req.explain)
 
     # ---- beam search ----
 

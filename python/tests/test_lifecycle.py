@@ -41,9 +41,9 @@ def test_init_refusals():
         Llama(model_path=STORIES, n_ctxx=5, verbose=False)
     with pytest.raises(NotImplementedError, match="lora_path"):
         Llama(model_path=STORIES, lora_path="adapter.gguf", verbose=False)
-    with pytest.raises(NotImplementedError, match="hf_repo"):
+    with pytest.raises(ValueError, match="model_path or hf_repo"):
         Llama(model_path=STORIES, hf_repo="org/model", verbose=False)
-    with pytest.raises(NotImplementedError, match="from_pretrained"):
+    with pytest.raises(NotImplementedError, match="not other patterns"):
         Llama.from_pretrained("org/model", "*.gguf")
     with pytest.raises(NotImplementedError, match="n_threads_batch"):
         Llama(model_path=STORIES, n_threads=1, n_threads_batch=2, verbose=False)

@@ -215,6 +215,15 @@ static cJSON *tool_call_item(const srv_tool_call *c, int32_t k, bool head, bool 
     return o;
 }
 
+char *srv_json_tool_calls(const srv_tool_calls *calls) {
+    cJSON *arr = cJSON_CreateArray();
+    bool ok = arr != NULL;
+    for (int32_t k = 0; ok && k < calls->n; k++) ok = srv_json_append(arr, tool_call_item(&calls->calls[k], -1, true, true));
+    char *out = ok ? cJSON_PrintUnformatted(arr) : NULL;
+    cJSON_Delete(arr);
+    return out;
+}
+
 static bool put_tool_calls(cJSON *msg, const srv_tool_calls *calls) {
     cJSON *arr = cJSON_CreateArray();
     bool ok = srv_json_put(msg, "tool_calls", arr);

@@ -70,6 +70,9 @@ bool srv_json_put(cJSON *obj, const char *name, cJSON *item);
 bool srv_json_append(cJSON *arr, cJSON *item);
 
 char *srv_json_error(const srv_error *e);
+/* A message's calls as OpenAI writes them: [{"id", "type": "function", "function": {"name",
+ * "arguments"}}, ...] ("[]" when none). malloc'd; NULL when out of memory. */
+char *srv_json_tool_calls(const srv_tool_calls *calls);
 /* The whole response of a request that did not stream. */
 char *srv_json_response(const srv_resp_meta *m, const srv_choice_view *choices, int n, const srv_usage *u);
 /* One stream chunk for one choice. Chat: role_delta adds {"role": "assistant"} to the delta (the

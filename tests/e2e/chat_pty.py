@@ -4,7 +4,10 @@ multi-line input, the commands, Ctrl-C stopping a reply (and dropping a typed li
 ending the program, a full context, Ctrl-D; line editing (arrow and emacs keys, a multibyte
 character edited as one), the history recalled with Up and kept in its file across sessions,
 Ctrl-C at an empty prompt saying how to quit and a second one quitting; input that is not a
-terminal read as it comes. Usage: chat_pty.py NUCLEUS MODEL DRAFT TMPDIR"""
+terminal read as it comes; a reasoning template's thinking shown dimmed (plain between markers off
+a terminal, hidden with --hide-thinking) and kept out of the reply's content (qwen2's random
+weights under Qwen3's template, the reply steered by a grammar).
+Usage: chat_pty.py NUCLEUS MODEL DRAFT TMPDIR QWEN2"""
 import json
 import os
 import pty
@@ -16,7 +19,7 @@ import sys
 import time
 import urllib.request
 
-nucleus, model, draft, tmp = sys.argv[1:5]
+nucleus, model, draft, tmp, qwen2 = sys.argv[1:6]
 passed = failed = 0
 
 
@@ -30,7 +33,8 @@ def check(what, cond, detail=""):
 
 
 class Chat:
-    def __init__(self, *args, env=None):
+    def __init__(self, *args, env=None, model_path=None):
+        self.model = model_path or model
         self.pid, self.fd = pty.fork()
         if self.pid == 0:
             for k, v in (env or {}).items():  # None: unset
@@ -38,7 +42,7 @@ class Chat:
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
-            os.execv(nucleus, [nucleus, "chat", "-m", model, "--seed", "1", *args])
+            os.execv(nucleus, [nucleus, "chat", "-m", self.model, "--seed", "1", *args])
         self.out = b""
 
     def read_until(self, pattern, timeout=60):
@@ -266,6 +270,38 @@ r = subprocess.run([nucleus, "chat", "-m", model, "--temp", "0", "-n", "4"],
 msgs = json.load(open(os.path.join(tmp, "plain.json")))["messages"]
 check("a pipe: read as it comes", r.returncode == 0 and msgs[0] == {"role": "user", "content": "Hello \nthere"}, repr(msgs))
 check("a pipe: no history", not os.path.exists(plain_history))
+
+# ---- a reasoning template: the thinking dimmed, then the answer; kept out of the content ----
+TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "templates", "Qwen-Qwen3-0.6B.jinja")
+STEER = ["--chat-template", TEMPLATE, "--grammar", 'root ::= "<think>\nTwo and two make four.\n</think>\n\nIt is four."',
+         "--temp", "0", "-n", "64"]
+c = Chat(*STEER, model_path=qwen2)
+c.read_until(r"> ")
+got = c.turn("What is two and two?")
+check("thinking: dimmed (SGR 2), then the answer plain", got is not None and
+      "\x1b[2mTwo and two make four.\x1b[22m\n\nIt is four.\n" in got, repr(got))
+check("thinking: no markers on a terminal", got is not None and "<think>" not in got and "[thinking]" not in got, repr(got))
+c.turn("/save " + os.path.join(tmp, "think.json"))
+msgs = json.load(open(os.path.join(tmp, "think.json")))["messages"]
+check("thinking: the content is the answer, the reasoning beside it",
+      msgs[-1] == {"role": "assistant", "content": "It is four.", "reasoning_content": "Two and two make four."}, repr(msgs))
+got = c.turn("And three and three?")
+check("thinking: the next turn is answered", got is not None and "It is four." in got and "tokens, " in got, repr(got))
+c.send("/quit\n")
+check("thinking: exits 0", c.wait() == 0)
+
+c = Chat(*STEER, "--hide-thinking", model_path=qwen2)
+c.read_until(r"> ")
+got = c.turn("What is two and two?")
+check("--hide-thinking: the answer alone", got is not None and reply_of(got) == "It is four.", repr(got))
+c.send("/quit\n")
+check("--hide-thinking: exits 0", c.wait() == 0)
+
+r = subprocess.run([nucleus, "chat", "-m", qwen2, *STEER], input="What is two and two?\n", capture_output=True,
+                   text=True, env={**os.environ, "NUCLEUS_CHAT_HISTORY": ""}, timeout=120)
+check("thinking off a terminal: between markers, no escapes",
+      r.returncode == 0 and "[thinking]\nTwo and two make four.\n[/thinking]\nIt is four.\n" in r.stdout
+      and "\x1b" not in r.stdout, repr(r.stdout))
 
 print(f"chat: {passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -28,8 +28,9 @@ before(async () => {
 after(async () => { await browser?.close(); });
 
 // A page with the key typed into Settings, as a person would.
-async function openPage(viewport = { width: 1280, height: 860 }) {
+async function openPage(viewport = { width: 1280, height: 860 }, init = null) {
   const context = await browser.newContext({ viewport });
+  if (init) await context.addInitScript(init);
   await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: URL_ });
   const page = await context.newPage();
   const errors = [];
@@ -162,6 +163,7 @@ test('a message streams its reply', async () => {
   assert.ok(chat.steps.length > 0 && chat.prompt.length > 0);
   const text = await message.locator('.body').textContent();
   assert.ok(text.length > 0);
+  assert.equal(await message.locator('.thinking').isHidden(), true, 'no reasoning: no thinking block');
   assert.match(await message.locator('.stats').textContent(), /\d+ tokens · [\d.–]+ tok\/s · first token \d+ ms/);
   // Copy puts the reply's text (as the API sent it) on the clipboard
   await message.locator('.copy').click();
@@ -457,4 +459,83 @@ test('CORS: a page on the origin --cors names may call the API, a page on anothe
     allowed.close();
     other.close();
   }
+});
+
+// The server's stream of a reasoning model's reply (its deltas as chat_formats.sh checks them),
+// given to the page's fetch event by event with a pause between them, as a server streams.
+function slowStream(events) {
+  const real = window.fetch;
+  window.sentBodies = [];
+  window.fetch = async (url, opts) => {
+    if (!String(url).endsWith('/v1/chat/completions')) return real(url, opts);
+    window.sentBodies.push(JSON.parse(opts.body));
+    const enc = new TextEncoder();
+    const body = new ReadableStream({
+      async start(c) {
+        for (const e of events) { c.enqueue(enc.encode(e)); await new Promise((r) => setTimeout(r, 120)); }
+        c.close();
+      },
+    });
+    return new Response(body, { status: 200, headers: { 'Content-Type': 'text/event-stream' } });
+  };
+}
+
+test('a reply\'s reasoning (reasoning_content) shows in a collapsible thinking block, streamed, and goes back', async () => {
+  const deltas = [{ role: 'assistant' }, { reasoning_content: 'Two and two' }, { reasoning_content: ' make four.' },
+                  { content: 'It is ' }, { content: '**four**.' }];
+  const events = deltas.map((d, i) => `data: ${JSON.stringify({ id: 'chatcmpl-x', object: 'chat.completion.chunk', created: 0,
+    model: 'm', choices: [{ index: 0, delta: d, finish_reason: i === deltas.length - 1 ? 'stop' : null }] })}\n\n`);
+  events.push('data: [DONE]\n\n');
+  const p = await openPage(undefined, { content: `(${slowStream})(${JSON.stringify(events)})` });
+  // the block as the deltas arrive: open with the reasoning alone, then the answer under it
+  const seen = p.evaluate(() => new Promise((resolve) => {
+    const states = [];
+    const obs = new MutationObserver(() => {
+      const m = [...document.querySelectorAll('.msg.assistant')].pop();
+      const th = m?.querySelector('.thinking');
+      if (!th) return;
+      states.push({ hidden: th.hidden, open: th.open, thinking: th.querySelector('.thinking-body').textContent,
+                    body: m.querySelector('.body').textContent });
+      if (m.dataset.done === 'true') { obs.disconnect(); resolve(states); }
+    });
+    obs.observe(document.getElementById('log'), { subtree: true, childList: true, characterData: true, attributes: true });
+  }));
+  const send = async (text) => {
+    const n = await p.locator('.msg.assistant').count();
+    await p.fill('#input', text);
+    await p.click('#send');
+    const m = p.locator('.msg.assistant').nth(n);
+    await m.and(p.locator('[data-done=true]')).waitFor();
+    return m;
+  };
+  const message = await send('What is two and two?');
+  const states = await seen;
+  assert.ok(states.some((s) => !s.hidden && s.open && s.thinking === 'Two and two' && !s.body),
+            `the reasoning streamed alone first, open: ${JSON.stringify(states)}`);
+  assert.ok(states.some((s) => s.thinking === 'Two and two make four.' && s.body.trim() === 'It is'),
+            `then the answer under it: ${JSON.stringify(states)}`);
+  const th = message.locator('.thinking');
+  assert.equal(await th.isVisible(), true);
+  assert.equal(await th.evaluate((e) => e.open), false, 'collapsed once the answer came');
+  assert.equal(await message.locator('.thinking-body').textContent(), 'Two and two make four.');
+  assert.equal(await message.locator('.body strong').textContent(), 'four');
+  assert.ok(!(await message.locator('.body').textContent()).includes('Two and two'));
+  await th.locator('summary').click();
+  assert.equal(await th.evaluate((e) => e.open), true);
+  assert.equal(await message.locator('.thinking-body').isVisible(), true);
+  // Copy takes the answer alone; the next turn gives the reasoning back as reasoning_content
+  await message.locator('.copy').click();
+  assert.equal(await p.evaluate(() => navigator.clipboard.readText()), 'It is **four**.');
+  await send('And three and three?');
+  const bodies = await p.evaluate(() => window.sentBodies);
+  assert.deepEqual(bodies[1].messages.find((m) => m.role === 'assistant'),
+                   { role: 'assistant', content: 'It is **four**.', reasoning_content: 'Two and two make four.' });
+  assert.deepEqual(p.errors, []);
+  // kept in the browser: after a reload the block is there, collapsed
+  await p.reload();
+  const again = p.locator('.msg.assistant').first();
+  await again.waitFor();
+  assert.equal(await again.locator('.thinking-body').textContent(), 'Two and two make four.');
+  assert.equal(await again.locator('.thinking').evaluate((e) => e.open), false);
+  await p.close();
 });
