@@ -20,7 +20,7 @@ port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)
 
 measure() { # URL LABEL UNLOAD_PATH: prints the figures of one server
     python3 - "$1" "$2" "$3" "$secs" <<'PY'
-import json, statistics, sys, threading, time, urllib.request
+import json, statistics, sys, threading, time, urllib.error, urllib.request
 url, label, unload, secs = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 def post(path, body):
     r = urllib.request.Request(url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
@@ -31,9 +31,25 @@ def first_token(model):
         for line in r:
             if line.startswith(b"data: {") and b'"text":""' not in line:
                 return time.perf_counter() - t0
+def status(model):
+    with urllib.request.urlopen(url + "/v1/models", timeout=60) as r:
+        for m in json.load(r)["data"]:
+            if m["id"] == model:
+                s = m.get("status", {})
+                return s.get("value") if isinstance(s, dict) else s
+def unload_now(model):
+    # llama-server answers 400 for a model not in memory, and unloads in the background: wait until
+    # the list says it is gone
+    try:
+        post(unload, {"model": model}).read()
+    except urllib.error.HTTPError:
+        pass
+    deadline = time.perf_counter() + 30
+    while status(model) != "unloaded" and time.perf_counter() < deadline:
+        time.sleep(0.05)
 cold, warm = [], []
 for _ in range(5):
-    post(unload, {"model": "tiny"}).read()
+    unload_now("tiny")
     cold.append(first_token("tiny"))
     warm.append(first_token("tiny"))
 def streams(models):
