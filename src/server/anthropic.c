@@ -5,7 +5,6 @@
 #include "server/anthropic.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,88 +15,31 @@
 
 /* ---- Reading the request ------------------------------------------------------------------- */
 
-static int refuse(srv_error *e, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int refuse(srv_error *e, const char *param, const char *fmt, ...) {
-    char msg[sizeof e->message];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    srv_error_set(e, 400, "invalid_request_error", NULL, param, "%s", msg);
-    return -1;
-}
-
-static int oom(srv_error *e) {
-    srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-    return -1;
-}
-
-/* The member, or NULL when absent or null. */
-static const cJSON *member(const cJSON *obj, const char *name) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
-    return v && !cJSON_IsNull(v) ? v : NULL;
-}
-
-static bool listed(const char *const *list, const char *name) {
-    for (; *list; list++)
-        if (!strcmp(*list, name)) return true;
-    return false;
-}
-
-/* Members other than the allowed ones, and members given twice. */
-static int only(const cJSON *obj, const char *const *allowed, const char *where, srv_error *e) {
-    for (const cJSON *f = obj->child; f; f = f->next) {
-        for (const cJSON *g = obj->child; g != f; g = g->next)
-            if (!strcmp(g->string, f->string))
-                return refuse(e, f->string, "'%s%s%s' is given twice", where, *where ? "." : "", f->string);
-        if (cJSON_IsNull(f) || listed(allowed, f->string)) continue;
-        char param[128];
-        snprintf(param, sizeof param, "%s%s%.64s", where, *where ? "." : "", f->string);
-        return refuse(e, param, "'%s' is not supported by this server", param);
-    }
-    return 0;
-}
-
 /* cache_control {"type": "ephemeral", "ttl"?}: the prefix cache keeps every prompt's blocks
  * anyway, so a breakpoint asks for nothing more. */
 static int cache_control(const cJSON *obj, const char *where, srv_error *e) {
-    const cJSON *cc = member(obj, "cache_control");
+    const cJSON *cc = srv_member(obj, "cache_control");
     if (!cc) return 0;
-    const cJSON *type = cJSON_IsObject(cc) ? member(cc, "type") : NULL, *ttl = cJSON_IsObject(cc) ? member(cc, "ttl") : NULL;
+    const cJSON *type = cJSON_IsObject(cc) ? srv_member(cc, "type") : NULL, *ttl = cJSON_IsObject(cc) ? srv_member(cc, "ttl") : NULL;
     static const char *const fields[] = {"type", "ttl", NULL};
     char param[128];
     snprintf(param, sizeof param, "%s%scache_control", where, *where ? "." : "");
     if (!cJSON_IsString(type) || strcmp(type->valuestring, "ephemeral") || (ttl && !cJSON_IsString(ttl)))
-        return refuse(e, param, "'%s' must be {\"type\": \"ephemeral\"}", param);
-    return only(cc, fields, param, e);
-}
-
-static bool add_str(cJSON *o, const char *k, const char *v) { return cJSON_AddStringToObject(o, k, v) != NULL; }
-
-/* Text onto a growing string (malloc'd), a newline between parts. */
-static char *append_text(char *acc, const char *text) {
-    size_t a = acc ? strlen(acc) : 0, b = strlen(text);
-    char *out = realloc(acc, a + b + 2);
-    if (!out) {
-        free(acc);
-        return NULL;
-    }
-    if (a) out[a++] = '\n';
-    memcpy(out + a, text, b + 1);
-    return out;
+        return srv_refuse(e, param, "'%s' must be {\"type\": \"ephemeral\"}", param);
+    return srv_only(cc, fields, param, e);
 }
 
 /* A text block {"type": "text", "text", "cache_control"?, "citations"?: null}: its text. */
 static const char *text_block(const cJSON *b, const char *where, srv_error *e) {
     static const char *const fields[] = {"type", "text", "cache_control", "citations", NULL};
-    const cJSON *text = member(b, "text");
-    if (only(b, fields, where, e) || cache_control(b, where, e)) return NULL;
-    if (member(b, "citations") && !(cJSON_IsArray(member(b, "citations")) && !member(b, "citations")->child)) {
-        refuse(e, where, "'%s.citations' is not supported", where);
+    const cJSON *text = srv_member(b, "text");
+    if (srv_only(b, fields, where, e) || cache_control(b, where, e)) return NULL;
+    if (srv_member(b, "citations") && !(cJSON_IsArray(srv_member(b, "citations")) && !srv_member(b, "citations")->child)) {
+        srv_refuse(e, where, "'%s.citations' is not supported", where);
         return NULL;
     }
     if (!cJSON_IsString(text)) {
-        refuse(e, where, "'%s.text' must be a string", where);
+        srv_refuse(e, where, "'%s.text' must be a string", where);
         return NULL;
     }
     return text->valuestring;
@@ -107,11 +49,11 @@ static const char *text_block(const cJSON *b, const char *where, srv_error *e) {
 static char *plain_text(const cJSON *v, const char *where, srv_error *e) {
     if (cJSON_IsString(v)) {
         char *s = strdup(v->valuestring);
-        if (!s) oom(e);
+        if (!s) srv_oom(e);
         return s;
     }
     if (!cJSON_IsArray(v)) {
-        refuse(e, where, "'%s' must be a string or an array of text blocks", where);
+        srv_refuse(e, where, "'%s' must be a string or an array of text blocks", where);
         return NULL;
     }
     char *acc = strdup("");
@@ -120,10 +62,10 @@ static char *plain_text(const cJSON *v, const char *where, srv_error *e) {
     for (const cJSON *b = v->child; b && acc; b = b->next, k++) {
         char bw[160];
         snprintf(bw, sizeof bw, "%s[%d]", where, k);
-        const cJSON *type = cJSON_IsObject(b) ? member(b, "type") : NULL;
+        const cJSON *type = cJSON_IsObject(b) ? srv_member(b, "type") : NULL;
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "text")) {
             free(acc);
-            refuse(e, bw, "'%s' must be a text block ({\"type\": \"text\", \"text\"})", bw);
+            srv_refuse(e, bw, "'%s' must be a text block ({\"type\": \"text\", \"text\"})", bw);
             return NULL;
         }
         const char *t = text_block(b, bw, e);
@@ -136,38 +78,38 @@ static char *plain_text(const cJSON *v, const char *where, srv_error *e) {
             acc = strdup(t);
             first = false;
         } else {
-            acc = append_text(acc, t);
+            acc = srv_append_line(acc, t);
         }
     }
-    if (!acc) oom(e);
+    if (!acc) srv_oom(e);
     return acc;
 }
 
 /* A tool_result block as OpenAI's tool message. */
 static int tool_result(const cJSON *b, const char *where, cJSON *out, srv_error *e) {
     static const char *const fields[] = {"type", "tool_use_id", "content", "is_error", "cache_control", NULL};
-    const cJSON *id = member(b, "tool_use_id"), *content = member(b, "content"), *is_error = member(b, "is_error");
-    if (only(b, fields, where, e) || cache_control(b, where, e)) return -1;
-    if (!cJSON_IsString(id)) return refuse(e, where, "'%s.tool_use_id' must be a string", where);
-    if (is_error && !cJSON_IsBool(is_error)) return refuse(e, where, "'%s.is_error' must be a boolean", where);
+    const cJSON *id = srv_member(b, "tool_use_id"), *content = srv_member(b, "content"), *is_error = srv_member(b, "is_error");
+    if (srv_only(b, fields, where, e) || cache_control(b, where, e)) return -1;
+    if (!cJSON_IsString(id)) return srv_refuse(e, where, "'%s.tool_use_id' must be a string", where);
+    if (is_error && !cJSON_IsBool(is_error)) return srv_refuse(e, where, "'%s.is_error' must be a boolean", where);
     char cw[160];
     snprintf(cw, sizeof cw, "%s.content", where);
     char *text = content ? plain_text(content, cw, e) : strdup("");
-    if (!text) return content ? -1 : oom(e);
+    if (!text) return content ? -1 : srv_oom(e);
     /* the tool failed: the model is told so, as Anthropic's own prompt does */
     if (cJSON_IsTrue(is_error)) {
         char *marked = malloc(strlen(text) + 8);
         if (marked) sprintf(marked, "Error: %s", text);
         free(text);
-        if (!(text = marked)) return oom(e);
+        if (!(text = marked)) return srv_oom(e);
     }
     cJSON *m = cJSON_CreateObject();
-    bool ok = m && add_str(m, "role", "tool") && add_str(m, "tool_call_id", id->valuestring) &&
-              add_str(m, "content", text) && cJSON_AddItemToArray(out, m);
+    bool ok = m && srv_add_str(m, "role", "tool") && srv_add_str(m, "tool_call_id", id->valuestring) &&
+              srv_add_str(m, "content", text) && cJSON_AddItemToArray(out, m);
     free(text);
     if (!ok) {
         cJSON_Delete(m);
-        return oom(e);
+        return srv_oom(e);
     }
     return 0;
 }
@@ -175,20 +117,20 @@ static int tool_result(const cJSON *b, const char *where, cJSON *out, srv_error 
 /* A tool_use block as one of OpenAI's tool_calls. */
 static int tool_use(const cJSON *b, const char *where, cJSON *calls, srv_error *e) {
     static const char *const fields[] = {"type", "id", "name", "input", "cache_control", NULL};
-    const cJSON *id = member(b, "id"), *name = member(b, "name"), *input = member(b, "input");
-    if (only(b, fields, where, e) || cache_control(b, where, e)) return -1;
+    const cJSON *id = srv_member(b, "id"), *name = srv_member(b, "name"), *input = srv_member(b, "input");
+    if (srv_only(b, fields, where, e) || cache_control(b, where, e)) return -1;
     if (!cJSON_IsString(id) || !cJSON_IsString(name))
-        return refuse(e, where, "'%s' needs 'id' and 'name' strings", where);
-    if (input && !cJSON_IsObject(input)) return refuse(e, where, "'%s.input' must be an object", where);
+        return srv_refuse(e, where, "'%s' needs 'id' and 'name' strings", where);
+    if (input && !cJSON_IsObject(input)) return srv_refuse(e, where, "'%s.input' must be an object", where);
     char *args = input ? cJSON_PrintUnformatted(input) : strdup("{}");
     cJSON *c = cJSON_CreateObject(), *fn = NULL;
-    bool ok = args && c && add_str(c, "id", id->valuestring) && add_str(c, "type", "function") &&
-              (fn = cJSON_AddObjectToObject(c, "function")) && add_str(fn, "name", name->valuestring) &&
-              add_str(fn, "arguments", args) && cJSON_AddItemToArray(calls, c);
+    bool ok = args && c && srv_add_str(c, "id", id->valuestring) && srv_add_str(c, "type", "function") &&
+              (fn = cJSON_AddObjectToObject(c, "function")) && srv_add_str(fn, "name", name->valuestring) &&
+              srv_add_str(fn, "arguments", args) && cJSON_AddItemToArray(calls, c);
     free(args);
     if (!ok) {
         cJSON_Delete(c);
-        return oom(e);
+        return srv_oom(e);
     }
     return 0;
 }
@@ -198,67 +140,67 @@ static int message(const cJSON *msg, int i, cJSON *out, srv_error *e) {
     static const char *const fields[] = {"role", "content", NULL};
     char where[64];
     snprintf(where, sizeof where, "messages[%d]", i);
-    if (!cJSON_IsObject(msg)) return refuse(e, where, "'%s' must be an object", where);
-    if (only(msg, fields, where, e)) return -1;
-    const cJSON *role = member(msg, "role"), *content = member(msg, "content");
+    if (!cJSON_IsObject(msg)) return srv_refuse(e, where, "'%s' must be an object", where);
+    if (srv_only(msg, fields, where, e)) return -1;
+    const cJSON *role = srv_member(msg, "role"), *content = srv_member(msg, "content");
     static const char *const roles[] = {"user", "assistant", "system", NULL};
-    if (!cJSON_IsString(role) || !listed(roles, role->valuestring))
-        return refuse(e, where, "'%s.role' must be \"user\" or \"assistant\"", where);
+    if (!cJSON_IsString(role) || !srv_listed(roles, role->valuestring))
+        return srv_refuse(e, where, "'%s.role' must be \"user\" or \"assistant\"", where);
     const char *r = role->valuestring;
     char cw[96];
     snprintf(cw, sizeof cw, "%s.content", where);
     if (cJSON_IsString(content) || !strcmp(r, "system")) {
         char *text = content ? plain_text(content, cw, e) : NULL;
-        if (!text) return content ? -1 : refuse(e, cw, "'%s' is required", cw);
+        if (!text) return content ? -1 : srv_refuse(e, cw, "'%s' is required", cw);
         cJSON *m = cJSON_CreateObject();
-        bool ok = m && add_str(m, "role", r) && add_str(m, "content", text) && cJSON_AddItemToArray(out, m);
+        bool ok = m && srv_add_str(m, "role", r) && srv_add_str(m, "content", text) && cJSON_AddItemToArray(out, m);
         free(text);
         if (!ok) cJSON_Delete(m);
-        return ok ? 0 : oom(e);
+        return ok ? 0 : srv_oom(e);
     }
-    if (!cJSON_IsArray(content)) return refuse(e, cw, "'%s' must be a string or an array of content blocks", cw);
+    if (!cJSON_IsArray(content)) return srv_refuse(e, cw, "'%s' must be a string or an array of content blocks", cw);
     char *text = NULL, *thinking = NULL;
     cJSON *calls = cJSON_CreateArray();
-    if (!calls) return oom(e);
+    if (!calls) return srv_oom(e);
     bool assistant = !strcmp(r, "assistant");
     int k = 0, rc = 0;
     for (const cJSON *b = content->child; b && !rc; b = b->next, k++) {
         char bw[128];
         snprintf(bw, sizeof bw, "%s[%d]", cw, k);
-        const cJSON *type = cJSON_IsObject(b) ? member(b, "type") : NULL;
+        const cJSON *type = cJSON_IsObject(b) ? srv_member(b, "type") : NULL;
         const char *t = cJSON_IsString(type) ? type->valuestring : "";
         if (!strcmp(t, "text")) {
             const char *s = text_block(b, bw, e);
             if (!s) rc = -1;
-            else if (!(text = append_text(text, s))) rc = oom(e);
+            else if (!(text = srv_append_line(text, s))) rc = srv_oom(e);
         } else if (!strcmp(t, "tool_result") && !assistant) {
             rc = tool_result(b, bw, out, e);
         } else if (!strcmp(t, "tool_use") && assistant) {
             rc = tool_use(b, bw, calls, e);
         } else if (!strcmp(t, "thinking") && assistant) {
             static const char *const tf[] = {"type", "thinking", "signature", NULL};
-            const cJSON *th = member(b, "thinking"), *sig = member(b, "signature");
-            if (only(b, tf, bw, e)) rc = -1;
+            const cJSON *th = srv_member(b, "thinking"), *sig = srv_member(b, "signature");
+            if (srv_only(b, tf, bw, e)) rc = -1;
             else if (!cJSON_IsString(th) || (sig && !cJSON_IsString(sig)))
-                rc = refuse(e, bw, "'%s' needs 'thinking' (and 'signature') strings", bw);
-            else if (!(thinking = append_text(thinking, th->valuestring))) rc = oom(e);
+                rc = srv_refuse(e, bw, "'%s' needs 'thinking' (and 'signature') strings", bw);
+            else if (!(thinking = srv_append_line(thinking, th->valuestring))) rc = srv_oom(e);
         } else if (!cJSON_IsObject(b) || !cJSON_IsString(type)) {
-            rc = refuse(e, bw, "'%s' must be a content block with a 'type'", bw);
+            rc = srv_refuse(e, bw, "'%s' must be a content block with a 'type'", bw);
         } else {
-            rc = refuse(e, bw, "'%s': content blocks of type \"%.40s\" are not supported in %s messages (this server "
+            rc = srv_refuse(e, bw, "'%s': content blocks of type \"%.40s\" are not supported in %s messages (this server "
                         "reads text, tool_use, tool_result and thinking)", bw, t, r);
         }
     }
     /* the tool results went out first, as OpenAI's tool messages, right after the calls they answer */
     if (!rc && (text || cJSON_GetArraySize(calls) > 0 || thinking || !content->child)) {
         cJSON *m = cJSON_CreateObject();
-        bool ok = m && add_str(m, "role", r) && add_str(m, "content", text ? text : "") &&
-                  (!thinking || add_str(m, "reasoning_content", thinking)) &&
+        bool ok = m && srv_add_str(m, "role", r) && srv_add_str(m, "content", text ? text : "") &&
+                  (!thinking || srv_add_str(m, "reasoning_content", thinking)) &&
                   (cJSON_GetArraySize(calls) == 0 || (cJSON_AddItemToObject(m, "tool_calls", calls) && !(calls = NULL))) &&
                   cJSON_AddItemToArray(out, m);
         if (!ok) {
             cJSON_Delete(m);
-            rc = oom(e);
+            rc = srv_oom(e);
         }
     }
     cJSON_Delete(calls);
@@ -272,32 +214,32 @@ static int message(const cJSON *msg, int i, cJSON *out, srv_error *e) {
  * run here. */
 static int tools(const cJSON *v, cJSON *oa, srv_error *e) {
     static const char *const fields[] = {"name", "description", "input_schema", "cache_control", "type", NULL};
-    if (!cJSON_IsArray(v)) return refuse(e, "tools", "'tools' must be an array");
+    if (!cJSON_IsArray(v)) return srv_refuse(e, "tools", "'tools' must be an array");
     cJSON *arr = cJSON_AddArrayToObject(oa, "tools");
-    if (!arr) return oom(e);
+    if (!arr) return srv_oom(e);
     int i = 0;
     for (const cJSON *t = v->child; t; t = t->next, i++) {
         char where[32];
         snprintf(where, sizeof where, "tools[%d]", i);
-        if (!cJSON_IsObject(t)) return refuse(e, where, "'%s' must be an object", where);
-        const cJSON *type = member(t, "type"), *name = member(t, "name"), *desc = member(t, "description"),
-                    *schema = member(t, "input_schema");
+        if (!cJSON_IsObject(t)) return srv_refuse(e, where, "'%s' must be an object", where);
+        const cJSON *type = srv_member(t, "type"), *name = srv_member(t, "name"), *desc = srv_member(t, "description"),
+                    *schema = srv_member(t, "input_schema");
         if (type && !(cJSON_IsString(type) && !strcmp(type->valuestring, "custom")))
-            return refuse(e, where, "'%s': tools of type \"%.40s\" (Anthropic's server tools) are not run by this "
+            return srv_refuse(e, where, "'%s': tools of type \"%.40s\" (Anthropic's server tools) are not run by this "
                           "server; give client tools ({\"name\", \"input_schema\"})", where,
                           cJSON_IsString(type) ? type->valuestring : "?");
-        if (only(t, fields, where, e) || cache_control(t, where, e)) return -1;
-        if (!cJSON_IsString(name)) return refuse(e, where, "'%s.name' must be a string", where);
-        if (desc && !cJSON_IsString(desc)) return refuse(e, where, "'%s.description' must be a string", where);
-        if (!cJSON_IsObject(schema)) return refuse(e, where, "'%s.input_schema' must be a JSON Schema (an object)", where);
+        if (srv_only(t, fields, where, e) || cache_control(t, where, e)) return -1;
+        if (!cJSON_IsString(name)) return srv_refuse(e, where, "'%s.name' must be a string", where);
+        if (desc && !cJSON_IsString(desc)) return srv_refuse(e, where, "'%s.description' must be a string", where);
+        if (!cJSON_IsObject(schema)) return srv_refuse(e, where, "'%s.input_schema' must be a JSON Schema (an object)", where);
         cJSON *tool = cJSON_CreateObject(), *fn = NULL, *params = cJSON_Duplicate(schema, true);
-        bool ok = tool && params && add_str(tool, "type", "function") && (fn = cJSON_AddObjectToObject(tool, "function")) &&
-                  add_str(fn, "name", name->valuestring) && (!desc || add_str(fn, "description", desc->valuestring)) &&
+        bool ok = tool && params && srv_add_str(tool, "type", "function") && (fn = cJSON_AddObjectToObject(tool, "function")) &&
+                  srv_add_str(fn, "name", name->valuestring) && (!desc || srv_add_str(fn, "description", desc->valuestring)) &&
                   cJSON_AddItemToObject(fn, "parameters", params) && (params = NULL, cJSON_AddItemToArray(arr, tool));
         cJSON_Delete(params);
         if (!ok) {
             cJSON_Delete(tool);
-            return oom(e);
+            return srv_oom(e);
         }
     }
     return 0;
@@ -307,98 +249,87 @@ static int tools(const cJSON *v, cJSON *oa, srv_error *e) {
  * "disable_parallel_tool_use"?}. */
 static int tool_choice(const cJSON *v, cJSON *oa, srv_error *e) {
     static const char *const fields[] = {"type", "name", "disable_parallel_tool_use", NULL};
-    const cJSON *type = cJSON_IsObject(v) ? member(v, "type") : NULL;
+    const cJSON *type = cJSON_IsObject(v) ? srv_member(v, "type") : NULL;
     if (!cJSON_IsString(type))
-        return refuse(e, "tool_choice", "'tool_choice' must be {\"type\": \"auto\" | \"any\" | \"tool\" | \"none\"}");
-    if (only(v, fields, "tool_choice", e)) return -1;
+        return srv_refuse(e, "tool_choice", "'tool_choice' must be {\"type\": \"auto\" | \"any\" | \"tool\" | \"none\"}");
+    if (srv_only(v, fields, "tool_choice", e)) return -1;
     const char *t = type->valuestring;
-    const cJSON *name = member(v, "name"), *dp = member(v, "disable_parallel_tool_use");
-    if (dp && !cJSON_IsBool(dp)) return refuse(e, "tool_choice", "'tool_choice.disable_parallel_tool_use' must be a boolean");
-    if (cJSON_IsTrue(dp) && !cJSON_AddFalseToObject(oa, "parallel_tool_calls")) return oom(e);
+    const cJSON *name = srv_member(v, "name"), *dp = srv_member(v, "disable_parallel_tool_use");
+    if (dp && !cJSON_IsBool(dp)) return srv_refuse(e, "tool_choice", "'tool_choice.disable_parallel_tool_use' must be a boolean");
+    if (cJSON_IsTrue(dp) && !cJSON_AddFalseToObject(oa, "parallel_tool_calls")) return srv_oom(e);
     if (!strcmp(t, "tool")) {
-        if (!cJSON_IsString(name)) return refuse(e, "tool_choice", "'tool_choice' of type \"tool\" needs 'name'");
+        if (!cJSON_IsString(name)) return srv_refuse(e, "tool_choice", "'tool_choice' of type \"tool\" needs 'name'");
         cJSON *c = cJSON_AddObjectToObject(oa, "tool_choice"), *fn = NULL;
-        return c && add_str(c, "type", "function") && (fn = cJSON_AddObjectToObject(c, "function")) &&
-                       add_str(fn, "name", name->valuestring) ? 0 : oom(e);
+        return c && srv_add_str(c, "type", "function") && (fn = cJSON_AddObjectToObject(c, "function")) &&
+                       srv_add_str(fn, "name", name->valuestring) ? 0 : srv_oom(e);
     }
-    if (name) return refuse(e, "tool_choice", "'tool_choice.name' goes with type \"tool\"");
+    if (name) return srv_refuse(e, "tool_choice", "'tool_choice.name' goes with type \"tool\"");
     const char *mapped = !strcmp(t, "auto") ? "auto" : !strcmp(t, "any") ? "required" : !strcmp(t, "none") ? "none" : NULL;
-    if (!mapped) return refuse(e, "tool_choice", "'tool_choice.type' must be \"auto\", \"any\", \"tool\" or \"none\"");
-    return add_str(oa, "tool_choice", mapped) ? 0 : oom(e);
+    if (!mapped) return srv_refuse(e, "tool_choice", "'tool_choice.type' must be \"auto\", \"any\", \"tool\" or \"none\"");
+    return srv_add_str(oa, "tool_choice", mapped) ? 0 : srv_oom(e);
 }
 
 /* thinking: {"type": "enabled", "budget_tokens"} | {"type": "disabled"} | {"type": "adaptive"}:
  * the template's enable_thinking, and the reasoning budget. */
 static int thinking(const cJSON *v, cJSON *oa, int32_t *budget, srv_error *e) {
     static const char *const fields[] = {"type", "budget_tokens", "display", NULL};
-    const cJSON *type = cJSON_IsObject(v) ? member(v, "type") : NULL, *bt = cJSON_IsObject(v) ? member(v, "budget_tokens") : NULL;
+    const cJSON *type = cJSON_IsObject(v) ? srv_member(v, "type") : NULL, *bt = cJSON_IsObject(v) ? srv_member(v, "budget_tokens") : NULL;
     if (!cJSON_IsString(type))
-        return refuse(e, "thinking", "'thinking' must be {\"type\": \"enabled\", \"budget_tokens\": N}, {\"type\": "
+        return srv_refuse(e, "thinking", "'thinking' must be {\"type\": \"enabled\", \"budget_tokens\": N}, {\"type\": "
                       "\"disabled\"} or {\"type\": \"adaptive\"}");
-    if (only(v, fields, "thinking", e)) return -1;
+    if (srv_only(v, fields, "thinking", e)) return -1;
     const char *t = type->valuestring;
     bool on = !strcmp(t, "enabled") || !strcmp(t, "adaptive");
     if (!on && strcmp(t, "disabled"))
-        return refuse(e, "thinking.type", "'thinking.type' must be \"enabled\", \"disabled\" or \"adaptive\"");
+        return srv_refuse(e, "thinking.type", "'thinking.type' must be \"enabled\", \"disabled\" or \"adaptive\"");
     if (!strcmp(t, "enabled")) {
         if (!cJSON_IsNumber(bt) || bt->valuedouble != floor(bt->valuedouble) || bt->valuedouble < 1 ||
             bt->valuedouble > INT32_MAX)
-            return refuse(e, "thinking.budget_tokens", "'thinking.budget_tokens' must be a positive integer");
+            return srv_refuse(e, "thinking.budget_tokens", "'thinking.budget_tokens' must be a positive integer");
         *budget = (int32_t)bt->valuedouble;
     } else if (bt) {
-        return refuse(e, "thinking.budget_tokens", "'thinking.budget_tokens' goes with type \"enabled\"");
+        return srv_refuse(e, "thinking.budget_tokens", "'thinking.budget_tokens' goes with type \"enabled\"");
     } else {
         *budget = on ? -1 : 0; /* disabled: the reasoning ends as soon as it opens */
     }
     cJSON *kw = cJSON_AddObjectToObject(oa, "chat_template_kwargs");
-    return kw && cJSON_AddBoolToObject(kw, "enable_thinking", on) ? 0 : oom(e);
+    return kw && cJSON_AddBoolToObject(kw, "enable_thinking", on) ? 0 : srv_oom(e);
 }
 
 /* output_config: {"effort"?, "format"?: {"type": "json_schema", "schema"}}. */
 static int output_config(const cJSON *v, cJSON *oa, srv_error *e) {
     static const char *const fields[] = {"effort", "format", NULL};
     static const char *const ffields[] = {"type", "schema", NULL};
-    if (!cJSON_IsObject(v)) return refuse(e, "output_config", "'output_config' must be an object");
-    if (only(v, fields, "output_config", e)) return -1;
-    const cJSON *effort = member(v, "effort"), *format = member(v, "format");
+    if (!cJSON_IsObject(v)) return srv_refuse(e, "output_config", "'output_config' must be an object");
+    if (srv_only(v, fields, "output_config", e)) return -1;
+    const cJSON *effort = srv_member(v, "effort"), *format = srv_member(v, "format");
     if (effort) {
         static const char *const levels[] = {"low", "medium", "high", "xhigh", "max", NULL};
-        if (!cJSON_IsString(effort) || !listed(levels, effort->valuestring))
-            return refuse(e, "output_config.effort", "'output_config.effort' must be low, medium, high, xhigh or max");
+        if (!cJSON_IsString(effort) || !srv_listed(levels, effort->valuestring))
+            return srv_refuse(e, "output_config.effort", "'output_config.effort' must be low, medium, high, xhigh or max");
         const char *lvl = !strcmp(effort->valuestring, "xhigh") || !strcmp(effort->valuestring, "max")
                               ? "high" : effort->valuestring; /* templates know OpenAI's three */
-        if (!add_str(oa, "reasoning_effort", lvl)) return oom(e);
+        if (!srv_add_str(oa, "reasoning_effort", lvl)) return srv_oom(e);
     }
     if (format) {
-        const cJSON *type = cJSON_IsObject(format) ? member(format, "type") : NULL, *schema = member(format, "schema");
+        const cJSON *type = cJSON_IsObject(format) ? srv_member(format, "type") : NULL, *schema = srv_member(format, "schema");
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "json_schema") || !cJSON_IsObject(schema))
-            return refuse(e, "output_config.format", "'output_config.format' must be {\"type\": \"json_schema\", \"schema\"}");
-        if (only(format, ffields, "output_config.format", e)) return -1;
+            return srv_refuse(e, "output_config.format", "'output_config.format' must be {\"type\": \"json_schema\", \"schema\"}");
+        if (srv_only(format, ffields, "output_config.format", e)) return -1;
         cJSON *s = cJSON_Duplicate(schema, true);
         if (!s || !cJSON_AddItemToObject(oa, "json_schema", s)) {
             cJSON_Delete(s);
-            return oom(e);
+            return srv_oom(e);
         }
-    }
-    return 0;
-}
-
-static int copy_member(const cJSON *root, const char *from, cJSON *oa, const char *to, srv_error *e) {
-    const cJSON *v = member(root, from);
-    if (!v) return 0;
-    cJSON *c = cJSON_Duplicate(v, true);
-    if (!c || !cJSON_AddItemToObject(oa, to, c)) {
-        cJSON_Delete(c);
-        return oom(e);
     }
     return 0;
 }
 
 /* A number member within [lo, hi] (Anthropic's ranges, narrower than OpenAI's). */
 static int range(const cJSON *root, const char *name, double lo, double hi, srv_error *e) {
-    const cJSON *v = member(root, name);
+    const cJSON *v = srv_member(root, name);
     if (v && (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi)))
-        return refuse(e, name, "'%s' must be a number from %g to %g", name, lo, hi);
+        return srv_refuse(e, name, "'%s' must be a number from %g to %g", name, lo, hi);
     return 0;
 }
 
@@ -406,50 +337,50 @@ static int translate(const cJSON *root, bool count, cJSON *oa, int32_t *budget, 
     static const char *const fields[] = {"model", "max_tokens", "messages", "system", "stop_sequences", "stream",
                                          "temperature", "top_p", "top_k", "metadata", "tools", "tool_choice",
                                          "thinking", "service_tier", "cache_control", "output_config", NULL};
-    if (only(root, fields, "", e) || cache_control(root, "", e)) return -1;
-    const cJSON *model = member(root, "model"), *msgs = member(root, "messages"), *mt = member(root, "max_tokens");
-    if (!cJSON_IsString(model)) return refuse(e, "model", "'model' is required (a string)");
-    if (!add_str(oa, "model", model->valuestring)) return oom(e);
-    if (!count && !mt) return refuse(e, "max_tokens", "'max_tokens' is required");
+    if (srv_only(root, fields, "", e) || cache_control(root, "", e)) return -1;
+    const cJSON *model = srv_member(root, "model"), *msgs = srv_member(root, "messages"), *mt = srv_member(root, "max_tokens");
+    if (!cJSON_IsString(model)) return srv_refuse(e, "model", "'model' is required (a string)");
+    if (!srv_add_str(oa, "model", model->valuestring)) return srv_oom(e);
+    if (!count && !mt) return srv_refuse(e, "max_tokens", "'max_tokens' is required");
     if (mt && (!cJSON_IsNumber(mt) || mt->valuedouble != floor(mt->valuedouble) || mt->valuedouble < 1 ||
                mt->valuedouble > INT32_MAX))
-        return refuse(e, "max_tokens", "'max_tokens' must be a positive integer");
-    if (!count && copy_member(root, "max_tokens", oa, "max_tokens", e)) return -1;
-    if (count && member(root, "stream")) return refuse(e, "stream", "'stream' is not for /v1/messages/count_tokens");
+        return srv_refuse(e, "max_tokens", "'max_tokens' must be a positive integer");
+    if (!count && srv_copy_member(root, "max_tokens", oa, "max_tokens", e)) return -1;
+    if (count && srv_member(root, "stream")) return srv_refuse(e, "stream", "'stream' is not for /v1/messages/count_tokens");
     if (range(root, "temperature", 0, 1, e) || range(root, "top_p", 0, 1, e) ||
-        copy_member(root, "temperature", oa, "temperature", e) || copy_member(root, "top_p", oa, "top_p", e) ||
-        copy_member(root, "top_k", oa, "top_k", e) || copy_member(root, "stream", oa, "stream", e) ||
-        copy_member(root, "stop_sequences", oa, "stop", e))
+        srv_copy_member(root, "temperature", oa, "temperature", e) || srv_copy_member(root, "top_p", oa, "top_p", e) ||
+        srv_copy_member(root, "top_k", oa, "top_k", e) || srv_copy_member(root, "stream", oa, "stream", e) ||
+        srv_copy_member(root, "stop_sequences", oa, "stop", e))
         return -1;
-    const cJSON *meta = member(root, "metadata"), *tier = member(root, "service_tier");
+    const cJSON *meta = srv_member(root, "metadata"), *tier = srv_member(root, "service_tier");
     static const char *const meta_fields[] = {"user_id", NULL};
-    if (meta && (!cJSON_IsObject(meta) || only(meta, meta_fields, "metadata", e) ||
-                 (member(meta, "user_id") && !cJSON_IsString(member(meta, "user_id")))))
+    if (meta && (!cJSON_IsObject(meta) || srv_only(meta, meta_fields, "metadata", e) ||
+                 (srv_member(meta, "user_id") && !cJSON_IsString(srv_member(meta, "user_id")))))
         return e->message[0] && strcmp(e->param, "metadata") ? -1
-               : refuse(e, "metadata", "'metadata' must be {\"user_id\": string}");
+               : srv_refuse(e, "metadata", "'metadata' must be {\"user_id\": string}");
     if (tier && !(cJSON_IsString(tier) && (!strcmp(tier->valuestring, "auto") || !strcmp(tier->valuestring, "standard_only"))))
-        return refuse(e, "service_tier", "'service_tier' must be \"auto\" or \"standard_only\" (this server has one tier)");
+        return srv_refuse(e, "service_tier", "'service_tier' must be \"auto\" or \"standard_only\" (this server has one tier)");
     /* system, then the conversation */
     cJSON *out = cJSON_AddArrayToObject(oa, "messages");
-    if (!out) return oom(e);
-    const cJSON *sys = member(root, "system");
+    if (!out) return srv_oom(e);
+    const cJSON *sys = srv_member(root, "system");
     if (sys) {
         char *text = plain_text(sys, "system", e);
         cJSON *m = text ? cJSON_CreateObject() : NULL;
-        bool ok = m && add_str(m, "role", "system") && add_str(m, "content", text) && cJSON_AddItemToArray(out, m);
+        bool ok = m && srv_add_str(m, "role", "system") && srv_add_str(m, "content", text) && cJSON_AddItemToArray(out, m);
         free(text);
         if (!ok) {
             cJSON_Delete(m);
-            return text || !e->message[0] ? oom(e) : -1;
+            return text || !e->message[0] ? srv_oom(e) : -1;
         }
     }
-    if (!msgs) return refuse(e, "messages", "'messages' is required");
-    if (!cJSON_IsArray(msgs) || !msgs->child) return refuse(e, "messages", "'messages' must be a non-empty array");
+    if (!msgs) return srv_refuse(e, "messages", "'messages' is required");
+    if (!cJSON_IsArray(msgs) || !msgs->child) return srv_refuse(e, "messages", "'messages' must be a non-empty array");
     int i = 0;
     for (const cJSON *m = msgs->child; m; m = m->next)
         if (message(m, i++, out, e)) return -1;
-    const cJSON *t = member(root, "tools"), *tc = member(root, "tool_choice"), *th = member(root, "thinking"),
-                *oc = member(root, "output_config");
+    const cJSON *t = srv_member(root, "tools"), *tc = srv_member(root, "tool_choice"), *th = srv_member(root, "thinking"),
+                *oc = srv_member(root, "output_config");
     if (t && tools(t, oa, e)) return -1;
     if (tc && tool_choice(tc, oa, e)) return -1;
     if (th && thinking(th, oa, budget, e)) return -1;
@@ -474,7 +405,7 @@ int srv_anthropic_request(const char *body, size_t len, bool count, const srv_li
     if (!root) return -1;
     cJSON *oa = cJSON_CreateObject();
     int32_t budget = SRV_BUDGET_SERVER;
-    int rc = oa ? translate(root, count, oa, &budget, e) : oom(e);
+    int rc = oa ? translate(root, count, oa, &budget, e) : srv_oom(e);
     cJSON_Delete(root);
     if (!rc) {
         rc = srv_request_from_json(SRV_API_CHAT, oa, lim, out, e);
@@ -513,20 +444,6 @@ static void writer_free(void *st) {
     free(w);
 }
 
-static char *print(cJSON *root, bool ok) {
-    char *s = ok ? cJSON_PrintUnformatted(root) : NULL;
-    cJSON_Delete(root);
-    return s;
-}
-
-/* Text as a JSON string: invalid UTF-8 repaired. */
-static bool put_text(cJSON *o, const char *k, const char *s, size_t n) {
-    char *clean = srv_utf8_clean(s, n);
-    bool ok = clean && cJSON_AddStringToObject(o, k, clean);
-    free(clean);
-    return ok;
-}
-
 static const char *stop_reason(const srv_dialect_end *d) {
     if (d->finish == NC_FINISH_LENGTH || d->finish == NC_FINISH_CONTEXT)
         return d->finish == NC_FINISH_CONTEXT ? "model_context_window_exceeded" : "max_tokens";
@@ -550,7 +467,7 @@ static cJSON *tool_use_block(const srv_tool_call *c, bool empty_input) {
         cJSON_Delete(input);
         input = cJSON_CreateObject();
     }
-    bool ok = b && input && add_str(b, "type", "tool_use") && add_str(b, "id", c->id) && add_str(b, "name", c->name) &&
+    bool ok = b && input && srv_add_str(b, "type", "tool_use") && srv_add_str(b, "id", c->id) && srv_add_str(b, "name", c->name) &&
               cJSON_AddItemToObject(b, "input", input);
     if (!ok) {
         if (!b || !cJSON_GetObjectItem(b, "input")) cJSON_Delete(input);
@@ -564,36 +481,36 @@ static char *whole(void *st, const srv_dialect_end *d) {
     anth_writer *w = st;
     const srv_reply *r = d->reply;
     cJSON *root = cJSON_CreateObject(), *content = NULL, *usage = NULL;
-    bool ok = root && add_str(root, "id", w->id) && add_str(root, "type", "message") && add_str(root, "role", "assistant") &&
-              add_str(root, "model", w->model) && (content = cJSON_AddArrayToObject(root, "content"));
+    bool ok = root && srv_add_str(root, "id", w->id) && srv_add_str(root, "type", "message") && srv_add_str(root, "role", "assistant") &&
+              srv_add_str(root, "model", w->model) && (content = cJSON_AddArrayToObject(root, "content"));
     if (ok && r->n_reasoning) {
         cJSON *b = cJSON_CreateObject();
-        ok = b && cJSON_AddItemToArray(content, b) && add_str(b, "type", "thinking") &&
-             put_text(b, "thinking", r->reasoning, r->n_reasoning) && add_str(b, "signature", "");
+        ok = b && cJSON_AddItemToArray(content, b) && srv_add_str(b, "type", "thinking") &&
+             srv_put_text(b, "thinking", r->reasoning, r->n_reasoning) && srv_add_str(b, "signature", "");
         if (!ok && b && !cJSON_GetArraySize(content)) cJSON_Delete(b);
     }
     if (ok && (r->n_content || (!r->n_reasoning && r->calls.n == 0))) {
         cJSON *b = cJSON_CreateObject();
-        ok = b && cJSON_AddItemToArray(content, b) && add_str(b, "type", "text") && put_text(b, "text", r->content, r->n_content);
+        ok = b && cJSON_AddItemToArray(content, b) && srv_add_str(b, "type", "text") && srv_put_text(b, "text", r->content, r->n_content);
     }
     for (int32_t k = 0; ok && k < r->calls.n; k++) {
         cJSON *b = tool_use_block(&r->calls.calls[k], false);
         ok = b && cJSON_AddItemToArray(content, b);
         if (!ok) cJSON_Delete(b);
     }
-    ok = ok && add_str(root, "stop_reason", stop_reason(d)) &&
+    ok = ok && srv_add_str(root, "stop_reason", stop_reason(d)) &&
          (d->stop_word && d->reply->calls.n == 0 && d->finish == NC_FINISH_STOP
-              ? add_str(root, "stop_sequence", d->stop_word) : cJSON_AddNullToObject(root, "stop_sequence") != NULL) &&
+              ? srv_add_str(root, "stop_sequence", d->stop_word) : cJSON_AddNullToObject(root, "stop_sequence") != NULL) &&
          (usage = cJSON_AddObjectToObject(root, "usage")) && put_usage(usage, d->usage, true);
-    return print(root, ok);
+    return srv_json_print(root, ok);
 }
 
 /* One event: its JSON object (type first), made by the caller and taken. */
-static char *event(const char *name, cJSON *data, bool ok) { return srv_sse_named(name, print(data, ok)); }
+static char *event(const char *name, cJSON *data, bool ok) { return srv_sse_named(name, srv_json_print(data, ok)); }
 
 static cJSON *typed(const char *type) {
     cJSON *o = cJSON_CreateObject();
-    if (o && !add_str(o, "type", type)) {
+    if (o && !srv_add_str(o, "type", type)) {
         cJSON_Delete(o);
         return NULL;
     }
@@ -603,9 +520,9 @@ static cJSON *typed(const char *type) {
 static char *begin(void *st, int64_t prompt_tokens) {
     anth_writer *w = st;
     cJSON *data = typed("message_start"), *msg = NULL, *usage = NULL;
-    bool ok = data && (msg = cJSON_AddObjectToObject(data, "message")) && add_str(msg, "id", w->id) &&
-              add_str(msg, "type", "message") && add_str(msg, "role", "assistant") && cJSON_AddArrayToObject(msg, "content") &&
-              add_str(msg, "model", w->model) && cJSON_AddNullToObject(msg, "stop_reason") &&
+    bool ok = data && (msg = cJSON_AddObjectToObject(data, "message")) && srv_add_str(msg, "id", w->id) &&
+              srv_add_str(msg, "type", "message") && srv_add_str(msg, "role", "assistant") && cJSON_AddArrayToObject(msg, "content") &&
+              srv_add_str(msg, "model", w->model) && cJSON_AddNullToObject(msg, "stop_reason") &&
               cJSON_AddNullToObject(msg, "stop_sequence") && (usage = cJSON_AddObjectToObject(msg, "usage")) &&
               cJSON_AddNumberToObject(usage, "input_tokens", (double)prompt_tokens) &&
               cJSON_AddNumberToObject(usage, "output_tokens", 0);
@@ -618,7 +535,7 @@ static char *block_stop(anth_writer *w) {
     if (w->open == 1) { /* a thinking block ends with its signature, which nothing here checks */
         cJSON *d = typed("content_block_delta"), *delta = NULL;
         bool ok = d && cJSON_AddNumberToObject(d, "index", w->index - 1) && (delta = cJSON_AddObjectToObject(d, "delta")) &&
-                  add_str(delta, "type", "signature_delta") && add_str(delta, "signature", "");
+                  srv_add_str(delta, "type", "signature_delta") && srv_add_str(delta, "signature", "");
         out = srv_text_cat(out, event("content_block_delta", d, ok));
     }
     if (w->open) {
@@ -635,8 +552,8 @@ static char *block_start(anth_writer *w, int kind) {
     char *out = block_stop(w);
     cJSON *d = typed("content_block_start"), *b = NULL;
     bool ok = d && cJSON_AddNumberToObject(d, "index", w->index) && (b = cJSON_AddObjectToObject(d, "content_block")) &&
-              (kind == 1 ? add_str(b, "type", "thinking") && add_str(b, "thinking", "") && add_str(b, "signature", "")
-                         : add_str(b, "type", "text") && add_str(b, "text", ""));
+              (kind == 1 ? srv_add_str(b, "type", "thinking") && srv_add_str(b, "thinking", "") && srv_add_str(b, "signature", "")
+                         : srv_add_str(b, "type", "text") && srv_add_str(b, "text", ""));
     w->open = kind;
     w->index++;
     return srv_text_cat(out, event("content_block_start", d, ok));
@@ -645,8 +562,8 @@ static char *block_start(anth_writer *w, int kind) {
 static char *text_delta(anth_writer *w, int kind, const char *s, size_t n) {
     cJSON *d = typed("content_block_delta"), *delta = NULL;
     bool ok = d && cJSON_AddNumberToObject(d, "index", w->index - 1) && (delta = cJSON_AddObjectToObject(d, "delta")) &&
-              add_str(delta, "type", kind == 1 ? "thinking_delta" : "text_delta") &&
-              put_text(delta, kind == 1 ? "thinking" : "text", s, n);
+              srv_add_str(delta, "type", kind == 1 ? "thinking_delta" : "text_delta") &&
+              srv_put_text(delta, kind == 1 ? "thinking" : "text", s, n);
     return event("content_block_delta", d, ok);
 }
 
@@ -683,16 +600,16 @@ static char *end(void *st, const srv_dialect_end *d) {
         out = srv_text_cat(out, event("content_block_start", s, ok));
         cJSON *dd = typed("content_block_delta"), *delta_ = NULL;
         ok = dd && cJSON_AddNumberToObject(dd, "index", w->index) && (delta_ = cJSON_AddObjectToObject(dd, "delta")) &&
-             add_str(delta_, "type", "input_json_delta") && add_str(delta_, "partial_json", c->arguments ? c->arguments : "{}");
+             srv_add_str(delta_, "type", "input_json_delta") && srv_add_str(delta_, "partial_json", c->arguments ? c->arguments : "{}");
         out = srv_text_cat(out, event("content_block_delta", dd, ok));
         cJSON *stop = typed("content_block_stop");
         out = srv_text_cat(out, event("content_block_stop", stop, stop && cJSON_AddNumberToObject(stop, "index", w->index)));
         w->index++;
     }
     cJSON *md = typed("message_delta"), *dl = NULL, *usage = NULL;
-    bool ok = md && (dl = cJSON_AddObjectToObject(md, "delta")) && add_str(dl, "stop_reason", stop_reason(d)) &&
+    bool ok = md && (dl = cJSON_AddObjectToObject(md, "delta")) && srv_add_str(dl, "stop_reason", stop_reason(d)) &&
               (d->stop_word && d->reply->calls.n == 0 && d->finish == NC_FINISH_STOP
-                   ? add_str(dl, "stop_sequence", d->stop_word) : cJSON_AddNullToObject(dl, "stop_sequence") != NULL) &&
+                   ? srv_add_str(dl, "stop_sequence", d->stop_word) : cJSON_AddNullToObject(dl, "stop_sequence") != NULL) &&
               (usage = cJSON_AddObjectToObject(md, "usage")) && put_usage(usage, d->usage, true);
     out = srv_text_cat(out, event("message_delta", md, ok));
     cJSON *ms = typed("message_stop");
@@ -715,8 +632,8 @@ static const char *error_type(int status) {
 
 static cJSON *error_object(const srv_error *e) {
     cJSON *root = typed("error"), *err = NULL;
-    bool ok = root && (err = cJSON_AddObjectToObject(root, "error")) && add_str(err, "type", error_type(e->status)) &&
-              add_str(err, "message", e->message);
+    bool ok = root && (err = cJSON_AddObjectToObject(root, "error")) && srv_add_str(err, "type", error_type(e->status)) &&
+              srv_add_str(err, "message", e->message);
     if (!ok) {
         cJSON_Delete(root);
         return NULL;
@@ -726,7 +643,7 @@ static cJSON *error_object(const srv_error *e) {
 
 char *srv_anthropic_error(const srv_error *e) {
     cJSON *root = error_object(e);
-    return print(root, root != NULL);
+    return srv_json_print(root, root != NULL);
 }
 
 static char *stream_error(void *st, const srv_error *e) {
@@ -737,7 +654,7 @@ static char *stream_error(void *st, const srv_error *e) {
 
 char *srv_anthropic_count(int64_t input_tokens) {
     cJSON *root = cJSON_CreateObject();
-    return print(root, root && cJSON_AddNumberToObject(root, "input_tokens", (double)input_tokens));
+    return srv_json_print(root, root && cJSON_AddNumberToObject(root, "input_tokens", (double)input_tokens));
 }
 
 const srv_dialect srv_anthropic = {.whole = whole, .begin = begin, .delta = delta, .end = end, .error = stream_error,

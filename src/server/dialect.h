@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cjson/cJSON.h>
+
 #include "nucleus.h"
 #include "server/reply.h"
 #include "server/request.h"
@@ -43,6 +45,32 @@ typedef struct srv_dialect {
     char *(*error_body)(const srv_error *e);
     void (*free)(void *st);
 } srv_dialect;
+
+/* Reading a dialect's request (each returns -1 with e set, or 0): */
+/* A 400 invalid_request_error naming param. */
+int srv_refuse(srv_error *e, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A 500 "out of memory". */
+int srv_oom(srv_error *e);
+/* obj's member name, or NULL when absent or null. */
+const cJSON *srv_member(const cJSON *obj, const char *name);
+/* Whether name is in the NULL-terminated list. */
+bool srv_listed(const char *const *list, const char *name);
+/* Refuses members of obj other than the allowed ones (null ones pass) and members given twice;
+ * where: the object's path for the messages ("" at the top). */
+int srv_only(const cJSON *obj, const char *const *allowed, const char *where, srv_error *e);
+/* root's member from (when present and not null), copied into oa as to. */
+int srv_copy_member(const cJSON *root, const char *from, cJSON *oa, const char *to, srv_error *e);
+
+/* Writing (false or NULL when out of memory): */
+/* o[k] = v. */
+bool srv_add_str(cJSON *o, const char *k, const char *v);
+/* o[k] = text[0..n), invalid UTF-8 repaired. */
+bool srv_put_text(cJSON *o, const char *k, const char *s, size_t n);
+/* root printed unformatted when ok, NULL otherwise; root freed either way. */
+char *srv_json_print(cJSON *root, bool ok);
+/* text onto a growing malloc'd string (NULL: empty), a newline between parts; acc freed when out
+ * of memory. */
+char *srv_append_line(char *acc, const char *text);
 
 /* "event: NAME\ndata: JSON\n\n" (json freed); NULL when out of memory. */
 char *srv_sse_named(const char *name, char *json);

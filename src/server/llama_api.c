@@ -5,7 +5,6 @@
 #include "server/llama_api.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,27 +12,6 @@
 #include <cjson/cJSON.h>
 
 #include "server/prepare.h"
-
-static int refuse(srv_error *e, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int refuse(srv_error *e, const char *param, const char *fmt, ...) {
-    char msg[sizeof e->message];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    srv_error_set(e, 400, "invalid_request_error", NULL, param, "%s", msg);
-    return -1;
-}
-
-static int oom(srv_error *e) {
-    srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-    return -1;
-}
-
-static const cJSON *member(const cJSON *obj, const char *name) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
-    return v && !cJSON_IsNull(v) ? v : NULL;
-}
 
 static bool is_int(const cJSON *v) { return cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble); }
 
@@ -72,32 +50,32 @@ void srv_infill_free(srv_infill *f) {
 }
 
 static int string_field(const cJSON *root, const char *name, char **out, srv_error *e) {
-    const cJSON *v = member(root, name);
-    if (v && !cJSON_IsString(v)) return refuse(e, name, "'%s' must be a string", name);
-    return (*out = strdup(v ? v->valuestring : "")) ? 0 : oom(e);
+    const cJSON *v = srv_member(root, name);
+    if (v && !cJSON_IsString(v)) return srv_refuse(e, name, "'%s' must be a string", name);
+    return (*out = strdup(v ? v->valuestring : "")) ? 0 : srv_oom(e);
 }
 
 /* input_extra: [{"filename"?, "text"}]. */
 static int infill_parts(const cJSON *root, srv_infill *f, srv_error *e) {
     if (string_field(root, "input_prefix", &f->prefix, e) || string_field(root, "input_suffix", &f->suffix, e)) return -1;
-    const cJSON *x = member(root, "input_extra");
+    const cJSON *x = srv_member(root, "input_extra");
     if (!x) return 0;
     int n = cJSON_GetArraySize(x);
-    if (!cJSON_IsArray(x) || n > 1024) return refuse(e, "input_extra", "'input_extra' must be an array of at most 1024 chunks");
+    if (!cJSON_IsArray(x) || n > 1024) return srv_refuse(e, "input_extra", "'input_extra' must be an array of at most 1024 chunks");
     if (!(f->extra_names = calloc((size_t)n + 1, sizeof *f->extra_names)) ||
         !(f->extra_texts = calloc((size_t)n + 1, sizeof *f->extra_texts)))
-        return oom(e);
+        return srv_oom(e);
     int i = 0;
     for (const cJSON *c = x->child; c; c = c->next, i++) {
-        const cJSON *name = cJSON_IsObject(c) ? member(c, "filename") : NULL, *text = cJSON_IsObject(c) ? member(c, "text") : NULL;
+        const cJSON *name = cJSON_IsObject(c) ? srv_member(c, "filename") : NULL, *text = cJSON_IsObject(c) ? srv_member(c, "text") : NULL;
         bool extra = false;
         for (const cJSON *k = cJSON_IsObject(c) ? c->child : NULL; k; k = k->next)
             extra = extra || (strcmp(k->string, "filename") && strcmp(k->string, "text"));
         if (!cJSON_IsObject(c) || extra || !cJSON_IsString(text) || (name && !cJSON_IsString(name)))
-            return refuse(e, "input_extra", "'input_extra[%d]' must be {\"filename\"?: string, \"text\": string}", i);
+            return srv_refuse(e, "input_extra", "'input_extra[%d]' must be {\"filename\"?: string, \"text\": string}", i);
         f->n_extra = i + 1;
         if (!(f->extra_names[i] = strdup(name ? name->valuestring : "tmp")) || !(f->extra_texts[i] = strdup(text->valuestring)))
-            return oom(e);
+            return srv_oom(e);
     }
     return 0;
 }
@@ -107,21 +85,21 @@ static int infill_parts(const cJSON *root, srv_infill *f, srv_error *e) {
 static int logit_bias(const cJSON *v, cJSON *oa, srv_error *e) {
     if (cJSON_IsObject(v)) {
         cJSON *c = cJSON_Duplicate(v, true);
-        return c && cJSON_AddItemToObject(oa, "logit_bias", c) ? 0 : (cJSON_Delete(c), oom(e));
+        return c && cJSON_AddItemToObject(oa, "logit_bias", c) ? 0 : (cJSON_Delete(c), srv_oom(e));
     }
-    if (!cJSON_IsArray(v)) return refuse(e, "logit_bias", "'logit_bias' must be an object or an array of [id, bias] pairs");
+    if (!cJSON_IsArray(v)) return srv_refuse(e, "logit_bias", "'logit_bias' must be an object or an array of [id, bias] pairs");
     cJSON *obj = cJSON_AddObjectToObject(oa, "logit_bias");
-    if (!obj) return oom(e);
+    if (!obj) return srv_oom(e);
     for (const cJSON *p = v->child; p; p = p->next) {
         const cJSON *id = cJSON_GetArrayItem(p, 0), *b = cJSON_GetArrayItem(p, 1);
         if (!cJSON_IsArray(p) || cJSON_GetArraySize(p) != 2 || !is_int(id) || id->valuedouble < 0 || id->valuedouble > 1e9 ||
             !(cJSON_IsNumber(b) || cJSON_IsFalse(b)))
-            return refuse(e, "logit_bias", "'logit_bias' pairs must be [token id, bias or false] (text keys are not supported)");
+            return srv_refuse(e, "logit_bias", "'logit_bias' pairs must be [token id, bias or false] (text keys are not supported)");
         char key[16];
         snprintf(key, sizeof key, "%d", (int)id->valuedouble);
         double bias = cJSON_IsFalse(b) ? -100 : b->valuedouble;
         cJSON_DeleteItemFromObjectCaseSensitive(obj, key);
-        if (!cJSON_AddNumberToObject(obj, key, bias)) return oom(e);
+        if (!cJSON_AddNumberToObject(obj, key, bias)) return srv_oom(e);
     }
     return 0;
 }
@@ -131,85 +109,79 @@ static const char *const LLAMA_ONLY[] = {"input_prefix", "input_suffix", "input_
                                          "post_sampling_probs", "return_progress", "logit_bias", "seed", "n_predict",
                                          "prompt", NULL};
 
-static bool listed(const char *const *list, const char *name) {
-    for (; *list; list++)
-        if (!strcmp(*list, name)) return true;
-    return false;
-}
-
 /* The body as OpenAI's completions body for request.c, the rest into w and the infill parts. */
 static int translate(const cJSON *root, bool infill, cJSON *oa, llama_writer *w, int32_t *n_indent, int32_t *t_max_prompt,
                      srv_error *e) {
     for (const cJSON *f = root->child; f; f = f->next) {
-        if (listed(LLAMA_ONLY, f->string)) continue;
+        if (srv_listed(LLAMA_ONLY, f->string)) continue;
         if (!strcmp(f->string, "max_tokens") || !strcmp(f->string, "logprobs") || !strcmp(f->string, "echo") ||
             !strcmp(f->string, "suffix") || !strcmp(f->string, "best_of") || !strcmp(f->string, "n"))
-            return refuse(e, f->string, "'%s' belongs to /v1/completions (here: n_predict, n_probs, input_suffix, n_cmpl)",
+            return srv_refuse(e, f->string, "'%s' belongs to /v1/completions (here: n_predict, n_probs, input_suffix, n_cmpl)",
                           f->string);
         cJSON *c = cJSON_Duplicate(f, true);
         if (!c || !cJSON_AddItemToObject(oa, f->string, c)) {
             cJSON_Delete(c);
-            return oom(e);
+            return srv_oom(e);
         }
     }
-    if (!infill && (member(root, "input_prefix") || member(root, "input_suffix") || member(root, "input_extra")))
-        return refuse(e, "input_prefix", "'input_prefix', 'input_suffix' and 'input_extra' belong to /infill");
+    if (!infill && (srv_member(root, "input_prefix") || srv_member(root, "input_suffix") || srv_member(root, "input_extra")))
+        return srv_refuse(e, "input_prefix", "'input_prefix', 'input_suffix' and 'input_extra' belong to /infill");
     /* one prompt: a string or token ids (/infill: the text after the prefix, may be empty) */
-    const cJSON *p = member(root, "prompt");
-    if (!p && !infill) return refuse(e, "prompt", "'prompt' is required");
+    const cJSON *p = srv_member(root, "prompt");
+    if (!p && !infill) return srv_refuse(e, "prompt", "'prompt' is required");
     if (p && !cJSON_IsString(p) && !(cJSON_IsArray(p) && (!p->child || cJSON_IsNumber(p->child))))
-        return refuse(e, "prompt", "'prompt' must be a string or an array of token ids (one prompt: /v1/completions takes several)");
+        return srv_refuse(e, "prompt", "'prompt' must be a string or an array of token ids (one prompt: /v1/completions takes several)");
     if (p && cJSON_IsArray(p))
         for (const cJSON *t = p->child; t; t = t->next)
             if (!cJSON_IsNumber(t))
-                return refuse(e, "prompt", "'prompt' mixes token ids and strings, which is not supported: give one or the other");
-    if (infill && p && !cJSON_IsString(p)) return refuse(e, "prompt", "/infill's 'prompt' must be a string");
+                return srv_refuse(e, "prompt", "'prompt' mixes token ids and strings, which is not supported: give one or the other");
+    if (infill && p && !cJSON_IsString(p)) return srv_refuse(e, "prompt", "/infill's 'prompt' must be a string");
     cJSON *pc = p ? cJSON_Duplicate(p, true) : cJSON_CreateString("");
     if (!pc || !cJSON_AddItemToObject(oa, "prompt", pc)) {
         cJSON_Delete(pc);
-        return oom(e);
+        return srv_oom(e);
     }
     /* llama.cpp's defaults where the request says nothing */
     static const struct { const char *k; double v; } defaults[] = {{"temperature", 0.8}, {"top_k", 40}, {"top_p", 0.95},
                                                                    {"min_p", 0.05}};
     for (size_t i = 0; i < sizeof defaults / sizeof *defaults; i++)
-        if (!member(root, defaults[i].k) && !cJSON_AddNumberToObject(oa, defaults[i].k, defaults[i].v)) return oom(e);
-    const cJSON *np = member(root, "n_predict"), *seed = member(root, "seed"), *lb = member(root, "logit_bias"),
-                *cmpl = member(root, "n_cmpl"), *keep = member(root, "n_keep"), *ind = member(root, "n_indent"),
-                *rt = member(root, "return_tokens"), *rf = member(root, "response_fields"), *tp = member(root, "t_max_prompt_ms");
-    if (np && !is_int(np)) return refuse(e, "n_predict", "'n_predict' must be an integer");
-    if (!cJSON_AddNumberToObject(oa, "n_predict", np && np->valuedouble != 0 ? np->valuedouble : -1)) return oom(e);
+        if (!srv_member(root, defaults[i].k) && !cJSON_AddNumberToObject(oa, defaults[i].k, defaults[i].v)) return srv_oom(e);
+    const cJSON *np = srv_member(root, "n_predict"), *seed = srv_member(root, "seed"), *lb = srv_member(root, "logit_bias"),
+                *cmpl = srv_member(root, "n_cmpl"), *keep = srv_member(root, "n_keep"), *ind = srv_member(root, "n_indent"),
+                *rt = srv_member(root, "return_tokens"), *rf = srv_member(root, "response_fields"), *tp = srv_member(root, "t_max_prompt_ms");
+    if (np && !is_int(np)) return srv_refuse(e, "n_predict", "'n_predict' must be an integer");
+    if (!cJSON_AddNumberToObject(oa, "n_predict", np && np->valuedouble != 0 ? np->valuedouble : -1)) return srv_oom(e);
     if (np && np->valuedouble == 0)
-        return refuse(e, "n_predict", "'n_predict': 0 (evaluate the prompt only) is not supported; give -1 or at least 1");
+        return srv_refuse(e, "n_predict", "'n_predict': 0 (evaluate the prompt only) is not supported; give -1 or at least 1");
     if (seed && !(is_int(seed) && seed->valuedouble == -1) && !cJSON_AddItemToObject(oa, "seed", cJSON_Duplicate(seed, true)))
-        return oom(e);
+        return srv_oom(e);
     if (lb && logit_bias(lb, oa, e)) return -1;
     if (cmpl && (!is_int(cmpl) || cmpl->valuedouble != 1))
-        return refuse(e, "n_cmpl", "'n_cmpl' must be 1 here (/v1/completions' n gives several)");
+        return srv_refuse(e, "n_cmpl", "'n_cmpl' must be 1 here (/v1/completions' n gives several)");
     if (keep && !(is_int(keep) && keep->valuedouble == 0))
-        return refuse(e, "n_keep", "'n_keep' is not supported (a full context ends the reply; see --context-shift --keep)");
+        return srv_refuse(e, "n_keep", "'n_keep' is not supported (a full context ends the reply; see --context-shift --keep)");
     if (ind && (!is_int(ind) || ind->valuedouble < 0 || ind->valuedouble > 1 << 20))
-        return refuse(e, "n_indent", "'n_indent' must be a non-negative integer");
+        return srv_refuse(e, "n_indent", "'n_indent' must be a non-negative integer");
     *n_indent = ind ? (int32_t)ind->valuedouble : 0;
     if (tp && (!is_int(tp) || tp->valuedouble > INT32_MAX))
-        return refuse(e, "t_max_prompt_ms", "'t_max_prompt_ms' must be an integer (milliseconds; 0 or less: no limit)");
+        return srv_refuse(e, "t_max_prompt_ms", "'t_max_prompt_ms' must be an integer (milliseconds; 0 or less: no limit)");
     *t_max_prompt = tp && tp->valuedouble > 0 ? (int32_t)tp->valuedouble : 0;
     for (const char *const *k = (const char *const[]){"timings_per_token", "post_sampling_probs", "return_progress", NULL}; *k; k++)
-        if (member(root, *k) && !cJSON_IsFalse(member(root, *k)))
-            return refuse(e, *k, "'%s' is not supported", *k);
-    if (rt && !cJSON_IsBool(rt)) return refuse(e, "return_tokens", "'return_tokens' must be a boolean");
+        if (srv_member(root, *k) && !cJSON_IsFalse(srv_member(root, *k)))
+            return srv_refuse(e, *k, "'%s' is not supported", *k);
+    if (rt && !cJSON_IsBool(rt)) return srv_refuse(e, "return_tokens", "'return_tokens' must be a boolean");
     w->return_tokens = cJSON_IsTrue(rt);
     if (rf) {
         if (!cJSON_IsArray(rf) || cJSON_GetArraySize(rf) > 64)
-            return refuse(e, "response_fields", "'response_fields' must be an array of at most 64 names");
+            return srv_refuse(e, "response_fields", "'response_fields' must be an array of at most 64 names");
         for (const cJSON *x = rf->child; x; x = x->next)
             if (!cJSON_IsString(x) || strlen(x->valuestring) > 128)
-                return refuse(e, "response_fields", "'response_fields' must hold names (strings)");
-        if (!(w->fields = cJSON_Duplicate(rf, true))) return oom(e);
+                return srv_refuse(e, "response_fields", "'response_fields' must hold names (strings)");
+        if (!(w->fields = cJSON_Duplicate(rf, true))) return srv_oom(e);
     }
-    const cJSON *probs = member(root, "n_probs");
+    const cJSON *probs = srv_member(root, "n_probs");
     w->probs = is_int(probs) && probs->valuedouble > 0;
-    w->stream = cJSON_IsTrue(member(root, "stream"));
+    w->stream = cJSON_IsTrue(srv_member(root, "stream"));
     return 0;
 }
 
@@ -252,7 +224,7 @@ int srv_llama_request(const char *body, size_t len, const srv_limits *lim, const
     llama_writer *w = calloc(1, sizeof *w);
     cJSON *oa = cJSON_CreateObject();
     int32_t n_indent = 0, t_max_prompt = 0;
-    int rc = !w || !oa || !(w->model = strdup(model)) ? oom(e) : 0;
+    int rc = !w || !oa || !(w->model = strdup(model)) ? srv_oom(e) : 0;
     if (!rc) rc = translate(root, infill != NULL, oa, w, &n_indent, &t_max_prompt, e);
     if (!rc && infill) rc = infill_parts(root, infill, e);
     cJSON_Delete(root);
@@ -262,7 +234,7 @@ int srv_llama_request(const char *body, size_t len, const srv_limits *lim, const
         out->n_indent = n_indent;
         out->t_max_prompt_ms = t_max_prompt;
         w->m = m;
-        if (!(w->settings = settings_of(out, n_ctx, model))) rc = oom(e);
+        if (!(w->settings = settings_of(out, n_ctx, model))) rc = srv_oom(e);
     }
     if (rc) {
         srv_request_free(out);
@@ -348,7 +320,7 @@ int srv_infill_prompt(const nc_model *m, int32_t n_ctx, const srv_infill *f, con
                       int32_t n_predict, int32_t **out, int32_t *n_out, srv_error *e) {
     srv_fim_tokens fim;
     if (!srv_fim_tokens_of(m, &fim))
-        return refuse(e, "input_prefix", "this model has no fill-in-the-middle tokens (<|fim_prefix|>, <fim_prefix>, <PRE> "
+        return srv_refuse(e, "input_prefix", "this model has no fill-in-the-middle tokens (<|fim_prefix|>, <fim_prefix>, <PRE> "
                       "...): /infill needs a code model trained for it");
     ids extra = {0}, pre = {0}, suf = {0}, mid = {0};
     int rc = 0;
@@ -360,7 +332,7 @@ int srv_infill_prompt(const nc_model *m, int32_t n_ctx, const srv_infill *f, con
         if (fim.sep >= 0) {
             push_one(&extra, fim.sep);
             char *name = malloc(strlen(f->extra_names[i]) + 2);
-            if (!name) rc = oom(e);
+            if (!name) rc = srv_oom(e);
             else {
                 sprintf(name, "%s\n", f->extra_names[i]);
                 rc = push_text(&extra, m, name, e);
@@ -378,7 +350,7 @@ int srv_infill_prompt(const nc_model *m, int32_t n_ctx, const srv_infill *f, con
     if (!rc) rc = push_text(&pre, m, f->prefix, e);
     if (!rc) rc = push_text(&suf, m, f->suffix, e);
     char *p = rc ? NULL : strndup(prompt, prompt_len);
-    if (!rc && !p) rc = oom(e);
+    if (!rc && !p) rc = srv_oom(e);
     if (!rc) rc = push_text(&mid, m, p, e);
     free(p);
     /* what must fit: the markers, the prompt and room for the reply; then the prefix's end and the
@@ -387,7 +359,7 @@ int srv_infill_prompt(const nc_model *m, int32_t n_ctx, const srv_infill *f, con
     int32_t room = n_predict > 0 ? n_predict : n_ctx / 4;
     int32_t budget = n_ctx - room - 3 - (bos >= 0) - mid.n;
     if (!rc && budget < 1)
-        rc = refuse(e, "prompt", "the prompt and n_predict (%d) leave no room in the context of %d tokens", room, n_ctx);
+        rc = srv_refuse(e, "prompt", "the prompt and n_predict (%d) leave no room in the context of %d tokens", room, n_ctx);
     if (!rc) {
         int32_t take_pre = pre.n < budget * 3 / 4 ? pre.n : budget * 3 / 4;
         int32_t take_suf = suf.n < budget - take_pre ? suf.n : budget - take_pre;
@@ -405,7 +377,7 @@ int srv_infill_prompt(const nc_model *m, int32_t n_ctx, const srv_infill *f, con
         push_one(&all, fim.mid);
         if (all.oom || extra.oom || pre.oom || suf.oom || mid.oom) {
             free(all.v);
-            rc = oom(e);
+            rc = srv_oom(e);
         } else {
             *out = all.v;
             *n_out = all.n;
@@ -420,26 +392,13 @@ int srv_infill_prompt(const nc_model *m, int32_t n_ctx, const srv_infill *f, con
 
 /* ---- The reply ----------------------------------------------------------------------------- */
 
-static char *print(cJSON *root, bool ok) {
-    char *s = ok ? cJSON_PrintUnformatted(root) : NULL;
-    cJSON_Delete(root);
-    return s;
-}
-
-static bool put_text(cJSON *o, const char *k, const char *s, size_t n) {
-    char *clean = srv_utf8_clean(s, n);
-    bool ok = clean && cJSON_AddStringToObject(o, k, clean);
-    free(clean);
-    return ok;
-}
-
 /* A token's record: {"id", "token", "bytes", "logprob"}. */
 static cJSON *token_record(const llama_writer *w, int32_t id, double logprob) {
     char piece[256];
     int n = nc_token_piece(w->m, id, piece, sizeof piece);
     if (n < 0 || n > (int)sizeof piece) n = 0;
     cJSON *o = cJSON_CreateObject(), *bytes = NULL;
-    bool ok = o && cJSON_AddNumberToObject(o, "id", id) && put_text(o, "token", piece, (size_t)n) &&
+    bool ok = o && cJSON_AddNumberToObject(o, "id", id) && srv_put_text(o, "token", piece, (size_t)n) &&
               cJSON_AddNumberToObject(o, "logprob", logprob) && (bytes = cJSON_AddArrayToObject(o, "bytes"));
     for (int i = 0; ok && i < n; i++) ok = cJSON_AddItemToArray(bytes, cJSON_CreateNumber((unsigned char)piece[i]));
     if (!ok) {
@@ -510,7 +469,7 @@ static cJSON *final_object(llama_writer *w, const srv_dialect_end *d, const char
                             : d->stop_word ? "word" : "eos";
     cJSON *o = cJSON_CreateObject(), *t = NULL, *s = cJSON_Duplicate(w->settings, true);
     double pn = (double)u->prompt_tokens, gn = (double)u->completion_tokens;
-    bool ok = o && s && cJSON_AddNumberToObject(o, "index", 0) && put_text(o, "content", content, n_content) &&
+    bool ok = o && s && cJSON_AddNumberToObject(o, "index", 0) && srv_put_text(o, "content", content, n_content) &&
               put_tokens(w, o, stream ? NULL : d->lp, stream ? 0 : d->n_lp) && cJSON_AddNumberToObject(o, "id_slot", -1) &&
               cJSON_AddTrueToObject(o, "stop") && cJSON_AddStringToObject(o, "model", w->model) &&
               cJSON_AddNumberToObject(o, "tokens_predicted", gn) && cJSON_AddNumberToObject(o, "tokens_evaluated", pn) &&
@@ -538,7 +497,7 @@ static cJSON *final_object(llama_writer *w, const srv_dialect_end *d, const char
 static char *whole(void *st, const srv_dialect_end *d) {
     llama_writer *w = st;
     cJSON *o = final_object(w, d, d->reply->content, d->reply->n_content, false);
-    return print(o, o != NULL);
+    return srv_json_print(o, o != NULL);
 }
 
 /* "data: JSON\n\n" (llama.cpp's events carry no name). */
@@ -562,17 +521,17 @@ static char *delta(void *st, const char *reasoning, size_t n_reasoning, const ch
     (void)reasoning, (void)n_reasoning;
     if (!n_content && !n_lp) return strdup("");
     cJSON *o = cJSON_CreateObject();
-    bool ok = o && cJSON_AddNumberToObject(o, "index", 0) && put_text(o, "content", content, n_content) &&
+    bool ok = o && cJSON_AddNumberToObject(o, "index", 0) && srv_put_text(o, "content", content, n_content) &&
               put_tokens(&(llama_writer){.m = w->m, .return_tokens = true, .probs = w->probs}, o, lp, n_lp) &&
               cJSON_AddFalseToObject(o, "stop") && cJSON_AddNumberToObject(o, "id_slot", -1);
     w->sent += n_content;
-    return data_event(print(o, ok));
+    return data_event(srv_json_print(o, ok));
 }
 
 static char *end(void *st, const srv_dialect_end *d) {
     llama_writer *w = st;
     cJSON *o = final_object(w, d, "", 0, true);
-    return data_event(print(o, o != NULL));
+    return data_event(srv_json_print(o, o != NULL));
 }
 
 static char *stream_error(void *st, const srv_error *e) {
@@ -614,7 +573,7 @@ char *srv_json_props(const srv_props *p) {
               cJSON_AddObjectToObject(o, "chat_template_caps") && (mod = cJSON_AddObjectToObject(o, "modalities")) &&
               cJSON_AddFalseToObject(mod, "vision") && cJSON_AddFalseToObject(mod, "audio") &&
               cJSON_AddStringToObject(o, "build_info", "nucleus") && cJSON_AddFalseToObject(o, "is_sleeping");
-    return print(o, ok);
+    return srv_json_print(o, ok);
 }
 
 char *srv_json_slots(const srv_slot_info *slots, int32_t n, int32_t n_ctx, bool speculative) {
@@ -632,5 +591,5 @@ char *srv_json_slots(const srv_slot_info *slots, int32_t n, int32_t n_ctx, bool 
              cJSON_AddNumberToObject(next, "n_decoded", s->n_decoded);
         if (!ok && o && !cJSON_GetArraySize(arr)) cJSON_Delete(o);
     }
-    return print(arr, ok);
+    return srv_json_print(arr, ok);
 }

@@ -3,7 +3,6 @@
 #include "server/responses.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,69 +14,15 @@
 
 /* ---- Reading the request ------------------------------------------------------------------- */
 
-static int refuse(srv_error *e, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int refuse(srv_error *e, const char *param, const char *fmt, ...) {
-    char msg[sizeof e->message];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    srv_error_set(e, 400, "invalid_request_error", NULL, param, "%s", msg);
-    return -1;
-}
-
-static int oom(srv_error *e) {
-    srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-    return -1;
-}
-
-static const cJSON *member(const cJSON *obj, const char *name) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
-    return v && !cJSON_IsNull(v) ? v : NULL;
-}
-
-static bool listed(const char *const *list, const char *name) {
-    for (; *list; list++)
-        if (!strcmp(*list, name)) return true;
-    return false;
-}
-
-static int only(const cJSON *obj, const char *const *allowed, const char *where, srv_error *e) {
-    for (const cJSON *f = obj->child; f; f = f->next) {
-        for (const cJSON *g = obj->child; g != f; g = g->next)
-            if (!strcmp(g->string, f->string))
-                return refuse(e, f->string, "'%s%s%s' is given twice", where, *where ? "." : "", f->string);
-        if (cJSON_IsNull(f) || listed(allowed, f->string)) continue;
-        char param[128];
-        snprintf(param, sizeof param, "%s%s%.64s", where, *where ? "." : "", f->string);
-        return refuse(e, param, "'%s' is not supported by this server", param);
-    }
-    return 0;
-}
-
-static bool add_str(cJSON *o, const char *k, const char *v) { return cJSON_AddStringToObject(o, k, v) != NULL; }
-
-static char *append_text(char *acc, const char *text) {
-    size_t a = acc ? strlen(acc) : 0, b = strlen(text);
-    char *out = realloc(acc, a + b + 2);
-    if (!out) {
-        free(acc);
-        return NULL;
-    }
-    if (a) out[a++] = '\n';
-    memcpy(out + a, text, b + 1);
-    return out;
-}
-
 /* A message's content: a string, or parts input_text / output_text / refusal (their texts). */
 static char *content_text(const cJSON *c, const char *where, srv_error *e) {
     if (cJSON_IsString(c)) {
         char *s = strdup(c->valuestring);
-        if (!s) oom(e);
+        if (!s) srv_oom(e);
         return s;
     }
     if (!cJSON_IsArray(c)) {
-        refuse(e, where, "'%s' must be a string or an array of content parts", where);
+        srv_refuse(e, where, "'%s' must be a string or an array of content parts", where);
         return NULL;
     }
     char *acc = NULL;
@@ -86,28 +31,28 @@ static char *content_text(const cJSON *c, const char *where, srv_error *e) {
         char pw[160];
         snprintf(pw, sizeof pw, "%s[%d]", where, k);
         static const char *const fields[] = {"type", "text", "annotations", "logprobs", "refusal", NULL};
-        const cJSON *type = cJSON_IsObject(p) ? member(p, "type") : NULL;
+        const cJSON *type = cJSON_IsObject(p) ? srv_member(p, "type") : NULL;
         const char *t = cJSON_IsString(type) ? type->valuestring : "";
         const char *key = !strcmp(t, "refusal") ? "refusal" : "text";
-        const cJSON *text = cJSON_IsObject(p) ? member(p, key) : NULL;
+        const cJSON *text = cJSON_IsObject(p) ? srv_member(p, key) : NULL;
         if (strcmp(t, "input_text") && strcmp(t, "output_text") && strcmp(t, "text") && strcmp(t, "refusal")) {
             free(acc);
-            refuse(e, pw, "'%s': content parts of type \"%.40s\" are not supported (this server reads input_text, "
+            srv_refuse(e, pw, "'%s': content parts of type \"%.40s\" are not supported (this server reads input_text, "
                    "output_text and refusal)", pw, cJSON_IsString(type) ? t : "?");
             return NULL;
         }
-        if (only(p, fields, pw, e) || !cJSON_IsString(text)) {
+        if (srv_only(p, fields, pw, e) || !cJSON_IsString(text)) {
             free(acc);
             if (cJSON_IsString(text)) return NULL;
-            refuse(e, pw, "'%s.%s' must be a string", pw, key);
+            srv_refuse(e, pw, "'%s.%s' must be a string", pw, key);
             return NULL;
         }
-        if (!(acc = append_text(acc, text->valuestring))) {
-            oom(e);
+        if (!(acc = srv_append_line(acc, text->valuestring))) {
+            srv_oom(e);
             return NULL;
         }
     }
-    if (!acc && !(acc = strdup(""))) oom(e);
+    if (!acc && !(acc = strdup(""))) srv_oom(e);
     return acc;
 }
 
@@ -120,12 +65,12 @@ typedef struct convo {
 
 static cJSON *new_message(convo *cv, const char *role, const char *content) {
     cJSON *m = cJSON_CreateObject();
-    if (!m || !add_str(m, "role", role) || !add_str(m, "content", content) || !cJSON_AddItemToArray(cv->msgs, m)) {
+    if (!m || !srv_add_str(m, "role", role) || !srv_add_str(m, "content", content) || !cJSON_AddItemToArray(cv->msgs, m)) {
         cJSON_Delete(m);
         return NULL;
     }
     if (!strcmp(role, "assistant") && cv->reasoning) {
-        bool ok = add_str(m, "reasoning_content", cv->reasoning);
+        bool ok = srv_add_str(m, "reasoning_content", cv->reasoning);
         free(cv->reasoning);
         cv->reasoning = NULL;
         if (!ok) return NULL;
@@ -143,99 +88,99 @@ static cJSON *last_assistant(convo *cv) {
 static int item_message(convo *cv, const cJSON *it, const char *where, srv_error *e) {
     static const char *const fields[] = {"type", "role", "content", "id", "status", "phase", NULL};
     static const char *const roles[] = {"user", "assistant", "system", "developer", NULL};
-    if (only(it, fields, where, e)) return -1;
-    const cJSON *role = member(it, "role"), *c = member(it, "content");
-    if (!cJSON_IsString(role) || !listed(roles, role->valuestring))
-        return refuse(e, where, "'%s.role' must be \"user\", \"assistant\", \"system\" or \"developer\"", where);
+    if (srv_only(it, fields, where, e)) return -1;
+    const cJSON *role = srv_member(it, "role"), *c = srv_member(it, "content");
+    if (!cJSON_IsString(role) || !srv_listed(roles, role->valuestring))
+        return srv_refuse(e, where, "'%s.role' must be \"user\", \"assistant\", \"system\" or \"developer\"", where);
     char cw[160];
     snprintf(cw, sizeof cw, "%s.content", where);
-    if (!c) return refuse(e, cw, "'%s' is required", cw);
+    if (!c) return srv_refuse(e, cw, "'%s' is required", cw);
     char *text = content_text(c, cw, e);
     if (!text) return -1;
     cJSON *m = new_message(cv, role->valuestring, text);
     free(text);
-    return m ? 0 : oom(e);
+    return m ? 0 : srv_oom(e);
 }
 
 static int item_call(convo *cv, const cJSON *it, const char *where, srv_error *e) {
     static const char *const fields[] = {"type", "id", "call_id", "name", "arguments", "status", NULL};
-    if (only(it, fields, where, e)) return -1;
-    const cJSON *id = member(it, "call_id"), *name = member(it, "name"), *args = member(it, "arguments");
+    if (srv_only(it, fields, where, e)) return -1;
+    const cJSON *id = srv_member(it, "call_id"), *name = srv_member(it, "name"), *args = srv_member(it, "arguments");
     if (!cJSON_IsString(id) || !cJSON_IsString(name) || !cJSON_IsString(args))
-        return refuse(e, where, "'%s' needs 'call_id', 'name' and 'arguments' strings", where);
+        return srv_refuse(e, where, "'%s' needs 'call_id', 'name' and 'arguments' strings", where);
     cJSON *m = last_assistant(cv);
-    if (!m && !(m = new_message(cv, "assistant", ""))) return oom(e);
+    if (!m && !(m = new_message(cv, "assistant", ""))) return srv_oom(e);
     cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
-    if (!calls && !(calls = cJSON_AddArrayToObject(m, "tool_calls"))) return oom(e);
+    if (!calls && !(calls = cJSON_AddArrayToObject(m, "tool_calls"))) return srv_oom(e);
     cJSON *c = cJSON_CreateObject(), *fn = NULL;
-    bool ok = c && add_str(c, "id", id->valuestring) && add_str(c, "type", "function") &&
-              (fn = cJSON_AddObjectToObject(c, "function")) && add_str(fn, "name", name->valuestring) &&
-              add_str(fn, "arguments", args->valuestring) && cJSON_AddItemToArray(calls, c);
+    bool ok = c && srv_add_str(c, "id", id->valuestring) && srv_add_str(c, "type", "function") &&
+              (fn = cJSON_AddObjectToObject(c, "function")) && srv_add_str(fn, "name", name->valuestring) &&
+              srv_add_str(fn, "arguments", args->valuestring) && cJSON_AddItemToArray(calls, c);
     if (!ok) cJSON_Delete(c);
-    return ok ? 0 : oom(e);
+    return ok ? 0 : srv_oom(e);
 }
 
 static int item_output(convo *cv, const cJSON *it, const char *where, srv_error *e) {
     static const char *const fields[] = {"type", "id", "call_id", "output", "status", NULL};
-    if (only(it, fields, where, e)) return -1;
-    const cJSON *id = member(it, "call_id"), *out = member(it, "output");
-    if (!cJSON_IsString(id)) return refuse(e, where, "'%s.call_id' must be a string", where);
+    if (srv_only(it, fields, where, e)) return -1;
+    const cJSON *id = srv_member(it, "call_id"), *out = srv_member(it, "output");
+    if (!cJSON_IsString(id)) return srv_refuse(e, where, "'%s.call_id' must be a string", where);
     char ow[160];
     snprintf(ow, sizeof ow, "%s.output", where);
-    if (!out) return refuse(e, ow, "'%s' is required", ow);
+    if (!out) return srv_refuse(e, ow, "'%s' is required", ow);
     char *text = content_text(out, ow, e);
     if (!text) return -1;
     cJSON *m = new_message(cv, "tool", text);
     free(text);
-    return m && add_str(m, "tool_call_id", id->valuestring) ? 0 : oom(e);
+    return m && srv_add_str(m, "tool_call_id", id->valuestring) ? 0 : srv_oom(e);
 }
 
 /* An earlier turn's reasoning: its reasoning_text content (or what encrypted_content carries,
  * which this server fills with the same text), else its summary, for the next assistant turn. */
 static int item_reasoning(convo *cv, const cJSON *it, const char *where, srv_error *e) {
     static const char *const fields[] = {"type", "id", "summary", "content", "encrypted_content", "status", NULL};
-    if (only(it, fields, where, e)) return -1;
-    const cJSON *content = member(it, "content"), *summary = member(it, "summary"), *enc = member(it, "encrypted_content");
-    if (enc && !cJSON_IsString(enc)) return refuse(e, where, "'%s.encrypted_content' must be a string", where);
+    if (srv_only(it, fields, where, e)) return -1;
+    const cJSON *content = srv_member(it, "content"), *summary = srv_member(it, "summary"), *enc = srv_member(it, "encrypted_content");
+    if (enc && !cJSON_IsString(enc)) return srv_refuse(e, where, "'%s.encrypted_content' must be a string", where);
     const cJSON *parts = content && cJSON_GetArraySize(content) > 0 ? content : summary;
-    if (parts && !cJSON_IsArray(parts)) return refuse(e, where, "'%s.content' and '.summary' must be arrays", where);
+    if (parts && !cJSON_IsArray(parts)) return srv_refuse(e, where, "'%s.content' and '.summary' must be arrays", where);
     char *text = NULL;
     int k = 0;
     for (const cJSON *p = parts ? parts->child : NULL; p; p = p->next, k++) {
-        const cJSON *type = cJSON_IsObject(p) ? member(p, "type") : NULL, *t = cJSON_IsObject(p) ? member(p, "text") : NULL;
+        const cJSON *type = cJSON_IsObject(p) ? srv_member(p, "type") : NULL, *t = cJSON_IsObject(p) ? srv_member(p, "text") : NULL;
         if (!cJSON_IsString(type) || (strcmp(type->valuestring, "reasoning_text") && strcmp(type->valuestring, "summary_text")) ||
             !cJSON_IsString(t)) {
             free(text);
-            return refuse(e, where, "'%s': parts must be {\"type\": \"reasoning_text\" or \"summary_text\", \"text\"}", where);
+            return srv_refuse(e, where, "'%s': parts must be {\"type\": \"reasoning_text\" or \"summary_text\", \"text\"}", where);
         }
-        if (!(text = append_text(text, t->valuestring))) return oom(e);
+        if (!(text = srv_append_line(text, t->valuestring))) return srv_oom(e);
     }
-    if (!text && enc && !(text = strdup(enc->valuestring))) return oom(e);
+    if (!text && enc && !(text = strdup(enc->valuestring))) return srv_oom(e);
     if (!text) return 0;
-    if (cv->reasoning) text = append_text(append_text(NULL, cv->reasoning), text);
+    if (cv->reasoning) text = srv_append_line(srv_append_line(NULL, cv->reasoning), text);
     free(cv->reasoning);
     cv->reasoning = text;
-    return text ? 0 : oom(e);
+    return text ? 0 : srv_oom(e);
 }
 
 static int input_items(convo *cv, const cJSON *input, srv_error *e) {
-    if (cJSON_IsString(input)) return new_message(cv, "user", input->valuestring) ? 0 : oom(e);
-    if (!cJSON_IsArray(input) || !input->child) return refuse(e, "input", "'input' must be a string or a non-empty array of items");
+    if (cJSON_IsString(input)) return new_message(cv, "user", input->valuestring) ? 0 : srv_oom(e);
+    if (!cJSON_IsArray(input) || !input->child) return srv_refuse(e, "input", "'input' must be a string or a non-empty array of items");
     int i = 0;
     for (const cJSON *it = input->child; it; it = it->next, i++) {
         char where[32];
         snprintf(where, sizeof where, "input[%d]", i);
-        if (!cJSON_IsObject(it)) return refuse(e, where, "'%s' must be an object", where);
-        const cJSON *type = member(it, "type");
+        if (!cJSON_IsObject(it)) return srv_refuse(e, where, "'%s' must be an object", where);
+        const cJSON *type = srv_member(it, "type");
         const char *t = cJSON_IsString(type) ? type->valuestring : type ? "?" : "message";
         int rc = !strcmp(t, "message")                ? item_message(cv, it, where, e)
                  : !strcmp(t, "function_call")        ? item_call(cv, it, where, e)
                  : !strcmp(t, "function_call_output") ? item_output(cv, it, where, e)
                  : !strcmp(t, "reasoning")            ? item_reasoning(cv, it, where, e)
                  : !strcmp(t, "item_reference")
-                     ? refuse(e, where, "'%s': item_reference needs stored items, and this server stores none: send the "
+                     ? srv_refuse(e, where, "'%s': item_reference needs stored items, and this server stores none: send the "
                               "items themselves", where)
-                     : refuse(e, where, "'%s': items of type \"%.40s\" are not supported (this server reads message, "
+                     : srv_refuse(e, where, "'%s': items of type \"%.40s\" are not supported (this server reads message, "
                               "function_call, function_call_output and reasoning)", where, t);
         if (rc) return -1;
     }
@@ -244,31 +189,31 @@ static int input_items(convo *cv, const cJSON *input, srv_error *e) {
 
 static int tools(const cJSON *v, cJSON *oa, srv_error *e) {
     static const char *const fields[] = {"type", "name", "description", "parameters", "strict", NULL};
-    if (!cJSON_IsArray(v)) return refuse(e, "tools", "'tools' must be an array");
+    if (!cJSON_IsArray(v)) return srv_refuse(e, "tools", "'tools' must be an array");
     cJSON *arr = cJSON_AddArrayToObject(oa, "tools");
-    if (!arr) return oom(e);
+    if (!arr) return srv_oom(e);
     int i = 0;
     for (const cJSON *t = v->child; t; t = t->next, i++) {
         char where[32];
         snprintf(where, sizeof where, "tools[%d]", i);
-        const cJSON *type = cJSON_IsObject(t) ? member(t, "type") : NULL;
+        const cJSON *type = cJSON_IsObject(t) ? srv_member(t, "type") : NULL;
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "function"))
-            return refuse(e, where, "'%s': tools of type \"%.40s\" are not run by this server (only \"function\")", where,
+            return srv_refuse(e, where, "'%s': tools of type \"%.40s\" are not run by this server (only \"function\")", where,
                           cJSON_IsString(type) ? type->valuestring : "?");
-        if (only(t, fields, where, e)) return -1;
+        if (srv_only(t, fields, where, e)) return -1;
         cJSON *tool = cJSON_CreateObject(), *fn = NULL;
-        bool ok = tool && add_str(tool, "type", "function") && (fn = cJSON_AddObjectToObject(tool, "function")) &&
+        bool ok = tool && srv_add_str(tool, "type", "function") && (fn = cJSON_AddObjectToObject(tool, "function")) &&
                   cJSON_AddItemToArray(arr, tool);
         if (!ok) {
             cJSON_Delete(tool);
-            return oom(e);
+            return srv_oom(e);
         }
         for (const char *const *k = fields + 1; *k; k++) {
-            const cJSON *x = member(t, *k);
+            const cJSON *x = srv_member(t, *k);
             cJSON *c = x ? cJSON_Duplicate(x, true) : NULL;
             if (x && (!c || !cJSON_AddItemToObject(fn, *k, c))) {
                 cJSON_Delete(c);
-                return oom(e);
+                return srv_oom(e);
             }
         }
     }
@@ -276,45 +221,45 @@ static int tools(const cJSON *v, cJSON *oa, srv_error *e) {
 }
 
 static int tool_choice(const cJSON *v, cJSON *oa, srv_error *e) {
-    if (cJSON_IsString(v)) return add_str(oa, "tool_choice", v->valuestring) ? 0 : oom(e);
+    if (cJSON_IsString(v)) return srv_add_str(oa, "tool_choice", v->valuestring) ? 0 : srv_oom(e);
     static const char *const fields[] = {"type", "name", NULL};
-    const cJSON *type = cJSON_IsObject(v) ? member(v, "type") : NULL, *name = cJSON_IsObject(v) ? member(v, "name") : NULL;
+    const cJSON *type = cJSON_IsObject(v) ? srv_member(v, "type") : NULL, *name = cJSON_IsObject(v) ? srv_member(v, "name") : NULL;
     if (!cJSON_IsString(type) || strcmp(type->valuestring, "function") || !cJSON_IsString(name))
-        return refuse(e, "tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": "
+        return srv_refuse(e, "tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": "
                       "\"function\", \"name\"}");
-    if (only(v, fields, "tool_choice", e)) return -1;
+    if (srv_only(v, fields, "tool_choice", e)) return -1;
     cJSON *c = cJSON_AddObjectToObject(oa, "tool_choice"), *fn = NULL;
-    return c && add_str(c, "type", "function") && (fn = cJSON_AddObjectToObject(c, "function")) &&
-                   add_str(fn, "name", name->valuestring) ? 0 : oom(e);
+    return c && srv_add_str(c, "type", "function") && (fn = cJSON_AddObjectToObject(c, "function")) &&
+                   srv_add_str(fn, "name", name->valuestring) ? 0 : srv_oom(e);
 }
 
 /* text: {"format": {"type": "text" | "json_object" | "json_schema", ...}, "verbosity"?}. */
 static int text_format(const cJSON *v, cJSON *oa, srv_error *e) {
     static const char *const fields[] = {"format", "verbosity", NULL};
     static const char *const ffields[] = {"type", "name", "schema", "strict", "description", NULL};
-    if (!cJSON_IsObject(v)) return refuse(e, "text", "'text' must be an object");
-    if (only(v, fields, "text", e)) return -1;
-    const cJSON *verb = member(v, "verbosity"), *f = member(v, "format");
+    if (!cJSON_IsObject(v)) return srv_refuse(e, "text", "'text' must be an object");
+    if (srv_only(v, fields, "text", e)) return -1;
+    const cJSON *verb = srv_member(v, "verbosity"), *f = srv_member(v, "format");
     if (verb && !(cJSON_IsString(verb) && !strcmp(verb->valuestring, "medium")))
-        return refuse(e, "text.verbosity", "'text.verbosity' must be \"medium\": these models have no other");
+        return srv_refuse(e, "text.verbosity", "'text.verbosity' must be \"medium\": these models have no other");
     if (!f) return 0;
-    const cJSON *type = cJSON_IsObject(f) ? member(f, "type") : NULL;
-    if (!cJSON_IsString(type)) return refuse(e, "text.format", "'text.format' must be an object with a 'type'");
-    if (only(f, ffields, "text.format", e)) return -1;
+    const cJSON *type = cJSON_IsObject(f) ? srv_member(f, "type") : NULL;
+    if (!cJSON_IsString(type)) return srv_refuse(e, "text.format", "'text.format' must be an object with a 'type'");
+    if (srv_only(f, ffields, "text.format", e)) return -1;
     const char *t = type->valuestring;
     cJSON *rf = cJSON_AddObjectToObject(oa, "response_format");
-    if (!rf) return oom(e);
-    if (!strcmp(t, "text") || !strcmp(t, "json_object")) return add_str(rf, "type", t) ? 0 : oom(e);
+    if (!rf) return srv_oom(e);
+    if (!strcmp(t, "text") || !strcmp(t, "json_object")) return srv_add_str(rf, "type", t) ? 0 : srv_oom(e);
     if (strcmp(t, "json_schema"))
-        return refuse(e, "text.format.type", "'text.format.type' must be \"text\", \"json_object\" or \"json_schema\"");
+        return srv_refuse(e, "text.format.type", "'text.format.type' must be \"text\", \"json_object\" or \"json_schema\"");
     cJSON *js = NULL;
-    if (!add_str(rf, "type", "json_schema") || !(js = cJSON_AddObjectToObject(rf, "json_schema"))) return oom(e);
+    if (!srv_add_str(rf, "type", "json_schema") || !(js = cJSON_AddObjectToObject(rf, "json_schema"))) return srv_oom(e);
     for (const char *const *k = ffields + 1; *k; k++) {
-        const cJSON *x = member(f, *k);
+        const cJSON *x = srv_member(f, *k);
         cJSON *c = x ? cJSON_Duplicate(x, true) : NULL;
         if (x && (!c || !cJSON_AddItemToObject(js, *k, c))) {
             cJSON_Delete(c);
-            return oom(e);
+            return srv_oom(e);
         }
     }
     return 0;
@@ -325,27 +270,16 @@ static int text_format(const cJSON *v, cJSON *oa, srv_error *e) {
 static int reasoning(const cJSON *v, cJSON *oa, srv_error *e) {
     static const char *const fields[] = {"effort", "summary", "generate_summary", NULL};
     static const char *const efforts[] = {"minimal", "low", "medium", "high", NULL};
-    if (!cJSON_IsObject(v)) return refuse(e, "reasoning", "'reasoning' must be an object");
-    if (only(v, fields, "reasoning", e)) return -1;
-    const cJSON *effort = member(v, "effort"), *summary = member(v, "summary"), *gs = member(v, "generate_summary");
-    if (effort && (!cJSON_IsString(effort) || !listed(efforts, effort->valuestring)))
-        return refuse(e, "reasoning.effort", "'reasoning.effort' must be \"minimal\", \"low\", \"medium\" or \"high\"");
+    if (!cJSON_IsObject(v)) return srv_refuse(e, "reasoning", "'reasoning' must be an object");
+    if (srv_only(v, fields, "reasoning", e)) return -1;
+    const cJSON *effort = srv_member(v, "effort"), *summary = srv_member(v, "summary"), *gs = srv_member(v, "generate_summary");
+    if (effort && (!cJSON_IsString(effort) || !srv_listed(efforts, effort->valuestring)))
+        return srv_refuse(e, "reasoning.effort", "'reasoning.effort' must be \"minimal\", \"low\", \"medium\" or \"high\"");
     if ((summary && !(cJSON_IsString(summary) && !strcmp(summary->valuestring, "auto"))) ||
         (gs && !(cJSON_IsString(gs) && !strcmp(gs->valuestring, "auto"))))
-        return refuse(e, "reasoning.summary", "'reasoning.summary' must be \"auto\": this server writes no summaries (the "
+        return srv_refuse(e, "reasoning.summary", "'reasoning.summary' must be \"auto\": this server writes no summaries (the "
                       "reasoning itself comes as reasoning_text)");
-    return !effort || add_str(oa, "reasoning_effort", effort->valuestring) ? 0 : oom(e);
-}
-
-static int copy_member(const cJSON *root, const char *from, cJSON *oa, const char *to, srv_error *e) {
-    const cJSON *v = member(root, from);
-    if (!v) return 0;
-    cJSON *c = cJSON_Duplicate(v, true);
-    if (!c || !cJSON_AddItemToObject(oa, to, c)) {
-        cJSON_Delete(c);
-        return oom(e);
-    }
-    return 0;
+    return !effort || srv_add_str(oa, "reasoning_effort", effort->valuestring) ? 0 : srv_oom(e);
 }
 
 /* What the writer echoes of the request, and whether it wants encrypted_content. */
@@ -371,31 +305,31 @@ static int check_fields(const cJSON *root, resp_writer *w, srv_error *e) {
                                          "previous_response_id", "metadata", "user", "service_tier", "reasoning",
                                          "include", "truncation", "prompt_cache_key", "safety_identifier",
                                          "stream_options", "top_logprobs", "background", NULL};
-    if (member(root, "previous_response_id"))
-        return refuse(e, "previous_response_id", "'previous_response_id' is not supported: this server keeps no responses "
+    if (srv_member(root, "previous_response_id"))
+        return srv_refuse(e, "previous_response_id", "'previous_response_id' is not supported: this server keeps no responses "
                       "(it is stateless); send the whole conversation in 'input'");
-    if (only(root, fields, "", e)) return -1;
-    const cJSON *store = member(root, "store"), *trunc = member(root, "truncation"), *bg = member(root, "background"),
-                *tl = member(root, "top_logprobs"), *inc = member(root, "include"), *so = member(root, "stream_options");
-    if (store && !cJSON_IsBool(store)) return refuse(e, "store", "'store' must be a boolean");
+    if (srv_only(root, fields, "", e)) return -1;
+    const cJSON *store = srv_member(root, "store"), *trunc = srv_member(root, "truncation"), *bg = srv_member(root, "background"),
+                *tl = srv_member(root, "top_logprobs"), *inc = srv_member(root, "include"), *so = srv_member(root, "stream_options");
+    if (store && !cJSON_IsBool(store)) return srv_refuse(e, "store", "'store' must be a boolean");
     if (cJSON_IsTrue(store))
-        return refuse(e, "store", "'store': true is not supported: this server keeps no responses (give store: false)");
+        return srv_refuse(e, "store", "'store': true is not supported: this server keeps no responses (give store: false)");
     if (trunc && !(cJSON_IsString(trunc) && !strcmp(trunc->valuestring, "disabled")))
-        return refuse(e, "truncation", "'truncation' must be \"disabled\": a conversation longer than the context is refused");
-    if (bg && !cJSON_IsFalse(bg)) return refuse(e, "background", "'background' must be false: responses are not stored");
+        return srv_refuse(e, "truncation", "'truncation' must be \"disabled\": a conversation longer than the context is refused");
+    if (bg && !cJSON_IsFalse(bg)) return srv_refuse(e, "background", "'background' must be false: responses are not stored");
     if (tl && !(cJSON_IsNumber(tl) && tl->valuedouble == 0))
-        return refuse(e, "top_logprobs", "'top_logprobs' is not supported by /v1/responses (use /v1/chat/completions)");
-    if (so && (!cJSON_IsObject(so) || !cJSON_IsTrue(member(root, "stream"))))
-        return refuse(e, "stream_options", "'stream_options' must be an object, with 'stream': true");
+        return srv_refuse(e, "top_logprobs", "'top_logprobs' is not supported by /v1/responses (use /v1/chat/completions)");
+    if (so && (!cJSON_IsObject(so) || !cJSON_IsTrue(srv_member(root, "stream"))))
+        return srv_refuse(e, "stream_options", "'stream_options' must be an object, with 'stream': true");
     static const char *const so_fields[] = {"include_obfuscation", NULL};
-    if (so && only(so, so_fields, "stream_options", e)) return -1;
+    if (so && srv_only(so, so_fields, "stream_options", e)) return -1;
     for (const char *const *k = (const char *const[]){"prompt_cache_key", "safety_identifier", "instructions", NULL}; *k; k++)
-        if (member(root, *k) && !cJSON_IsString(member(root, *k))) return refuse(e, *k, "'%s' must be a string", *k);
+        if (srv_member(root, *k) && !cJSON_IsString(srv_member(root, *k))) return srv_refuse(e, *k, "'%s' must be a string", *k);
     if (inc) {
-        if (!cJSON_IsArray(inc)) return refuse(e, "include", "'include' must be an array");
+        if (!cJSON_IsArray(inc)) return srv_refuse(e, "include", "'include' must be an array");
         for (const cJSON *x = inc->child; x; x = x->next) {
             if (cJSON_IsString(x) && !strcmp(x->valuestring, "reasoning.encrypted_content")) w->encrypted = true;
-            else return refuse(e, "include", "'include' may hold \"reasoning.encrypted_content\" only");
+            else return srv_refuse(e, "include", "'include' may hold \"reasoning.encrypted_content\" only");
         }
     }
     return 0;
@@ -403,25 +337,25 @@ static int check_fields(const cJSON *root, resp_writer *w, srv_error *e) {
 
 static int translate(const cJSON *root, cJSON *oa, resp_writer *w, srv_error *e) {
     if (check_fields(root, w, e)) return -1;
-    const cJSON *mot = member(root, "max_output_tokens"), *input = member(root, "input"), *instr = member(root, "instructions");
+    const cJSON *mot = srv_member(root, "max_output_tokens"), *input = srv_member(root, "input"), *instr = srv_member(root, "instructions");
     if (mot && (!cJSON_IsNumber(mot) || mot->valuedouble != floor(mot->valuedouble) || mot->valuedouble < 1 ||
                 mot->valuedouble > INT32_MAX))
-        return refuse(e, "max_output_tokens", "'max_output_tokens' must be a positive integer");
-    if (copy_member(root, "model", oa, "model", e) || copy_member(root, "max_output_tokens", oa, "max_tokens", e) ||
-        copy_member(root, "temperature", oa, "temperature", e) || copy_member(root, "top_p", oa, "top_p", e) ||
-        copy_member(root, "stream", oa, "stream", e) || copy_member(root, "parallel_tool_calls", oa, "parallel_tool_calls", e) ||
-        copy_member(root, "metadata", oa, "metadata", e) || copy_member(root, "user", oa, "user", e) ||
-        copy_member(root, "service_tier", oa, "service_tier", e))
+        return srv_refuse(e, "max_output_tokens", "'max_output_tokens' must be a positive integer");
+    if (srv_copy_member(root, "model", oa, "model", e) || srv_copy_member(root, "max_output_tokens", oa, "max_tokens", e) ||
+        srv_copy_member(root, "temperature", oa, "temperature", e) || srv_copy_member(root, "top_p", oa, "top_p", e) ||
+        srv_copy_member(root, "stream", oa, "stream", e) || srv_copy_member(root, "parallel_tool_calls", oa, "parallel_tool_calls", e) ||
+        srv_copy_member(root, "metadata", oa, "metadata", e) || srv_copy_member(root, "user", oa, "user", e) ||
+        srv_copy_member(root, "service_tier", oa, "service_tier", e))
         return -1;
-    if (!input) return refuse(e, "input", "'input' is required");
+    if (!input) return srv_refuse(e, "input", "'input' is required");
     convo cv = {.msgs = cJSON_AddArrayToObject(oa, "messages")};
-    if (!cv.msgs) return oom(e);
-    if (instr && !new_message(&cv, "system", instr->valuestring)) return oom(e);
+    if (!cv.msgs) return srv_oom(e);
+    if (instr && !new_message(&cv, "system", instr->valuestring)) return srv_oom(e);
     int rc = input_items(&cv, input, e);
     free(cv.reasoning); /* a reasoning item no assistant turn followed: nothing renders it */
     if (rc) return -1;
-    const cJSON *t = member(root, "tools"), *tc = member(root, "tool_choice"), *tx = member(root, "text"),
-                *rs = member(root, "reasoning");
+    const cJSON *t = srv_member(root, "tools"), *tc = srv_member(root, "tool_choice"), *tx = srv_member(root, "text"),
+                *rs = srv_member(root, "reasoning");
     if ((t && tools(t, oa, e)) || (tc && tool_choice(tc, oa, e)) || (tx && text_format(tx, oa, e)) ||
         (rs && reasoning(rs, oa, e)))
         return -1;
@@ -430,11 +364,11 @@ static int translate(const cJSON *root, cJSON *oa, resp_writer *w, srv_error *e)
                                          "top_p", "tool_choice", "tools", "text", "reasoning", "metadata", "user",
                                          "service_tier", "prompt_cache_key", "safety_identifier", NULL};
     for (const char *const *k = echoed; *k; k++) {
-        const cJSON *v = member(root, *k);
+        const cJSON *v = srv_member(root, *k);
         cJSON *c = v ? cJSON_Duplicate(v, true) : NULL;
         if (v && (!c || !cJSON_AddItemToObject(w->echo, *k, c))) {
             cJSON_Delete(c);
-            return oom(e);
+            return srv_oom(e);
         }
     }
     return 0;
@@ -464,7 +398,7 @@ int srv_responses_request(const char *body, size_t len, const srv_limits *lim, c
     resp_writer *w = calloc(1, sizeof *w);
     cJSON *oa = cJSON_CreateObject();
     int rc = 0;
-    if (!w || !oa || !(w->echo = cJSON_CreateObject()) || !(w->model = strdup(model))) rc = oom(e);
+    if (!w || !oa || !(w->echo = cJSON_CreateObject()) || !(w->model = strdup(model))) rc = srv_oom(e);
     if (!rc) rc = translate(root, oa, w, e);
     cJSON_Delete(root);
     if (!rc) {
@@ -486,29 +420,16 @@ int srv_responses_request(const char *body, size_t len, const srv_limits *lim, c
 
 /* ---- Writing the reply --------------------------------------------------------------------- */
 
-static char *print(cJSON *root, bool ok) {
-    char *s = ok ? cJSON_PrintUnformatted(root) : NULL;
-    cJSON_Delete(root);
-    return s;
-}
-
-static bool put_text(cJSON *o, const char *k, const char *s, size_t n) {
-    char *clean = srv_utf8_clean(s, n);
-    bool ok = clean && cJSON_AddStringToObject(o, k, clean);
-    free(clean);
-    return ok;
-}
-
 static bool incomplete(nc_finish f) { return f == NC_FINISH_LENGTH || f == NC_FINISH_CONTEXT; }
 
 static cJSON *reasoning_item(const resp_writer *w, const char *text, size_t n, bool done) {
     cJSON *it = cJSON_CreateObject(), *content = NULL, *part = NULL;
-    bool ok = it && add_str(it, "id", w->rs_id) && add_str(it, "type", "reasoning") && cJSON_AddArrayToObject(it, "summary") &&
+    bool ok = it && srv_add_str(it, "id", w->rs_id) && srv_add_str(it, "type", "reasoning") && cJSON_AddArrayToObject(it, "summary") &&
               (content = cJSON_AddArrayToObject(it, "content"));
     if (ok && done) ok = (part = cJSON_CreateObject()) && cJSON_AddItemToArray(content, part) &&
-                         add_str(part, "type", "reasoning_text") && put_text(part, "text", text, n) &&
-                         (!w->encrypted || put_text(it, "encrypted_content", text, n));
-    if (ok && done) ok = add_str(it, "status", "completed");
+                         srv_add_str(part, "type", "reasoning_text") && srv_put_text(part, "text", text, n) &&
+                         (!w->encrypted || srv_put_text(it, "encrypted_content", text, n));
+    if (ok && done) ok = srv_add_str(it, "status", "completed");
     if (!ok) {
         cJSON_Delete(it);
         return NULL;
@@ -518,7 +439,7 @@ static cJSON *reasoning_item(const resp_writer *w, const char *text, size_t n, b
 
 static cJSON *text_part(const char *text, size_t n) {
     cJSON *p = cJSON_CreateObject();
-    bool ok = p && add_str(p, "type", "output_text") && put_text(p, "text", text, n) && cJSON_AddArrayToObject(p, "annotations") &&
+    bool ok = p && srv_add_str(p, "type", "output_text") && srv_put_text(p, "text", text, n) && cJSON_AddArrayToObject(p, "annotations") &&
               cJSON_AddArrayToObject(p, "logprobs");
     if (!ok) {
         cJSON_Delete(p);
@@ -529,8 +450,8 @@ static cJSON *text_part(const char *text, size_t n) {
 
 static cJSON *message_item(const resp_writer *w, const char *text, size_t n, const char *status, bool with_text) {
     cJSON *it = cJSON_CreateObject(), *content = NULL, *part = NULL;
-    bool ok = it && add_str(it, "id", w->msg_id) && add_str(it, "type", "message") && add_str(it, "status", status) &&
-              add_str(it, "role", "assistant") && (content = cJSON_AddArrayToObject(it, "content"));
+    bool ok = it && srv_add_str(it, "id", w->msg_id) && srv_add_str(it, "type", "message") && srv_add_str(it, "status", status) &&
+              srv_add_str(it, "role", "assistant") && (content = cJSON_AddArrayToObject(it, "content"));
     if (ok && with_text) ok = (part = text_part(text, n)) && cJSON_AddItemToArray(content, part);
     if (!ok) {
         if (part && !cJSON_GetArraySize(content)) cJSON_Delete(part);
@@ -544,9 +465,9 @@ static cJSON *call_item(const srv_tool_call *c, const char *status, bool with_ar
     char id[48];
     snprintf(id, sizeof id, "fc_%s", c->id);
     cJSON *it = cJSON_CreateObject();
-    bool ok = it && add_str(it, "id", id) && add_str(it, "type", "function_call") && add_str(it, "status", status) &&
-              add_str(it, "call_id", c->id) && add_str(it, "name", c->name) &&
-              add_str(it, "arguments", with_args && c->arguments ? c->arguments : "");
+    bool ok = it && srv_add_str(it, "id", id) && srv_add_str(it, "type", "function_call") && srv_add_str(it, "status", status) &&
+              srv_add_str(it, "call_id", c->id) && srv_add_str(it, "name", c->name) &&
+              srv_add_str(it, "arguments", with_args && c->arguments ? c->arguments : "");
     if (!ok) {
         cJSON_Delete(it);
         return NULL;
@@ -558,15 +479,15 @@ static cJSON *call_item(const srv_tool_call *c, const char *status, bool with_ar
 static cJSON *response_object(resp_writer *w, const srv_dialect_end *d) {
     cJSON *r = cJSON_CreateObject(), *out = NULL;
     bool done = d != NULL, inc = d && incomplete(d->finish);
-    bool ok = r && add_str(r, "id", w->id) && add_str(r, "object", "response") &&
+    bool ok = r && srv_add_str(r, "id", w->id) && srv_add_str(r, "object", "response") &&
               cJSON_AddNumberToObject(r, "created_at", (double)w->created) &&
-              add_str(r, "status", !done ? "in_progress" : inc ? "incomplete" : "completed") &&
-              cJSON_AddNullToObject(r, "error") && add_str(r, "model", w->model) &&
+              srv_add_str(r, "status", !done ? "in_progress" : inc ? "incomplete" : "completed") &&
+              cJSON_AddNullToObject(r, "error") && srv_add_str(r, "model", w->model) &&
               (out = cJSON_AddArrayToObject(r, "output")) && cJSON_AddNullToObject(r, "previous_response_id") &&
-              cJSON_AddFalseToObject(r, "store") && add_str(r, "truncation", "disabled");
+              cJSON_AddFalseToObject(r, "store") && srv_add_str(r, "truncation", "disabled");
     if (ok && inc) {
         cJSON *why = cJSON_AddObjectToObject(r, "incomplete_details");
-        ok = why && add_str(why, "reason", "max_output_tokens");
+        ok = why && srv_add_str(why, "reason", "max_output_tokens");
     } else if (ok) {
         ok = cJSON_AddNullToObject(r, "incomplete_details") != NULL;
     }
@@ -585,11 +506,11 @@ static cJSON *response_object(resp_writer *w, const srv_dialect_end *d) {
         switch (defaults[i].kind) {
         case 0: ok = cJSON_AddNullToObject(r, k) != NULL; break;
         case 1: ok = cJSON_AddArrayToObject(r, k) != NULL; break;
-        case 2: ok = add_str(r, k, "auto"); break;
+        case 2: ok = srv_add_str(r, k, "auto"); break;
         case 3: ok = cJSON_AddTrueToObject(r, k) != NULL; break;
         case 4: ok = cJSON_AddObjectToObject(r, k) != NULL; break;
         case 5: ok = cJSON_AddNumberToObject(r, k, 1) != NULL; break;
-        case 6: ok = (f = cJSON_AddObjectToObject(r, k)) && (f = cJSON_AddObjectToObject(f, "format")) && add_str(f, "type", "text"); break;
+        case 6: ok = (f = cJSON_AddObjectToObject(r, k)) && (f = cJSON_AddObjectToObject(f, "format")) && srv_add_str(f, "type", "text"); break;
         default: ok = (f = cJSON_AddObjectToObject(r, k)) && cJSON_AddNullToObject(f, "effort") && cJSON_AddNullToObject(f, "summary"); break;
         }
     }
@@ -627,14 +548,14 @@ static char *whole(void *st, const srv_dialect_end *d) {
     new_id(w->rs_id, sizeof w->rs_id, "rs");
     new_id(w->msg_id, sizeof w->msg_id, "msg");
     cJSON *r = response_object(w, d);
-    return print(r, r != NULL);
+    return srv_json_print(r, r != NULL);
 }
 
 /* One event: data (taken) with its type and sequence number. */
 static char *event(resp_writer *w, const char *type, cJSON *data) {
     bool ok = data && cJSON_AddStringToObject(data, "type", type) &&
               cJSON_AddNumberToObject(data, "sequence_number", (double)w->seq++);
-    return srv_sse_named(type, print(data, ok));
+    return srv_sse_named(type, srv_json_print(data, ok));
 }
 
 /* {"response": the object} as event type. */
@@ -660,7 +581,7 @@ static char *begin(void *st, int64_t prompt_tokens) {
 /* An event about item `index` (and its content part 0 when part). */
 static cJSON *item_data(int index, const char *item_id, bool part) {
     cJSON *d = cJSON_CreateObject();
-    bool ok = d && (!item_id || add_str(d, "item_id", item_id)) && cJSON_AddNumberToObject(d, "output_index", index) &&
+    bool ok = d && (!item_id || srv_add_str(d, "item_id", item_id)) && cJSON_AddNumberToObject(d, "output_index", index) &&
               (!part || cJSON_AddNumberToObject(d, "content_index", 0));
     if (!ok) {
         cJSON_Delete(d);
@@ -692,7 +613,7 @@ static char *part_event(resp_writer *w, const char *type, int index, const char 
 static char *text_event(resp_writer *w, const char *type, int index, const char *item_id, const char *key, const char *s,
                         size_t n, bool logprobs) {
     cJSON *d = item_data(index, item_id, true);
-    bool ok = d && put_text(d, key, s, n) && (!logprobs || cJSON_AddArrayToObject(d, "logprobs"));
+    bool ok = d && srv_put_text(d, key, s, n) && (!logprobs || cJSON_AddArrayToObject(d, "logprobs"));
     if (!ok) {
         cJSON_Delete(d);
         return NULL;
@@ -702,7 +623,7 @@ static char *text_event(resp_writer *w, const char *type, int index, const char 
 
 static cJSON *reasoning_part(const char *s, size_t n) {
     cJSON *p = cJSON_CreateObject();
-    if (!p || !add_str(p, "type", "reasoning_text") || !put_text(p, "text", s, n)) {
+    if (!p || !srv_add_str(p, "type", "reasoning_text") || !srv_put_text(p, "text", s, n)) {
         cJSON_Delete(p);
         return NULL;
     }
@@ -794,10 +715,10 @@ static char *end(void *st, const srv_dialect_end *d) {
         snprintf(id, sizeof id, "fc_%s", c->id);
         out = srv_text_cat(out, item_event(w, "response.output_item.added", i, call_item(c, "in_progress", false)));
         cJSON *dd = item_data(i, id, false);
-        bool ok = dd && add_str(dd, "delta", c->arguments ? c->arguments : "");
+        bool ok = dd && srv_add_str(dd, "delta", c->arguments ? c->arguments : "");
         out = srv_text_cat(out, ok ? event(w, "response.function_call_arguments.delta", dd) : (cJSON_Delete(dd), NULL));
         dd = item_data(i, id, false);
-        ok = dd && add_str(dd, "arguments", c->arguments ? c->arguments : "") && add_str(dd, "name", c->name);
+        ok = dd && srv_add_str(dd, "arguments", c->arguments ? c->arguments : "") && srv_add_str(dd, "name", c->name);
         out = srv_text_cat(out, ok ? event(w, "response.function_call_arguments.done", dd) : (cJSON_Delete(dd), NULL));
         out = srv_text_cat(out, item_event(w, "response.output_item.done", i, call_item(c, "completed", true)));
     }
@@ -807,9 +728,9 @@ static char *end(void *st, const srv_dialect_end *d) {
 static char *stream_error(void *st, const srv_error *e) {
     resp_writer *w = st;
     cJSON *d = cJSON_CreateObject();
-    bool ok = d && (e->code ? add_str(d, "code", e->code) : cJSON_AddNullToObject(d, "code") != NULL) &&
-              add_str(d, "message", e->message) &&
-              (e->param[0] ? add_str(d, "param", e->param) : cJSON_AddNullToObject(d, "param") != NULL);
+    bool ok = d && (e->code ? srv_add_str(d, "code", e->code) : cJSON_AddNullToObject(d, "code") != NULL) &&
+              srv_add_str(d, "message", e->message) &&
+              (e->param[0] ? srv_add_str(d, "param", e->param) : cJSON_AddNullToObject(d, "param") != NULL);
     if (!ok) {
         cJSON_Delete(d);
         return NULL;
