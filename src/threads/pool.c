@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -134,8 +135,10 @@ static void *worker_main(void *raw) {
 
 pool *pool_create(int n_threads) {
     if (n_threads < 1) n_threads = 1;
-    pool *p = calloc(1, sizeof *p);
+    /* its counters are aligned to cache lines (sizeof is then a multiple of the alignment) */
+    pool *p = aligned_alloc(_Alignof(pool), sizeof *p);
     if (!p) return NULL;
+    memset(p, 0, sizeof *p);
     p->n_threads = n_threads;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
