@@ -54,6 +54,11 @@ static bool set_joined(cJSON *obj, const char *name, const char *a, const char *
     return v && cJSON_ReplaceItemInObjectCaseSensitive(obj, name, v);
 }
 
+static bool starts_with(const char *t, size_t n, size_t i, const char *lit) {
+    size_t k = strlen(lit);
+    return n - i >= k && !memcmp(t + i, lit, k);
+}
+
 static const char *content_of(const cJSON *msg) {
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(msg, "content");
     return cJSON_IsString(c) ? c->valuestring : "";
@@ -92,7 +97,7 @@ static bool result_into_user_turn(cJSON *arr, cJSON *msg, cJSON *prev, bool *mer
     snprintf(block, n, "<tool_response>\n%s\n</tool_response>", content_of(msg));
     bool ok;
     *merged = prev && !strcmp(cJSON_GetObjectItemCaseSensitive(prev, "role")->valuestring, "user") &&
-              !strncmp(content_of(prev), "<tool_response>", 15);
+              starts_with(content_of(prev), strlen(content_of(prev)), 0, "<tool_response>");
     if (*merged) {
         ok = set_joined(prev, "content", content_of(prev), "\n", block);
         cJSON_Delete(cJSON_DetachItemViaPointer(arr, msg));
@@ -232,11 +237,6 @@ static cJSON *json_at(const char *t, size_t n, size_t *i) {
     }
     if (v) *i = (size_t)(end - t);
     return v;
-}
-
-static bool starts_with(const char *t, size_t n, size_t i, const char *lit) {
-    size_t k = strlen(lit);
-    return n - i >= k && !memcmp(t + i, lit, k);
 }
 
 /* A closing marker after a call: there, or the reply ended (a block the end of generation cut
