@@ -256,8 +256,10 @@ $(BUILD)/grammar_bench: bench/grammar_bench.c $(BUILD)/rel/libnucleus.a
 	$(CC) $(REL_CFLAGS) -o $@ $^ $(LDLIBS)
 
 # AArch64 under qemu-aarch64 (tests/e2e/neon.sh): the kernels and their unit test, cross-compiled
-# with Debian's gcc-aarch64-linux-gnu (make deps) into $(BUILD)/aarch64, with UBSan (ASan does not
-# run under qemu-user). Only what test_kernels links, so no arm64 libraries are needed.
+# with Debian's gcc-aarch64-linux-gnu (make test-deps) into $(BUILD)/aarch64, with UBSan (ASan does
+# not run under qemu-user); test_kernels links only the kernels. The whole command line too
+# ($(A64)/nucleus, make cross-aarch64-cli), over the arm64 builds of the libraries (make test-deps
+# adds Debian's arm64 architecture for them), so the forward pass runs on the NEON set end to end.
 AARCH64_CC ?= aarch64-linux-gnu-gcc
 A64 := $(BUILD)/aarch64
 A64_SRC := $(sort $(wildcard src/kernels/*.c)) src/tensor/quant.c src/tensor/quant_k.c src/format/ggml_types.c
@@ -268,8 +270,13 @@ $(A64)/%.o: %.c
 	$(AARCH64_CC) $(A64_CFLAGS) $(if $(findstring _neon_dot,$<),$(NEON_DOT_FLAGS),$(if $(findstring _neon_i8mm,$<),$(NEON_I8MM_FLAGS),)) -MMD -MP -c $< -o $@
 $(A64)/test_kernels: tests/unit/test_kernels.c $(A64_SRC:%.c=$(A64)/%.o)
 	$(AARCH64_CC) $(A64_CFLAGS) -Itests -o $@ $^ -lm -lpthread
-.PHONY: cross-aarch64
+.PHONY: cross-aarch64 cross-aarch64-cli
 cross-aarch64: $(A64)/test_kernels
+A64_CLI_OBJ := $(LIB_SRC:%.c=$(A64)/%.o) $(CLI_SRC:%.c=$(A64)/%.o) $(A64)/$(BUILD)/gen/web_assets.o
+$(A64)/cli/main.o: $(BUILD)/gen/version.h
+$(A64)/nucleus: $(A64_CLI_OBJ)
+	$(AARCH64_CC) $(A64_CFLAGS) -o $@ $^ $(LDLIBS) $(CLI_LDLIBS)
+cross-aarch64-cli: $(A64)/nucleus
 
 # Fuzz harnesses need clang's libFuzzer.
 FUZZ_SRC := $(shell find tests/fuzz -name 'fuzz_*.c' | sort)

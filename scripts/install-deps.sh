@@ -29,14 +29,23 @@ PKGS+=(python3 python3-pip python3-venv)
 # own) to test the server's web page.
 # gcc-aarch64-linux-gnu, libc6-dev-arm64-cross and qemu-user (qemu-aarch64): tests/e2e/neon.sh
 # cross-compiles the NEON kernels and their unit test for AArch64 and runs them emulated, so the
-# ARM set is tested on x86 machines too.
+# ARM set is tested on x86 machines too; the arm64 builds of the five libraries (Debian's arm64
+# architecture added to dpkg for them) let it cross-compile the whole command line, whose forward
+# pass it runs on the architectures' records there.
 TEST_PKGS=(clang libclang-rt-14-dev python3 python3-numpy python3-pytest curl pkg-config nginx golang-1.19-src chromium
            gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
+ARM64_PKGS=(libpcre2-dev:arm64 libcjson-dev:arm64 libmicrohttpd-dev:arm64 libcurl4-openssl-dev:arm64 libedit-dev:arm64)
 # The node packages of the tests that compare with JavaScript reference implementations
 # (tokenizers, Jinja, the openai client, ajv, playwright-core), pinned by each package-lock.json.
 NODE_DIRS=(tests/node tests/node_grammar tests/node_jinja tests/node_server tests/node_web)
 
 $tests && PKGS+=("${TEST_PKGS[@]}")
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
+if $tests && [ "$(dpkg --print-architecture)" = amd64 ]; then
+    PKGS+=("${ARM64_PKGS[@]}")
+    dpkg --print-foreign-architectures | grep -qx arm64 || $SUDO dpkg --add-architecture arm64
+fi
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -45,8 +54,6 @@ done
 # none is found.
 if $tests && { ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; }; then missing+=(nodejs npm); fi
 if [ ${#missing[@]} -ne 0 ]; then
-    SUDO=""
-    if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
     echo "installing: ${missing[*]}" >&2
     export DEBIAN_FRONTEND=noninteractive
     $SUDO apt-get update -qq

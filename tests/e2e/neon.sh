@@ -12,7 +12,14 @@
 # =neon obeyed, an x86 set's name no cap. make test (tests/lib/tier.sh) leaves out test_interleaved
 # under qemu: no NEON set has interleaved kernels, so it runs kernels.c's generic path over the row
 # kernels, which the x86 run of test_kernels checks with the scalar set and the other tests with
-# NEON (make test-full and a run by hand: all of it). Ends with "neon: N passed, N failed".
+# NEON (make test-full and a run by hand: all of it). Then the whole command line built for
+# AArch64 (make cross-aarch64-cli, over Debian's arm64 libraries) scores shared/archs' records
+# through tests/e2e/archs_check.py on -cpu max: every architecture's forward pass, the 2026
+# families' recurrences and latent attention included, on the NEON set against the same
+# references and tolerances as on x86 (make test: the GGUF forms' sampled records; make test-full:
+# every record of both forms). One thread: qemu-user 7.2 hangs a guest's pthread_create on this
+# kind of machine (a two-line program does too), so the threads are left to the x86 runs.
+# Ends with "neon: N passed, N failed".
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/checks.sh
@@ -30,6 +37,9 @@ missing=()
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || missing+=(gcc-aarch64-linux-gnu)
 [ -e /usr/aarch64-linux-gnu/include/stdio.h ] || missing+=(libc6-dev-arm64-cross)
 command -v qemu-aarch64 >/dev/null 2>&1 || missing+=(qemu-user)
+for lib in pcre2-8 cjson microhttpd curl edit; do
+    [ -e "/usr/lib/aarch64-linux-gnu/lib$lib.so" ] || missing+=("lib$lib (arm64)")
+done
 if [ ${#missing[@]} -ne 0 ]; then
     bad "missing ${missing[*]}: install them with make deps (scripts/install-deps.sh), or apt-get install ${missing[*]}"
     finish
@@ -61,7 +71,7 @@ int main(void) {
     return 0;
 }
 EOF
-objs=$(find "$a64/src" -name '*.o' | sort)
+objs=$(ls "$a64"/src/kernels/*.o "$a64"/src/tensor/quant.o "$a64"/src/tensor/quant_k.o "$a64"/src/format/ggml_types.o)
 if aarch64-linux-gnu-gcc -std=c11 -D_GNU_SOURCE -Isrc -fsanitize=undefined -o "$tmp/probe" "$tmp/probe.c" $objs -lm -lpthread 2>"$tmp/probe.log"; then
     ok
     expect_eq "-cpu max" "$(run max "$tmp/probe")" "sdot=1 i8mm=1 set=neon"
@@ -92,4 +102,26 @@ for cpu in max neoverse-n1 cortex-a72; do
     expect_in "test_kernels -cpu $cpu: the NEON set ran" "kernel sets available up to neon" "$out"
     if [ $rc -ne 0 ] || [ -z "$line" ]; then bad "test_kernels -cpu $cpu: rc=$rc: $(tail -n 30 <<<"$out")"; fi
 done
+
+# The architectures' records through the AArch64 command line.
+if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -j2 BUILD="$build" cross-aarch64-cli >"$tmp/cli.log" 2>&1; then
+    bad "make cross-aarch64-cli failed: $(tail -n 20 "$tmp/cli.log")"
+    finish
+fi
+if grep -q "warning:" "$tmp/cli.log"; then bad "cross build warnings: $(grep "warning:" "$tmp/cli.log" | head -n 5)"; else ok; fi
+printf '#!/bin/sh\nexec qemu-aarch64 -cpu max -L /usr/aarch64-linux-gnu %q "$@"\n' "$(pwd)/$a64/nucleus" >"$tmp/nucleus"
+chmod +x "$tmp/nucleus"
+expect_in "the AArch64 build runs the NEON set" "(this CPU: neon)" "$("$tmp/nucleus" --version 2>&1)"
+forms=(--forms gguf --sample)
+tier_is full && forms=(--forms gguf,hf)
+out=$(/usr/bin/python3 tests/e2e/archs_check.py --nucleus "$tmp/nucleus" --shared "$SHARED" --threads 1 "${forms[@]}" 2>&1)
+line=$(grep -E '^archs: [0-9]+ passed, [0-9]+ failed' <<<"$out" | tail -n 1)
+echo "AArch64, -cpu max: $line"
+if [[ $line =~ ([0-9]+)\ passed,\ ([0-9]+)\ failed ]]; then
+    pass=$((pass + BASH_REMATCH[1]))
+    fail=$((fail + BASH_REMATCH[2]))
+    [ "${BASH_REMATCH[2]}" -eq 0 ] || bad "archs on AArch64: $(grep -E 'FAIL' <<<"$out" | head -n 10)"
+else
+    bad "archs on AArch64: no result: $(tail -n 20 <<<"$out")"
+fi
 finish
