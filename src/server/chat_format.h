@@ -28,6 +28,8 @@ typedef enum srv_call_kind {
     SRV_CALLS_NAMED,        /* section_open? (call_open NAME name_end ARGUMENTS call_close)+
                                section_close?, the arguments one JSON object or parameters */
     SRV_CALLS_HARMONY,      /* gpt-oss: a commentary message to=functions.NAME */
+    SRV_CALLS_PYTHONIC,     /* section_open [NAME(KEY=VALUE, ...), ...] section_close, the values
+                               Python literals (LFM2) */
 } srv_call_kind;
 
 typedef struct srv_call_syntax {

@@ -364,6 +364,7 @@ int srv_tool_calls_parse(const srv_call_syntax *sx, const char *text, size_t n, 
         case SRV_CALLS_JSON_LIST: rc = parse_list(sx, text, n, &at, max, out); break;
         case SRV_CALLS_JSON_BARE: rc = parse_bare(sx, text, n, &at, max, out); break;
         case SRV_CALLS_NAMED: rc = srv_calls_named(sx, text, n, &at, tools_json, max, out); break;
+        case SRV_CALLS_PYTHONIC: rc = srv_calls_python(sx, text, n, &at, max, out); break;
         case SRV_CALLS_HARMONY: break; /* its messages are parsed with its channels (harmony.c) */
         }
     }

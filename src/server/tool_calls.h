@@ -68,6 +68,12 @@ int srv_tool_calls_add(srv_tool_calls *out, const char *name, const char *argume
  * max of them; *i moves past what they took. */
 int srv_calls_named(const srv_call_syntax *sx, const char *t, size_t n, size_t *i, const char *tools_json, int32_t max,
                     srv_tool_calls *out);
+/* Calls written as Python (SRV_CALLS_PYTHONIC, call_python.c), as srv_calls_named. */
+int srv_calls_python(const srv_call_syntax *sx, const char *t, size_t n, size_t *i, int32_t max, srv_tool_calls *out);
+/* For a template that takes tools but renders no calls (LFM2): messages_json with each assistant
+ * message's tool_calls written into its content in syntax sx (a Python list). malloc'd; NULL when
+ * out of memory or not JSON. */
+char *srv_calls_python_into_content(const srv_call_syntax *sx, const char *messages_json);
 /* Arguments written as bare text: the parameter's JSON value for tool `name` of tools_json
  * (a JSON string unless its schema says otherwise and the text is JSON). malloc'd cJSON. */
 struct cJSON;

@@ -73,6 +73,10 @@ static void test_detection(void) {
         {"fireworks-ai-llama-3-firefunction-v2", NULL, "firefunction-v2"},
         {"upstage-Solar-Open-100B", NULL, "solar-open"},
         {"GigaChat3.1-10B-A1.8B", NULL, "gigachat-3.1"},
+        {"LFM2-8B-A1B", NULL, "lfm2"},
+        {"GigaChat3-10B-A1.8B", NULL, "gigachat-3"},
+        {"CohereForAI-c4ai-command-r-plus-tool_use", NULL, "command-r-plus"},
+        {"LFM2.5-Instruct", "think", "lfm2"},
         {"google-gemma-4-31B-it", "gemma4", NULL},
         /* templates that render no tools, or calls in a syntax nucleus does not read: described */
         {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "think", NULL},
@@ -103,7 +107,8 @@ static void test_detection(void) {
 /* ---- Replies of each family ---------------------------------------------------------------- */
 
 /* How a family writes things, from its documentation (%N: the function's name, %A: its arguments
- * as JSON, %P: its parameters one by one as param, with %K the key and %V the value). */
+ * as JSON, %P: its parameters one by one as param, with %K the key and %V the value, %Y: its
+ * arguments as Python's keyword arguments). */
 typedef struct family {
     const char *name, *reasoning, *calls;
     const char *think_open, *think_close;  /* what the model writes around its reasoning */
@@ -161,6 +166,13 @@ static const family FAMILIES[] = {
      "<|tool_call:begin|>call_%I<|tool_call:name|>%N<|tool_call:args|>%A<|tool_call:end|>", "", "<|calls|>", NULL, ""},
     {"gigachat-3.1", NULL, "gigachat-3.1", NULL, NULL, "", "<|function_call|>{\"name\": \"%N\", \"arguments\": %A}", "", "",
      NULL, ""},
+    {"gigachat-3", NULL, "gigachat-3", NULL, NULL, "",
+     "<|message_sep|>\n\nfunction call<|role_sep|>\n{\"name\": \"%N\", \"arguments\": %A}", "", "", NULL, ""},
+    {"command-r-plus", NULL, "command-r-plus", NULL, NULL, "Action:\n```json\n[\n    ",
+     "{\"tool_name\": \"%N\", \"parameters\": %A}", ",\n    ", "\n]```", NULL, "\n"},
+    {"lfm2", NULL, "lfm2", NULL, NULL, "<|tool_call_start|>[", "%N(%Y)", ", ", "]<|tool_call_end|>", NULL, ""},
+    {"lfm2.5", "think", "lfm2", "<think>", "</think>\n", "<|tool_call_start|>[", "%N(%Y)", ", ", "]<|tool_call_end|>",
+     NULL, "\n"},
 };
 
 /* Two calls: get_weather with a string and an integer, now without arguments. */
@@ -196,6 +208,7 @@ static void write_call(text *t, const family *f, int k) {
         case 'N': put(t, NAMES[k]); break;
         case 'A': put(t, ARGS[k]); break;
         case 'I': put(t, idx); break;
+        case 'Y': put(t, k == 0 ? "city=\"Oslo\", days=2" : ""); break; /* Python's keyword arguments */
         case 'P':
             if (k == 0) { /* city Oslo, days 2 */
                 const char *kv[2][2] = {{"city", "Oslo"}, {"days", "2"}};
@@ -497,8 +510,85 @@ static void test_fuzz_findings(void) {
                  "<|channel|>commentary to=functions.now <|constrain|>json<|message|>{x<|call|>Done.", 0);
 }
 
+/* ---- LFM2's Python calls ------------------------------------------------------------------ */
+
+static void test_python_calls(void) {
+    const srv_call_syntax *sx = srv_call_syntax_named("lfm2");
+    srv_reply_opts o = {.calls = sx};
+    /* Python's literals, either quote, escapes, nested lists, tuples and dicts, blanks anywhere */
+    const char *t = "<|tool_call_start|>[ f(a='it\\'s \"x\"\\n', b=True, c=None, d=[1, 2.5, -3e2, False], "
+                    "e={'k': \"v\", \"n\": {'m': ()}}, g=(1,), h=\"\\u00e9\\x41\") , g2() ]<|tool_call_end|> after";
+    srv_reply r;
+    CHECK(srv_reply_parse(&o, t, strlen(t), true, &r) == 0);
+    CHECK_MSG(r.calls.n == 2 && !strcmp(r.calls.calls[0].name, "f") && !strcmp(r.calls.calls[1].name, "g2") &&
+                  !strcmp(r.calls.calls[1].arguments, "{}") && !strcmp(r.content, "after"),
+              "%d calls, content '%s'", r.calls.n, r.content);
+    if (r.calls.n == 2)
+        CHECK_MSG(!strcmp(r.calls.calls[0].arguments,
+                          "{\"a\":\"it's \\\"x\\\"\\n\",\"b\":true,\"c\":null,\"d\":[1,2.5,-300,false],"
+                          "\"e\":{\"k\":\"v\",\"n\":{\"m\":[]}},\"g\":[1],\"h\":\"\xc3\xa9" "A\"}"),
+                  "arguments %s", r.calls.calls[0].arguments);
+    srv_reply_free(&r);
+    /* not Python: content, whole */
+    static const char *const bad[] = {
+        "<|tool_call_start|>[f(a=)]<|tool_call_end|>", "<|tool_call_start|>[f(a='x)]<|tool_call_end|>",
+        "<|tool_call_start|>[f(1)]<|tool_call_end|>",  "<|tool_call_start|>[f(a=1 b=2)]<|tool_call_end|>",
+        "<|tool_call_start|>[f(a={1: 2})]<|tool_call_end|>", "<|tool_call_start|>f(a=1)<|tool_call_end|>",
+        "<|tool_call_start|>[f(a='\\x00')]<|tool_call_end|>", "<|tool_call_start|>[f(a=1e)]<|tool_call_end|>",
+        "<|tool_call_start|>[f(a='\\xZ')]<|tool_call_end|>", "<|tool_call_start|>[f(a='\\u12')]<|tool_call_end|>",
+        "<|tool_call_start|>[f(", "<|tool_call_start|>[f(a=1, ", "<|tool_call_start|>[f(a=[1, 2", /* cut */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        CHECK(srv_reply_parse(&o, bad[i], strlen(bad[i]), true, &r) == 0);
+        CHECK_MSG(r.calls.n == 0 && !strcmp(r.content, bad[i]), "'%s': %d calls, content '%s'", bad[i], r.calls.n,
+                  r.content);
+        srv_reply_free(&r);
+    }
+    /* fed back: an assistant's calls into its content, as the model writes them, and read back alike */
+    const char msgs[] = "[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\",\"content\":\"Let me see.\","
+                        "\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+                        "\"arguments\":{\"city\":\"O'slo \\\"x\\\"\",\"days\":2,\"f\":[true,false,null]}}},{\"type\":\"function\","
+                        "\"function\":{\"name\":\"now\",\"arguments\":\"{}\"}}]},{\"role\":\"tool\",\"tool_call_id\":"
+                        "\"call_1\",\"content\":\"cold\"},{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"type\":"
+                        "\"function\",\"function\":{\"name\":\"now\",\"arguments\":{}}}]}]";
+    char *fed = srv_calls_python_into_content(sx, msgs);
+    cJSON *arr = fed ? cJSON_Parse(fed) : NULL;
+    const cJSON *a1 = cJSON_GetArrayItem(arr, 1), *a3 = cJSON_GetArrayItem(arr, 3);
+    const char *c1 = cJSON_GetStringValue(cJSON_GetObjectItem(a1, "content"));
+    const char *c3 = cJSON_GetStringValue(cJSON_GetObjectItem(a3, "content"));
+    CHECK_MSG(c1 && !strcmp(c1, "Let me see.<|tool_call_start|>[get_weather(city=\"O'slo \\\"x\\\"\", days=2, "
+                                "f=[True, False, None]), now()]<|tool_call_end|>"),
+              "fed back: %s", c1 ? c1 : "(none)");
+    CHECK(c3 && !strcmp(c3, "<|tool_call_start|>[now()]<|tool_call_end|>"));
+    CHECK(!cJSON_GetObjectItem(a1, "tool_calls") && !cJSON_GetObjectItem(a3, "tool_calls"));
+    if (c1) {
+        CHECK(srv_reply_parse(&o, c1, strlen(c1), true, &r) == 0);
+        CHECK(r.calls.n == 2 && !strcmp(r.content, "Let me see.") &&
+              !strcmp(r.calls.calls[0].arguments, "{\"city\":\"O'slo \\\"x\\\"\",\"days\":2,\"f\":[true,false,null]}"));
+        srv_reply_free(&r);
+    }
+    cJSON_Delete(arr);
+    free(fed);
+    /* the grammar writes Python's literals */
+    srv_error e;
+    char *g = srv_tool_grammar(sx,
+                               "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+                               "\"properties\":{\"a\":{\"type\":\"boolean\"},\"b\":{\"type\":[\"string\",\"null\"],"
+                               "\"enum\":[\"true\",null]},\"c\":{\"type\":\"integer\"}},\"required\":[\"c\"]}}}]",
+                               NULL, true, NULL, &e);
+    CHECK(g != NULL);
+    if (g) {
+        CHECK(grammar_takes(g, "<|tool_call_start|>[f(a=True, b=None, c=1), f(c=2), f(b=\"true\", c=3)]<|tool_call_end|>"));
+        CHECK(!grammar_takes(g, "<|tool_call_start|>[f(a=true, c=1)]<|tool_call_end|>"));
+        CHECK(!grammar_takes(g, "<|tool_call_start|>[f(a=True)]<|tool_call_end|>")); /* c is required */
+        CHECK(!grammar_takes(g, "<|tool_call_start|>[f(, c=1)]<|tool_call_end|>"));
+    }
+    free(g);
+}
+
 int main(void) {
     test_detection();
+    test_python_calls();
     test_fuzz_findings();
     for (size_t i = 0; i < sizeof FAMILIES / sizeof *FAMILIES; i++) {
         test_family(&FAMILIES[i]);
