@@ -215,7 +215,7 @@ static int tool_rules(FILE *g, const srv_call_syntax *sx, const cJSON *tool, int
     fprintf(g, "tc-%d ::=", k);
     switch (sx->kind) {
     case SRV_CALLS_NAMED:
-        marker(g, sx->call_open);
+        if (!sx->text_recipient) marker(g, sx->call_open); /* else the prompt wrote the first's (root) */
         literal(g, name);
         marker(g, sx->name_end);
         fprintf(g, " %s", args);
@@ -288,7 +288,13 @@ char *srv_tool_grammar(const srv_call_syntax *sx, const char *tools_json, const 
         break;
     case SRV_CALLS_NAMED:
         marker(g, sx->section_open);
-        fprintf(g, " tc-call (\"\\n\"? tc-call){0,%d}", more);
+        if (sx->text_recipient) { /* Functionary v3.2: NAME\n{...}, then >>>NAME\n{...} */
+            fputs(" tc-call (", g);
+            marker(g, sx->call_open);
+            fprintf(g, " tc-call){0,%d}", more);
+        } else {
+            fprintf(g, " tc-call (\"\\n\"? tc-call){0,%d}", more);
+        }
         marker(g, sx->section_close);
         break;
     default: fputs(" tc-call", g); /* one call: Llama 3's reply, a harmony message */

@@ -39,8 +39,11 @@ typedef struct call_entry {
 /* Most specific first: several families open their calls with <tool_call> or [TOOL_CALLS]. */
 static const call_entry CALLS[] = {
     {{"<|channel|>", "functions."}, {.name = "harmony", .kind = SRV_CALLS_HARMONY, .one_call = true}},
-    /* Functionary v3.2 (>>>NAME, its prompt ending in >>>): not read; its tools are described */
-    {{">>>all", NULL}, {.name = NULL}},
+    /* Functionary v3.2: its prompt ends with >>>, the reply opens with "all\n" and text or with a
+       call's NAME\n{...}; further calls >>>NAME\n{...} */
+    {{">>>all", NULL},
+     {.name = "functionary-v3.2", .kind = SRV_CALLS_NAMED, .call_open = ">>>", .name_end = "\n",
+      .text_recipient = "all", .args_text = true}},
     /* LFM2 (<|tool_list_start|>), LFM2.5: Python calls */
     {{"List of tools:", NULL},
      {.name = "lfm2", .kind = SRV_CALLS_PYTHONIC, .section_open = "<|tool_call_start|>",

@@ -147,6 +147,29 @@ char *srv_tools_describe(const char *messages_json, const char *tools_json) {
     return out;
 }
 
+/* ---- Calls fed back as text ------------------------------------------------------------------ */
+
+char *srv_calls_args_as_text(const char *messages_json) {
+    cJSON *arr = cJSON_Parse(messages_json), *m;
+    bool ok = cJSON_IsArray(arr);
+    cJSON_ArrayForEach(m, arr) {
+        cJSON *c;
+        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(m, "tool_calls")) {
+            cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+            const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+            if (!args || cJSON_IsString(args)) continue;
+            char *text = cJSON_PrintUnformatted(args);
+            cJSON *s = text ? cJSON_CreateString(text) : NULL;
+            cJSON_free(text);
+            ok = ok && s && cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", s);
+            if (!ok) cJSON_Delete(s);
+        }
+    }
+    char *out = ok ? cJSON_PrintUnformatted(arr) : NULL;
+    cJSON_Delete(arr);
+    return out;
+}
+
 /* ---- Calls -------------------------------------------------------------------------------- */
 
 /* Random letters and digits into id[0..n). */

@@ -51,6 +51,7 @@ families=(
     "commandrplus command-r-plus CohereForAI-c4ai-command-r-plus-tool_use"
     "lfm2 lfm2 LFM2-8B-A1B"
     "lfm25 lfm2.5 LFM2.5-Instruct"
+    "functionary32 functionary-v3.2 meetkai-functionary-medium-v3.2"
 )
 for f in "${families[@]}"; do
     set -- $f

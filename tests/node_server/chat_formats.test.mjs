@@ -32,8 +32,9 @@ const DS = (s) => s.replaceAll('|', '\uff5c').replaceAll('_', '\u2581'); // Deep
 const DSML = '\uff5cDSML\uff5c';
 
 // How each family writes its reasoning and its calls. text: what separates a text from the calls
-// (undefined: the format has no text before calls); one: one call per reply; ids: the template
-// renders the calls' ids back; reasons: it renders an earlier turn's reasoning back.
+// (undefined: the format has no text before calls); lead: what a text opens with; one: one call
+// per reply; ids: the template renders the calls' ids back; reasons: it renders an earlier turn's
+// reasoning back.
 const FAMILIES = {
   qwen3: { think: ['<think>\n', '\n</think>\n\n'], call: (c) => `<tool_call>\n{"name": "${c.name}", "arguments": ${py(c.args)}}\n</tool_call>`,
            sep: '\n', text: '\n\n', reasons: true },
@@ -69,6 +70,8 @@ const FAMILIES = {
   lfm2: { open: '<|tool_call_start|>[', close: ']<|tool_call_end|>', sep: ', ', text: '', call: pythonic },
   'lfm2.5': { think: ['<think>', '</think>\n'], open: '<|tool_call_start|>[', close: ']<|tool_call_end|>', sep: ', ', text: '\n',
               call: pythonic },
+  // the prompt ends with ">>>": a text opens with the recipient "all\n", the first call with its name
+  'functionary-v3.2': { lead: 'all\n', text: '>>>', sep: '>>>', call: (c) => `${c.name}\n${py(c.args)}` },
   'solar-open': { open: '<|tool_calls|>', close: '<|calls|>', text: '', ids: true,
                   call: (c, i) => `<|tool_call:begin|>call_${i}<|tool_call:name|>${c.name}<|tool_call:args|>${py(c.args)}<|tool_call:end|>` },
 };
@@ -113,7 +116,7 @@ function reply(f, isOpen, { reasoning = true, text = true, n } = {}) {
   }
   let out = '';
   if (f.think && reasoning) out += `${isOpen ? '' : f.think[0]}Cold there.${f.think[1]}`;
-  if (text && f.text !== undefined) out += `Let me see.${f.text}`;
+  if (text && f.text !== undefined) out += `${f.lead ?? ''}Let me see.${f.text}`;
   return out + (f.open ?? '') + calls.map((c, i) => f.call(c, i)).join(f.sep ?? '') + (f.close ?? '');
 }
 
@@ -235,8 +238,8 @@ test('a reply cut by max_tokens inside its calls keeps the complete ones (tool_c
 const PICK_DESCRIBED = { type: 'function', function: { ...PICK[0].function, parameters: {
   ...PICK[0].function.parameters, properties: { n: { enum: [1, 2], description: 'Which one' } } } } };
 
-test('tool_choice required and named in the syntaxes of GigaChat 3, Command R+ and LFM2', async () => {
-  for (const name of ['gigachat3', 'commandrplus', 'lfm2']) {
+test('tool_choice required and named in the syntaxes of GigaChat 3, Command R+, LFM2 and Functionary v3.2', async () => {
+  for (const name of ['gigachat3', 'commandrplus', 'lfm2', 'functionary32']) {
     const ai = client(by(name));
     for (const tool_choice of ['required', { type: 'function', function: { name: 'pick' } }]) {
       const body = { model: 'm', messages: USER, tools: [PICK_DESCRIBED, CLOCK], tool_choice, seed: 1, max_tokens: 1500 };
@@ -254,6 +257,12 @@ test('tool_choice required and named in the syntaxes of GigaChat 3, Command R+ a
       assert.deepEqual(named(st.calls), named(m.tool_calls));
     }
   }
+  // Functionary v3.2 without tools: its prompt still ends with ">>>", the text's "all\n" is dropped
+  const ai = client(by('functionary32'));
+  const body = { model: 'm', messages: USER, seed: 1, max_tokens: 50, grammar: literal('all\nWear a coat.') };
+  const r = await ai.chat.completions.create(body);
+  assert.equal(r.choices[0].message.content, 'Wear a coat.');
+  assert.equal((await gather(await ai.chat.completions.create({ ...body, stream: true }))).content, 'Wear a coat.');
 });
 
 test('--reasoning-budget: the reasoning ends after its budget of tokens; required calls come after it', async () => {
