@@ -301,7 +301,8 @@ $(BUILD)/fuzz/fuzz_kv_file: src/kv/kv_file_format.c src/kv/kv_file.h
 FUZZ_EXTRA_fuzz_request := src/server/anthropic.c src/server/responses.c src/server/llama_api.c src/server/presets.c \
                            src/server/dialect.c
 $(BUILD)/fuzz/fuzz_request: src/server/request.c src/server/request.h $(FUZZ_EXTRA_fuzz_request) src/server/dialect.h
-$(BUILD)/fuzz/fuzz_reply: src/server/reply.c src/server/harmony.c src/server/call_named.c src/server/tool_calls.c \
+$(BUILD)/fuzz/fuzz_reply: src/server/reply.c src/server/harmony.c src/server/call_named.c src/server/call_python.c \
+                          src/server/tool_calls.c \
                           src/server/marker.c src/server/chat_format.c src/server/reply.h src/server/tool_calls.h
 $(BUILD)/fuzz/fuzz_template: $(wildcard src/template/*.c src/template/*.h)
 fuzz: $(FUZZ_BIN)

@@ -576,7 +576,8 @@ void nc_chat_template_cancel(nc_chat_template *t);
  * still become a call or a marker is held back, and calls are read only when done. */
 typedef struct nc_reply_params {
     const char *prompt;        /* the rendered prompt the reply follows, or NULL: whether it opened
-                                  the reasoning (Qwen3.5's and DeepSeek R1's end with "<think>") */
+                                  the reasoning (Qwen3.5's and DeepSeek R1's end with "<think>"),
+                                  or a recipient (Functionary v3.2's ends with ">>>") */
     size_t prompt_len;
     const char *tools_json;    /* the request's tools, OpenAI's array (their parameters' types say
                                   what a bare-text argument is); NULL: no calls are looked for */

@@ -55,8 +55,20 @@ static const char *tool_name(const cJSON *tool) {
     return cJSON_GetObjectItemCaseSensitive(fn_of(tool), "name")->valuestring;
 }
 
-/* A schema's grammar under rule `root`, appended to g. 0, or -1 with the 400 naming param. */
-static int schema_rules(FILE *g, const cJSON *schema, const char *root, const char *param, srv_error *e) {
+/* JSON's literals true, false and null in GBNF rules as Python's True, False, None (in place: the
+ * same lengths); a literal's quote after a backslash is inside another literal. */
+static void pythonic_literals(char *rules) {
+    static const char *const from[] = {"\"true\"", "\"false\"", "\"null\""};
+    static const char *const to[] = {"\"True\"", "\"False\"", "\"None\""};
+    for (int k = 0; k < 3; k++)
+        for (char *p = rules; (p = strstr(p, from[k])); p++)
+            if (p == rules || p[-1] != '\\') memcpy(p, to[k], strlen(to[k]));
+}
+
+/* A schema's grammar under rule `root`, appended to g (its literals Python's when python). 0, or
+ * -1 with the 400 naming param. */
+static int schema_rules_as(FILE *g, const cJSON *schema, const char *root, const char *param, bool python,
+                           srv_error *e) {
     char *text = cJSON_PrintUnformatted(schema), *rules = NULL;
     nc_err err;
     int rc = text ? nc_json_schema_to_grammar(text, root, &rules, &err) : -1;
@@ -66,9 +78,14 @@ static int schema_rules(FILE *g, const cJSON *schema, const char *root, const ch
         else srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
         return -1;
     }
+    if (python) pythonic_literals(rules);
     fputs(rules, g);
     free(rules);
     return 0;
+}
+
+static int schema_rules(FILE *g, const cJSON *schema, const char *root, const char *param, srv_error *e) {
+    return schema_rules_as(g, schema, root, param, false, e);
 }
 
 /* A tool's parameters, or OpenAI's function without arguments: {}. */
@@ -93,6 +110,17 @@ static bool required(const cJSON *params, const char *key) {
     cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(params, "required")) if (cJSON_IsString(r) &&
                                                                                    !strcmp(r->valuestring, key)) return true;
     return false;
+}
+
+/* A property's schema with the $defs its $refs may point to (in params); NULL when out of memory. */
+static cJSON *property_schema(const cJSON *params, const cJSON *p) {
+    cJSON *sub = cJSON_Duplicate(p, true);
+    for (const char *defs_key = "$defs"; sub && defs_key; defs_key = strcmp(defs_key, "$defs") ? NULL : "definitions") {
+        const cJSON *defs = cJSON_GetObjectItemCaseSensitive(params, defs_key);
+        if (defs && !cJSON_GetObjectItemCaseSensitive(sub, defs_key))
+            cJSON_AddItemToObject(sub, defs_key, cJSON_Duplicate(defs, true));
+    }
+    return sub;
 }
 
 /* Parameters one by one: rule tc-K-args. */
@@ -127,18 +155,42 @@ static int param_rules(FILE *g, const srv_call_syntax *sx, const cJSON *params, 
             if (cJSON_IsNumber(max)) fprintf(g, "%s ::= [^<]{%d,%d}\n", value, lo, (int)max->valuedouble);
             else fprintf(g, "%s ::= [^<]{%d,}\n", value, lo);
         } else { /* JSON, with the $defs its $refs may point to */
-            cJSON *sub = cJSON_Duplicate(p, true);
-            for (const char *defs_key = "$defs"; sub && defs_key; defs_key = strcmp(defs_key, "$defs") ? NULL : "definitions") {
-                const cJSON *defs = cJSON_GetObjectItemCaseSensitive(params, defs_key);
-                if (defs && !cJSON_GetObjectItemCaseSensitive(sub, defs_key))
-                    cJSON_AddItemToObject(sub, defs_key, cJSON_Duplicate(defs, true));
-            }
+            cJSON *sub = property_schema(params, p);
             char param[160];
             snprintf(param, sizeof param, "%s.properties.%.40s", where, p->string);
             int rc = sub ? schema_rules(g, sub, value, param, e) : -1;
             cJSON_Delete(sub);
             if (rc) return -1;
         }
+        i++;
+    }
+    return 0;
+}
+
+/* Keyword arguments, KEY=VALUE joined by ", ", in the schema's order, the optional ones maybe:
+ * rule tc-K-args. tc-K-aI: those from the I-th on when none came before, tc-K-bI: when some did. */
+static int python_rules(FILE *g, const cJSON *params, int k, const char *where, srv_error *e) {
+    const cJSON *props = cJSON_GetObjectItemCaseSensitive(params, "properties"), *p;
+    int n = cJSON_GetArraySize(props), i = 0;
+    fprintf(g, "tc-%d-args ::= tc-%d-a0\ntc-%d-a%d ::= \"\"\ntc-%d-b%d ::= \"\"\n", k, k, k, n, k, n);
+    cJSON_ArrayForEach(p, props) {
+        bool req = required(params, p->string);
+        fprintf(g, "tc-%d-a%d ::=", k, i);
+        literal(g, p->string);
+        fprintf(g, " \"=\" tc-%d-p%d-value tc-%d-b%d", k, i, k, i + 1);
+        if (!req) fprintf(g, " | tc-%d-a%d", k, i + 1);
+        fprintf(g, "\ntc-%d-b%d ::= \", \"", k, i);
+        literal(g, p->string);
+        fprintf(g, " \"=\" tc-%d-p%d-value tc-%d-b%d", k, i, k, i + 1);
+        if (!req) fprintf(g, " | tc-%d-b%d", k, i + 1);
+        fputs("\n", g);
+        char value[48], param[160];
+        snprintf(value, sizeof value, "tc-%d-p%d-value", k, i);
+        snprintf(param, sizeof param, "%s.properties.%.40s", where, p->string);
+        cJSON *sub = property_schema(params, p);
+        int rc = sub ? schema_rules_as(g, sub, value, param, true, e) : -1;
+        cJSON_Delete(sub);
+        if (rc) return -1;
         i++;
     }
     return 0;
@@ -155,6 +207,7 @@ static int tool_rules(FILE *g, const srv_call_syntax *sx, const cJSON *tool, int
         return -1;
     }
     int rc = sx->kind == SRV_CALLS_NAMED && sx->param_open ? param_rules(g, sx, params, k, where, e)
+             : sx->kind == SRV_CALLS_PYTHONIC               ? python_rules(g, params, k, where, e)
                                                              : schema_rules(g, params, args, where, e);
     cJSON_Delete(params);
     if (rc) return -1;
@@ -162,11 +215,15 @@ static int tool_rules(FILE *g, const srv_call_syntax *sx, const cJSON *tool, int
     fprintf(g, "tc-%d ::=", k);
     switch (sx->kind) {
     case SRV_CALLS_NAMED:
-        marker(g, sx->call_open);
+        if (!sx->text_recipient) marker(g, sx->call_open); /* else the prompt wrote the first's (root) */
         literal(g, name);
         marker(g, sx->name_end);
         fprintf(g, " %s", args);
         marker(g, sx->call_close);
+        break;
+    case SRV_CALLS_PYTHONIC:
+        literal(g, name);
+        fprintf(g, " \"(\" %s \")\"", args);
         break;
     case SRV_CALLS_HARMONY:
         literal(g, "<|channel|>commentary to=functions.");
@@ -222,13 +279,22 @@ char *srv_tool_grammar(const srv_call_syntax *sx, const char *tools_json, const 
         marker(g, sx->call_close);
         break;
     case SRV_CALLS_JSON_LIST:
+    case SRV_CALLS_PYTHONIC:
         marker(g, sx->section_open);
-        fprintf(g, " \"[\" tc-call (\", \" tc-call){0,%d} \"]\"", more);
+        /* the blanks a template writes inside its list (Command R+'s lines and indents) */
+        fprintf(g, " \"[\" tc-ws tc-call (\",\" tc-ws tc-call){0,%d} tc-ws \"]\"", more);
         marker(g, sx->section_close);
+        fputs("\ntc-ws ::= [ \\n]{0,8}", g);
         break;
     case SRV_CALLS_NAMED:
         marker(g, sx->section_open);
-        fprintf(g, " tc-call (\"\\n\"? tc-call){0,%d}", more);
+        if (sx->text_recipient) { /* Functionary v3.2: NAME\n{...}, then >>>NAME\n{...} */
+            fputs(" tc-call (", g);
+            marker(g, sx->call_open);
+            fprintf(g, " tc-call){0,%d}", more);
+        } else {
+            fprintf(g, " tc-call (\"\\n\"? tc-call){0,%d}", more);
+        }
         marker(g, sx->section_close);
         break;
     default: fputs(" tc-call", g); /* one call: Llama 3's reply, a harmony message */

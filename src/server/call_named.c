@@ -173,3 +173,27 @@ int srv_calls_named(const srv_call_syntax *sx, const char *t, size_t n, size_t *
     if (got && sx->section_close) closed_or_end(t, n, at, sx->section_close);
     return 0;
 }
+
+/* ---- A reply that opens with its recipient (Functionary v3.2) ------------------------------ */
+
+mk_result srv_text_recipient(const srv_call_syntax *sx, const char *t, size_t n, size_t i, bool done, size_t *end) {
+    const char *w = sx->text_recipient;
+    size_t k = strlen(w), m = n - i < k ? n - i : k;
+    if (memcmp(t + i, w, m)) return MK_NO;
+    if (m < k || i + k == n) return done ? MK_NO : MK_PARTIAL; /* "al", or "all" and nothing after it yet */
+    if (name_char(t[i + k])) return MK_NO;           /* a call's name: "alloc" */
+    *end = mk_skip_blanks(t, n, i + k);
+    return MK_YES;
+}
+
+bool srv_call_head_possible(const srv_call_syntax *sx, const char *t, size_t n, size_t i) {
+    size_t j = i, end;
+    while (j < n && name_char(t[j])) j++;
+    if (j == n) return true; /* a name still being written (or nothing yet) */
+    if (j == i) return false;
+    mk_result r = mk_match(t, n, j, sx->name_end, &end);
+    if (r == MK_PARTIAL) return true;
+    if (r == MK_NO) return false;
+    end = mk_skip_blanks(t, n, end);
+    return end == n || t[end] == '{';
+}

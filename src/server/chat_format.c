@@ -39,8 +39,15 @@ typedef struct call_entry {
 /* Most specific first: several families open their calls with <tool_call> or [TOOL_CALLS]. */
 static const call_entry CALLS[] = {
     {{"<|channel|>", "functions."}, {.name = "harmony", .kind = SRV_CALLS_HARMONY, .one_call = true}},
-    /* Functionary v3.2 (>>>NAME, its prompt ending in >>>): not read; its tools are described */
-    {{">>>all", NULL}, {.name = NULL}},
+    /* Functionary v3.2: its prompt ends with >>>, the reply opens with "all\n" and text or with a
+       call's NAME\n{...}; further calls >>>NAME\n{...} */
+    {{">>>all", NULL},
+     {.name = "functionary-v3.2", .kind = SRV_CALLS_NAMED, .call_open = ">>>", .name_end = "\n",
+      .text_recipient = "all", .args_text = true}},
+    /* LFM2 (<|tool_list_start|>), LFM2.5: Python calls */
+    {{"List of tools:", NULL},
+     {.name = "lfm2", .kind = SRV_CALLS_PYTHONIC, .section_open = "<|tool_call_start|>",
+      .section_close = "<|tool_call_end|>"}},
     {{"<|tool_calls_section_begin|>", NULL},
      {.name = "kimi-k2", .kind = SRV_CALLS_NAMED, .section_open = "<|tool_calls_section_begin|>",
       .section_close = "<|tool_calls_section_end|>", .call_open = "<|tool_call_begin|>functions.",
@@ -102,6 +109,10 @@ static const call_entry CALLS[] = {
     {{"<|START_ACTION|>", NULL},
      {.name = "command-r7b", .kind = SRV_CALLS_JSON_LIST, .section_open = "<|START_ACTION|>",
       .section_close = "<|END_ACTION|>", .name_key = "tool_name", .args_key = "parameters"}},
+    /* Command R+: a fenced JSON list after "Action:" */
+    {{"Action:", "\"tool_name\""},
+     {.name = "command-r-plus", .kind = SRV_CALLS_JSON_LIST, .section_open = "Action:\n```json\n",
+      .section_close = "```", .name_key = "tool_name", .args_key = "parameters"}},
     {{"<TOOLCALL>", NULL},
      {.name = "nemotron-v2", .kind = SRV_CALLS_JSON_LIST, .section_open = "<TOOLCALL>", .section_close = "</TOOLCALL>",
       JSON_CALL}},
@@ -122,6 +133,10 @@ static const call_entry CALLS[] = {
     {{"<|function_call|>", NULL},
      {.name = "gigachat-3.1", .kind = SRV_CALLS_JSON_TAGGED, .call_open = "<|function_call|>", JSON_CALL,
       .one_call = true}},
+    /* GigaChat 3: the call is a message of the role "function call" after the assistant's */
+    {{"<|role_sep|>", "function call"},
+     {.name = "gigachat-3", .kind = SRV_CALLS_JSON_TAGGED, .call_open = "<|message_sep|>\n\nfunction call<|role_sep|>\n",
+      JSON_CALL, .one_call = true}},
     /* Hermes 2 Pro / 3, Qwen 2.5 / 3, QwQ, Granite 4.0, SmolLM3, MiMo ... */
     {{"<tool_call>", NULL},
      {.name = "hermes", .kind = SRV_CALLS_JSON_TAGGED, .call_open = "<tool_call>\n", .call_close = "\n</tool_call>",

@@ -28,6 +28,8 @@ typedef enum srv_call_kind {
     SRV_CALLS_NAMED,        /* section_open? (call_open NAME name_end ARGUMENTS call_close)+
                                section_close?, the arguments one JSON object or parameters */
     SRV_CALLS_HARMONY,      /* gpt-oss: a commentary message to=functions.NAME */
+    SRV_CALLS_PYTHONIC,     /* section_open [NAME(KEY=VALUE, ...), ...] section_close, the values
+                               Python literals (LFM2) */
 } srv_call_kind;
 
 typedef struct srv_call_syntax {
@@ -40,6 +42,12 @@ typedef struct srv_call_syntax {
     const char *param_open, *param_name_end, *param_close;  /* NAMED with parameters one by one
                                          (param_open KEY param_name_end VALUE param_close); NULL:
                                          the arguments are one JSON object */
+    const char *text_recipient;       /* the template's generation prompt ends with call_open
+                                         (Functionary v3.2's ">>>"): the reply opens with a
+                                         recipient, this one ("all", then a newline) before text,
+                                         else a call's name; NULL: the reply opens freely */
+    bool args_text;                   /* calls go back to the template with their arguments as
+                                         JSON text (it joins them to strings), not a mapping */
     bool one_call;                    /* the format holds one call per reply */
     bool short_ids;                   /* call ids of 9 letters and digits (Mistral's templates
                                          refuse others) */

@@ -126,6 +126,18 @@ static char *template_messages(const srv_model_ctx *mc, const char *messages_jso
     return out;
 }
 
+/* The messages for the template: the tools described to one that takes none; the calls of
+ * earlier turns as the template can render them (LFM2's render none: they go into the content as
+ * the model wrote them; Functionary v3.2's join the arguments to strings). malloc'd; NULL when
+ * out of memory. */
+static char *chat_messages(const srv_model_ctx *mc, const srv_request *r, const char *tools) {
+    const srv_call_syntax *sx = mc->fmt.calls;
+    if (!mc->fmt.template_takes_tools) return srv_tools_describe(r->messages_json, tools);
+    if (sx->kind == SRV_CALLS_PYTHONIC) return srv_calls_python_into_content(sx, r->messages_json);
+    if (sx->args_text) return srv_calls_args_as_text(r->messages_json);
+    return strdup(r->messages_json);
+}
+
 /* The request's reasoning budget, else the server's. */
 static int32_t reasoning_budget(const srv_model_ctx *mc, const srv_request *r) {
     return r->reasoning_budget != SRV_BUDGET_SERVER ? r->reasoning_budget : mc->reasoning_budget;
@@ -155,11 +167,10 @@ int srv_render_chat(const srv_model_ctx *mc, const srv_request *r, char **text, 
     /* tool_choice "none" leaves the tools out, so that no call can be made; a template that does
        not take tools gets them described in the conversation */
     const char *tools = r->tool_choice == SRV_TOOLS_NONE ? NULL : r->tools_json;
-    char *described = mc->fmt.template_takes_tools ? NULL : srv_tools_describe(r->messages_json, tools);
-    char *msgs = mc->fmt.template_takes_tools || described ? template_messages(mc, described ? described : r->messages_json)
-                                                           : NULL;
+    char *prepared = chat_messages(mc, r, tools);
+    char *msgs = prepared ? template_messages(mc, prepared) : NULL;
     char *extra = msgs ? template_extra(mc, r, tools) : NULL;
-    free(described);
+    free(prepared);
     *text = NULL;
     if (!extra) {
         free(msgs);
@@ -186,6 +197,7 @@ static int chat_prompt(const srv_model_ctx *mc, const srv_request *r, srv_job *j
     size_t len;
     bool add_bos;
     if (srv_render_chat(mc, r, &text, &len, &add_bos, &j->reply.in_reasoning, e)) return -1;
+    j->reply.opened = srv_call_opened(mc->fmt.calls, text, len) ? mc->fmt.calls : NULL;
     int rc = srv_tokenize(mc->m, text, len, add_bos, true, ids, n, e);
     free(text);
     return rc;

@@ -77,10 +77,47 @@ static bool find_reasoning(const srv_reply_opts *o, const char *t, size_t n, boo
     return true;
 }
 
+bool srv_call_opened(const srv_call_syntax *sx, const char *prompt, size_t n) {
+    if (!sx || !sx->text_recipient || !sx->call_open) return false;
+    size_t k = strlen(sx->call_open);
+    return n >= k && !memcmp(prompt + n - k, sx->call_open, k);
+}
+
+/* A reply t[a..n) that opens with a call (its call_open the prompt's): whole, its calls with the
+ * marker the prompt wrote put back before them; 1 when it holds none (then it reads as any other). */
+static int opened_calls(const srv_reply_opts *o, const char *t, size_t n, size_t a, srv_text *content,
+                        srv_tool_calls *calls) {
+    size_t k = strlen(o->calls->call_open);
+    char *s = malloc(k + n - a + 1);
+    if (!s) return -1;
+    memcpy(s, o->calls->call_open, k);
+    memcpy(s + k, t + a, n - a);
+    s[k + n - a] = 0;
+    int rc = srv_tool_calls_parse(o->calls, s, k + n - a, o->tools_json, !o->first_call_only, calls);
+    if (!rc && calls->n) /* the calls start at the marker, at 0: the content is what they did not take */
+        srv_text_put(content, s + calls->tail, k + n - a - calls->tail);
+    else if (!rc)
+        rc = 1;
+    free(s);
+    return rc;
+}
+
 /* The content t[a..n): the text before the calls and what they did not take. */
 static int split_content(const srv_reply_opts *o, const char *t, size_t n, size_t a, bool done, srv_text *content,
                          srv_tool_calls *calls) {
     if (a > 0) a = mk_skip_blanks(t, n, a); /* the blanks after the reasoning are its */
+    if (o->opened) { /* the prompt ended with a call's marker: the reply opens with its recipient */
+        size_t end;
+        mk_result r = srv_text_recipient(o->opened, t, n, a, done, &end);
+        if (r == MK_PARTIAL) return 0;
+        if (r == MK_YES) {
+            a = end;
+        } else if (o->calls == o->opened) { /* a call, maybe: held whole while streaming */
+            if (!done && srv_call_head_possible(o->calls, t, n, a)) return 0;
+            int rc = done ? opened_calls(o, t, n, a, content, calls) : 1;
+            if (rc <= 0) return rc;
+        }
+    }
     if (!o->calls) {
         srv_text_put(content, t + a, n - a);
         return 0;

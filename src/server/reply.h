@@ -21,6 +21,11 @@ typedef struct srv_reply_opts {
                                               or reasoning_format "none") */
     bool in_reasoning;                     /* the prompt opened the reasoning (srv_reasoning_opened) */
     const srv_call_syntax *calls;          /* NULL: no calls are looked for */
+    const srv_call_syntax *opened;         /* the syntax whose call marker the prompt ended with
+                                              (srv_call_opened; Functionary v3.2's ">>>"), also
+                                              when no calls are looked for: the reply opens with
+                                              its recipient, "all" before text (dropped), else a
+                                              call's name; NULL: none */
     const char *tools_json;                /* the request's tools (parameters' types), or NULL */
     bool first_call_only;                  /* parallel_tool_calls false: what follows the first call is content */
 } srv_reply_opts;
@@ -39,6 +44,10 @@ void srv_reply_free(srv_reply *r);
 /* Whether a prompt leaves the reply inside the reasoning: it ends, but for blanks, with the
  * style's opening marker (Qwen3.5's, DeepSeek R1's and GLM 4.7's templates write "<think>"). */
 bool srv_reasoning_opened(const srv_reasoning_style *s, const char *prompt, size_t n);
+
+/* Whether a prompt leaves the reply at a recipient: syntax sx has one (text_recipient) and the
+ * prompt ends with its call marker (Functionary v3.2's template ends with ">>>"). */
+bool srv_call_opened(const srv_call_syntax *sx, const char *prompt, size_t n);
 
 /* The reasoning budget (--reasoning-budget) over a reply being generated: after each token,
  * whether the reasoning has taken its budget of tokens and its end must be forced now. */

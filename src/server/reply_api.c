@@ -24,6 +24,7 @@ int nc_chat_reply_parse(const nc_chat_template *t, const nc_reply_params *p, con
         .first_call_only = !p->parallel_tool_calls,
     };
     o.in_reasoning = o.reasoning && p->prompt && srv_reasoning_opened(o.reasoning, p->prompt, p->prompt_len);
+    if (p->prompt && srv_call_opened(f.calls, p->prompt, p->prompt_len)) o.opened = f.calls;
     srv_reply r;
     if (srv_reply_parse(&o, text, text ? n : 0, done, &r)) goto oom;
     char *calls = srv_json_tool_calls(&r.calls);

@@ -152,6 +152,29 @@ char *srv_tools_describe(const char *messages_json, const char *tools_json) {
     return out;
 }
 
+/* ---- Calls fed back as text ------------------------------------------------------------------ */
+
+char *srv_calls_args_as_text(const char *messages_json) {
+    cJSON *arr = cJSON_Parse(messages_json), *m;
+    bool ok = cJSON_IsArray(arr);
+    cJSON_ArrayForEach(m, arr) {
+        cJSON *c;
+        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(m, "tool_calls")) {
+            cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+            const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+            if (!args || cJSON_IsString(args)) continue;
+            char *text = cJSON_PrintUnformatted(args);
+            cJSON *s = text ? cJSON_CreateString(text) : NULL;
+            cJSON_free(text);
+            ok = ok && s && cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", s);
+            if (!ok) cJSON_Delete(s);
+        }
+    }
+    char *out = ok ? cJSON_PrintUnformatted(arr) : NULL;
+    cJSON_Delete(arr);
+    return out;
+}
+
 /* ---- Calls -------------------------------------------------------------------------------- */
 
 /* Random letters and digits into id[0..n). */
@@ -364,6 +387,7 @@ int srv_tool_calls_parse(const srv_call_syntax *sx, const char *text, size_t n, 
         case SRV_CALLS_JSON_LIST: rc = parse_list(sx, text, n, &at, max, out); break;
         case SRV_CALLS_JSON_BARE: rc = parse_bare(sx, text, n, &at, max, out); break;
         case SRV_CALLS_NAMED: rc = srv_calls_named(sx, text, n, &at, tools_json, max, out); break;
+        case SRV_CALLS_PYTHONIC: rc = srv_calls_python(sx, text, n, &at, max, out); break;
         case SRV_CALLS_HARMONY: break; /* its messages are parsed with its channels (harmony.c) */
         }
     }

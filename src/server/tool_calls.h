@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "server/chat_format.h"
+#include "server/marker.h"
 #include "server/request.h"
 
 /* For a template that does not take tools: messages_json (srv_request's normalised array) with
@@ -68,6 +69,23 @@ int srv_tool_calls_add(srv_tool_calls *out, const char *name, const char *argume
  * max of them; *i moves past what they took. */
 int srv_calls_named(const srv_call_syntax *sx, const char *t, size_t n, size_t *i, const char *tools_json, int32_t max,
                     srv_tool_calls *out);
+/* After a prompt that ended with call_open (sx->text_recipient, Functionary v3.2): whether
+ * t[i..n) opens with the text recipient ("all" and the blanks after it, *end past them); MK_PARTIAL
+ * while the text may still grow into it (not when done). */
+mk_result srv_text_recipient(const srv_call_syntax *sx, const char *t, size_t n, size_t i, bool done, size_t *end);
+/* Whether t[i..n) is, or may grow into, the start of a call whose call_open the prompt wrote: a
+ * name, name_end and its JSON arguments' '{' (while streaming, such a reply is held whole). */
+bool srv_call_head_possible(const srv_call_syntax *sx, const char *t, size_t n, size_t i);
+/* For a template that joins a call's arguments to strings (sx->args_text): messages_json with
+ * each assistant message's tool_calls' arguments as JSON text. malloc'd; NULL when out of memory
+ * or not JSON. */
+char *srv_calls_args_as_text(const char *messages_json);
+/* Calls written as Python (SRV_CALLS_PYTHONIC, call_python.c), as srv_calls_named. */
+int srv_calls_python(const srv_call_syntax *sx, const char *t, size_t n, size_t *i, int32_t max, srv_tool_calls *out);
+/* For a template that takes tools but renders no calls (LFM2): messages_json with each assistant
+ * message's tool_calls written into its content in syntax sx (a Python list). malloc'd; NULL when
+ * out of memory or not JSON. */
+char *srv_calls_python_into_content(const srv_call_syntax *sx, const char *messages_json);
 /* Arguments written as bare text: the parameter's JSON value for tool `name` of tools_json
  * (a JSON string unless its schema says otherwise and the text is JSON). malloc'd cJSON. */
 struct cJSON;

@@ -47,6 +47,11 @@ families=(
     "apertus apertus Apertus-8B-Instruct"
     "llama31 llama3 meta-llama-Llama-3.1-8B-Instruct"
     "solar solar-open upstage-Solar-Open-100B"
+    "gigachat3 gigachat-3 GigaChat3-10B-A1.8B"
+    "commandrplus command-r-plus CohereForAI-c4ai-command-r-plus-tool_use"
+    "lfm2 lfm2 LFM2-8B-A1B"
+    "lfm25 lfm2.5 LFM2.5-Instruct"
+    "functionary32 functionary-v3.2 meetkai-functionary-medium-v3.2"
 )
 for f in "${families[@]}"; do
     set -- $f

@@ -3,7 +3,8 @@
  * without a crash, a leak or undefined behaviour, and what a stream is sent of it (the split of
  * the text while it is being written) must be a prefix of the whole reply's split. The first
  * byte picks the call syntax, the reasoning style, whether the prompt opened the reasoning and
- * where the stream is looked at; the rest is the reply.
+ * where the stream is looked at; the rest is the reply. (The seeds' first bytes pick by the
+ * count of SYNTAXES: adding one changes what they pick.)
  *
  * The Makefile's generic fuzz rule links only src/common.c and the grammar and format layers, so
  * the parsers (which need nothing but cJSON) are compiled into this harness directly. */
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "server/call_named.c"
+#include "server/call_python.c"
 #include "server/chat_format.c"
 #include "server/harmony.c"
 #include "server/marker.c"
@@ -25,7 +27,8 @@ static const char *const SYNTAXES[] = {"hermes", "qwen3-coder", "llama3", "mistr
                                        "deepseek-r1", "deepseek-v3.1", "deepseek-v3.2", "kimi-k2", "glm-4.5",
                                        "minimax-m2", "seed-oss", "harmony", "functionary-v3.1", "command-r7b",
                                        "nemotron-v2", "granite-3.3", "apertus", "apriel", "firefunction-v2",
-                                       "solar-open", "gigachat-3.1"};
+                                       "solar-open", "gigachat-3.1", "lfm2", "gigachat-3", "command-r-plus",
+                                       "functionary-v3.2"};
 static const char *const STYLES[] = {"think", "seed-oss", "mistral", "command-r7b", "gemma4", "harmony"};
 static const char TOOLS[] =
     "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\",\"properties\":"
@@ -46,7 +49,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const srv_call_syntax *sx = srv_call_syntax_named(SYNTAXES[pick % (sizeof SYNTAXES / sizeof *SYNTAXES)]);
     int style = (pick / 32) % 7; /* 6: none */
     srv_reply_opts o = {.reasoning = style < 6 ? srv_reasoning_style_named(STYLES[style]) : NULL,
-                        .in_reasoning = pick & 16, .calls = pick & 8 ? NULL : sx, .tools_json = TOOLS};
+                        .in_reasoning = pick & 16, .calls = pick & 8 ? NULL : sx, .tools_json = TOOLS,
+                        .opened = sx->text_recipient ? sx : NULL}; /* its template's prompt always ends so */
     srv_reply whole, part;
     if (srv_reply_parse(&o, t, n, true, &whole)) return 0;
     check(strlen(whole.reasoning) <= whole.n_reasoning && strlen(whole.content) <= whole.n_content);

@@ -22,12 +22,19 @@ const py = (v) => (Array.isArray(v) ? `[${v.map(py).join(', ')}]`
 const params = (args, open, close) => Object.entries(args)
   .map(([k, v]) => `${open(k)}${typeof v === 'string' ? v : JSON.stringify(v)}${close}`).join('');
 
+// A call as Python: NAME(KEY=VALUE, ...), the values Python's literals (LFM2).
+const pyLiteral = (v) => (v === true ? 'True' : v === false ? 'False' : v === null ? 'None'
+  : Array.isArray(v) ? `[${v.map(pyLiteral).join(', ')}]`
+  : typeof v === 'object' ? `{${Object.entries(v).map(([k, x]) => `${JSON.stringify(k)}: ${pyLiteral(x)}`).join(', ')}}`
+  : JSON.stringify(v));
+const pythonic = (c) => `${c.name}(${Object.entries(c.args).map(([k, v]) => `${k}=${pyLiteral(v)}`).join(', ')})`;
 const DS = (s) => s.replaceAll('|', '\uff5c').replaceAll('_', '\u2581'); // DeepSeek's full-width markers
 const DSML = '\uff5cDSML\uff5c';
 
 // How each family writes its reasoning and its calls. text: what separates a text from the calls
-// (undefined: the format has no text before calls); one: one call per reply; ids: the template
-// renders the calls' ids back; reasons: it renders an earlier turn's reasoning back.
+// (undefined: the format has no text before calls); lead: what a text opens with; one: one call
+// per reply; ids: the template renders the calls' ids back; reasons: it renders an earlier turn's
+// reasoning back.
 const FAMILIES = {
   qwen3: { think: ['<think>\n', '\n</think>\n\n'], call: (c) => `<tool_call>\n{"name": "${c.name}", "arguments": ${py(c.args)}}\n</tool_call>`,
            sep: '\n', text: '\n\n', reasons: true },
@@ -57,6 +64,14 @@ const FAMILIES = {
   'granite-3.3': { open: '<|tool_call|>[', close: ']', sep: ', ', text: '', call: (c) => `{"name": "${c.name}", "arguments": ${py(c.args)}}` },
   apertus: { open: '<|tools_prefix|>[', close: ']<|tools_suffix|>', sep: ', ', text: '', call: (c) => `{"${c.name}": ${py(c.args)}}` },
   llama3: { one: true, call: (c) => `{"name": "${c.name}", "parameters": ${py(c.args)}}` },
+  'gigachat-3': { one: true, text: '', call: (c) => `<|message_sep|>\n\nfunction call<|role_sep|>\n{"name": "${c.name}", "arguments": ${py(c.args)}}` },
+  'command-r-plus': { open: 'Action:\n```json\n[\n    ', close: '\n]```', sep: ',\n    ', text: '\n',
+                      call: (c) => `{"tool_name": "${c.name}", "parameters": ${py(c.args)}}` },
+  lfm2: { open: '<|tool_call_start|>[', close: ']<|tool_call_end|>', sep: ', ', text: '', call: pythonic },
+  'lfm2.5': { think: ['<think>', '</think>\n'], open: '<|tool_call_start|>[', close: ']<|tool_call_end|>', sep: ', ', text: '\n',
+              call: pythonic },
+  // the prompt ends with ">>>": a text opens with the recipient "all\n", the first call with its name
+  'functionary-v3.2': { lead: 'all\n', text: '>>>', sep: '>>>', call: (c) => `${c.name}\n${py(c.args)}` },
   'solar-open': { open: '<|tool_calls|>', close: '<|calls|>', text: '', ids: true,
                   call: (c, i) => `<|tool_call:begin|>call_${i}<|tool_call:name|>${c.name}<|tool_call:args|>${py(c.args)}<|tool_call:end|>` },
 };
@@ -65,7 +80,10 @@ const WEATHER = {
   type: 'function',
   function: {
     name: 'get_weather', description: 'The weather in a city',
-    parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' } }, required: ['city'] },
+    // (Command R+'s template renders every parameter's description, and fails without one)
+    parameters: { type: 'object', properties: { city: { type: 'string', description: 'The city' },
+                                                days: { type: 'integer', description: 'How many days' } },
+                  required: ['city'] },
   },
 };
 const CLOCK = { type: 'function', function: { name: 'now', description: 'The time', parameters: { type: 'object', properties: {} } } };
@@ -98,7 +116,7 @@ function reply(f, isOpen, { reasoning = true, text = true, n } = {}) {
   }
   let out = '';
   if (f.think && reasoning) out += `${isOpen ? '' : f.think[0]}Cold there.${f.think[1]}`;
-  if (text && f.text !== undefined) out += `Let me see.${f.text}`;
+  if (text && f.text !== undefined) out += `${f.lead ?? ''}Let me see.${f.text}`;
   return out + (f.open ?? '') + calls.map((c, i) => f.call(c, i)).join(f.sep ?? '') + (f.close ?? '');
 }
 
@@ -214,6 +232,37 @@ test('a reply cut by max_tokens inside its calls keeps the complete ones (tool_c
   assert.equal(st.finish, 'length');
   assert.deepEqual(named(st.calls), named(c.message.tool_calls));
   assert.equal(st.content, c.message.content);
+});
+
+// (with its parameter's description, which Command R+'s template renders)
+const PICK_DESCRIBED = { type: 'function', function: { ...PICK[0].function, parameters: {
+  ...PICK[0].function.parameters, properties: { n: { enum: [1, 2], description: 'Which one' } } } } };
+
+test('tool_choice required and named in the syntaxes of GigaChat 3, Command R+, LFM2 and Functionary v3.2', async () => {
+  for (const name of ['gigachat3', 'commandrplus', 'lfm2', 'functionary32']) {
+    const ai = client(by(name));
+    for (const tool_choice of ['required', { type: 'function', function: { name: 'pick' } }]) {
+      const body = { model: 'm', messages: USER, tools: [PICK_DESCRIBED, CLOCK], tool_choice, seed: 1, max_tokens: 1500 };
+      const r = await ai.chat.completions.create(body);
+      const m = r.choices[0].message;
+      assert.equal(r.choices[0].finish_reason, 'tool_calls', `${name}: ${JSON.stringify(m)}`);
+      assert.ok(m.tool_calls.length >= 1);
+      if (typeof tool_choice === 'object') assert.ok(m.tool_calls.every((c) => c.function.name === 'pick'), JSON.stringify(m));
+      for (const c of m.tool_calls) {
+        const args = JSON.parse(c.function.arguments);
+        if (c.function.name === 'pick') assert.ok([1, 2].includes(args.n), `${name}: ${c.function.arguments}`);
+      }
+      const st = await gather(await ai.chat.completions.create({ ...body, stream: true }));
+      assert.equal(st.finish, 'tool_calls');
+      assert.deepEqual(named(st.calls), named(m.tool_calls));
+    }
+  }
+  // Functionary v3.2 without tools: its prompt still ends with ">>>", the text's "all\n" is dropped
+  const ai = client(by('functionary32'));
+  const body = { model: 'm', messages: USER, seed: 1, max_tokens: 50, grammar: literal('all\nWear a coat.') };
+  const r = await ai.chat.completions.create(body);
+  assert.equal(r.choices[0].message.content, 'Wear a coat.');
+  assert.equal((await gather(await ai.chat.completions.create({ ...body, stream: true }))).content, 'Wear a coat.');
 });
 
 test('--reasoning-budget: the reasoning ends after its budget of tokens; required calls come after it', async () => {

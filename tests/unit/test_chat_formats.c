@@ -14,6 +14,7 @@
 #include "server/chat_format.h"
 #include "server/marker.h"
 #include "server/reply.h"
+#include "server/tool_calls.h"
 #include "test.h"
 
 /* ---- Detection over the real templates ----------------------------------------------------- */
@@ -73,11 +74,15 @@ static void test_detection(void) {
         {"fireworks-ai-llama-3-firefunction-v2", NULL, "firefunction-v2"},
         {"upstage-Solar-Open-100B", NULL, "solar-open"},
         {"GigaChat3.1-10B-A1.8B", NULL, "gigachat-3.1"},
+        {"LFM2-8B-A1B", NULL, "lfm2"},
+        {"GigaChat3-10B-A1.8B", NULL, "gigachat-3"},
+        {"CohereForAI-c4ai-command-r-plus-tool_use", NULL, "command-r-plus"},
+        {"LFM2.5-Instruct", "think", "lfm2"},
+        {"meetkai-functionary-medium-v3.2", NULL, "functionary-v3.2"},
         {"google-gemma-4-31B-it", "gemma4", NULL},
         /* templates that render no tools, or calls in a syntax nucleus does not read: described */
         {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "think", NULL},
         {"HuggingFaceTB-SmolLM3-3B", "think", NULL},
-        {"meetkai-functionary-medium-v3.2", NULL, NULL},
         {"microsoft-Phi-3.5-mini-instruct", NULL, NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -103,64 +108,76 @@ static void test_detection(void) {
 /* ---- Replies of each family ---------------------------------------------------------------- */
 
 /* How a family writes things, from its documentation (%N: the function's name, %A: its arguments
- * as JSON, %P: its parameters one by one as param, with %K the key and %V the value). */
+ * as JSON, %P: its parameters one by one as param, with %K the key and %V the value, %Y: its
+ * arguments as Python's keyword arguments). */
 typedef struct family {
     const char *name, *reasoning, *calls;
     const char *think_open, *think_close;  /* what the model writes around its reasoning */
     const char *open, *call, *sep, *close; /* around the calls, one call, between calls */
     const char *param;
     const char *text_then_calls;           /* between a text and the calls */
+    const char *text_lead;                 /* before a text (Functionary v3.2's recipient "all\n",
+                                              its prompt having written ">>>"); NULL: nothing */
 } family;
 
 static const family FAMILIES[] = {
     {"qwen3", "think", "hermes", "<think>\n", "\n</think>\n\n", "",
-     "<tool_call>\n{\"name\": \"%N\", \"arguments\": %A}\n</tool_call>", "\n", "", NULL, "\n\n"},
+     "<tool_call>\n{\"name\": \"%N\", \"arguments\": %A}\n</tool_call>", "\n", "", NULL, "\n\n", NULL},
     {"qwen3.5", "think", "qwen3-coder", "<think>\n", "\n</think>\n\n", "",
-     "<tool_call>\n<function=%N>\n%P</function>\n</tool_call>", "\n", "", "<parameter=%K>\n%V\n</parameter>\n", "\n\n"},
+     "<tool_call>\n<function=%N>\n%P</function>\n</tool_call>", "\n", "", "<parameter=%K>\n%V\n</parameter>\n", "\n\n", NULL},
     {"deepseek-r1", "think", "deepseek-r1", "<think>\n", "\n</think>\n\n",
      "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "begin\xef\xbd\x9c>",
      "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "begin\xef\xbd\x9c>function<\xef\xbd\x9ctool\xe2\x96\x81" "sep\xef\xbd\x9c>%N\n```json\n%A\n```<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "end\xef\xbd\x9c>",
-     "\n", "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "end\xef\xbd\x9c>", NULL, ""},
+     "\n", "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "end\xef\xbd\x9c>", NULL, "", NULL},
     {"deepseek-v3.1", "think", "deepseek-v3.1", "<think>", "</think>",
      "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "begin\xef\xbd\x9c>",
      "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "begin\xef\xbd\x9c>%N<\xef\xbd\x9ctool\xe2\x96\x81" "sep\xef\xbd\x9c>%A<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "end\xef\xbd\x9c>",
-     "", "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "end\xef\xbd\x9c>", NULL, ""},
+     "", "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "end\xef\xbd\x9c>", NULL, "", NULL},
     {"kimi-k2", "think", "kimi-k2", "<think>", "</think>", "<|tool_calls_section_begin|>",
      "<|tool_call_begin|>functions.%N:%I<|tool_call_argument_begin|>%A<|tool_call_end|>", "",
-     "<|tool_calls_section_end|>", NULL, ""},
+     "<|tool_calls_section_end|>", NULL, "", NULL},
     {"glm-4.6", "think", "glm-4.5", "<think>", "</think>\n", "", "<tool_call>%N\n%P</tool_call>", "\n", "",
-     "<arg_key>%K</arg_key>\n<arg_value>%V</arg_value>\n", "\n"},
+     "<arg_key>%K</arg_key>\n<arg_value>%V</arg_value>\n", "\n", NULL},
     {"minimax-m2", "think", "minimax-m2", "<think>\n", "\n</think>\n\n", "<minimax:tool_call>\n",
-     "<invoke name=\"%N\">\n%P</invoke>\n", "", "</minimax:tool_call>", "<parameter name=\"%K\">%V</parameter>\n", "\n\n"},
+     "<invoke name=\"%N\">\n%P</invoke>\n", "", "</minimax:tool_call>", "<parameter name=\"%K\">%V</parameter>\n", "\n\n", NULL},
     {"seed-oss", "seed-oss", "seed-oss", "<seed:think>", "</seed:think>\n", "",
      "<seed:tool_call>\n<function=%N>\n%P</function>\n</seed:tool_call>", "\n", "", "<parameter=%K>%V</parameter>\n",
-     "\n\n"},
+     "\n\n", NULL},
     {"deepseek-v3.2", "think", "deepseek-v3.2", "<think>", "</think>",
      "\n\n<\xef\xbd\x9c" "DSML\xef\xbd\x9c" "function_calls>\n", "<\xef\xbd\x9c" "DSML\xef\xbd\x9c" "invoke name=\"%N\">\n%P</\xef\xbd\x9c" "DSML\xef\xbd\x9c" "invoke>\n",
      "", "</\xef\xbd\x9c" "DSML\xef\xbd\x9c" "function_calls>",
-     "<\xef\xbd\x9c" "DSML\xef\xbd\x9c" "parameter name=\"%K\" string=\"true\">%V</\xef\xbd\x9c" "DSML\xef\xbd\x9c" "parameter>\n", ""},
-    {"magistral", "mistral", "magistral", "[THINK]", "[/THINK]", "", "[TOOL_CALLS]%N[ARGS]%A", "", "", NULL, ""},
+     "<\xef\xbd\x9c" "DSML\xef\xbd\x9c" "parameter name=\"%K\" string=\"true\">%V</\xef\xbd\x9c" "DSML\xef\xbd\x9c" "parameter>\n", "", NULL},
+    {"magistral", "mistral", "magistral", "[THINK]", "[/THINK]", "", "[TOOL_CALLS]%N[ARGS]%A", "", "", NULL, "", NULL},
     {"mistral-small-3.2", NULL, "mistral-small-3.2", NULL, NULL, "", "[TOOL_CALLS]%N[CALL_ID]a1b2c3d4e[ARGS]%A", "", "",
-     NULL, ""},
+     NULL, "", NULL},
     {"mistral-nemo", NULL, "mistral", NULL, NULL, "[TOOL_CALLS][", "{\"name\": \"%N\", \"arguments\": %A}", ", ", "]",
-     NULL, ""},
-    {"llama3", NULL, "llama3", NULL, NULL, "", "{\"name\": \"%N\", \"parameters\": %A}", "; ", "", NULL, NULL},
-    {"functionary-v3.1", NULL, "functionary-v3.1", NULL, NULL, "", "<function=%N>%A</function>", "", "", NULL, ""},
+     NULL, "", NULL},
+    {"llama3", NULL, "llama3", NULL, NULL, "", "{\"name\": \"%N\", \"parameters\": %A}", "; ", "", NULL, NULL, NULL},
+    {"functionary-v3.1", NULL, "functionary-v3.1", NULL, NULL, "", "<function=%N>%A</function>", "", "", NULL, "", NULL},
     {"command-r7b", "command-r7b", "command-r7b", "<|START_THINKING|>", "<|END_THINKING|>", "<|START_ACTION|>[\n    ",
-     "{\"tool_call_id\": \"%I\", \"tool_name\": \"%N\", \"parameters\": %A}", ",\n    ", "\n]<|END_ACTION|>", NULL, ""},
+     "{\"tool_call_id\": \"%I\", \"tool_name\": \"%N\", \"parameters\": %A}", ",\n    ", "\n]<|END_ACTION|>", NULL, "", NULL},
     {"nemotron-v2", "think", "nemotron-v2", "<think>\n", "\n</think>\n\n", "<TOOLCALL>[",
-     "{\"name\": \"%N\", \"arguments\": %A}", ", ", "]</TOOLCALL>", NULL, "\n"},
+     "{\"name\": \"%N\", \"arguments\": %A}", ", ", "]</TOOLCALL>", NULL, "\n", NULL},
     {"granite-3.3", NULL, "granite-3.3", NULL, NULL, "<|tool_call|>[", "{\"name\": \"%N\", \"arguments\": %A}", ", ", "]",
-     NULL, ""},
-    {"apertus", NULL, "apertus", NULL, NULL, "<|tools_prefix|>[", "{\"%N\": %A}", ", ", "]<|tools_suffix|>", NULL, ""},
+     NULL, "", NULL},
+    {"apertus", NULL, "apertus", NULL, NULL, "<|tools_prefix|>[", "{\"%N\": %A}", ", ", "]<|tools_suffix|>", NULL, "", NULL},
     {"apriel", NULL, "apriel", NULL, NULL, "<tool_calls>[", "{\"name\": \"%N\", \"arguments\": %A}", ", ",
-     "]</tool_calls>", NULL, "\n"},
+     "]</tool_calls>", NULL, "\n", NULL},
     {"firefunction-v2", NULL, "firefunction-v2", NULL, NULL, " functools[", "{\"name\": \"%N\", \"arguments\": %A}", ", ",
-     "]", NULL, ""},
+     "]", NULL, "", NULL},
     {"solar-open", NULL, "solar-open", NULL, NULL, "<|tool_calls|>",
-     "<|tool_call:begin|>call_%I<|tool_call:name|>%N<|tool_call:args|>%A<|tool_call:end|>", "", "<|calls|>", NULL, ""},
+     "<|tool_call:begin|>call_%I<|tool_call:name|>%N<|tool_call:args|>%A<|tool_call:end|>", "", "<|calls|>", NULL, "", NULL},
     {"gigachat-3.1", NULL, "gigachat-3.1", NULL, NULL, "", "<|function_call|>{\"name\": \"%N\", \"arguments\": %A}", "", "",
-     NULL, ""},
+     NULL, "", NULL},
+    {"gigachat-3", NULL, "gigachat-3", NULL, NULL, "",
+     "<|message_sep|>\n\nfunction call<|role_sep|>\n{\"name\": \"%N\", \"arguments\": %A}", "", "", NULL, "", NULL},
+    {"command-r-plus", NULL, "command-r-plus", NULL, NULL, "Action:\n```json\n[\n    ",
+     "{\"tool_name\": \"%N\", \"parameters\": %A}", ",\n    ", "\n]```", NULL, "\n", NULL},
+    {"lfm2", NULL, "lfm2", NULL, NULL, "<|tool_call_start|>[", "%N(%Y)", ", ", "]<|tool_call_end|>", NULL, "", NULL},
+    {"lfm2.5", "think", "lfm2", "<think>", "</think>\n", "<|tool_call_start|>[", "%N(%Y)", ", ", "]<|tool_call_end|>",
+     NULL, "\n", NULL},
+    /* the prompt ends with ">>>": the reply opens with "all\n" and text, or with a call */
+    {"functionary-v3.2", NULL, "functionary-v3.2", NULL, NULL, "", "%N\n%A", ">>>", "", NULL, ">>>", "all\n"},
 };
 
 /* Two calls: get_weather with a string and an integer, now without arguments. */
@@ -196,6 +213,7 @@ static void write_call(text *t, const family *f, int k) {
         case 'N': put(t, NAMES[k]); break;
         case 'A': put(t, ARGS[k]); break;
         case 'I': put(t, idx); break;
+        case 'Y': put(t, k == 0 ? "city=\"Oslo\", days=2" : ""); break; /* Python's keyword arguments */
         case 'P':
             if (k == 0) { /* city Oslo, days 2 */
                 const char *kv[2][2] = {{"city", "Oslo"}, {"days", "2"}};
@@ -264,10 +282,12 @@ static void test_family(const family *f) {
     const srv_reasoning_style *rs = f->reasoning ? srv_reasoning_style_named(f->reasoning) : NULL;
     CHECK_MSG(sx != NULL, "no syntax %s", f->calls);
     if (!sx) return;
-    srv_reply_opts o = {.reasoning = rs, .calls = sx, .tools_json = TOOLS};
+    srv_reply_opts o = {.reasoning = rs, .calls = sx, .tools_json = TOOLS, .opened = sx->text_recipient ? sx : NULL};
     bool many = !sx->one_call && sx->kind != SRV_CALLS_JSON_BARE;
+    const char *lead = f->text_lead ? f->text_lead : "";
     text t = {0};
-    expect_reply(f, "plain", &o, "The weather is fine.", "", "The weather is fine.", 0);
+    put(&t, lead), put(&t, "The weather is fine.");
+    expect_reply(f, "plain", &o, t.s, "", "The weather is fine.", 0);
     if (rs) {
         t = (text){0};
         put(&t, f->think_open), put(&t, "Oslo is cold."), put(&t, f->think_close);
@@ -317,7 +337,7 @@ static void test_family(const family *f) {
     }
     if (f->text_then_calls) {
         t = (text){0};
-        put(&t, "Let me check."), put(&t, f->text_then_calls);
+        put(&t, lead), put(&t, "Let me check."), put(&t, f->text_then_calls);
         write_calls(&t, f, 1);
         expect_reply(f, "calls after text", &o, t.s, "", "Let me check.", 1);
     }
@@ -338,6 +358,11 @@ static void test_family(const family *f) {
     t = (text){0};
     write_calls(&t, f, 1);
     expect_reply(f, "tools off", &off, t.s, "", t.s, 0);
+    if (f->text_lead) { /* the recipient before a text is the format's, calls or not */
+        t = (text){0};
+        put(&t, lead), put(&t, "The weather is fine.");
+        expect_reply(f, "tools off, plain", &off, t.s, "", "The weather is fine.", 0);
+    }
 }
 
 /* ---- The grammar of a required call, in each family's syntax ------------------------------- */
@@ -497,8 +522,159 @@ static void test_fuzz_findings(void) {
                  "<|channel|>commentary to=functions.now <|constrain|>json<|message|>{x<|call|>Done.", 0);
 }
 
+/* ---- LFM2's Python calls ------------------------------------------------------------------ */
+
+static void test_python_calls(void) {
+    const srv_call_syntax *sx = srv_call_syntax_named("lfm2");
+    srv_reply_opts o = {.calls = sx};
+    /* Python's literals, either quote, escapes, nested lists, tuples and dicts, blanks anywhere */
+    const char *t = "<|tool_call_start|>[ f(a='it\\'s \"x\"\\n', b=True, c=None, d=[1, 2.5, -3e2, False], "
+                    "e={'k': \"v\", \"n\": {'m': ()}}, g=(1,), h=\"\\u00e9\\x41\") , g2() ]<|tool_call_end|> after";
+    srv_reply r;
+    CHECK(srv_reply_parse(&o, t, strlen(t), true, &r) == 0);
+    CHECK_MSG(r.calls.n == 2 && !strcmp(r.calls.calls[0].name, "f") && !strcmp(r.calls.calls[1].name, "g2") &&
+                  !strcmp(r.calls.calls[1].arguments, "{}") && !strcmp(r.content, "after"),
+              "%d calls, content '%s'", r.calls.n, r.content);
+    if (r.calls.n == 2)
+        CHECK_MSG(!strcmp(r.calls.calls[0].arguments,
+                          "{\"a\":\"it's \\\"x\\\"\\n\",\"b\":true,\"c\":null,\"d\":[1,2.5,-300,false],"
+                          "\"e\":{\"k\":\"v\",\"n\":{\"m\":[]}},\"g\":[1],\"h\":\"\xc3\xa9" "A\"}"),
+                  "arguments %s", r.calls.calls[0].arguments);
+    srv_reply_free(&r);
+    /* not Python: content, whole */
+    static const char *const bad[] = {
+        "<|tool_call_start|>[f(a=)]<|tool_call_end|>", "<|tool_call_start|>[f(a='x)]<|tool_call_end|>",
+        "<|tool_call_start|>[f(1)]<|tool_call_end|>",  "<|tool_call_start|>[f(a=1 b=2)]<|tool_call_end|>",
+        "<|tool_call_start|>[f(a={1: 2})]<|tool_call_end|>", "<|tool_call_start|>f(a=1)<|tool_call_end|>",
+        "<|tool_call_start|>[f(a='\\x00')]<|tool_call_end|>", "<|tool_call_start|>[f(a=1e)]<|tool_call_end|>",
+        "<|tool_call_start|>[f(a='\\xZ')]<|tool_call_end|>", "<|tool_call_start|>[f(a='\\u12')]<|tool_call_end|>",
+        "<|tool_call_start|>[f(", "<|tool_call_start|>[f(a=1, ", "<|tool_call_start|>[f(a=[1, 2", /* cut */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        CHECK(srv_reply_parse(&o, bad[i], strlen(bad[i]), true, &r) == 0);
+        CHECK_MSG(r.calls.n == 0 && !strcmp(r.content, bad[i]), "'%s': %d calls, content '%s'", bad[i], r.calls.n,
+                  r.content);
+        srv_reply_free(&r);
+    }
+    /* fed back: an assistant's calls into its content, as the model writes them, and read back alike */
+    const char msgs[] = "[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\",\"content\":\"Let me see.\","
+                        "\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+                        "\"arguments\":{\"city\":\"O'slo \\\"x\\\"\",\"days\":2,\"f\":[true,false,null]}}},{\"type\":\"function\","
+                        "\"function\":{\"name\":\"now\",\"arguments\":\"{}\"}}]},{\"role\":\"tool\",\"tool_call_id\":"
+                        "\"call_1\",\"content\":\"cold\"},{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"type\":"
+                        "\"function\",\"function\":{\"name\":\"now\",\"arguments\":{}}}]}]";
+    char *fed = srv_calls_python_into_content(sx, msgs);
+    cJSON *arr = fed ? cJSON_Parse(fed) : NULL;
+    const cJSON *a1 = cJSON_GetArrayItem(arr, 1), *a3 = cJSON_GetArrayItem(arr, 3);
+    const char *c1 = cJSON_GetStringValue(cJSON_GetObjectItem(a1, "content"));
+    const char *c3 = cJSON_GetStringValue(cJSON_GetObjectItem(a3, "content"));
+    CHECK_MSG(c1 && !strcmp(c1, "Let me see.<|tool_call_start|>[get_weather(city=\"O'slo \\\"x\\\"\", days=2, "
+                                "f=[True, False, None]), now()]<|tool_call_end|>"),
+              "fed back: %s", c1 ? c1 : "(none)");
+    CHECK(c3 && !strcmp(c3, "<|tool_call_start|>[now()]<|tool_call_end|>"));
+    CHECK(!cJSON_GetObjectItem(a1, "tool_calls") && !cJSON_GetObjectItem(a3, "tool_calls"));
+    if (c1) {
+        CHECK(srv_reply_parse(&o, c1, strlen(c1), true, &r) == 0);
+        CHECK(r.calls.n == 2 && !strcmp(r.content, "Let me see.") &&
+              !strcmp(r.calls.calls[0].arguments, "{\"city\":\"O'slo \\\"x\\\"\",\"days\":2,\"f\":[true,false,null]}"));
+        srv_reply_free(&r);
+    }
+    cJSON_Delete(arr);
+    free(fed);
+    /* the grammar writes Python's literals */
+    srv_error e;
+    char *g = srv_tool_grammar(sx,
+                               "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+                               "\"properties\":{\"a\":{\"type\":\"boolean\"},\"b\":{\"type\":[\"string\",\"null\"],"
+                               "\"enum\":[\"true\",null]},\"c\":{\"type\":\"integer\"}},\"required\":[\"c\"]}}}]",
+                               NULL, true, NULL, &e);
+    CHECK(g != NULL);
+    if (g) {
+        CHECK(grammar_takes(g, "<|tool_call_start|>[f(a=True, b=None, c=1), f(c=2), f(b=\"true\", c=3)]<|tool_call_end|>"));
+        CHECK(!grammar_takes(g, "<|tool_call_start|>[f(a=true, c=1)]<|tool_call_end|>"));
+        CHECK(!grammar_takes(g, "<|tool_call_start|>[f(a=True)]<|tool_call_end|>")); /* c is required */
+        CHECK(!grammar_takes(g, "<|tool_call_start|>[f(, c=1)]<|tool_call_end|>"));
+    }
+    free(g);
+}
+
+/* ---- Functionary v3.2's recipients -------------------------------------------------------- */
+
+/* text splits whole into content and calls of these names (joined by ','), and every prefix,
+ * streamed, into a prefix of that content and no calls. */
+static void expect_split(const srv_reply_opts *o, const char *t, const char *content, const char *names) {
+    size_t n = strlen(t);
+    srv_reply r;
+    if (srv_reply_parse(o, t, n, true, &r)) {
+        CHECK_MSG(0, "'%s': out of memory", t);
+        return;
+    }
+    char got[256] = "";
+    for (int k = 0; k < r.calls.n; k++)
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", k ? "," : "", r.calls.calls[k].name);
+    CHECK_MSG(!strcmp(r.content, content) && !strcmp(got, names), "'%s': content '%s', calls '%s', not '%s', '%s'", t,
+              r.content, got, content, names);
+    for (size_t k = 0; k <= n; k++) {
+        srv_reply p;
+        if (srv_reply_parse(o, t, k, false, &p)) break;
+        bool ok = p.calls.n == 0 && p.n_content <= r.n_content && !memcmp(p.content, r.content, p.n_content);
+        CHECK_MSG(ok, "'%s' after %zu bytes: the stream has '%s', not a prefix of '%s'", t, k, p.content, r.content);
+        srv_reply_free(&p);
+    }
+    srv_reply_free(&r);
+}
+
+static void test_functionary_v32(void) {
+    const srv_call_syntax *sx = srv_call_syntax_named("functionary-v3.2");
+    static const char tools[] =
+        "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\","
+        "\"properties\":{\"city\":{\"type\":\"string\"}}}}},{\"type\":\"function\",\"function\":{\"name\":"
+        "\"all_cities\"}}]";
+    /* the template's generation prompt ends with >>>: the reply opens with a recipient */
+    static const char prompt[] = "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+                                 "<|start_header_id|>assistant<|end_header_id|>\n\n>>>";
+    CHECK(srv_call_opened(sx, prompt, strlen(prompt)));
+    CHECK(!srv_call_opened(sx, prompt, strlen(prompt) - 3));
+    CHECK(!srv_call_opened(srv_call_syntax_named("hermes"), prompt, strlen(prompt)));
+    srv_reply_opts o = {.calls = sx, .opened = sx, .tools_json = tools};
+    expect_split(&o, "all\n\nHello.", "Hello.", "");
+    expect_split(&o, "all", "all", "");                      /* a reply of one word */
+    expect_split(&o, "all_cities\n{}", "", "all_cities");    /* a name that starts with "all" */
+    expect_split(&o, "alleged\n{}", "alleged\n{}", "");      /* no such tool: content */
+    expect_split(&o, "Hello there>>>get_weather\n{\"city\": \"Oslo\"}", "Hello there", "get_weather");
+    expect_split(&o, "get_weather\n{\"city\": \"Oslo\"}\n>>>all_cities\n{}", "", "get_weather,all_cities");
+    expect_split(&o, "get_weather\n{\"city\": \"Oslo\"} and more", "and more", "get_weather");
+    expect_split(&o, "get_weather\nOslo", "get_weather\nOslo", "");
+    expect_split(&o, "all\nText>>>all\nMore.", "Text>>>all\nMore.", ""); /* a second text recipient: kept */
+    expect_split(&o, "Cold, so\n{\"city\": 1}", "Cold, so\n{\"city\": 1}", "");
+    srv_reply_opts first = o;
+    first.first_call_only = true;
+    expect_split(&first, "get_weather\n{}>>>all_cities\n{}", ">>>all_cities\n{}", "get_weather");
+    /* the arguments go back to the template as text: it joins them to strings */
+    char *fed = srv_calls_args_as_text("[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c\","
+                                       "\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":"
+                                       "{\"city\":\"Oslo\"}}},{\"type\":\"function\",\"function\":{\"name\":\"x\","
+                                       "\"arguments\":\"{}\"}}]}]");
+    CHECK_MSG(fed && !strcmp(fed, "[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c\",\"type\":"
+                                  "\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":"
+                                  "\"{\\\"city\\\":\\\"Oslo\\\"}\"}},{\"type\":\"function\",\"function\":"
+                                  "{\"name\":\"x\",\"arguments\":\"{}\"}}]}]"),
+              "fed back: %s", fed ? fed : "(none)");
+    free(fed);
+    /* the grammar writes the first call without the >>> the prompt wrote; one call without parallel */
+    srv_error e;
+    char *g = srv_tool_grammar(sx, tools, NULL, false, NULL, &e);
+    CHECK(g && grammar_takes(g, "get_weather\n{\"city\": \"Oslo\"}"));
+    CHECK(g && !grammar_takes(g, ">>>get_weather\n{\"city\": \"Oslo\"}"));
+    CHECK(g && !grammar_takes(g, "get_weather\n{\"city\": \"Oslo\"}>>>all_cities\n{}"));
+    CHECK(g && !grammar_takes(g, "all\nHello."));
+    free(g);
+}
+
 int main(void) {
     test_detection();
+    test_python_calls();
+    test_functionary_v32();
     test_fuzz_findings();
     for (size_t i = 0; i < sizeof FAMILIES / sizeof *FAMILIES; i++) {
         test_family(&FAMILIES[i]);

@@ -1,7 +1,8 @@
 /* The public reading of a chat reply (nc_chat_reply_parse, nc_chat_reasoning_field), through
  * include/nucleus.h only, on real templates (tests/data/templates) given to qwen2's model as a
  * server's --chat-template is: Qwen3 (think, Hermes calls), Qwen3.5 (a prompt that opens the
- * reasoning; qwen3-coder calls), gpt-oss (harmony channels) and Qwen2.5 (no reasoning). Plain
+ * reasoning; qwen3-coder calls), gpt-oss (harmony channels), Functionary v3.2 (a prompt that
+ * opens the recipient) and Qwen2.5 (no reasoning). Plain
  * replies, reasoning and answer, a tool call in OpenAI's shape with its id, a reply cut inside its
  * reasoning, reasoning kept in the content, and every prefix read as a stream (done false): a
  * prefix of the whole reply's reasoning and content. */
@@ -171,6 +172,35 @@ static void test_gpt_oss(void) {
     nc_chat_template_free(t);
 }
 
+/* Functionary v3.2's prompt ends with ">>>": the reply opens with "all\n" and text, or a call. */
+static void test_functionary_v32(void) {
+    nc_chat_template *t = load_template("meetkai-functionary-medium-v3.2");
+    if (!t) return;
+    char *prompt = NULL;
+    size_t len = 0;
+    bool bos;
+    nc_err err;
+    if (nc_chat_render(t, "[{\"role\":\"user\",\"content\":\"Weather in Oslo?\"}]", NULL, true, &prompt, &len, &bos,
+                       &err)) {
+        CHECK_MSG(0, "render: %s", err.msg);
+        nc_chat_template_free(t);
+        return;
+    }
+    nc_reply_params p = {.prompt = prompt, .prompt_len = len, .tools_json = TOOLS, .parallel_tool_calls = true};
+    expect("functionary-v3.2 text", t, &p, "all\nWear a coat.", "", "Wear a coat.", 0);
+    const char *call = "get_weather\n{\"city\": \"Oslo\"}";
+    expect("functionary-v3.2 call", t, &p, call, "", "", 1);
+    expect_call(t, &p, call, "get_weather", "Oslo");
+    expect("functionary-v3.2 text then calls", t, &p,
+           "all\nLet me look.>>>get_weather\n{\"city\": \"Oslo\"}>>>get_weather\n{\"city\": \"Rome\"}", "",
+           "Let me look.", 2);
+    nc_reply_params no_tools = {.prompt = prompt, .prompt_len = len};
+    expect("functionary-v3.2 no tools", t, &no_tools, "all\nWear a coat.", "", "Wear a coat.", 0);
+    expect("functionary-v3.2 without the prompt", t, NULL, "all\nWear a coat.", "", "all\nWear a coat.", 0);
+    free(prompt);
+    nc_chat_template_free(t);
+}
+
 static void test_no_reasoning(void) {
     nc_chat_template *t = load_template("Qwen-Qwen2.5-7B-Instruct");
     if (!t) return;
@@ -196,6 +226,7 @@ int main(void) {
     test_qwen3();
     test_qwen35();
     test_gpt_oss();
+    test_functionary_v32();
     test_no_reasoning();
     nc_model_free(model);
     return test_summary("chat_reply");
