@@ -775,9 +775,11 @@ static enum MHD_Result run_request(srv_server *sv, srv_instance *in, struct MHD_
                                    srv_request *r, reply_kind *k, bool keep_tokens) {
     srv_error e;
     srv_job *j;
-    int rc = srv_prepare_job(&in->mc, r, &j, &e);
+    int fd = conn_fd(conn);
+    int rc = srv_prepare_job(&in->mc, r, client_gone, &fd, &j, &e);
     bool stream = r->stream, include_usage = r->include_usage;
     srv_request_free(r);
+    if (rc && e.status == 499) return MHD_NO; /* its client left while the template rendered */
     if (rc) when_draining(sv, &e); /* its render was cancelled */
     if (rc) return send_error(sv, conn, &e);
     if (keep_tokens) j->logprobs = true; /* a record per token, with its id */
@@ -951,8 +953,10 @@ static enum MHD_Result handle_apply_template(srv_server *sv, srv_instance *in, s
     char *text;
     size_t len;
     bool add_bos, opened;
-    int rc = srv_render_chat(&in->mc, &r, &text, &len, &add_bos, &opened, &e);
+    int fd = conn_fd(conn);
+    int rc = srv_render_chat(&in->mc, &r, client_gone, &fd, &text, &len, &add_bos, &opened, &e);
     srv_request_free(&r);
+    if (rc && e.status == 499) return MHD_NO; /* nobody to answer */
     if (rc) {
         when_draining(sv, &e);
         return send_error(sv, conn, &e);
@@ -990,8 +994,10 @@ static enum MHD_Result handle_count_tokens(srv_server *sv, srv_instance *in, str
     size_t len;
     bool add_bos, opened;
     int32_t *ids = NULL, n = 0;
-    int rc = srv_render_chat(&in->mc, &r, &text, &len, &add_bos, &opened, &e);
+    int fd = conn_fd(conn);
+    int rc = srv_render_chat(&in->mc, &r, client_gone, &fd, &text, &len, &add_bos, &opened, &e);
     srv_request_free(&r);
+    if (rc && e.status == 499) return MHD_NO; /* nobody to answer */
     if (rc) when_draining(sv, &e);
     else {
         rc = srv_tokenize(in->mc.m, text, len, add_bos, true, &ids, &n, &e);

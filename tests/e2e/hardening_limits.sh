@@ -14,6 +14,7 @@
 # - /v1/embeddings: an abandoned request stops within a chunk, --max-queue holds, SIGTERM with
 #   abandoned or running embeddings exits within the drain;
 # - a chat template rendering at SIGTERM is cancelled at once (503), not after the drain;
+# - a chat template rendering whose client leaves ends then, not when its budgets run out;
 # - start-up: an empty NUCLEUS_API_KEY is refused; whether authentication is on is said; listening
 #   beyond loopback without a key, and without the Host check, are warned about.
 # Every server exits 0 on SIGTERM with no sanitizer report. Ends with "hardening_limits: N passed,
@@ -299,6 +300,37 @@ if start_server render -m "$stories" --parallel 2 -t 2 --chat-template "$tmp/slo
     faster "a render at SIGTERM: cancelled at once, not after the drain" 2 "$t0" "$t1"
     wait "$long"
     stop_server render
+fi
+
+# ---- a chat template rendering when its client leaves ------------------------------------------------
+# The same render (its 20 million steps: a second or more under the sanitizers) abandoned by its
+# client after 0.2 s, on each path that renders: it ends then (the server asks every 10 ms
+# whether the client is still there), not when its budget runs out, and answers nothing. The
+# access log says how each request ended and how long it held its connection thread.
+# access PATH N: "STATUS MS" of the server's Nth access line for PATH (waiting at most 20 s for it)
+access() {
+    for _ in $(seq 1 200); do
+        local line; line=$(grep "^access: POST $1 " "$tmp/gone.err" | sed -n "${2}p")
+        if [ -n "$line" ]; then awk '{ sub("ms=", "", $5); print $4, $5 }' <<<"$line"; return; fi
+        sleep 0.1
+    done
+    echo "none 999999"
+}
+if start_server gone -m "$stories" --parallel 2 -t 2 --chat-template "$tmp/slow.jinja"; then
+    chat='{"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}'
+    code=$(post "$url_gone/v1/chat/completions" "$chat" -m 60)
+    expect_eq "a render to its budget: the status" "$code" 400
+    expect_in "a render to its budget: the reason" "the render exceeded its step budget" "$(cat "$tmp/body")"
+    read -r _ full < <(access /v1/chat/completions 1)
+    for path in /v1/chat/completions /apply-template /v1/messages/count_tokens; do
+        post "$url_gone$path" "$chat" -m 0.2 >/dev/null
+        read -r status took < <(access $path "$([ $path = /v1/chat/completions ] && echo 2 || echo 1)")
+        expect_eq "$path: a render whose client left: no answer" "$status" -
+        if awk -v t="$took" -v f="$full" 'BEGIN { exit !(t < f / 2) }'; then ok
+        else bad "$path: a render whose client left after 0.2 s ended after $took ms (a whole render: $full ms)"; fi
+    done
+    expect_eq "a generation after the abandoned renders" "$(post "$url_gone/v1/completions" '{"prompt": "Once", "max_tokens": 2}' -m 30)" 200
+    stop_server gone
 fi
 
 # ---- start-up: the API key, what is said and warned about ------------------------------------------
