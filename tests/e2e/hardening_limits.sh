@@ -16,7 +16,8 @@
 # - a chat template rendering at SIGTERM is cancelled at once (503), not after the drain;
 # - a chat template rendering whose client leaves ends then, not when its budgets run out;
 # - start-up: an empty NUCLEUS_API_KEY is refused; whether authentication is on is said; listening
-#   beyond loopback without a key, and without the Host check, are warned about.
+#   beyond loopback without a key, and without the Host check, are warned about;
+# - make fuzz-long (bench/fuzz.sh) runs every fuzz harness.
 # Every server exits 0 on SIGTERM with no sanitizer report. Ends with "hardening_limits: N passed,
 # N failed".
 set -u
@@ -357,5 +358,11 @@ if start_server anyhost -m "$stories" --parallel 1 -t 2 --allowed-hosts '*'; the
     if grep -q "beyond loopback" "$tmp/anyhost.err"; then bad "a loopback server warned of listening beyond it"; else ok; fi
     stop_server anyhost
 fi
+
+# ---- make fuzz-long: every harness -----------------------------------------------------------------
+# bench/fuzz.sh (make fuzz-long) runs each harness tests/e2e/fuzz_*.sh runs in make test (its list
+# of names left fuzz_reply out)
+expect_eq "make fuzz-long's harnesses" "$(bash bench/fuzz.sh --list | paste -sd' ')" \
+    "$(ls tests/e2e/fuzz_*.sh | sed 's|tests/e2e/fuzz_||; s|\.sh$||' | paste -sd' ')"
 
 finish
