@@ -15,6 +15,7 @@
 #   abandoned or running embeddings exits within the drain;
 # - a chat template rendering at SIGTERM is cancelled at once (503), not after the drain;
 # - a chat template rendering whose client leaves ends then, not when its budgets run out;
+# - renders and grammar compilations at once are held to --parallel + --max-queue (503 past them);
 # - start-up: an empty NUCLEUS_API_KEY is refused; whether authentication is on is said; listening
 #   beyond loopback without a key, and without the Host check, are warned about;
 # - make fuzz-long (bench/fuzz.sh) runs every fuzz harness.
@@ -332,6 +333,28 @@ if start_server gone -m "$stories" --parallel 2 -t 2 --chat-template "$tmp/slow.
     done
     expect_eq "a generation after the abandoned renders" "$(post "$url_gone/v1/completions" '{"prompt": "Once", "max_tokens": 2}' -m 30)" 200
     stop_server gone
+fi
+
+# ---- renders and grammars under --max-queue ------------------------------------------------------------
+# --parallel 1 --max-queue 1: two requests may render (or compile a grammar) at once; a third, on
+# any path that prepares a request, is refused with 503 until they end
+if start_server busy -m "$stories" --parallel 1 --max-queue 1 -t 2 --chat-template "$tmp/slow.jinja"; then
+    chat='{"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}'
+    for i in 1 2; do
+        curl -s -o /dev/null -H 'Content-Type: application/json' -d "$chat" -m 60 "$url_busy/apply-template" &
+        eval "render$i=\$!"
+    done
+    arrived "$url_busy" /apply-template 2
+    for path in /v1/chat/completions /apply-template /v1/messages/count_tokens /v1/completions; do
+        code=$(post "$url_busy$path" "$([ $path = /v1/completions ] && echo '{"prompt": "Once", "max_tokens": 2}' || echo "$chat")" -m 30)
+        expect_eq "$path while two render (--parallel 1 --max-queue 1)" "$code" 503
+        expect_in "$path while two render: the reason" \
+            "the server is busy (2 requests render chat templates or compile grammars: --parallel + --max-queue)" \
+            "$(cat "$tmp/body")"
+    done
+    wait "$render1" "$render2"
+    expect_eq "a completion once the renders ended" "$(post "$url_busy/v1/completions" '{"prompt": "Once", "max_tokens": 2}' -m 30)" 200
+    stop_server busy
 fi
 
 # ---- start-up: the API key, what is said and warned about ------------------------------------------
