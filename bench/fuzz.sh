@@ -6,12 +6,17 @@
 # slower than 10 s fails it (tests/lib/fuzz_run.sh), and the input is kept in build/fuzz/.
 #
 #   bash bench/fuzz.sh [RUNS [HARNESS...]]     (HARNESS: gguf, template, grammar, ...; default all)
+#   bash bench/fuzz.sh --list                   (the harnesses "all" means, one a line)
+# "All" is every tests/e2e/fuzz_*.sh, so that a harness added there is in the long run too.
 set -u
 cd "$(dirname "$0")/.."
+all=()
+for t in tests/e2e/fuzz_*.sh; do t=${t#tests/e2e/fuzz_}; all+=("${t%.sh}"); done
+if [ "${1:-}" = --list ]; then printf '%s\n' "${all[@]}"; exit 0; fi
 runs=${1:-1000000}
 shift $(($# > 0))
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(gguf kv_file request safetensors spm_model template grammar)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=("${all[@]}")
 make -s build/fuzz/fuzz_gguf build/fuzz/fuzz_kv_file build/fuzz/fuzz_request build/fuzz/fuzz_safetensors \
     build/fuzz/fuzz_spm_model || exit 1
 echo "| harness | inputs | peak RSS (MB) | seconds | result |"

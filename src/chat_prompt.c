@@ -90,9 +90,18 @@ const char *nc_chat_template_source(const nc_chat_template *ct) { return ct->sou
 
 int nc_chat_render(const nc_chat_template *ct, const char *messages_json, const char *extra_json,
                    bool add_generation_prompt, char **text, size_t *len, bool *add_bos, nc_err *err) {
+    return nc_chat_render_watched(ct, messages_json, extra_json, add_generation_prompt, NULL, NULL, text, len, add_bos,
+                                  err);
+}
+
+int nc_chat_render_watched(const nc_chat_template *ct, const char *messages_json, const char *extra_json,
+                           bool add_generation_prompt, bool (*gone)(void *user), void *user, char **text,
+                           size_t *len, bool *add_bos, nc_err *err) {
     tmpl_limits lim;
     tmpl_limits_default(&lim);
     lim.cancel = &ct->cancel;
+    lim.gone = gone;
+    lim.gone_user = user;
     if (tmpl_render_chat_limits(ct->t, messages_json, add_generation_prompt, ct->bos_text, ct->eos_text, extra_json, &lim,
                                 text, len, err))
         return -1;

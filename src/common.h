@@ -22,6 +22,13 @@ int nc_fail_prefix(nc_err *err, const char *fmt, ...) __attribute__((format(prin
  * not a regular file" (errno EINVAL). */
 int nc_open_regular(const char *path, nc_err *err);
 
+/* nc_chat_render (nucleus.h) that also ends soon after gone(user) says true, failing with "the
+ * render was abandoned": gone (may be NULL) is asked on the rendering thread every 10 ms of the
+ * render. A server passes "has the request's client left?". */
+int nc_chat_render_watched(const nc_chat_template *t, const char *messages_json, const char *extra_json,
+                           bool add_generation_prompt, bool (*gone)(void *user), void *user, char **text,
+                           size_t *len, bool *add_bos, nc_err *err);
+
 /* The offset of the first \u0000 escape in a JSON text, or -1: cJSON's strings end at a NUL, so
  * the text after it would vanish without a word. A backslash escapes the character after it,
  * so "\\u0000" (an escaped backslash, then text) is not one. */

@@ -770,14 +770,36 @@ static void when_draining(srv_server *sv, srv_error *e) {
         srv_error_set(e, 503, "server_error", "draining", NULL, "the server is shutting down, retry elsewhere");
 }
 
+/* Requests that render a chat template or compile a grammar (a job's preparation,
+ * /apply-template, /v1/messages/count_tokens) do it on their connection threads, all at once: at
+ * most as many as the slots and the queue hold (--parallel + --max-queue), so that a flood of
+ * hostile templates cannot take every core; more get 503. true: admitted (prepared() after). */
+static bool admit_preparation(srv_instance *in, srv_error *e) {
+    int cap = in->n_parallel + in->max_queue;
+    if (atomic_fetch_add(&in->preparing, 1) < cap) return true;
+    atomic_fetch_sub(&in->preparing, 1);
+    srv_error_set(e, 503, "server_error", "server_overloaded", NULL,
+                  "the server is busy (%d requests render chat templates or compile grammars: --parallel + "
+                  "--max-queue), retry later", cap);
+    return false;
+}
+
+static void prepared(srv_instance *in) { atomic_fetch_sub(&in->preparing, 1); }
+
 /* A parsed request run as a job and answered, whole or streamed, in k's shape. r is freed. */
 static enum MHD_Result run_request(srv_server *sv, srv_instance *in, struct MHD_Connection *conn, conn_req *rq,
                                    srv_request *r, reply_kind *k, bool keep_tokens) {
     srv_error e;
     srv_job *j;
-    int rc = srv_prepare_job(&in->mc, r, &j, &e);
+    int fd = conn_fd(conn);
+    int rc = -1;
+    if (admit_preparation(in, &e)) {
+        rc = srv_prepare_job(&in->mc, r, client_gone, &fd, &j, &e);
+        prepared(in);
+    }
     bool stream = r->stream, include_usage = r->include_usage;
     srv_request_free(r);
+    if (rc && e.status == 499) return MHD_NO; /* its client left while the template rendered */
     if (rc) when_draining(sv, &e); /* its render was cancelled */
     if (rc) return send_error(sv, conn, &e);
     if (keep_tokens) j->logprobs = true; /* a record per token, with its id */
@@ -951,8 +973,14 @@ static enum MHD_Result handle_apply_template(srv_server *sv, srv_instance *in, s
     char *text;
     size_t len;
     bool add_bos, opened;
-    int rc = srv_render_chat(&in->mc, &r, &text, &len, &add_bos, &opened, &e);
+    int fd = conn_fd(conn);
+    int rc = -1;
+    if (admit_preparation(in, &e)) {
+        rc = srv_render_chat(&in->mc, &r, client_gone, &fd, &text, &len, &add_bos, &opened, &e);
+        prepared(in);
+    }
     srv_request_free(&r);
+    if (rc && e.status == 499) return MHD_NO; /* nobody to answer */
     if (rc) {
         when_draining(sv, &e);
         return send_error(sv, conn, &e);
@@ -990,8 +1018,14 @@ static enum MHD_Result handle_count_tokens(srv_server *sv, srv_instance *in, str
     size_t len;
     bool add_bos, opened;
     int32_t *ids = NULL, n = 0;
-    int rc = srv_render_chat(&in->mc, &r, &text, &len, &add_bos, &opened, &e);
+    int fd = conn_fd(conn);
+    int rc = -1;
+    if (admit_preparation(in, &e)) {
+        rc = srv_render_chat(&in->mc, &r, client_gone, &fd, &text, &len, &add_bos, &opened, &e);
+        prepared(in);
+    }
     srv_request_free(&r);
+    if (rc && e.status == 499) return MHD_NO; /* nobody to answer */
     if (rc) when_draining(sv, &e);
     else {
         rc = srv_tokenize(in->mc.m, text, len, add_bos, true, &ids, &n, &e);

@@ -76,6 +76,7 @@ int srv_instance_new(srv_instance **out, const char *id, const char *path, nc_mo
     *in = (srv_instance){.m = m, .dm = dm, .owns_models = owns, .n_parallel = cfg->n_parallel,
                          .max_queue = cfg->max_queue, .created = (int64_t)time(NULL)};
     atomic_init(&in->embedding, 0);
+    atomic_init(&in->preparing, 0);
     srv_metrics_init(&in->metrics, cfg->n_parallel);
     in->metrics_ready = true;
     in->id = strdup(id);

@@ -27,6 +27,7 @@ typedef struct srv_instance {
     srv_model_ctx mc;
     srv_embedder emb;
     atomic_int embedding;  /* /v1/embeddings requests computing or waiting for its embedder */
+    atomic_int preparing;  /* requests rendering their chat template or compiling their grammar */
     int32_t max_queue;     /* --max-queue: how many requests may wait, for a slot or the embedder */
     bool mc_ready, metrics_ready, emb_ready;
     int32_t n_parallel;

@@ -9,6 +9,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "common.h"
+
 int srv_model_ctx_init(srv_model_ctx *mc, const nc_model *m, int32_t n_ctx, int32_t n_slots, const char *template_src,
                        char *note, size_t note_cap, nc_err *err) {
     nc_model_info info;
@@ -162,8 +164,8 @@ static char *template_extra(const srv_model_ctx *mc, const srv_request *r, const
     return out;
 }
 
-int srv_render_chat(const srv_model_ctx *mc, const srv_request *r, char **text, size_t *len, bool *add_bos,
-                    bool *opened, srv_error *e) {
+int srv_render_chat(const srv_model_ctx *mc, const srv_request *r, srv_gone_fn gone, void *user, char **text,
+                    size_t *len, bool *add_bos, bool *opened, srv_error *e) {
     /* tool_choice "none" leaves the tools out, so that no call can be made; a template that does
        not take tools gets them described in the conversation */
     const char *tools = r->tool_choice == SRV_TOOLS_NONE ? NULL : r->tools_json;
@@ -178,9 +180,13 @@ int srv_render_chat(const srv_model_ctx *mc, const srv_request *r, char **text, 
         return -1;
     }
     nc_err err;
-    int rc = nc_chat_render(mc->chat, msgs, extra, true, text, len, add_bos, &err);
+    int rc = nc_chat_render_watched(mc->chat, msgs, extra, true, gone, user, text, len, add_bos, &err);
     free(msgs);
     free(extra);
+    if (rc && gone && gone(user)) {
+        srv_error_set(e, 499, "invalid_request_error", NULL, NULL, "the client closed the connection");
+        return -1;
+    }
     if (rc) {
         srv_error_set(e, 400, "invalid_request_error", NULL, "messages", "the chat template failed: %s", err.msg);
         return -1;
@@ -191,12 +197,12 @@ int srv_render_chat(const srv_model_ctx *mc, const srv_request *r, char **text, 
 
 /* The chat rendered by the template, tokenized with special tokens parsed. A BOS is added only
  * when the vocabulary wants one and the template did not write it. */
-static int chat_prompt(const srv_model_ctx *mc, const srv_request *r, srv_job *j, int32_t **ids, int32_t *n,
-                       srv_error *e) {
+static int chat_prompt(const srv_model_ctx *mc, const srv_request *r, srv_gone_fn gone, void *user, srv_job *j,
+                       int32_t **ids, int32_t *n, srv_error *e) {
     char *text;
     size_t len;
     bool add_bos;
-    if (srv_render_chat(mc, r, &text, &len, &add_bos, &j->reply.in_reasoning, e)) return -1;
+    if (srv_render_chat(mc, r, gone, user, &text, &len, &add_bos, &j->reply.in_reasoning, e)) return -1;
     j->reply.opened = srv_call_opened(mc->fmt.calls, text, len) ? mc->fmt.calls : NULL;
     int rc = srv_tokenize(mc->m, text, len, add_bos, true, ids, n, e);
     free(text);
@@ -232,10 +238,11 @@ static int check_length(const srv_model_ctx *mc, const srv_request *r, int32_t i
     return 0;
 }
 
-static int prepare_prompts(const srv_model_ctx *mc, const srv_request *r, srv_job *j, srv_error *e) {
+static int prepare_prompts(const srv_model_ctx *mc, const srv_request *r, srv_gone_fn gone, void *user, srv_job *j,
+                           srv_error *e) {
     for (int32_t i = 0; i < j->n_prompts; i++) {
         int32_t *ids = NULL, n = 0;
-        int rc = r->api == SRV_API_CHAT ? chat_prompt(mc, r, j, &ids, &n, e)
+        int rc = r->api == SRV_API_CHAT ? chat_prompt(mc, r, gone, user, j, &ids, &n, e)
                                         : completion_prompt(mc, &r->prompts[i], &ids, &n, e);
         if (rc) return -1;
         srv_job_set_prompt(j, i, ids, n);
@@ -411,14 +418,15 @@ static int decoding_params(const srv_model_ctx *mc, const srv_request *r, srv_jo
     return 0;
 }
 
-int srv_prepare_job(const srv_model_ctx *mc, const srv_request *r, srv_job **out, srv_error *e) {
+int srv_prepare_job(const srv_model_ctx *mc, const srv_request *r, srv_gone_fn gone, void *user, srv_job **out,
+                    srv_error *e) {
     *out = NULL;
     srv_job *j = srv_job_new(r->api == SRV_API_CHAT ? 1 : r->n_prompts, r->n);
     if (!j) {
         srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
         return -1;
     }
-    if (prepare_prompts(mc, r, j, e) || decoding_params(mc, r, j, e)) {
+    if (prepare_prompts(mc, r, gone, user, j, e) || decoding_params(mc, r, j, e)) {
         srv_job_unref(j);
         return -1;
     }

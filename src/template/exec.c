@@ -32,7 +32,8 @@ int rt_fail_at(rt *r, const node *n) {
     return -1;
 }
 
-/* The clock and the cancel flag are looked at once per this many steps (about 0.2 ms). */
+/* The clock and the cancel flag are looked at once per this many steps (about 0.2 ms); lim.gone
+ * (a system call, for a server) only once TMPL_GONE_EVERY seconds have passed since it was last. */
 #define CHECK_EVERY 4096
 
 static double now_seconds(void) {
@@ -53,8 +54,14 @@ int rt_steps(rt *r, uint64_t n) {
     r->next_check = r->steps + CHECK_EVERY;
     if (r->lim.cancel && atomic_load_explicit(r->lim.cancel, memory_order_relaxed))
         return rt_fail(r, "the render was cancelled");
-    if (r->deadline > 0 && now_seconds() > r->deadline)
+    if (r->deadline <= 0 && !r->lim.gone) return 0;
+    double now = now_seconds();
+    if (r->deadline > 0 && now > r->deadline)
         return rt_fail(r, "the render exceeded its time budget (%g s)", r->lim.max_seconds);
+    if (r->lim.gone && now >= r->next_gone) {
+        if (r->lim.gone(r->lim.gone_user)) return rt_fail(r, "the render was abandoned");
+        r->next_gone = now + TMPL_GONE_EVERY;
+    }
     return 0;
 }
 
@@ -572,6 +579,8 @@ void tmpl_limits_default(tmpl_limits *lim) {
     lim->max_depth = 400;
     lim->max_seconds = 10;
     lim->cancel = NULL;
+    lim->gone = NULL;
+    lim->gone_user = NULL;
 }
 
 /* Free everything a render made: namespaces first emptied (they may hold one another), then
@@ -602,6 +611,7 @@ int tmpl_render_limits(const tmpl *t, const tmpl_value *context, const tmpl_limi
     if (context && context->type != TV_DICT) return nc_fail(err, "template context must be a dict");
     rt r = {.t = t, .context = context, .lim = *lim, .next_check = CHECK_EVERY};
     if (lim->max_seconds > 0) r.deadline = now_seconds() + lim->max_seconds;
+    if (lim->gone) r.next_gone = now_seconds() + TMPL_GONE_EVERY;
     sbuf buf = {.limit = lim->max_output};
     r.out = &buf;
     int rc = -1;

@@ -275,6 +275,7 @@ struct rt {
     uint64_t steps;
     uint64_t next_check; /* steps at which the clock and the cancel flag are looked at next */
     double deadline;     /* CLOCK_MONOTONIC seconds; 0: none */
+    double next_gone;    /* when lim.gone is asked next (CLOCK_MONOTONIC seconds) */
     int depth;
     scope *kept;        /* captured scopes that were left, freed at the end */
     tmpl_value **namespaces; /* every namespace, emptied at the end to break reference cycles */
@@ -288,7 +289,7 @@ void rt_refund(rt *r, size_t bytes);
 /* What a render may still take (of its own budget and the shared one): the limit of the buffers
  * it builds text in, so that they stay within the budgets before they are charged as strings. */
 size_t rt_mem_left(const rt *r);
-int rt_step(rt *r);                   /* one unit of work; -1 past a limit (steps, time, cancel) */
+int rt_step(rt *r);                   /* one unit of work; -1 past a limit (steps, time, cancel, gone) */
 int rt_steps(rt *r, uint64_t n);      /* n units: elements visited, compared or copied */
 int rt_work(rt *r, size_t bytes);     /* steps for scanning `bytes` without allocating */
 int rt_decode(rt *r, size_t bytes);   /* steps for decoding `bytes` of UTF-8 */

@@ -55,9 +55,15 @@ typedef struct tmpl_limits {
     /* When not NULL, the render fails soon after *cancel becomes true (set from another thread,
      * e.g. by a server that shuts down). */
     const atomic_bool *cancel;
+    /* When not NULL, asked on the rendering thread every TMPL_GONE_EVERY seconds of the render
+     * (the first time once that much has passed): when it returns true the render fails with
+     * "the render was abandoned" (a server asks whether the request's client has left). */
+    bool (*gone)(void *user);
+    void *gone_user;
 } tmpl_limits;
+#define TMPL_GONE_EVERY 0.01
 /* 16 MiB of output, 256 MiB of values, 20 million steps (about a second), depth 400, 10 s, no
- * cancel flag. */
+ * cancel flag, no gone. */
 void tmpl_limits_default(tmpl_limits *lim);
 
 /* Memory held by all the renders of the process at once is bounded too (512 MiB unless set):

@@ -14,8 +14,11 @@
 # - /v1/embeddings: an abandoned request stops within a chunk, --max-queue holds, SIGTERM with
 #   abandoned or running embeddings exits within the drain;
 # - a chat template rendering at SIGTERM is cancelled at once (503), not after the drain;
+# - a chat template rendering whose client leaves ends then, not when its budgets run out;
+# - renders and grammar compilations at once are held to --parallel + --max-queue (503 past them);
 # - start-up: an empty NUCLEUS_API_KEY is refused; whether authentication is on is said; listening
-#   beyond loopback without a key, and without the Host check, are warned about.
+#   beyond loopback without a key, and without the Host check, are warned about;
+# - make fuzz-long (bench/fuzz.sh) runs every fuzz harness.
 # Every server exits 0 on SIGTERM with no sanitizer report. Ends with "hardening_limits: N passed,
 # N failed".
 set -u
@@ -301,6 +304,59 @@ if start_server render -m "$stories" --parallel 2 -t 2 --chat-template "$tmp/slo
     stop_server render
 fi
 
+# ---- a chat template rendering when its client leaves ------------------------------------------------
+# The same render (its 20 million steps: a second or more under the sanitizers) abandoned by its
+# client after 0.2 s, on each path that renders: it ends then (the server asks every 10 ms
+# whether the client is still there), not when its budget runs out, and answers nothing. The
+# access log says how each request ended and how long it held its connection thread.
+# access PATH N: "STATUS MS" of the server's Nth access line for PATH (waiting at most 20 s for it)
+access() {
+    for _ in $(seq 1 200); do
+        local line; line=$(grep "^access: POST $1 " "$tmp/gone.err" | sed -n "${2}p")
+        if [ -n "$line" ]; then awk '{ sub("ms=", "", $5); print $4, $5 }' <<<"$line"; return; fi
+        sleep 0.1
+    done
+    echo "none 999999"
+}
+if start_server gone -m "$stories" --parallel 2 -t 2 --chat-template "$tmp/slow.jinja"; then
+    chat='{"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}'
+    code=$(post "$url_gone/v1/chat/completions" "$chat" -m 60)
+    expect_eq "a render to its budget: the status" "$code" 400
+    expect_in "a render to its budget: the reason" "the render exceeded its step budget" "$(cat "$tmp/body")"
+    read -r _ full < <(access /v1/chat/completions 1)
+    for path in /v1/chat/completions /apply-template /v1/messages/count_tokens; do
+        post "$url_gone$path" "$chat" -m 0.2 >/dev/null
+        read -r status took < <(access $path "$([ $path = /v1/chat/completions ] && echo 2 || echo 1)")
+        expect_eq "$path: a render whose client left: no answer" "$status" -
+        if awk -v t="$took" -v f="$full" 'BEGIN { exit !(t < f / 2) }'; then ok
+        else bad "$path: a render whose client left after 0.2 s ended after $took ms (a whole render: $full ms)"; fi
+    done
+    expect_eq "a generation after the abandoned renders" "$(post "$url_gone/v1/completions" '{"prompt": "Once", "max_tokens": 2}' -m 30)" 200
+    stop_server gone
+fi
+
+# ---- renders and grammars under --max-queue ------------------------------------------------------------
+# --parallel 1 --max-queue 1: two requests may render (or compile a grammar) at once; a third, on
+# any path that prepares a request, is refused with 503 until they end
+if start_server busy -m "$stories" --parallel 1 --max-queue 1 -t 2 --chat-template "$tmp/slow.jinja"; then
+    chat='{"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}'
+    for i in 1 2; do
+        curl -s -o /dev/null -H 'Content-Type: application/json' -d "$chat" -m 60 "$url_busy/apply-template" &
+        eval "render$i=\$!"
+    done
+    arrived "$url_busy" /apply-template 2
+    for path in /v1/chat/completions /apply-template /v1/messages/count_tokens /v1/completions; do
+        code=$(post "$url_busy$path" "$([ $path = /v1/completions ] && echo '{"prompt": "Once", "max_tokens": 2}' || echo "$chat")" -m 30)
+        expect_eq "$path while two render (--parallel 1 --max-queue 1)" "$code" 503
+        expect_in "$path while two render: the reason" \
+            "the server is busy (2 requests render chat templates or compile grammars: --parallel + --max-queue)" \
+            "$(cat "$tmp/body")"
+    done
+    wait "$render1" "$render2"
+    expect_eq "a completion once the renders ended" "$(post "$url_busy/v1/completions" '{"prompt": "Once", "max_tokens": 2}' -m 30)" 200
+    stop_server busy
+fi
+
 # ---- start-up: the API key, what is said and warned about ------------------------------------------
 expect_err "an empty NUCLEUS_API_KEY" "NUCLEUS_API_KEY is set but empty" \
     env NUCLEUS_API_KEY= timeout 20 "$NUCLEUS" serve -m "$stories" --port 0
@@ -325,5 +381,11 @@ if start_server anyhost -m "$stories" --parallel 1 -t 2 --allowed-hosts '*'; the
     if grep -q "beyond loopback" "$tmp/anyhost.err"; then bad "a loopback server warned of listening beyond it"; else ok; fi
     stop_server anyhost
 fi
+
+# ---- make fuzz-long: every harness -----------------------------------------------------------------
+# bench/fuzz.sh (make fuzz-long) runs each harness tests/e2e/fuzz_*.sh runs in make test (its list
+# of names left fuzz_reply out)
+expect_eq "make fuzz-long's harnesses" "$(bash bench/fuzz.sh --list | paste -sd' ')" \
+    "$(ls tests/e2e/fuzz_*.sh | sed 's|tests/e2e/fuzz_||; s|\.sh$||' | paste -sd' ')"
 
 finish

@@ -438,7 +438,21 @@ static void test_hostile_work(void) {
     expect_hostile("{{ range(-9223372036854775807 - 1, 9223372036854775807)|list }}", NULL, "range too big");
 }
 
-/* The time budget and the cancel flag end a render that is still within its steps. */
+/* A gone callback: counts its calls, and says gone from the call after_calls on. */
+typedef struct gone_state {
+    int calls, after_calls;
+    double first_call, last_call; /* seconds_now() */
+} gone_state;
+
+static bool gone_after(void *user) {
+    gone_state *g = user;
+    g->last_call = seconds_now();
+    if (g->calls++ == 0) g->first_call = g->last_call;
+    return g->calls > g->after_calls;
+}
+
+/* The time budget, the cancel flag and the gone callback end a render that is still within its
+ * steps. */
 static void test_hostile_time(void) {
     const char *slow = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}";
     tmpl_limits lim;
@@ -454,6 +468,28 @@ static void test_hostile_time(void) {
     nc_err e = {{0}};
     char *out = render_lim("{% for i in range(3) %}{{ i }}{% endfor %}", NULL, &lim, &e);
     CHECK_MSG(out && !strcmp(out, "012"), "%s", out ? out : e.msg);
+    free(out);
+
+    /* gone: asked every TMPL_GONE_EVERY seconds (not at every check of the clock), the render
+       abandoned at the first true */
+    gone_state g = {.after_calls = 5};
+    lim.gone = gone_after;
+    lim.gone_user = &g;
+    double t0 = seconds_now();
+    expect_hostile(slow, &lim, "the render was abandoned");
+    double took = seconds_now() - t0;
+    CHECK_MSG(g.calls == 6, "gone asked %d times, want 6", g.calls);
+    CHECK_MSG(g.first_call - t0 >= TMPL_GONE_EVERY * 0.9, "gone first asked after %.4f s", g.first_call - t0);
+    CHECK_MSG(took >= 6 * TMPL_GONE_EVERY * 0.9 && took < 2, "abandoned after %.4f s", took);
+    /* never gone: the time budget still ends it, and gone was asked about once per interval */
+    g = (gone_state){.after_calls = 1 << 30};
+    lim.max_seconds = 0.1;
+    expect_hostile(slow, &lim, "time budget");
+    CHECK_MSG(g.calls >= 3 && g.calls <= 11, "gone asked %d times in 0.1 s", g.calls);
+    /* a short render does not ask at all */
+    g = (gone_state){.after_calls = 0};
+    out = render_lim("{% for i in range(3) %}{{ i }}{% endfor %}", NULL, &lim, &e);
+    CHECK_MSG(out && !strcmp(out, "012") && g.calls == 0, "%s, gone asked %d times", out ? out : e.msg, g.calls);
     free(out);
 }
 
