@@ -801,7 +801,7 @@ static int32_t state_floats(const model *m, const model_layer *L) {
 static int init_cache(fwd_state *s, int32_t n_ctx, int32_t n_seq, int64_t n_cells, uint32_t type_k, uint32_t type_v,
                       bool swa_full, nc_err *err) {
     const model_hparams *hp = &s->m->hp;
-    kv_layer_config *layers = calloc((size_t)hp->n_layer, sizeof *layers);
+    kv_layer_config *layers = calloc((uint32_t)hp->n_layer, sizeof *layers); /* 1..4096 (the loader's check) */
     if (!layers) return nc_fail(err, "out of memory");
     for (int il = 0; il < hp->n_layer; il++) {
         const model_layer *L = &s->m->layers[il];
