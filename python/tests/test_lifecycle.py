@@ -91,7 +91,9 @@ def interrupt_when_busy(llm):
 
 
 def test_keyboard_interrupt_stops_cleanly():
-    with Llama(model_path=STORIES, n_ctx=4096, n_seq_max=4, verbose=False) as llm:
+    # a context and a beam search long enough that none ends before the interrupt reaches it
+    # (with 4,096 tokens one did, once)
+    with Llama(model_path=STORIES, n_ctx=65536, n_seq_max=4, verbose=False) as llm:
         for how in ("completion", "stream", "beams"):
             t = interrupt_when_busy(llm)
             start = time.time()
@@ -102,7 +104,7 @@ def test_keyboard_interrupt_stops_cleanly():
                     for _ in llm(PROMPT, max_tokens=None, ignore_eos=True, temperature=0, stream=True):
                         pass
                 else:
-                    llm.beam_search(PROMPT, n_beams=4, max_tokens=4000, ignore_eos=True)
+                    llm.beam_search(PROMPT, n_beams=4, max_tokens=60000, ignore_eos=True)
             t.join()
             assert time.time() - start < 10
             assert not llm._lock.locked(), how
