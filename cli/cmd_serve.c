@@ -336,7 +336,7 @@ static void wait_for_stop_signal(void) {
 static int serve_router(serve_opts *o) {
     nc_err err;
     srv_presets ps = {0};
-    if ((o->models_dir && srv_presets_scan_dir(&ps, o->models_dir, &err)) ||
+    if ((o->models_dir && srv_presets_scan_dir(&ps, o->models_dir, &err)) || srv_presets_scan_cache(&ps, &err) ||
         (o->models_file && srv_presets_load_ini(&ps, o->models_file, &err))) {
         fprintf(stderr, "error: serve: %s\n", err.msg);
         srv_presets_free(&ps);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "hub/hub.h"
 
 __attribute__((format(printf, 2, 3))) static int fail(nc_err *err, const char *fmt, ...) {
     va_list ap;
@@ -258,6 +259,51 @@ int srv_presets_scan_dir(srv_presets *ps, const char *dir, nc_err *err) {
     for (size_t i = 0; i < n; i++) free(names[i]);
     free(names);
     return rc;
+}
+
+/* ---- the download cache --------------------------------------------------------------------- */
+
+typedef struct cache_scan {
+    srv_presets *ps;
+    const char *root;
+    nc_err *err;
+    int rc;
+} cache_scan;
+
+/* A cached model as `nucleus pull` and -hf name it: USER/REPO:QUANT for a GGUF file (its first
+ * part for a split; the file's name without .gguf where it has no quant tag), USER/REPO for a
+ * Hugging Face directory (its config.json). A name taken already (another file of the same
+ * quant) keeps the first, in the cache's sorted order. */
+static int cache_entry(const nc_hub_entry *e, void *user) {
+    cache_scan *c = user;
+    hub_gguf_name g;
+    char name[SRV_PRESET_NAME_MAX + 2], path[4096];
+    int n, m;
+    if (e->partial) return 0;
+    if (!strcmp(e->file, "config.json")) {
+        n = snprintf(name, sizeof name, "%s", e->repo);
+        m = snprintf(path, sizeof path, "%s/%s", c->root, e->repo);
+    } else if (hub_gguf_name_parse(e->file, &g) && g.index == 1) {
+        const char *base = strrchr(e->file, '/') ? strrchr(e->file, '/') + 1 : e->file;
+        n = g.tag[0] ? snprintf(name, sizeof name, "%s:%s", e->repo, g.tag)
+                     : snprintf(name, sizeof name, "%s:%.*s", e->repo, (int)(g.stem_len - (size_t)(base - e->file)), base);
+        m = snprintf(path, sizeof path, "%s/%s/%s", c->root, e->repo, e->file);
+    } else {
+        return 0;
+    }
+    if (n < 0 || (size_t)n > SRV_PRESET_NAME_MAX || m < 0 || (size_t)m >= sizeof path || srv_presets_find(c->ps, name))
+        return 0;
+    if (!add(c->ps, name, (size_t)n, path, c->err)) c->rc = -1;
+    return c->rc;
+}
+
+int srv_presets_scan_cache(srv_presets *ps, nc_err *err) {
+    char root[4096];
+    nc_err ignored;
+    if (nc_hub_cache_dir(NULL, root, sizeof root, &ignored) || !is_dir(root)) return 0; /* no cache: nothing */
+    cache_scan c = {.ps = ps, .root = root, .err = err};
+    if (nc_hub_list(NULL, cache_entry, &c, err)) return -1;
+    return c.rc;
 }
 
 /* ---- --models FILE ------------------------------------------------------------------------ */

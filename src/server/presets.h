@@ -53,6 +53,9 @@ typedef struct srv_presets {
 
 /* Add DIR's models (see above) to ps. -1 with err naming the problem. */
 int srv_presets_scan_dir(srv_presets *ps, const char *dir, nc_err *err);
+/* Add the models of the download cache (nucleus pull, -hf: $NUCLEUS_CACHE …), named as they are
+ * pulled: USER/REPO:QUANT, or USER/REPO for a Hugging Face directory. No cache: nothing added. */
+int srv_presets_scan_cache(srv_presets *ps, nc_err *err);
 /* Parse an INI file's text (file: its path, for messages and relative paths) into ps: new
  * presets, and options for those of a directory already scanned. */
 int srv_presets_parse_ini(srv_presets *ps, const char *text, size_t len, const char *file, nc_err *err);

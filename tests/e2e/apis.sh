@@ -22,6 +22,7 @@ if [ ! -d tests/node_server/node_modules/@anthropic-ai/sdk ]; then
     (cd tests/node_server && npm ci --no-audit --no-fund --loglevel=error) || { bad "npm ci in tests/node_server failed"; finish; }
 fi
 . tests/lib/server_script.sh
+export NUCLEUS_CACHE=$tmp/cache # router mode serves the download cache's models too: none here
 # stories260K with fill-in-the-middle tokens, for /infill
 coder=$tmp/stories260K-fim.gguf
 python3 tests/e2e/fim_model.py "$SHARED/models/stories260K/stories260K.gguf" "$coder" || { bad "cannot write $coder"; finish; }

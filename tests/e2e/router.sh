@@ -9,7 +9,8 @@
 # - POST /models/unload waits for a running stream, which ends whole; POST /models/load;
 # - --sleep-idle-seconds unloads an idle model (a second router), --memory-budget (a third);
 # - the flags' refusals, a --models INI file (a FIFO refused), a split GGUF found in the
-#   directory, a preset's chat template that is a FIFO, a render at SIGTERM cancelled at once;
+#   directory, a model of the download cache (USER/REPO:QUANT), a preset's chat template that is
+#   a FIFO, a render at SIGTERM cancelled at once;
 # - the web page's model picker in Chromium (tests/node_web/picker.test.mjs);
 # - memory: the release build's RSS after 50 load / unload cycles within 10% of its value after
 #   the first (a third router, build/nucleus).
@@ -23,6 +24,7 @@ NUCLEUS_REL=${NUCLEUS_REL:-build/nucleus}
 . tests/lib/checks.sh
 finish() { echo "router: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
 . tests/lib/server_script.sh
+export NUCLEUS_CACHE=$tmp/cache # router mode serves the download cache's models too (one, below)
 
 stories=$SHARED/models/stories260K/stories260K.gguf
 qwen2=$SHARED/archs/qwen2/qwen2-f16.gguf
@@ -162,7 +164,14 @@ printf '[tiny]\nmodel = %s\nparallel = 3\nctx-size = 512\nload-on-startup = true
     "$stories" "$stories" >"$tmp/models.ini"
 printf '[fifo]\nmodel = %s\nchat-template-file = %s\n[slow]\nmodel = %s\nchat-template-file = %s\nparallel = 2\n' \
     "$stories" "$tmp/fifo.jinja" "$stories" "$tmp/slow.jinja" >>"$tmp/models.ini"
+# a model pulled into the download cache before (its layout: ROOT/USER/REPO/FILE), and a download
+# cut short there (.part), which is not a model
+mkdir -p "$NUCLEUS_CACHE/test/tiny-GGUF"
+cp "$stories" "$NUCLEUS_CACHE/test/tiny-GGUF/tiny-Q8_0.gguf"
+printf 'half' >"$NUCLEUS_CACHE/test/tiny-GGUF/tiny-Q4_0.gguf.part"
 if start_server ini --models-dir "$tmp/models2" --models "$tmp/models.ini" -t 1; then
+    ids=$(curl -s "$url_ini/v1/models" | python3 -c 'import json,sys; print(" ".join(m["id"] for m in json.load(sys.stdin)["data"] if "/" in m["id"]))')
+    expect_eq "the download cache's models in /v1/models, as pull names them" "$ids" "test/tiny-GGUF:Q8_0"
     out=$(post "$url_ini" /v1/completions '{"model":"llama3hf","prompt":"Once","max_tokens":3}' | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["model"], r["usage"]["completion_tokens"])')
     expect_eq "a Hugging Face directory of --models-dir" "$out" "llama3hf 3"
     expect_eq "load-on-startup" "$(curl -s "$url_ini/v1/models/tiny" | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"]["value"])')" loaded
@@ -173,6 +182,7 @@ if start_server ini --models-dir "$tmp/models2" --models "$tmp/models.ini" -t 1;
     greedy() { post "$url_ini" /v1/completions "{\"model\":\"$1\",\"prompt\":\"Once\",\"max_tokens\":8,\"temperature\":0}" |
         python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])'; }
     expect_eq "a split GGUF of --models-dir generates what the whole file does" "$(greedy parts)" "$(greedy stories)"
+    expect_eq "a model of the download cache generates what its file does" "$(greedy test/tiny-GGUF:Q8_0)" "$(greedy stories)"
     size=$(curl -s "$url_ini/v1/models/parts" | python3 -c 'import json,sys; print(json.load(sys.stdin)["meta"]["size"] > 0)')
     expect_eq "... its size" "$size" True
     expect_in "a chat-template-file that is a FIFO: refused at the load, not read" "fifo.jinja: a FIFO, not a regular file" \
