@@ -299,6 +299,7 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_OBJ)
 $(BUILD)/fuzz/fuzz_kv_file: src/kv/kv_file_format.c src/kv/kv_file.h
 # and sources a harness needs beside them
 FUZZ_EXTRA_fuzz_request := src/server/anthropic.c src/server/responses.c src/server/llama_api.c src/server/presets.c \
+                           src/hub/cache.c src/hub/pick.c \
                            src/server/dialect.c
 $(BUILD)/fuzz/fuzz_request: src/server/request.c src/server/request.h $(FUZZ_EXTRA_fuzz_request) src/server/dialect.h
 $(BUILD)/fuzz/fuzz_reply: src/server/reply.c src/server/harmony.c src/server/call_named.c src/server/call_python.c \

@@ -18,7 +18,8 @@
 # families' recurrences and latent attention included, on the NEON set against the same
 # references and tolerances as on x86 (make test: the GGUF forms' sampled records; make test-full:
 # every record of both forms). One thread: qemu-user 7.2 hangs a guest's pthread_create on this
-# kind of machine (a two-line program does too), so the threads are left to the x86 runs.
+# kind of machine (a program that only starts and joins a thread hangs too), so the threads are
+# left to the x86 runs.
 # Ends with "neon: N passed, N failed".
 set -u
 cd "$(dirname "$0")/../.."
@@ -41,7 +42,7 @@ for lib in pcre2-8 cjson microhttpd curl edit; do
     [ -e "/usr/lib/aarch64-linux-gnu/lib$lib.so" ] || missing+=("lib$lib (arm64)")
 done
 if [ ${#missing[@]} -ne 0 ]; then
-    bad "missing ${missing[*]}: install them with make deps (scripts/install-deps.sh), or apt-get install ${missing[*]}"
+    bad "missing ${missing[*]}: install them with make test-deps (scripts/install-deps.sh --test)"
     finish
 fi
 
