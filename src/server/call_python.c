@@ -223,30 +223,17 @@ static int py_call(const srv_call_syntax *sx, const char *t, size_t n, size_t *i
     return rc;
 }
 
+static int py_item(const char *t, size_t n, size_t *i, const void *sx, srv_tool_calls *out) {
+    return py_call(sx, t, n, i, out);
+}
+
 int srv_calls_python(const srv_call_syntax *sx, const char *t, size_t n, size_t *at, int32_t max, srv_tool_calls *out) {
     size_t i = *at;
     if (sx->section_open && mk_match(t, n, i, sx->section_open, &i) != MK_YES) return 0;
     i = mk_skip_blanks(t, n, i);
     if (i >= n || t[i] != '[') return 0;
-    i = mk_skip_blanks(t, n, i + 1);
-    for (int got = 0;; got++) {
-        int rc = py_call(sx, t, n, &i, out);
-        if (rc < 0) return -1;
-        if (rc) { /* the calls before it stay, the list's rest is content */
-            if (got) *at = i;
-            return 0;
-        }
-        *at = i = mk_skip_blanks(t, n, i);
-        if (out->n >= max) return 0; /* what follows is content */
-        if (i < n && t[i] == ',') {
-            i = mk_skip_blanks(t, n, i + 1);
-            continue;
-        }
-        if (i < n && t[i] == ']') i++;
-        else if (i < n) return 0;
-        *at = i;
-        break;
-    }
+    int rc = srv_calls_list(t, n, mk_skip_blanks(t, n, i + 1), at, max, out, py_item, sx);
+    if (rc <= 0) return rc;
     size_t end;
     if (sx->section_close && mk_match(t, n, *at, sx->section_close, &end) == MK_YES) *at = end;
     return 0;

@@ -287,33 +287,45 @@ static int parse_tagged(const srv_call_syntax *sx, const char *t, size_t n, size
 }
 
 /* [{...}, {...}] after its marker: the calls one by one, so that those before a cut one stay. */
+int srv_calls_list(const char *t, size_t n, size_t i, size_t *at, int32_t max, srv_tool_calls *out,
+                   int (*item)(const char *t, size_t n, size_t *i, const void *user, srv_tool_calls *out),
+                   const void *user) {
+    for (int got = 0;; got++) {
+        int rc = item(t, n, &i, user, out);
+        if (rc < 0) return -1;
+        if (rc) { /* the calls before it stay, the list's rest is content */
+            if (got) *at = i;
+            return 0;
+        }
+        *at = i = mk_skip_blanks(t, n, i);
+        if (out->n >= max) return 0; /* what follows is content */
+        if (i < n && t[i] == ',') {
+            i = mk_skip_blanks(t, n, i + 1);
+            continue;
+        }
+        if (i < n && t[i] == ']') i++;
+        else if (i < n) return 0;
+        *at = i;
+        return 1;
+    }
+}
+
+/* One item of a JSON list of calls: an object naming the call (add_call's rc). */
+static int json_item(const char *t, size_t n, size_t *i, const void *sx, srv_tool_calls *out) {
+    cJSON *v = *i < n && t[*i] == '{' ? json_at(t, n, i) : NULL;
+    int rc = v ? add_call(sx, v, out) : 1;
+    cJSON_Delete(v);
+    return rc;
+}
+
 static int parse_list(const srv_call_syntax *sx, const char *t, size_t n, size_t *at, int32_t max, srv_tool_calls *out) {
     for (bool first = true;; first = false) {
         size_t i = mk_skip_blanks(t, n, *at), end;
         if (mk_match(t, n, i, sx->section_open, &end) == MK_YES) i = mk_skip_blanks(t, n, end);
         else if (!first || i >= n || t[i] != '[') return 0; /* a bare list may only begin the calls */
         if (i >= n || t[i] != '[') return 0;
-        int got = 0;
-        for (i = mk_skip_blanks(t, n, i + 1);; got++) {
-            cJSON *v = i < n && t[i] == '{' ? json_at(t, n, &i) : NULL;
-            int rc = v ? add_call(sx, v, out) : 1;
-            cJSON_Delete(v);
-            if (rc < 0) return -1;
-            if (rc) { /* the calls before it stay, the list's rest is content */
-                if (got) *at = i;
-                return 0;
-            }
-            *at = i = mk_skip_blanks(t, n, i);
-            if (out->n >= max) return 0; /* what follows is content */
-            if (i < n && t[i] == ',') {
-                i = mk_skip_blanks(t, n, i + 1);
-                continue;
-            }
-            if (i < n && t[i] == ']') i++;
-            else if (i < n) return 0;
-            *at = i;
-            break;
-        }
+        int rc = srv_calls_list(t, n, mk_skip_blanks(t, n, i + 1), at, max, out, json_item, sx);
+        if (rc <= 0) return rc;
         if (sx->section_close && !closed(t, n, at, sx->section_close)) return 0;
     }
 }

@@ -80,6 +80,14 @@ bool srv_call_head_possible(const srv_call_syntax *sx, const char *t, size_t n, 
  * each assistant message's tool_calls' arguments as JSON text. malloc'd; NULL when out of memory
  * or not JSON. */
 char *srv_calls_args_as_text(const char *messages_json);
+/* The calls of a list from its first item at t[i] (after its '['), each read by item (0: a call
+ * added to out, 1: not a call, -1: out of memory; it moves *i past what it read), separated by
+ * commas, up to the ']'. *at moves past every call read (and the ']'); a list cut short, an item
+ * that is not a call and what follows the max-th call stay content. 1: the whole list was read;
+ * 0: it stopped before its end; -1: out of memory. */
+int srv_calls_list(const char *t, size_t n, size_t i, size_t *at, int32_t max, srv_tool_calls *out,
+                   int (*item)(const char *t, size_t n, size_t *i, const void *user, srv_tool_calls *out),
+                   const void *user);
 /* Calls written as Python (SRV_CALLS_PYTHONIC, call_python.c), as srv_calls_named. */
 int srv_calls_python(const srv_call_syntax *sx, const char *t, size_t n, size_t *i, int32_t max, srv_tool_calls *out);
 /* For a template that takes tools but renders no calls (LFM2): messages_json with each assistant

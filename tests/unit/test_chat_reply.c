@@ -126,17 +126,27 @@ static void test_qwen3(void) {
     nc_chat_template_free(t);
 }
 
+/* The prompt t renders for one user message, with the generation prompt; NULL (a failed check)
+ * when it does not render. */
+static char *user_prompt(nc_chat_template *t, size_t *len) {
+    char *prompt = NULL;
+    bool bos;
+    nc_err err;
+    if (nc_chat_render(t, "[{\"role\":\"user\",\"content\":\"Weather in Oslo?\"}]", NULL, true, &prompt, len, &bos,
+                       &err)) {
+        CHECK_MSG(0, "render: %s", err.msg);
+        return NULL;
+    }
+    return prompt;
+}
+
 /* Qwen3.5's prompt opens the reasoning: the reply starts inside it. */
 static void test_qwen35(void) {
     nc_chat_template *t = load_template("Qwen3.5-4B");
     if (!t) return;
-    char *prompt = NULL;
     size_t len = 0;
-    bool bos;
-    nc_err err;
-    if (nc_chat_render(t, "[{\"role\":\"user\",\"content\":\"Weather in Oslo?\"}]", NULL, true, &prompt, &len, &bos,
-                       &err)) {
-        CHECK_MSG(0, "render: %s", err.msg);
+    char *prompt = user_prompt(t, &len);
+    if (!prompt) {
         nc_chat_template_free(t);
         return;
     }
@@ -176,13 +186,9 @@ static void test_gpt_oss(void) {
 static void test_functionary_v32(void) {
     nc_chat_template *t = load_template("meetkai-functionary-medium-v3.2");
     if (!t) return;
-    char *prompt = NULL;
     size_t len = 0;
-    bool bos;
-    nc_err err;
-    if (nc_chat_render(t, "[{\"role\":\"user\",\"content\":\"Weather in Oslo?\"}]", NULL, true, &prompt, &len, &bos,
-                       &err)) {
-        CHECK_MSG(0, "render: %s", err.msg);
+    char *prompt = user_prompt(t, &len);
+    if (!prompt) {
         nc_chat_template_free(t);
         return;
     }
