@@ -303,5 +303,21 @@ check("thinking off a terminal: between markers, no escapes",
       r.returncode == 0 and "[thinking]\nTwo and two make four.\n[/thinking]\nIt is four.\n" in r.stdout
       and "\x1b" not in r.stdout, repr(r.stdout))
 
+# gpt-oss's harmony channels: the analysis channel dimmed, the final one the answer
+HARMONY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "templates", "openai-gpt-oss-120b.jinja")
+c = Chat("--chat-template", HARMONY, "--grammar",
+         'root ::= "<|channel|>analysis<|message|>Two and two make four.<|end|><|start|>assistant<|channel|>final'
+         '<|message|>It is four."', "--temp", "0", "-n", "256", model_path=qwen2)
+c.read_until(r"> ")
+got = c.turn("What is two and two?")
+check("gpt-oss: the analysis dimmed, then the final answer plain", got is not None and
+      "\x1b[2mTwo and two make four.\x1b[22m\n\nIt is four.\n" in got and "<|channel|>" not in got, repr(got))
+c.turn("/save " + os.path.join(tmp, "harmony.json"))
+msgs = json.load(open(os.path.join(tmp, "harmony.json")))["messages"]
+check("gpt-oss: the content is the final answer, the analysis beside it",
+      msgs[-1] == {"role": "assistant", "content": "It is four.", "reasoning_content": "Two and two make four."}, repr(msgs))
+c.send("/quit\n")
+check("gpt-oss: exits 0", c.wait() == 0)
+
 print(f"chat: {passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
