@@ -43,6 +43,11 @@ origin=http://127.0.0.1:$cors_port
 key=web-key-$$
 start_server chat -m "$chat_model" --parallel 2 -c 1024 -t 2 --api-key "$key" --cors "$origin,http://other.example" || finish
 start_server plain -m "$stories" --parallel 1 -t 1 || finish
+# the real Qwen3 and gpt-oss templates, whose replies the page's requests steer (web.test.mjs)
+start_server qwen3 -m "$chat_model" --chat-template tests/data/templates/Qwen-Qwen3-0.6B.jinja --parallel 1 -c 1024 \
+    -t 1 --api-key "$key" || finish
+start_server harmony -m "$chat_model" --chat-template tests/data/templates/openai-gpt-oss-120b.jinja --parallel 1 \
+    -c 1024 -t 1 --api-key "$key" || finish
 
 # code URL [CURL FLAGS...]: the status; headers in $tmp/h, body in $tmp/b
 code() { local url=$1; shift; curl -s -D "$tmp/h" -o "$tmp/b" -w '%{http_code}' "$@" "$url"; }
@@ -143,7 +148,8 @@ expect_eq "nucleus_explain with beam search" \
     "$(gen '{"prompt":"a","use_beam_search":true,"best_of":2,"nucleus_explain":true}')" 400
 
 # ---- the page in Chromium ----
-NUCLEUS_URL=$url_chat NUCLEUS_KEY=$key CORS_PORT=$cors_port SHOTS=$(pwd)/$shots \
+NUCLEUS_URL=$url_chat NUCLEUS_URL_QWEN3=$url_qwen3 NUCLEUS_URL_HARMONY=$url_harmony NUCLEUS_KEY=$key \
+    CORS_PORT=$cors_port SHOTS=$(pwd)/$shots \
     node --test --test-reporter=tap --test-timeout=240000 tests/node_web/web.test.mjs >"$tmp/node.tap" 2>&1
 count_tap "$tmp/node.tap"
 for f in desktop-inspector desktop-slider desktop-branch desktop-first-screen phone-chat phone-inspector; do
@@ -152,4 +158,6 @@ done
 
 stop_server chat
 stop_server plain
+stop_server qwen3
+stop_server harmony
 finish

@@ -28,16 +28,16 @@ before(async () => {
 after(async () => { await browser?.close(); });
 
 // A page with the key typed into Settings, as a person would.
-async function openPage(viewport = { width: 1280, height: 860 }, init = null) {
+async function openPage(viewport = { width: 1280, height: 860 }, init = null, base = URL_) {
   const context = await browser.newContext({ viewport });
   if (init) await context.addInitScript(init);
-  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: URL_ });
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base });
   const page = await context.newPage();
   const errors = [];
   page.on('pageerror', (e) => errors.push(e.message));
   page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
   page.errors = errors;
-  await page.goto(`${URL_}/`);
+  await page.goto(`${base}/`);
   await page.click('#settings-toggle');
   await page.fill('#api-key', KEY);
   await page.locator('#api-key').dispatchEvent('change');
@@ -478,6 +478,28 @@ function slowStream(events) {
     });
     return new Response(body, { status: 200, headers: { 'Content-Type': 'text/event-stream' } });
   };
+}
+
+// The real Qwen3 and gpt-oss templates served: the page's request is given a grammar on its way (the
+// synthetic model writes the family's reasoning markers, then an answer), the server splits the reply
+for (const [name, base, text] of [
+  ['Qwen3', process.env.NUCLEUS_URL_QWEN3, '<think>\nTwo and two make four.\n</think>\n\nIt is four.'],
+  ['gpt-oss', process.env.NUCLEUS_URL_HARMONY,
+   '<|channel|>analysis<|message|>Two and two make four.<|end|><|start|>assistant<|channel|>final<|message|>It is four.'],
+]) {
+  test(`${name}'s template served: its reasoning in the thinking block, its answer in the reply`, async () => {
+    const p = await openPage(undefined, null, base);
+    await p.route('**/v1/chat/completions', (route) => {
+      const body = JSON.parse(route.request().postData());
+      route.continue({ postData: JSON.stringify({ ...body, grammar: `root ::= ${JSON.stringify(text)}`, max_tokens: 256 }) });
+    });
+    const { message } = await sendMessage(p, 'What is two and two?');
+    assert.equal(await message.locator('.thinking').isVisible(), true);
+    assert.equal(await message.locator('.thinking-body').textContent(), 'Two and two make four.');
+    assert.equal((await message.locator('.body').textContent()).trim(), 'It is four.');
+    assert.deepEqual(p.errors, []);
+    await p.context().close();
+  });
 }
 
 test('a reply\'s reasoning (reasoning_content) shows in a collapsible thinking block, streamed, and goes back', async () => {
