@@ -10,10 +10,12 @@
 #   reply, stop, the inspector against the server's own distribution, the temperature and top-k
 #   sliders against probabilities computed from the raw logits, a branch (placed under its reply),
 #   the first screen and the favicon, conversations kept across reloads with their list (switch,
-#   rename, delete), keyboard only, a 390-pixel-wide screen, and CORS from pages on two other
-#   origins. Screenshots: build/web-shots/.
-# Sanitized servers (build/san/nucleus): a synthetic Qwen2.5 with its chat template in the GGUF,
-# and stories260K; each exits 0 on SIGTERM with no sanitizer report.
+#   rename, delete), keyboard only, a 390-pixel-wide screen, CORS from pages on two other
+#   origins, and the reasoning of the real Qwen3 and gpt-oss templates in the thinking block.
+#   Screenshots: build/web-shots/.
+# Sanitized servers (build/san/nucleus): a synthetic Qwen2.5 with its chat template in the GGUF
+# (and with the Qwen3 and gpt-oss templates), and stories260K; each exits 0 on SIGTERM with no
+# sanitizer report.
 # Ends with "web: N passed, N failed".
 set -u
 cd "$(dirname "$0")/../.."
