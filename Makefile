@@ -306,6 +306,9 @@ $(BUILD)/fuzz/fuzz_reply: src/server/reply.c src/server/harmony.c src/server/cal
                           src/server/tool_calls.c \
                           src/server/marker.c src/server/chat_format.c src/server/reply.h src/server/tool_calls.h
 $(BUILD)/fuzz/fuzz_template: $(wildcard src/template/*.c src/template/*.h)
+FUZZ_EXTRA_fuzz_lora := src/model/arch.c src/model/fingerprint.c src/model/layers.c src/model/lora.c src/model/model.c \
+                        src/model/model_hf.c src/model/rope.c src/tensor/quant.c src/tensor/quant_k.c
+$(BUILD)/fuzz/fuzz_lora: $(FUZZ_EXTRA_fuzz_lora) $(wildcard src/model/*.h)
 fuzz: $(FUZZ_BIN)
 # Every harness for 10^6 inputs (FUZZ_LONG_RUNS), the nightly-style run; `make test` runs each
 # for seconds.

@@ -41,6 +41,22 @@ int cli_device_arg(int argc, char **argv, int *i, int32_t *n_gpu_layers);
     "  --fast             int8 activations for the Q8_0/Q4_0 products of normalised inputs: faster prefill\n"     \
     "                     and speculative verification, log-probabilities up to ~0.13 further from the\n"     \
     "                     exact ones (docs/correctness.md)\n"
+/* LoRA adapters (cli/lora_args.c): --lora FILE (scale 1), --lora-scaled FILE SCALE, each repeatable.
+ * 1: argv[*i] was one, consumed with its values; 0: not one; -1: refused (message printed). */
+#define CLI_LORA_MAX 16
+typedef struct cli_lora {
+    const char *path[CLI_LORA_MAX];
+    float scale[CLI_LORA_MAX];
+    int n;
+} cli_lora;
+int cli_lora_arg(int argc, char **argv, int *i, cli_lora *l);
+/* nc_model_load, then the adapters in order (nc_model_add_lora; l may be NULL): on failure *m is
+ * NULL and err says why. */
+int cli_model_load(nc_model **m, const char *path, const cli_lora *l, nc_err *err);
+#define CLI_LORA_USAGE "[--lora FILE] [--lora-scaled FILE SCALE]"
+#define CLI_LORA_HELP                                                                                        \
+    "  --lora FILE        apply a LoRA adapter (a GGUF in llama.cpp's adapter form) to the model; --lora-scaled\n" \
+    "                     FILE S: with scale S (default 1); repeatable: adapters add up (the CPU backend)\n"
 /* The value after a flag, or NULL with a message when argv ends. */
 const char *cli_value(int argc, char **argv, int *i);
 

@@ -20,6 +20,7 @@ typedef struct bench_opts {
     nc_cache_type type_k, type_v;
     int32_t n_gpu_layers;
     cli_hf hf;
+    cli_lora lora;
 } bench_opts;
 
 typedef struct stats { double mean, sd; } stats;
@@ -41,6 +42,7 @@ static stats summarize(const double *v, int n) {
 #define USAGE                                                                                                    \
     "usage: nucleus bench [-m MODEL | -hf USER/REPO[:QUANT]] [-p 128] [-n 64] [-d 0] [-t THREADS] [-r 5] " CLI_CACHE_USAGE               \
     " [--fast] [--all-logits] [--json] [--no-bandwidth] " CLI_DEVICE_USAGE "\n"                                  \
+    "                    " CLI_LORA_USAGE "\n"                                  \
     "  -p N, -n N         prompt tokens prefilled (pp) and tokens decoded (tg) per repetition (llama-bench's)\n" \
     "  -d N, --n-depth N  tokens already in the context when each test starts (llama-bench's; their prefill\n"  \
     "                     is not timed): rows read 'pp128 @ d4096'\n"                                             \
@@ -49,7 +51,7 @@ static stats summarize(const double *v, int n) {
     "  --all-logits       the prefill computes every row's logits, as a speculative verification pass\n"     \
     "                     (rows read 'pp17 all'); by default only the last row's, as a prompt's\n"          \
     "  --no-bandwidth     skip measuring the memory read bandwidth (on the GPU it is not measured)\n"          \
-    CLI_CACHE_HELP CLI_DEVICE_HELP
+    CLI_CACHE_HELP CLI_DEVICE_HELP CLI_LORA_HELP
 
 /* 0: run; 2: refused (message printed); -1: help was asked for (printed). */
 static int parse(int argc, char **argv, bench_opts *o) {
@@ -59,6 +61,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
         int r = cli_cache_arg(argc, argv, &i, &o->type_k, &o->type_v);
         if (r == 0) r = cli_device_arg(argc, argv, &i, &o->n_gpu_layers);
         if (r == 0) r = cli_hf_arg(argc, argv, &i, &o->hf);
+        if (r == 0) r = cli_lora_arg(argc, argv, &i, &o->lora);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(USAGE, stdout); return -1; }
@@ -155,7 +158,7 @@ int cmd_bench(int argc, char **argv) {
     nc_model *m = NULL;
     nc_context *c = NULL;
     int32_t *toks = NULL;
-    if (nc_model_load(&m, o.model, &err)) goto fail;
+    if (cli_model_load(&m, o.model, &o.lora, &err)) goto fail;
     nc_model_info info;
     nc_model_get_info(m, &info);
     long n_tok = o.depth + (o.n_prompt > o.n_gen ? o.n_prompt : o.n_gen);

@@ -33,6 +33,7 @@ typedef struct chat_opts {
     cli_decoding dec;
     cli_spec spec;
     cli_hf hf;
+    cli_lora lora;
 } chat_opts;
 
 static const char COMMANDS[] =
@@ -51,7 +52,7 @@ static const char COMMANDS[] =
 static void usage_to(FILE *out) {
     fprintf(out,
             "usage: nucleus chat [-m MODEL | -hf USER/REPO[:QUANT]] [--system TEXT] [-n N] [-t THREADS] [-c CTX] " CLI_CACHE_USAGE " " CLI_DEVICE_USAGE " [--fast]\n"
-            "                    [decoding options] [speculative options]\n"
+            "                    " CLI_LORA_USAGE " [decoding options] [speculative options]\n"
             CLI_HF_HELP
             "  --system TEXT      the system message\n"
             "  --chat-template FILE  a Jinja chat template used instead of the model's\n"
@@ -59,7 +60,7 @@ static void usage_to(FILE *out) {
             "                     dimmed by default, between [thinking] and [/thinking] when stdout is no terminal)\n"
             "  -n N               tokens per reply at most (default -1: until the model ends its turn)\n"
             "  -c CTX             the conversation's context (default: the model's, at most 4096)\n" CLI_CACHE_HELP CLI_DEVICE_HELP CLI_FAST_HELP
-            "%s%s%s",
+            CLI_LORA_HELP "%s%s%s",
             COMMANDS, cli_decoding_usage(), cli_spec_usage());
 }
 
@@ -79,6 +80,7 @@ static int parse(int argc, char **argv, chat_opts *o) {
         if (r == 0) r = cli_device_arg(argc, argv, &i, &o->n_gpu_layers);
         if (r == 0) r = cli_spec_arg(argc, argv, &i, &o->spec);
         if (r == 0) r = cli_hf_arg(argc, argv, &i, &o->hf);
+        if (r == 0) r = cli_lora_arg(argc, argv, &i, &o->lora);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(o->model = cli_value(argc, argv, &i))) return 2; }
@@ -454,7 +456,7 @@ int cmd_chat(int argc, char **argv) {
     char note[512];
     rc = 1;
     if (!ch.messages) snprintf(err.msg, sizeof err.msg, "out of memory");
-    else if (!nc_model_load(&ch.m, o.model, &err) && !open_template(&ch, note, sizeof note, &err)) {
+    else if (!cli_model_load(&ch.m, o.model, &o.lora, &err) && !open_template(&ch, note, sizeof note, &err)) {
         ch.reasoning_field = nc_chat_reasoning_field(ch.tmpl);
         ch.tty = isatty(STDOUT_FILENO);
         nc_model_info info;

@@ -18,6 +18,7 @@
 #define USAGE                                                                                                      \
     "usage: nucleus perplexity [-m MODEL | -hf USER/REPO[:QUANT]] -f FILE [-c CTX] [--stride S] [--chunks N] [-t THREADS]\n"               \
     "                          [--kl-divergence-base BASE [--kl-divergence]] [--json] " CLI_CACHE_USAGE " [--fast] " CLI_DEVICE_USAGE "\n" \
+    "                          " CLI_LORA_USAGE "\n"                                                           \
     "  -f FILE            the text (\"-\": stdin), tokenized whole with BOS as the model's vocabulary asks\n"   \
     "  -c CTX             window length in tokens (512, or the model's training context when shorter)\n"          \
     "                     default scheme (llama-perplexity's): chunks of CTX tokens, each starting with BOS,\n"   \
@@ -29,7 +30,7 @@
     "                     with --kl-divergence: read them and report the KL divergence from them, the\n"         \
     "                     perplexity ratio and how often both models rank the same token first\n"                  \
     "  --json             the result as one JSON object\n"                                                         \
-    CLI_HF_HELP CLI_FAST_HELP CLI_CACHE_HELP CLI_DEVICE_HELP                                                      \
+    CLI_HF_HELP CLI_FAST_HELP CLI_CACHE_HELP CLI_DEVICE_HELP CLI_LORA_HELP                                        \
     "Progress (with an ETA) goes to stderr: a bar on a terminal, else a line every tenth of the windows.\n"
 
 typedef struct ppl_opts {
@@ -39,6 +40,7 @@ typedef struct ppl_opts {
     nc_cache_type type_k, type_v;
     int32_t n_gpu_layers;
     cli_hf hf;
+    cli_lora lora;
 } ppl_opts;
 
 /* 0: run; 2: refused (message printed); -1: help was printed. */
@@ -49,6 +51,7 @@ static int parse(int argc, char **argv, ppl_opts *o) {
         int r = cli_cache_arg(argc, argv, &i, &o->type_k, &o->type_v);
         if (r == 0) r = cli_device_arg(argc, argv, &i, &o->n_gpu_layers);
         if (r == 0) r = cli_hf_arg(argc, argv, &i, &o->hf);
+        if (r == 0) r = cli_lora_arg(argc, argv, &i, &o->lora);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(USAGE, stdout); return -1; }
@@ -428,7 +431,7 @@ int cmd_perplexity(int argc, char **argv) {
         fprintf(stderr, "error: %s: %s\n", o.file, len ? "holds a NUL byte: not a text" : "empty");
         goto done;
     }
-    if (nc_model_load(&m, path, &err)) goto fail;
+    if (cli_model_load(&m, path, &o.lora, &err)) goto fail;
     nc_model_info info;
     nc_model_get_info(m, &info);
     int32_t n_ctx = (int32_t)o.n_ctx;

@@ -23,6 +23,7 @@ typedef struct run_opts {
     cli_decoding dec;
     cli_spec spec;
     cli_hf hf;
+    cli_lora lora;
 } run_opts;
 
 static double now_s(void) {
@@ -34,7 +35,8 @@ static double now_s(void) {
 static void usage_to(FILE *out) {
     fprintf(out,
             "usage: nucleus run [-m MODEL | -hf USER/REPO[:QUANT]] (-p PROMPT | -f FILE) [-e] [--special] [-n N] [-t THREADS] [-c CTX]\n"
-            "                   " CLI_CACHE_USAGE " " CLI_DEVICE_USAGE " [--fast] [--prompt-cache FILE] [decoding options]\n"
+            "                   " CLI_CACHE_USAGE " " CLI_DEVICE_USAGE " [--fast] [--prompt-cache FILE] " CLI_LORA_USAGE "\n"
+            "                   [decoding options]\n"
             "  -m, --model FILE   the model (GGUF file or Hugging Face directory)\n"
             CLI_HF_HELP
             "  -p, --prompt TEXT  the prompt; '-' reads it from stdin\n"
@@ -45,7 +47,7 @@ static void usage_to(FILE *out) {
             "  -t, --threads N    threads (default: all cores)\n"
             "  -c, --ctx-size N   context in tokens (default: the prompt plus -n, within the training length)\n"
             "  -N SAMPLES         several samples: each one's header (--- sample i of N ---) on stderr, text on stdout\n"
-            CLI_CACHE_HELP CLI_DEVICE_HELP CLI_FAST_HELP
+            CLI_CACHE_HELP CLI_DEVICE_HELP CLI_FAST_HELP CLI_LORA_HELP
             "  --prompt-cache FILE  reuse the prompt's keys and values saved in FILE as far as the prompt starts\n"
             "                       the same, then save this prompt's there; a FILE of another model, or damaged,\n"
             "                       is an error and is left as it is\n%s%s%s",
@@ -101,6 +103,7 @@ static int parse(int argc, char **argv, run_opts *o) {
         if (r == 0) r = cli_device_arg(argc, argv, &i, &o->n_gpu_layers);
         if (r == 0) r = cli_spec_arg(argc, argv, &i, &o->spec);
         if (r == 0) r = cli_hf_arg(argc, argv, &i, &o->hf);
+        if (r == 0) r = cli_lora_arg(argc, argv, &i, &o->lora);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(o->model = cli_value(argc, argv, &i))) return 2; }
@@ -511,7 +514,7 @@ int cmd_run(int argc, char **argv) {
     nc_spec_params spec;
     int32_t *prompt = NULL;
     double t0 = now_s();
-    if (nc_model_load(&m, o.model, &err)) goto fail;
+    if (cli_model_load(&m, o.model, &o.lora, &err)) goto fail;
     nc_model_info info;
     nc_model_get_info(m, &info);
     int n_prompt = cli_tokenize(m, o.prompt, true, o.special, &prompt, &err);

@@ -72,15 +72,17 @@ static void print_ids(FILE *out, const int32_t *ids, int n) {
 #define USAGE                                                                                                   \
     "usage: nucleus score [-m MODEL] --ids 1,2,3 [--all] [--top K] [--greedy N] [-t THREADS] [-c CTX] "         \
     CLI_CACHE_USAGE " [--fast] " CLI_DEVICE_USAGE " [--batch FILE]\n"                                          \
+    "                     " CLI_LORA_USAGE "\n"                                                                \
     "  --ids 1,2,3        the token ids; the log-probabilities of the next token after them, as JSON\n"          \
     "  --all              every position's (teacher forcing) instead of the last one's\n"                       \
     "  --top K            the K most likely tokens per position (5)\n"                                           \
     "  --greedy N         N greedy steps after the ids, each with its top K\n"                                  \
-    CLI_FAST_HELP CLI_CACHE_HELP CLI_DEVICE_HELP                                                                \
+    CLI_FAST_HELP CLI_CACHE_HELP CLI_DEVICE_HELP CLI_LORA_HELP                                                  \
     "  --batch FILE       many requests in one process (FILE, or - for stdin): each line a JSON array of\n"     \
     "                     score's arguments (e.g. [\"--ids\", \"1,2\", \"--all\"]) added after the command\n"   \
     "                     line's; one line of JSON out per line in, in order, flushed: the result, or\n"        \
-    "                     {\"error\": MESSAGE}. The model stays loaded while the lines name the same one.\n"    \
+    "                     {\"error\": MESSAGE}. The model stays loaded while the lines name the same one\n"     \
+    "                     (and the same adapters).\n"                                                        \
     "                     Exit status 1 when any line failed\n"
 
 /* One request's options. */
@@ -92,6 +94,7 @@ typedef struct score_opts {
     bool all, fast;
     nc_cache_type type_k, type_v;
     int32_t ngl;
+    cli_lora lora;
 } score_opts;
 
 /* Reads argv into *o (a request of --batch when batch_line). 0: parsed; 1: help printed; 2: refused
@@ -102,6 +105,7 @@ static int parse_opts(int argc, char **argv, score_opts *o, bool batch_line) {
         const char *a = argv[i], *v;
         int r = cli_cache_arg(argc, argv, &i, &o->type_k, &o->type_v);
         if (r == 0) r = cli_device_arg(argc, argv, &i, &o->ngl);
+        if (r == 0) r = cli_lora_arg(argc, argv, &i, &o->lora);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -263,14 +267,21 @@ static int score_batch(const char *batch, int argc, char **argv) {
         if (rc == 0) {
             const char *path = o.path ? o.path : cli_default_model();
             if (!path) snprintf(msg, sizeof msg, "no model: give -m"), rc = 2;
-            else if (!loaded || strcmp(loaded, path)) {
-                nc_err err;
-                nc_model_free(m);
-                m = NULL;
-                free(loaded);
-                loaded = NULL;
-                if (nc_model_load(&m, path, &err)) snprintf(msg, sizeof msg, "%s", err.msg), rc = 1;
-                else loaded = strdup(path);
+            else {
+                char key[8192]; /* the model and its adapters */
+                int at = snprintf(key, sizeof key, "%s", path);
+                for (int k = 0; k < o.lora.n && at > 0 && (size_t)at < sizeof key; k++)
+                    at += snprintf(key + at, sizeof key - (size_t)at, "\n%s\t%.9g", o.lora.path[k], o.lora.scale[k]);
+                bool fits = at > 0 && (size_t)at < sizeof key;
+                if (!fits || !loaded || strcmp(loaded, key)) {
+                    nc_err err;
+                    nc_model_free(m);
+                    m = NULL;
+                    free(loaded);
+                    loaded = NULL;
+                    if (cli_model_load(&m, path, &o.lora, &err)) snprintf(msg, sizeof msg, "%s", err.msg), rc = 1;
+                    else loaded = strdup(key);
+                }
             }
         }
         char *res = NULL;
@@ -324,7 +335,7 @@ int cmd_score(int argc, char **argv) {
     nc_model *m = NULL;
     int rc = 1;
     char msg[1024];
-    if (nc_model_load(&m, path, &err)) {
+    if (cli_model_load(&m, path, &o.lora, &err)) {
         fprintf(stderr, "error: %s\n", err.msg);
         goto done;
     }

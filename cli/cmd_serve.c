@@ -17,7 +17,7 @@
     "                     [--api-key KEY | --api-key-file FILE] [--max-queue Q] [--prefill-chunk N] [--kv-size N]\n"                 \
     "                     " CLI_CACHE_USAGE " " CLI_DEVICE_USAGE " [--fast] [--slot-save-path DIR [--slot-save-max-bytes N]] [--swa-full]\n"                        \
     "                     [--context-shift [--keep N] | --attention-sinks N]\n"                              \
-    "                     [-md FILE | --lookup-ngram N] [--draft-max N] [--draft-min N] [--draft-fixed]\n"    \
+    "                     [-md FILE | --lookup-ngram N] [--draft-max N] [--draft-min N] [--draft-fixed] " CLI_LORA_USAGE "\n" \
     "                     [--alias NAME] [--chat-template FILE] [--reasoning-format auto|none] [--reasoning-budget N]\n" \
     "                     [--allowed-hosts LIST] [--cors ORIGINS] [--max-connections N] [--max-conn-per-ip N] [--timeout-headers S] [--timeout-body S]\n" \
     CLI_HF_HELP                                                                                                \
@@ -60,7 +60,7 @@
     "  --swa-full         sliding-window layers keep every position: their prompts can be cached and saved\n" \
     "  --context-shift, --keep N, --attention-sinks N: as in `nucleus run`, for requests that set\n"         \
     "                     max_tokens (others end at a full context, finish \"length\")\n"                      \
-    CLI_CACHE_HELP CLI_DEVICE_HELP CLI_FAST_HELP
+    CLI_CACHE_HELP CLI_DEVICE_HELP CLI_FAST_HELP CLI_LORA_HELP
 
 typedef struct serve_opts {
     const char *model, *alias, *template_path, *key_path;
@@ -72,6 +72,7 @@ typedef struct serve_opts {
     cli_context context;
     cli_spec spec;
     cli_hf hf;
+    cli_lora lora;
 } serve_opts;
 
 /* The value after a numeric flag into *out, within [lo, hi]. */
@@ -108,6 +109,7 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         if (r == 0) r = cli_context_arg(argc, argv, &i, &o->context);
         if (r == 0) r = cli_spec_arg(argc, argv, &i, &o->spec);
         if (r == 0) r = cli_hf_arg(argc, argv, &i, &o->hf);
+        if (r == 0) r = cli_lora_arg(argc, argv, &i, &o->lora);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) ok = (o->model = cli_value(argc, argv, &i)) != NULL;
@@ -181,6 +183,10 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
     if (router && (o->alias || o->template_path || o->spec.draft_path)) {
         fprintf(stderr, "error: serve: in router mode, --alias, --chat-template and -md are set per model in --models "
                 "(alias, chat-template-file, model-draft)\n");
+        return 2;
+    }
+    if (router && o->lora.n) {
+        fprintf(stderr, "error: serve: --lora applies to one model: router mode does not take adapters\n");
         return 2;
     }
     if (!cli_context_finish(&o->context) || !cli_spec_finish(&o->spec)) return 2;
@@ -411,7 +417,7 @@ int cmd_serve(int argc, char **argv) {
         return 1;
     }
     o.cfg.draft_model = dm;
-    if (nc_model_load(&m, o.model, &err) || srv_start(sv, m, &o.cfg, &err)) {
+    if (cli_model_load(&m, o.model, &o.lora, &err) || srv_start(sv, m, &o.cfg, &err)) {
         fprintf(stderr, "error: serve: %s%s\n", dm && strstr(err.msg, "draft") ? "--draft-model: " : "", err.msg);
         srv_stop(sv);
         nc_model_free(m);

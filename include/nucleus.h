@@ -34,6 +34,16 @@ typedef struct nc_model nc_model;
 int nc_model_load(nc_model **out, const char *path, nc_err *err);
 void nc_model_free(nc_model *m);
 
+/* Apply a LoRA adapter (Hu et al. 2021) to the model: a GGUF file in llama.cpp's adapter form
+ * (general.type "adapter", adapter.type "lora", adapter.lora.alpha, tensors NAME.lora_a [inputs,
+ * rank] and NAME.lora_b [rank, outputs] for the weights NAME it adapts). Each product of such a
+ * weight becomes W x + s B (A x), s = scale * alpha / rank (scale alone without alpha); adapters
+ * add up. Before the model's first context; the CPU backend only; a GGUF model only. On failure
+ * the model is unchanged and err names the key, tensor or shape. */
+int nc_model_add_lora(nc_model *m, const char *path, float scale, nc_err *err);
+/* Adapters applied so far. */
+int32_t nc_model_n_lora(const nc_model *m);
+
 typedef struct nc_model_info {
     const char *arch;          /* the architecture ("llama", "qwen3", "gemma3", ...) */
     const char *name;          /* general.name, or "" */

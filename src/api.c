@@ -1,5 +1,6 @@
 /* The public API (include/nucleus.h): thin wrappers that tie the layers together. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -29,6 +30,7 @@ struct nc_model {
     size_t chat_template_len;
     pthread_mutex_t grammar_lock;  /* guards grammar_vocab, built on the first grammar's use */
     gr_vocab *grammar_vocab;
+    atomic_int n_contexts;         /* adapters are added before the first */
 };
 
 struct nc_context {
@@ -98,6 +100,15 @@ int nc_model_load(nc_model **out, const char *path, nc_err *err) {
     *out = nm;
     return 0;
 }
+
+int nc_model_add_lora(nc_model *m, const char *path, float scale, nc_err *err) {
+    if (atomic_load(&m->n_contexts) > 0)
+        return nc_fail(err, "%s: adapters are added before the model's first context is made", path);
+    if (!(scale == scale) || scale > 1e6f || scale < -1e6f) return nc_fail(err, "%s: LoRA scale %g", path, scale);
+    return model_add_lora(m->m, path, scale, err);
+}
+
+int32_t nc_model_n_lora(const nc_model *m) { return m->m->n_lora; }
 
 void nc_model_free(nc_model *m) {
     if (!m) return;
@@ -395,8 +406,10 @@ int nc_context_new(nc_context **out, nc_model *m, const nc_context_params *p, nc
     if (!c) return nc_fail(err, "out of memory");
     c->model = m;
     c->n_threads = d.n_threads;
+    atomic_fetch_add(&m->n_contexts, 1);
     if (fwd_init(&c->fwd, m->m, d.n_ctx, d.n_seq_max, d.n_threads, d.n_batch, d.kv_cells,
                  type_k, type_v, d.swa_full, d.fast, n_gpu, err)) {
+        atomic_fetch_sub(&m->n_contexts, 1);
         free(c);
         return -1;
     }
@@ -406,6 +419,7 @@ int nc_context_new(nc_context **out, nc_model *m, const nc_context_params *p, nc
 
 void nc_context_free(nc_context *c) {
     if (!c) return;
+    atomic_fetch_sub(&c->model->n_contexts, 1);
     fwd_free(&c->fwd);
     free(c);
 }

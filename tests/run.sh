@@ -130,7 +130,7 @@ run_suite() {
 in_tier() { # SUITE: whether the tier runs it
     case $tier in
         full|test) return 0 ;;
-        check) case $1 in test_*|golden|archs|quants|reference|kv_quant|tokenizer|hf_mxfp4) return 0 ;; esac ;;
+        check) case $1 in test_*|golden|archs|quants|reference|lora|kv_quant|tokenizer|hf_mxfp4) return 0 ;; esac ;;
     esac
     return 1
 }

@@ -409,6 +409,7 @@ def _declare(name: str, restype, *argtypes) -> None:
 
 _declare("nc_model_load", c_int, POINTER(c_void_p), c_char_p, _err)
 _declare("nc_model_free", None, _p)
+_declare("nc_model_add_lora", c_int, _p, c_char_p, c_float, _err)
 _declare("nc_model_get_info", None, _p, POINTER(nc_model_info))
 _declare("nc_model_meta_str", POINTER(c_char), _p, c_char_p, POINTER(c_size_t))
 _declare("nc_model_meta_count", c_int32, _p)

@@ -77,9 +77,7 @@ _UNSUPPORTED_INIT = {
     "flash_attn": (False, "nucleus has one attention kernel, exact in F32 (docs/correctness.md)"),
     "op_offload": ((None, True), "nucleus offloads by layer (n_gpu_layers)"),
     "no_perf": (False, "nucleus always measures (Llama.last_stats)"),
-    "lora_base": (None, "nucleus has no LoRA adapters"),
-    "lora_scale": (1.0, "nucleus has no LoRA adapters"),
-    "lora_path": (None, "nucleus has no LoRA adapters"),
+    "lora_base": (None, "an adapter applies to the loaded model's weights as they are (lora_path)"),
     "numa": ((False, 0), "nucleus has no NUMA policy"),
     "chat_handler": (None, "chats are rendered by the model's Jinja template (or chat_template=...)"),
     "tokenizer": (None, "nucleus tokenizes with the model's own vocabulary"),
@@ -157,6 +155,8 @@ class Llama:
         last_n_tokens_size: int = 64,
         chat_format: Optional[str] = None,
         draft_model: Optional[LlamaDraftModel] = None,
+        lora_path: Union[None, str, "os.PathLike[str]"] = None,
+        lora_scale: float = 1.0,
         type_k: Union[None, int, str] = None,
         type_v: Union[None, int, str] = None,
         verbose: bool = True,
@@ -190,6 +190,8 @@ class Llama:
             last_n_tokens_size: the window of the repetition penalties.
             chat_format: None (the model's template) or "chatml".
             draft_model: speculative decoding: LlamaPromptLookupDecoding(...) or DraftModel(path).
+            lora_path, lora_scale: a LoRA adapter (a GGUF in llama.cpp's adapter form) applied to
+                the model's products with this scale (times the file's alpha / rank); CPU only.
             type_k, type_v: the KV cache's types: GGML_TYPE_F16 / F32 / Q8_0 / Q4_0 or "f16", ...
             verbose: one line about the model on stderr.
         nucleus's own:
@@ -233,6 +235,8 @@ class Llama:
             raise InvalidArgument("Llama.__init__: hf_file / filename name a file of hf_repo: give hf_repo too")
         if model_path is None:
             raise TypeError("Llama.__init__: model_path (or hf_repo) is needed")
+        if lora_path is None and lora_scale != 1.0:
+            raise InvalidArgument("Llama.__init__: lora_scale applies to lora_path's adapter: give lora_path")
         self.model_path = os.fspath(model_path)
         self.verbose = verbose
         self.chat_format = chat_format
@@ -255,6 +259,9 @@ class Llama:
         if _lib.lib.nc_model_load(ctypes.byref(self._model), self.model_path.encode(), ctypes.byref(err)) != 0:
             raise LoadError(_lib.message(err))
         try:
+            if lora_path is not None:
+                _lib.check(_lib.lib.nc_model_add_lora(self._model, os.fsencode(lora_path), float(lora_scale),
+                                                      ctypes.byref(err)), err, LoadError)
             info = _lib.nc_model_info()
             _lib.lib.nc_model_get_info(self._model, ctypes.byref(info))
             self._info = info

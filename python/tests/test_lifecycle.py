@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import CLI, STORIES
+from conftest import CLI, ROOT, STORIES
 from nucleus import Llama, LoadError, NucleusError
 
 PROMPT = "Once upon a time"
@@ -39,8 +39,10 @@ def test_load_errors_carry_the_loaders_message(tmp_path):
 def test_init_refusals():
     with pytest.raises(TypeError, match="'n_ctxx'"):
         Llama(model_path=STORIES, n_ctxx=5, verbose=False)
-    with pytest.raises(NotImplementedError, match="lora_path"):
-        Llama(model_path=STORIES, lora_path="adapter.gguf", verbose=False)
+    with pytest.raises(NotImplementedError, match="lora_base"):
+        Llama(model_path=STORIES, lora_base="base.gguf", verbose=False)
+    with pytest.raises(ValueError, match="give lora_path"):
+        Llama(model_path=STORIES, lora_scale=0.5, verbose=False)
     with pytest.raises(ValueError, match="model_path or hf_repo"):
         Llama(model_path=STORIES, hf_repo="org/model", verbose=False)
     with pytest.raises(NotImplementedError, match="not other patterns"):
@@ -52,6 +54,22 @@ def test_init_refusals():
     # llama-cpp-python's defaults, given explicitly, are accepted
     Llama(model_path=STORIES, use_mmap=True, use_mlock=False, flash_attn=False, rope_freq_base=0.0, numa=False,
           offload_kqv=True, verbose=False).close()
+
+
+def test_lora_adapter_as_the_cli_applies_it(tmp_path):
+    adapter = str(tmp_path / "a.gguf")
+    subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tests", "tools", "lora_gguf.py"), "adapter", STORIES,
+                    "-o", adapter, "--targets", "attn_q,attn_v,ffn_gate,ffn_down,output", "--rank", "4", "--alpha", "8",
+                    "--amp", "1"], check=True)
+    cli = subprocess.run([CLI, "run", "-m", STORIES, "--lora-scaled", adapter, "0.7", "-p", PROMPT, "-n", "24",
+                          "--temp", "0"], capture_output=True, text=True, check=True).stdout
+    with Llama(model_path=STORIES, lora_path=adapter, lora_scale=0.7, verbose=False) as llm:
+        got = llm(PROMPT, max_tokens=24, temperature=0)["choices"][0]["text"]
+    with Llama(model_path=STORIES, verbose=False) as llm:
+        plain = llm(PROMPT, max_tokens=24, temperature=0)["choices"][0]["text"]
+    assert PROMPT + got == cli.removesuffix("\n") and got != plain
+    with pytest.raises(LoadError, match="not a LoRA adapter"):
+        Llama(model_path=STORIES, lora_path=STORIES, verbose=False)
 
 
 def test_stream_closed_half_way_frees_its_sequence(stories):

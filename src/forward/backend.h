@@ -173,6 +173,7 @@ typedef struct fwd_experts {
 
 typedef struct fwd_backend {
     const char *name;
+    bool lora;                 /* mul adds the weights' LoRA pairs (model_weight.lora) */
     /* Set up what the backend needs for the layers il0..n_layer-1 it runs (il0 = n_layer: only
      * the output) and buffers of fwd_state.width; free it. */
     int (*init)(fwd_state *s, int il0, nc_err *err);

@@ -67,6 +67,9 @@ typedef struct mul_job {
     int32_t first[9];                /* first chunk of each output (+ the end) */
     int32_t rows[8];                 /* rows per chunk of each output (a head's where it has heads) */
     int32_t parts[8];                /* token parts per head */
+    int32_t lora_at[8][2];           /* where the adapters' inputs of w and up of each output start in a
+                                        token's row of cpu_state.lora_u (-1: none) */
+    int32_t lora_ld;                 /* floats of that row */
 } mul_job;
 
 /* The activations of a normalised input: int8 in the fast mode when every integer weight is
@@ -138,6 +141,39 @@ static void act_alone(fwd_act act, float *y, int n) {
     }
 }
 
+/* LoRA adapters (model/lora.c): the low-rank inputs a x of every adapter of the job's weights, per
+ * token, from the float input, into cpu_state.lora_u. */
+static void lora_in_chunk(void *arg, int t, int ith) {
+    const mul_job *j = arg;
+    const float *x = j->x + (size_t)t * j->in->cols;
+    float *u = cpu_of(j->s)->lora_u + (size_t)t * j->lora_ld;
+    for (int i = 0; i < j->n; i++)
+        for (int k = 0; k < 2; k++) {
+            const model_weight *w = k ? j->out[i].up : j->out[i].w;
+            float *ui = u + j->lora_at[i][k];
+            for (const model_lora *l = w && j->lora_at[i][k] >= 0 ? w->lora : NULL; l; ui += l->rank, l = l->next)
+                for (int32_t q = 0; q < l->rank; q++) {
+                    const float *a = l->a + (size_t)q * w->cols;
+                    double d = 0;
+                    for (int32_t c = 0; c < w->cols; c++) d += (double)a[c] * x[c];
+                    ui[q] = (float)d;
+                }
+        }
+}
+
+/* y[t][r] += scale * b[r] . u[t] for rows r0..r1-1 of tokens t0..t0+nt-1 (y: row r0 of token t0,
+ * ldy apart), each adapter of w in turn; u: token t0's low-rank inputs of w, ldu apart. */
+static void lora_add(const model_weight *w, const float *u, int ldu, int nt, float *y, int ldy, int r0, int r1) {
+    for (const model_lora *l = w->lora; l; u += l->rank, l = l->next)
+        for (int t = 0; t < nt; t++)
+            for (int r = r0; r < r1; r++) {
+                const float *b = l->b + (size_t)r * l->ldb, *ut = u + (size_t)t * ldu;
+                double d = 0;
+                for (int32_t q = 0; q < l->rank; q++) d += (double)b[q] * ut[q];
+                y[(size_t)t * ldy + (r - r0)] += l->scale * (float)d;
+            }
+}
+
 static void mul_chunk(void *arg, int c, int ith) {
     const mul_job *j = arg;
     fwd_state *s = j->s;
@@ -164,19 +200,24 @@ static void mul_chunk(void *arg, int c, int ith) {
     const uint8_t *Xq = xq ? xq + (size_t)t0 * xq_bytes : NULL;
     float *Y = cpu_row(s, o->y, t0) + r0;
     float scale = o->scale != 0 ? o->scale : 1.0f;
+    const float *U = j->lora_ld ? cpu->lora_u + (size_t)t0 * j->lora_ld : NULL;
     if (o->up) { /* gated: act(w x + b) * up x */
         cpu_weight_mul(o->w, X, j->fmt, Xq, nt, th->gate, n, r0, r1, false, th->pack);
         cpu_weight_mul(o->up, X, j->fmt, Xq, nt, th->up, n, r0, r1, false, th->pack);
+        if (o->w->lora) lora_add(o->w, U + j->lora_at[i][0], j->lora_ld, nt, th->gate, n, r0, r1);
+        if (o->up->lora) lora_add(o->up, U + j->lora_at[i][1], j->lora_ld, nt, th->up, n, r0, r1);
         add_bias(th->gate, n, nt, o->bias ? o->bias + r0 : NULL, n);
         for (int t = 0; t < nt; t++)
             kernels_glu_act(o->act, Y + (size_t)t * o->y.ld, th->gate + (size_t)t * n, th->up + (size_t)t * n, n);
     } else if (o->add && (o->bias || scale != 1.0f)) { /* into scratch, then y += scale * (w x + b) */
         cpu_weight_mul(o->w, X, j->fmt, Xq, nt, th->gate, n, r0, r1, false, th->pack);
+        if (o->w->lora) lora_add(o->w, U + j->lora_at[i][0], j->lora_ld, nt, th->gate, n, r0, r1);
         add_bias(th->gate, n, nt, o->bias ? o->bias + r0 : NULL, n);
         for (int t = 0; t < nt; t++)
             for (int r = 0; r < n; r++) Y[(size_t)t * o->y.ld + r] += scale * th->gate[(size_t)t * n + r];
     } else {
         cpu_weight_mul(o->w, X, j->fmt, Xq, nt, Y, o->y.ld, r0, r1, o->add, th->pack);
+        if (o->w->lora) lora_add(o->w, U + j->lora_at[i][0], j->lora_ld, nt, Y, o->y.ld, r0, r1);
         add_bias(Y, o->y.ld, nt, o->bias ? o->bias + r0 : NULL, n);
         if (scale != 1.0f)
             for (int t = 0; t < nt; t++)
@@ -212,12 +253,17 @@ static bool cpu_mul(fwd_state *s, const fwd_in *in, const fwd_out *out, int n) {
     if (in->norm) j.fmt = input_fmt(s, out, n);
     int parts = head_parts(s, out, n, in->T);
     for (int i = 0; i < n; i++) {
+        for (int k = 0; k < 2; k++) {
+            const model_weight *w = k ? out[i].up : out[i].w;
+            j.lora_at[i][k] = w && w->lora ? j.lora_ld : -1;
+            for (const model_lora *l = w ? w->lora : NULL; l; l = l->next) j.lora_ld += l->rank;
+        }
         j.parts[i] = parts;
         j.rows[i] = out[i].heads ? out[i].heads->stride : cpu_chunk_rows(out[i].w->rows, s->n_threads);
         j.first[i + 1] = j.first[i] + (out[i].heads ? out[i].heads->n * parts : n_chunks(out[i].w->rows, j.rows[i]));
     }
     void (*prepare)(void *, int) = NULL;
-    if (in->norm && in->T <= CPU_PRIVATE_T) {
+    if (in->norm && in->T <= CPU_PRIVATE_T && !j.lora_ld) {
         j.private_in = true;
         prepare = prepare_private;
     } else if (in->norm) { /* normalised once, shared */
@@ -229,6 +275,7 @@ static bool cpu_mul(fwd_state *s, const fwd_in *in, const fwd_out *out, int n) {
         j.xq = j.quant ? cpu_qrow(s, in->x, 0, in->cols) : NULL;
         if (j.quant && !in->ready) pool_run_chunks(cpu->pool, &(pool_task){.chunk = quant_chunk, .arg = &j, .n_chunks = in->T});
     }
+    if (j.lora_ld) pool_run_chunks(cpu->pool, &(pool_task){.chunk = lora_in_chunk, .arg = &j, .n_chunks = in->T});
     pool_run_chunks(cpu->pool, &(pool_task){.prepare = prepare, .chunk = mul_chunk, .arg = &j, .n_chunks = j.first[n]});
     bool quantised = true;
     for (int i = 0; i < n; i++)
@@ -375,6 +422,7 @@ static void cpu_free(fwd_state *s) {
         free(cpu->bufq[b]);
     }
     free(cpu->attn_blocks);
+    free(cpu->lora_u);
     cpu_experts_free(s);
     free(cpu);
     s->cpu = NULL;
@@ -412,6 +460,7 @@ static int cpu_init(fwd_state *s, int il0, nc_err *err) {
         cpu->max_chunk = c > cpu->max_chunk ? c : cpu->max_chunk;
     }
     cpu->attn_blocks = malloc((B + 1) * sizeof *cpu->attn_blocks);
+    if (s->m->lora_rank) ok = ok && (cpu->lora_u = malloc(B * (size_t)s->m->lora_rank * sizeof *cpu->lora_u));
     cpu->thr = calloc((size_t)s->n_threads, sizeof *cpu->thr);
     ok = ok && cpu->attn_blocks && cpu->thr;
     size_t in_q = kernels_act_bytes(KERNELS_ACT_I16, widest / 32 * 32);
@@ -484,6 +533,7 @@ static void cpu_mul_heads(fwd_state *s, const model_weight *w, int32_t n, fwd_vi
 
 const fwd_backend fwd_cpu = {
     .name = "cpu",
+    .lora = true,
     .init = cpu_init,
     .free = cpu_free,
     .begin = cpu_begin,

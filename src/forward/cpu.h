@@ -60,6 +60,7 @@ typedef struct cpu_state {
     cpu_thread *thr;                 /* [n_threads] */
     int32_t *attn_blocks, n_attn_blocks; /* starts of the query blocks of the micro-batch (+ end) */
     cpu_moe moe;
+    float *lora_u;                   /* [n_batch][model.lora_rank] the LoRA adapters' low-rank inputs */
 } cpu_state;
 
 static inline cpu_state *cpu_of(const fwd_state *s) { return s->cpu; }

@@ -900,6 +900,8 @@ static int check_backend(const fwd_state *s, const fwd_backend *be, int il0, int
     static const char *const mixer_name[] = {[MIXER_ATTENTION] = "attention", [MIXER_NONE] = "an FFN alone",
                                              [MIXER_MLA] = "latent attention", [MIXER_DELTANET] = "a gated DeltaNet",
                                              [MIXER_MAMBA2] = "Mamba2", [MIXER_SHORTCONV] = "a short convolution"};
+    if (s->m->n_lora && !be->lora && (il0 < il1 || be == s->last))
+        return nc_fail(err, "the %s backend cannot apply LoRA adapters (run on the CPU)", be->name);
     for (int il = il0; il < il1; il++) {
         const model_layer *L = &s->m->layers[il];
         struct { bool needed; const void *op; const char *name; } ops[] = {

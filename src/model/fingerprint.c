@@ -51,6 +51,12 @@ static void hash_weight(nc_hasher *h, const model_weight *w) {
     if (bytes > 64) bytes = 64;
     for (int i = 0; i < 8 && n > 0; i++)
         nc_hash_update(h, (const uint8_t *)w->data + (size_t)(i * (n - 1) / 7) * w->row_bytes, bytes);
+    for (const model_lora *l = w->lora; l; l = l->next) { /* an adapter's pairs, whole (they are small) */
+        hash_int(h, l->rank);
+        hash_double(h, l->scale);
+        nc_hash_update(h, l->a, (size_t)l->rank * (size_t)w->cols * sizeof *l->a);
+        for (int32_t r = 0; r < w->rows; r++) nc_hash_update(h, l->b + (size_t)r * l->ldb, (size_t)l->rank * sizeof *l->b);
+    }
 }
 
 uint64_t model_fingerprint(const model *m) {

@@ -20,6 +20,15 @@ typedef struct hf_dir hf_dir;
  * data + r * row_bytes; row_bytes may exceed a row's size: a view of every other row of a fused
  * matrix), or, when `transposed`, input by input (element (r, k) at data + k * row_bytes + r * size:
  * Hugging Face's [in][out] expert tensors), which only float types can be. */
+/* One LoRA adapter's pair for a weight (model/lora.c): its product w x gains scale * b (a x); a
+ * [rank][cols] and b's row r at b + r * ldb (rank floats), then the next adapter's pair. */
+typedef struct model_lora {
+    const float *a, *b;
+    int32_t ldb, rank;
+    float scale;
+    const struct model_lora *next;
+} model_lora;
+
 typedef struct model_weight {
     const char *name;
     const void *data;
@@ -30,6 +39,7 @@ typedef struct model_weight {
     const void *ilv;                   /* the rows interleaved for the kernel set (kernels.h,
                                           KERNELS_ILV; model_interleave), or NULL: data stays the
                                           rows as stored, for lookups and the fingerprint */
+    const model_lora *lora;            /* the adapters' pairs for it, or NULL */
 } model_weight;
 
 /* A recurrent mixer's weights (DeltaNet, Mamba2, short convolution): an input projection whose
@@ -166,6 +176,8 @@ typedef struct model {
     void **owned;                      /* f32 copies and arrays made at load */
     int n_owned;
     uint64_t n_params, weight_bytes;
+    int32_t n_lora;                    /* LoRA adapters applied (model_add_lora) */
+    int32_t lora_rank;                 /* the largest sum of their ranks over one layer's weights */
 } model;
 
 /* Bind the tensors of an open GGUF file / Hugging Face directory (the model keeps it and
@@ -187,6 +199,13 @@ const char *model_layer_kind(const model *m, int il, char *buf, size_t n);
  * latent attention's per-head matrices), each once, into out: returns the count. */
 #define MODEL_LAYER_WEIGHTS 21
 int model_layer_weights(const model_layer *L, const model_weight **out);
+
+/* Apply the LoRA adapter of a GGUF file (llama.cpp's adapter form) to the weights it names, with
+ * the user's scale (times its alpha / rank); the model is unchanged when it fails, naming the
+ * key or tensor. Adapters add up. Before any context runs the model. */
+int model_add_lora(model *m, const char *path, float scale, nc_err *err);
+/* The same from an open adapter file (path names it in messages); the file stays the caller's. */
+int model_add_lora_file(model *m, const gguf_file *f, const char *path, float scale, nc_err *err);
 
 /* Interleaved copies (model->owned) of the weights the active kernel set multiplies faster that
  * way (kernels_ilv_type: on AVX-512 the Q4_0, Q4_K, Q6_K, MXFP4 and Q8_0 matrices), then the

@@ -81,6 +81,12 @@ expect_err "mistral3 on the GPU" "the GPU forward pass cannot run layer 0: it do
     "$EMU" score -m "$SHARED/archs/mistral3/mistral3-f32.gguf" --ids 1,2,3 --device cuda
 expect_err "granitehybrid's last layer on the GPU" "cannot run layer 4 (attention): it lacks the operation 'ew'" \
     "$EMU" score -m "$SHARED/archs/granitehybrid/granitehybrid-f32.gguf" --ids 1,2,3 -ngl 1
+# LoRA adapters are the CPU's (tests/e2e/lora.sh): refused on the GPU, whole or in part
+/usr/bin/python3 tests/tools/lora_gguf.py adapter "$SHARED/models/stories260K/stories260K.gguf" -o "$tmp/lora.gguf"
+for where in "--device cuda" "-ngl 1"; do
+    expect_err "a LoRA adapter, $where" "the cuda backend cannot apply LoRA adapters (run on the CPU)" \
+        "$EMU" score -m "$SHARED/models/stories260K/stories260K.gguf" --lora "$tmp/lora.gguf" --ids 1,2,3 $where
+done
 # tests/e2e/reference.sh's tiny models (every weight type, MQA, partial rotary, rope_freqs, qwen2's
 # biases) against reference-forward, through the GPU pass
 wrap "$tmp/gpu-nucleus" --device cuda

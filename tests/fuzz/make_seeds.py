@@ -14,7 +14,12 @@ committed):
                                      gaps, moved cells; layer tables with layers of their own widths,
                                      layers without cells, values inside the keys (v_dim 0) and
                                      recurrent states after all the cells or fewer, several), checksummed
-                                     as src/kv/kv_file.h says."""
+                                     as src/kv/kv_file.h says;
+  make_seeds.py --lora DIR           fuzz_lora: LoRA adapters for stories260K (tests/tools/lora_gguf.py:
+                                     F32, F16 and Q8_0 pairs, alpha or none, the output, several
+                                     layers; and refused ones: a lone lora_a, another architecture,
+                                     ranks that differ, B short of rows, a weight the model lacks,
+                                     the embeddings)."""
 import json
 import os
 import struct
@@ -302,5 +307,29 @@ def main_kv():
     write("kv_state_only.bin", kv_file([(0, 0, 4), (0, 0, 4)], T_F16, T_F16, [1, 2, 3], [0, 1, 2], arch=b"mamba"))
 
 
+def main_lora():
+    import subprocess
+    os.makedirs(OUT, exist_ok=True)
+    here = os.path.dirname(os.path.abspath(__file__))
+    tool = os.path.join(here, "..", "tools", "lora_gguf.py")
+    shared = os.environ.get("SHARED") or os.path.join(here, "..", "..", "..", "shared")
+    base = os.path.join(shared, "models", "stories260K", "stories260K.gguf")
+    variants = {
+        "f32": ["--targets", "attn_q,attn_v", "--alpha", "8"],
+        "f16_out": ["--targets", "output,ffn_down", "--type", "f16"],
+        "q8_0": ["--targets", "ffn_gate,attn_output", "--type", "q8_0", "--rank", "32"],
+        "one": ["--targets", "blk.3.attn_k.weight", "--rank", "1"],
+        "lone_a": ["--only-a", "blk.0.attn_q.weight"],
+        "arch": ["--arch-name", "qwen2"],
+        "ranks": ["--rank-mismatch", "blk.1.attn_v.weight"],
+        "short_b": ["--short-b", "blk.2.attn_q.weight"],
+        "missing": ["--targets", "attn_q", "--raw-target", "blk.7.ffn_up.weight"],
+        "embd": ["--targets", "token_embd"],
+    }
+    for name, args in variants.items():
+        subprocess.run(["/usr/bin/python3", tool, "adapter", base, "-o", os.path.join(OUT, "lora_%s.gguf" % name)] + args,
+                       check=True)
+
+
 if __name__ == "__main__":
-    {"--gguf": main, "--safetensors": main_safetensors, "--spm": main_spm, "--kv": main_kv}[KIND]()
+    {"--gguf": main, "--safetensors": main_safetensors, "--spm": main_spm, "--kv": main_kv, "--lora": main_lora}[KIND]()
