@@ -20,6 +20,7 @@
     "                     [-md FILE | --lookup-ngram N] [--draft-max N] [--draft-min N] [--draft-fixed] " CLI_LORA_USAGE "\n" \
     "                     [--alias NAME] [--chat-template FILE] [--reasoning-format auto|none] [--reasoning-budget N]\n" \
     "                     [--allowed-hosts LIST] [--cors ORIGINS] [--max-connections N] [--max-conn-per-ip N] [--timeout-headers S] [--timeout-body S]\n" \
+    "                     [--request-timeout S]\n" \
     CLI_HF_HELP                                                                                                \
     "  --models-dir DIR   router mode: serve every model in DIR (NAME.gguf, Hugging Face directories,\n"       \
     "                     a directory holding one GGUF), each loaded when a request's \"model\" names it\n"    \
@@ -38,6 +39,8 @@
     "  --timeout-headers S   a request's headers must arrive within S seconds of the connection opening\n"    \
     "                     or of its previous answer, else the connection is closed (default 15)\n"            \
     "  --timeout-body S   its body within S seconds of its headers (default 60)\n"                           \
+    "  --request-timeout S  a request's work ends S seconds after its body arrived (default 600; 0: no\n"  \
+    "                     deadline): a generation keeps its text (finish \"length\"), other work gets 503\n" \
     "  --api-key KEY      every endpoint but /health needs Authorization: Bearer KEY; --api-key-file FILE\n"   \
     "                     reads it from a file (kept out of the process list), else $NUCLEUS_API_KEY\n"      \
     "  --alias NAME       the model's id in /v1/models and in responses (default: the file name)\n"          \
@@ -160,6 +163,8 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
             ok = int_flag(argc, argv, &i, 1, 3600, &v) && ((o->cfg.header_seconds = (double)v), true);
         else if (!strcmp(a, "--timeout-body"))
             ok = int_flag(argc, argv, &i, 1, 3600, &v) && ((o->cfg.body_seconds = (double)v), true);
+        else if (!strcmp(a, "--request-timeout"))
+            ok = int_flag(argc, argv, &i, 0, 1L << 30, &v) && ((o->cfg.request_seconds = (double)v), true);
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(USAGE, stdout);
             fputs(cli_spec_usage(), stdout);
@@ -380,7 +385,7 @@ static int serve_router(serve_opts *o) {
 int cmd_serve(int argc, char **argv) {
     serve_opts o = {.cfg = {.host = "127.0.0.1", .port = 8080, .n_parallel = 4, .max_queue = 64, .chunk = 256,
                             .reasoning_budget = -1,
-                            .max_body = 4u << 20, .drain_seconds = 5}};
+                            .max_body = 4u << 20, .drain_seconds = 5, .request_seconds = 600}};
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc;
     if (read_template(&o) || read_key(&o)) {

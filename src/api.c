@@ -296,11 +296,17 @@ const gr_vocab *nc_model_grammar_vocab(const nc_model *m, nc_err *err) {
 /* A JSON grammar asks a vocabulary without '{' (TinyStories-656K's has none) for the impossible:
  * a request should hear so rather than get an empty reply. */
 int nc_grammar_check_model(const nc_model *m, const char *gbnf, nc_err *err) {
+    return nc_grammar_check_model_watched(m, gbnf, NULL, NULL, err);
+}
+
+int nc_grammar_check_model_watched(const nc_model *m, const char *gbnf, bool (*gone)(void *user), void *user,
+                                   nc_err *err) {
     gr_grammar *g = NULL;
     gr_matcher *mt = NULL;
     uint8_t *allowed = NULL;
+    nc_poll poll = {.gone = gone, .user = user};
     const gr_vocab *v = nc_model_grammar_vocab(m, err);
-    int rc = !v || gr_parse(&g, gbnf, strlen(gbnf), err) || gr_matcher_new(&mt, g, err) ? -1 : 0;
+    int rc = !v || gr_parse_watched(&g, gbnf, strlen(gbnf), &poll, err) || gr_matcher_new(&mt, g, err) ? -1 : 0;
     int32_t n = v ? gr_vocab_n_tokens(v) : 0;
     if (!rc && !(allowed = malloc((size_t)n))) rc = nc_fail(err, "out of memory");
     if (!rc && gr_matcher_mask(mt, v, allowed, n) == 0)

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 int nc_fail(nc_err *err, const char *fmt, ...) {
@@ -125,4 +126,16 @@ long nc_json_escaped_nul(const char *body, size_t len) {
         i++;
     }
     return -1;
+}
+
+bool nc_poll_ended(nc_poll *p) {
+    if (!p || !p->gone) return false;
+    if (p->ended) return true;
+    if (p->calls++ % 64) return false;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double now = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    if (now < p->next) return false;
+    p->next = now + 0.01;
+    return p->ended = p->gone(p->user);
 }

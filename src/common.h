@@ -29,6 +29,27 @@ int nc_chat_render_watched(const nc_chat_template *t, const char *messages_json,
                            bool add_generation_prompt, bool (*gone)(void *user), void *user, char **text,
                            size_t *len, bool *add_bos, nc_err *err);
 
+/* A long computation's look at whether its caller still wants it: gone(user) asked at most every
+ * 10 ms (the clock read every 64 calls). The grammar compilers poll one per rule or schema, so
+ * that a compilation whose client left, whose deadline passed or whose server stops ends. */
+typedef struct nc_poll {
+    bool (*gone)(void *user); /* NULL: never asked */
+    void *user;
+    uint32_t calls;
+    double next;              /* CLOCK_MONOTONIC seconds of the next question */
+    bool ended;               /* gone said true: every later call says so at once */
+} nc_poll;
+/* true once gone said so (p may be NULL). */
+bool nc_poll_ended(nc_poll *p);
+
+/* nc_json_schema_to_grammar and nc_grammar_check_model (nucleus.h), ending soon after gone(user)
+ * says true with "the grammar compilation was abandoned". */
+int nc_json_schema_to_grammar_watched(const char *schema_json, const char *root_name, bool (*gone)(void *user),
+                                      void *user, char **gbnf, nc_err *err);
+int nc_grammar_check_model_watched(const nc_model *m, const char *gbnf, bool (*gone)(void *user), void *user,
+                                   nc_err *err);
+#define NC_POLL_ABANDONED "the grammar compilation was abandoned"
+
 /* The offset of the first \u0000 escape in a JSON text, or -1: cJSON's strings end at a NUL, so
  * the text after it would vanish without a word. A backslash escapes the character after it,
  * so "\\u0000" (an escaped backslash, then text) is not one. */

@@ -42,6 +42,7 @@ typedef struct parser {
     int32_t n_ranges, cap_ranges;
     int64_t n_elems;
     int depth;
+    nc_poll *poll;    /* asked once per rule (NULL: never) */
     nc_err *err;
 } parser;
 
@@ -587,13 +588,18 @@ static void free_parser(parser *p) {
 }
 
 int gr_parse(gr_grammar **out, const char *text, size_t len, nc_err *err) {
+    return gr_parse_watched(out, text, len, NULL, err);
+}
+
+int gr_parse_watched(gr_grammar **out, const char *text, size_t len, nc_poll *poll, nc_err *err) {
     *out = NULL;
     if (len > GR_MAX_TEXT) return nc_fail(err, "grammar: %zu bytes, more than the %d allowed", len, GR_MAX_TEXT);
-    parser p = {.s = text, .len = len, .err = err};
+    parser p = {.s = text, .len = len, .poll = poll, .err = err};
     gr_grammar *g = calloc(1, sizeof *g);
     if (!g) return nc_fail(err, "out of memory");
     int rc = 0;
-    for (skip_space(&p); p.pos < p.len && rc == 0; skip_space(&p)) rc = parse_rule(&p);
+    for (skip_space(&p); p.pos < p.len && rc == 0; skip_space(&p))
+        rc = nc_poll_ended(poll) ? nc_fail(err, NC_POLL_ABANDONED) : parse_rule(&p);
     if (rc == 0) rc = check_defined(&p);
     if (rc == 0 && (g->root = find_rule(&p, "root", 4)) < 0) rc = nc_fail(err, "grammar: no 'root' rule");
     if (rc == 0) rc = flatten(&p, g);

@@ -52,6 +52,8 @@ typedef struct gr_grammar {
 /* Parse GBNF text (len bytes, not NUL-terminated necessarily). Errors name line:column and the
  * problem: syntax, undefined rules, no `root`, rules defined twice, left recursion, limits. */
 int gr_parse(gr_grammar **out, const char *text, size_t len, nc_err *err);
+/* gr_parse asking poll once per rule: NC_POLL_ABANDONED once it says the caller is gone. */
+int gr_parse_watched(gr_grammar **out, const char *text, size_t len, nc_poll *poll, nc_err *err);
 void gr_free(gr_grammar *g);
 
 /* ---- the matcher (matcher.c) ---- */

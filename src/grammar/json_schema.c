@@ -68,6 +68,7 @@ typedef struct conv {
     int n_refs;
     char *prim[P_COUNT];
     int depth;
+    nc_poll *poll;      /* asked once per schema (NULL: never) */
     nc_err *err;
 } conv;
 
@@ -1062,6 +1063,7 @@ static int schema_body(conv *c, const cJSON *s, const char *ptr, const char *nam
 
 /* The rule `name` for schema s. */
 static int gen(conv *c, const cJSON *s, const char *ptr, const char *name) {
+    if (nc_poll_ended(c->poll)) return nc_fail(c->err, NC_POLL_ABANDONED);
     if (++c->depth > MAX_DEPTH) return fail(c, ptr, "schemas nested deeper than %d", MAX_DEPTH);
     sbuf b = {0};
     int rc = schema_body(c, s, ptr, name, &b);
@@ -1105,7 +1107,7 @@ static bool valid_root_name(const char *r) {
  * itself before any value (`{"$ref": "#"}`, an anyOf whose branch refers back to it) makes a
  * left-recursive rule, which no text can satisfy; refused here, naming the rule (found by
  * fuzz_json_schema). */
-static int check_parses(const char *root_name, const char *gbnf, nc_err *err) {
+static int check_parses(const char *root_name, const char *gbnf, nc_poll *poll, nc_err *err) {
     size_t len = strlen(gbnf) + strlen(root_name) + 16;
     char *full = malloc(len);
     if (!full) return nc_fail(err, "out of memory");
@@ -1114,8 +1116,10 @@ static int check_parses(const char *root_name, const char *gbnf, nc_err *err) {
     gr_grammar *g;
     nc_err why;
     int rc = 0;
-    if (gr_parse(&g, full, strlen(full), &why) == 0)
+    if (gr_parse_watched(&g, full, strlen(full), poll, &why) == 0)
         gr_free(g);
+    else if (poll && poll->ended)
+        rc = nc_fail(err, NC_POLL_ABANDONED);
     else if (strstr(why.msg, "left-recursive"))
         rc = nc_fail(err, "json schema: the schema refers to itself before any value (a $ref or anyOf cycle): %s", why.msg);
     else /* a converter's bug, said as such rather than blamed on the schema */
@@ -1125,14 +1129,20 @@ static int check_parses(const char *root_name, const char *gbnf, nc_err *err) {
 }
 
 int nc_json_schema_to_grammar(const char *schema_json, const char *root_name, char **gbnf, nc_err *err) {
+    return nc_json_schema_to_grammar_watched(schema_json, root_name, NULL, NULL, gbnf, err);
+}
+
+int nc_json_schema_to_grammar_watched(const char *schema_json, const char *root_name, bool (*gone)(void *user),
+                                      void *user, char **gbnf, nc_err *err) {
     *gbnf = NULL;
+    nc_poll poll = {.gone = gone, .user = user};
     if (!root_name) root_name = "root";
     if (!valid_root_name(root_name))
         return nc_fail(err, "json schema: root name '%.80s' must be 1 to 64 letters, digits, '-' or '_'", root_name);
     if (!schema_json) return nc_fail(err, "json schema: no schema");
     long bad = invalid_utf8_at(schema_json);
     if (bad >= 0) return nc_fail(err, "json schema: invalid UTF-8 at byte %ld", bad);
-    conv c = {.root = root_name, .err = err};
+    conv c = {.root = root_name, .poll = &poll, .err = err};
     c.doc = cJSON_Parse(schema_json);
     if (!c.doc) return nc_fail(err, "json schema: not valid JSON");
     int rc = 0;
@@ -1140,7 +1150,7 @@ int nc_json_schema_to_grammar(const char *schema_json, const char *root_name, ch
     if (!root) rc = nc_fail(err, "out of memory");
     if (rc == 0) rc = gen(&c, c.doc, "", root);
     if (rc == 0 && c.out.oom) rc = nc_fail(err, "json schema: the grammar is too large");
-    if (rc == 0) rc = check_parses(root_name, c.out.s, err);
+    if (rc == 0) rc = check_parses(root_name, c.out.s, &poll, err);
     for (int i = 0; i < c.n_names; i++) free(c.names[i]);
     for (int i = 0; i < c.n_refs; i++) free(c.ref_keys[i]);
     free(c.names), free(c.name_slots), free(c.ref_keys), free(c.ref_rules);

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Tokens per forward call: every entry asks for its hidden state (and so its logits), which
  * bounds the logits buffer to this many rows. */
@@ -40,6 +41,19 @@ static bool ended(srv_embedder *e, srv_embed_gone_fn gone, void *user, srv_error
         return true;
     }
     return false;
+}
+
+/* Take e->mu, looking at gone and the stop every 100 ms of the wait (another request's inputs
+ * may hold it for long). */
+static int lock_watched(srv_embedder *e, srv_embed_gone_fn gone, void *user, srv_error *err) {
+    for (;;) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 100000000;
+        if (until.tv_nsec >= 1000000000) until.tv_sec++, until.tv_nsec -= 1000000000;
+        if (pthread_mutex_timedlock(&e->mu, &until) == 0) return 0;
+        if (ended(e, gone, user, err)) return -1;
+    }
 }
 
 /* Under e->mu: sum the hidden states of ids into sum[n_embd], in chunks. */
@@ -84,9 +98,11 @@ int srv_embed(srv_embedder *e, const int32_t *ids, int32_t n, float *out, srv_em
         srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory for an embedding");
         return -1;
     }
-    pthread_mutex_lock(&e->mu);
-    int rc = sum_hidden(e, ids, n, sum, gone, user, err);
-    pthread_mutex_unlock(&e->mu);
+    int rc = lock_watched(e, gone, user, err);
+    if (!rc) {
+        rc = sum_hidden(e, ids, n, sum, gone, user, err);
+        pthread_mutex_unlock(&e->mu);
+    }
     double norm = 0; /* the mean's direction is the sum's: dividing by n would cancel */
     for (int32_t d = 0; d < e->n_embd; d++) norm += sum[d] * sum[d];
     norm = sqrt(norm);

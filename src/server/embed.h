@@ -21,12 +21,13 @@ typedef struct srv_embedder {
 
 void srv_embedder_init(srv_embedder *e, nc_model *m, int32_t n_ctx, int32_t n_threads);
 void srv_embedder_free(srv_embedder *e);
-/* Whether the caller's client has gone (user: the caller's). */
+/* Whether the caller's work should stop (user: the caller's): its client left, its deadline passed. */
 typedef bool (*srv_embed_gone_fn)(void *user);
-/* The embedding of ids (n >= 1) into out[n_embd], a chunk of tokens at a time: before each, gone
- * (when not NULL) and the embedder's stop are looked at, so that an embedding whose client left
- * or that the server's shutdown ends stops within a chunk. Errors: 400 for an input longer than
- * the context, 499 when the client has gone, 503 when the server stops, 500 for the engine's. */
+/* The embedding of ids (n >= 1) into out[n_embd], a chunk of tokens at a time: before each, and
+ * every 100 ms while another input holds the embedder, gone (when not NULL) and the embedder's
+ * stop are looked at, so that an embedding whose client left, whose deadline passed or that the
+ * server's shutdown ends stops within a chunk. Errors: 400 for an input longer than the context,
+ * 499 when gone said so, 503 when the server stops, 500 for the engine's. */
 int srv_embed(srv_embedder *e, const int32_t *ids, int32_t n, float *out, srv_embed_gone_fn gone, void *user,
               srv_error *err);
 /* Shutdown: embeddings running or waiting end with 503 at their next chunk, later ones at once. */

@@ -45,6 +45,7 @@
 #include "server/responses.h"
 #include "server/router.h"
 #include "server/scheduler.h"
+#include "server/watch.h"
 #include "server/web.h"
 
 /* What the server can do now; only srv_start and srv_stop change it. */
@@ -69,6 +70,7 @@ struct srv_server {
                                 directory's, whichever model saves */
     size_t max_body;
     double drain_seconds;
+    double request_seconds; /* --request-timeout: a computing request's deadline (0: none) */
     conn_guard *guard;     /* the deadlines of headers and bodies */
     int port;
     bool loopback;         /* the listening address is a loopback one */
@@ -88,6 +90,7 @@ typedef struct conn_req {
     char *body;
     size_t len, cap;
     srv_access acc;        /* its access-log line */
+    double deadline;       /* srv_now() seconds when its work must end (0: none) */
     bool logged;           /* a stream took acc and writes the line when it ends */
 } conn_req;
 
@@ -359,17 +362,15 @@ static int conn_fd(struct MHD_Connection *conn) {
     return ci ? ci->connect_fd : -1;
 }
 
-/* Whether the peer closed its end (or reset it). Bytes waiting (a pipelined request) mean it is
- * still there. */
-static bool peer_gone(int fd) {
-    if (fd < 0) return false;
-    char c;
-    ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
-}
+/* srv_peer_gone as the router asks it, fd pointing at the connection's socket. */
+static bool client_gone(void *fd) { return srv_peer_gone(*(int *)fd); }
 
-/* peer_gone as the embedder and the router ask it, fd pointing at the connection's socket. */
-static bool client_gone(void *fd) { return peer_gone(*(int *)fd); }
+/* What ends the request's work on model in: its client leaving, the server stopping, its
+ * deadline. */
+static srv_watch watch_of(const srv_server *sv, srv_instance *in, struct MHD_Connection *conn, const conn_req *rq) {
+    return (srv_watch){.fd = conn_fd(conn), .deadline = rq->deadline, .timeout = sv->request_seconds,
+                       .stopping = &in->stopping};
+}
 
 /* ---- Generation replies -------------------------------------------------------------------- */
 
@@ -420,7 +421,7 @@ static enum MHD_Result reply_whole(srv_server *sv, srv_instance *in, struct MHD_
     uint64_t seen = 0;
     while (!srv_job_finished(j)) {
         seen = srv_job_wait(j, seen, 100);
-        if (peer_gone(fd)) {
+        if (srv_peer_gone(fd)) {
             srv_sched_cancel(in->sched, j);
             return MHD_NO;
         }
@@ -684,7 +685,7 @@ static int sse_fill(sse_stream *st) {
         if (st->broken) return -1;
         if (st->len > 0 || st->ended) return 0;
         srv_job_wait(st->j, st->seen, 100);
-        if (peer_gone(st->fd)) {
+        if (srv_peer_gone(st->fd)) {
             srv_sched_cancel(st->in->sched, st->j);
             return -1;
         }
@@ -763,46 +764,29 @@ static enum MHD_Result reply_stream(srv_server *sv, srv_instance *in, struct MHD
     return ok;
 }
 
-/* A request whose preparation failed while the server drains failed because of it (srv_stop
- * cancels the renders): a 503 a balancer retries elsewhere, as main's single server answered. */
-static void when_draining(srv_server *sv, srv_error *e) {
-    if (atomic_load_explicit(&sv->state, memory_order_acquire) == SRV_DRAINING)
-        srv_error_set(e, 503, "server_error", "draining", NULL, "the server is shutting down, retry elsewhere");
+/* Work the watch stopped (e 499 from the work or the gate): no answer when the client left, else
+ * the 503 of a shutdown or of the deadline. */
+static enum MHD_Result send_stopped(srv_server *sv, struct MHD_Connection *conn, const srv_watch *w, srv_error *e) {
+    if (e->status == 499) srv_watch_error(w, e);
+    return e->status == 499 ? MHD_NO : send_error(sv, conn, e);
 }
-
-/* Requests that render a chat template or compile a grammar (a job's preparation,
- * /apply-template, /v1/messages/count_tokens) do it on their connection threads, all at once: at
- * most as many as the slots and the queue hold (--parallel + --max-queue), so that a flood of
- * hostile templates cannot take every core; more get 503. true: admitted (prepared() after). */
-static bool admit_preparation(srv_instance *in, srv_error *e) {
-    int cap = in->n_parallel + in->max_queue;
-    if (atomic_fetch_add(&in->preparing, 1) < cap) return true;
-    atomic_fetch_sub(&in->preparing, 1);
-    srv_error_set(e, 503, "server_error", "server_overloaded", NULL,
-                  "the server is busy (%d requests render chat templates or compile grammars: --parallel + "
-                  "--max-queue), retry later", cap);
-    return false;
-}
-
-static void prepared(srv_instance *in) { atomic_fetch_sub(&in->preparing, 1); }
 
 /* A parsed request run as a job and answered, whole or streamed, in k's shape. r is freed. */
 static enum MHD_Result run_request(srv_server *sv, srv_instance *in, struct MHD_Connection *conn, conn_req *rq,
                                    srv_request *r, reply_kind *k, bool keep_tokens) {
     srv_error e;
     srv_job *j;
-    int fd = conn_fd(conn);
-    int rc = -1;
-    if (admit_preparation(in, &e)) {
-        rc = srv_prepare_job(&in->mc, r, client_gone, &fd, &j, &e);
-        prepared(in);
+    srv_watch w = watch_of(sv, in, conn, rq);
+    int rc = srv_gate_enter(&in->gate, &w, &e);
+    if (!rc) {
+        rc = srv_prepare_job(&in->mc, r, srv_watch_gone, &w, &j, &e);
+        srv_gate_leave(&in->gate);
     }
     bool stream = r->stream, include_usage = r->include_usage;
     srv_request_free(r);
-    if (rc && e.status == 499) return MHD_NO; /* its client left while the template rendered */
-    if (rc) when_draining(sv, &e); /* its render was cancelled */
-    if (rc) return send_error(sv, conn, &e);
+    if (rc) return send_stopped(sv, conn, &w, &e);
     if (keep_tokens) j->logprobs = true; /* a record per token, with its id */
+    j->deadline = rq->deadline;
     j->t_submit = srv_now();
     if (srv_sched_submit(in->sched, j)) {
         srv_job_unref(j);
@@ -908,9 +892,14 @@ static enum MHD_Result handle_tokenize(srv_server *sv, srv_instance *in, struct 
     srv_error e;
     if (srv_tokenize_parse(rq->body ? rq->body : "", rq->len, &t, &e)) return send_error(sv, conn, &e);
     int32_t *ids, n;
-    int rc = srv_tokenize(in->mc.m, t.content, t.len, t.add_special, t.parse_special, &ids, &n, &e);
+    srv_watch w = watch_of(sv, in, conn, rq);
+    int rc = srv_gate_enter(&in->gate, &w, &e);
+    if (!rc) {
+        rc = srv_tokenize(in->mc.m, t.content, t.len, t.add_special, t.parse_special, &ids, &n, &e);
+        srv_gate_leave(&in->gate);
+    }
     srv_tokenize_free(&t);
-    if (rc) return send_error(sv, conn, &e);
+    if (rc) return send_stopped(sv, conn, &w, &e);
     char *body = srv_json_tokens(ids, n);
     free(ids);
     return send_json(sv, conn, 200, body);
@@ -923,22 +912,27 @@ static enum MHD_Result handle_detokenize(srv_server *sv, srv_instance *in, struc
         return send_error(sv, conn, &e);
     char *text;
     size_t len;
-    int rc = srv_detokenize(in->mc.m, d.tokens, d.n_tokens, &text, &len, &e);
+    srv_watch w = watch_of(sv, in, conn, rq);
+    int rc = srv_gate_enter(&in->gate, &w, &e);
+    if (!rc) {
+        rc = srv_detokenize(in->mc.m, d.tokens, d.n_tokens, &text, &len, &e);
+        srv_gate_leave(&in->gate);
+    }
     srv_detokenize_free(&d);
-    if (rc) return send_error(sv, conn, &e);
+    if (rc) return send_stopped(sv, conn, &w, &e);
     char *body = srv_json_content(text, len);
     free(text);
     return send_json(sv, conn, 200, body);
 }
 
 /* The embeddings of a request admitted by handle_embeddings; a client that leaves ends them
- * within a chunk of tokens, and gets no answer. */
+ * within a chunk of tokens, and gets no answer; past the deadline they end with its 503. */
 static enum MHD_Result embed_request(srv_server *sv, srv_instance *in, struct MHD_Connection *conn, conn_req *rq) {
     srv_embed_req r;
     srv_error e;
     srv_limits lim = limits_of(in);
     if (srv_embed_parse(rq->body ? rq->body : "", rq->len, &lim, &r, &e)) return send_error(sv, conn, &e);
-    int fd = conn_fd(conn);
+    srv_watch w = watch_of(sv, in, conn, rq);
     int32_t n_embd = in->emb.n_embd;
     float *vectors = malloc((size_t)r.n_inputs * (size_t)n_embd * sizeof *vectors);
     int rc = vectors ? 0 : -1;
@@ -951,7 +945,7 @@ static enum MHD_Result embed_request(srv_server *sv, srv_instance *in, struct MH
             srv_error_set(&e, 400, "invalid_request_error", NULL, "input", "input %d has no tokens", i);
             rc = -1;
         }
-        if (!rc) rc = srv_embed(&in->emb, ids, n, vectors + (size_t)i * n_embd, client_gone, &fd, &e);
+        if (!rc) rc = srv_embed(&in->emb, ids, n, vectors + (size_t)i * n_embd, srv_watch_gone, &w, &e);
         rq->acc.prompt_tokens += n;
         if (p->text) free(ids);
     }
@@ -959,8 +953,7 @@ static enum MHD_Result embed_request(srv_server *sv, srv_instance *in, struct MH
                                                  rq->acc.prompt_tokens);
     free(vectors);
     srv_embed_free(&r);
-    if (rc && e.status == 499) return MHD_NO; /* nobody to answer */
-    return rc ? send_error(sv, conn, &e) : send_json(sv, conn, 200, body);
+    return rc ? send_stopped(sv, conn, &w, &e) : send_json(sv, conn, 200, body);
 }
 
 /* POST /apply-template (llama.cpp's): the prompt a chat request renders to, with its tools,
@@ -973,18 +966,14 @@ static enum MHD_Result handle_apply_template(srv_server *sv, srv_instance *in, s
     char *text;
     size_t len;
     bool add_bos, opened;
-    int fd = conn_fd(conn);
-    int rc = -1;
-    if (admit_preparation(in, &e)) {
-        rc = srv_render_chat(&in->mc, &r, client_gone, &fd, &text, &len, &add_bos, &opened, &e);
-        prepared(in);
+    srv_watch w = watch_of(sv, in, conn, rq);
+    int rc = srv_gate_enter(&in->gate, &w, &e);
+    if (!rc) {
+        rc = srv_render_chat(&in->mc, &r, srv_watch_gone, &w, &text, &len, &add_bos, &opened, &e);
+        srv_gate_leave(&in->gate);
     }
     srv_request_free(&r);
-    if (rc && e.status == 499) return MHD_NO; /* nobody to answer */
-    if (rc) {
-        when_draining(sv, &e);
-        return send_error(sv, conn, &e);
-    }
+    if (rc) return send_stopped(sv, conn, &w, &e);
     char *body = srv_json_prompt(text, len);
     free(text);
     return send_json(sv, conn, 200, body);
@@ -1018,21 +1007,19 @@ static enum MHD_Result handle_count_tokens(srv_server *sv, srv_instance *in, str
     size_t len;
     bool add_bos, opened;
     int32_t *ids = NULL, n = 0;
-    int fd = conn_fd(conn);
-    int rc = -1;
-    if (admit_preparation(in, &e)) {
-        rc = srv_render_chat(&in->mc, &r, client_gone, &fd, &text, &len, &add_bos, &opened, &e);
-        prepared(in);
+    srv_watch w = watch_of(sv, in, conn, rq);
+    int rc = srv_gate_enter(&in->gate, &w, &e);
+    if (!rc) {
+        rc = srv_render_chat(&in->mc, &r, srv_watch_gone, &w, &text, &len, &add_bos, &opened, &e);
+        if (!rc) {
+            rc = srv_tokenize(in->mc.m, text, len, add_bos, true, &ids, &n, &e);
+            free(text);
+        }
+        srv_gate_leave(&in->gate);
     }
     srv_request_free(&r);
-    if (rc && e.status == 499) return MHD_NO; /* nobody to answer */
-    if (rc) when_draining(sv, &e);
-    else {
-        rc = srv_tokenize(in->mc.m, text, len, add_bos, true, &ids, &n, &e);
-        free(text);
-    }
     free(ids);
-    return rc ? send_error(sv, conn, &e) : send_json(sv, conn, 200, srv_anthropic_count(n));
+    return rc ? send_stopped(sv, conn, &w, &e) : send_json(sv, conn, 200, srv_anthropic_count(n));
 }
 
 /* GET /props (llama.cpp's): the model, its context, template and defaults. */
@@ -1302,6 +1289,7 @@ static enum MHD_Result respond(srv_server *sv, struct MHD_Connection *conn, cons
     if (rq->preflight) return send_preflight(sv, conn);
     if (rq->asset) return send_asset(sv, conn, rq->asset); /* while loading too: the page waits on /health */
     int state = atomic_load_explicit(&sv->state, memory_order_acquire);
+    rq->deadline = sv->request_seconds > 0 ? srv_now() + sv->request_seconds : 0;
     enum MHD_Result sent;
     if (unavailable(sv, conn, rq, state, &sent)) return sent;
     srv_instance *in = NULL;
@@ -1495,6 +1483,7 @@ int srv_listen(srv_server **out, const srv_config *cfg, nc_err *err) {
     pthread_mutex_init(&sv->slot_mu, NULL);
     sv->max_body = cfg->max_body;
     sv->drain_seconds = cfg->drain_seconds;
+    sv->request_seconds = cfg->request_seconds;
     sv->created = (int64_t)time(NULL);
     sv->model_id = strdup(cfg->model_id ? cfg->model_id : "model");
     sv->api_key = cfg->api_key ? strdup(cfg->api_key) : NULL;
@@ -1689,6 +1678,7 @@ static void drain_instance(srv_instance *in, double until) {
 
 static void cancel_renders(srv_instance *in, double arg) {
     (void)arg;
+    atomic_store(&in->stopping, true); /* first: a render the flag ends finds its watch stopped */
     nc_chat_template_cancel(in->mc.chat);
 }
 

@@ -76,7 +76,9 @@ int srv_instance_new(srv_instance **out, const char *id, const char *path, nc_mo
     *in = (srv_instance){.m = m, .dm = dm, .owns_models = owns, .n_parallel = cfg->n_parallel,
                          .max_queue = cfg->max_queue, .created = (int64_t)time(NULL)};
     atomic_init(&in->embedding, 0);
-    atomic_init(&in->preparing, 0);
+    atomic_init(&in->stopping, false);
+    srv_gate_init(&in->gate, cfg->n_parallel, cfg->max_queue);
+    in->gate_ready = true;
     srv_metrics_init(&in->metrics, cfg->n_parallel);
     in->metrics_ready = true;
     in->id = strdup(id);
@@ -112,10 +114,12 @@ void srv_instance_free(srv_instance *in, double drain_seconds) {
     if (!in) return;
     if (in->sched && drain_seconds > 0) srv_sched_drain(in->sched, drain_seconds);
     /* a chat template still rendering (a hostile one runs up to its time budget) ends now */
+    atomic_store(&in->stopping, true);
     if (in->mc_ready) nc_chat_template_cancel(in->mc.chat);
     srv_sched_free(in->sched);
     if (in->mc_ready) srv_model_ctx_free(&in->mc);
     if (in->emb_ready) srv_embedder_free(&in->emb);
+    if (in->gate_ready) srv_gate_destroy(&in->gate);
     if (in->metrics_ready) srv_metrics_destroy(&in->metrics);
     nc_context_free(in->c);
     nc_context_free(in->draft);

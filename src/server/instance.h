@@ -11,6 +11,7 @@
 
 #include "nucleus.h"
 #include "server/embed.h"
+#include "server/gate.h"
 #include "server/metrics.h"
 #include "server/prepare.h"
 #include "server/scheduler.h"
@@ -27,9 +28,10 @@ typedef struct srv_instance {
     srv_model_ctx mc;
     srv_embedder emb;
     atomic_int embedding;  /* /v1/embeddings requests computing or waiting for its embedder */
-    atomic_int preparing;  /* requests rendering their chat template or compiling their grammar */
+    srv_gate gate;         /* renders, grammar compilations, tokenizing: --parallel at once, --max-queue wait */
+    atomic_bool stopping;  /* the server stops: renders, compilations and waits for the gate end */
     int32_t max_queue;     /* --max-queue: how many requests may wait, for a slot or the embedder */
-    bool mc_ready, metrics_ready, emb_ready;
+    bool mc_ready, metrics_ready, emb_ready, gate_ready;
     int32_t n_parallel;
     int64_t created;       /* Unix seconds */
     double bytes;          /* what it holds in memory: weights, KV caches (the draft's too) */

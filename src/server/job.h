@@ -59,6 +59,8 @@ typedef struct srv_job {
     int32_t t_max_predict_ms;  /* request's; 0: no limit */
     int32_t n_indent;      /* request's (llama.cpp's n_indent); 0: off */
     int32_t t_max_prompt_ms; /* request's; 0: no limit */
+    double deadline;       /* --request-timeout's, srv_now() seconds: past it every choice ends with
+                              what it has (finish "length"), queued or running; 0: none */
     bool cache_prompt;     /* the prefix cache may serve the prompt */
     int32_t id_slot;       /* the slot to run in; -1: any */
     int32_t explain_top_n; /* nucleus_explain: raw logits reported per step (0: off) */

@@ -301,10 +301,11 @@ static char *grammar_lead(const srv_model_ctx *mc, const srv_job *j, srv_error *
 }
 
 /* A JSON Schema's grammar after the lead (gpt-oss: in the final channel). */
-static int schema_grammar(const srv_model_ctx *mc, const char *lead, const char *schema, char **out, nc_err *err) {
-    if (!lead) return nc_json_schema_to_grammar(schema, NULL, out, err);
+static int schema_grammar(const srv_model_ctx *mc, const char *lead, const char *schema, srv_gone_fn gone, void *user,
+                          char **out, nc_err *err) {
+    if (!lead) return nc_json_schema_to_grammar_watched(schema, NULL, gone, user, out, err);
     char *rules;
-    if (nc_json_schema_to_grammar(schema, "schema", &rules, err)) return -1;
+    if (nc_json_schema_to_grammar_watched(schema, "schema", gone, user, &rules, err)) return -1;
     const char *channel = mc->fmt.reasoning->harmony ? "\"<|channel|>final<|message|>\" " : "";
     size_t n = strlen(rules) + strlen(lead) + 64;
     if ((*out = malloc(n))) snprintf(*out, n, "root ::= lead %sschema\n%s%s", channel, rules, lead);
@@ -314,11 +315,18 @@ static int schema_grammar(const srv_model_ctx *mc, const char *lead, const char 
     return -1;
 }
 
+/* A compilation that failed: 499 when the caller stopped it (gone), else the request's 400. */
+static void abandoned_or(srv_error *e, srv_gone_fn gone, void *user, const char *param, const nc_err *err) {
+    if (gone && gone(user)) srv_error_set(e, 499, "invalid_request_error", NULL, NULL, "%s", NC_POLL_ABANDONED);
+    else srv_error_set(e, 400, "invalid_request_error", NULL, param, "'%s': %s", param, err->msg);
+}
+
 /* The grammar the output is held to: the request's GBNF, its JSON Schema's, or for a required
  * tool call the calls' own; checked here, so that a grammar that does not parse is the
  * request's 400 rather than the engine's 500. A grammar given as GBNF holds the whole reply
  * (reasoning included); the others let the reasoning come first. */
-static int output_grammar(const srv_model_ctx *mc, const srv_request *r, srv_job *j, srv_error *e) {
+static int output_grammar(const srv_model_ctx *mc, const srv_request *r, srv_gone_fn gone, void *user, srv_job *j,
+                          srv_error *e) {
     nc_err err;
     const char *param = "grammar";
     bool forced_call = j->tool_calls && (r->tool_choice == SRV_TOOLS_REQUIRED || r->tool_choice == SRV_TOOLS_NAMED);
@@ -329,8 +337,8 @@ static int output_grammar(const srv_model_ctx *mc, const srv_request *r, srv_job
         j->grammar = strdup(r->grammar);
     } else if (r->json_schema) {
         param = r->schema_param;
-        if (schema_grammar(mc, lead, r->json_schema, &j->grammar, &err)) {
-            srv_error_set(e, 400, "invalid_request_error", NULL, param, "'%s': %s", param, err.msg);
+        if (schema_grammar(mc, lead, r->json_schema, gone, user, &j->grammar, &err)) {
+            abandoned_or(e, gone, user, param, &err);
             free(lead);
             return -1;
         }
@@ -348,8 +356,8 @@ static int output_grammar(const srv_model_ctx *mc, const srv_request *r, srv_job
         return -1;
     }
     j->sampling.grammar = j->grammar;
-    if (nc_grammar_check_model(mc->m, j->grammar, &err)) {
-        srv_error_set(e, 400, "invalid_request_error", NULL, param, "'%s': %s", param, err.msg);
+    if (nc_grammar_check_model_watched(mc->m, j->grammar, gone, user, &err)) {
+        abandoned_or(e, gone, user, param, &err);
         return -1;
     }
     return 0;
@@ -379,7 +387,8 @@ oom:
     return -1;
 }
 
-static int decoding_params(const srv_model_ctx *mc, const srv_request *r, srv_job *j, srv_error *e) {
+static int decoding_params(const srv_model_ctx *mc, const srv_request *r, srv_gone_fn gone, void *user, srv_job *j,
+                           srv_error *e) {
     sampling_params(r, &j->sampling);
     j->stop.max_tokens = r->max_tokens;
     j->logprobs = r->logprobs;
@@ -406,7 +415,7 @@ static int decoding_params(const srv_model_ctx *mc, const srv_request *r, srv_jo
         srv_error_set(e, 400, "invalid_request_error", NULL, NULL, "%s", err.msg);
         return -1;
     }
-    if (output_grammar(mc, r, j, e)) return -1;
+    if (output_grammar(mc, r, gone, user, j, e)) return -1;
     /* the sampler the engine will build (the stage order, the breakers against the vocabulary),
        built once here so that what it refuses is this request's 400 */
     nc_sampler *s;
@@ -426,7 +435,7 @@ int srv_prepare_job(const srv_model_ctx *mc, const srv_request *r, srv_gone_fn g
         srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
         return -1;
     }
-    if (prepare_prompts(mc, r, gone, user, j, e) || decoding_params(mc, r, j, e)) {
+    if (prepare_prompts(mc, r, gone, user, j, e) || decoding_params(mc, r, gone, user, j, e)) {
         srv_job_unref(j);
         return -1;
     }

@@ -33,20 +33,21 @@ int srv_tokenize(const nc_model *m, const char *text, size_t len, bool add_speci
 /* Token ids -> text as a continuation (malloc'd, UTF-8 repaired). */
 int srv_detokenize(const nc_model *m, const int32_t *ids, int32_t n, char **text, size_t *len, srv_error *e);
 
-/* Whether the request's client has left (user: the caller's); asked while the template renders
- * (every 10 ms), so that a render nobody waits for ends. NULL: never asked. */
+/* Whether the request's work should stop (user: the caller's; server/watch.h: its client left,
+ * its deadline passed, the server stops); asked every 10 ms while the template renders and the
+ * grammar compiles, so that work nobody waits for ends. NULL: never asked. */
 typedef bool (*srv_gone_fn)(void *user);
 
 /* The prompt text a chat request renders to (POST /apply-template), with the template's
  * variables as the request sets them; *add_bos: the vocabulary wants a BOS the template did not
  * write. *opened: the prompt opened the reasoning (the reply starts inside it). Errors: 400 (the
- * template failed), 499 when gone(user) said the client left (the render was abandoned). */
+ * template failed), 499 when gone(user) said to stop (the render was abandoned). */
 int srv_render_chat(const srv_model_ctx *mc, const srv_request *r, srv_gone_fn gone, void *user, char **text,
                     size_t *len, bool *add_bos, bool *opened, srv_error *e);
 
 /* Build the job of a request (one reference, not submitted). Errors are 400s (template errors,
- * prompts empty or longer than the context), 499 when the client left while the template
- * rendered (gone, user: as srv_render_chat's) or 500s (out of memory). */
+ * prompts empty or longer than the context), 499 when gone(user) said to stop while the
+ * template rendered or the grammar compiled or 500s (out of memory). */
 int srv_prepare_job(const srv_model_ctx *mc, const srv_request *r, srv_gone_fn gone, void *user, srv_job **out,
                     srv_error *e);
 

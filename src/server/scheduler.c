@@ -225,7 +225,19 @@ static void start_group(srv_sched *s, srv_job *j) {
 
 /* ---- Beam search (engine thread, the slots empty) ------------------------------------------ */
 
-static int beam_cancelled(void *j) { return job_dead(j); }
+static bool past_deadline(const srv_job *j) { return j->deadline > 0 && srv_now() >= j->deadline; }
+
+/* The choices of prompt p not done yet end as they are (finish "length"): the deadline passed. */
+static void end_late(srv_job *j, int32_t p) {
+    for (int32_t c = p * j->n; c < (p + 1) * j->n; c++) {
+        pthread_mutex_lock(&j->mu);
+        bool done = j->out[c].done;
+        pthread_mutex_unlock(&j->mu);
+        if (!done) srv_job_post(j, c, "", 0, NULL, 0, NC_FINISH_LENGTH);
+    }
+}
+
+static int beam_cancelled(void *j) { return job_dead(j) || past_deadline(j); }
 
 /* The search polls its job every step: a client that left or a shutdown ends it. */
 static void beam_one(srv_sched *s, srv_job *j, int32_t p) {
@@ -238,8 +250,8 @@ static void beam_one(srv_sched *s, srv_job *j, int32_t p) {
     nc_err err;
     int rc = nc_beam_search(s->c, s->m, j->prompts[p], j->n_prompt[p], &bp, &j->sampling, &j->stop, &res, &err);
     for (int32_t q = 0; q < bp.n_beams; q++) nc_kv_seq_clear(s->c, q);
-    if (rc) {
-        if (!job_dead(j)) fail_job(j, 500, "server_error", err.msg);
+    if (rc) { /* the deadline: no hypothesis is finished, so there is no text to keep */
+        if (!job_dead(j)) past_deadline(j) ? end_late(j, p) : fail_job(j, 500, "server_error", err.msg);
         return;
     }
     if (!j->first_token_seen) srv_metrics_ttft(s->metrics, srv_now() - j->t_submit);
@@ -260,25 +272,27 @@ typedef struct contrastive_post {
     srv_sched *s;
     srv_job *j;
     int32_t choice;
+    bool late;             /* the deadline ended it (its last token posted with finish "length") */
 } contrastive_post;
 
 static int post_contrastive_token(const nc_gen_event *ev, void *user) {
     contrastive_post *cp = user;
     if (!cp->j->first_token_seen) srv_metrics_ttft(cp->s->metrics, srv_now() - cp->j->t_submit);
     cp->j->first_token_seen = true;
-    srv_job_post(cp->j, cp->choice, ev->text, (size_t)ev->n_text, NULL, 1, ev->finish);
-    return job_dead(cp->j);
+    cp->late = ev->finish == NC_FINISH_NONE && past_deadline(cp->j);
+    srv_job_post(cp->j, cp->choice, ev->text, (size_t)ev->n_text, NULL, 1, cp->late ? NC_FINISH_LENGTH : ev->finish);
+    return job_dead(cp->j) || cp->late;
 }
 
 static void contrastive_one(srv_sched *s, srv_job *j, int32_t p) {
-    contrastive_post cp = {s, j, p * j->n};
+    contrastive_post cp = {s, j, p * j->n, false};
     nc_gen_result res;
     nc_err err;
     int rc = nc_contrastive_search(s->c, s->m, j->prompts[p], j->n_prompt[p], &j->contrastive_params, &j->sampling,
                                    &j->stop, post_contrastive_token, &cp, &res, &err);
     for (int32_t q = 0; q < j->contrastive_params.top_k; q++) nc_kv_seq_clear(s->c, q);
     if (rc) {
-        if (!job_dead(j)) fail_job(j, 500, "server_error", err.msg);
+        if (!job_dead(j) && !cp.late) fail_job(j, 500, "server_error", err.msg);
         return;
     }
     srv_metrics_tokens(s->metrics, j->n_prompt[p], res.samples[0].n_tokens);
@@ -289,7 +303,10 @@ static void contrastive_one(srv_sched *s, srv_job *j, int32_t p) {
 static void run_beam_job(srv_sched *s, srv_job *j) {
     remove_from(s->queue, &s->n_queue, j);
     pthread_mutex_unlock(&s->mu);
-    for (int32_t p = 0; p < j->n_prompts && !job_dead(j); p++) (j->contrastive ? contrastive_one : beam_one)(s, j, p);
+    for (int32_t p = 0; p < j->n_prompts && !job_dead(j); p++) {
+        if (past_deadline(j)) end_late(j, p);
+        else (j->contrastive ? contrastive_one : beam_one)(s, j, p);
+    }
     pthread_mutex_lock(&s->mu);
     retire_if_done(s, j);
 }
@@ -611,14 +628,18 @@ static void post_step(srv_sched *s, slot *sl, seq *q, const seq_token *t) {
     srv_job_post_step(sl->job, sl->choice, srv_json_explain_step(&in, piece_of, (void *)s->m));
 }
 
-/* llama.cpp's t_max_predict_ms: past it since the first token, the reply ends once it holds a
- * newline. The finish the token is posted with. */
+/* The server's deadline, and llama.cpp's t_max_predict_ms: past it since the first token, the
+ * reply ends once it holds a newline. The finish the token is posted with. */
 static nc_finish time_limit(slot *sl, const srv_job *j, seq *q, const seq_token *t) {
-    if (j->t_max_predict_ms <= 0 || t->finish != NC_FINISH_NONE) return t->finish;
+    if (t->finish != NC_FINISH_NONE || (j->t_max_predict_ms <= 0 && j->deadline <= 0)) return t->finish;
     double now = srv_now();
-    if (sl->t_first == 0) sl->t_first = now;
-    sl->newline_seen = sl->newline_seen || memchr(t->text, '\n', (size_t)t->n_text);
-    if (!sl->newline_seen || (now - sl->t_first) * 1000 < j->t_max_predict_ms) return NC_FINISH_NONE;
+    bool late = j->deadline > 0 && now >= j->deadline;
+    if (!late && j->t_max_predict_ms > 0) {
+        if (sl->t_first == 0) sl->t_first = now;
+        sl->newline_seen = sl->newline_seen || memchr(t->text, '\n', (size_t)t->n_text);
+        late = sl->newline_seen && (now - sl->t_first) * 1000 >= j->t_max_predict_ms;
+    }
+    if (!late) return NC_FINISH_NONE;
     q->finish = NC_FINISH_LENGTH;
     return NC_FINISH_LENGTH;
 }
@@ -858,17 +879,28 @@ static void step(srv_sched *s) {
 }
 
 /* llama.cpp's t_max_prompt_ms: a prompt still being processed that long after its request came
- * ends its choices, empty (finish "length"). Under mu. */
+ * ends its choices, empty (finish "length"). The server's deadline ends them too, a preempted
+ * one keeping its text, and the choices of jobs still queued. Under mu. */
 static void prompt_deadlines(srv_sched *s) {
     double now = srv_now();
     for (int32_t i = 0; i < s->n_slots; i++) {
         slot *sl = &s->slots[i];
         srv_job *j = sl->job;
-        if ((sl->state != SLOT_PREFILL && sl->state != SLOT_WAIT) || sl->resume || !j || j->t_max_prompt_ms <= 0 ||
-            (now - j->t_submit) * 1000 < j->t_max_prompt_ms)
-            continue;
+        if ((sl->state != SLOT_PREFILL && sl->state != SLOT_WAIT) || !j) continue;
+        bool prompt_late = !sl->resume && j->t_max_prompt_ms > 0 && (now - j->t_submit) * 1000 >= j->t_max_prompt_ms;
+        if (!prompt_late && !(j->deadline > 0 && now >= j->deadline)) continue;
         srv_job_post(j, sl->choice, "", 0, NULL, 0, NC_FINISH_LENGTH);
         sl->state = SLOT_DONE;
+    }
+    for (int32_t i = 0; i < s->n_queue;) {
+        srv_job *j = s->queue[i];
+        if (!(j->deadline > 0 && now >= j->deadline)) {
+            i++;
+            continue;
+        }
+        while (j->next_prompt < j->n_prompts) end_late(j, j->next_prompt++);
+        remove_from(s->queue, &s->n_queue, j);
+        retire_if_done(s, j);
     }
 }
 

@@ -38,6 +38,8 @@ typedef struct srv_config {
                               NULL: CORS off (server/web.h) */
     size_t max_body;       /* bytes; larger bodies get 413 */
     double drain_seconds;  /* at shutdown, how long running requests may finish */
+    double request_seconds; /* --request-timeout: a request's work (render, grammar, queue, generation,
+                               embeddings) ends this long after its body arrived (0: no deadline) */
     double header_seconds; /* a request's headers must arrive within this of the connection opening
                               or its previous answer (0: 15) */
     double body_seconds;   /* and its body within this of the headers (0: 60) */

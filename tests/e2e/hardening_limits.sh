@@ -15,7 +15,10 @@
 #   abandoned or running embeddings exits within the drain;
 # - a chat template rendering at SIGTERM is cancelled at once (503), not after the drain;
 # - a chat template rendering whose client leaves ends then, not when its budgets run out;
-# - renders and grammar compilations at once are held to --parallel + --max-queue (503 past them);
+# - renders, grammar compilations and tokenizing: --parallel at once, --max-queue waiting (503 past
+#   them);
+# - --request-timeout: a generation past it ends with its text (finish "length"), embeddings and a
+#   render get 503 naming it;
 # - start-up: an empty NUCLEUS_API_KEY is refused; whether authentication is on is said; listening
 #   beyond loopback without a key, and without the Host check, are warned about;
 # - make fuzz-long (bench/fuzz.sh) runs every fuzz harness.
@@ -335,26 +338,86 @@ if start_server gone -m "$stories" --parallel 2 -t 2 --chat-template "$tmp/slow.
     stop_server gone
 fi
 
-# ---- renders and grammars under --max-queue ------------------------------------------------------------
-# --parallel 1 --max-queue 1: two requests may render (or compile a grammar) at once; a third, on
-# any path that prepares a request, is refused with 503 until they end
+# ---- renders, grammars and tokenizing under --parallel and --max-queue ------------------------------
+# --parallel 1 --max-queue 1: one request renders (or compiles a grammar, or tokenizes) at a time and
+# one waits for its turn; a third, on any path that prepares a request or tokenizes, is refused with
+# 503 until they end
 if start_server busy -m "$stories" --parallel 1 --max-queue 1 -t 2 --chat-template "$tmp/slow.jinja"; then
     chat='{"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}'
     for i in 1 2; do
         curl -s -o /dev/null -H 'Content-Type: application/json' -d "$chat" -m 60 "$url_busy/apply-template" &
         eval "render$i=\$!"
+        arrived "$url_busy" /apply-template $i
     done
-    arrived "$url_busy" /apply-template 2
-    for path in /v1/chat/completions /apply-template /v1/messages/count_tokens /v1/completions; do
-        code=$(post "$url_busy$path" "$([ $path = /v1/completions ] && echo '{"prompt": "Once", "max_tokens": 2}' || echo "$chat")" -m 30)
-        expect_eq "$path while two render (--parallel 1 --max-queue 1)" "$code" 503
-        expect_in "$path while two render: the reason" \
-            "the server is busy (2 requests render chat templates or compile grammars: --parallel + --max-queue)" \
+    for path in /v1/chat/completions /apply-template /v1/messages/count_tokens /v1/completions /tokenize /detokenize; do
+        case $path in
+        /v1/completions) body='{"prompt": "Once", "max_tokens": 2}' ;;
+        /tokenize) body='{"content": "Once upon a time"}' ;;
+        /detokenize) body='{"tokens": [1, 2, 3]}' ;;
+        *) body=$chat ;;
+        esac
+        code=$(post "$url_busy$path" "$body" -m 30)
+        expect_eq "$path while one renders and one waits (--parallel 1 --max-queue 1)" "$code" 503
+        expect_in "$path while one renders and one waits: the reason" \
+            "the server is busy (--parallel 1 requests render chat templates, compile grammars or tokenize, --max-queue 1 wait)" \
             "$(cat "$tmp/body")"
     done
     wait "$render1" "$render2"
     expect_eq "a completion once the renders ended" "$(post "$url_busy/v1/completions" '{"prompt": "Once", "max_tokens": 2}' -m 30)" 200
+    # the queue has room: a tokenize waits for the render before it, then is answered
+    curl -s -o /dev/null -H 'Content-Type: application/json' -d "$chat" -m 60 "$url_busy/apply-template" &
+    render1=$!
+    arrived "$url_busy" /apply-template 4 # (two renders, one refused, this one)
+    read -r code took < <(curl -s -o "$tmp/body" -w '%{http_code} %{time_total}\n' -H 'Content-Type: application/json' \
+        -d '{"content": "Once upon a time"}' -m 60 "$url_busy/tokenize")
+    wait "$render1"
+    read -r _ render_ms < <(grep "^access: POST /apply-template " "$tmp/busy.err" | tail -1 | awk '{ sub("ms=", "", $5); print $4, $5 }')
+    expect_eq "a tokenize while one renders (the queue has room): answered" "$code $(json 'len(d["tokens"]) > 0')" "200 True"
+    if awk -v t="$took" -v r="$render_ms" 'BEGIN { exit !(t * 1000 > r / 2) }'; then ok
+    else bad "a tokenize while one renders: answered after $took s, before the render ($render_ms ms) left its turn"; fi
     stop_server busy
+fi
+
+# ---- the server's deadline: --request-timeout ------------------------------------------------------
+expect_err "--request-timeout -1" "--request-timeout: -1 is outside the allowed range" \
+    "$NUCLEUS" serve -m "$stories" --port 0 --request-timeout -1
+expect_err "--request-timeout 1s" "--request-timeout: expected an integer, got '1s'" \
+    "$NUCLEUS" serve -m "$stories" --port 0 --request-timeout 1s
+# tiny-k with a context of 2048: a generation to a full context, or 64 inputs of 1,501 tokens to
+# embed, take far longer than the deadline of 1 s; the slow template's render too
+if start_server late -m "$tiny_k" --parallel 1 -c 2048 -t 2 --request-timeout 1 --chat-template "$tmp/slow.jinja"; then
+    long='{"prompt": "Once", "max_tokens": 100000, "ignore_eos": true'
+    t0=$(now)
+    code=$(post "$url_late/v1/completions" "$long}" -m 60)
+    t1=$(now)
+    expect_eq "a generation past --request-timeout: ends with what it made" \
+        "$code $(json '(d["choices"][0]["finish_reason"], len(d["choices"][0]["text"]) > 0, 0 < d["usage"]["completion_tokens"] < 2000)')" \
+        "200 ('length', True, True)"
+    faster "a generation past --request-timeout 1" 4 "$t0" "$t1"
+    post "$url_late/v1/completions" "$long, \"stream\": true}" -m 60 >/dev/null
+    expect_eq "a stream past --request-timeout: its last choice chunk and [DONE]" \
+        "$(grep -o '"finish_reason":"[a-z]*"\|\[DONE\]' "$tmp/body" | tail -2 | paste -sd' ')" '"finish_reason":"length" [DONE]'
+    code=$(post "$url_late/completion" '{"prompt": "Once", "n_predict": 100000, "ignore_eos": true}' -m 60)
+    expect_eq "/completion past --request-timeout" "$code $(json '(d["stop_type"], d["tokens_predicted"] > 0)')" "200 ('limit', True)"
+    # embeddings; a chat request behind two renders (each a large part of a second to its step
+    # budget) for its turn at --parallel 1
+    chat='{"messages": [{"role": "user", "content": "hi"}]}'
+    for i in 1 2; do
+        curl -s -o /dev/null -H 'Content-Type: application/json' -d "$chat" -m 60 "$url_late/v1/chat/completions" &
+        eval "render$i=\$!"
+        arrived "$url_late" /v1/chat/completions $i
+    done
+    for path in /v1/chat/completions /v1/embeddings; do
+        t0=$(now)
+        code=$(post "$url_late$path" "$([ $path = /v1/embeddings ] && echo @"$tmp/embed.json" || echo "$chat")" -m 60)
+        t1=$(now)
+        expect_eq "$path past --request-timeout: the status" "$code" 503
+        expect_in "$path past --request-timeout: the reason" \
+            "the request passed the server's deadline of 1 s (--request-timeout)" "$(cat "$tmp/body")"
+        faster "$path past --request-timeout 1" 4 "$t0" "$t1"
+    done
+    wait "$render1" "$render2"
+    stop_server late
 fi
 
 # ---- start-up: the API key, what is said and warned about ------------------------------------------

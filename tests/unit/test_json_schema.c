@@ -1,7 +1,7 @@
 /* JSON Schema -> GBNF: for each schema, JSON texts written by hand that are valid against it (by
  * the JSON Schema specification) must be sentences of the grammar, and invalid ones must not;
  * rule naming under a root name (two conversions concatenated), the whitespace bound, and
- * refusals naming the keyword and its JSON pointer. */
+ * refusals naming the keyword and its JSON pointer; a compilation whose caller is gone ends. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -271,6 +271,30 @@ static void test_budgets(void) {
     free(g), free(s);
 }
 
+static int asked;
+static bool always_gone(void *user) { asked++; return *(bool *)user; }
+
+/* A compilation whose caller is gone (its client left, its deadline passed, the server stops) ends
+ * at its first question with NC_POLL_ABANDONED; one whose caller stays makes the same grammar. */
+static void test_watched(void) {
+    char *s = many_names("properties", 4096, true), *g = NULL, *plain = NULL;
+    nc_err err;
+    bool gone = true;
+    asked = 0;
+    CHECK(nc_json_schema_to_grammar_watched(s, NULL, always_gone, &gone, &g, &err) == -1 && !g);
+    CHECK_MSG(!strcmp(err.msg, NC_POLL_ABANDONED) && asked == 1, "abandoned: '%s', asked %d times", err.msg, asked);
+    gone = false;
+    CHECK(nc_json_schema_to_grammar_watched(s, NULL, always_gone, &gone, &g, &err) == 0);
+    CHECK(nc_json_schema_to_grammar(s, NULL, &plain, &err) == 0);
+    CHECK(g && plain && !strcmp(g, plain));
+    gr_grammar *gr = NULL;
+    nc_poll poll = {.gone = always_gone, .user = &gone};
+    gone = true;
+    CHECK(gr_parse_watched(&gr, plain, strlen(plain), &poll, &err) == -1 && !gr);
+    CHECK_MSG(!strcmp(err.msg, NC_POLL_ABANDONED), "the parse abandoned: '%s'", err.msg);
+    free(g), free(plain), free(s);
+}
+
 int main(void) {
     test_any();
     test_objects();
@@ -281,5 +305,6 @@ int main(void) {
     test_naming();
     test_refusals();
     test_budgets();
+    test_watched();
     return test_summary("test_json_schema");
 }
