@@ -422,6 +422,9 @@ int cmd_serve(int argc, char **argv) {
         return 1;
     }
     o.cfg.draft_model = dm;
+    o.cfg.lora_paths = o.lora.path;
+    o.cfg.lora_scales = o.lora.scale;
+    o.cfg.n_lora = o.lora.n;
     if (cli_model_load(&m, o.model, &o.lora, &err) || srv_start(sv, m, &o.cfg, &err)) {
         fprintf(stderr, "error: serve: %s%s\n", dm && strstr(err.msg, "draft") ? "--draft-model: " : "", err.msg);
         srv_stop(sv);

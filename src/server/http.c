@@ -195,6 +195,7 @@ static const route routes[] = {
     {"/slots", "GET", SRV_EP_SLOTS_LIST},
     {"/models/load", "POST", SRV_EP_MODELS_LOAD},
     {"/models/unload", "POST", SRV_EP_MODELS_UNLOAD},
+    {"/lora-adapters", "GET", SRV_EP_LORA_ADAPTERS},
 };
 
 /* /v1/models/{id}: the id is checked when answering. */
@@ -1216,7 +1217,7 @@ static enum MHD_Result send_asset(srv_server *sv, struct MHD_Connection *conn, c
 static bool model_ep(srv_endpoint ep) {
     switch (ep) {
     case SRV_EP_HEALTH: case SRV_EP_MODELS: case SRV_EP_METRICS: case SRV_EP_MODELS_LOAD: case SRV_EP_MODELS_UNLOAD:
-    case SRV_EP_OTHER: case SRV_EP_COUNT: return false;
+    case SRV_EP_LORA_ADAPTERS: case SRV_EP_OTHER: case SRV_EP_COUNT: return false;
     default: return true;
     }
 }
@@ -1305,6 +1306,8 @@ static enum MHD_Result respond(srv_server *sv, struct MHD_Connection *conn, cons
         return handle_models(sv, conn);
     case SRV_EP_EMBEDDINGS: return handle_embeddings(sv, in, conn, rq);
     case SRV_EP_METRICS: return handle_metrics(sv, conn);
+    case SRV_EP_LORA_ADAPTERS:
+        return send_json(sv, conn, 200, srv_json_lora_adapters(sv->base.lora_paths, sv->base.lora_scales, sv->base.n_lora));
     case SRV_EP_COMPLETIONS: return handle_generation(sv, in, conn, rq, SRV_API_COMPLETIONS);
     case SRV_EP_CHAT: return handle_generation(sv, in, conn, rq, SRV_API_CHAT);
     case SRV_EP_TOKENIZE: return handle_tokenize(sv, in, conn, rq);

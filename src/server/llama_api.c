@@ -576,6 +576,17 @@ char *srv_json_props(const srv_props *p) {
     return srv_json_print(o, ok);
 }
 
+char *srv_json_lora_adapters(const char *const *paths, const float *scales, int32_t n) {
+    cJSON *arr = cJSON_CreateArray();
+    bool ok = arr != NULL;
+    for (int32_t i = 0; ok && i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        ok = o && cJSON_AddItemToArray(arr, o) && cJSON_AddNumberToObject(o, "id", i) &&
+             cJSON_AddStringToObject(o, "path", paths[i]) && cJSON_AddNumberToObject(o, "scale", scales[i]);
+    }
+    return srv_json_print(arr, ok);
+}
+
 char *srv_json_slots(const srv_slot_info *slots, int32_t n, int32_t n_ctx, bool speculative) {
     cJSON *arr = cJSON_CreateArray();
     bool ok = arr != NULL;

@@ -56,6 +56,8 @@ typedef struct srv_props {
     bool speculative;
 } srv_props;
 char *srv_json_props(const srv_props *p);
+/* GET /lora-adapters: the adapters applied at start-up, [{"id", "path", "scale"}] (llama.cpp's). */
+char *srv_json_lora_adapters(const char *const *paths, const float *scales, int32_t n);
 /* GET /slots: the slots' states. */
 char *srv_json_slots(const srv_slot_info *slots, int32_t n, int32_t n_ctx, bool speculative);
 

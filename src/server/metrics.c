@@ -15,7 +15,7 @@ const char *srv_endpoint_path(srv_endpoint ep) {
                                                     "/metrics",   "/slots",      "/v1/embeddings", "/apply-template",
                                                     "/v1/messages", "/v1/messages/count_tokens", "/v1/responses",
                                                     "/completion", "/infill", "/props", "/slots (GET)",
-                                                    "/models/load", "/models/unload", "other"};
+                                                    "/models/load", "/models/unload", "/lora-adapters", "other"};
     return ep >= 0 && ep < SRV_EP_COUNT ? paths[ep] : "other";
 }
 

@@ -30,6 +30,7 @@ typedef enum srv_endpoint {
     SRV_EP_SLOTS_LIST,     /* GET /slots */
     SRV_EP_MODELS_LOAD,    /* /models/load */
     SRV_EP_MODELS_UNLOAD,  /* /models/unload */
+    SRV_EP_LORA_ADAPTERS,  /* GET /lora-adapters */
     SRV_EP_OTHER,
     SRV_EP_COUNT
 } srv_endpoint;

@@ -62,6 +62,9 @@ typedef struct srv_config {
                               makes its context), or with prompt lookup (spec.lookup_ngram) */
     nc_spec_params spec;   /* lookup_ngram, draft_max, draft_min, fixed */
     const char *chat_template; /* Jinja source used instead of the model's template; NULL: the model's */
+    const char *const *lora_paths; /* --lora: the adapters the caller applied to the model, with their */
+    const float *lora_scales;      /* scales (GET /lora-adapters lists them) */
+    int32_t n_lora;
     bool reasoning_none;   /* --reasoning-format none: chat replies keep their reasoning in the
                               content (requests may say otherwise with reasoning_format) */
     int32_t reasoning_budget; /* tokens of reasoning, then its end is forced; -1: no limit (a

@@ -103,6 +103,9 @@ if start_server lora -m "$S260" --lora "$tmp/a.gguf" -c 256; then
         -d '{"prompt": "Once upon a time", "max_tokens": 24, "temperature": 0}' |
         /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"], end="")')
     expect_eq "the server's text = run's" "Once upon a time$got" "$text"
+    expect_eq "GET /lora-adapters" "$(curl -s "$url_lora/lora-adapters")" "[{\"id\":0,\"path\":\"$tmp/a.gguf\",\"scale\":1}]"
+    expect_eq "POST /lora-adapters" "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$url_lora/lora-adapters" \
+        -H 'Content-Type: application/json' -d '[{"id": 0, "scale": 0.5}]')" 405
     stop_server lora
 fi
 expect_err "router mode" "router mode does not take adapters" "$NUCLEUS" serve --models-dir "$tmp" --lora "$tmp/a.gguf"
