@@ -24,11 +24,13 @@ NEON_DOT_FLAGS := -march=armv8.2-a+dotprod
 NEON_I8MM_FLAGS := -march=armv8.2-a+dotprod+i8mm
 ifeq ($(ARCH),x86_64)
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
+AVXVNNI_FLAGS := -mavx2 -mfma -mf16c -mavxvnni
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mavx512dq -mfma -mf16c
 HOST_NEON_DOT_FLAGS :=
 HOST_NEON_I8MM_FLAGS :=
 else
 AVX2_FLAGS   :=
+AVXVNNI_FLAGS :=
 AVX512_FLAGS :=
 HOST_NEON_DOT_FLAGS := $(if $(filter aarch64 arm64,$(ARCH)),$(NEON_DOT_FLAGS),)
 HOST_NEON_I8MM_FLAGS := $(if $(filter aarch64 arm64,$(ARCH)),$(NEON_I8MM_FLAGS),)
@@ -59,7 +61,7 @@ deps:
 test-deps:
 	bash scripts/install-deps.sh --test
 
-isa_flags = $(if $(findstring _avx512,$1),$(AVX512_FLAGS),$(if $(findstring _avx2,$1),$(AVX2_FLAGS),$(if $(findstring _neon_dot,$1),$(HOST_NEON_DOT_FLAGS),$(if $(findstring _neon_i8mm,$1),$(HOST_NEON_I8MM_FLAGS),))))
+isa_flags = $(if $(findstring _avx512,$1),$(AVX512_FLAGS),$(if $(findstring _avxvnni,$1),$(AVXVNNI_FLAGS),$(if $(findstring _avx2,$1),$(AVX2_FLAGS),$(if $(findstring _neon_dot,$1),$(HOST_NEON_DOT_FLAGS),$(if $(findstring _neon_i8mm,$1),$(HOST_NEON_I8MM_FLAGS),)))))
 
 $(BUILD)/rel/%.o: %.c $(BUILD)/gen/rel_cflags.flag
 	@mkdir -p $(dir $@)

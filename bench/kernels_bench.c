@@ -117,7 +117,7 @@ static int listed(const char *list, const char *name) {
 
 int main(int argc, char **argv) {
     double secs = argc > 1 ? atof(argv[1]) : 1.0;
-    static const char *const isas[] = {"scalar", "avx2", "avx512", "neon"};
+    static const char *const isas[] = {"scalar", "avx2", "avx512", "neon", "avxvnni"};
     static const char *const fmts[] = {"i16", "i8"};
     /* cache: 128 rows (150 KB to 1 MB); memory: 256 MB of weights, far beyond any cache */
     const int cols = 2048, small_rows = 128, T = 128;

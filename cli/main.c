@@ -40,7 +40,7 @@ static void version(void) {
 #define COMPILER "gcc "
 #endif
 #if defined(__x86_64__)
-    const char *sets = "scalar avx2 avx512";
+    const char *sets = "scalar avx2 avxvnni avx512";
 #elif defined(__aarch64__)
     const char *sets = "scalar neon";
 #else

@@ -1,7 +1,8 @@
 /* Run-time choice of the kernel set: on x86-64 cpuid says what the CPU has, xgetbv whether the
  * OS saves the wider registers; on AArch64 the auxiliary vector's HWCAP says whether SDOT is
  * there (ASIMD always is). NUCLEUS_ISA may cap the choice. The AVX-512 set needs F, BW, VL, DQ
- * and VNNI (its file is compiled with all of them); AMX is never used. The NEON set is built
+ * and VNNI (its file is compiled with all of them); the AVX-VNNI set, AVX2 and AVX-VNNI (the
+ * VEX-encoded one, CPUID.(EAX=7,ECX=1):EAX[4]); AMX is never used. The NEON set is built
  * three times (kernels_neon.c; kernels_neon_dot.c with SDOT; kernels_neon_i8mm.c with SDOT and
  * I8MM): the same results, the one the CPU can run taken. */
 #include "kernels/kernels.h"
@@ -29,6 +30,12 @@ static uint64_t read_xcr0(void) {
     return ((uint64_t)hi << 32) | lo;
 }
 
+/* Whether the CPU has AVX-VNNI (which the best set, AVX-512, need not). */
+static bool has_avx_vnni(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
+}
+
 static kernels_isa detect_isa(void) {
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return KERNELS_SCALAR;
@@ -41,14 +48,22 @@ static kernels_isa detect_isa(void) {
     bool f = b & (1u << 16), dq = b & (1u << 17), bw = b & (1u << 30), vl = b & (1u << 31);
     bool vnni = c & (1u << 11);
     bool zmm_state = (xcr0 & 0xE0) == 0xE0; /* opmask, upper ZMM0-15, ZMM16-31 */
-    return f && dq && bw && vl && vnni && zmm_state ? KERNELS_AVX512 : KERNELS_AVX2;
+    if (f && dq && bw && vl && vnni && zmm_state) return KERNELS_AVX512;
+    return has_avx_vnni() ? KERNELS_AVXVNNI : KERNELS_AVX2;
 }
 
-/* The sets up to want, in the order scalar < AVX2 < AVX-512; a NEON request is no cap. */
+static int rank(kernels_isa isa) {
+    static const int r[KERNELS_ISA_COUNT] = {[KERNELS_SCALAR] = 0, [KERNELS_AVX2] = 1, [KERNELS_AVXVNNI] = 2,
+                                             [KERNELS_AVX512] = 3};
+    return r[isa];
+}
+
+/* The best set up to want, in the order scalar < AVX2 < AVX-VNNI < AVX-512 (a CPU with AVX-512
+ * may lack AVX-VNNI: then AVX2 is the one below); a NEON request is no cap. */
 static kernels_isa cap(kernels_isa want) {
     kernels_isa have = detect_isa();
-    if (want == KERNELS_NEON) return have;
-    return want < have ? want : have;
+    if (want == KERNELS_NEON || rank(want) >= rank(have)) return have;
+    return want == KERNELS_AVXVNNI && !has_avx_vnni() ? KERNELS_AVX2 : want;
 }
 #elif defined(__aarch64__)
 static kernels_isa detect_isa(void) { return getauxval(AT_HWCAP) & HWCAP_ASIMD ? KERNELS_NEON : KERNELS_SCALAR; }
@@ -72,6 +87,7 @@ static kernels_isa env_cap(void) {
     if (!s) return KERNELS_AVX512;
     if (!strcmp(s, "scalar")) return KERNELS_SCALAR;
     if (!strcmp(s, "avx2")) return KERNELS_AVX2;
+    if (!strcmp(s, "avxvnni")) return KERNELS_AVXVNNI;
     if (!strcmp(s, "neon")) return KERNELS_NEON;
     return KERNELS_AVX512;
 }
@@ -88,7 +104,7 @@ kernels_isa kernels_active(void) {
 }
 
 const char *kernels_name(void) {
-    static const char *const names[] = {"scalar", "avx2", "avx512", "neon"};
+    static const char *const names[] = {"scalar", "avx2", "avx512", "neon", "avxvnni"};
     return names[kernels_active()];
 }
 
@@ -103,6 +119,7 @@ static const kernels_ops *ops(void) {
 #if defined(__x86_64__)
     case KERNELS_AVX512: return &kernels_avx512_ops;
     case KERNELS_AVX2: return &kernels_avx2_ops;
+    case KERNELS_AVXVNNI: return &kernels_avxvnni_ops;
 #elif defined(__aarch64__)
     case KERNELS_NEON: return neon_ops();
 #endif

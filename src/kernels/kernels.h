@@ -10,15 +10,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum kernels_isa { KERNELS_SCALAR = 0, KERNELS_AVX2 = 1, KERNELS_AVX512 = 2, KERNELS_NEON = 3 } kernels_isa;
-#define KERNELS_ISA_COUNT 4
+/* On x86-64 the sets rank scalar < AVX2 < AVX-VNNI (the AVX2 set with vpdpwssd) < AVX-512. */
+typedef enum kernels_isa { KERNELS_SCALAR = 0, KERNELS_AVX2 = 1, KERNELS_AVX512 = 2, KERNELS_NEON = 3,
+                           KERNELS_AVXVNNI = 4 } kernels_isa;
+#define KERNELS_ISA_COUNT 5
 
 /* Detect the CPU and select the best set (idempotent, thread-safe). The environment variable
- * NUCLEUS_ISA=scalar|avx2|avx512|neon caps the choice (for tests and benchmarks); a set of the
- * other architecture caps nothing. */
+ * NUCLEUS_ISA=scalar|avx2|avxvnni|avx512|neon caps the choice (for tests and benchmarks); a set of
+ * the other architecture caps nothing. */
 void kernels_init(void);
 kernels_isa kernels_active(void);
-const char *kernels_name(void); /* "avx512", "avx2", "neon", "scalar" */
+const char *kernels_name(void); /* "avx512", "avxvnni", "avx2", "neon", "scalar" */
 /* Force a set (tests compare sets against each other); returns the set actually in force: the
  * best one this CPU has up to isa (on AArch64: NEON for any isa but scalar). */
 kernels_isa kernels_force(kernels_isa isa);

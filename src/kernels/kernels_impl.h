@@ -216,6 +216,7 @@ typedef struct kernels_ops {
 extern const kernels_ops kernels_scalar_ops;
 #if defined(__x86_64__)
 extern const kernels_ops kernels_avx2_ops;
+extern const kernels_ops kernels_avxvnni_ops;
 extern const kernels_ops kernels_avx512_ops;
 #elif defined(__aarch64__)
 extern const kernels_ops kernels_neon_ops;      /* ASIMD only */

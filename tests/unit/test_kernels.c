@@ -16,7 +16,7 @@
 #define ROWS 7
 #define MAXT 9
 
-static const char *const isa_names[] = {"scalar", "avx2", "avx512", "neon"};
+static const char *const isa_names[] = {"scalar", "avx2", "avx512", "neon", "avxvnni"};
 
 static float frand(void) { return (float)rand() / (float)RAND_MAX * 2.0f - 1.0f; }
 
@@ -849,7 +849,7 @@ static void test_interleaved(void) {
         float *x = malloc(sizeof(float) * COLS), *Y0 = malloc(sizeof(float) * MT * R), *Y1 = malloc(sizeof(float) * MT * R);
         for (int isa = KERNELS_SCALAR; isa < KERNELS_ISA_COUNT; isa++) {
             if (!available((kernels_isa)isa)) continue;
-            if (isa == KERNELS_AVX512 || isa == KERNELS_AVX2) CHECK(kernels_ilv_type(type));
+            if (isa == KERNELS_AVX512 || isa == KERNELS_AVX2 || isa == KERNELS_AVXVNNI) CHECK(kernels_ilv_type(type));
             int bad = 0;
             for (int f = 0; f < 2; f++) {
                 kernels_act fmt = (kernels_act)f;
@@ -879,6 +879,56 @@ static void test_interleaved(void) {
         free(Y0);
         free(Y1);
     }
+}
+
+/* The AVX-VNNI set is the AVX2 set with its multiply-adds fused: the same bits for every integer
+ * type, activation format, token count (matvec, interleaved tiles, the packed matmul) and row range.
+ * Skipped (nothing counted) on a CPU without AVX-VNNI. */
+static void test_avxvnni(void) {
+    if (!available(KERNELS_AVXVNNI)) {
+        printf("test_avxvnni: this CPU has no AVX-VNNI\n");
+        kernels_force(KERNELS_AVX512);
+        return;
+    }
+    enum { R = 48, COLS = 512, MT = 40 };
+    static const int Ts[] = {1, 2, 3, 5, 8, 17, 33, MT};
+    float *x = malloc(sizeof(float) * COLS), *Y[2] = {malloc(sizeof(float) * MT * R), malloc(sizeof(float) * MT * R)};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        uint32_t type = cases[c].type;
+        if (!kernels_int_type(type)) continue;
+        size_t rb = quant_row_bytes(type, COLS);
+        uint8_t *w = malloc(rb * R), *wi = malloc(rb * R);
+        fill_weights(type, w, R, COLS);
+        int ilv = 0;
+        for (int f = 0; f < 2; f++) {
+            kernels_act fmt = (kernels_act)f;
+            if (fmt == KERNELS_ACT_I8 && !kernels_int8_type(type)) continue;
+            size_t xs = kernels_act_bytes(fmt, COLS);
+            uint8_t *Xq = aligned_alloc(64, xs * MT);
+            for (int t = 0; t < MT; t++) {
+                for (int i = 0; i < COLS; i++) x[i] = frand();
+                kernels_quantize_act(fmt, x, COLS, Xq + xs * t);
+            }
+            int bad = 0;
+            for (size_t k = 0; k < sizeof Ts / sizeof *Ts; k++)
+                for (int s = 0; s < 2; s++) {
+                    kernels_force(s ? KERNELS_AVXVNNI : KERNELS_AVX2);
+                    ilv = kernels_ilv_type(type) && R % KERNELS_ILV_ROWS == 0;
+                    if (ilv) kernels_interleave(type, w, wi, R, COLS);
+                    kernels_mul(type | (ilv ? KERNELS_ILV : 0), ilv ? wi : w, rb, COLS, NULL, fmt, Xq, Ts[k], Y[s], R,
+                                0, R, 0, NULL);
+                    if (s) for (int i = 0; i < Ts[k] * R; i++) bad += !same_bits(Y[0][i], Y[1][i]);
+                }
+            CHECK_MSG(bad == 0, "avxvnni %s fmt=%d: %d results differ from avx2's", cases[c].name, f, bad);
+            free(Xq);
+        }
+        free(w);
+        free(wi);
+    }
+    free(x);
+    free(Y[0]);
+    free(Y[1]);
+    kernels_force(KERNELS_AVX512);
 }
 
 /* With arguments, only the tests named run (tests/e2e/neon.sh: the integer paths again on a second
@@ -911,5 +961,6 @@ int main(int argc, char **argv) {
     RUN(test_mix);
     RUN(test_dequantize);
     RUN(test_interleaved);
+    RUN(test_avxvnni);
     return test_summary("test_kernels");
 }
