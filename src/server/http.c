@@ -771,15 +771,28 @@ static enum MHD_Result send_stopped(srv_server *sv, struct MHD_Connection *conn,
     return e->status == 499 ? MHD_NO : send_error(sv, conn, e);
 }
 
-/* A parsed request run as a job and answered, whole or streamed, in k's shape. r is freed. */
+/* /infill's prompt, from the model's FIM tokens, in place of r's text. */
+static int infill_prompt(const srv_instance *in, const srv_infill *f, srv_request *r, srv_error *e) {
+    srv_prompt *p = &r->prompts[0];
+    int32_t *ids, n;
+    if (srv_infill_prompt(in->m, in->mc.n_ctx, f, p->text ? p->text : "", p->text_len, r->max_tokens, &ids, &n, e))
+        return -1;
+    free(p->text);
+    *p = (srv_prompt){.tokens = ids, .n_tokens = n};
+    return 0;
+}
+
+/* A parsed request run as a job and answered, whole or streamed, in k's shape; f: /infill's
+ * parts, its prompt built under the same admission (NULL otherwise). r is freed. */
 static enum MHD_Result run_request(srv_server *sv, srv_instance *in, struct MHD_Connection *conn, conn_req *rq,
-                                   srv_request *r, reply_kind *k, bool keep_tokens) {
+                                   srv_request *r, const srv_infill *f, reply_kind *k, bool keep_tokens) {
     srv_error e;
     srv_job *j;
     srv_watch w = watch_of(sv, in, conn, rq);
     int rc = srv_gate_enter(&in->gate, &w, &e);
     if (!rc) {
-        rc = srv_prepare_job(&in->mc, r, srv_watch_gone, &w, &j, &e);
+        if (f) rc = infill_prompt(in, f, r, &e);
+        if (!rc) rc = srv_prepare_job(&in->mc, r, srv_watch_gone, &w, &j, &e);
         srv_gate_leave(&in->gate);
     }
     bool stream = r->stream, include_usage = r->include_usage;
@@ -822,7 +835,7 @@ static enum MHD_Result handle_generation(srv_server *sv, srv_instance *in, struc
     srv_limits lim = limits_of(in);
     if (srv_request_parse(api, rq->body ? rq->body : "", rq->len, &lim, &r, &e)) return send_error(sv, conn, &e);
     reply_kind k = {.api = api};
-    return run_request(sv, in, conn, rq, &r, &k, false);
+    return run_request(sv, in, conn, rq, &r, NULL, &k, false);
 }
 
 /* POST /v1/messages (Anthropic's). */
@@ -836,7 +849,7 @@ static enum MHD_Result handle_messages(srv_server *sv, srv_instance *in, struct 
         srv_request_free(&r);
         return MHD_NO;
     }
-    enum MHD_Result ok = run_request(sv, in, conn, rq, &r, &k, false);
+    enum MHD_Result ok = run_request(sv, in, conn, rq, &r, NULL, &k, false);
     srv_anthropic.free(k.ds);
     return ok;
 }
@@ -849,7 +862,7 @@ static enum MHD_Result handle_responses(srv_server *sv, srv_instance *in, struct
     reply_kind k = {.api = SRV_API_CHAT, .d = &srv_responses};
     if (srv_responses_request(rq->body ? rq->body : "", rq->len, &lim, in->id, &r, &k.ds, &e))
         return send_error(sv, conn, &e);
-    enum MHD_Result ok = run_request(sv, in, conn, rq, &r, &k, false);
+    enum MHD_Result ok = run_request(sv, in, conn, rq, &r, NULL, &k, false);
     srv_responses.free(k.ds);
     return ok;
 }
@@ -866,21 +879,9 @@ static enum MHD_Result handle_llama(srv_server *sv, srv_instance *in, struct MHD
     if (srv_llama_request(rq->body ? rq->body : "", rq->len, &lim, in->id, in->m, in->mc.n_ctx, &r, infill ? &f : NULL,
                           &k.ds, &e))
         return send_error(sv, conn, &e);
-    if (infill) {
-        srv_prompt *p = &r.prompts[0];
-        int32_t *ids, n;
-        int rc = srv_infill_prompt(in->m, in->mc.n_ctx, &f, p->text ? p->text : "", p->text_len, r.max_tokens, &ids, &n, &e);
-        srv_infill_free(&f);
-        if (rc) {
-            srv_request_free(&r);
-            srv_llama.free(k.ds);
-            return send_error(sv, conn, &e);
-        }
-        free(p->text);
-        *p = (srv_prompt){.tokens = ids, .n_tokens = n};
-    }
     bool tokens = srv_llama_wants_tokens(k.ds);
-    enum MHD_Result ok = run_request(sv, in, conn, rq, &r, &k, tokens);
+    enum MHD_Result ok = run_request(sv, in, conn, rq, &r, infill ? &f : NULL, &k, tokens);
+    if (infill) srv_infill_free(&f);
     srv_llama.free(k.ds);
     return ok;
 }
