@@ -55,6 +55,7 @@ struct srv_server {
     struct MHD_Daemon *d;
     atomic_int state;      /* SRV_READY (stored with release) publishes everything below */
     atomic_int active;     /* requests between their headers and their response's last byte */
+    atomic_bool stopping;  /* srv_stop began: waits for a model to load end (503) */
     srv_router *router;    /* the models: one (-m), or those of --models-dir / --models */
     srv_instance *single;  /* -m: the one model, loaded from srv_start to srv_stop */
     srv_config base;       /* what every model is served with (presets change some) */
@@ -362,8 +363,12 @@ static int conn_fd(struct MHD_Connection *conn) {
     return ci ? ci->connect_fd : -1;
 }
 
-/* srv_peer_gone as the router asks it, fd pointing at the connection's socket. */
-static bool client_gone(void *fd) { return srv_peer_gone(*(int *)fd); }
+/* What ends a request's wait for its model to be loaded: its client leaving, the server
+ * stopping, its deadline. */
+static srv_watch model_watch(const srv_server *sv, struct MHD_Connection *conn, const conn_req *rq) {
+    return (srv_watch){.fd = conn_fd(conn), .deadline = rq->deadline, .timeout = sv->request_seconds,
+                       .stopping = &sv->stopping};
+}
 
 /* What ends the request's work on model in: its client leaving, the server stopping, its
  * deadline. */
@@ -1108,8 +1113,7 @@ static enum MHD_Result handle_load(srv_server *sv, struct MHD_Connection *conn, 
         srv_error_set(&e, 400, "invalid_request_error", NULL, "model", "'model' is required");
         rc = -1;
     }
-    int fd = conn_fd(conn);
-    srv_waiter w = {client_gone, &fd};
+    srv_watch w = model_watch(sv, conn, rq);
     if (!rc) rc = load ? srv_router_load(sv->router, name, &w, &e) : srv_router_unload(sv->router, name, &e);
     char *body = NULL;
     if (!rc) {
@@ -1233,8 +1237,7 @@ static bool take_model(srv_server *sv, struct MHD_Connection *conn, conn_req *rq
     } else {
         rc = srv_body_model(rq->body ? rq->body : "", rq->len, &name, &e);
     }
-    int fd = conn_fd(conn);
-    srv_waiter w = {client_gone, &fd};
+    srv_watch w = model_watch(sv, conn, rq);
     if (!rc) rc = srv_router_acquire(sv->router, name, &w, &rq->lease, &e);
     free(name);
     if (rc) {
@@ -1481,6 +1484,7 @@ int srv_listen(srv_server **out, const srv_config *cfg, nc_err *err) {
     }
     atomic_init(&sv->state, SRV_LOADING);
     atomic_init(&sv->active, 0);
+    atomic_init(&sv->stopping, false);
     pthread_mutex_init(&sv->slot_mu, NULL);
     sv->max_body = cfg->max_body;
     sv->drain_seconds = cfg->drain_seconds;
@@ -1694,6 +1698,7 @@ void srv_stop(srv_server *sv) {
     /* Draining: the listener stays open so that /health says so and new generation requests get
      * a 503 a balancer retries elsewhere, while the running ones get drain_seconds to finish. */
     atomic_store_explicit(&sv->state, SRV_DRAINING, memory_order_release);
+    atomic_store(&sv->stopping, true);
     double until = srv_now() + sv->drain_seconds;
     /* a chat template still rendering (a hostile one runs up to its time budget) ends now: its
      * job could not be queued any more */
