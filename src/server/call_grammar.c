@@ -11,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "common.h"
 #include "nucleus.h"
 #include "server/tool_calls.h"
 
@@ -65,17 +66,25 @@ static void pythonic_literals(char *rules) {
             if (p == rules || p[-1] != '\\') memcpy(p, to[k], strlen(to[k]));
 }
 
+/* What stops a compilation: the caller's gone(user) (server/prepare.h's srv_gone_fn). */
+typedef struct tool_watch {
+    bool (*gone)(void *user);
+    void *user;
+} tool_watch;
+
 /* A schema's grammar under rule `root`, appended to g (its literals Python's when python). 0, or
- * -1 with the 400 naming param. */
+ * -1 with the 400 naming param, or 499 when w said to stop. */
 static int schema_rules_as(FILE *g, const cJSON *schema, const char *root, const char *param, bool python,
-                           srv_error *e) {
+                           const tool_watch *w, srv_error *e) {
     char *text = cJSON_PrintUnformatted(schema), *rules = NULL;
     nc_err err;
-    int rc = text ? nc_json_schema_to_grammar(text, root, &rules, &err) : -1;
+    int rc = text ? nc_json_schema_to_grammar_watched(text, root, w->gone, w->user, &rules, &err) : -1;
     free(text);
     if (rc) {
-        if (text) srv_error_set(e, 400, "invalid_request_error", NULL, param, "%s: %s", param, err.msg);
-        else srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        if (!text) srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        else if (w->gone && w->gone(w->user))
+            srv_error_set(e, 499, "invalid_request_error", NULL, NULL, "%s", NC_POLL_ABANDONED);
+        else srv_error_set(e, 400, "invalid_request_error", NULL, param, "%s: %s", param, err.msg);
         return -1;
     }
     if (python) pythonic_literals(rules);
@@ -84,8 +93,9 @@ static int schema_rules_as(FILE *g, const cJSON *schema, const char *root, const
     return 0;
 }
 
-static int schema_rules(FILE *g, const cJSON *schema, const char *root, const char *param, srv_error *e) {
-    return schema_rules_as(g, schema, root, param, false, e);
+static int schema_rules(FILE *g, const cJSON *schema, const char *root, const char *param, const tool_watch *w,
+                        srv_error *e) {
+    return schema_rules_as(g, schema, root, param, false, w, e);
 }
 
 /* A tool's parameters, or OpenAI's function without arguments: {}. */
@@ -125,7 +135,7 @@ static cJSON *property_schema(const cJSON *params, const cJSON *p) {
 
 /* Parameters one by one: rule tc-K-args. */
 static int param_rules(FILE *g, const srv_call_syntax *sx, const cJSON *params, int k, const char *where,
-                       srv_error *e) {
+                       const tool_watch *w, srv_error *e) {
     const cJSON *props = cJSON_GetObjectItemCaseSensitive(params, "properties"), *p;
     int i = 0;
     fprintf(g, "tc-%d-args ::=", k);
@@ -158,7 +168,7 @@ static int param_rules(FILE *g, const srv_call_syntax *sx, const cJSON *params, 
             cJSON *sub = property_schema(params, p);
             char param[160];
             snprintf(param, sizeof param, "%s.properties.%.40s", where, p->string);
-            int rc = sub ? schema_rules(g, sub, value, param, e) : -1;
+            int rc = sub ? schema_rules(g, sub, value, param, w, e) : -1;
             cJSON_Delete(sub);
             if (rc) return -1;
         }
@@ -169,7 +179,8 @@ static int param_rules(FILE *g, const srv_call_syntax *sx, const cJSON *params, 
 
 /* Keyword arguments, KEY=VALUE joined by ", ", in the schema's order, the optional ones maybe:
  * rule tc-K-args. tc-K-aI: those from the I-th on when none came before, tc-K-bI: when some did. */
-static int python_rules(FILE *g, const cJSON *params, int k, const char *where, srv_error *e) {
+static int python_rules(FILE *g, const cJSON *params, int k, const char *where, const tool_watch *w,
+                        srv_error *e) {
     const cJSON *props = cJSON_GetObjectItemCaseSensitive(params, "properties"), *p;
     int n = cJSON_GetArraySize(props), i = 0;
     fprintf(g, "tc-%d-args ::= tc-%d-a0\ntc-%d-a%d ::= \"\"\ntc-%d-b%d ::= \"\"\n", k, k, k, n, k, n);
@@ -188,7 +199,7 @@ static int python_rules(FILE *g, const cJSON *params, int k, const char *where, 
         snprintf(value, sizeof value, "tc-%d-p%d-value", k, i);
         snprintf(param, sizeof param, "%s.properties.%.40s", where, p->string);
         cJSON *sub = property_schema(params, p);
-        int rc = sub ? schema_rules_as(g, sub, value, param, true, e) : -1;
+        int rc = sub ? schema_rules_as(g, sub, value, param, true, w, e) : -1;
         cJSON_Delete(sub);
         if (rc) return -1;
         i++;
@@ -197,7 +208,8 @@ static int python_rules(FILE *g, const cJSON *params, int k, const char *where, 
 }
 
 /* Tool k's rules: tc-K, one call of it, and its arguments' tc-K-args. */
-static int tool_rules(FILE *g, const srv_call_syntax *sx, const cJSON *tool, int k, srv_error *e) {
+static int tool_rules(FILE *g, const srv_call_syntax *sx, const cJSON *tool, int k, const tool_watch *w,
+                      srv_error *e) {
     char where[64], args[32];
     snprintf(where, sizeof where, "tools[%d].function.parameters", k);
     snprintf(args, sizeof args, "tc-%d-args", k);
@@ -206,9 +218,9 @@ static int tool_rules(FILE *g, const srv_call_syntax *sx, const cJSON *tool, int
         srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
         return -1;
     }
-    int rc = sx->kind == SRV_CALLS_NAMED && sx->param_open ? param_rules(g, sx, params, k, where, e)
-             : sx->kind == SRV_CALLS_PYTHONIC               ? python_rules(g, params, k, where, e)
-                                                             : schema_rules(g, params, args, where, e);
+    int rc = sx->kind == SRV_CALLS_NAMED && sx->param_open ? param_rules(g, sx, params, k, where, w, e)
+             : sx->kind == SRV_CALLS_PYTHONIC               ? python_rules(g, params, k, where, w, e)
+                                                             : schema_rules(g, params, args, where, w, e);
     cJSON_Delete(params);
     if (rc) return -1;
     const char *name = tool_name(tool);
@@ -243,7 +255,8 @@ static int tool_rules(FILE *g, const srv_call_syntax *sx, const cJSON *tool, int
 }
 
 char *srv_tool_grammar(const srv_call_syntax *sx, const char *tools_json, const char *only, bool parallel,
-                       const char *lead, srv_error *e) {
+                       const char *lead, bool (*gone)(void *user), void *user, srv_error *e) {
+    const tool_watch w = {gone, user};
     cJSON *tools = cJSON_Parse(tools_json);
     char *text = NULL;
     size_t len = 0;
@@ -265,7 +278,7 @@ char *srv_tool_grammar(const srv_call_syntax *sx, const char *tools_json, const 
     fputs("\n", g);
     k = 0;
     cJSON_ArrayForEach(t, tools) {
-        if (!rc && (!only || !strcmp(tool_name(t), only))) rc = tool_rules(g, sx, t, k, e);
+        if (!rc && (!only || !strcmp(tool_name(t), only))) rc = tool_rules(g, sx, t, k, &w, e);
         k++;
     }
     int more = parallel && !sx->one_call && sx->kind != SRV_CALLS_JSON_BARE && sx->kind != SRV_CALLS_HARMONY

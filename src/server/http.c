@@ -55,6 +55,7 @@ struct srv_server {
     struct MHD_Daemon *d;
     atomic_int state;      /* SRV_READY (stored with release) publishes everything below */
     atomic_int active;     /* requests between their headers and their response's last byte */
+    atomic_bool stopping;  /* srv_stop began: waits for a model to load end (503) */
     srv_router *router;    /* the models: one (-m), or those of --models-dir / --models */
     srv_instance *single;  /* -m: the one model, loaded from srv_start to srv_stop */
     srv_config base;       /* what every model is served with (presets change some) */
@@ -363,8 +364,12 @@ static int conn_fd(struct MHD_Connection *conn) {
     return ci ? ci->connect_fd : -1;
 }
 
-/* srv_peer_gone as the router asks it, fd pointing at the connection's socket. */
-static bool client_gone(void *fd) { return srv_peer_gone(*(int *)fd); }
+/* What ends a request's wait for its model to be loaded: its client leaving, the server
+ * stopping, its deadline. */
+static srv_watch model_watch(const srv_server *sv, struct MHD_Connection *conn, const conn_req *rq) {
+    return (srv_watch){.fd = conn_fd(conn), .deadline = rq->deadline, .timeout = sv->request_seconds,
+                       .stopping = &sv->stopping};
+}
 
 /* What ends the request's work on model in: its client leaving, the server stopping, its
  * deadline. */
@@ -772,15 +777,28 @@ static enum MHD_Result send_stopped(srv_server *sv, struct MHD_Connection *conn,
     return e->status == 499 ? MHD_NO : send_error(sv, conn, e);
 }
 
-/* A parsed request run as a job and answered, whole or streamed, in k's shape. r is freed. */
+/* /infill's prompt, from the model's FIM tokens, in place of r's text. */
+static int infill_prompt(const srv_instance *in, const srv_infill *f, srv_request *r, srv_error *e) {
+    srv_prompt *p = &r->prompts[0];
+    int32_t *ids, n;
+    if (srv_infill_prompt(in->m, in->mc.n_ctx, f, p->text ? p->text : "", p->text_len, r->max_tokens, &ids, &n, e))
+        return -1;
+    free(p->text);
+    *p = (srv_prompt){.tokens = ids, .n_tokens = n};
+    return 0;
+}
+
+/* A parsed request run as a job and answered, whole or streamed, in k's shape; f: /infill's
+ * parts, its prompt built under the same admission (NULL otherwise). r is freed. */
 static enum MHD_Result run_request(srv_server *sv, srv_instance *in, struct MHD_Connection *conn, conn_req *rq,
-                                   srv_request *r, reply_kind *k, bool keep_tokens) {
+                                   srv_request *r, const srv_infill *f, reply_kind *k, bool keep_tokens) {
     srv_error e;
     srv_job *j;
     srv_watch w = watch_of(sv, in, conn, rq);
     int rc = srv_gate_enter(&in->gate, &w, &e);
     if (!rc) {
-        rc = srv_prepare_job(&in->mc, r, srv_watch_gone, &w, &j, &e);
+        if (f) rc = infill_prompt(in, f, r, &e);
+        if (!rc) rc = srv_prepare_job(&in->mc, r, srv_watch_gone, &w, &j, &e);
         srv_gate_leave(&in->gate);
     }
     bool stream = r->stream, include_usage = r->include_usage;
@@ -823,7 +841,7 @@ static enum MHD_Result handle_generation(srv_server *sv, srv_instance *in, struc
     srv_limits lim = limits_of(in);
     if (srv_request_parse(api, rq->body ? rq->body : "", rq->len, &lim, &r, &e)) return send_error(sv, conn, &e);
     reply_kind k = {.api = api};
-    return run_request(sv, in, conn, rq, &r, &k, false);
+    return run_request(sv, in, conn, rq, &r, NULL, &k, false);
 }
 
 /* POST /v1/messages (Anthropic's). */
@@ -837,7 +855,7 @@ static enum MHD_Result handle_messages(srv_server *sv, srv_instance *in, struct 
         srv_request_free(&r);
         return MHD_NO;
     }
-    enum MHD_Result ok = run_request(sv, in, conn, rq, &r, &k, false);
+    enum MHD_Result ok = run_request(sv, in, conn, rq, &r, NULL, &k, false);
     srv_anthropic.free(k.ds);
     return ok;
 }
@@ -850,7 +868,7 @@ static enum MHD_Result handle_responses(srv_server *sv, srv_instance *in, struct
     reply_kind k = {.api = SRV_API_CHAT, .d = &srv_responses};
     if (srv_responses_request(rq->body ? rq->body : "", rq->len, &lim, in->id, &r, &k.ds, &e))
         return send_error(sv, conn, &e);
-    enum MHD_Result ok = run_request(sv, in, conn, rq, &r, &k, false);
+    enum MHD_Result ok = run_request(sv, in, conn, rq, &r, NULL, &k, false);
     srv_responses.free(k.ds);
     return ok;
 }
@@ -867,21 +885,9 @@ static enum MHD_Result handle_llama(srv_server *sv, srv_instance *in, struct MHD
     if (srv_llama_request(rq->body ? rq->body : "", rq->len, &lim, in->id, in->m, in->mc.n_ctx, &r, infill ? &f : NULL,
                           &k.ds, &e))
         return send_error(sv, conn, &e);
-    if (infill) {
-        srv_prompt *p = &r.prompts[0];
-        int32_t *ids, n;
-        int rc = srv_infill_prompt(in->m, in->mc.n_ctx, &f, p->text ? p->text : "", p->text_len, r.max_tokens, &ids, &n, &e);
-        srv_infill_free(&f);
-        if (rc) {
-            srv_request_free(&r);
-            srv_llama.free(k.ds);
-            return send_error(sv, conn, &e);
-        }
-        free(p->text);
-        *p = (srv_prompt){.tokens = ids, .n_tokens = n};
-    }
     bool tokens = srv_llama_wants_tokens(k.ds);
-    enum MHD_Result ok = run_request(sv, in, conn, rq, &r, &k, tokens);
+    enum MHD_Result ok = run_request(sv, in, conn, rq, &r, infill ? &f : NULL, &k, tokens);
+    if (infill) srv_infill_free(&f);
     srv_llama.free(k.ds);
     return ok;
 }
@@ -1108,8 +1114,7 @@ static enum MHD_Result handle_load(srv_server *sv, struct MHD_Connection *conn, 
         srv_error_set(&e, 400, "invalid_request_error", NULL, "model", "'model' is required");
         rc = -1;
     }
-    int fd = conn_fd(conn);
-    srv_waiter w = {client_gone, &fd};
+    srv_watch w = model_watch(sv, conn, rq);
     if (!rc) rc = load ? srv_router_load(sv->router, name, &w, &e) : srv_router_unload(sv->router, name, &e);
     char *body = NULL;
     if (!rc) {
@@ -1233,8 +1238,7 @@ static bool take_model(srv_server *sv, struct MHD_Connection *conn, conn_req *rq
     } else {
         rc = srv_body_model(rq->body ? rq->body : "", rq->len, &name, &e);
     }
-    int fd = conn_fd(conn);
-    srv_waiter w = {client_gone, &fd};
+    srv_watch w = model_watch(sv, conn, rq);
     if (!rc) rc = srv_router_acquire(sv->router, name, &w, &rq->lease, &e);
     free(name);
     if (rc) {
@@ -1483,6 +1487,7 @@ int srv_listen(srv_server **out, const srv_config *cfg, nc_err *err) {
     }
     atomic_init(&sv->state, SRV_LOADING);
     atomic_init(&sv->active, 0);
+    atomic_init(&sv->stopping, false);
     pthread_mutex_init(&sv->slot_mu, NULL);
     sv->max_body = cfg->max_body;
     sv->drain_seconds = cfg->drain_seconds;
@@ -1696,6 +1701,7 @@ void srv_stop(srv_server *sv) {
     /* Draining: the listener stays open so that /health says so and new generation requests get
      * a 503 a balancer retries elsewhere, while the running ones get drain_seconds to finish. */
     atomic_store_explicit(&sv->state, SRV_DRAINING, memory_order_release);
+    atomic_store(&sv->stopping, true);
     double until = srv_now() + sv->drain_seconds;
     /* a chat template still rendering (a hostile one runs up to its time budget) ends now: its
      * job could not be queued any more */

@@ -344,7 +344,8 @@ static int output_grammar(const srv_model_ctx *mc, const srv_request *r, srv_gon
         }
     } else {
         param = "tools";
-        j->grammar = srv_tool_grammar(j->reply.calls, r->tools_json, r->tool_choice_name, r->parallel_tool_calls, lead, e);
+        j->grammar = srv_tool_grammar(j->reply.calls, r->tools_json, r->tool_choice_name, r->parallel_tool_calls, lead,
+                                      gone, user, e);
         if (!j->grammar) {
             free(lead);
             return -1;

@@ -224,9 +224,10 @@ static int closed_error(srv_error *e) {
     return -1;
 }
 
-/* Wait under mu for a change to m: at most 100 ms when w can tell that its client left (then -1,
- * e 499); -1 with e 503 when max_waiting requests wait for m already. */
-static int wait_for(srv_router *rt, model *m, const srv_waiter *w, srv_error *e) {
+/* Wait under mu for a change to m: at most 100 ms when there is a watch w (then -1 with
+ * srv_watch_error's e once it says to stop); -1 with e 503 when max_waiting requests wait for m
+ * already. */
+static int wait_for(srv_router *rt, model *m, const srv_watch *w, srv_error *e) {
     if (rt->cfg.max_waiting >= 0 && m->waiting >= rt->cfg.max_waiting) {
         srv_error_set(e, 503, "server_error", "server_overloaded", NULL,
                       "the server is busy (%d requests wait for the model '%.128s': --max-queue), retry later",
@@ -234,7 +235,7 @@ static int wait_for(srv_router *rt, model *m, const srv_waiter *w, srv_error *e)
         return -1;
     }
     m->waiting++;
-    if (w && w->gone) {
+    if (w) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_nsec += 100000000L;
@@ -247,8 +248,8 @@ static int wait_for(srv_router *rt, model *m, const srv_waiter *w, srv_error *e)
         pthread_cond_wait(&rt->changed, &rt->mu);
     }
     m->waiting--;
-    if (w && w->gone && w->gone(w->user)) {
-        srv_error_set(e, 499, "invalid_request_error", NULL, NULL, "the client closed the connection");
+    if (w && srv_watch_gone((void *)w)) {
+        srv_watch_error(w, e);
         return -1;
     }
     return 0;
@@ -256,7 +257,7 @@ static int wait_for(srv_router *rt, model *m, const srv_waiter *w, srv_error *e)
 
 /* m in memory and, when lease, leased; under mu. retry: a model that failed is loaded again
  * even when its file has not changed (POST /models/load). */
-static int obtain(srv_router *rt, model *m, bool lease, bool retry, const srv_waiter *w, srv_error *e) {
+static int obtain(srv_router *rt, model *m, bool lease, bool retry, const srv_watch *w, srv_error *e) {
     uint64_t seen = m->attempts;
     bool tried = false;
     for (;;) {
@@ -297,7 +298,7 @@ static int obtain(srv_router *rt, model *m, bool lease, bool retry, const srv_wa
     }
 }
 
-int srv_router_acquire(srv_router *rt, const char *name, const srv_waiter *w, srv_lease *out, srv_error *e) {
+int srv_router_acquire(srv_router *rt, const char *name, const srv_watch *w, srv_lease *out, srv_error *e) {
     *out = (srv_lease){.index = -1};
     pthread_mutex_lock(&rt->mu);
     model *m;
@@ -319,7 +320,7 @@ void srv_router_release(srv_router *rt, srv_lease *l) {
     *l = (srv_lease){.index = -1};
 }
 
-int srv_router_load(srv_router *rt, const char *name, const srv_waiter *w, srv_error *e) {
+int srv_router_load(srv_router *rt, const char *name, const srv_watch *w, srv_error *e) {
     pthread_mutex_lock(&rt->mu);
     model *m;
     int rc = lookup(rt, name, &m, e);

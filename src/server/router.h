@@ -7,8 +7,8 @@
  * once its running ones end. With --sleep-idle-seconds a model nobody used for that long is
  * unloaded. An unload waits for the model's running requests. A model that fails to load fails
  * only the requests that wanted it. As many requests may wait for one model (its load, or room
- * for it) as --max-queue lets wait for its slots; more get 503, and one whose client leaves stops
- * waiting.
+ * for it) as --max-queue lets wait for its slots; more get 503, and one stops waiting when its
+ * client leaves, its deadline passes or the server stops (server/watch.h).
  *
  * How a model is made and freed is the caller's (srv_router_ops), so the policy is tested alone
  * (tests/unit/test_router.c). Thread-safe; loads run on the thread of the request that needed
@@ -22,6 +22,7 @@
 #include "nucleus.h"
 #include "server/presets.h"
 #include "server/request.h"
+#include "server/watch.h"
 
 typedef enum srv_model_state {
     SRV_MODEL_UNLOADED,
@@ -61,23 +62,18 @@ typedef struct srv_lease {
     void *inst;
 } srv_lease;
 
-/* A request's client, looked at every 100 ms while the request waits for its model (being
- * loaded by another request, or for room): gone(user) true ends the wait. gone NULL: never. A
- * load the request runs itself goes to its end (other requests may want the model). */
-typedef struct srv_waiter {
-    bool (*gone)(void *user);
-    void *user;
-} srv_waiter;
-
 /* Lease the model named (NULL or "": the only model of a router of one, else a 400 naming
- * "model"), loading it first when it is not in memory. Errors: 404 (code model_not_found) naming
- * the models served, 500 (code model_load_failed) with the loader's message, 503 while stopping
- * or when max_waiting requests wait for the model already (code server_overloaded), 499 when
- * w's client left while waiting. */
-int srv_router_acquire(srv_router *rt, const char *name, const srv_waiter *w, srv_lease *out, srv_error *e);
+ * "model"), loading it first when it is not in memory. w (NULL: none) is looked at every 100 ms
+ * while the request waits for its model (being loaded by another request, or for room) and ends
+ * the wait when it says to stop; a load the request runs itself goes to its end (other requests
+ * may want the model). Errors: 404 (code model_not_found) naming the models served, 500 (code
+ * model_load_failed) with the loader's message, 503 while stopping or when max_waiting requests
+ * wait for the model already (code server_overloaded), srv_watch_error's when w ended the wait
+ * (499: its client left; 503: the server stops, or the deadline passed). */
+int srv_router_acquire(srv_router *rt, const char *name, const srv_watch *w, srv_lease *out, srv_error *e);
 void srv_router_release(srv_router *rt, srv_lease *l);
 /* POST /models/load: the model in memory (nothing leased); errors as srv_router_acquire's. */
-int srv_router_load(srv_router *rt, const char *name, const srv_waiter *w, srv_error *e);
+int srv_router_load(srv_router *rt, const char *name, const srv_watch *w, srv_error *e);
 /* POST /models/unload: out of memory once its running requests end. A model of a router of one
  * cannot be unloaded (400). */
 int srv_router_unload(srv_router *rt, const char *name, srv_error *e);

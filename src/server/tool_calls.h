@@ -24,11 +24,12 @@ char *srv_tools_describe(const char *messages_json, const char *tools_json);
  * (only: NULL) or of the tool named only, up to SRV_MAX_PARALLEL_CALLS when parallel and the
  * syntax allows more than one; each call's arguments held to its tool's "parameters" schema.
  * lead: GBNF rules defining a rule named "lead" that comes before the calls (the reasoning a
- * prompt opened), or NULL. malloc'd; on failure NULL with a 400 naming the tool whose schema
- * cannot be turned into a grammar. */
+ * prompt opened), or NULL. gone(user) (may be NULL) is asked while the schemas compile, as
+ * nc_json_schema_to_grammar_watched asks it. malloc'd; on failure NULL with a 400 naming the tool
+ * whose schema cannot be turned into a grammar, or 499 when gone said to stop. */
 #define SRV_MAX_PARALLEL_CALLS 8
 char *srv_tool_grammar(const srv_call_syntax *sx, const char *tools_json, const char *only, bool parallel,
-                       const char *lead, srv_error *e);
+                       const char *lead, bool (*gone)(void *user), void *user, srv_error *e);
 
 typedef struct srv_tool_call {
     char id[30];           /* given by the server: "call_" and 24 letters and digits */

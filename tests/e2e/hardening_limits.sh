@@ -15,8 +15,8 @@
 #   abandoned or running embeddings exits within the drain;
 # - a chat template rendering at SIGTERM is cancelled at once (503), not after the drain;
 # - a chat template rendering whose client leaves ends then, not when its budgets run out;
-# - renders, grammar compilations and tokenizing: --parallel at once, --max-queue waiting (503 past
-#   them);
+# - renders, grammar compilations and tokenizing (/infill's prompt too): --parallel at once,
+#   --max-queue waiting (503 past them);
 # - --request-timeout: a generation past it ends with its text (finish "length"), embeddings and a
 #   render get 503 naming it;
 # - start-up: an empty NUCLEUS_API_KEY is refused; whether authentication is on is said; listening
@@ -349,9 +349,11 @@ if start_server busy -m "$stories" --parallel 1 --max-queue 1 -t 2 --chat-templa
         eval "render$i=\$!"
         arrived "$url_busy" /apply-template $i
     done
-    for path in /v1/chat/completions /apply-template /v1/messages/count_tokens /v1/completions /tokenize /detokenize; do
+    # (/infill too: stories has no FIM tokens, its 400 once admitted, when its prompt is built)
+    for path in /v1/chat/completions /apply-template /v1/messages/count_tokens /v1/completions /tokenize /detokenize /infill; do
         case $path in
         /v1/completions) body='{"prompt": "Once", "max_tokens": 2}' ;;
+        /infill) body='{"input_prefix": "def f(", "input_suffix": ")", "input_extra": [{"filename": "a.py", "text": "x = 1"}]}' ;;
         /tokenize) body='{"content": "Once upon a time"}' ;;
         /detokenize) body='{"tokens": [1, 2, 3]}' ;;
         *) body=$chat ;;

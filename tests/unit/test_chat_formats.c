@@ -384,7 +384,7 @@ static void test_family_grammar(const family *f) {
     if (!strcmp(f->name, "command-r7b")) return; /* its calls carry ids the grammar does not write */
     const srv_call_syntax *sx = srv_call_syntax_named(f->calls);
     srv_error e;
-    char *g = srv_tool_grammar(sx, TOOLS, NULL, true, NULL, &e);
+    char *g = srv_tool_grammar(sx, TOOLS, NULL, true, NULL, NULL, NULL, &e);
     CHECK_MSG(g != NULL, "%s: %s", f->name, e.message);
     if (!g) return;
     text t = {0};
@@ -398,7 +398,7 @@ static void test_family_grammar(const family *f) {
     CHECK_MSG(!grammar_takes(g, "The weather is fine."), "%s: the grammar takes text", f->name);
     free(g);
     /* the named tool only, one call */
-    g = srv_tool_grammar(sx, TOOLS, "now", false, NULL, &e);
+    g = srv_tool_grammar(sx, TOOLS, "now", false, NULL, NULL, NULL, &e);
     t = (text){0};
     write_calls(&t, f, 1);
     CHECK_MSG(g && !grammar_takes(g, t.s), "%s: a grammar for now takes get_weather", f->name);
@@ -407,7 +407,7 @@ static void test_family_grammar(const family *f) {
     if (f->reasoning) {
         const srv_reasoning_style *rs = srv_reasoning_style_named(f->reasoning);
         char *lead = srv_reasoning_lead(rs);
-        g = lead ? srv_tool_grammar(sx, TOOLS, NULL, true, lead, &e) : NULL;
+        g = lead ? srv_tool_grammar(sx, TOOLS, NULL, true, lead, NULL, NULL, &e) : NULL;
         t = (text){0};
         put(&t, "Cold < warm, so: "), put(&t, f->think_close);
         write_calls(&t, f, 1);
@@ -458,7 +458,7 @@ static void test_harmony(void) {
     /* a required call's grammar: an analysis message may come first */
     srv_error e;
     char *lead = srv_reasoning_lead(o.reasoning);
-    char *g = lead ? srv_tool_grammar(o.calls, TOOLS, NULL, true, lead, &e) : NULL;
+    char *g = lead ? srv_tool_grammar(o.calls, TOOLS, NULL, true, lead, NULL, NULL, &e) : NULL;
     CHECK(g && grammar_takes(g, C + strlen("<|start|>assistant")));
     snprintf(t, sizeof t, "%s%s", A, C);
     CHECK(g && grammar_takes(g, t));
@@ -587,7 +587,7 @@ static void test_python_calls(void) {
                                "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
                                "\"properties\":{\"a\":{\"type\":\"boolean\"},\"b\":{\"type\":[\"string\",\"null\"],"
                                "\"enum\":[\"true\",null]},\"c\":{\"type\":\"integer\"}},\"required\":[\"c\"]}}}]",
-                               NULL, true, NULL, &e);
+                               NULL, true, NULL, NULL, NULL, &e);
     CHECK(g != NULL);
     if (g) {
         CHECK(grammar_takes(g, "<|tool_call_start|>[f(a=True, b=None, c=1), f(c=2), f(b=\"true\", c=3)]<|tool_call_end|>"));
@@ -663,7 +663,7 @@ static void test_functionary_v32(void) {
     free(fed);
     /* the grammar writes the first call without the >>> the prompt wrote; one call without parallel */
     srv_error e;
-    char *g = srv_tool_grammar(sx, tools, NULL, false, NULL, &e);
+    char *g = srv_tool_grammar(sx, tools, NULL, false, NULL, NULL, NULL, &e);
     CHECK(g && grammar_takes(g, "get_weather\n{\"city\": \"Oslo\"}"));
     CHECK(g && !grammar_takes(g, ">>>get_weather\n{\"city\": \"Oslo\"}"));
     CHECK(g && !grammar_takes(g, "get_weather\n{\"city\": \"Oslo\"}>>>all_cities\n{}"));

@@ -2,12 +2,14 @@
  * router's policy (server/router.h) over a fake loader: load on first use, --models-max and
  * --memory-budget evicting the least recently used idle model, a busy one retiring, a failing
  * model failing alone and not tried again until its file changes, unload waiting for leases,
- * requests waiting for a load (at most --max-queue, and not once their client left), idle
+ * requests waiting for a load (at most --max-queue, and not once their client left, their
+ * deadline passed or the server stops), idle
  * unloading, 404 naming the models. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -15,6 +17,7 @@
 #include "server/models.h"
 #include "server/presets.h"
 #include "server/router.h"
+#include "server/scheduler.h"
 #include "test.h"
 
 static char dir[256];
@@ -382,17 +385,19 @@ static void test_idle(void) {
     srv_router_free(rt);
 }
 
-static bool always_gone(void *user) {
-    (void)user;
-    return true;
+static double seconds_since(const struct timespec *t0) {
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) * 1e-9;
 }
 
 /* Requests waiting for a model being loaded: at most max_waiting (then 503), and one whose client
- * left stops waiting (499) while the load goes on for the others. */
+ * left (499), whose deadline passed or whose server stops (503 saying which) stops waiting while
+ * the load goes on for the others. */
 static void test_waiting(void) {
-    const char *paths[] = {"/m/slow-a", "/m/slow-b"};
+    const char *paths[] = {"/m/slow-a", "/m/slow-b", "/m/slow-c"};
     fake f = {0};
-    srv_router *rt = router_of(paths, 2, (srv_router_config){.max_waiting = 1}, &f);
+    srv_router *rt = router_of(paths, 3, (srv_router_config){.max_waiting = 1}, &f);
     holder loader = {rt, "a", 0, -1}, waiter = {rt, "a", 0, -1};
     pthread_t tl, tw;
     pthread_create(&tl, NULL, hold, &loader);
@@ -411,16 +416,36 @@ static void test_waiting(void) {
     holder lb = {rt, "b", 0, -1};
     pthread_create(&tl, NULL, hold, &lb);
     sleep_s(0.1);
-    srv_waiter gone = {always_gone, NULL};
-    struct timespec t0, t1;
+    int sv[2];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    close(sv[1]);
+    srv_watch gone = {.fd = sv[0]};
+    struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     CHECK(srv_router_acquire(rt, "b", &gone, &l, &e) == -1 && e.status == 499);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double waited = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    double waited = seconds_since(&t0);
     CHECK_MSG(waited < 0.3, "the wait of a client gone took %.3f s", waited);
     CHECK(srv_router_load(rt, "b", &gone, &e) == -1 && e.status == 499);
+    close(sv[0]);
     pthread_join(tl, NULL);
     CHECK(lb.rc == 0 && !strcmp(state_of(rt, 1), "loaded"));
+    /* the deadline (--request-timeout) passing while it waits, and the server stopping: 503 */
+    holder lc = {rt, "c", 0, -1};
+    pthread_create(&tl, NULL, hold, &lc);
+    sleep_s(0.1);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    srv_watch late = {.fd = -1, .deadline = srv_now() + 0.1, .timeout = 7};
+    CHECK_MSG(srv_router_acquire(rt, "c", &late, &l, &e) == -1 && e.status == 503 && !strcmp(e.code, "request_timeout"),
+              "%d %s", e.status, e.message);
+    CHECK_MSG(strstr(e.message, "deadline of 7 s (--request-timeout)") != NULL, "%s", e.message);
+    waited = seconds_since(&t0);
+    CHECK_MSG(waited > 0.09 && waited < 0.3, "the wait to a deadline 0.1 s away took %.3f s", waited);
+    atomic_bool stopping = true;
+    srv_watch stop = {.fd = -1, .stopping = &stopping};
+    CHECK_MSG(srv_router_load(rt, "c", &stop, &e) == -1 && e.status == 503 && !strcmp(e.code, "draining"), "%d %s",
+              e.status, e.message);
+    pthread_join(tl, NULL);
+    CHECK(lc.rc == 0 && !strcmp(state_of(rt, 2), "loaded"));
     srv_router_free(rt);
     CHECK(f.live == 0);
 }

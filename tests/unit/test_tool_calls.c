@@ -207,7 +207,7 @@ static void test_grammar(void) {
         "\"properties\":{\"city\":{\"type\":\"string\"},\"unit\":{\"enum\":[\"C\",\"F\"]}},\"required\":[\"city\",\"unit\"],"
         "\"additionalProperties\":false}}},{\"type\":\"function\",\"function\":{\"name\":\"now\"}}]";
     srv_error e;
-    char *h = srv_tool_grammar(HERMES, tools, NULL, true, NULL, &e);
+    char *h = srv_tool_grammar(HERMES, tools, NULL, true, NULL, NULL, NULL, &e);
     CHECK_MSG(h != NULL, "%s", e.message);
     if (h) {
         const char *w = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"unit\": \"C\"}}\n"
@@ -226,7 +226,7 @@ static void test_grammar(void) {
         CHECK(!grammar_takes(h, "Sure."));
     }
     free(h);
-    h = srv_tool_grammar(HERMES, tools, "now", false, NULL, &e);
+    h = srv_tool_grammar(HERMES, tools, "now", false, NULL, NULL, NULL, &e);
     if (h) {
         CHECK(grammar_takes(h, "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"));
         CHECK(!grammar_takes(h, "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n"
@@ -235,13 +235,13 @@ static void test_grammar(void) {
                                 "\"C\"}}\n</tool_call>"));
     }
     free(h);
-    h = srv_tool_grammar(LLAMA3, tools, NULL, true, NULL, &e);
+    h = srv_tool_grammar(LLAMA3, tools, NULL, true, NULL, NULL, NULL, &e);
     if (h) {
         CHECK(grammar_takes(h, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\", \"unit\": \"F\"}}"));
         CHECK(!grammar_takes(h, "{\"name\": \"now\", \"arguments\": {}}"));
     }
     free(h);
-    h = srv_tool_grammar(MISTRAL, tools, NULL, true, NULL, &e);
+    h = srv_tool_grammar(MISTRAL, tools, NULL, true, NULL, NULL, NULL, &e);
     if (h) {
         CHECK(grammar_takes(h, "[TOOL_CALLS][{\"name\": \"now\", \"arguments\": {}}, {\"name\": \"now\", \"arguments\": {}}]"));
         CHECK(!grammar_takes(h, "[]"));
@@ -251,9 +251,38 @@ static void test_grammar(void) {
     h = srv_tool_grammar(HERMES,
                          "[{\"type\":\"function\",\"function\":{\"name\":\"a\",\"parameters\":{\"type\":\"object\"}}},"
                          "{\"type\":\"function\",\"function\":{\"name\":\"b\",\"parameters\":{\"if\":{}}}}]",
-                         NULL, true, NULL, &e);
+                         NULL, true, NULL, NULL, NULL, &e);
     CHECK(h == NULL && e.status == 400 && !strcmp(e.param, "tools[1].function.parameters"));
     CHECK_MSG(strstr(e.message, "if") != NULL, "%s", e.message);
+    free(h);
+}
+
+/* gone: counts the questions, and says what *user's answer is. */
+typedef struct asked {
+    int n;
+    bool gone;
+} asked;
+
+static bool count_gone(void *user) {
+    asked *a = user;
+    a->n++;
+    return a->gone;
+}
+
+/* The tools' schemas compile under the caller's watch: asked while they compile, and a caller
+ * gone ends the grammar with 499 (a request whose client left, or whose deadline passed). */
+static void test_grammar_watched(void) {
+    const char *tools =
+        "[{\"type\":\"function\",\"function\":{\"name\":\"a\",\"parameters\":{\"type\":\"object\","
+        "\"properties\":{\"x\":{\"type\":\"string\"}}}}},{\"type\":\"function\",\"function\":{\"name\":\"b\"}}]";
+    srv_error e;
+    asked still = {0}, left = {.gone = true};
+    char *h = srv_tool_grammar(HERMES, tools, NULL, true, NULL, count_gone, &still, &e);
+    CHECK_MSG(h != NULL && still.n >= 2, "asked %d times", still.n);
+    free(h);
+    h = srv_tool_grammar(HERMES, tools, NULL, true, NULL, count_gone, &left, &e);
+    CHECK_MSG(h == NULL && e.status == 499 && left.n >= 1, "%d %s", h ? 200 : e.status, h ? h : e.message);
+    CHECK(h || strstr(e.message, "abandoned") != NULL);
     free(h);
 }
 
@@ -264,5 +293,6 @@ int main(void) {
     test_parse_llama3_mistral();
     test_stream_ready();
     test_grammar();
+    test_grammar_watched();
     return test_summary("test_tool_calls");
 }
