@@ -78,13 +78,16 @@ static int check_keys(const gguf_file *f, const char *path, const model *m, doub
     return 0;
 }
 
+/* Far beyond any adapter's rank, so that sums of ranks stay small integers. */
+#define LORA_MAX_RANK 65536
+
 /* A pair of the adapter: the base weight's name, its two tensors, the model weights of that name
  * (a fused matrix's views share it: each takes B's rows of its own, `off` and `step` apart). */
 typedef struct pair {
     char base[256];
     const gguf_tensor *a, *b;
-    model_weight *w[4];
-    int64_t off[4], step[4];
+    model_weight *w[8];
+    int64_t off[8], step[8];
     int n;
 } pair;
 
@@ -92,7 +95,8 @@ typedef struct pair {
 static int check_pair(const model *m, model_weight **ws, int n_ws, const char *path, pair *p, nc_err *err) {
     const uint8_t *first = NULL;
     for (int i = 0; i < n_ws; i++)
-        if (ws[i]->name && !strcmp(ws[i]->name, p->base) && p->n < 4) {
+        if (ws[i]->name && !strcmp(ws[i]->name, p->base)) {
+            if (p->n == 8) return nc_fail(err, "%s: '%s' is used by more than 8 products", path, p->base);
             p->w[p->n++] = ws[i];
             if (!first || (const uint8_t *)ws[i]->data < first) first = ws[i]->data;
         }
@@ -102,6 +106,9 @@ static int check_pair(const model *m, model_weight **ws, int n_ws, const char *p
                    : nc_fail(err, "%s: the model has no weight '%s' to adapt (an adapter for another model?)", path, p->base);
     }
     const gguf_tensor *a = p->a, *b = p->b;
+    if (a->n_dims == 2 && a->ne[1] > LORA_MAX_RANK)
+        return nc_fail(err, "%s: '%s.lora_a' has rank %llu, more than the %d allowed", path, p->base,
+                       (unsigned long long)a->ne[1], LORA_MAX_RANK);
     if (a->n_dims != 2 || b->n_dims != 2 || a->ne[1] != b->ne[0])
         return nc_fail(err, "%s: '%s.lora_a' [%llu, %llu] and '%s.lora_b' [%llu, %llu]: expected [inputs, rank] and "
                             "[rank, outputs]", path, p->base, (unsigned long long)a->ne[0], (unsigned long long)a->ne[1],
