@@ -74,9 +74,10 @@ $(BUILD)/gen/rel_cflags.flag: FORCE
 $(BUILD)/san/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(SAN_CFLAGS) $(call isa_flags,$<) -MMD -MP -c $< -o $@
-# The sanitized AVX2 and AVX-512 kernels are a third of a clean `make test`'s compiling: with line
-# tables only (-g1: sanitizer reports keep file:line) a fifth less.
-$(BUILD)/san/src/kernels/kernels_avx2.o $(BUILD)/san/src/kernels/kernels_avx512.o: SAN_CFLAGS += -g1
+# The sanitized x86 kernels are a third of a clean `make test`'s compiling: with line tables only
+# (-g1: sanitizer reports keep file:line) a fifth less.
+$(BUILD)/san/src/kernels/kernels_avx2.o $(BUILD)/san/src/kernels/kernels_avxvnni.o \
+    $(BUILD)/san/src/kernels/kernels_avx512.o: SAN_CFLAGS += -g1
 
 $(BUILD)/embed: scripts/embed.c
 	@mkdir -p $(dir $@)
@@ -339,9 +340,11 @@ cuda-check: $(CU_SRC:src/cuda/%.cu=$(BUILD)/cuda-check/%.o)
 # longest compiles first (make -j starts prerequisites in order: no core waits at the end on one
 # that started late).
 SLOW_OBJ := $(BUILD)/san/src/kernels/kernels_avx512.o $(BUILD)/san/src/kernels/kernels_avx2.o \
-    $(BUILD)/rel/src/kernels/kernels_avx512.o $(BUILD)/rel/src/kernels/kernels_avx2.o
+    $(BUILD)/san/src/kernels/kernels_avxvnni.o $(BUILD)/rel/src/kernels/kernels_avx512.o \
+    $(BUILD)/rel/src/kernels/kernels_avx2.o $(BUILD)/rel/src/kernels/kernels_avxvnni.o
 TEST_BUILDS := $(BUILD)/nucleus $(BUILD)/san/nucleus unit fuzz emu $(GPU_BUILD)
-check: $(BUILD)/rel/src/kernels/kernels_avx512.o $(BUILD)/rel/src/kernels/kernels_avx2.o $(BUILD)/nucleus $(REL_UNIT_BIN)
+check: $(BUILD)/rel/src/kernels/kernels_avx512.o $(BUILD)/rel/src/kernels/kernels_avx2.o \
+    $(BUILD)/rel/src/kernels/kernels_avxvnni.o $(BUILD)/nucleus $(REL_UNIT_BIN)
 	bash tests/run.sh check
 test: $(SLOW_OBJ) $(GPU_BUILD) $(EMU_SAN_OBJ) $(TEST_BUILDS)
 	bash tests/run.sh test
