@@ -1,9 +1,7 @@
 /* AVX2 + FMA + F16C kernels (8 f32 lanes), the same scheme as the AVX-512 set: the integer types
  * take integer activations (matvec 8 rows at a time with an exact reduction, matmul a packed
- * panel of 16 rows; see the integer section); float
- * types FMA 8 weights per step with x, into four accumulators per token (FMA latency is four
- * cycles): step u goes to accumulator u % NACC. With 16 vector registers, a matmul tile is two
- * tokens. Per-token order is independent of the tile (see kernels_impl.h). */
+ * panel of 16 rows; see the integer section); the float types one f32 chain per lane and row,
+ * whatever the batch (their section). */
 #if defined(__x86_64__) && defined(__AVX2__)
 
 #include <immintrin.h>
@@ -24,9 +22,6 @@ KERNELS_INLINE __m256i madd_add(__m256i acc, __m256i a, __m256i b) {
 #endif
 }
 
-#define KT 2   /* tokens per matmul tile */
-#define NACC 4 /* accumulators per token */
-
 static inline float hsum(__m256 v) {
     __m128 b = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     b = _mm_add_ps(b, _mm_movehl_ps(b, b));
@@ -34,20 +29,30 @@ static inline float hsum(__m256 v) {
     return _mm_cvtss_f32(b);
 }
 
-KERNELS_INLINE void zero_acc(__m256 acc[KT][NACC], int nt) {
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++)
-#pragma GCC unroll 8
-        for (int k = 0; k < NACC; k++) acc[t][k] = _mm256_setzero_ps();
-}
+/* ---- F32, F16, BF16 ----
+ * A row's result for a token is defined by its 8 lanes: lane l is the f32 fma chain, from 0, over
+ * the row's elements k = l (mod 8) in increasing k, weights widened to f32 exactly (a last
+ * partial step of 8 reads zeros past the row); the result is hsum of the lanes (the AVX-512 set's
+ * definition with 8 lanes). Every path computes those chains, so each row's bits are the same
+ * whatever the batch:
+ * - float_tile (decode and 2-3 tokens): a few rows at once, the weights widened in registers,
+ *   rows x tokens independent chains (4 x 1, 4 x 2, 3 x 3: at most 13 of the 16 registers);
+ * - float_matmul (4 tokens and more): 3 rows of a k-block widened once into an f32 panel in L1,
+ *   then tiles of 4 tokens: 12 chains (all 16 registers with the 3 rows' and a token's vectors),
+ *   7 loads per 12 FMAs and no conversion, so the FMAs bound it (the older form, a row by 2
+ *   tokens with 4 accumulators each, widened a weight vector for every 2 FMAs and loaded 3
+ *   vectors for them). */
 
-KERNELS_INLINE void reduce_acc(__m256 acc[KT][NACC], int nt, float *out) {
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++)
-        out[t] = hsum(_mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]), _mm256_add_ps(acc[t][2], acc[t][3])));
+/* Elements [i, i + n) of a row (n <= 8), zeros past them. */
+KERNELS_INLINE __m256 load_w_part(uint32_t type, const uint8_t *w, int i, int n) {
+    size_t esz = type == GGML_TYPE_F32 ? 4 : 2;
+    uint8_t b[32] = {0};
+    memcpy(b, w + esz * (size_t)i, esz * (size_t)n);
+    if (type == GGML_TYPE_F32) return _mm256_loadu_ps((const float *)b);
+    __m128i h = _mm_loadu_si128((const __m128i *)b);
+    if (type == GGML_TYPE_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)); /* bf16 */
 }
-
-/* ---- F32, F16, BF16: 8 weights per step ---- */
 
 KERNELS_INLINE __m256 load_w(uint32_t type, const uint8_t *w, int i) {
     if (type == GGML_TYPE_F32) return _mm256_loadu_ps((const float *)w + i);
@@ -56,59 +61,185 @@ KERNELS_INLINE __m256 load_w(uint32_t type, const uint8_t *w, int i) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)); /* bf16 */
 }
 
-KERNELS_INLINE void float_step(__m256 acc[KT][NACC], int k, __m256 wv, const float *X, int cols,
-                               int i, int nt) {
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++)
-        acc[t][k] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(X + (size_t)t * cols + i), acc[t][k]);
+/* Activations [i, i + n) (n <= 8), zeros past them. */
+KERNELS_INLINE __m256 load_x_part(const float *x, int i, int n) {
+    float b[8] = {0};
+    memcpy(b, x + i, sizeof(float) * (size_t)n);
+    return _mm256_loadu_ps(b);
 }
 
-/* Step u of 8 weights goes to accumulator u % NACC, a last partial step (zero padded) too: so a
- * row padded with zero activations gives the same bits as the shorter row. */
-KERNELS_INLINE void float_rows(uint32_t type, const uint8_t *w, int cols, const float *X, int nt,
-                               float *out) {
-    __m256 acc[KT][NACC];
-    zero_acc(acc, nt);
-    int nu = cols / 8, u = 0;
-    for (; u + NACC <= nu; u += NACC) {
-#pragma GCC unroll 8
-        for (int k = 0; k < NACC; k++) float_step(acc, k, load_w(type, w, 8 * (u + k)), X, cols, 8 * (u + k), nt);
-    }
-#pragma GCC unroll 8
-    for (int k = 0; k < NACC - 1; k++)
-        if (u + k < nu) float_step(acc, k, load_w(type, w, 8 * (u + k)), X, cols, 8 * (u + k), nt);
-    int rest = cols % 8, i = 8 * nu;
-    if (rest) {
-        size_t esize = type == GGML_TYPE_F32 ? 4 : 2;
-        uint8_t wb[32] = {0};
-        memcpy(wb, w + esize * (size_t)i, esize * (size_t)rest);
-        __m256 wv = load_w(type, wb, 0);
-#pragma GCC unroll 8
-        for (int t = 0; t < nt; t++) {
-            float xb[8] = {0};
-            memcpy(xb, X + (size_t)t * cols + i, sizeof(float) * (size_t)rest);
+#define FV_R 4 /* rows of a float_tile at most */
+#define FV_T 3 /* its tokens at most */
+
+/* Rows [0, nr) (nr <= FV_R) of W (rows rb apart) times nt <= FV_T tokens (X, cols apart) into
+ * out[t][r]; nr and nt constants after inlining, so the chains stay in registers. The rows are as
+ * many streams, which the hardware prefetchers follow poorly: the next tile's rows are fetched
+ * into L2 as one linear stream instead, as many bytes per step as this tile reads. */
+KERNELS_INLINE void float_tile(uint32_t type, const uint8_t *W, size_t rb, int nr, int cols, const float *X, int nt,
+                               float out[FV_T][FV_R]) {
+    __m256 acc[FV_T][FV_R];
+#pragma GCC unroll 3
+    for (int t = 0; t < nt; t++)
 #pragma GCC unroll 4
-            for (int k = 0; k < NACC; k++) /* constant indices keep acc in registers */
-                if (k == nu % NACC) acc[t][k] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xb), acc[t][k]);
+        for (int r = 0; r < nr; r++) acc[t][r] = _mm256_setzero_ps();
+    const size_t esz = type == GGML_TYPE_F32 ? 4 : 2;
+    int nu = cols / 8;
+    for (int u = 0; u < nu; u++) {
+        for (size_t o = 0; o < (size_t)nr * 8 * esz; o += 64)
+            _mm_prefetch((const char *)W + nr * rb + (size_t)nr * 8 * esz * (size_t)u + o, _MM_HINT_T1);
+        __m256 w[FV_R];
+#pragma GCC unroll 4
+        for (int r = 0; r < nr; r++) w[r] = load_w(type, W + r * rb, 8 * u);
+#pragma GCC unroll 3
+        for (int t = 0; t < nt; t++) {
+            __m256 x = _mm256_loadu_ps(X + (size_t)t * cols + 8 * u);
+#pragma GCC unroll 4
+            for (int r = 0; r < nr; r++) acc[t][r] = _mm256_fmadd_ps(w[r], x, acc[t][r]);
         }
     }
-    reduce_acc(acc, nt, out);
+    if (cols % 8) {
+        __m256 w[FV_R];
+#pragma GCC unroll 4
+        for (int r = 0; r < nr; r++) w[r] = load_w_part(type, W + r * rb, 8 * nu, cols % 8);
+#pragma GCC unroll 3
+        for (int t = 0; t < nt; t++) {
+            __m256 x = load_x_part(X + (size_t)t * cols, 8 * nu, cols % 8);
+#pragma GCC unroll 4
+            for (int r = 0; r < nr; r++) acc[t][r] = _mm256_fmadd_ps(w[r], x, acc[t][r]);
+        }
+    }
+#pragma GCC unroll 3
+    for (int t = 0; t < nt; t++)
+#pragma GCC unroll 4
+        for (int r = 0; r < nr; r++) out[t][r] = hsum(acc[t][r]);
 }
 
-KERNELS_INLINE void f32_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
-    float_rows(GGML_TYPE_F32, w, cols, X, nt, out);
-}
-KERNELS_INLINE void f16_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
-    float_rows(GGML_TYPE_F16, w, cols, X, nt, out);
-}
-KERNELS_INLINE void bf16_rows(const uint8_t *w, int cols, const float *X, int nt, float *out) {
-    float_rows(GGML_TYPE_BF16, w, cols, X, nt, out);
+/* Rows [r0, r1) of W times nt tokens, tiles of nr rows (both constants after inlining), the
+ * rows left one by one. */
+KERNELS_INLINE void float_tiles(uint32_t type, const uint8_t *W, size_t rb, int cols, const float *X, int nt, int nr,
+                                float *Y, int ldy, int r0, int r1, int add) {
+    for (int r = r0; r < r1;) {
+        int n = r1 - r < nr ? 1 : nr;
+        float out[FV_T][FV_R];
+        if (n == nr) float_tile(type, W + (size_t)r * rb, rb, nr, cols, X, nt, out);
+        else float_tile(type, W + (size_t)r * rb, rb, 1, cols, X, nt, out);
+        for (int t = 0; t < nt; t++)
+            for (int i = 0; i < n; i++) kernels_store(&Y[(size_t)t * ldy + (r - r0) + i], out[t][i], add);
+        r += n;
+    }
 }
 
-KERNELS_DEFINE_DRIVERS(f32, KT)
-KERNELS_DEFINE_DRIVERS(f16, KT)
-KERNELS_DEFINE_DRIVERS(bf16, KT)
-KERNELS_DEFINE_DISPATCH()
+#define FM_R 3    /* rows of a panel */
+#define FM_T 4    /* tokens of a tile */
+#define FM_KB 512 /* elements of a k-block (a panel: 6 KB of f32) */
+#define FM_TB 96  /* tokens whose chains are kept between k-blocks (9 KB) */
+
+/* The 12 chains of a panel (FM_R rows of kn elements, f32) and FM_T tokens (xp[t]: their elements
+ * of the k-block), continued from part[r][t] (or from 0 when first) and stored back. */
+KERNELS_INLINE void float_micro(const float panel[FM_R][FM_KB], const float *const xp[FM_T], int kn,
+                                __m256 part[FM_R][FM_T], int first) {
+    __m256 acc[FM_R][FM_T];
+#pragma GCC unroll 3
+    for (int r = 0; r < FM_R; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < FM_T; t++) acc[r][t] = first ? _mm256_setzero_ps() : part[r][t];
+    int nu = kn / 8;
+    for (int u = 0; u < nu; u++) {
+        __m256 w[FM_R];
+#pragma GCC unroll 3
+        for (int r = 0; r < FM_R; r++) w[r] = _mm256_load_ps(&panel[r][8 * u]);
+#pragma GCC unroll 4
+        for (int t = 0; t < FM_T; t++) {
+            __m256 x = _mm256_loadu_ps(xp[t] + 8 * u);
+#pragma GCC unroll 3
+            for (int r = 0; r < FM_R; r++) acc[r][t] = _mm256_fmadd_ps(w[r], x, acc[r][t]);
+        }
+    }
+    if (kn % 8) { /* the panel holds zeros past the row */
+#pragma GCC unroll 4
+        for (int t = 0; t < FM_T; t++) {
+            __m256 x = load_x_part(xp[t], 8 * nu, kn % 8);
+#pragma GCC unroll 3
+            for (int r = 0; r < FM_R; r++) acc[r][t] = _mm256_fmadd_ps(_mm256_load_ps(&panel[r][8 * nu]), x, acc[r][t]);
+        }
+    }
+#pragma GCC unroll 3
+    for (int r = 0; r < FM_R; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < FM_T; t++) part[r][t] = acc[r][t];
+}
+
+/* Rows [0, nr) of W, elements [k0, k0 + kn), widened into the panel; zeros past them. */
+KERNELS_INLINE void float_panel(uint32_t type, const uint8_t *W, size_t rb, int nr, int k0, int kn,
+                                float panel[FM_R][FM_KB]) {
+    int nu = kn / 8, np = (kn + 7) / 8;
+    for (int r = 0; r < FM_R; r++) {
+        const uint8_t *w = W + (size_t)r * rb;
+        if (r >= nr) {
+            for (int u = 0; u < np; u++) _mm256_store_ps(&panel[r][8 * u], _mm256_setzero_ps());
+            continue;
+        }
+        for (int u = 0; u < nu; u++) _mm256_store_ps(&panel[r][8 * u], load_w(type, w, k0 + 8 * u));
+        if (kn % 8) _mm256_store_ps(&panel[r][8 * nu], load_w_part(type, w, k0 + 8 * nu, kn % 8));
+    }
+}
+
+KERNELS_INLINE void float_matmul(uint32_t type, const uint8_t *W, size_t rb, int cols, const float *X, int T, float *Y,
+                                 int ldy, int r0, int r1, int add) {
+    static const float zeros[FM_KB] __attribute__((aligned(32)));
+    float panel[FM_R][FM_KB] __attribute__((aligned(32)));
+    __m256 part[FM_TB / FM_T][FM_R][FM_T];
+    for (int tb = 0; tb < T; tb += FM_TB) {
+        int nt = T - tb < FM_TB ? T - tb : FM_TB;
+        for (int ra = r0; ra < r1; ra += FM_R) {
+            int nr = r1 - ra < FM_R ? r1 - ra : FM_R;
+            for (int k0 = 0; k0 < cols; k0 += FM_KB) {
+                int kn = cols - k0 < FM_KB ? cols - k0 : FM_KB;
+                float_panel(type, W + (size_t)ra * rb, rb, nr, k0, kn, panel);
+                for (int tt = 0; tt < nt; tt += FM_T) {
+                    const float *xp[FM_T];
+                    for (int t = 0; t < FM_T; t++)
+                        xp[t] = tt + t < nt ? X + (size_t)(tb + tt + t) * cols + k0 : zeros;
+                    float_micro((const float(*)[FM_KB])panel, xp, kn, part[tt / FM_T], k0 == 0);
+                }
+            }
+            for (int t = 0; t < nt; t++)
+                for (int r = 0; r < nr; r++)
+                    kernels_store(&Y[(size_t)(tb + t) * ldy + (ra + r - r0)], hsum(part[t / FM_T][r][t % FM_T]), add);
+        }
+    }
+}
+
+/* Decode takes 4 rows (4 weight streams, 4 chains), 2-3 tokens the tiles, more the panels. */
+KERNELS_INLINE void float_mul(uint32_t type, const uint8_t *W, size_t rb, int cols, const float *X, int T, float *Y,
+                              int ldy, int r0, int r1, int add) {
+    switch (T) {
+    case 1: float_tiles(type, W, rb, cols, X, 1, 4, Y, ldy, r0, r1, add); break;
+    case 2: float_tiles(type, W, rb, cols, X, 2, 4, Y, ldy, r0, r1, add); break;
+    case 3: float_tiles(type, W, rb, cols, X, 3, 3, Y, ldy, r0, r1, add); break;
+    default: float_matmul(type, W, rb, cols, X, T, Y, ldy, r0, r1, add); break;
+    }
+}
+
+static void matvec(uint32_t type, const void *W, size_t row_bytes, int cols, const float *x, float *y, int r0, int r1,
+                   int add) {
+    switch (type) {
+    case GGML_TYPE_F32: float_tiles(GGML_TYPE_F32, W, row_bytes, cols, x, 1, 4, y, 0, r0, r1, add); break;
+    case GGML_TYPE_F16: float_tiles(GGML_TYPE_F16, W, row_bytes, cols, x, 1, 4, y, 0, r0, r1, add); break;
+    case GGML_TYPE_BF16: float_tiles(GGML_TYPE_BF16, W, row_bytes, cols, x, 1, 4, y, 0, r0, r1, add); break;
+    default: break;
+    }
+}
+
+static void matmul(uint32_t type, const void *W, size_t row_bytes, int cols, const float *X, int T, float *Y, int ldy,
+                   int r0, int r1, int add) {
+    switch (type) {
+    case GGML_TYPE_F32: float_mul(GGML_TYPE_F32, W, row_bytes, cols, X, T, Y, ldy, r0, r1, add); break;
+    case GGML_TYPE_F16: float_mul(GGML_TYPE_F16, W, row_bytes, cols, X, T, Y, ldy, r0, r1, add); break;
+    case GGML_TYPE_BF16: float_mul(GGML_TYPE_BF16, W, row_bytes, cols, X, T, Y, ldy, r0, r1, add); break;
+    default: break;
+    }
+}
 
 /* ---- integer activations ----
  * matvec: 8 rows at a time. Each row's products of a group go to one vector of 8 partial sums
