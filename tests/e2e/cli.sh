@@ -95,7 +95,7 @@ out=$($BIN bench -m "$STORIES" -p 16 -n 8 -r 2 -t 2 --json --no-bandwidth 2>&1)
 import json, sys
 d = json.loads(sys.argv[1])
 assert d["pp"]["tokens"] == 16 and d["tg"]["tokens"] == 8 and d["pp"]["mean"] > 0 and d["tg"]["mean"] > 0, d
-assert d["threads"] == 2 and d["kernels"] in ("avx512", "avx2", "scalar") and d["decode_bytes"] > 0, d
+assert d["threads"] == 2 and d["kernels"] in ("avx512", "avxvnni", "avx2", "neon", "scalar") and d["decode_bytes"] > 0, d
 ' "$out" && ok || bad "bench --json: $out"
 out=$($BIN bench -m "$STORIES" -p 16 -n 8 -r 1 -t 1 2>&1)
 grep -q "| pp16 |" <<<"$out" && grep -q "| tg8 |" <<<"$out" && grep -q "GB/s" <<<"$out" && ok || bad "bench table: $out"
@@ -250,10 +250,18 @@ if grep -qw avx2 <<<"$flags" && grep -qw fma <<<"$flags" && grep -qw f16c <<<"$f
     want=avx2 all=1
     for f in avx512f avx512dq avx512bw avx512vl avx512_vnni; do grep -qw $f <<<"$flags" || all=0; done
     [ $all = 1 ] && want=avx512
+    [ $want = avx2 ] && grep -qw avx_vnni <<<"$flags" && want=avxvnni
 fi
+vnni=$([ $want != scalar ] && grep -qw avx_vnni <<<"$flags" && echo avxvnni || echo avx2) # what avxvnni caps to
+case ${NUCLEUS_ISA:-} in
+    scalar) want=scalar ;;
+    avx2) [ $want = scalar ] || want=avx2 ;;
+    avxvnni) [ $want = avx512 ] && want=$vnni ;;
+esac
 [ $rc -eq 0 ] && [[ "$(head -1 <<<"$out")" =~ ^nucleus\ [^\ ]+$ ]] && ok || bad "--version first line: $out"
 expect_in "--version kernel set" "(this CPU: $want)" "$out"
 expect_in "--version capped" "(this CPU: scalar)" "$(NUCLEUS_ISA=scalar $BIN --version)"
+[ $want = scalar ] || expect_in "--version capped at avxvnni" "(this CPU: $vnni)" "$(NUCLEUS_ISA=avxvnni $BIN --version)"
 expect_in "--version compiler" "compiler " "$out"
 
 # The default model (models/stories260K.gguf) is found from the binary's place, not the working

@@ -34,7 +34,7 @@ assert abs(float(m.group(1)) - per_token / 1024) < 0.05, (m.group(1), per_token)
 cells = 2 * -(-128 // 256) * 256  # each slot's context in whole blocks of 256 cells
 assert abs(float(m.group(2)) - per_token * cells / 2**20) < 0.005, (m.group(2), per_token)
 assert re.search(r"^  model: .*TinyStories-656K-Q8_0\.gguf \(llama, %d layers, .*\), id tiny-alias$" % k("block_count"), err, re.M), err
-assert re.search(r"^  threads: 2; kernels: (avx512|avx2|scalar); chat template: ", err, re.M), err
+assert re.search(r"^  threads: 2; kernels: (avx512|avxvnni|avx2|neon|scalar); chat template: ", err, re.M), err
 lines = err.splitlines()
 assert re.fullmatch(r"listening on http://127\.0\.0\.1:\d+", lines[[i for i, l in enumerate(lines) if l.startswith("listening")][0]]), err
 PY
