@@ -280,6 +280,17 @@ $(A64)/cli/main.o: $(BUILD)/gen/version.h
 $(A64)/nucleus: $(A64_CLI_OBJ)
 	$(AARCH64_CC) $(A64_CFLAGS) -o $@ $^ $(LDLIBS) $(CLI_LDLIBS)
 cross-aarch64-cli: $(A64)/nucleus
+# The kernels' benchmark for AArch64 as the release build compiles it (-O2, no sanitizer), static
+# so qemu-aarch64 needs no sysroot: bench/insns.sh counts its instructions under QEMU.
+A64B := $(BUILD)/aarch64-bench
+A64B_CFLAGS := $(CSTD) $(WARN) $(INC) -O2 -fno-math-errno
+$(A64B)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(AARCH64_CC) $(A64B_CFLAGS) $(if $(findstring _neon_dot,$<),$(NEON_DOT_FLAGS),$(if $(findstring _neon_i8mm,$<),$(NEON_I8MM_FLAGS),)) -MMD -MP -c $< -o $@
+$(A64B)/kernels_bench: bench/kernels_bench.c $(A64_SRC:%.c=$(A64B)/%.o)
+	$(AARCH64_CC) $(A64B_CFLAGS) -static -o $@ $^ -lm -lpthread
+$(BUILD)/insn_count.so: bench/insn_count.c
+	$(CC) $(CSTD) $(WARN) -O2 -shared -fPIC -o $@ $<
 
 # Fuzz harnesses need clang's libFuzzer.
 FUZZ_SRC := $(shell find tests/fuzz -name 'fuzz_*.c' | sort)

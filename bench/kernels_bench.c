@@ -4,7 +4,8 @@
  *
  * Build (from the repository root): make build/kernels_bench
  * Run: build/kernels_bench [seconds per measurement, default 1] [types, e.g. Q4_K or Q4_0,Q4_K,Q8_0]
- * (every type the engine computes with by default). */
+ * (every type the engine computes with by default); build/kernels_bench --insns ISA TYPE T N runs
+ * products untimed for bench/insns.sh's instruction counts. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,9 +116,58 @@ static int listed(const char *list, const char *name) {
     return 0;
 }
 
+static const char *const isas[] = {"scalar", "avx2", "avx512", "neon", "avxvnni"};
+
+/* --insns ISA TYPE T N: N products of T tokens over a matrix of 64 rows by 2048 columns, as the
+ * forward pass runs them in the default mode (int16 activations; interleaved where the set
+ * multiplies the type faster so), and nothing timed: bench/insns.sh counts the instructions of
+ * runs with two values of N under QEMU, and their difference is the products' own. */
+static int count_insns(int argc, char **argv) {
+    if (argc != 6) {
+        fprintf(stderr, "usage: kernels_bench --insns ISA TYPE T N\n");
+        return 2;
+    }
+    int isa = -1, T = atoi(argv[4]), n = atoi(argv[5]);
+    for (int i = 0; i < KERNELS_ISA_COUNT; i++)
+        if (!strcmp(argv[2], isas[i])) isa = i;
+    uint32_t type = GGML_TYPE_COUNT;
+    for (uint32_t t = 0; t < GGML_TYPE_COUNT; t++)
+        if (quant_type_of(t) && !strcmp(quant_type_of(t)->name, argv[3])) type = t;
+    if (isa < 0 || (int)kernels_force((kernels_isa)isa) != isa || type == GGML_TYPE_COUNT || T < 1 || T > 256 || n < 0) {
+        fprintf(stderr, "kernels_bench --insns: no set '%s' on this CPU, no type '%s', or T, N out of range\n", argv[2],
+                argv[3]);
+        return 2;
+    }
+    const int rows = 64, cols = 2048;
+    size_t rb;
+    uint8_t *w = make_weights(type, rows, cols, &rb);
+    uint32_t as = type;
+    if (kernels_ilv_type(type)) {
+        uint8_t *wi = aligned_alloc(64, rb * rows);
+        kernels_interleave(type, w, wi, rows, cols);
+        free(w);
+        w = wi, as = type | KERNELS_ILV;
+    }
+    float *X = aligned_alloc(64, sizeof(float) * (size_t)cols * T), *Y = malloc(sizeof(float) * (size_t)rows * T);
+    for (int i = 0; i < cols * T; i++) X[i] = (float)rand() / RAND_MAX - 0.5f;
+    size_t xqb = kernels_act_bytes(KERNELS_ACT_I16, cols);
+    uint8_t *Xq = aligned_alloc(64, (xqb * T + 63) / 64 * 64);
+    for (int t = 0; t < T; t++) kernels_quantize_act(KERNELS_ACT_I16, X + (size_t)t * cols, cols, Xq + (size_t)t * xqb);
+    void *scratch = aligned_alloc(64, kernels_mul_scratch_bytes());
+    problem p = {as, w, rb, cols, X, KERNELS_ACT_I16, Xq, scratch};
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        run(&p, T, Y, rows, 0);
+        sum += Y[i % (rows * T)];
+    }
+    printf("%s %s T=%d N=%d: %d rows x %d columns (checksum %g)\n", isas[isa], argv[3], T, n, rows, cols, sum);
+    free(w), free(X), free(Y), free(Xq), free(scratch);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--insns")) return count_insns(argc, argv);
     double secs = argc > 1 ? atof(argv[1]) : 1.0;
-    static const char *const isas[] = {"scalar", "avx2", "avx512", "neon", "avxvnni"};
     static const char *const fmts[] = {"i16", "i8"};
     /* cache: 128 rows (150 KB to 1 MB); memory: 256 MB of weights, far beyond any cache */
     const int cols = 2048, small_rows = 128, T = 128;
