@@ -5,12 +5,14 @@
  * Integer types: a tile is 4 rows (one per lane) by 1 (matvec) or TT (matmul) tokens. Each group
  * of each row is unpacked once per tile into 32 signed int8 weights (every type's integers w fit),
  * multiplied with each token's activations into int32 partial sums (int16 activations: widening
- * multiply-accumulates; int8: SDOT, or widening multiplies and pairwise adds without it; SMMLA
+ * multiply-accumulates, or where the CPU has I8MM their two bytes by SDOT and USDOT; int8: SDOT,
+ * or widening multiplies and pairwise adds without it; SMMLA (and USMMLA for int16's low bytes)
  * on 2 rows by 2 tokens at a time in a matmul tile where the CPU has I8MM), and
  * the 4 rows' sums are reduced exactly into one vector, lane r holding row r's S (S_a and S_b for
  * the types with scales per 16). The f32 scaling then runs on the 4 rows at once in the defined
- * order (kernels_impl.h), so every path gives the scalar set's bits. The scales are decoded per
- * row in scalar code, once per block and tile (a 256-block's serve its 8 groups).
+ * order (kernels_impl.h), so every path gives the scalar set's bits. A 256-block's scales are
+ * decoded once per tile (they serve its 8 groups) in vectors, a row at a time, then transposed to
+ * a row per lane (tile_kscales); the one-group blocks' scales are read per row.
  *
  * Float types: 4 weights per step FMA'd with x into four accumulators per token (step u to
  * accumulator u % NACC), KT tokens per tile: per-token order is independent of the tile. kernels_mix
@@ -270,65 +272,131 @@ KERNELS_INLINE void weights_i8(uint32_t type, const uint8_t *row, int g, int8x16
     w[1] = vsubq_s8(vreinterpretq_s8_u8(u[1]), off);
 }
 
-/* The scales of one block of a row (quant.c's group_<type>): a and b of sub-block i of 16
- * weights in a[i], b[i]; the types with one scale per 32 fill only the even i (group j: 2j), the
- * types with one group per block a[0] (and b[0]). */
-KERNELS_INLINE void block_scales(uint32_t type, const uint8_t *blk, float a[16], float b[16]) {
+/* The scale a (and offset b) of one block of a row, for the types with one group per block
+ * (quant.c's group_<type>); the 256-blocks' come from tile_kscales. */
+KERNELS_INLINE void block_scales(uint32_t type, const uint8_t *blk, float *a, float *b) {
     switch (type) {
     case GGML_TYPE_Q4_1:
     case GGML_TYPE_Q5_1:
-        a[0] = fp16_at(blk);
-        b[0] = fp16_at(blk + 2);
+        *a = fp16_at(blk);
+        *b = fp16_at(blk + 2);
         break;
-    case GGML_TYPE_MXFP4: a[0] = quant_e8m0_half(blk[0]); break;
+    case GGML_TYPE_MXFP4: *a = qf_e8m0_half(blk[0]); break;
+    default: *a = fp16_at(blk); /* Q4_0, Q5_0, Q8_0, IQ4_NL */
+    }
+}
+
+/* A 256-block's sub-block integers for one row (blk), as block_scales reads them: the scales'
+ * integers in *sc (lanes 0-15 per 16 weights, or lanes 0-7 per 32) and the minima's in *mn (the
+ * types with minima), with the block's d and dmin; all within int8. Loads stay inside the block. */
+KERNELS_INLINE void kblock_ints(uint32_t type, const uint8_t *blk, int8x16_t *sc, int8x16_t *mn, float *d, float *dmin) {
+    switch (type) {
     case GGML_TYPE_Q2_K: {
-        const uint8_t *sc = blk + offsetof(block_Q2_K, scales);
-        float d = fp16_at(blk + offsetof(block_Q2_K, d)), dmin = fp16_at(blk + offsetof(block_Q2_K, dmin));
-        for (int i = 0; i < 16; i++) {
-            a[i] = d * (float)(sc[i] & 0xF);
-            b[i] = -(dmin * (float)(sc[i] >> 4));
-        }
+        uint8x16_t v = vld1q_u8(blk + offsetof(block_Q2_K, scales));
+        *sc = vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0xF)));
+        *mn = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
+        *d = fp16_at(blk + offsetof(block_Q2_K, d)), *dmin = fp16_at(blk + offsetof(block_Q2_K, dmin));
         break;
     }
-    case GGML_TYPE_Q3_K: {
-        const uint8_t *s = blk + offsetof(block_Q3_K, scales);
-        float d = fp16_at(blk + offsetof(block_Q3_K, d));
-        for (int i = 0; i < 16; i++) /* 6 bits: a nibble of byte i % 8, two bits of byte 8 + i % 4 */
-            a[i] = d * (float)((((s[i % 8] >> (4 * (i / 8))) & 0xF) | ((s[8 + i % 4] >> (2 * (i / 4))) & 3) << 4) - 32);
+    case GGML_TYPE_Q3_K: { /* scale i: nibble i / 8 of byte i % 8, bits 2 (i / 4) of byte 8 + i % 4 as its top two */
+        const uint8x16_t v = vld1q_u8(blk + offsetof(block_Q3_K, scales) - 2); /* byte k of scales in lane k + 2 */
+        static const uint8_t lo_idx[16] = {2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5, 6, 7, 8, 9};
+        static const int8_t lo_sh[16] = {0, 0, 0, 0, 0, 0, 0, 0, -4, -4, -4, -4, -4, -4, -4, -4};
+        static const uint8_t hi_idx[16] = {10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13};
+        static const int8_t hi_sh[16] = {0, 0, 0, 0, -2, -2, -2, -2, -4, -4, -4, -4, -6, -6, -6, -6};
+        uint8x16_t lo = vandq_u8(vshlq_u8(vqtbl1q_u8(v, vld1q_u8(lo_idx)), vld1q_s8(lo_sh)), vdupq_n_u8(0xF));
+        uint8x16_t hi = vandq_u8(vshlq_u8(vqtbl1q_u8(v, vld1q_u8(hi_idx)), vld1q_s8(hi_sh)), vdupq_n_u8(3));
+        *sc = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, vshlq_n_u8(hi, 4))), vdupq_n_s8(32));
+        *d = fp16_at(blk + offsetof(block_Q3_K, d));
         break;
     }
     case GGML_TYPE_Q4_K:
-    case GGML_TYPE_Q5_K: {
-        uint8_t sc[8], m[8];
-        quant_q4_K_scales(blk + offsetof(block_Q4_K, scales), sc, m);
-        float d = fp16_at(blk), dmin = fp16_at(blk + 2);
-        for (int j = 0; j < 8; j++) {
-            a[2 * j] = d * (float)sc[j];
-            b[2 * j] = -(dmin * (float)m[j]);
+    case GGML_TYPE_Q5_K: { /* quant_q4_K_scales: lanes 0-7 the scales, 8-15 the minima */
+        const uint8x16_t v = vld1q_u8(blk); /* d, dmin, then byte k of scales in lane k + 4 */
+        static const uint8_t lo_idx[16] = {4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15};
+        static const int8_t lo_sh[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -4, -4, -4, -4};
+        static const uint8_t lo_mask[16] = {63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15};
+        static const uint8_t hi_idx[16] = {255, 255, 255, 255, 4, 5, 6, 7, 255, 255, 255, 255, 8, 9, 10, 11};
+        uint8x16_t lo = vandq_u8(vshlq_u8(vqtbl1q_u8(v, vld1q_u8(lo_idx)), vld1q_s8(lo_sh)), vld1q_u8(lo_mask));
+        uint8x16_t hi = vandq_u8(vshrq_n_u8(vqtbl1q_u8(v, vld1q_u8(hi_idx)), 2), vdupq_n_u8(0x30)); /* bits 6-7 to 4-5 */
+        int8x16_t both = vreinterpretq_s8_u8(vorrq_u8(lo, hi));
+        *sc = both;
+        *mn = vextq_s8(both, both, 8);
+        *d = fp16_at(blk), *dmin = fp16_at(blk + 2);
+        break;
+    }
+    case GGML_TYPE_Q6_K:
+        *sc = vld1q_s8((const int8_t *)blk + offsetof(block_Q6_K, scales));
+        *d = fp16_at(blk + offsetof(block_Q6_K, d));
+        break;
+    case GGML_TYPE_IQ4_XS: { /* ls of sub-block j: nibble j % 2 of scales_l[j / 2], bits 2j of scales_h on top */
+        const uint8x16_t v = vcombine_u8(vld1_u8(blk), vdup_n_u8(0)); /* d, scales_h, scales_l */
+        static const uint8_t lo_idx[16] = {4, 4, 5, 5, 6, 6, 7, 7, 16, 16, 16, 16, 16, 16, 16, 16};
+        static const int8_t lo_sh[16] = {0, -4, 0, -4, 0, -4, 0, -4};
+        static const uint8_t hi_idx[16] = {2, 2, 2, 2, 3, 3, 3, 3, 16, 16, 16, 16, 16, 16, 16, 16};
+        static const int8_t hi_sh[16] = {0, -2, -4, -6, 0, -2, -4, -6};
+        uint8x16_t lo = vandq_u8(vshlq_u8(vqtbl1q_u8(v, vld1q_u8(lo_idx)), vld1q_s8(lo_sh)), vdupq_n_u8(0xF));
+        uint8x16_t hi = vandq_u8(vshlq_u8(vqtbl1q_u8(v, vld1q_u8(hi_idx)), vld1q_s8(hi_sh)), vdupq_n_u8(3));
+        *sc = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, vshlq_n_u8(hi, 4))), vdupq_n_s8(32));
+        *d = fp16_at(blk);
+        break;
+    }
+    default: { /* IQ3_S: 1 + 2 s, s the nibble j % 2 of scales[j / 2] */
+        const uint8x16_t v = vcombine_u8(vld1_u8(blk + offsetof(block_IQ3_S, scales) - 4), vdup_n_u8(0));
+        static const uint8_t idx[16] = {4, 4, 5, 5, 6, 6, 7, 7, 16, 16, 16, 16, 16, 16, 16, 16};
+        static const int8_t sh[16] = {0, -4, 0, -4, 0, -4, 0, -4};
+        uint8x16_t n = vandq_u8(vshlq_u8(vqtbl1q_u8(v, vld1q_u8(idx)), vld1q_s8(sh)), vdupq_n_u8(0xF));
+        *sc = vreinterpretq_s8_u8(vaddq_u8(vshlq_n_u8(n, 1), vdupq_n_u8(1)));
+        *d = fp16_at(blk);
+    }
+    }
+}
+
+/* Lanes 4q .. 4q + 3 of 16 int8 values, as f32 (exact). */
+KERNELS_INLINE float32x4_t quarter_f32(int8x16_t v, int q) {
+    int16x8_t h = q < 2 ? vmovl_s8(vget_low_s8(v)) : vmovl_high_s8(v);
+    return vcvtq_f32_s32(q % 2 ? vmovl_high_s16(h) : vmovl_s16(vget_low_s16(h)));
+}
+
+/* Columns of 4 rows' vectors (lane r of out[i]: element i of rows[r]). */
+KERNELS_INLINE void transpose4(const float32x4_t rows[4], float32x4_t out[4]) {
+    float64x2_t t0 = vreinterpretq_f64_f32(vtrn1q_f32(rows[0], rows[1])), t1 = vreinterpretq_f64_f32(vtrn2q_f32(rows[0], rows[1]));
+    float64x2_t t2 = vreinterpretq_f64_f32(vtrn1q_f32(rows[2], rows[3])), t3 = vreinterpretq_f64_f32(vtrn2q_f32(rows[2], rows[3]));
+    out[0] = vreinterpretq_f32_f64(vtrn1q_f64(t0, t2));
+    out[1] = vreinterpretq_f32_f64(vtrn1q_f64(t1, t3));
+    out[2] = vreinterpretq_f32_f64(vtrn2q_f64(t0, t2));
+    out[3] = vreinterpretq_f32_f64(vtrn2q_f64(t1, t3));
+}
+
+/* block_scales for the 4 rows of a tile at once (blk[r]: row r's block), in vectors with row r in
+ * lane r: A[i] (and B[i]) for sub-block i of 16, the types with one scale per 32 the even i. The
+ * same products as block_scales (d * sc, -(dmin * m) as (-dmin) * m: the same bits), decoded
+ * in vectors rather than a byte at a time. */
+KERNELS_INLINE void tile_kscales(uint32_t type, const uint8_t *const blk[4], float32x4_t A[16], float32x4_t B[16]) {
+    const int n = int_halves(type) ? 4 : 2, min = int_has_min(type); /* vectors of 4 scales per row */
+    float32x4_t ra[4][4], rb[4][4]; /* [quarter][row] */
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) {
+        int8x16_t sc, mn = vdupq_n_s8(0);
+        float d, dmin = 0;
+        kblock_ints(type, blk[r], &sc, &mn, &d, &dmin);
+#pragma GCC unroll 4
+        for (int q = 0; q < n; q++) {
+            ra[q][r] = vmulq_n_f32(quarter_f32(sc, q), d);
+            if (min) rb[q][r] = vmulq_n_f32(quarter_f32(mn, q), -dmin);
         }
-        break;
     }
-    case GGML_TYPE_Q6_K: {
-        float d = fp16_at(blk + offsetof(block_Q6_K, d));
-        for (int i = 0; i < 16; i++) a[i] = d * (float)(int8_t)blk[offsetof(block_Q6_K, scales) + i];
-        break;
-    }
-    case GGML_TYPE_IQ4_XS: {
-        float d = fp16_at(blk);
-        unsigned hi = u16_at(blk + offsetof(block_IQ4_XS, scales_h));
-        for (int j = 0; j < 8; j++) {
-            int ls = ((blk[offsetof(block_IQ4_XS, scales_l) + j / 2] >> (4 * (j % 2))) & 0xF) | ((hi >> (2 * j)) & 3) << 4;
-            a[2 * j] = d * (float)(ls - 32);
-        }
-        break;
-    }
-    case GGML_TYPE_IQ3_S: {
-        float d = fp16_at(blk);
-        for (int j = 0; j < 8; j++)
-            a[2 * j] = d * (float)(1 + 2 * ((blk[offsetof(block_IQ3_S, scales) + j / 2] >> (4 * (j % 2))) & 0xF));
-        break;
-    }
-    default: a[0] = fp16_at(blk); /* Q4_0, Q5_0, Q8_0, IQ4_NL */
+    const int step = int_halves(type) ? 1 : 2;
+#pragma GCC unroll 4
+    for (int q = 0; q < n; q++) {
+        float32x4_t c[4];
+        transpose4(ra[q], c);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) A[step * (4 * q + k)] = c[k];
+        if (!min) continue;
+        transpose4(rb[q], c);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) B[step * (4 * q + k)] = c[k];
     }
 }
 
@@ -366,12 +434,6 @@ KERNELS_INLINE int32x4_t row_sums(const int32x4_t P[NR]) {
     return vpaddq_s32(vpaddq_s32(P[0], P[1]), vpaddq_s32(P[2], P[3]));
 }
 
-/* Element i of the four rows' scales. */
-KERNELS_INLINE float32x4_t lanes(const float s[NR][16], int i) {
-    const float v[NR] = {s[0][i], s[1][i], s[2][i], s[3][i]};
-    return vld1q_f32(v);
-}
-
 /* acc plus a group's scaled sums in the defined order: S (or S_a, S_b) times a * d, then the
  * offsets. S[h] lane r: row r's sum over half h (S[0] the whole group without halves). */
 KERNELS_INLINE float32x4_t scale_group(uint32_t type, float32x4_t acc, const int32x4_t S[2], const float32x4_t a[2],
@@ -387,13 +449,40 @@ KERNELS_INLINE float32x4_t scale_group(uint32_t type, float32x4_t acc, const int
     return acc;
 }
 
+#if NEON_I8MM
+/* A group's int16 activations as two planes of bytes, x = 256 hi + lo with hi = x >> 8 (signed)
+ * and lo = x & 0xFF (unsigned): w x sums to 256 (w . hi) + (w . lo), by SDOT and USDOT (or SMMLA
+ * and USMMLA), 16 or 32 products an instruction where SMLAL takes 4; the sums stay exact (each
+ * lane's dot products below 2^17 and 2^18 in magnitude). */
+KERNELS_INLINE void split_i16(const int16_t *x, int8x16_t hi[2], uint8x16_t lo[2]) {
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        int8x16_t a = vreinterpretq_s8_s16(vld1q_s16(x + 16 * h)), b = vreinterpretq_s8_s16(vld1q_s16(x + 16 * h + 8));
+        lo[h] = vreinterpretq_u8_s8(vuzp1q_s8(a, b)); /* little-endian: the low byte first */
+        hi[h] = vuzp2q_s8(a, b);
+    }
+}
+#endif
+
 /* One token's sums S (scale_group) of a group: each row's products reduced across lanes. */
 KERNELS_INLINE void token_sums(kernels_act fmt, int halves, const int8x16_t w[NR][2], const int16x8_t wh[NR][4],
                                const uint8_t *x, int g, int32x4_t S[2]) {
     int32x4_t P[2][NR];
+#if NEON_I8MM
+    int8x16_t hi[2];
+    uint8x16_t lo[2];
+    if (fmt == KERNELS_ACT_I16) split_i16((const int16_t *)x + 32 * g, hi, lo);
+#endif
 #pragma GCC unroll 4
     for (int r = 0; r < NR; r++) {
         int32x4_t p[2];
+#if NEON_I8MM
+        if (fmt == KERNELS_ACT_I16) {
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++)
+                p[h] = vusdotq_s32(vshlq_n_s32(vdotq_s32(vdupq_n_s32(0), hi[h], w[r][h]), 8), lo[h], w[r][h]);
+        } else
+#endif
         if (fmt == KERNELS_ACT_I16) {
             const int16_t *xg = (const int16_t *)x + 32 * g;
             const int16x8_t xv[4] = {vld1q_s16(xg), vld1q_s16(xg + 8), vld1q_s16(xg + 16), vld1q_s16(xg + 24)};
@@ -455,6 +544,54 @@ KERNELS_INLINE void tile_sums_mmla(int halves, const int8x16_t w[NR][2], const i
         }
     }
 }
+
+/* The same for int16 activations (x[t]: token t's group), by their bytes (split_i16): SMMLA on the
+ * high bytes, shifted, then USMMLA on the low ones, whose unsigned operand puts the tokens first:
+ * blocks of token pair and row pair (token i, row j in lane 2i + j), both products alike. */
+KERNELS_INLINE void tile_sums_mmla_i16(int halves, const int8x16_t w[NR][2], const int16_t *const x[TT],
+                                       int32x4_t S[2][TT]) {
+    int8x16_t hi[TT][2];
+    uint8x16_t lo[TT][2];
+#pragma GCC unroll 4
+    for (int t = 0; t < TT; t++) split_i16(x[t], hi[t], lo[t]);
+    int32x4_t B[TT / 2][2]; /* [token pair][row pair] */
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        int8x16_t wp[2][2], xh[2][TT / 2]; /* [c][pair] */
+        uint8x16_t xl[2][TT / 2];
+#pragma GCC unroll 2
+        for (int c = 0; c < 2; c++) { /* weights 16h + 8c .. 16h + 8c + 7 */
+#pragma GCC unroll 2
+            for (int rp = 0; rp < 2; rp++)
+                wp[c][rp] = c ? vcombine_s8(vget_high_s8(w[2 * rp][h]), vget_high_s8(w[2 * rp + 1][h]))
+                              : vcombine_s8(vget_low_s8(w[2 * rp][h]), vget_low_s8(w[2 * rp + 1][h]));
+#pragma GCC unroll 2
+            for (int tp = 0; tp < TT / 2; tp++) {
+                xh[c][tp] = c ? vcombine_s8(vget_high_s8(hi[2 * tp][h]), vget_high_s8(hi[2 * tp + 1][h]))
+                              : vcombine_s8(vget_low_s8(hi[2 * tp][h]), vget_low_s8(hi[2 * tp + 1][h]));
+                xl[c][tp] = c ? vcombine_u8(vget_high_u8(lo[2 * tp][h]), vget_high_u8(lo[2 * tp + 1][h]))
+                              : vcombine_u8(vget_low_u8(lo[2 * tp][h]), vget_low_u8(lo[2 * tp + 1][h]));
+            }
+        }
+        const int fresh = h == 0 || halves; /* without halves, half 1 adds to half 0's blocks */
+#pragma GCC unroll 2
+        for (int tp = 0; tp < TT / 2; tp++)
+#pragma GCC unroll 2
+            for (int rp = 0; rp < 2; rp++) {
+                int32x4_t hs = vmmlaq_s32(vmmlaq_s32(vdupq_n_s32(0), xh[0][tp], wp[0][rp]), xh[1][tp], wp[1][rp]);
+                int32x4_t b = vshlq_n_s32(hs, 8);
+                if (!fresh) b = vaddq_s32(b, B[tp][rp]);
+                B[tp][rp] = vusmmlaq_s32(vusmmlaq_s32(b, xl[0][tp], wp[0][rp]), xl[1][tp], wp[1][rp]);
+            }
+        if (h == 0 && !halves) continue;
+        int s = halves ? h : 0;
+#pragma GCC unroll 2
+        for (int tp = 0; tp < TT / 2; tp++) {
+            S[s][2 * tp] = vcombine_s32(vget_low_s32(B[tp][0]), vget_low_s32(B[tp][1]));
+            S[s][2 * tp + 1] = vcombine_s32(vget_high_s32(B[tp][0]), vget_high_s32(B[tp][1]));
+        }
+    }
+}
 #endif
 
 /* Rows row[0..3] times nt (1 or TT) tokens (X, xs bytes apart): acc[t] lane r is the defined
@@ -462,18 +599,24 @@ KERNELS_INLINE void tile_sums_mmla(int halves, const int8x16_t w[NR][2], const i
 KERNELS_INLINE void int_tile(uint32_t type, kernels_act fmt, const uint8_t *const row[NR], int cols, const uint8_t *X,
                              size_t xs, int nt, float32x4_t acc[TT]) {
     const int G = cols / 32, gpb = int_block_groups(type), halves = int_halves(type);
-    float sa[NR][16], sb[NR][16];
+    float sa[NR], sb[NR];        /* a block's scales, one group per block (block_scales) */
+    float32x4_t KA[16], KB[16]; /* a 256-block's (tile_kscales) */
 #pragma GCC unroll 4
     for (int t = 0; t < nt; t++) acc[t] = vdupq_n_f32(0.0f);
     for (int g = 0; g < G; g++) {
         const int j = g % gpb;
         int8x16_t w[NR][2];
         int16x8_t wh[NR][4];
+        if (gpb > 1 && j == 0) {
+            const uint8_t *blk[NR] = {int_block(type, row[0], g), int_block(type, row[1], g), int_block(type, row[2], g),
+                                      int_block(type, row[3], g)};
+            tile_kscales(type, blk, KA, KB);
+        }
 #pragma GCC unroll 4
         for (int r = 0; r < NR; r++) {
-            if (j == 0) block_scales(type, int_block(type, row[r], g), sa[r], sb[r]);
+            if (gpb == 1) block_scales(type, int_block(type, row[r], g), &sa[r], &sb[r]);
             weights_i8(type, row[r], g, w[r]);
-            if (fmt == KERNELS_ACT_I16) {
+            if (fmt == KERNELS_ACT_I16 && !NEON_I8MM) {
 #pragma GCC unroll 2
                 for (int h = 0; h < 2; h++) {
                     wh[r][2 * h] = vmovl_s8(vget_low_s8(w[r][h]));
@@ -485,16 +628,23 @@ KERNELS_INLINE void int_tile(uint32_t type, kernels_act fmt, const uint8_t *cons
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             if (h == 1 && !halves) break;
-            a[h] = lanes(sa, 2 * j + h);
-            if (int_has_min(type)) b[h] = lanes(sb, 2 * j + h);
+            a[h] = gpb > 1 ? KA[2 * j + h] : vld1q_f32(sa);
+            if (int_has_min(type)) b[h] = gpb > 1 ? KB[2 * j + h] : vld1q_f32(sb);
         }
 #if NEON_I8MM
-        if (fmt == KERNELS_ACT_I8 && nt == TT) {
+        if (nt == TT) {
             int32x4_t S[2][TT];
-            const int8_t *xg[TT];
+            if (fmt == KERNELS_ACT_I8) {
+                const int8_t *xg[TT];
 #pragma GCC unroll 4
-            for (int t = 0; t < TT; t++) xg[t] = (const int8_t *)(X + xs * (size_t)t) + 32 * g;
-            tile_sums_mmla(halves, w, xg, S);
+                for (int t = 0; t < TT; t++) xg[t] = (const int8_t *)(X + xs * (size_t)t) + 32 * g;
+                tile_sums_mmla(halves, w, xg, S);
+            } else {
+                const int16_t *xg[TT];
+#pragma GCC unroll 4
+                for (int t = 0; t < TT; t++) xg[t] = (const int16_t *)(X + xs * (size_t)t) + 32 * g;
+                tile_sums_mmla_i16(halves, w, xg, S);
+            }
 #pragma GCC unroll 4
             for (int t = 0; t < TT; t++) {
                 const int32x4_t St[2] = {S[0][t], halves ? S[1][t] : S[0][t]};
