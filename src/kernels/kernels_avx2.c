@@ -624,6 +624,87 @@ KERNELS_INLINE void act_i16(kernels_act fmt, const void *xq, int g, __m256i x[2]
     }
 }
 
+/* The K-quants (Q2_K to Q5_K) in matvec with int16 activations, as the AVX-512 set does them: a
+ * 256-block stores a group's 32 weights as bit fields of 32 consecutive bytes (byte l: weight
+ * l), so a row's bytes fill one vector as they are. Each 16-bit word (bytes 2i, 2i + 1) is split
+ * in place rather than widened: masked, its low byte is weight 2i; shifted down 8, its high byte
+ * weight 2i + 1; multiplied with the group's even and odd activations (kq_acts). The order of the
+ * products changes, not S. Each 128-bit lane keeps 16 consecutive weights (k < 16, k >= 16), so
+ * the halves of the types with scales per 16 stay apart.
+ * kquant_bytes: bytes whose bits [0, kquant_bits) hold each weight's stored integer (w, or w + 4
+ * for Q3_K); the bits above are masked off by kq_products. 16-bit shifts move bits across the
+ * bytes of a word only outside the fields used. */
+KERNELS_INLINE int kquant_words(uint32_t type) {
+    return type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K || type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K;
+}
+KERNELS_INLINE int kquant_bits(uint32_t type) {
+    return type == GGML_TYPE_Q2_K ? 2 : type == GGML_TYPE_Q3_K ? 3 : type == GGML_TYPE_Q4_K ? 4 : 5;
+}
+KERNELS_INLINE __m256i row_bytes32(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+/* Bits shifted by s within each word: left for s > 0, right for s < 0. */
+KERNELS_INLINE __m256i shift_bits(__m256i v, int s) {
+    return s > 0 ? _mm256_slli_epi16(v, s) : s < 0 ? _mm256_srli_epi16(v, -s) : v;
+}
+KERNELS_INLINE __m256i kquant_bytes(uint32_t type, const uint8_t *row, int g) {
+    const uint8_t *p = int_block(type, row, g);
+    const int j = g % 8;
+    switch (type) {
+    case GGML_TYPE_Q2_K: /* crumb j % 4 */
+        return shift_bits(row_bytes32(p + offsetof(block_Q2_K, qs) + 32 * (j / 4)), -2 * (j % 4));
+    case GGML_TYPE_Q3_K: { /* crumb j % 4, and bit j of hmask as bit 2 */
+        __m256i q = shift_bits(row_bytes32(p + offsetof(block_Q3_K, qs) + 32 * (j / 4)), -2 * (j % 4));
+        __m256i h = shift_bits(row_bytes32(p + offsetof(block_Q3_K, hmask)), 2 - j);
+        return _mm256_or_si256(_mm256_and_si256(q, _mm256_set1_epi8(3)), _mm256_and_si256(h, _mm256_set1_epi8(4)));
+    }
+    case GGML_TYPE_Q4_K: /* nibble j % 2 */
+        return shift_bits(row_bytes32(p + offsetof(block_Q4_K, qs) + 32 * (j / 2)), -4 * (j % 2));
+    default: { /* Q5_K: nibble j % 2, and bit j of qh as bit 4 */
+        __m256i q = shift_bits(row_bytes32(p + offsetof(block_Q5_K, qs) + 32 * (j / 2)), -4 * (j % 2));
+        __m256i h = shift_bits(row_bytes32(p + offsetof(block_Q5_K, qh)), 4 - j);
+        return _mm256_or_si256(_mm256_and_si256(q, _mm256_set1_epi8(0xF)), _mm256_and_si256(h, _mm256_set1_epi8(0x10)));
+    }
+    }
+}
+
+/* A group's int16 activations split into even (xe) and odd (xo) ones, each 128-bit lane the
+ * 8 of its 16: lane 0 x[0], x[2], .. x[14] (xe) and x[1], .. x[15] (xo), lane 1 from x[16]. */
+KERNELS_INLINE void kq_acts(const int16_t *x, __m256i *xe, __m256i *xo) {
+    __m256i a = _mm256_loadu_si256((const __m256i *)x), b = _mm256_loadu_si256((const __m256i *)(x + 16));
+    __m256i ae = _mm256_srai_epi32(_mm256_slli_epi32(a, 16), 16), be = _mm256_srai_epi32(_mm256_slli_epi32(b, 16), 16);
+    /* packs puts a's and b's lanes side by side (a.0, b.0 | a.1, b.1); the permute restores k order */
+    *xe = _mm256_permute4x64_epi64(_mm256_packs_epi32(ae, be), _MM_SHUFFLE(3, 1, 2, 0));
+    *xo = _mm256_permute4x64_epi64(_mm256_packs_epi32(_mm256_srai_epi32(a, 16), _mm256_srai_epi32(b, 16)), _MM_SHUFFLE(3, 1, 2, 0));
+}
+
+/* A row's group products: per 128-bit lane (weights 0-15, 16-31), four dwords of partial sums. */
+KERNELS_INLINE __m256i kq_products(uint32_t type, const uint8_t *row, int g, __m256i xe, __m256i xo) {
+    const __m256i m = _mm256_set1_epi16((short)((1 << kquant_bits(type)) - 1));
+    __m256i q = kquant_bytes(type, row, g), ev = _mm256_and_si256(q, m), od = _mm256_srli_epi16(q, 8);
+    if (!(type == GGML_TYPE_Q4_K && g % 2)) od = _mm256_and_si256(od, m); /* Q4_K's high nibbles: nothing above */
+    return madd_add(_mm256_madd_epi16(ev, xe), od, xo);
+}
+
+/* The group's exact S of 8 rows (lane r: row r) by kq_products; halves: S[0], S[1]. */
+KERNELS_INLINE void kq_sums(uint32_t type, const uint8_t *const row[8], int g, const void *xq, const act_group *xg,
+                            __m256i S[2]) {
+    __m256i xe, xo, P[8];
+    kq_acts((const int16_t *)xq + 32 * g, &xe, &xo);
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++) P[r] = kq_products(type, row[r], g, xe, xo);
+    if (int_halves(type)) { /* lanes 4L + i of T[q]: half L of row 4q + i */
+        const __m256i T[2] = {transpose_add4(P), transpose_add4(P + 4)};
+        S[0] = _mm256_permute2x128_si256(T[0], T[1], 0x20);
+        S[1] = _mm256_permute2x128_si256(T[0], T[1], 0x31);
+    } else {
+        const __m256i Q[8] = {P[0], P[4], P[1], P[5], P[2], P[6], P[3], P[7]}; /* P[SLOT8(r)] = row r */
+        S[0] = reduce8(Q);
+    }
+    if (type == GGML_TYPE_Q3_K) { /* the stored w + 4 */
+        S[0] = _mm256_sub_epi32(S[0], _mm256_set1_epi32(4 * xg->sum16));
+        S[1] = _mm256_sub_epi32(S[1], _mm256_set1_epi32(4 * (xg->sum - xg->sum16)));
+    }
+}
+
 /* One group's step of 8 rows for one token: the rows' exact S (S_a, S_b), scaled into acc. */
 KERNELS_INLINE __m256 group_step(uint32_t type, kernels_act fmt, const uint8_t *const row[8], int g, const void *xq,
                                  const act_group *xg, const __m256 a[2], const __m256 b[2], __m256 acc) {
@@ -682,6 +763,15 @@ KERNELS_INLINE void matvec_q8(uint32_t type, kernels_act fmt, const uint8_t *W, 
         if (int_block_groups(type) > 1 && g % 8 == 0) kblock_scales(type, int_block(type, W, g), idx, ka, kb);
         __m256 a[2], b[2];
         group_scales(type, row, W, idx, g, ka, kb, a, b);
+        if (T == 1 && fmt == KERNELS_ACT_I16 && kquant_words(type)) {
+            /* a matvec's K-quants by words; with more tokens the rows' widened weights, shared by all
+             * of them, are cheaper (kq_products' split words held for several tokens measured slower) */
+            __m256i S[2];
+            kq_sums(type, row, g, Xq, &grp[0][g], S);
+            if (int_halves(type)) acc[0] = scale_half(type, 0, acc[0], S[0], a, b, &grp[0][g]);
+            acc[0] = scale_half(type, 1, acc[0], S[int_halves(type)], a, b, &grp[0][g]);
+            continue;
+        }
         for (int t = 0; t < T; t++)
             acc[t] = group_step(type, fmt, row, g, Xq + xs * (size_t)t, &grp[t][g], a, b, acc[t]);
     }
