@@ -28,9 +28,11 @@ static inline float hsum(__m512 v) {
  *   registers, rows x tokens independent chains. Decode takes 2 rows: two streams from memory
  *   (8 rows read 30 GB/s on one core where 2 read 38, kernels_bench), 32 chains enough to feed
  *   the bandwidth; 2-3 tokens take 8 rows, 4-6 take 4;
- * - float_matmul (7 tokens and more): 4 rows of a k-block widened once into an f32 panel in L1,
- *   then tiles of 6 tokens: 24 chains in registers, 10 loads per 24 FMAs, so the FMAs bound it
- *   (the older form, a row by 4 tokens with 4 accumulators each, loaded 5 vectors per 4 FMAs). */
+ * - float_matmul (7 tokens and more): 6 rows of a k-block widened once into an f32 panel in L1,
+ *   then tiles of 4 tokens: 24 chains in registers, 10 loads per 24 FMAs, so the FMAs bound it.
+ *   6 rows by 4 tokens rather than 4 by 6: the panel's rows come from L1, the tokens' activations
+ *   from L2 (a block of FM_TB tokens by FM_KB elements), so the tile takes fewer of the farther
+ *   loads; the next panel's weights are fetched while a panel computes. */
 
 KERNELS_INLINE __m512 widen_w(uint32_t type, __m256i h) {
     if (type == GGML_TYPE_F16) return _mm512_cvtph_ps(h);
@@ -110,44 +112,44 @@ KERNELS_INLINE void float_tiles(uint32_t type, const uint8_t *W, size_t rb, int 
     }
 }
 
-#define FM_R 4    /* rows of a panel */
-#define FM_T 6    /* tokens of a tile */
-#define FM_KB 512 /* elements of a k-block (a panel: 8 KB of f32) */
-#define FM_TB 96  /* tokens whose chains are kept between k-blocks (24 KB) */
+#define FM_R 6    /* rows of a panel */
+#define FM_T 4    /* tokens of a tile */
+#define FM_KB 512 /* elements of a k-block (a panel: 12 KB of f32) */
+#define FM_TB 96  /* tokens whose chains are kept between k-blocks (36 KB) */
 
 /* The 24 chains of a panel (FM_R rows of kn elements, f32) and FM_T tokens (xp[t]: their
  * elements of the k-block), continued from part[r][t] (or from 0 when first) and stored back. */
 KERNELS_INLINE void float_micro(const float panel[FM_R][FM_KB], const float *const xp[FM_T], int kn, __m512 part[FM_R][FM_T],
                                 int first) {
     __m512 acc[FM_R][FM_T];
-#pragma GCC unroll 4
-    for (int r = 0; r < FM_R; r++)
 #pragma GCC unroll 6
+    for (int r = 0; r < FM_R; r++)
+#pragma GCC unroll 4
         for (int t = 0; t < FM_T; t++) acc[r][t] = first ? _mm512_setzero_ps() : part[r][t];
     int nu = kn / 16;
     for (int u = 0; u < nu; u++) {
         __m512 w[FM_R];
-#pragma GCC unroll 4
-        for (int r = 0; r < FM_R; r++) w[r] = _mm512_load_ps(&panel[r][16 * u]);
 #pragma GCC unroll 6
+        for (int r = 0; r < FM_R; r++) w[r] = _mm512_load_ps(&panel[r][16 * u]);
+#pragma GCC unroll 4
         for (int t = 0; t < FM_T; t++) {
             __m512 x = _mm512_loadu_ps(xp[t] + 16 * u);
-#pragma GCC unroll 4
+#pragma GCC unroll 6
             for (int r = 0; r < FM_R; r++) acc[r][t] = _mm512_fmadd_ps(w[r], x, acc[r][t]);
         }
     }
     if (kn % 16) { /* the panel holds zeros past the row */
         __mmask16 m = (__mmask16)((1u << (kn % 16)) - 1);
-#pragma GCC unroll 6
+#pragma GCC unroll 4
         for (int t = 0; t < FM_T; t++) {
             __m512 x = _mm512_maskz_loadu_ps(m, xp[t] + 16 * nu);
-#pragma GCC unroll 4
+#pragma GCC unroll 6
             for (int r = 0; r < FM_R; r++) acc[r][t] = _mm512_fmadd_ps(_mm512_load_ps(&panel[r][16 * nu]), x, acc[r][t]);
         }
     }
-#pragma GCC unroll 4
-    for (int r = 0; r < FM_R; r++)
 #pragma GCC unroll 6
+    for (int r = 0; r < FM_R; r++)
+#pragma GCC unroll 4
         for (int t = 0; t < FM_T; t++) part[r][t] = acc[r][t];
 }
 
@@ -179,7 +181,18 @@ KERNELS_INLINE void float_matmul(uint32_t type, const uint8_t *W, size_t rb, int
             for (int k0 = 0; k0 < cols; k0 += FM_KB) {
                 int kn = cols - k0 < FM_KB ? cols - k0 : FM_KB;
                 float_panel(type, W + (size_t)ra * rb, rb, nr, k0, kn, panel);
+                /* The next panel's weights (the next k-block of these rows, else the next rows'
+                 * first) fetched while this one computes, a share per tile: a model's weights
+                 * stream from memory, and the widening would wait on them. */
+                const int nk = k0 + kn < cols ? k0 + kn : 0, nra = nk ? ra : ra + FM_R;
+                const int nrows = nra >= r1 ? 0 : r1 - nra < FM_R ? r1 - nra : FM_R;
+                const size_t es = type == GGML_TYPE_F32 ? 4 : 2;
+                const int lpr = (int)(((size_t)(cols - nk < FM_KB ? cols - nk : FM_KB) * es + 63) / 64);
+                const int lines = nrows * lpr, tiles = (nt + FM_T - 1) / FM_T;
+                const uint8_t *next = W + (size_t)nra * rb + (size_t)nk * es;
                 for (int tt = 0; tt < nt; tt += FM_T) {
+                    for (int i = lines * (tt / FM_T) / tiles; i < lines * (tt / FM_T + 1) / tiles; i++)
+                        _mm_prefetch((const char *)next + (size_t)(i / lpr) * rb + 64 * (size_t)(i % lpr), _MM_HINT_T0);
                     const float *xp[FM_T];
                     for (int t = 0; t < FM_T; t++)
                         xp[t] = tt + t < nt ? X + (size_t)(tb + tt + t) * cols + k0 : zeros;
