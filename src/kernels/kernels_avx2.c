@@ -37,11 +37,11 @@ static inline float hsum(__m256 v) {
  * whatever the batch:
  * - float_tile (decode and 2-3 tokens): a few rows at once, the weights widened in registers,
  *   rows x tokens independent chains (4 x 1, 4 x 2, 3 x 3: at most 13 of the 16 registers);
- * - float_matmul (4 tokens and more): 3 rows of a k-block widened once into an f32 panel in L1,
- *   then tiles of 4 tokens: 12 chains (all 16 registers with the 3 rows' and a token's vectors),
- *   7 loads per 12 FMAs and no conversion, so the FMAs bound it (the older form, a row by 2
- *   tokens with 4 accumulators each, widened a weight vector for every 2 FMAs and loaded 3
- *   vectors for them). */
+ * - float_matmul (4 tokens and more): 4 rows of a k-block widened once into an f32 panel in L1,
+ *   then tiles of 3 tokens: 12 chains (all 16 registers with the 3 tokens' vectors and a row's),
+ *   7 loads per 12 FMAs and no conversion, so the FMAs bound it; 4 rows by 3 tokens rather than
+ *   3 by 4, as the AVX-512 set's 6 by 4: the activations come from L2, the panel from L1. The
+ *   next panel's weights are fetched while a panel computes. */
 
 /* Elements [i, i + n) of a row (n <= 8), zeros past them. */
 KERNELS_INLINE __m256 load_w_part(uint32_t type, const uint8_t *w, int i, int n) {
@@ -129,43 +129,47 @@ KERNELS_INLINE void float_tiles(uint32_t type, const uint8_t *W, size_t rb, int 
     }
 }
 
-#define FM_R 3    /* rows of a panel */
-#define FM_T 4    /* tokens of a tile */
-#define FM_KB 512 /* elements of a k-block (a panel: 6 KB of f32) */
-#define FM_TB 96  /* tokens whose chains are kept between k-blocks (9 KB) */
+#define FM_R 4    /* rows of a panel */
+#define FM_T 3    /* tokens of a tile */
+#define FM_KB 512 /* elements of a k-block (a panel: 8 KB of f32) */
+#define FM_TB 96  /* tokens whose chains are kept between k-blocks (12 KB) */
 
 /* The 12 chains of a panel (FM_R rows of kn elements, f32) and FM_T tokens (xp[t]: their elements
- * of the k-block), continued from part[r][t] (or from 0 when first) and stored back. */
+ * of the k-block), continued from part[r][t] (or from 0 when first) and stored back. The tokens'
+ * activations (from L2) are held while each row's weights (from the panel in L1) pass. */
 KERNELS_INLINE void float_micro(const float panel[FM_R][FM_KB], const float *const xp[FM_T], int kn,
                                 __m256 part[FM_R][FM_T], int first) {
     __m256 acc[FM_R][FM_T];
-#pragma GCC unroll 3
-    for (int r = 0; r < FM_R; r++)
 #pragma GCC unroll 4
+    for (int r = 0; r < FM_R; r++)
+#pragma GCC unroll 3
         for (int t = 0; t < FM_T; t++) acc[r][t] = first ? _mm256_setzero_ps() : part[r][t];
     int nu = kn / 8;
     for (int u = 0; u < nu; u++) {
-        __m256 w[FM_R];
+        __m256 x[FM_T];
 #pragma GCC unroll 3
-        for (int r = 0; r < FM_R; r++) w[r] = _mm256_load_ps(&panel[r][8 * u]);
+        for (int t = 0; t < FM_T; t++) x[t] = _mm256_loadu_ps(xp[t] + 8 * u);
 #pragma GCC unroll 4
-        for (int t = 0; t < FM_T; t++) {
-            __m256 x = _mm256_loadu_ps(xp[t] + 8 * u);
+        for (int r = 0; r < FM_R; r++) {
+            __m256 w = _mm256_load_ps(&panel[r][8 * u]);
 #pragma GCC unroll 3
-            for (int r = 0; r < FM_R; r++) acc[r][t] = _mm256_fmadd_ps(w[r], x, acc[r][t]);
+            for (int t = 0; t < FM_T; t++) acc[r][t] = _mm256_fmadd_ps(w, x[t], acc[r][t]);
         }
     }
     if (kn % 8) { /* the panel holds zeros past the row */
-#pragma GCC unroll 4
-        for (int t = 0; t < FM_T; t++) {
-            __m256 x = load_x_part(xp[t], 8 * nu, kn % 8);
+        __m256 x[FM_T];
 #pragma GCC unroll 3
-            for (int r = 0; r < FM_R; r++) acc[r][t] = _mm256_fmadd_ps(_mm256_load_ps(&panel[r][8 * nu]), x, acc[r][t]);
+        for (int t = 0; t < FM_T; t++) x[t] = load_x_part(xp[t], 8 * nu, kn % 8);
+#pragma GCC unroll 4
+        for (int r = 0; r < FM_R; r++) {
+            __m256 w = _mm256_load_ps(&panel[r][8 * nu]);
+#pragma GCC unroll 3
+            for (int t = 0; t < FM_T; t++) acc[r][t] = _mm256_fmadd_ps(w, x[t], acc[r][t]);
         }
     }
-#pragma GCC unroll 3
-    for (int r = 0; r < FM_R; r++)
 #pragma GCC unroll 4
+    for (int r = 0; r < FM_R; r++)
+#pragma GCC unroll 3
         for (int t = 0; t < FM_T; t++) part[r][t] = acc[r][t];
 }
 
@@ -196,7 +200,18 @@ KERNELS_INLINE void float_matmul(uint32_t type, const uint8_t *W, size_t rb, int
             for (int k0 = 0; k0 < cols; k0 += FM_KB) {
                 int kn = cols - k0 < FM_KB ? cols - k0 : FM_KB;
                 float_panel(type, W + (size_t)ra * rb, rb, nr, k0, kn, panel);
+                /* The next panel's weights (the next k-block of these rows, else the next rows'
+                 * first) fetched while this one computes, a share per tile: a model's weights
+                 * stream from memory, and the widening would wait on them. */
+                const int nk = k0 + kn < cols ? k0 + kn : 0, nra = nk ? ra : ra + FM_R;
+                const int nrows = nra >= r1 ? 0 : r1 - nra < FM_R ? r1 - nra : FM_R;
+                const size_t es = type == GGML_TYPE_F32 ? 4 : 2;
+                const int lpr = (int)(((size_t)(cols - nk < FM_KB ? cols - nk : FM_KB) * es + 63) / 64);
+                const int lines = nrows * lpr, tiles = (nt + FM_T - 1) / FM_T;
+                const uint8_t *next = W + (size_t)nra * rb + (size_t)nk * es;
                 for (int tt = 0; tt < nt; tt += FM_T) {
+                    for (int i = lines * (tt / FM_T) / tiles; i < lines * (tt / FM_T + 1) / tiles; i++)
+                        _mm_prefetch((const char *)next + (size_t)(i / lpr) * rb + 64 * (size_t)(i % lpr), _MM_HINT_T0);
                     const float *xp[FM_T];
                     for (int t = 0; t < FM_T; t++)
                         xp[t] = tt + t < nt ? X + (size_t)(tb + tt + t) * cols + k0 : zeros;
