@@ -181,18 +181,9 @@ KERNELS_INLINE void float_matmul(uint32_t type, const uint8_t *W, size_t rb, int
             for (int k0 = 0; k0 < cols; k0 += FM_KB) {
                 int kn = cols - k0 < FM_KB ? cols - k0 : FM_KB;
                 float_panel(type, W + (size_t)ra * rb, rb, nr, k0, kn, panel);
-                /* The next panel's weights (the next k-block of these rows, else the next rows'
-                 * first) fetched while this one computes, a share per tile: a model's weights
-                 * stream from memory, and the widening would wait on them. */
-                const int nk = k0 + kn < cols ? k0 + kn : 0, nra = nk ? ra : ra + FM_R;
-                const int nrows = nra >= r1 ? 0 : r1 - nra < FM_R ? r1 - nra : FM_R;
-                const size_t es = type == GGML_TYPE_F32 ? 4 : 2;
-                const int lpr = (int)(((size_t)(cols - nk < FM_KB ? cols - nk : FM_KB) * es + 63) / 64);
-                const int lines = nrows * lpr, tiles = (nt + FM_T - 1) / FM_T;
-                const uint8_t *next = W + (size_t)nra * rb + (size_t)nk * es;
                 for (int tt = 0; tt < nt; tt += FM_T) {
-                    for (int i = lines * (tt / FM_T) / tiles; i < lines * (tt / FM_T + 1) / tiles; i++)
-                        _mm_prefetch((const char *)next + (size_t)(i / lpr) * rb + 64 * (size_t)(i % lpr), _MM_HINT_T0);
+                    x86_prefetch_next_panel(W, rb, type == GGML_TYPE_F32 ? 4 : 2, cols, FM_KB, r1, ra, FM_R, k0, kn,
+                                            tt / FM_T, (nt + FM_T - 1) / FM_T);
                     const float *xp[FM_T];
                     for (int t = 0; t < FM_T; t++)
                         xp[t] = tt + t < nt ? X + (size_t)(tb + tt + t) * cols + k0 : zeros;
