@@ -32,6 +32,7 @@ static inline __attribute__((always_inline)) void x86_prefetch_next_panel(const 
     const int nk = k0 + kn < cols ? k0 + kn : 0, nra = nk ? ra : ra + pr;
     const int nrows = nra >= r1 ? 0 : r1 - nra < pr ? r1 - nra : pr;
     const int lpr = (int)(((size_t)(cols - nk < kb ? cols - nk : kb) * es + 63) / 64), lines = nrows * lpr;
+    if (!lines) return; /* the last panel: nothing next (and no pointer past the matrix) */
     const uint8_t *next = W + (size_t)nra * rb + (size_t)nk * es;
     for (int i = lines * tile / tiles; i < lines * (tile + 1) / tiles; i++)
         _mm_prefetch((const char *)next + (size_t)(i / lpr) * rb + 64 * (size_t)(i % lpr), _MM_HINT_T0);
