@@ -286,9 +286,10 @@ KERNELS_INLINE void block_scales(uint32_t type, const uint8_t *blk, float *a, fl
     }
 }
 
-/* A 256-block's sub-block integers for one row (blk), as block_scales reads them: the scales'
- * integers in *sc (lanes 0-15 per 16 weights, or lanes 0-7 per 32) and the minima's in *mn (the
- * types with minima), with the block's d and dmin; all within int8. Loads stay inside the block. */
+/* A 256-block's sub-block integers for one row (blk), as quant.c's group_<type> defines them:
+ * the scales' integers in *sc (lanes 0-15 per 16 weights, or lanes 0-7 per 32) and the minima's
+ * in *mn (the types with minima), with the block's d and dmin; all within int8. Loads stay inside
+ * the block. */
 KERNELS_INLINE void kblock_ints(uint32_t type, const uint8_t *blk, int8x16_t *sc, int8x16_t *mn, float *d, float *dmin) {
     switch (type) {
     case GGML_TYPE_Q2_K: {
@@ -368,10 +369,10 @@ KERNELS_INLINE void transpose4(const float32x4_t rows[4], float32x4_t out[4]) {
     out[3] = vreinterpretq_f32_f64(vtrn2q_f64(t1, t3));
 }
 
-/* block_scales for the 4 rows of a tile at once (blk[r]: row r's block), in vectors with row r in
- * lane r: A[i] (and B[i]) for sub-block i of 16, the types with one scale per 32 the even i. The
- * same products as block_scales (d * sc, -(dmin * m) as (-dmin) * m: the same bits), decoded
- * in vectors rather than a byte at a time. */
+/* A 256-block's scales for the 4 rows of a tile at once (blk[r]: row r's block), in vectors with
+ * row r in lane r: A[i] (and B[i]) for sub-block i of 16, the types with one scale per 32 the even
+ * i. The scalar set's products (d * sc, and -(dmin * m) as (-dmin) * m: the same bits), decoded in
+ * vectors rather than a byte at a time. */
 KERNELS_INLINE void tile_kscales(uint32_t type, const uint8_t *const blk[4], float32x4_t A[16], float32x4_t B[16]) {
     const int n = int_halves(type) ? 4 : 2, min = int_has_min(type); /* vectors of 4 scales per row */
     float32x4_t ra[4][4], rb[4][4]; /* [quarter][row] */
