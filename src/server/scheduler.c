@@ -1035,7 +1035,9 @@ void srv_sched_slots(srv_sched *s, srv_slot_info *out) {
     pthread_mutex_lock(&s->mu);
     for (int32_t i = 0; i < s->n_slots; i++) {
         const slot *sl = &s->slots[i];
-        srv_slot_info in = {.busy = sl->state != SLOT_FREE && sl->job, .n_remain = -1};
+        /* a finished slot has answered its client and is freed at the engine's next reap: not busy
+         * (a client asking right after its reply saw it processing) */
+        srv_slot_info in = {.busy = sl->state != SLOT_FREE && sl->state != SLOT_DONE && sl->job, .n_remain = -1};
         if (in.busy) {
             srv_job *j = sl->job;
             in.prefilling = sl->state == SLOT_PREFILL || sl->state == SLOT_WAIT;
