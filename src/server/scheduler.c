@@ -967,7 +967,9 @@ int srv_sched_new(srv_sched **out, nc_context *c, const nc_model *m, const srv_s
     *s = (srv_sched){.c = c, .m = m, .metrics = metrics, .n_slots = cfg->n_slots, .max_queue = cfg->max_queue,
                      .chunk = cfg->chunk, .n_vocab = info.n_vocab, .n_ctx = nc_context_n_ctx(c),
                      .rings = info.swa_window > 0 && !cfg->swa_full, .accepting = true, .context = cfg->context};
-    int32_t cap = cfg->n_slots + cfg->max_queue;
+    /* room for the running and queued jobs, and for as many finished ones as there are slots (a
+     * finished job is held until the engine's next reap frees its slots) */
+    int32_t cap = 2 * cfg->n_slots + cfg->max_queue;
     if (spec_wanted(&cfg->spec) && spec_drafter_new(&s->drafter, &cfg->spec, m, err)) {
         free(s);
         return nc_fail_prefix(err, "speculative decoding");
@@ -996,9 +998,18 @@ int srv_sched_new(srv_sched **out, nc_context *c, const nc_model *m, const srv_s
     return 0;
 }
 
+/* Jobs held that still run or wait: a finished one (its client has its reply and may already ask
+ * again) is not, though the engine frees its slots only at its next reap. Under mu. */
+static int32_t jobs_unfinished(srv_sched *s) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < s->n_jobs; i++) n += !srv_job_finished(s->held[i]);
+    return n;
+}
+
 int srv_sched_submit(srv_sched *s, srv_job *j) {
     pthread_mutex_lock(&s->mu);
-    if (!s->accepting || s->n_jobs >= s->n_slots + s->max_queue) {
+    if (!s->accepting || s->n_jobs >= 2 * s->n_slots + s->max_queue ||
+        jobs_unfinished(s) >= s->n_slots + s->max_queue) {
         pthread_mutex_unlock(&s->mu);
         return -1;
     }
