@@ -806,7 +806,9 @@ KERNELS_INLINE void matvec_tiles(uint32_t type, kernels_act fmt, const uint8_t *
  * packed matmul's rate) with no packing, no reduction across lanes, and the widening of a
  * group's weights shared by every token of the call. Without VNNI, vpmaddwd and the f32
  * multiplies share two pipes (Zen 3 measured: 2 a cycle of either, 3 vector operations a cycle in
- * all), so a token's group of 16 rows costs 32 vpmaddwd, 32 adds and 6 scaling operations. */
+ * all), so a token's group of 16 rows costs 32 vpmaddwd, 32 adds and 6 scaling operations. The
+ * types whose weights fit the byte products go by bytes instead (ilv_by_bytes, below), without
+ * the widening. */
 
 /* The most tokens ilv_matvec takes (its f32 accumulators: 2 KB); above, ilv_mul packs the tiles
  * for the packed matmul, whose inner loop is faster than ilv_matvec's (TinyLlama-1.1B Q4_0, two
@@ -1221,53 +1223,162 @@ KERNELS_INLINE void ilv_tokens(uint32_t type, kernels_act fmt, int NT, const __m
     }
 }
 
-/* Q4_0 against int8 activations, a half's group as bytes: b[c] quad c of its 8 rows (a row's 4
- * nibbles, 0..15, in its dword), from the low nibbles of line c and the high ones of line c - 4. */
-KERNELS_INLINE void ilv_nibbles(const uint8_t *region, int h, __m256i b[8]) {
+/* ---- A group by bytes: ilv_quads' 8 vectors of unsigned quads (lane i: row i's weights 4c..4c+3
+ * of the half, plus ilv_quad_bias), each against a broadcast quad of activations, so every dword
+ * sums one row's products and nothing is widened or reduced across lanes. int16 activations go as
+ * their byte planes (act_planes: q = 256 hi + lo, lo unsigned): the weights against the signed hi
+ * plane, the lo plane against the weights as signed bytes (Q8_0's, signed already, against the lo
+ * plane and, made unsigned, the hi one: the AVX-512 set's forms). With AVX-VNNI vpdpbusd adds
+ * each quad's four products into its dword, for every type. Without it, vpmaddubsw adds two
+ * products into a word with saturation, so only the 4-bit types go by bytes: a group's 8 quads of
+ * nibbles (at most 15) against the hi plane, or int8 activations, stay within a signed word (8 x 2
+ * x 15 x 128 = 30720), against the lo plane within an unsigned one (8 x 2 x 15 x 255 = 61200), and
+ * two products per word are half the multiplies' work of int16 words, without the widening. S is
+ * exact either way. */
+KERNELS_INLINE int ilv_by_bytes(uint32_t type, int T) {
+#ifdef KERNELS_AVX_VNNI
+    /* Q8_0 for one token only: widened once, its words serve several tokens at vpdpwssd's rate,
+     * where the bytes take a conversion per token (measured: kernels_bench's T = 4) */
+    return type != GGML_TYPE_Q8_0 || T == 1;
+#else
+    (void)T;
+    return type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_K;
+#endif
+}
+
+/* What ilv_quads adds to each weight to make it unsigned: ilv_bias, and Q8_0's bytes + 128. */
+KERNELS_INLINE int ilv_quad_bias(uint32_t type) { return type == GGML_TYPE_Q8_0 ? 128 : ilv_bias(type); }
+
+/* Group j's quads of half h of a record's 16 rows (region: its interleaved dwords), q[c] quad c of
+ * the half's 8 rows, plus ilv_quad_bias. */
+KERNELS_INLINE void ilv_quads(uint32_t type, const uint8_t *region, int j, int h, __m256i q[8]) {
     const __m256i nib8 = _mm256_set1_epi8(0xF);
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; c++) {
-        __m256i v = ilv_line(region, c, h);
-        b[c] = _mm256_and_si256(v, nib8);
-        b[c + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib8);
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+        if (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_MXFP4) { /* quads 0-3 the low nibbles of lines 0-3, 4-7 the high */
+            __m256i v = ilv_line(region, c % 4, h);
+            q[c] = _mm256_and_si256(c / 4 ? _mm256_srli_epi16(v, 4) : v, nib8);
+            if (type == GGML_TYPE_MXFP4) { /* the codes' values + 12, looked up in each 128-bit lane */
+                __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)quant_e2m1x2_values));
+                q[c] = _mm256_shuffle_epi8(_mm256_add_epi8(table, _mm256_set1_epi8(12)), q[c]);
+            }
+        } else if (type == GGML_TYPE_Q8_0) {
+            q[c] = _mm256_xor_si256(ilv_line(region, c, h), _mm256_set1_epi8((char)0x80));
+        } else if (type == GGML_TYPE_Q4_K) { /* nibble j % 2 of qs[32 (j / 2) + l] */
+            __m256i v = ilv_line(region, 8 * (j / 2) + c, h);
+            q[c] = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(v, 4) : v, nib8);
+        } else { /* Q6_K: w + 32, a nibble of ql and two bits of qh as bits 4-5 (see Q6K_QL) */
+            __m256i ql = ilv_line(region, Q6K_QL(j) / 4 + c, h), qh = ilv_line(region, Q6K_QH(j) / 4 + c, h);
+            const int shift = Q6K_QH_SHIFT(j);
+            if (Q6K_NIBBLE(j)) ql = _mm256_srli_epi16(ql, 4);
+            qh = shift <= 4 ? _mm256_slli_epi16(qh, 4 - shift) : _mm256_srli_epi16(qh, shift - 4);
+            q[c] = _mm256_or_si256(_mm256_and_si256(ql, nib8), _mm256_and_si256(qh, _mm256_set1_epi8(0x30)));
+        }
     }
 }
 
-/* ilv_tokens for Q4_0 and int8 activations, by byte products: vpmaddubsw of the nibbles (unsigned)
- * with a broadcast quad of activations (signed) sums two products per word, at most 2 x 15 x 127
- * = 3810, so the 8 quads of a group add up in words without overflow (30480) and one vpmaddwd
- * puts each row's sum in its dword: S plus 8 times the activations' sum, as ilv_words' words give
- * it, at half their operations per product (the --fast mode's verification passes and prefills). */
-KERNELS_INLINE void ilv_tokens_q4_i8(int NT, const __m256i b[8], const uint8_t *const x[],
-                                     const act_group *const xg[], const __m256 a[2], __m256 acc[]) {
-    __m256i P[4];
+KERNELS_INLINE __m256i quad_of(const uint8_t *p, int c) {
+    int32_t v;
+    memcpy(&v, p + 4 * c, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* NT tokens' group on half h of a record by bytes (q: ilv_quads; x[u]: token u's group, its 64
+ * bytes of planes or 32 int8 activations; hsum[u] its hi plane's sum, for Q8_0), S (S_a and S_b
+ * for the types with scales per 16) scaled into acc[u]. */
+KERNELS_INLINE void ilv_tokens_bytes(uint32_t type, kernels_act fmt, int NT, const __m256i q[8],
+                                     const uint8_t *const x[], const int32_t hsum[], const act_group *const xg[],
+                                     const __m256 a[2], const __m256 b[2], __m256 acc[]) {
+    const int split = int_halves(type), planes = fmt == KERNELS_ACT_I16;
+    __m256i S[4][2];
+#ifdef KERNELS_AVX_VNNI
+    __m256i H[4][2];
+#pragma GCC unroll 4
+    for (int u = 0; u < NT; u++) S[u][0] = S[u][1] = H[u][0] = H[u][1] = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int c = 0; c < 8; c++) {
-        __m256i w = b[c];
+        __m256i w = q[c];
+        KEEP_IN_REGISTER(w);
+        const int k = c / 4; /* two chains: the halves (weights 0-15, 16-31) */
+#pragma GCC unroll 4
+        for (int u = 0; u < NT; u++) {
+            if (planes) {
+                __m256i ws = type == GGML_TYPE_Q8_0 ? _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)) : w;
+                S[u][k] = _mm256_dpbusd_avx_epi32(S[u][k], quad_of(x[u], c), ws);
+                H[u][k] = _mm256_dpbusd_avx_epi32(H[u][k], w, quad_of(x[u] + 32, c));
+                KEEP_IN_REGISTER(H[u][k]);
+            } else {
+                S[u][k] = _mm256_dpbusd_avx_epi32(S[u][k], w, quad_of(x[u], c));
+            }
+            KEEP_IN_REGISTER(S[u][k]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int u = 0; u < NT; u++)
+#pragma GCC unroll 2
+        for (int k = 0; planes && k < 2; k++) S[u][k] = _mm256_add_epi32(_mm256_slli_epi32(H[u][k], 8), S[u][k]);
+#else
+    __m256i H[4], L[4];
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+        __m256i w = q[c];
         KEEP_IN_REGISTER(w);
 #pragma GCC unroll 4
         for (int u = 0; u < NT; u++) {
-            int32_t v;
-            memcpy(&v, x[u] + 4 * c, 4);
-#ifdef KERNELS_AVX_VNNI /* vpdpbusd: the four products of a row's quad added in its dword at once */
-            P[u] = _mm256_dpbusd_avx_epi32(c == 0 ? _mm256_setzero_si256() : P[u], w, _mm256_set1_epi32(v));
-#else
-            __m256i p = _mm256_maddubs_epi16(w, _mm256_set1_epi32(v));
-            P[u] = c == 0 ? p : _mm256_add_epi16(P[u], p);
-#endif
-            KEEP_IN_REGISTER(P[u]);
+            __m256i h = _mm256_maddubs_epi16(w, quad_of(x[u] + (planes ? 32 : 0), c));
+            H[u] = c == 0 ? h : _mm256_add_epi16(H[u], h);
+            KEEP_IN_REGISTER(H[u]);
+            if (planes) {
+                __m256i l = _mm256_maddubs_epi16(quad_of(x[u], c), w);
+                L[u] = c == 0 ? l : _mm256_add_epi16(L[u], l);
+                KEEP_IN_REGISTER(L[u]);
+            }
         }
     }
 #pragma GCC unroll 4
     for (int u = 0; u < NT; u++) {
-        int32_t off[2];
-        ilv_offsets(GGML_TYPE_Q4_0, xg[u], off);
-#ifdef KERNELS_AVX_VNNI
-        __m256i S = _mm256_sub_epi32(P[u], _mm256_set1_epi32(off[0]));
-#else
-        __m256i S = _mm256_sub_epi32(_mm256_madd_epi16(P[u], _mm256_set1_epi16(1)), _mm256_set1_epi32(off[0]));
+        S[u][0] = _mm256_madd_epi16(H[u], _mm256_set1_epi16(planes ? 256 : 1));
+        if (planes) { /* the lo words unsigned */
+            __m256i lo = _mm256_add_epi32(_mm256_and_si256(L[u], _mm256_set1_epi32(0xFFFF)), _mm256_srli_epi32(L[u], 16));
+            S[u][0] = _mm256_add_epi32(S[u][0], lo);
+        }
+    }
 #endif
-        acc[u] = scale_half(GGML_TYPE_Q4_0, 1, acc[u], S, a, a, xg[u]);
+#pragma GCC unroll 4
+    for (int u = 0; u < NT; u++) {
+        int32_t off[2];
+        ilv_offsets(type, xg[u], off);
+        if (type == GGML_TYPE_Q8_0) off[0] = 128 * (planes ? 256 * hsum[u] : xg[u]->sum);
+        if (split) {
+            __m256i Sa = _mm256_sub_epi32(S[u][0], _mm256_set1_epi32(off[0]));
+            __m256i Sb = _mm256_sub_epi32(S[u][1], _mm256_set1_epi32(off[1]));
+            acc[u] = scale_half(type, 1, scale_half(type, 0, acc[u], Sa, a, b, xg[u]), Sb, a, b, xg[u]);
+        } else {
+            __m256i s0 = S[u][0];
+#ifdef KERNELS_AVX_VNNI
+            s0 = _mm256_add_epi32(s0, S[u][1]);
+#endif
+            if (off[0]) s0 = _mm256_sub_epi32(s0, _mm256_set1_epi32(off[0]));
+            acc[u] = scale_half(type, 1, acc[u], s0, a, b, xg[u]);
+        }
+    }
+}
+
+/* Token t's group g for ilv_tokens (x: its activations) or ilv_tokens_bytes (x: its planes, or its
+ * int8 activations; hsum: its hi plane's sum, for Q8_0). */
+KERNELS_INLINE void ilv_token(uint32_t type, kernels_act fmt, bool bytes, const uint8_t *X, size_t xs,
+                              const act_group *const grp[], int t, int g, int cols, const act_group **xg,
+                              const uint8_t **x, int32_t *hsum) {
+    const uint8_t *xt = X + xs * (size_t)t;
+    *xg = &grp[t][g];
+    *hsum = 0;
+    if (fmt == KERNELS_ACT_I8) {
+        *x = xt + 32 * (size_t)g;
+    } else if (!bytes) {
+        *x = xt + 64 * (size_t)g;
+    } else {
+        *x = act_planes(xt, cols) + 64 * (size_t)g;
+        if (type == GGML_TYPE_Q8_0) memcpy(hsum, act_planes(xt, cols) + 2 * (size_t)cols + 4 * (size_t)g, 4);
     }
 }
 
@@ -1285,6 +1396,7 @@ KERNELS_INLINE void ilv_matvec(uint32_t type, kernels_act fmt, const uint8_t *ti
     __m256 acc[2][ILV_MAX_TOKENS], ka[2][16], kb[2][16];
     for (int h = 0; h < 2; h++)
         for (int t = 0; t < T; t++) acc[h][t] = _mm256_setzero_ps();
+    const bool bytes = ilv_by_bytes(type, T), planes = fmt == KERNELS_ACT_I16;
     for (int blk = 0; blk < cols / (32 * bg); blk++) {
         const uint8_t *r = tile + (size_t)blk * rec;
         for (int j = 0; j < bg; j++) {
@@ -1295,31 +1407,34 @@ KERNELS_INLINE void ilv_matvec(uint32_t type, kernels_act fmt, const uint8_t *ti
                 _mm_prefetch((const char *)r + o + 16384, _MM_HINT_T0);
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
-                /* Q4_0 against int8 activations by bytes (ilv_tokens_q4_i8), all else by words */
-                const bool bytes = type == GGML_TYPE_Q4_0 && fmt == KERNELS_ACT_I8;
                 __m256i W[4][2][2], B[8];
                 __m256 a[2], b[2];
-                if (bytes) ilv_nibbles(r + KERNELS_ILV_ROWS * hn, h, B);
+                if (bytes) ilv_quads(type, r + KERNELS_ILV_ROWS * hn, j, h, B);
                 else
 #pragma GCC unroll 4
                     for (int c = 0; c < 4; c++) ilv_words(type, r + KERNELS_ILV_ROWS * hn, j, h, c, W[c]);
                 if (bg > 1 && j == 0) kblock_scales(type, r, idx[h], ka[h], kb[h]);
                 ilv_scales(type, r, h, j, ka[h], kb[h], a, b);
                 const __m256i(*w)[2][2] = (const __m256i(*)[2][2])W;
-                const int most = int_halves(type) ? 2 : 4;
+                /* the tokens sharing each weight vector, within the 16 registers (by bytes against
+                 * planes, one: two measured slower, kernels_bench's T = 2 and 4) */
+                const int most = bytes && planes ? 1 : int_halves(type) ? 2 : 4;
                 int t = 0;
-                const size_t gx = (size_t)g * (fmt == KERNELS_ACT_I16 ? 64 : 32); /* the group's activations */
                 for (; t + most <= T; t += most) {
-                    const act_group *xg[4] = {&grp[t][g], &grp[t + 1][g], &grp[t + most - 2][g], &grp[t + most - 1][g]};
-                    const uint8_t *x[4] = {X + xs * (size_t)t + gx, X + xs * (size_t)(t + 1) + gx,
-                                           X + xs * (size_t)(t + most - 2) + gx, X + xs * (size_t)(t + most - 1) + gx};
-                    if (bytes) ilv_tokens_q4_i8(most, B, x, xg, a, &acc[h][t]);
+                    const act_group *xg[4];
+                    const uint8_t *x[4];
+                    int32_t hsum[4];
+#pragma GCC unroll 4
+                    for (int u = 0; u < most; u++) ilv_token(type, fmt, bytes, X, xs, grp, t + u, g, cols, &xg[u], &x[u], &hsum[u]);
+                    if (bytes) ilv_tokens_bytes(type, fmt, most, B, x, hsum, xg, a, b, &acc[h][t]);
                     else ilv_tokens(type, fmt, most, w, x, xg, a, b, &acc[h][t]);
                 }
                 for (; t < T; t++) {
-                    const act_group *xg[1] = {&grp[t][g]};
-                    const uint8_t *x[1] = {X + xs * (size_t)t + gx};
-                    if (bytes) ilv_tokens_q4_i8(1, B, x, xg, a, &acc[h][t]);
+                    const act_group *xg[1];
+                    const uint8_t *x[1];
+                    int32_t hsum[1];
+                    ilv_token(type, fmt, bytes, X, xs, grp, t, g, cols, &xg[0], &x[0], &hsum[0]);
+                    if (bytes) ilv_tokens_bytes(type, fmt, 1, B, x, hsum, xg, a, b, &acc[h][t]);
                     else ilv_tokens(type, fmt, 1, w, x, xg, a, b, &acc[h][t]);
                 }
             }
