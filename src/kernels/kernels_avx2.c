@@ -480,8 +480,11 @@ KERNELS_INLINE __m256 e8m0_half(__m256i e) {
 /* The scales of a 256-block of 8 rows (blk: row 0's block; idx: the rows' byte offsets from row
  * 0), per sub-block of 16 weights i (0..15): a in ka[i], b in kb[i]; the types with one scale
  * per 32 fill only the even i (group j: 2j). All exact products. Unpacked once per block: the
- * 6-bit scales of Q4_K cost more to unpack than a group's arithmetic. */
-KERNELS_INLINE void kblock_scales(uint32_t type, const uint8_t *blk, __m256i idx, __m256 ka[16], __m256 kb[16]) {
+ * 6-bit scales of Q4_K cost more to unpack than a group's arithmetic. after: how much nearer the
+ * fields that follow the weights are (0 in rows; in an interleaved record, whose rows keep only
+ * their other fields, the interleaved region's size). */
+KERNELS_INLINE void kblock_scales(uint32_t type, const uint8_t *blk, size_t after, __m256i idx, __m256 ka[16],
+                                  __m256 kb[16]) {
     switch (type) {
     case GGML_TYPE_Q4_K:
     case GGML_TYPE_Q5_K: {
@@ -503,10 +506,10 @@ KERNELS_INLINE void kblock_scales(uint32_t type, const uint8_t *blk, __m256i idx
         break;
     }
     case GGML_TYPE_Q6_K: {
-        __m256 d = low_halves(_mm256_srli_epi32(gather_rows(blk + offsetof(block_Q6_K, d) - 2, idx), 16));
+        __m256 d = low_halves(_mm256_srli_epi32(gather_rows(blk + offsetof(block_Q6_K, d) - after - 2, idx), 16));
 #pragma GCC unroll 4
         for (int q = 0; q < 4; q++) {
-            __m256i w = gather_rows(blk + offsetof(block_Q6_K, scales) + 4 * q, idx);
+            __m256i w = gather_rows(blk + offsetof(block_Q6_K, scales) - after + 4 * q, idx);
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) /* byte k, sign-extended */
                 ka[4 * q + k] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(w, 24 - 8 * k), 24)));
@@ -514,8 +517,8 @@ KERNELS_INLINE void kblock_scales(uint32_t type, const uint8_t *blk, __m256i idx
         break;
     }
     case GGML_TYPE_Q3_K: {
-        const uint8_t *s = blk + offsetof(block_Q3_K, scales);
-        __m256 d = low_halves(_mm256_srli_epi32(gather_rows(blk + offsetof(block_Q3_K, d) - 2, idx), 16));
+        const uint8_t *s = blk + offsetof(block_Q3_K, scales) - after;
+        __m256 d = low_halves(_mm256_srli_epi32(gather_rows(blk + offsetof(block_Q3_K, d) - after - 2, idx), 16));
         __m256i lo[2] = {gather_rows(s, idx), gather_rows(s + 4, idx)}, hi = gather_rows(s + 8, idx);
 #pragma GCC unroll 16
         for (int i = 0; i < 16; i++) { /* nibble i / 8 of byte i % 8, then bits 2 (i / 4) of byte 8 + i % 4 */
@@ -527,7 +530,7 @@ KERNELS_INLINE void kblock_scales(uint32_t type, const uint8_t *blk, __m256i idx
         break;
     }
     case GGML_TYPE_Q2_K: {
-        __m256i dd = gather_rows(blk + offsetof(block_Q2_K, d), idx); /* d | dmin << 16 */
+        __m256i dd = gather_rows(blk + offsetof(block_Q2_K, d) - after, idx); /* d | dmin << 16 */
         __m256 d = low_halves(dd), ndmin = _mm256_sub_ps(_mm256_setzero_ps(), low_halves(_mm256_srli_epi32(dd, 16)));
 #pragma GCC unroll 4
         for (int q = 0; q < 4; q++) {
@@ -766,7 +769,7 @@ KERNELS_INLINE void matvec_q8(uint32_t type, kernels_act fmt, const uint8_t *W, 
             for (size_t p = 0; p < pf_step; p += 64) _mm_prefetch((const char *)W + 8 * rb + g * pf_step + p, _MM_HINT_T2);
         else
             for (int i = 8; i < 16; i++) _mm_prefetch((const char *)W + i * rb + (size_t)g * rs / (size_t)G, _MM_HINT_T2);
-        if (int_block_groups(type) > 1 && g % 8 == 0) kblock_scales(type, int_block(type, W, g), idx, ka, kb);
+        if (int_block_groups(type) > 1 && g % 8 == 0) kblock_scales(type, int_block(type, W, g), 0, idx, ka, kb);
         __m256 a[2], b[2];
         group_scales(type, row, W, idx, g, ka, kb, a, b);
         if (T == 1 && fmt == KERNELS_ACT_I16 && kquant_words(type)) {
@@ -821,6 +824,14 @@ KERNELS_INLINE __m256i ilv_line(const uint8_t *region, int line, int h) {
     return _mm256_loadu_si256((const __m256i *)(region + (size_t)line * 64 + 32 * h));
 }
 
+/* Q3_K's stored w + 4 (0..7) of quad c of group j, half h of a record: crumb j % 4 of
+ * qs[32 (j / 4) + l] (the region's lines 8..23), and bit j of hmask[l] (lines 0..7) as bit 2. */
+KERNELS_INLINE __m256i ilv_q3k(const uint8_t *region, int j, int h, int c) {
+    __m256i q = shift_bits(ilv_line(region, 8 + 8 * (j / 4) + c, h), -2 * (j % 4));
+    __m256i m = shift_bits(ilv_line(region, c, h), 2 - j);
+    return _mm256_or_si256(_mm256_and_si256(q, _mm256_set1_epi8(3)), _mm256_and_si256(m, _mm256_set1_epi8(4)));
+}
+
 /* Half h of a line as int16 words (w[0]: rows 0, 1, 4, 5; w[1]: rows 2, 3, 6, 7), bytes unsigned
  * or signed. */
 KERNELS_INLINE void widen_u8(__m256i v, __m256i w[2]) {
@@ -836,7 +847,7 @@ KERNELS_INLINE void widen_i8(__m256i v, __m256i w[2]) {
 /* Quads c and c + 4 (weights 4c..4c+3 and 16+4c..16+4c+3) of group j, half h of a record's 16
  * rows (region: its interleaved dwords), as words: w[q][0..1] quad c + 4q, widened as above. The
  * integers are the stored ones plus what ilv_offsets subtracts: Q4_0's nibbles (w + 8), MXFP4's
- * values + 12, Q6_K's w + 32; Q8_0's and Q4_K's as they are. */
+ * values + 12, Q6_K's w + 32, Q3_K's w + 4; Q8_0's, Q2_K's and Q4_K's as they are. */
 KERNELS_INLINE void ilv_words(uint32_t type, const uint8_t *region, int j, int h, int c, __m256i w[2][2]) {
     const __m256i nib = _mm256_set1_epi16(0xF), nib8 = _mm256_set1_epi8(0xF);
     if (type == GGML_TYPE_Q4_0) { /* both nibbles of line c: the low ones quad c, the high ones c + 4 */
@@ -859,6 +870,11 @@ KERNELS_INLINE void ilv_words(uint32_t type, const uint8_t *region, int j, int h
             int i = c + 4 * q;
             if (type == GGML_TYPE_Q8_0) {
                 widen_i8(ilv_line(region, i, h), w[q]);
+            } else if (type == GGML_TYPE_Q2_K) { /* crumb j % 4 of qs[32 (j / 4) + l] */
+                __m256i v = _mm256_srli_epi16(ilv_line(region, 8 * (j / 4) + i, h), 2 * (j % 4));
+                widen_u8(_mm256_and_si256(v, _mm256_set1_epi8(3)), w[q]);
+            } else if (type == GGML_TYPE_Q3_K) {
+                widen_u8(ilv_q3k(region, j, h, i), w[q]);
             } else if (type == GGML_TYPE_Q4_K) { /* nibble j % 2 of qs[32 (j / 2) + l] */
                 __m256i u[2];
                 widen_u8(ilv_line(region, 8 * (j / 2) + i, h), u);
@@ -879,7 +895,11 @@ KERNELS_INLINE void ilv_words(uint32_t type, const uint8_t *region, int j, int h
 
 /* What ilv_words adds to each weight. */
 KERNELS_INLINE int ilv_bias(uint32_t type) {
-    return type == GGML_TYPE_Q4_0 ? 8 : type == GGML_TYPE_MXFP4 ? 12 : type == GGML_TYPE_Q6_K ? 32 : 0;
+    return type == GGML_TYPE_Q4_0    ? 8
+           : type == GGML_TYPE_MXFP4 ? 12
+           : type == GGML_TYPE_Q6_K  ? 32
+           : type == GGML_TYPE_Q3_K  ? 4
+                                     : 0;
 }
 
 /* How much the products of ilv_words' integers exceed S (S_a, S_b for Q6_K): the bias times the
@@ -889,14 +909,14 @@ KERNELS_INLINE void ilv_offsets(uint32_t type, const act_group *a, int32_t off[2
     off[1] = ilv_bias(type) * (a->sum - a->sum16);
 }
 
-/* The offsets of half h's rows' scales in a record, as kblock_scales reads them (the bytes before
- * the interleaved region at hn r, those after it at hn r - qn). */
+/* The offsets of half h's rows in a record, as kblock_scales reads them: a row's fields outside the
+ * interleaved region at hn r (those after the region nearer by its size: kblock_scales' after). */
 KERNELS_INLINE __m256i ilv_idx(uint32_t type, int h) {
     size_t q0, qn;
     ilv_region(type, &q0, &qn);
     const int hn = (int)(int_block_bytes(type) - qn);
-    return _mm256_sub_epi32(_mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(hn)),
-                            _mm256_set1_epi32(q0 ? -8 * h * hn : (int)qn - 8 * h * hn));
+    return _mm256_mullo_epi32(_mm256_setr_epi32(8 * h, 8 * h + 1, 8 * h + 2, 8 * h + 3, 8 * h + 4, 8 * h + 5, 8 * h + 6, 8 * h + 7),
+                              _mm256_set1_epi32(hn));
 }
 
 /* The scales a (and offsets b) of group j, half h of a record (rec): Q4_0's and Q8_0's d and
@@ -990,7 +1010,7 @@ KERNELS_INLINE void pack_panel(uint32_t type, const uint8_t *W, size_t rb, int n
             uint8_t *dst = panel + (size_t)gi * 16 * 64 + (size_t)s * 32;
 #pragma GCC unroll 16
             for (int j = 0; j < 16; j++) _mm256_store_si256((__m256i *)(dst + (size_t)j * 64), v[j]);
-            if (int_block_groups(type) > 1 && (gi == 0 || g % 8 == 0)) kblock_scales(type, int_block(type, W, g), idx, ka, kb);
+            if (int_block_groups(type) > 1 && (gi == 0 || g % 8 == 0)) kblock_scales(type, int_block(type, W, g), 0, idx, ka, kb);
             __m256 a[2], b[2];
             group_scales(type, row, W, idx, g, ka, kb, a, b);
             panel_scales(type, sc + (size_t)(gi * 2 + s) * 32, a, b);
@@ -1028,7 +1048,7 @@ KERNELS_INLINE void pack_panel_ilv(uint32_t type, const uint8_t *W, int g0, int 
                     _mm256_store_si256((__m256i *)(kp + 64), _mm256_unpackhi_epi64(a, b));
                 }
             }
-            if (bg > 1 && (gi == 0 || j == 0)) kblock_scales(type, r, idx, ka, kb);
+            if (bg > 1 && (gi == 0 || j == 0)) kblock_scales(type, r, qn, idx, ka, kb);
             __m256 a[2], b[2];
             ilv_scales(type, r, s, j, ka, kb, a, b);
             panel_scales(type, sc + (size_t)(gi * 2 + s) * 32, a, b);
@@ -1230,9 +1250,10 @@ KERNELS_INLINE void ilv_tokens(uint32_t type, kernels_act fmt, int NT, const __m
  * plane, the lo plane against the weights as signed bytes (Q8_0's, signed already, against the lo
  * plane and, made unsigned, the hi one: the AVX-512 set's forms). With AVX-VNNI vpdpbusd adds
  * each quad's four products into its dword, for every type. Without it, vpmaddubsw adds two
- * products into a word with saturation, so only the 4-bit types go by bytes: a group's 8 quads of
- * nibbles (at most 15) against the hi plane, or int8 activations, stay within a signed word (8 x 2
- * x 15 x 128 = 30720), against the lo plane within an unsigned one (8 x 2 x 15 x 255 = 61200), and
+ * products into a word with saturation, so only the 2- and 4-bit types go by bytes: a group's 8
+ * quads of nibbles (at most 15) against the hi plane, or int8 activations, stay within a signed
+ * word (8 x 2 x 15 x 128 = 30720), against the lo plane within an unsigned one (8 x 2 x 15 x 255 =
+ * 61200), and
  * two products per word are half the multiplies' work of int16 words, without the widening. S is
  * exact either way. */
 KERNELS_INLINE int ilv_by_bytes(uint32_t type, int T) {
@@ -1242,7 +1263,7 @@ KERNELS_INLINE int ilv_by_bytes(uint32_t type, int T) {
     return type != GGML_TYPE_Q8_0 || T == 1;
 #else
     (void)T;
-    return type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_K;
+    return type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_K;
 #endif
 }
 
@@ -1264,6 +1285,11 @@ KERNELS_INLINE void ilv_quads(uint32_t type, const uint8_t *region, int j, int h
             }
         } else if (type == GGML_TYPE_Q8_0) {
             q[c] = _mm256_xor_si256(ilv_line(region, c, h), _mm256_set1_epi8((char)0x80));
+        } else if (type == GGML_TYPE_Q2_K) { /* crumb j % 4 of qs[32 (j / 4) + l] */
+            __m256i v = _mm256_srli_epi16(ilv_line(region, 8 * (j / 4) + c, h), 2 * (j % 4));
+            q[c] = _mm256_and_si256(v, _mm256_set1_epi8(3));
+        } else if (type == GGML_TYPE_Q3_K) {
+            q[c] = ilv_q3k(region, j, h, c);
         } else if (type == GGML_TYPE_Q4_K) { /* nibble j % 2 of qs[32 (j / 2) + l] */
             __m256i v = ilv_line(region, 8 * (j / 2) + c, h);
             q[c] = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(v, 4) : v, nib8);
@@ -1318,31 +1344,34 @@ KERNELS_INLINE void ilv_tokens_bytes(uint32_t type, kernels_act fmt, int NT, con
 #pragma GCC unroll 2
         for (int k = 0; planes && k < 2; k++) S[u][k] = _mm256_add_epi32(_mm256_slli_epi32(H[u][k], 8), S[u][k]);
 #else
-    __m256i H[4], L[4];
+    __m256i H[4][2], L[4][2];
 #pragma GCC unroll 8
     for (int c = 0; c < 8; c++) {
         __m256i w = q[c];
         KEEP_IN_REGISTER(w);
+        const int k = split ? c / 4 : 0, first = c == 0 || (split && c == 4);
 #pragma GCC unroll 4
         for (int u = 0; u < NT; u++) {
-            __m256i h = _mm256_maddubs_epi16(w, quad_of(x[u] + (planes ? 32 : 0), c));
-            H[u] = c == 0 ? h : _mm256_add_epi16(H[u], h);
-            KEEP_IN_REGISTER(H[u]);
+            __m256i hp = _mm256_maddubs_epi16(w, quad_of(x[u] + (planes ? 32 : 0), c));
+            H[u][k] = first ? hp : _mm256_add_epi16(H[u][k], hp);
+            KEEP_IN_REGISTER(H[u][k]);
             if (planes) {
-                __m256i l = _mm256_maddubs_epi16(quad_of(x[u], c), w);
-                L[u] = c == 0 ? l : _mm256_add_epi16(L[u], l);
-                KEEP_IN_REGISTER(L[u]);
+                __m256i lp = _mm256_maddubs_epi16(quad_of(x[u], c), w);
+                L[u][k] = first ? lp : _mm256_add_epi16(L[u][k], lp);
+                KEEP_IN_REGISTER(L[u][k]);
             }
         }
     }
 #pragma GCC unroll 4
-    for (int u = 0; u < NT; u++) {
-        S[u][0] = _mm256_madd_epi16(H[u], _mm256_set1_epi16(planes ? 256 : 1));
-        if (planes) { /* the lo words unsigned */
-            __m256i lo = _mm256_add_epi32(_mm256_and_si256(L[u], _mm256_set1_epi32(0xFFFF)), _mm256_srli_epi32(L[u], 16));
-            S[u][0] = _mm256_add_epi32(S[u][0], lo);
+    for (int u = 0; u < NT; u++)
+#pragma GCC unroll 2
+        for (int k = 0; k < 1 + split; k++) {
+            S[u][k] = _mm256_madd_epi16(H[u][k], _mm256_set1_epi16(planes ? 256 : 1));
+            if (planes) { /* the lo words unsigned */
+                __m256i lo = _mm256_add_epi32(_mm256_and_si256(L[u][k], _mm256_set1_epi32(0xFFFF)), _mm256_srli_epi32(L[u][k], 16));
+                S[u][k] = _mm256_add_epi32(S[u][k], lo);
+            }
         }
-    }
 #endif
 #pragma GCC unroll 4
     for (int u = 0; u < NT; u++) {
@@ -1413,7 +1442,7 @@ KERNELS_INLINE void ilv_matvec(uint32_t type, kernels_act fmt, const uint8_t *ti
                 else
 #pragma GCC unroll 4
                     for (int c = 0; c < 4; c++) ilv_words(type, r + KERNELS_ILV_ROWS * hn, j, h, c, W[c]);
-                if (bg > 1 && j == 0) kblock_scales(type, r, idx[h], ka[h], kb[h]);
+                if (bg > 1 && j == 0) kblock_scales(type, r, qn, idx[h], ka[h], kb[h]);
                 ilv_scales(type, r, h, j, ka[h], kb[h], a, b);
                 const __m256i(*w)[2][2] = (const __m256i(*)[2][2])W;
                 /* the tokens sharing each weight vector, within the 16 registers (by bytes against
@@ -1449,7 +1478,7 @@ KERNELS_INLINE void ilv_matvec(uint32_t type, kernels_act fmt, const uint8_t *ti
 }
 
 /* The types this set multiplies interleaved (its ilv_types). */
-#define ILV_TYPES(X) X(Q4_0) X(Q4_K) X(Q6_K) X(MXFP4) X(Q8_0)
+#define ILV_TYPES(X) X(Q2_K) X(Q3_K) X(Q4_0) X(Q4_K) X(Q6_K) X(MXFP4) X(Q8_0)
 /* The packed matmul of interleaved tiles, a copy per type and activation format (as
  * KERNELS_DEFINE_INT makes them for rows). */
 #define ILV_MATMUL_DEFINE(NAME)                                                                                    \

@@ -126,6 +126,8 @@ static inline const uint8_t *int_block(uint32_t type, const uint8_t *row, int g)
 static inline int ilv_region(uint32_t type, size_t *q0, size_t *qn) {
     switch (type) {
     case GGML_TYPE_Q4_0: *q0 = offsetof(block_Q4_0, qs), *qn = sizeof(((block_Q4_0 *)0)->qs); return 1;
+    case GGML_TYPE_Q2_K: *q0 = offsetof(block_Q2_K, qs), *qn = sizeof(((block_Q2_K *)0)->qs); return 1;
+    case GGML_TYPE_Q3_K: *q0 = offsetof(block_Q3_K, hmask), *qn = offsetof(block_Q3_K, scales); return 1;
     case GGML_TYPE_Q4_K: *q0 = offsetof(block_Q4_K, qs), *qn = sizeof(((block_Q4_K *)0)->qs); return 1;
     case GGML_TYPE_Q6_K: *q0 = offsetof(block_Q6_K, ql), *qn = offsetof(block_Q6_K, scales); return 1;
     case GGML_TYPE_MXFP4: *q0 = offsetof(block_MXFP4, qs), *qn = sizeof(((block_MXFP4 *)0)->qs); return 1;
