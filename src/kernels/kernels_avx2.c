@@ -1244,7 +1244,7 @@ KERNELS_INLINE void ilv_tokens(uint32_t type, kernels_act fmt, int NT, const __m
 }
 
 /* ---- A group by bytes: ilv_quads' 8 vectors of unsigned quads (lane i: row i's weights 4c..4c+3
- * of the half, plus ilv_quad_bias), each against a broadcast quad of activations, so every dword
+ * of the half, made unsigned), each against a broadcast quad of activations, so every dword
  * sums one row's products and nothing is widened or reduced across lanes. int16 activations go as
  * their byte planes (act_planes: q = 256 hi + lo, lo unsigned): the weights against the signed hi
  * plane, the lo plane against the weights as signed bytes (Q8_0's, signed already, against the lo
@@ -1253,9 +1253,9 @@ KERNELS_INLINE void ilv_tokens(uint32_t type, kernels_act fmt, int NT, const __m
  * products into a word with saturation, so only the 2- and 4-bit types go by bytes: a group's 8
  * quads of nibbles (at most 15) against the hi plane, or int8 activations, stay within a signed
  * word (8 x 2 x 15 x 128 = 30720), against the lo plane within an unsigned one (8 x 2 x 15 x 255 =
- * 61200), and
- * two products per word are half the multiplies' work of int16 words, without the widening. S is
- * exact either way. */
+ * 61200). The multiplies are as many as the words' (two vpmaddubsw per 32 products against two
+ * vpmaddwd) but the weights are never widened and nothing is added across lanes. S is exact
+ * either way. */
 KERNELS_INLINE int ilv_by_bytes(uint32_t type, int T) {
 #ifdef KERNELS_AVX_VNNI
     /* Q8_0 for one token only: widened once, its words serve several tokens at vpdpwssd's rate,
@@ -1267,11 +1267,9 @@ KERNELS_INLINE int ilv_by_bytes(uint32_t type, int T) {
 #endif
 }
 
-/* What ilv_quads adds to each weight to make it unsigned: ilv_bias, and Q8_0's bytes + 128. */
-KERNELS_INLINE int ilv_quad_bias(uint32_t type) { return type == GGML_TYPE_Q8_0 ? 128 : ilv_bias(type); }
-
 /* Group j's quads of half h of a record's 16 rows (region: its interleaved dwords), q[c] quad c of
- * the half's 8 rows, plus ilv_quad_bias. */
+ * the half's 8 rows, made unsigned: ilv_bias added, Q8_0's bytes + 128 (ilv_tokens_bytes takes
+ * these out again). */
 KERNELS_INLINE void ilv_quads(uint32_t type, const uint8_t *region, int j, int h, __m256i q[8]) {
     const __m256i nib8 = _mm256_set1_epi8(0xF);
 #pragma GCC unroll 8

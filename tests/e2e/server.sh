@@ -2,7 +2,8 @@
 # `nucleus serve` end to end with the official OpenAI client (tests/node_server, node's test
 # runner): completions and chat, streaming, n > 1, stop, logprobs, seeds, errors (400 naming the
 # field, 401, 404, 405, 413, 503), 8 concurrent clients with a same-seed check, disconnects,
-# a 200-request load loop over every slot and queue place (none refused), metrics, and a model's own chat template.
+# a 200-request load loop over every slot and queue place (none refused), metrics, and a model's
+# own chat template.
 #
 # Two sanitized servers (build/san/nucleus) on free loopback ports: stories260K (--parallel 8
 # --max-queue 4 --api-key) and a 2-layer synthetic Qwen2.5 (byte-level BPE, the Qwen2 chat

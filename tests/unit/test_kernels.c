@@ -833,8 +833,8 @@ static void test_dequantize(void) {
 /* Interleaved weights (kernels.h, KERNELS_ILV): in every set, for token counts on both sides of
  * each change of path (one matvec call, several, even or not, Q6_K's packed matmul), both activation
  * formats, row ranges aligned to the tiles (in pairs and a last one alone) and cutting them,
- * storing and adding: every result bit for bit the plain rows'; AVX-512, AVX2 and AVX-VNNI have the kernels
- * (Q2_K and Q3_K: AVX2 and AVX-VNNI). */
+ * storing and adding: every result bit for bit the plain rows'; AVX-512, AVX2 and AVX-VNNI have
+ * the kernels (Q2_K and Q3_K: AVX2 and AVX-VNNI). */
 static void test_interleaved(void) {
     enum { R = 80, COLS = 768, MT = 129 };
     static const uint32_t types[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_MXFP4, GGML_TYPE_Q8_0,
@@ -851,7 +851,8 @@ static void test_interleaved(void) {
         float *x = malloc(sizeof(float) * COLS), *Y0 = malloc(sizeof(float) * MT * R), *Y1 = malloc(sizeof(float) * MT * R);
         for (int isa = KERNELS_SCALAR; isa < KERNELS_ISA_COUNT; isa++) {
             if (!available((kernels_isa)isa)) continue;
-            if (isa == KERNELS_AVX2 || isa == KERNELS_AVXVNNI || (isa == KERNELS_AVX512 && type != GGML_TYPE_Q2_K && type != GGML_TYPE_Q3_K))
+            int avx512_kind = type != GGML_TYPE_Q2_K && type != GGML_TYPE_Q3_K;
+            if (isa == KERNELS_AVX2 || isa == KERNELS_AVXVNNI || (isa == KERNELS_AVX512 && avx512_kind))
                 CHECK(kernels_ilv_type(type));
             int bad = 0;
             for (int f = 0; f < 2; f++) {
