@@ -1365,8 +1365,10 @@ KERNELS_INLINE void ilv_tokens_bytes(uint32_t type, kernels_act fmt, int NT, con
 #pragma GCC unroll 2
         for (int k = 0; k < 1 + split; k++) {
             S[u][k] = _mm256_madd_epi16(H[u][k], _mm256_set1_epi16(planes ? 256 : 1));
-            if (planes) { /* the lo words unsigned */
-                __m256i lo = _mm256_add_epi32(_mm256_and_si256(L[u][k], _mm256_set1_epi32(0xFFFF)), _mm256_srli_epi32(L[u][k], 16));
+            if (planes) { /* the lo words: 8 quads' unsigned; a half's 4 (Q2_K, Q3_K: 2 x 7 x 255 each) signed */
+                __m256i lo = split ? _mm256_madd_epi16(L[u][k], _mm256_set1_epi16(1))
+                                   : _mm256_add_epi32(_mm256_and_si256(L[u][k], _mm256_set1_epi32(0xFFFF)),
+                                                      _mm256_srli_epi32(L[u][k], 16));
                 S[u][k] = _mm256_add_epi32(S[u][k], lo);
             }
         }
