@@ -1301,6 +1301,7 @@ KERNELS_INLINE void ilv_quads(uint32_t type, const uint8_t *region, int j, int h
     }
 }
 
+/* Quad c of a group's bytes (p + 4c) in every dword. */
 KERNELS_INLINE __m256i quad_of(const uint8_t *p, int c) {
     int32_t v;
     memcpy(&v, p + 4 * c, 4);
