@@ -1046,17 +1046,24 @@ void srv_sched_slots(srv_sched *s, srv_slot_info *out) {
     pthread_mutex_lock(&s->mu);
     for (int32_t i = 0; i < s->n_slots; i++) {
         const slot *sl = &s->slots[i];
-        /* a finished slot has answered its client and is freed at the engine's next reap: not busy
-         * (a client asking right after its reply saw it processing) */
-        srv_slot_info in = {.busy = sl->state != SLOT_FREE && sl->state != SLOT_DONE && sl->job, .n_remain = -1};
+        srv_slot_info in = {.n_remain = -1};
+        /* Which job a slot serves changes only under mu; its state within a job changes in the step,
+         * without it. A slot whose choice is done (its client may have the reply already; the
+         * engine frees the slot at its next reap) is not busy: the choice's own flag, set under the
+         * job's lock before the reply goes out, tells (two CI runs saw a slot "processing" right
+         * after its reply by the state). */
+        if (sl->state != SLOT_FREE && sl->job) {
+            srv_job *j = sl->job;
+            pthread_mutex_lock(&j->mu);
+            in.busy = !j->out[sl->choice].done;
+            if (in.busy) in.n_decoded = j->out[sl->choice].n_tokens;
+            pthread_mutex_unlock(&j->mu);
+        }
         if (in.busy) {
             srv_job *j = sl->job;
             in.prefilling = sl->state == SLOT_PREFILL || sl->state == SLOT_WAIT;
             in.task = sl->order + 1;
             in.n_prompt = j->n_prompt[sl->prompt];
-            pthread_mutex_lock(&j->mu);
-            in.n_decoded = j->out[sl->choice].n_tokens;
-            pthread_mutex_unlock(&j->mu);
             if (j->stop.max_tokens > 0) in.n_remain = j->stop.max_tokens - in.n_decoded;
         }
         out[i] = in;
