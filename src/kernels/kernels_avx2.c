@@ -844,52 +844,45 @@ KERNELS_INLINE void widen_i8(__m256i v, __m256i w[2]) {
     w[1] = _mm256_unpackhi_epi8(v, s);
 }
 
-/* Quads c and c + 4 (weights 4c..4c+3 and 16+4c..16+4c+3) of group j, half h of a record's 16
- * rows (region: its interleaved dwords), as words: w[q][0..1] quad c + 4q, widened as above. The
- * integers are the stored ones plus what ilv_offsets subtracts: Q4_0's nibbles (w + 8), MXFP4's
- * values + 12, Q6_K's w + 32, Q3_K's w + 4; Q8_0's, Q2_K's and Q4_K's as they are. */
-KERNELS_INLINE void ilv_words(uint32_t type, const uint8_t *region, int j, int h, int c, __m256i w[2][2]) {
-    const __m256i nib = _mm256_set1_epi16(0xF), nib8 = _mm256_set1_epi8(0xF);
-    if (type == GGML_TYPE_Q4_0) { /* both nibbles of line c: the low ones quad c, the high ones c + 4 */
-        __m256i u[2];
-        widen_u8(ilv_line(region, c, h), u);
-#pragma GCC unroll 2
-        for (int s = 0; s < 2; s++) {
-            w[0][s] = _mm256_and_si256(u[s], nib);
-            w[1][s] = _mm256_srli_epi16(u[s], 4);
-        }
-    } else if (type == GGML_TYPE_MXFP4) { /* the codes' values + 12, looked up in each 128-bit lane */
-        __m256i v = ilv_line(region, c, h);
+/* Quad c (weights 4c..4c+3) of group j, half h of a record's 16 rows (region: its interleaved
+ * dwords): lane i row i's four stored integers as unsigned bytes, plus ilv_bias (Q4_0's nibbles
+ * w + 8, MXFP4's values + 12, Q6_K's w + 32, Q3_K's w + 4, Q2_K's and Q4_K's as they are), and
+ * Q8_0's bytes + 128 (ilv_tokens_bytes takes these out again). */
+KERNELS_INLINE __m256i ilv_quad(uint32_t type, const uint8_t *region, int j, int h, int c) {
+    const __m256i nib8 = _mm256_set1_epi8(0xF);
+    if (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_MXFP4) { /* quads 0-3 the low nibbles of lines 0-3, 4-7 the high */
+        __m256i v = ilv_line(region, c % 4, h);
+        __m256i q = _mm256_and_si256(c / 4 ? _mm256_srli_epi16(v, 4) : v, nib8);
+        if (type == GGML_TYPE_Q4_0) return q;
+        /* MXFP4: the codes' values + 12, looked up in each 128-bit lane */
         __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)quant_e2m1x2_values));
-        table = _mm256_add_epi8(table, _mm256_set1_epi8(12));
-        widen_u8(_mm256_shuffle_epi8(table, _mm256_and_si256(v, nib8)), w[0]);
-        widen_u8(_mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), nib8)), w[1]);
-    } else {
+        return _mm256_shuffle_epi8(_mm256_add_epi8(table, _mm256_set1_epi8(12)), q);
+    }
+    if (type == GGML_TYPE_Q8_0) return _mm256_xor_si256(ilv_line(region, c, h), _mm256_set1_epi8((char)0x80));
+    if (type == GGML_TYPE_Q2_K) /* crumb j % 4 of qs[32 (j / 4) + l] */
+        return _mm256_and_si256(_mm256_srli_epi16(ilv_line(region, 8 * (j / 4) + c, h), 2 * (j % 4)), _mm256_set1_epi8(3));
+    if (type == GGML_TYPE_Q3_K) return ilv_q3k(region, j, h, c);
+    if (type == GGML_TYPE_Q4_K) { /* nibble j % 2 of qs[32 (j / 2) + l] */
+        __m256i v = ilv_line(region, 8 * (j / 2) + c, h);
+        return _mm256_and_si256(j % 2 ? _mm256_srli_epi16(v, 4) : v, nib8);
+    }
+    /* Q6_K: w + 32, a nibble of ql and two bits of qh as bits 4-5 (see Q6K_QL) */
+    __m256i ql = ilv_line(region, Q6K_QL(j) / 4 + c, h), qh = ilv_line(region, Q6K_QH(j) / 4 + c, h);
+    const int shift = Q6K_QH_SHIFT(j);
+    if (Q6K_NIBBLE(j)) ql = _mm256_srli_epi16(ql, 4);
+    /* 16-bit shifts: the bits crossing from a neighbour byte land outside the masks */
+    qh = shift <= 4 ? _mm256_slli_epi16(qh, 4 - shift) : _mm256_srli_epi16(qh, shift - 4);
+    return _mm256_or_si256(_mm256_and_si256(ql, nib8), _mm256_and_si256(qh, _mm256_set1_epi8(0x30)));
+}
+
+/* Quads c and c + 4 of group j, half h of a record's 16 rows as words: w[q][0..1] quad c + 4q,
+ * widened as above: ilv_quad's integers, Q8_0's signed as they are (what ilv_offsets subtracts
+ * is ilv_bias times the activations' sum). */
+KERNELS_INLINE void ilv_words(uint32_t type, const uint8_t *region, int j, int h, int c, __m256i w[2][2]) {
 #pragma GCC unroll 2
-        for (int q = 0; q < 2; q++) {
-            int i = c + 4 * q;
-            if (type == GGML_TYPE_Q8_0) {
-                widen_i8(ilv_line(region, i, h), w[q]);
-            } else if (type == GGML_TYPE_Q2_K) { /* crumb j % 4 of qs[32 (j / 4) + l] */
-                __m256i v = _mm256_srli_epi16(ilv_line(region, 8 * (j / 4) + i, h), 2 * (j % 4));
-                widen_u8(_mm256_and_si256(v, _mm256_set1_epi8(3)), w[q]);
-            } else if (type == GGML_TYPE_Q3_K) {
-                widen_u8(ilv_q3k(region, j, h, i), w[q]);
-            } else if (type == GGML_TYPE_Q4_K) { /* nibble j % 2 of qs[32 (j / 2) + l] */
-                __m256i u[2];
-                widen_u8(ilv_line(region, 8 * (j / 2) + i, h), u);
-#pragma GCC unroll 2
-                for (int s = 0; s < 2; s++) w[q][s] = j % 2 ? _mm256_srli_epi16(u[s], 4) : _mm256_and_si256(u[s], nib);
-            } else { /* Q6_K: a nibble of ql, and two bits of qh as bits 4-5 (see Q6K_QL) */
-                __m256i ql = ilv_line(region, Q6K_QL(j) / 4 + i, h), qh = ilv_line(region, Q6K_QH(j) / 4 + i, h);
-                const int shift = Q6K_QH_SHIFT(j);
-                if (Q6K_NIBBLE(j)) ql = _mm256_srli_epi16(ql, 4);
-                /* 16-bit shifts: the bits crossing from a neighbour byte land outside the masks */
-                qh = shift <= 4 ? _mm256_slli_epi16(qh, 4 - shift) : _mm256_srli_epi16(qh, shift - 4);
-                ql = _mm256_and_si256(ql, nib8);
-                widen_u8(_mm256_or_si256(ql, _mm256_and_si256(qh, _mm256_set1_epi8(0x30))), w[q]);
-            }
-        }
+    for (int q = 0; q < 2; q++) {
+        if (type == GGML_TYPE_Q8_0) widen_i8(ilv_line(region, c + 4 * q, h), w[q]);
+        else widen_u8(ilv_quad(type, region, j, h, c + 4 * q), w[q]);
     }
 }
 
@@ -1267,38 +1260,10 @@ KERNELS_INLINE int ilv_by_bytes(uint32_t type, int T) {
 #endif
 }
 
-/* Group j's quads of half h of a record's 16 rows (region: its interleaved dwords), q[c] quad c of
- * the half's 8 rows, made unsigned: ilv_bias added, Q8_0's bytes + 128 (ilv_tokens_bytes takes
- * these out again). */
+/* Group j's quads of half h of a record's 16 rows (ilv_quad, c = 0..7). */
 KERNELS_INLINE void ilv_quads(uint32_t type, const uint8_t *region, int j, int h, __m256i q[8]) {
-    const __m256i nib8 = _mm256_set1_epi8(0xF);
 #pragma GCC unroll 8
-    for (int c = 0; c < 8; c++) {
-        if (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_MXFP4) { /* quads 0-3 the low nibbles of lines 0-3, 4-7 the high */
-            __m256i v = ilv_line(region, c % 4, h);
-            q[c] = _mm256_and_si256(c / 4 ? _mm256_srli_epi16(v, 4) : v, nib8);
-            if (type == GGML_TYPE_MXFP4) { /* the codes' values + 12, looked up in each 128-bit lane */
-                __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)quant_e2m1x2_values));
-                q[c] = _mm256_shuffle_epi8(_mm256_add_epi8(table, _mm256_set1_epi8(12)), q[c]);
-            }
-        } else if (type == GGML_TYPE_Q8_0) {
-            q[c] = _mm256_xor_si256(ilv_line(region, c, h), _mm256_set1_epi8((char)0x80));
-        } else if (type == GGML_TYPE_Q2_K) { /* crumb j % 4 of qs[32 (j / 4) + l] */
-            __m256i v = _mm256_srli_epi16(ilv_line(region, 8 * (j / 4) + c, h), 2 * (j % 4));
-            q[c] = _mm256_and_si256(v, _mm256_set1_epi8(3));
-        } else if (type == GGML_TYPE_Q3_K) {
-            q[c] = ilv_q3k(region, j, h, c);
-        } else if (type == GGML_TYPE_Q4_K) { /* nibble j % 2 of qs[32 (j / 2) + l] */
-            __m256i v = ilv_line(region, 8 * (j / 2) + c, h);
-            q[c] = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(v, 4) : v, nib8);
-        } else { /* Q6_K: w + 32, a nibble of ql and two bits of qh as bits 4-5 (see Q6K_QL) */
-            __m256i ql = ilv_line(region, Q6K_QL(j) / 4 + c, h), qh = ilv_line(region, Q6K_QH(j) / 4 + c, h);
-            const int shift = Q6K_QH_SHIFT(j);
-            if (Q6K_NIBBLE(j)) ql = _mm256_srli_epi16(ql, 4);
-            qh = shift <= 4 ? _mm256_slli_epi16(qh, 4 - shift) : _mm256_srli_epi16(qh, shift - 4);
-            q[c] = _mm256_or_si256(_mm256_and_si256(ql, nib8), _mm256_and_si256(qh, _mm256_set1_epi8(0x30)));
-        }
-    }
+    for (int c = 0; c < 8; c++) q[c] = ilv_quad(type, region, j, h, c);
 }
 
 /* Quad c of a group's bytes (p + 4c) in every dword. */
@@ -1407,8 +1372,9 @@ KERNELS_INLINE void ilv_token(uint32_t type, kernels_act fmt, bool bytes, const 
     } else if (!bytes) {
         *x = xt + 64 * (size_t)g;
     } else {
-        *x = act_planes(xt, cols) + 64 * (size_t)g;
-        if (type == GGML_TYPE_Q8_0) memcpy(hsum, act_planes(xt, cols) + 2 * (size_t)cols + 4 * (size_t)g, 4);
+        const uint8_t *planes = act_planes(xt, cols);
+        *x = planes + 64 * (size_t)g;
+        if (type == GGML_TYPE_Q8_0) memcpy(hsum, planes + 2 * (size_t)cols + 4 * (size_t)g, 4);
     }
 }
 

@@ -1009,7 +1009,7 @@ static int32_t jobs_unfinished(srv_sched *s) {
 int srv_sched_submit(srv_sched *s, srv_job *j) {
     pthread_mutex_lock(&s->mu);
     if (!s->accepting || s->n_jobs >= 2 * s->n_slots + s->max_queue ||
-        jobs_unfinished(s) >= s->n_slots + s->max_queue) {
+        (s->n_jobs >= s->n_slots + s->max_queue && jobs_unfinished(s) >= s->n_slots + s->max_queue)) {
         pthread_mutex_unlock(&s->mu);
         return -1;
     }
