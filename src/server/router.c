@@ -17,6 +17,13 @@
 #include <malloc.h>
 #endif
 
+/* Why a loaded model takes no new leases and goes once idle. */
+typedef enum retire {
+    RETIRE_NO,
+    RETIRE_FOR_ROOM, /* chosen for eviction while busy: kept after all if room is made otherwise */
+    RETIRE_ASKED,    /* POST /models/unload */
+} retire;
+
 typedef struct model {
     srv_preset *p;
     srv_model_state state;
@@ -24,7 +31,7 @@ typedef struct model {
     double bytes;          /* loaded: what it holds */
     int32_t leases;
     int32_t waiting;       /* requests waiting for it (srv_router_config.max_waiting) */
-    bool retiring;         /* chosen for eviction while busy: no new leases, unloaded when idle */
+    retire retiring;       /* no new leases, unloaded when idle */
     double last_used;      /* monotonic seconds at its last release (or load) */
     uint64_t attempts;     /* loads begun: a waiter knows whether the failure it sees is news */
     uint64_t loads;
@@ -115,7 +122,7 @@ static void unload(srv_router *rt, model *m) {
     pthread_mutex_lock(&rt->mu);
     m->inst = NULL;
     m->bytes = 0;
-    m->retiring = false;
+    m->retiring = RETIRE_NO;
     m->state = SRV_MODEL_UNLOADED;
     pthread_cond_broadcast(&rt->changed);
 }
@@ -181,7 +188,16 @@ static bool room_for(srv_router *rt, model *m, bool *wait) {
     bool count_ok = rt->cfg.models_max <= 0 || n < rt->cfg.models_max;
     bool bytes_ok = rt->cfg.memory_budget <= 0 || bytes + m->p->est_bytes <= rt->cfg.memory_budget || n == 0;
     *wait = false;
-    if (count_ok && bytes_ok) return true;
+    if (count_ok && bytes_ok) {
+        /* a busy model retired to make room that was then made otherwise (an idle one went,
+           or a load failed) stays: else it would go once idle, for nobody */
+        for (int32_t i = 0; i < rt->n; i++)
+            if (rt->models[i].retiring == RETIRE_FOR_ROOM) {
+                rt->models[i].retiring = RETIRE_NO;
+                pthread_cond_broadcast(&rt->changed);
+            }
+        return true;
+    }
     model *victim = lru(rt, m, true);
     if (victim) {
         unload(rt, victim);
@@ -190,8 +206,8 @@ static bool room_for(srv_router *rt, model *m, bool *wait) {
     victim = lru(rt, m, false);
     if (victim && !victim->retiring) {
         bool retiring = false; /* one retires at a time: the next only if it is still not enough */
-        for (int32_t i = 0; i < rt->n; i++) retiring = retiring || rt->models[i].retiring;
-        if (!retiring) victim->retiring = true;
+        for (int32_t i = 0; i < rt->n; i++) retiring = retiring || rt->models[i].retiring != RETIRE_NO;
+        if (!retiring) victim->retiring = RETIRE_FOR_ROOM;
     }
     *wait = true;
     return false;
@@ -344,7 +360,7 @@ int srv_router_unload(srv_router *rt, const char *name, srv_error *e) {
             break;
         }
         if (m->state == SRV_MODEL_UNLOADED || m->state == SRV_MODEL_FAILED) break;
-        if (m->state == SRV_MODEL_LOADED) m->retiring = true; /* its running requests end first */
+        if (m->state == SRV_MODEL_LOADED) m->retiring = RETIRE_ASKED; /* its running requests end first */
         pthread_cond_wait(&rt->changed, &rt->mu);
     }
     pthread_mutex_unlock(&rt->mu);

@@ -1,6 +1,7 @@
 /* Router mode without models: --models-dir scans and INI presets (server/presets.h), and the
  * router's policy (server/router.h) over a fake loader: load on first use, --models-max and
- * --memory-budget evicting the least recently used idle model, a busy one retiring, a failing
+ * --memory-budget evicting the least recently used idle model, a busy one retiring (and staying
+ * when room was made otherwise), a failing
  * model failing alone and not tried again until its file changes, unload waiting for leases,
  * requests waiting for a load (at most --max-queue, and not once their client left, their
  * deadline passed or the server stops), idle
@@ -339,6 +340,25 @@ static void test_busy(void) {
     CHECK_MSG(waited > 0.15, "the unload waited %.3f s", waited);
     pthread_join(tc, NULL);
     CHECK(!strcmp(state_of(rt, 2), "unloaded"));
+    srv_router_free(rt);
+    /* a (the least recently used) retires for c, then b's lease ends first: b goes instead, and a,
+       no longer in the way, stays loaded once its request ends */
+    fake g = {0};
+    rt = router_of(paths, 3, (srv_router_config){.models_max = 2, .max_waiting = -1}, &g);
+    ha = (holder){rt, "a", 0.6, -1};
+    hb = (holder){rt, "b", 0.2, -1};
+    pthread_create(&ta, NULL, hold, &ha);
+    sleep_s(0.05);
+    pthread_create(&tb, NULL, hold, &hb);
+    sleep_s(0.05);
+    use(rt, "c");
+    CHECK(g.closes[0] == 0 && g.closes[1] == 1);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    use(rt, "c");
+    CHECK_MSG(!strcmp(state_of(rt, 0), "loaded") && g.closes[0] == 0, "a is %s", state_of(rt, 0));
+    use(rt, "a");
+    CHECK(g.opens[0] == 1);
     srv_router_free(rt);
 }
 
