@@ -72,10 +72,11 @@ size_t kernels_mul_scratch_bytes(void);
  * A decode step reads every weight once per token, and the matvec kernels spend more of their
  * time reducing each row's products across the vector lanes than multiplying. In the interleaved
  * layout the rows go in tiles of KERNELS_ILV_ROWS (16); a tile's blocks (the type's: 32 or 256
- * weights) in order, each as a record of the 16 rows' blocks: first each row's scales (the
- * block's bytes outside its quantised integers) in row order, then the integers dword by dword:
- * dword c of rows 0..15, then dword c + 1. A 64-byte load then holds 4 bytes of each of 16
- * rows, a quad of weights per lane, which multiplies with a broadcast quad of activations: the
+ * weights) in order, each as a record of the 16 rows' blocks: first the rows' fp16 d where a
+ * block is 2 bytes over a multiple of 4 (MXFP4: its E8M0 byte), in row order, then the rest of
+ * the blocks dword by dword (ilv_region): dword c of rows 0..15, then dword c + 1. A 64-byte load
+ * then holds 4 bytes of each of 16 rows, a quad of weights (or the K-quants' scales) per lane,
+ * which multiplies with a broadcast quad of activations: the
  * rows stay in the lanes and nothing is reduced across them (the packed matmul's form, kept at
  * rest). The matrix keeps its size and its rows' byte offsets at tile boundaries: rows
  * [16i, 16i + 16) are still at W + 16i * row_bytes. The integers, hence the results, are the row

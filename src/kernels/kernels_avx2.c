@@ -477,20 +477,40 @@ KERNELS_INLINE __m256 e8m0_half(__m256i e) {
     return _mm256_castsi256_ps(v);
 }
 
-/* The scales of a 256-block of 8 rows (blk: row 0's block; idx: the rows' byte offsets from row
- * 0), per sub-block of 16 weights i (0..15): a in ka[i], b in kb[i]; the types with one scale
- * per 32 fill only the even i (group j: 2j). All exact products. Unpacked once per block: the
- * 6-bit scales of Q4_K cost more to unpack than a group's arithmetic. after: how much nearer the
- * fields that follow the weights are (0 in rows; in an interleaved record, whose rows keep only
- * their other fields, the interleaved region's size). */
-KERNELS_INLINE void kblock_scales(uint32_t type, const uint8_t *blk, size_t after, __m256i idx, __m256 ka[16],
-                                  __m256 kb[16]) {
+/* Where kblock_scales reads 8 rows' 256-blocks: plain rows (blk: row 0's block; idx: the rows'
+ * byte offsets from it), whose fields take gathers, or half h of an interleaved record (blk: the
+ * record), whose region holds a dword of each row per 32 bytes, its fp16 d (Q3_K's, Q6_K's) in
+ * the array ahead of it. */
+typedef struct kfields {
+    const uint8_t *blk;
+    __m256i idx;
+    int ilv, h;
+} kfields;
+
+/* The dword at block offset o of the 8 rows. */
+KERNELS_INLINE __m256i field_dword(uint32_t type, kfields f, size_t o) {
+    if (!f.ilv) return gather_rows(f.blk + o, f.idx);
+    return _mm256_loadu_si256((const __m256i *)(f.blk + ilv_head(type) + 64 * ilv_line_of(type, o) + 32 * (size_t)f.h));
+}
+
+/* The fp16 at block offset o, the block's last two bytes, as f32 (in rows from the dword ending
+ * there: one from o would read past the last row). */
+KERNELS_INLINE __m256 field_last_half(uint32_t type, kfields f, size_t o) {
+    if (!f.ilv) return low_halves(_mm256_srli_epi32(gather_rows(f.blk + o - 2, f.idx), 16));
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(f.blk + 16 * (size_t)f.h)));
+}
+
+/* The scales of a 256-block of 8 rows (f), per sub-block of 16 weights i (0..15): a in ka[i], b in
+ * kb[i]; the types with one scale per 32 fill only the even i (group j: 2j). All exact products.
+ * Unpacked once per block: the 6-bit scales of Q4_K cost more to unpack than a group's
+ * arithmetic. */
+KERNELS_INLINE void kblock_scales(uint32_t type, kfields f, __m256 ka[16], __m256 kb[16]) {
     switch (type) {
     case GGML_TYPE_Q4_K:
     case GGML_TYPE_Q5_K: {
-        __m256i dd = gather_rows(blk, idx); /* d | dmin << 16 */
+        __m256i dd = field_dword(type, f, 0); /* d | dmin << 16 */
         __m256 d = low_halves(dd), ndmin = _mm256_sub_ps(_mm256_setzero_ps(), low_halves(_mm256_srli_epi32(dd, 16)));
-        __m256i a = gather_rows(blk + 4, idx), b = gather_rows(blk + 8, idx), c = gather_rows(blk + 12, idx);
+        __m256i a = field_dword(type, f, 4), b = field_dword(type, f, 8), c = field_dword(type, f, 12);
         /* quant_q4_K_scales64 on 8 rows at once: four sub-blocks per word */
         const __m256i lo6 = _mm256_set1_epi32(0x3F3F3F3F), lo4 = _mm256_set1_epi32(0x0F0F0F0F);
         const __m256i top2 = _mm256_set1_epi32(0x30303030);
@@ -506,10 +526,10 @@ KERNELS_INLINE void kblock_scales(uint32_t type, const uint8_t *blk, size_t afte
         break;
     }
     case GGML_TYPE_Q6_K: {
-        __m256 d = low_halves(_mm256_srli_epi32(gather_rows(blk + offsetof(block_Q6_K, d) - after - 2, idx), 16));
+        __m256 d = field_last_half(type, f, offsetof(block_Q6_K, d));
 #pragma GCC unroll 4
         for (int q = 0; q < 4; q++) {
-            __m256i w = gather_rows(blk + offsetof(block_Q6_K, scales) - after + 4 * q, idx);
+            __m256i w = field_dword(type, f, offsetof(block_Q6_K, scales) + 4 * q);
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) /* byte k, sign-extended */
                 ka[4 * q + k] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(w, 24 - 8 * k), 24)));
@@ -517,9 +537,9 @@ KERNELS_INLINE void kblock_scales(uint32_t type, const uint8_t *blk, size_t afte
         break;
     }
     case GGML_TYPE_Q3_K: {
-        const uint8_t *s = blk + offsetof(block_Q3_K, scales) - after;
-        __m256 d = low_halves(_mm256_srli_epi32(gather_rows(blk + offsetof(block_Q3_K, d) - after - 2, idx), 16));
-        __m256i lo[2] = {gather_rows(s, idx), gather_rows(s + 4, idx)}, hi = gather_rows(s + 8, idx);
+        const size_t s = offsetof(block_Q3_K, scales);
+        __m256 d = field_last_half(type, f, offsetof(block_Q3_K, d));
+        __m256i lo[2] = {field_dword(type, f, s), field_dword(type, f, s + 4)}, hi = field_dword(type, f, s + 8);
 #pragma GCC unroll 16
         for (int i = 0; i < 16; i++) { /* nibble i / 8 of byte i % 8, then bits 2 (i / 4) of byte 8 + i % 4 */
             __m256i v = _mm256_and_si256(_mm256_srli_epi32(lo[(i % 8) / 4], 8 * (i % 4) + 4 * (i / 8)), _mm256_set1_epi32(0xF));
@@ -530,11 +550,11 @@ KERNELS_INLINE void kblock_scales(uint32_t type, const uint8_t *blk, size_t afte
         break;
     }
     case GGML_TYPE_Q2_K: {
-        __m256i dd = gather_rows(blk + offsetof(block_Q2_K, d) - after, idx); /* d | dmin << 16 */
+        __m256i dd = field_dword(type, f, offsetof(block_Q2_K, d)); /* d | dmin << 16 */
         __m256 d = low_halves(dd), ndmin = _mm256_sub_ps(_mm256_setzero_ps(), low_halves(_mm256_srli_epi32(dd, 16)));
 #pragma GCC unroll 4
         for (int q = 0; q < 4; q++) {
-            __m256i w = gather_rows(blk + offsetof(block_Q2_K, scales) + 4 * q, idx);
+            __m256i w = field_dword(type, f, offsetof(block_Q2_K, scales) + 4 * q);
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) {
                 ka[4 * q + k] = _mm256_mul_ps(d, field_ps(w, 8 * k, 0xF));
@@ -544,7 +564,7 @@ KERNELS_INLINE void kblock_scales(uint32_t type, const uint8_t *blk, size_t afte
         break;
     }
     case GGML_TYPE_IQ4_XS: {
-        __m256i dh = gather_rows(blk, idx), l = gather_rows(blk + offsetof(block_IQ4_XS, scales_l), idx); /* d | scales_h << 16 */
+        __m256i dh = field_dword(type, f, 0), l = field_dword(type, f, offsetof(block_IQ4_XS, scales_l)); /* d | scales_h << 16 */
         __m256 d = low_halves(dh);
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) {
@@ -555,8 +575,8 @@ KERNELS_INLINE void kblock_scales(uint32_t type, const uint8_t *blk, size_t afte
         break;
     }
     default: { /* IQ3_S */
-        __m256 d = low_halves(gather_rows(blk, idx));
-        __m256i s = gather_rows(blk + offsetof(block_IQ3_S, scales), idx);
+        __m256 d = low_halves(field_dword(type, f, 0));
+        __m256i s = field_dword(type, f, offsetof(block_IQ3_S, scales));
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++)
             ka[2 * j] = _mm256_mul_ps(d, _mm256_fmadd_ps(field_ps(s, 4 * j, 0xF), _mm256_set1_ps(2.0f), _mm256_set1_ps(1.0f)));
@@ -769,7 +789,7 @@ KERNELS_INLINE void matvec_q8(uint32_t type, kernels_act fmt, const uint8_t *W, 
             for (size_t p = 0; p < pf_step; p += 64) _mm_prefetch((const char *)W + 8 * rb + g * pf_step + p, _MM_HINT_T2);
         else
             for (int i = 8; i < 16; i++) _mm_prefetch((const char *)W + i * rb + (size_t)g * rs / (size_t)G, _MM_HINT_T2);
-        if (int_block_groups(type) > 1 && g % 8 == 0) kblock_scales(type, int_block(type, W, g), 0, idx, ka, kb);
+        if (int_block_groups(type) > 1 && g % 8 == 0) kblock_scales(type, (kfields){int_block(type, W, g), idx, 0, 0}, ka, kb);
         __m256 a[2], b[2];
         group_scales(type, row, W, idx, g, ka, kb, a, b);
         if (T == 1 && fmt == KERNELS_ACT_I16 && kquant_words(type)) {
@@ -859,11 +879,13 @@ KERNELS_INLINE __m256i ilv_quad(uint32_t type, const uint8_t *region, int j, int
         return _mm256_shuffle_epi8(_mm256_add_epi8(table, _mm256_set1_epi8(12)), q);
     }
     if (type == GGML_TYPE_Q8_0) return _mm256_xor_si256(ilv_line(region, c, h), _mm256_set1_epi8((char)0x80));
-    if (type == GGML_TYPE_Q2_K) /* crumb j % 4 of qs[32 (j / 4) + l] */
-        return _mm256_and_si256(_mm256_srli_epi16(ilv_line(region, 8 * (j / 4) + c, h), 2 * (j % 4)), _mm256_set1_epi8(3));
+    if (type == GGML_TYPE_Q2_K) { /* crumb j % 4 of qs[32 (j / 4) + l] */
+        __m256i v = ilv_line(region, (int)ilv_line_of(type, offsetof(block_Q2_K, qs)) + 8 * (j / 4) + c, h);
+        return _mm256_and_si256(_mm256_srli_epi16(v, 2 * (j % 4)), _mm256_set1_epi8(3));
+    }
     if (type == GGML_TYPE_Q3_K) return ilv_q3k(region, j, h, c);
     if (type == GGML_TYPE_Q4_K) { /* nibble j % 2 of qs[32 (j / 2) + l] */
-        __m256i v = ilv_line(region, 8 * (j / 2) + c, h);
+        __m256i v = ilv_line(region, (int)ilv_line_of(type, offsetof(block_Q4_K, qs)) + 8 * (j / 2) + c, h);
         return _mm256_and_si256(j % 2 ? _mm256_srli_epi16(v, 4) : v, nib8);
     }
     /* Q6_K: w + 32, a nibble of ql and two bits of qh as bits 4-5 (see Q6K_QL) */
@@ -902,19 +924,9 @@ KERNELS_INLINE void ilv_offsets(uint32_t type, const act_group *a, int32_t off[2
     off[1] = ilv_bias(type) * (a->sum - a->sum16);
 }
 
-/* The offsets of half h's rows in a record, as kblock_scales reads them: a row's fields outside the
- * interleaved region at hn r (those after the region nearer by its size: kblock_scales' after). */
-KERNELS_INLINE __m256i ilv_idx(uint32_t type, int h) {
-    size_t q0, qn;
-    ilv_region(type, &q0, &qn);
-    const int hn = (int)(int_block_bytes(type) - qn);
-    return _mm256_mullo_epi32(_mm256_setr_epi32(8 * h, 8 * h + 1, 8 * h + 2, 8 * h + 3, 8 * h + 4, 8 * h + 5, 8 * h + 6, 8 * h + 7),
-                              _mm256_set1_epi32(hn));
-}
-
 /* The scales a (and offsets b) of group j, half h of a record (rec): Q4_0's and Q8_0's d and
  * MXFP4's E8M0 byte from the record's rows, the 256-blocks' from ka and kb (kblock_scales of the
- * block, through ilv_idx). */
+ * block). */
 KERNELS_INLINE void ilv_scales(uint32_t type, const uint8_t *rec, int h, int j, const __m256 ka[16],
                                const __m256 kb[16], __m256 a[2], __m256 b[2]) {
     if (type == GGML_TYPE_MXFP4)
@@ -1003,7 +1015,7 @@ KERNELS_INLINE void pack_panel(uint32_t type, const uint8_t *W, size_t rb, int n
             uint8_t *dst = panel + (size_t)gi * 16 * 64 + (size_t)s * 32;
 #pragma GCC unroll 16
             for (int j = 0; j < 16; j++) _mm256_store_si256((__m256i *)(dst + (size_t)j * 64), v[j]);
-            if (int_block_groups(type) > 1 && (gi == 0 || g % 8 == 0)) kblock_scales(type, int_block(type, W, g), 0, idx, ka, kb);
+            if (int_block_groups(type) > 1 && (gi == 0 || g % 8 == 0)) kblock_scales(type, (kfields){int_block(type, W, g), idx, 0, 0}, ka, kb);
             __m256 a[2], b[2];
             group_scales(type, row, W, idx, g, ka, kb, a, b);
             panel_scales(type, sc + (size_t)(gi * 2 + s) * 32, a, b);
@@ -1015,14 +1027,11 @@ KERNELS_INLINE void pack_panel(uint32_t type, const uint8_t *W, size_t rb, int n
  * (ilv_words: rows 0, 1, 4, 5 and 2, 3, 6, 7, a k-pair per dword) regrouped by k-pair with two
  * in-lane shuffles, less their bias; the scales from the record. */
 KERNELS_INLINE void pack_panel_ilv(uint32_t type, const uint8_t *W, int g0, int ng, uint8_t *panel) {
-    size_t q0, qn;
-    ilv_region(type, &q0, &qn);
-    const size_t hn = int_block_bytes(type) - qn, rec = KERNELS_ILV_ROWS * int_block_bytes(type);
+    const size_t rec = KERNELS_ILV_ROWS * int_block_bytes(type);
     const int bg = int_block_groups(type);
     const __m256i bias = _mm256_set1_epi16((short)ilv_bias(type));
     float *sc = (float *)(panel + PANEL_BYTES);
     for (int s = 0; s < 2; s++) {
-        const __m256i idx = ilv_idx(type, s);
         __m256 ka[16], kb[16];
         for (int gi = 0; gi < ng; gi++) {
             const int g = g0 + gi, j = g % bg;
@@ -1031,7 +1040,7 @@ KERNELS_INLINE void pack_panel_ilv(uint32_t type, const uint8_t *W, int g0, int 
 #pragma GCC unroll 4
             for (int c = 0; c < 4; c++) {
                 __m256i w[2][2];
-                ilv_words(type, r + KERNELS_ILV_ROWS * hn, j, s, c, w);
+                ilv_words(type, r + ilv_head(type), j, s, c, w);
 #pragma GCC unroll 2
                 for (int q = 0; q < 2; q++) { /* quad c + 4q: k-pairs 2c + 8q and the next */
                     __m256i a = _mm256_shuffle_epi32(_mm256_sub_epi16(w[q][0], bias), 0xD8);
@@ -1041,7 +1050,7 @@ KERNELS_INLINE void pack_panel_ilv(uint32_t type, const uint8_t *W, int g0, int 
                     _mm256_store_si256((__m256i *)(kp + 64), _mm256_unpackhi_epi64(a, b));
                 }
             }
-            if (bg > 1 && (gi == 0 || j == 0)) kblock_scales(type, r, qn, idx, ka, kb);
+            if (bg > 1 && (gi == 0 || j == 0)) kblock_scales(type, (kfields){r, _mm256_setzero_si256(), 1, s}, ka, kb);
             __m256 a[2], b[2];
             ilv_scales(type, r, s, j, ka, kb, a, b);
             panel_scales(type, sc + (size_t)(gi * 2 + s) * 32, a, b);
@@ -1384,11 +1393,8 @@ KERNELS_INLINE void ilv_token(uint32_t type, kernels_act fmt, bool bytes, const 
 KERNELS_INLINE void ilv_matvec(uint32_t type, kernels_act fmt, const uint8_t *tile, int cols,
                                const uint8_t *X, size_t xs, const act_group *const grp[], int T, float *Y, int ldy,
                                int add) {
-    size_t q0, qn;
-    ilv_region(type, &q0, &qn);
-    const size_t hn = int_block_bytes(type) - qn, rec = KERNELS_ILV_ROWS * int_block_bytes(type);
+    const size_t rec = KERNELS_ILV_ROWS * int_block_bytes(type);
     const int bg = int_block_groups(type);
-    __m256i idx[2] = {ilv_idx(type, 0), ilv_idx(type, 1)};
     __m256 acc[2][ILV_MAX_TOKENS], ka[2][16], kb[2][16];
     for (int h = 0; h < 2; h++)
         for (int t = 0; t < T; t++) acc[h][t] = _mm256_setzero_ps();
@@ -1405,11 +1411,11 @@ KERNELS_INLINE void ilv_matvec(uint32_t type, kernels_act fmt, const uint8_t *ti
             for (int h = 0; h < 2; h++) {
                 __m256i W[4][2][2], B[8];
                 __m256 a[2], b[2];
-                if (bytes) ilv_quads(type, r + KERNELS_ILV_ROWS * hn, j, h, B);
+                if (bytes) ilv_quads(type, r + ilv_head(type), j, h, B);
                 else
 #pragma GCC unroll 4
-                    for (int c = 0; c < 4; c++) ilv_words(type, r + KERNELS_ILV_ROWS * hn, j, h, c, W[c]);
-                if (bg > 1 && j == 0) kblock_scales(type, r, qn, idx[h], ka[h], kb[h]);
+                    for (int c = 0; c < 4; c++) ilv_words(type, r + ilv_head(type), j, h, c, W[c]);
+                if (bg > 1 && j == 0) kblock_scales(type, (kfields){r, _mm256_setzero_si256(), 1, h}, ka[h], kb[h]);
                 ilv_scales(type, r, h, j, ka[h], kb[h], a, b);
                 const __m256i(*w)[2][2] = (const __m256i(*)[2][2])W;
                 /* the tokens sharing each weight vector, within the 16 registers (by bytes against

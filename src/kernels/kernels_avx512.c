@@ -472,16 +472,39 @@ KERNELS_INLINE __m512 field_ps(__m512i v, int shift, int mask) {
     return _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(v, (unsigned)shift), _mm512_set1_epi32(mask)));
 }
 
-/* The scales of a 256-block of 16 rows (blk: row 0's block; idx: the rows' offsets), per
- * sub-block of 16 weights i (0..15): a in ka[i], b in kb[i]; the types with one scale per 32 fill
- * only the even i (group j: 2j). All exact products (kernels_impl.h). */
-KERNELS_INLINE void kblock_scales(uint32_t type, const uint8_t *blk, __m512i idx, __m512 ka[16], __m512 kb[16]) {
+/* Where kblock_scales reads 16 rows' 256-blocks: plain rows (blk: row 0's block; idx: the rows'
+ * byte offsets from it), whose fields take gathers, or an interleaved record (blk: the record,
+ * ilv), whose region holds a dword of each row per 64 bytes, its fp16 d (Q3_K's, Q6_K's) in the
+ * array ahead of it. */
+typedef struct kfields {
+    const uint8_t *blk;
+    __m512i idx;
+    int ilv;
+} kfields;
+
+/* The dword at block offset o of the 16 rows. */
+KERNELS_INLINE __m512i field_dword(uint32_t type, kfields f, size_t o) {
+    if (!f.ilv) return gather_rows(f.blk + o, f.idx);
+    return _mm512_loadu_si512(f.blk + ilv_head(type) + 64 * ilv_line_of(type, o));
+}
+
+/* The fp16 at block offset o, the block's last two bytes, as f32 (in rows from the dword ending
+ * there: one from o would read past the last row). */
+KERNELS_INLINE __m512 field_last_half(uint32_t type, kfields f, size_t o) {
+    if (!f.ilv) return low_halves(_mm512_srli_epi32(gather_rows(f.blk + o - 2, f.idx), 16));
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)f.blk));
+}
+
+/* The scales of a 256-block of 16 rows (f), per sub-block of 16 weights i (0..15): a in ka[i], b
+ * in kb[i]; the types with one scale per 32 fill only the even i (group j: 2j). All exact
+ * products (kernels_impl.h). */
+KERNELS_INLINE void kblock_scales(uint32_t type, kfields f, __m512 ka[16], __m512 kb[16]) {
     switch (type) {
     case GGML_TYPE_Q4_K:
     case GGML_TYPE_Q5_K: {
-        __m512i dd = gather_rows(blk, idx); /* d | dmin << 16 */
+        __m512i dd = field_dword(type, f, 0); /* d | dmin << 16 */
         __m512 d = low_halves(dd), ndmin = _mm512_sub_ps(_mm512_setzero_ps(), low_halves(_mm512_srli_epi32(dd, 16)));
-        __m512i a = gather_rows(blk + 4, idx), b = gather_rows(blk + 8, idx), c = gather_rows(blk + 12, idx);
+        __m512i a = field_dword(type, f, 4), b = field_dword(type, f, 8), c = field_dword(type, f, 12);
         /* quant_q4_K_scales64 on 16 rows at once: four sub-blocks per word */
         const __m512i lo6 = _mm512_set1_epi32(0x3F3F3F3F), lo4 = _mm512_set1_epi32(0x0F0F0F0F), top2 = _mm512_set1_epi32(0x30303030);
         __m512i sc[2] = {_mm512_and_si512(a, lo6),
@@ -496,10 +519,10 @@ KERNELS_INLINE void kblock_scales(uint32_t type, const uint8_t *blk, __m512i idx
         break;
     }
     case GGML_TYPE_Q6_K: {
-        __m512 d = low_halves(_mm512_srli_epi32(gather_rows(blk + offsetof(block_Q6_K, d) - 2, idx), 16));
+        __m512 d = field_last_half(type, f, offsetof(block_Q6_K, d));
 #pragma GCC unroll 4
         for (int q = 0; q < 4; q++) {
-            __m512i w = gather_rows(blk + offsetof(block_Q6_K, scales) + 4 * q, idx);
+            __m512i w = field_dword(type, f, offsetof(block_Q6_K, scales) + 4 * q);
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) /* byte k, sign-extended */
                 ka[4 * q + k] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(w, 24 - 8 * k), 24)));
@@ -507,9 +530,9 @@ KERNELS_INLINE void kblock_scales(uint32_t type, const uint8_t *blk, __m512i idx
         break;
     }
     case GGML_TYPE_Q3_K: {
-        const uint8_t *s = blk + offsetof(block_Q3_K, scales);
-        __m512 d = low_halves(_mm512_srli_epi32(gather_rows(blk + offsetof(block_Q3_K, d) - 2, idx), 16));
-        __m512i lo[2] = {gather_rows(s, idx), gather_rows(s + 4, idx)}, hi = gather_rows(s + 8, idx);
+        const size_t s = offsetof(block_Q3_K, scales);
+        __m512 d = field_last_half(type, f, offsetof(block_Q3_K, d));
+        __m512i lo[2] = {field_dword(type, f, s), field_dword(type, f, s + 4)}, hi = field_dword(type, f, s + 8);
 #pragma GCC unroll 16
         for (int i = 0; i < 16; i++) { /* nibble i / 8 of byte i % 8, then bits 2 (i / 4) of byte 8 + i % 4 */
             __m512i v = _mm512_and_si512(_mm512_srli_epi32(lo[(i % 8) / 4], (unsigned)(8 * (i % 4) + 4 * (i / 8))), _mm512_set1_epi32(0xF));
@@ -520,11 +543,11 @@ KERNELS_INLINE void kblock_scales(uint32_t type, const uint8_t *blk, __m512i idx
         break;
     }
     case GGML_TYPE_Q2_K: {
-        __m512i dd = gather_rows(blk + offsetof(block_Q2_K, d), idx); /* d | dmin << 16 */
+        __m512i dd = field_dword(type, f, offsetof(block_Q2_K, d)); /* d | dmin << 16 */
         __m512 d = low_halves(dd), ndmin = _mm512_sub_ps(_mm512_setzero_ps(), low_halves(_mm512_srli_epi32(dd, 16)));
 #pragma GCC unroll 4
         for (int q = 0; q < 4; q++) {
-            __m512i w = gather_rows(blk + offsetof(block_Q2_K, scales) + 4 * q, idx);
+            __m512i w = field_dword(type, f, offsetof(block_Q2_K, scales) + 4 * q);
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) {
                 ka[4 * q + k] = _mm512_mul_ps(d, field_ps(w, 8 * k, 0xF));
@@ -534,7 +557,7 @@ KERNELS_INLINE void kblock_scales(uint32_t type, const uint8_t *blk, __m512i idx
         break;
     }
     case GGML_TYPE_IQ4_XS: {
-        __m512i dh = gather_rows(blk, idx), l = gather_rows(blk + offsetof(block_IQ4_XS, scales_l), idx); /* d | scales_h << 16 */
+        __m512i dh = field_dword(type, f, 0), l = field_dword(type, f, offsetof(block_IQ4_XS, scales_l)); /* d | scales_h << 16 */
         __m512 d = low_halves(dh);
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) {
@@ -545,8 +568,8 @@ KERNELS_INLINE void kblock_scales(uint32_t type, const uint8_t *blk, __m512i idx
         break;
     }
     default: { /* IQ3_S */
-        __m512 d = low_halves(gather_rows(blk, idx));
-        __m512i s = gather_rows(blk + offsetof(block_IQ3_S, scales), idx);
+        __m512 d = low_halves(field_dword(type, f, 0));
+        __m512i s = field_dword(type, f, offsetof(block_IQ3_S, scales));
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++)
             ka[2 * j] = _mm512_mul_ps(d, _mm512_fmadd_ps(field_ps(s, 4 * j, 0xF), _mm512_set1_ps(2.0f), _mm512_set1_ps(1.0f)));
@@ -944,7 +967,7 @@ KERNELS_INLINE void matvec_q16(uint32_t type, kernels_act fmt, const uint8_t *W,
             for (size_t p = 0; p < pf_step; p += 64) _mm_prefetch((const char *)W + 16 * rb + g * pf_step + p, _MM_HINT_T2);
         else
             for (int i = 16; i < 32; i++) _mm_prefetch((const char *)W + i * rb + (size_t)g * rs / (size_t)G, _MM_HINT_T2);
-        if (int_block_groups(type) > 1 && g % 8 == 0) kblock_scales(type, int_block(type, W, g), idx, ka, kb);
+        if (int_block_groups(type) > 1 && g % 8 == 0) kblock_scales(type, (kfields){int_block(type, W, g), idx, 0}, ka, kb);
         __m512 a[2], b[2];
         if (by4 && g % 4 == 0 && g + 4 <= G) scales4_18(row, (size_t)g * 18, a4);
         if (by4 && g - g % 4 + 4 <= G) a[0] = a4[g % 4]; /* by fours except the last blocks */
@@ -1013,7 +1036,7 @@ KERNELS_INLINE void ilv_quads(uint32_t type, const uint8_t *region, int j, __m51
         } else if (type == GGML_TYPE_Q8_0) { /* the bytes + 128 */
             q[i] = _mm512_xor_si512(_mm512_loadu_si512(region + (size_t)i * 64), _mm512_set1_epi8((char)0x80));
         } else if (type == GGML_TYPE_Q4_K) { /* nibble j % 2 of qs[32 (j / 2) + l] */
-            __m512i v = _mm512_loadu_si512(region + (size_t)(8 * (j / 2) + i) * 64);
+            __m512i v = _mm512_loadu_si512(region + (ilv_line_of(type, offsetof(block_Q4_K, qs)) + (size_t)(8 * (j / 2) + i)) * 64);
             q[i] = _mm512_and_si512(j % 2 ? _mm512_srli_epi16(v, 4) : v, _mm512_set1_epi8(0xF));
         } else { /* Q6_K: w + 32, a nibble of ql and two bits of qh (see Q6K_QL) */
             __m512i ql = _mm512_loadu_si512(region + (size_t)(Q6K_QL(j) / 4 + i) * 64);
@@ -1024,22 +1047,10 @@ KERNELS_INLINE void ilv_quads(uint32_t type, const uint8_t *region, int j, __m51
     }
 }
 
-/* A record's geometry: hn scale bytes per row ahead of the interleaved region, and idx, the lanes'
- * offsets of those scales as kblock_scales reads them (the bytes before the region at hn r, those
- * after it at hn r - qn). */
-KERNELS_INLINE __m512i ilv_geometry(uint32_t type, size_t *hn) {
-    size_t q0, qn;
-    ilv_region(type, &q0, &qn);
-    *hn = int_block_bytes(type) - qn;
-    return _mm512_sub_epi32(_mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                               _mm512_set1_epi32((int)*hn)),
-                            _mm512_set1_epi32(q0 ? 0 : (int)qn));
-}
-
 /* The scales a and offsets b of group j of a record (rec) of 16 interleaved rows: from the block's
  * ka and kb, read by kblock_scales at j = 0, for the 256-blocks; Q4_0's and Q8_0's d and MXFP4's
  * E8M0 byte from the record. */
-KERNELS_INLINE void ilv_scales(uint32_t type, const uint8_t *rec, __m512i idx, int j, __m512 ka[16], __m512 kb[16],
+KERNELS_INLINE void ilv_scales(uint32_t type, const uint8_t *rec, int j, __m512 ka[16], __m512 kb[16],
                                __m512 a[2], __m512 b[2]) {
     if (type == GGML_TYPE_MXFP4) { /* the rows' E8M0 bytes */
         a[0] = e8m0_half(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)rec)));
@@ -1049,8 +1060,8 @@ KERNELS_INLINE void ilv_scales(uint32_t type, const uint8_t *rec, __m512i idx, i
         a[0] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)rec));
         return;
     }
-    if (j == 0) kblock_scales(type, rec, idx, ka, kb);
-    group_scales(type, NULL, NULL, idx, j, ka, kb, a, b);
+    if (j == 0) kblock_scales(type, (kfields){rec, _mm512_setzero_si512(), 1}, ka, kb);
+    group_scales(type, NULL, NULL, _mm512_setzero_si512(), j, ka, kb, a, b);
 }
 
 /* The most tokens matvec_ilv takes in one call: it keeps a float vector per token and tile across
@@ -1075,8 +1086,6 @@ KERNELS_INLINE void ilv_scales(uint32_t type, const uint8_t *rec, __m512i idx, i
 KERNELS_INLINE void matvec_ilv(uint32_t type, kernels_act fmt, int nt, const uint8_t *tile, size_t tile_bytes, int cols,
                                const uint8_t *planes, size_t ps, const act_group *const grp[], int T, float *Y, int ldy,
                                int add) {
-    size_t hn;
-    const __m512i idx = ilv_geometry(type, &hn);
     const size_t rec = KERNELS_ILV_ROWS * int_block_bytes(type);
     const int bg = int_block_groups(type);
     __m512 acc[2][ILV_MV_MAX], ka[2][16], kb[2][16];
@@ -1098,8 +1107,8 @@ KERNELS_INLINE void matvec_ilv(uint32_t type, kernels_act fmt, int nt, const uin
                     _mm_prefetch((const char *)tile + u * tile_bytes + at + (at >= tile_bytes ? (size_t)(nt - 1) * tile_bytes : 0),
                                  _MM_HINT_T0);
                 }
-                ilv_quads(type, r + KERNELS_ILV_ROWS * hn, j, q[u]);
-                ilv_scales(type, r, idx, j, ka[u], kb[u], a[u], bs[u]);
+                ilv_quads(type, r + ilv_head(type), j, q[u]);
+                ilv_scales(type, r, j, ka[u], kb[u], a[u], bs[u]);
             }
             for (int t = 0; t < T; t++) {
                 __m512i S[2][2], H[2][2];
@@ -1202,7 +1211,7 @@ KERNELS_INLINE void pack_panel(uint32_t type, kernels_act fmt, const uint8_t *W,
             int steps = fmt == KERNELS_ACT_I16 ? 16 : 8;
 #pragma GCC unroll 16
             for (int j = 0; j < steps; j++) _mm512_store_si512(dst + (size_t)j * 128, v[j]);
-            if (int_block_groups(type) > 1 && (gi == 0 || g % 8 == 0)) kblock_scales(type, int_block(type, W, g), idx, ka, kb);
+            if (int_block_groups(type) > 1 && (gi == 0 || g % 8 == 0)) kblock_scales(type, (kfields){int_block(type, W, g), idx, 0}, ka, kb);
             __m512 a[2], b[2];
             group_scales(type, row, W, idx, g, ka, kb, a, b);
             float *gs = sc + (size_t)(gi * 2 + s) * 64;
@@ -1223,8 +1232,6 @@ KERNELS_INLINE void pack_panel_ilv(uint32_t type, kernels_act fmt, const uint8_t
     /* in each dword, bytes 0 and 1 (2 and 3) to the low bytes of two words; 0x80: a zero */
     const __m512i even = _mm512_set4_epi32((int)0x800D800C, (int)0x80098008, (int)0x80058004, (int)0x80018000),
                   odd = _mm512_set4_epi32((int)0x800F800E, (int)0x800B800A, (int)0x80078006, (int)0x80038002);
-    size_t hn;
-    const __m512i idx = ilv_geometry(type, &hn);
     const int bg = int_block_groups(type);
     const size_t recb = KERNELS_ILV_ROWS * int_block_bytes(type);
     float *sc = (float *)(panel + PANEL_BYTES);
@@ -1235,7 +1242,7 @@ KERNELS_INLINE void pack_panel_ilv(uint32_t type, kernels_act fmt, const uint8_t
             int g = g0 + gi, j = g % bg;
             const uint8_t *rec = tile + (size_t)(g / bg) * recb;
             __m512i q[8];
-            ilv_quads(type, rec + KERNELS_ILV_ROWS * hn, j, q);
+            ilv_quads(type, rec + ilv_head(type), j, q);
             uint8_t *dst = panel + (size_t)gi * 16 * 128 + (size_t)s * 64;
 #pragma GCC unroll 8
             for (int i = 0; i < 8; i++) {
@@ -1248,9 +1255,9 @@ KERNELS_INLINE void pack_panel_ilv(uint32_t type, kernels_act fmt, const uint8_t
                     _mm512_store_si512(dst + (size_t)i * 128, q[i]);
                 }
             }
-            if (gi == 0 && j) kblock_scales(type, rec, idx, ka, kb); /* a k-block starting inside a record */
+            if (gi == 0 && j) kblock_scales(type, (kfields){rec, _mm512_setzero_si512(), 1}, ka, kb); /* a k-block starting inside a record */
             __m512 a[2], b[2];
-            ilv_scales(type, rec, idx, j, ka, kb, a, b);
+            ilv_scales(type, rec, j, ka, kb, a, b);
             float *gs = sc + (size_t)(gi * 2 + s) * 64;
             _mm512_store_ps(gs, a[0]);
             if (int_has_min(type)) _mm512_store_ps(gs + 16, b[0]);

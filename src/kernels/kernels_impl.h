@@ -121,19 +121,34 @@ static inline const uint8_t *int_block(uint32_t type, const uint8_t *row, int g)
 }
 
 /* The interleaved layout (kernels.h, KERNELS_ILV) of a type: the bytes [q0, q0 + qn) of each block
- * (its quantised integers) go dword by dword across the 16 rows; the rest (its scales) stays
- * whole per row, in row order, ahead of them. 0 for the types without one. */
+ * go dword by dword across the 16 rows; the rest, at most an fp16 d (Q4_0, Q8_0, Q3_K, Q6_K: their
+ * blocks are 2 bytes over a multiple of 4) or MXFP4's E8M0 byte, stays per row, the 16 rows' in
+ * row order ahead of the dwords. The K-quants' scales go with their integers: a 64-byte load then
+ * holds a dword of scales of each of 16 rows, which as row fields would take gathers. 0 for the
+ * types without the layout. */
 static inline int ilv_region(uint32_t type, size_t *q0, size_t *qn) {
     switch (type) {
     case GGML_TYPE_Q4_0: *q0 = offsetof(block_Q4_0, qs), *qn = sizeof(((block_Q4_0 *)0)->qs); return 1;
-    case GGML_TYPE_Q2_K: *q0 = offsetof(block_Q2_K, qs), *qn = sizeof(((block_Q2_K *)0)->qs); return 1;
-    case GGML_TYPE_Q3_K: *q0 = offsetof(block_Q3_K, hmask), *qn = offsetof(block_Q3_K, scales); return 1;
-    case GGML_TYPE_Q4_K: *q0 = offsetof(block_Q4_K, qs), *qn = sizeof(((block_Q4_K *)0)->qs); return 1;
-    case GGML_TYPE_Q6_K: *q0 = offsetof(block_Q6_K, ql), *qn = offsetof(block_Q6_K, scales); return 1;
+    case GGML_TYPE_Q2_K: *q0 = 0, *qn = sizeof(block_Q2_K); return 1;
+    case GGML_TYPE_Q3_K: *q0 = 0, *qn = offsetof(block_Q3_K, d); return 1;
+    case GGML_TYPE_Q4_K: *q0 = 0, *qn = sizeof(block_Q4_K); return 1;
+    case GGML_TYPE_Q6_K: *q0 = 0, *qn = offsetof(block_Q6_K, d); return 1;
     case GGML_TYPE_MXFP4: *q0 = offsetof(block_MXFP4, qs), *qn = sizeof(((block_MXFP4 *)0)->qs); return 1;
     case GGML_TYPE_Q8_0: *q0 = offsetof(block_Q8_0, qs), *qn = sizeof(((block_Q8_0 *)0)->qs); return 1;
     default: *q0 = *qn = 0; return 0;
     }
+}
+/* The line (the 16 rows' dword) of a record's region holding the block's bytes o..o+3. */
+static inline size_t ilv_line_of(uint32_t type, size_t o) {
+    size_t q0, qn;
+    ilv_region(type, &q0, &qn);
+    return (o - q0) / 4;
+}
+/* A record's bytes ahead of its region: the 16 rows' fields outside it (16 x 2 for an fp16 d). */
+static inline size_t ilv_head(uint32_t type) {
+    size_t q0, qn;
+    ilv_region(type, &q0, &qn);
+    return KERNELS_ILV_ROWS * (int_block_bytes(type) - qn);
 }
 /* Interleaved rows [0, rows) back to plain ones (interleave.c). */
 void ilv_deinterleave(uint32_t type, const void *src, void *dst, int rows, int cols);
