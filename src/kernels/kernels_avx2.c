@@ -866,7 +866,7 @@ KERNELS_INLINE void widen_i8(__m256i v, __m256i w[2]) {
 
 /* Quad c (weights 4c..4c+3) of group j, half h of a record's 16 rows (region: its interleaved
  * dwords): lane i row i's four stored integers as unsigned bytes, plus ilv_bias (Q4_0's nibbles
- * w + 8, MXFP4's values + 12, Q6_K's w + 32, Q3_K's w + 4, Q2_K's and Q4_K's as they are), and
+ * w + 8, MXFP4's values + 12, Q6_K's w + 32, Q3_K's w + 4, Q2_K's, Q4_K's and Q5_K's as they are), and
  * Q8_0's bytes + 128 (ilv_tokens_bytes takes these out again). */
 KERNELS_INLINE __m256i ilv_quad(uint32_t type, const uint8_t *region, int j, int h, int c) {
     const __m256i nib8 = _mm256_set1_epi8(0xF);
@@ -887,6 +887,12 @@ KERNELS_INLINE __m256i ilv_quad(uint32_t type, const uint8_t *region, int j, int
     if (type == GGML_TYPE_Q4_K) { /* nibble j % 2 of qs[32 (j / 2) + l] */
         __m256i v = ilv_line(region, (int)ilv_line_of(type, offsetof(block_Q4_K, qs)) + 8 * (j / 2) + c, h);
         return _mm256_and_si256(j % 2 ? _mm256_srli_epi16(v, 4) : v, nib8);
+    }
+    if (type == GGML_TYPE_Q5_K) { /* Q4_K's nibble, and bit j of qh[l] as bit 4 */
+        __m256i v = ilv_line(region, (int)ilv_line_of(type, offsetof(block_Q5_K, qs)) + 8 * (j / 2) + c, h);
+        __m256i m = shift_bits(ilv_line(region, (int)ilv_line_of(type, offsetof(block_Q5_K, qh)) + c, h), 4 - j);
+        return _mm256_or_si256(_mm256_and_si256(j % 2 ? _mm256_srli_epi16(v, 4) : v, nib8),
+                               _mm256_and_si256(m, _mm256_set1_epi8(0x10)));
     }
     /* Q6_K: w + 32, a nibble of ql and two bits of qh as bits 4-5 (see Q6K_QL) */
     __m256i ql = ilv_line(region, Q6K_QL(j) / 4 + c, h), qh = ilv_line(region, Q6K_QH(j) / 4 + c, h);
@@ -1252,10 +1258,10 @@ KERNELS_INLINE void ilv_tokens(uint32_t type, kernels_act fmt, int NT, const __m
  * plane, the lo plane against the weights as signed bytes (Q8_0's, signed already, against the lo
  * plane and, made unsigned, the hi one: the AVX-512 set's forms). With AVX-VNNI vpdpbusd adds
  * each quad's four products into its dword, for every type. Without it, vpmaddubsw adds two
- * products into a word with saturation, so only the 2- and 4-bit types go by bytes: a group's 8
- * quads of nibbles (at most 15) against the hi plane, or int8 activations, stay within a signed
+ * products into a word with saturation, so only the 2-, 4- and 5-bit types go by bytes: a group's
+ * 8 quads of nibbles (at most 15) against the hi plane, or int8 activations, stay within a signed
  * word (8 x 2 x 15 x 128 = 30720), against the lo plane within an unsigned one (8 x 2 x 15 x 255 =
- * 61200). The multiplies are as many as the words' (two vpmaddubsw per 32 products against two
+ * 61200); Q5_K's 5-bit weights as two chains of 4 quads (31744, 63240). The multiplies are as many as the words' (two vpmaddubsw per 32 products against two
  * vpmaddwd) but the weights are never widened and nothing is added across lanes. S is exact
  * either way. */
 KERNELS_INLINE int ilv_by_bytes(uint32_t type, int T) {
@@ -1265,7 +1271,8 @@ KERNELS_INLINE int ilv_by_bytes(uint32_t type, int T) {
     return type != GGML_TYPE_Q8_0 || T == 1;
 #else
     (void)T;
-    return type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_K;
+    return type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_K ||
+           type == GGML_TYPE_Q5_K;
 #endif
 }
 
@@ -1317,12 +1324,15 @@ KERNELS_INLINE void ilv_tokens_bytes(uint32_t type, kernels_act fmt, int NT, con
 #pragma GCC unroll 2
         for (int k = 0; planes && k < 2; k++) S[u][k] = _mm256_add_epi32(_mm256_slli_epi32(H[u][k], 8), S[u][k]);
 #else
+    /* a chain per half (4 quads) for the types with scales per 16, and for Q5_K, whose 8 quads of
+       5-bit weights would overflow a word (4 x 2 x 31 x 128 = 31744 signed, x 255 = 63240 unsigned) */
+    const int halves = split || type == GGML_TYPE_Q5_K;
     __m256i H[4][2], L[4][2];
 #pragma GCC unroll 8
     for (int c = 0; c < 8; c++) {
         __m256i w = q[c];
         KEEP_IN_REGISTER(w);
-        const int k = split ? c / 4 : 0, first = c == 0 || (split && c == 4);
+        const int k = halves ? c / 4 : 0, first = c == 0 || (halves && c == 4);
 #pragma GCC unroll 4
         for (int u = 0; u < NT; u++) {
             __m256i hp = _mm256_maddubs_epi16(w, quad_of(x[u] + (planes ? 32 : 0), c));
@@ -1336,17 +1346,19 @@ KERNELS_INLINE void ilv_tokens_bytes(uint32_t type, kernels_act fmt, int NT, con
         }
     }
 #pragma GCC unroll 4
-    for (int u = 0; u < NT; u++)
+    for (int u = 0; u < NT; u++) {
 #pragma GCC unroll 2
-        for (int k = 0; k < 1 + split; k++) {
+        for (int k = 0; k < 1 + halves; k++) {
             S[u][k] = _mm256_madd_epi16(H[u][k], _mm256_set1_epi16(planes ? 256 : 1));
-            if (planes) { /* the lo words: 8 quads' unsigned; a half's 4 (Q2_K, Q3_K: 2 x 7 x 255 each) signed */
+            if (planes) { /* the lo words unsigned; a half's 4 quads of Q2_K, Q3_K (2 x 7 x 255 each) signed */
                 __m256i lo = split ? _mm256_madd_epi16(L[u][k], _mm256_set1_epi16(1))
                                    : _mm256_add_epi32(_mm256_and_si256(L[u][k], _mm256_set1_epi32(0xFFFF)),
                                                       _mm256_srli_epi32(L[u][k], 16));
                 S[u][k] = _mm256_add_epi32(S[u][k], lo);
             }
         }
+        if (halves && !split) S[u][0] = _mm256_add_epi32(S[u][0], S[u][1]);
+    }
 #endif
 #pragma GCC unroll 4
     for (int u = 0; u < NT; u++) {
@@ -1451,7 +1463,7 @@ KERNELS_INLINE void ilv_matvec(uint32_t type, kernels_act fmt, const uint8_t *ti
 }
 
 /* The types this set multiplies interleaved (its ilv_types). */
-#define ILV_TYPES(X) X(Q2_K) X(Q3_K) X(Q4_0) X(Q4_K) X(Q6_K) X(MXFP4) X(Q8_0)
+#define ILV_TYPES(X) X(Q2_K) X(Q3_K) X(Q4_0) X(Q4_K) X(Q5_K) X(Q6_K) X(MXFP4) X(Q8_0)
 /* The packed matmul of interleaved tiles, a copy per type and activation format (as
  * KERNELS_DEFINE_INT makes them for rows). */
 #define ILV_MATMUL_DEFINE(NAME)                                                                                    \

@@ -132,6 +132,7 @@ static inline int ilv_region(uint32_t type, size_t *q0, size_t *qn) {
     case GGML_TYPE_Q2_K: *q0 = 0, *qn = sizeof(block_Q2_K); return 1;
     case GGML_TYPE_Q3_K: *q0 = 0, *qn = offsetof(block_Q3_K, d); return 1;
     case GGML_TYPE_Q4_K: *q0 = 0, *qn = sizeof(block_Q4_K); return 1;
+    case GGML_TYPE_Q5_K: *q0 = 0, *qn = sizeof(block_Q5_K); return 1;
     case GGML_TYPE_Q6_K: *q0 = 0, *qn = offsetof(block_Q6_K, d); return 1;
     case GGML_TYPE_MXFP4: *q0 = offsetof(block_MXFP4, qs), *qn = sizeof(((block_MXFP4 *)0)->qs); return 1;
     case GGML_TYPE_Q8_0: *q0 = offsetof(block_Q8_0, qs), *qn = sizeof(((block_Q8_0 *)0)->qs); return 1;
