@@ -866,8 +866,9 @@ KERNELS_INLINE void widen_i8(__m256i v, __m256i w[2]) {
 
 /* Quad c (weights 4c..4c+3) of group j, half h of a record's 16 rows (region: its interleaved
  * dwords): lane i row i's four stored integers as unsigned bytes, plus ilv_bias (Q4_0's nibbles
- * w + 8, MXFP4's values + 12, Q6_K's w + 32, Q3_K's w + 4, Q2_K's, Q4_K's and Q5_K's as they are), and
- * Q8_0's bytes + 128 (ilv_tokens_bytes takes these out again). */
+ * w + 8, Q5_0's w + 16, MXFP4's values + 12, Q6_K's w + 32, Q3_K's w + 4; Q4_1's, Q5_1's and the
+ * K-quants' with a min as they are), and Q8_0's bytes + 128 (ilv_tokens_bytes takes these out
+ * again). */
 KERNELS_INLINE __m256i ilv_quad(uint32_t type, const uint8_t *region, int j, int h, int c) {
     const __m256i nib8 = _mm256_set1_epi8(0xF);
     if (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_MXFP4) { /* quads 0-3 the low nibbles of lines 0-3, 4-7 the high */
@@ -877,6 +878,23 @@ KERNELS_INLINE __m256i ilv_quad(uint32_t type, const uint8_t *region, int j, int
         /* MXFP4: the codes' values + 12, looked up in each 128-bit lane */
         __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)quant_e2m1x2_values));
         return _mm256_shuffle_epi8(_mm256_add_epi8(table, _mm256_set1_epi8(12)), q);
+    }
+    if (type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_0 || type == GGML_TYPE_Q5_1) { /* nibbles as Q4_0's */
+        const size_t qs = type == GGML_TYPE_Q4_1   ? offsetof(block_Q4_1, qs)
+                          : type == GGML_TYPE_Q5_0 ? offsetof(block_Q5_0, qs)
+                                                   : offsetof(block_Q5_1, qs);
+        __m256i v = ilv_line(region, (int)ilv_line_of(type, qs) + c % 4, h);
+        __m256i q = _mm256_and_si256(c / 4 ? _mm256_srli_epi16(v, 4) : v, nib8);
+        if (type == GGML_TYPE_Q4_1) return q;
+        /* Q5's fifth bits, bit 4c + i of qh as bit 4 of byte i: byte c / 2 of each row's qh copied
+           into the dword's bytes, each testing its own bit */
+        const size_t qh = type == GGML_TYPE_Q5_0 ? offsetof(block_Q5_0, qh) : offsetof(block_Q5_1, qh);
+        const __m256i pick = _mm256_add_epi8(_mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 0, 0, 0,
+                                                              0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12),
+                                             _mm256_set1_epi8((char)(c / 2)));
+        const __m256i bit = _mm256_set1_epi32((int)(0x08040201u << 4 * (c % 2)));
+        __m256i hb = _mm256_and_si256(_mm256_shuffle_epi8(ilv_line(region, (int)ilv_line_of(type, qh), h), pick), bit);
+        return _mm256_or_si256(q, _mm256_and_si256(_mm256_cmpeq_epi8(hb, bit), _mm256_set1_epi8(0x10)));
     }
     if (type == GGML_TYPE_Q8_0) return _mm256_xor_si256(ilv_line(region, c, h), _mm256_set1_epi8((char)0x80));
     if (type == GGML_TYPE_Q2_K) { /* crumb j % 4 of qs[32 (j / 4) + l] */
@@ -917,6 +935,7 @@ KERNELS_INLINE void ilv_words(uint32_t type, const uint8_t *region, int j, int h
 /* What ilv_words adds to each weight. */
 KERNELS_INLINE int ilv_bias(uint32_t type) {
     return type == GGML_TYPE_Q4_0    ? 8
+           : type == GGML_TYPE_Q5_0  ? 16
            : type == GGML_TYPE_MXFP4 ? 12
            : type == GGML_TYPE_Q6_K  ? 32
            : type == GGML_TYPE_Q3_K  ? 4
@@ -937,7 +956,11 @@ KERNELS_INLINE void ilv_scales(uint32_t type, const uint8_t *rec, int h, int j, 
                                const __m256 kb[16], __m256 a[2], __m256 b[2]) {
     if (type == GGML_TYPE_MXFP4)
         a[0] = e8m0_half(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(rec + 8 * h))));
-    else if (int_block_groups(type) == 1)
+    else if (type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_1) { /* d | m << 16, the region's first line */
+        __m256i dm = ilv_line(rec + ilv_head(type), 0, h);
+        a[0] = low_halves(dm);
+        b[0] = low_halves(_mm256_srli_epi32(dm, 16));
+    } else if (int_block_groups(type) == 1)
         a[0] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(rec + 16 * h)));
     else
         group_scales(type, NULL, NULL, _mm256_setzero_si256(), j, ka, kb, a, b);
@@ -1261,7 +1284,7 @@ KERNELS_INLINE void ilv_tokens(uint32_t type, kernels_act fmt, int NT, const __m
  * products into a word with saturation, so only the 2-, 4- and 5-bit types go by bytes: a group's
  * 8 quads of nibbles (at most 15) against the hi plane, or int8 activations, stay within a signed
  * word (8 x 2 x 15 x 128 = 30720), against the lo plane within an unsigned one (8 x 2 x 15 x 255 =
- * 61200); Q5_K's 5-bit weights as two chains of 4 quads (31744, 63240). The multiplies are as many as the words' (two vpmaddubsw per 32 products against two
+ * 61200); the 5-bit types' weights as two chains of 4 quads (31744, 63240). The multiplies are as many as the words' (two vpmaddubsw per 32 products against two
  * vpmaddwd) but the weights are never widened and nothing is added across lanes. S is exact
  * either way. */
 KERNELS_INLINE int ilv_by_bytes(uint32_t type, int T) {
@@ -1272,7 +1295,7 @@ KERNELS_INLINE int ilv_by_bytes(uint32_t type, int T) {
 #else
     (void)T;
     return type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_K ||
-           type == GGML_TYPE_Q5_K;
+           type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_0 || type == GGML_TYPE_Q5_1;
 #endif
 }
 
@@ -1324,9 +1347,9 @@ KERNELS_INLINE void ilv_tokens_bytes(uint32_t type, kernels_act fmt, int NT, con
 #pragma GCC unroll 2
         for (int k = 0; planes && k < 2; k++) S[u][k] = _mm256_add_epi32(_mm256_slli_epi32(H[u][k], 8), S[u][k]);
 #else
-    /* a chain per half (4 quads) for the types with scales per 16, and for Q5_K, whose 8 quads of
-       5-bit weights would overflow a word (4 x 2 x 31 x 128 = 31744 signed, x 255 = 63240 unsigned) */
-    const int halves = split || type == GGML_TYPE_Q5_K;
+    /* a chain per half (4 quads) for the types with scales per 16, and for the 5-bit types, whose 8
+       quads would overflow a word (4 x 2 x 31 x 128 = 31744 signed, x 255 = 63240 unsigned) */
+    const int halves = split || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q5_0 || type == GGML_TYPE_Q5_1;
     __m256i H[4][2], L[4][2];
 #pragma GCC unroll 8
     for (int c = 0; c < 8; c++) {
@@ -1463,7 +1486,7 @@ KERNELS_INLINE void ilv_matvec(uint32_t type, kernels_act fmt, const uint8_t *ti
 }
 
 /* The types this set multiplies interleaved (its ilv_types). */
-#define ILV_TYPES(X) X(Q2_K) X(Q3_K) X(Q4_0) X(Q4_K) X(Q5_K) X(Q6_K) X(MXFP4) X(Q8_0)
+#define ILV_TYPES(X) X(Q2_K) X(Q3_K) X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(Q4_K) X(Q5_K) X(Q6_K) X(MXFP4) X(Q8_0)
 /* The packed matmul of interleaved tiles, a copy per type and activation format (as
  * KERNELS_DEFINE_INT makes them for rows). */
 #define ILV_MATMUL_DEFINE(NAME)                                                                                    \
