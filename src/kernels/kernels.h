@@ -86,9 +86,9 @@ size_t kernels_mul_scratch_bytes(void);
  * type's row size; r0 and r1 any rows, those of a tile cut by them are put back in order). */
 #define KERNELS_ILV 0x10000u
 /* True when the active set multiplies this type faster interleaved (AVX-512: Q4_0, Q4_K, Q6_K,
- * MXFP4, Q8_0; AVX2 and AVX-VNNI these and Q2_K, Q3_K, Q5_K, Q4_1, Q5_0, Q5_1); every set accepts
- * interleaved weights of these types (putting rows back in order where it has no kernel for
- * them). */
+ * MXFP4, Q8_0; AVX2 and AVX-VNNI these and Q2_K, Q3_K, Q5_K, Q4_1, Q5_0, Q5_1, IQ4_NL); every
+ * set accepts interleaved weights of these types (putting rows back in order where it has no
+ * kernel for them). */
 int kernels_ilv_type(uint32_t type);
 /* rows (a multiple of 16) of cols elements of type, plain rows in src, into dst interleaved. */
 void kernels_interleave(uint32_t type, const void *src, void *dst, int rows, int cols);

@@ -869,12 +869,21 @@ KERNELS_INLINE void widen_i8(__m256i v, __m256i w[2]) {
  * w + 8, Q5_0's w + 16, MXFP4's values + 12, Q6_K's w + 32, Q3_K's w + 4; Q4_1's, Q5_1's and the
  * K-quants' with a min as they are), and Q8_0's bytes + 128 (ilv_tokens_bytes takes these out
  * again). */
+/* The types whose weights are signed bytes (Q8_0's, IQ4_NL's values): ilv_quad gives them + 128,
+ * ilv_words as they are. */
+KERNELS_INLINE int ilv_signed(uint32_t type) { return type == GGML_TYPE_Q8_0 || type == GGML_TYPE_IQ4_NL; }
+
 KERNELS_INLINE __m256i ilv_quad(uint32_t type, const uint8_t *region, int j, int h, int c) {
     const __m256i nib8 = _mm256_set1_epi8(0xF);
-    if (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_MXFP4) { /* quads 0-3 the low nibbles of lines 0-3, 4-7 the high */
+    if (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_MXFP4 || type == GGML_TYPE_IQ4_NL) {
+        /* quads 0-3 the low nibbles of lines 0-3, 4-7 the high */
         __m256i v = ilv_line(region, c % 4, h);
         __m256i q = _mm256_and_si256(c / 4 ? _mm256_srli_epi16(v, 4) : v, nib8);
         if (type == GGML_TYPE_Q4_0) return q;
+        if (type == GGML_TYPE_IQ4_NL) { /* the indices' values + 128, as Q8_0's bytes */
+            __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)quant_iq4_values));
+            return _mm256_shuffle_epi8(_mm256_xor_si256(table, _mm256_set1_epi8((char)0x80)), q);
+        }
         /* MXFP4: the codes' values + 12, looked up in each 128-bit lane */
         __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)quant_e2m1x2_values));
         return _mm256_shuffle_epi8(_mm256_add_epi8(table, _mm256_set1_epi8(12)), q);
@@ -922,13 +931,14 @@ KERNELS_INLINE __m256i ilv_quad(uint32_t type, const uint8_t *region, int j, int
 }
 
 /* Quads c and c + 4 of group j, half h of a record's 16 rows as words: w[q][0..1] quad c + 4q,
- * widened as above: ilv_quad's integers, Q8_0's signed as they are (what ilv_offsets subtracts
- * is ilv_bias times the activations' sum). */
+ * widened as above: ilv_quad's integers, the signed types' as they are (what ilv_offsets
+ * subtracts is ilv_bias times the activations' sum). */
 KERNELS_INLINE void ilv_words(uint32_t type, const uint8_t *region, int j, int h, int c, __m256i w[2][2]) {
 #pragma GCC unroll 2
     for (int q = 0; q < 2; q++) {
-        if (type == GGML_TYPE_Q8_0) widen_i8(ilv_line(region, c + 4 * q, h), w[q]);
-        else widen_u8(ilv_quad(type, region, j, h, c + 4 * q), w[q]);
+        __m256i v = ilv_quad(type, region, j, h, c + 4 * q);
+        if (ilv_signed(type)) widen_i8(_mm256_xor_si256(v, _mm256_set1_epi8((char)0x80)), w[q]);
+        else widen_u8(v, w[q]);
     }
 }
 
@@ -1289,9 +1299,10 @@ KERNELS_INLINE void ilv_tokens(uint32_t type, kernels_act fmt, int NT, const __m
  * either way. */
 KERNELS_INLINE int ilv_by_bytes(uint32_t type, int T) {
 #ifdef KERNELS_AVX_VNNI
-    /* Q8_0 for one token only: widened once, its words serve several tokens at vpdpwssd's rate,
-     * where the bytes take a conversion per token (measured: kernels_bench's T = 4) */
-    return type != GGML_TYPE_Q8_0 || T == 1;
+    /* the signed types (ilv_signed) for one token only: widened once, their words serve several
+     * tokens at vpdpwssd's rate, where the bytes take a conversion per token (measured: Q8_0 in
+     * kernels_bench's T = 4) */
+    return !ilv_signed(type) || T == 1;
 #else
     (void)T;
     return type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_K ||
@@ -1313,8 +1324,8 @@ KERNELS_INLINE __m256i quad_of(const uint8_t *p, int c) {
 }
 
 /* NT tokens' group on half h of a record by bytes (q: ilv_quads; x[u]: token u's group, its 64
- * bytes of planes or 32 int8 activations; hsum[u] its hi plane's sum, for Q8_0), S (S_a and S_b
- * for the types with scales per 16) scaled into acc[u]. */
+ * bytes of planes or 32 int8 activations; hsum[u] its hi plane's sum, for the signed types), S
+ * (S_a and S_b for the types with scales per 16) scaled into acc[u]. */
 KERNELS_INLINE void ilv_tokens_bytes(uint32_t type, kernels_act fmt, int NT, const __m256i q[8],
                                      const uint8_t *const x[], const int32_t hsum[], const act_group *const xg[],
                                      const __m256 a[2], const __m256 b[2], __m256 acc[]) {
@@ -1332,7 +1343,7 @@ KERNELS_INLINE void ilv_tokens_bytes(uint32_t type, kernels_act fmt, int NT, con
 #pragma GCC unroll 4
         for (int u = 0; u < NT; u++) {
             if (planes) {
-                __m256i ws = type == GGML_TYPE_Q8_0 ? _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)) : w;
+                __m256i ws = ilv_signed(type) ? _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)) : w;
                 S[u][k] = _mm256_dpbusd_avx_epi32(S[u][k], quad_of(x[u], c), ws);
                 H[u][k] = _mm256_dpbusd_avx_epi32(H[u][k], w, quad_of(x[u] + 32, c));
                 KEEP_IN_REGISTER(H[u][k]);
@@ -1387,7 +1398,7 @@ KERNELS_INLINE void ilv_tokens_bytes(uint32_t type, kernels_act fmt, int NT, con
     for (int u = 0; u < NT; u++) {
         int32_t off[2];
         ilv_offsets(type, xg[u], off);
-        if (type == GGML_TYPE_Q8_0) off[0] = 128 * (planes ? 256 * hsum[u] : xg[u]->sum);
+        if (ilv_signed(type)) off[0] = 128 * (planes ? 256 * hsum[u] : xg[u]->sum);
         if (split) {
             __m256i Sa = _mm256_sub_epi32(S[u][0], _mm256_set1_epi32(off[0]));
             __m256i Sb = _mm256_sub_epi32(S[u][1], _mm256_set1_epi32(off[1]));
@@ -1404,7 +1415,7 @@ KERNELS_INLINE void ilv_tokens_bytes(uint32_t type, kernels_act fmt, int NT, con
 }
 
 /* Token t's group g for ilv_tokens (x: its activations) or ilv_tokens_bytes (x: its planes, or its
- * int8 activations; hsum: its hi plane's sum, for Q8_0). */
+ * int8 activations; hsum: its hi plane's sum, for the signed types). */
 KERNELS_INLINE void ilv_token(uint32_t type, kernels_act fmt, bool bytes, const uint8_t *X, size_t xs,
                               const act_group *const grp[], int t, int g, int cols, const act_group **xg,
                               const uint8_t **x, int32_t *hsum) {
@@ -1418,7 +1429,7 @@ KERNELS_INLINE void ilv_token(uint32_t type, kernels_act fmt, bool bytes, const 
     } else {
         const uint8_t *planes = act_planes(xt, cols);
         *x = planes + 64 * (size_t)g;
-        if (type == GGML_TYPE_Q8_0) memcpy(hsum, planes + 2 * (size_t)cols + 4 * (size_t)g, 4);
+        if (ilv_signed(type)) memcpy(hsum, planes + 2 * (size_t)cols + 4 * (size_t)g, 4);
     }
 }
 
@@ -1486,7 +1497,7 @@ KERNELS_INLINE void ilv_matvec(uint32_t type, kernels_act fmt, const uint8_t *ti
 }
 
 /* The types this set multiplies interleaved (its ilv_types). */
-#define ILV_TYPES(X) X(Q2_K) X(Q3_K) X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(Q4_K) X(Q5_K) X(Q6_K) X(MXFP4) X(Q8_0)
+#define ILV_TYPES(X) X(Q2_K) X(Q3_K) X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(Q4_K) X(Q5_K) X(Q6_K) X(MXFP4) X(Q8_0) X(IQ4_NL)
 /* The packed matmul of interleaved tiles, a copy per type and activation format (as
  * KERNELS_DEFINE_INT makes them for rows). */
 #define ILV_MATMUL_DEFINE(NAME)                                                                                    \

@@ -834,12 +834,12 @@ static void test_dequantize(void) {
  * each change of path (one matvec call, several, even or not, Q6_K's packed matmul), both activation
  * formats, row ranges aligned to the tiles (in pairs and a last one alone) and cutting them,
  * storing and adding: every result bit for bit the plain rows'; AVX-512, AVX2 and AVX-VNNI have
- * the kernels (Q2_K, Q3_K, Q5_K, Q4_1, Q5_0 and Q5_1: AVX2 and AVX-VNNI). */
+ * the kernels (Q2_K, Q3_K, Q5_K, Q4_1, Q5_0, Q5_1 and IQ4_NL: AVX2 and AVX-VNNI). */
 static void test_interleaved(void) {
     enum { R = 80, COLS = 768, MT = 129 };
     static const uint32_t types[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_MXFP4, GGML_TYPE_Q8_0,
                                      GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q5_K, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0,
-                                     GGML_TYPE_Q5_1};
+                                     GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL};
     static const int Ts[] = {1, 2, 3, 4, 7, 8, 9, 16, 17, 25, 32, 33, 64, 65, MT};
     static const int ranges[][2] = {{0, R}, {16, 48}, {5, 70}, {3, 9}, {17, 18}, {64, 80}};
     for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
