@@ -864,15 +864,15 @@ KERNELS_INLINE void widen_i8(__m256i v, __m256i w[2]) {
     w[1] = _mm256_unpackhi_epi8(v, s);
 }
 
-/* Quad c (weights 4c..4c+3) of group j, half h of a record's 16 rows (region: its interleaved
- * dwords): lane i row i's four stored integers as unsigned bytes, plus ilv_bias (Q4_0's nibbles
- * w + 8, Q5_0's w + 16, MXFP4's values + 12, Q6_K's w + 32, Q3_K's w + 4; Q4_1's, Q5_1's and the
- * K-quants' with a min as they are), and Q8_0's bytes + 128 (ilv_tokens_bytes takes these out
- * again). */
 /* The types whose weights are signed bytes (Q8_0's, IQ4_NL's values): ilv_quad gives them + 128,
  * ilv_words as they are. */
 KERNELS_INLINE int ilv_signed(uint32_t type) { return type == GGML_TYPE_Q8_0 || type == GGML_TYPE_IQ4_NL; }
 
+/* Quad c (weights 4c..4c+3) of group j, half h of a record's 16 rows (region: its interleaved
+ * dwords): lane i row i's four stored integers as unsigned bytes, plus ilv_bias (Q4_0's nibbles
+ * w + 8, Q5_0's w + 16, MXFP4's values + 12, Q6_K's w + 32, Q3_K's w + 4; Q4_1's, Q5_1's and the
+ * K-quants' with a min as they are), and the signed types' bytes + 128 (ilv_tokens_bytes takes
+ * these out again). */
 KERNELS_INLINE __m256i ilv_quad(uint32_t type, const uint8_t *region, int j, int h, int c) {
     const __m256i nib8 = _mm256_set1_epi8(0xF);
     if (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_MXFP4 || type == GGML_TYPE_IQ4_NL) {
@@ -959,9 +959,9 @@ KERNELS_INLINE void ilv_offsets(uint32_t type, const act_group *a, int32_t off[2
     off[1] = ilv_bias(type) * (a->sum - a->sum16);
 }
 
-/* The scales a (and offsets b) of group j, half h of a record (rec): Q4_0's and Q8_0's d and
- * MXFP4's E8M0 byte from the record's rows, the 256-blocks' from ka and kb (kblock_scales of the
- * block). */
+/* The scales a (and offsets b) of group j, half h of a record (rec): the d of the other types of
+ * 32 weights and MXFP4's E8M0 byte from the array ahead of the record's dwords, Q4_1's and Q5_1's
+ * d and m from its first line, the 256-blocks' from ka and kb (kblock_scales of the block). */
 KERNELS_INLINE void ilv_scales(uint32_t type, const uint8_t *rec, int h, int j, const __m256 ka[16],
                                const __m256 kb[16], __m256 a[2], __m256 b[2]) {
     if (type == GGML_TYPE_MXFP4)
@@ -1294,9 +1294,9 @@ KERNELS_INLINE void ilv_tokens(uint32_t type, kernels_act fmt, int NT, const __m
  * products into a word with saturation, so only the 2-, 4- and 5-bit types go by bytes: a group's
  * 8 quads of nibbles (at most 15) against the hi plane, or int8 activations, stay within a signed
  * word (8 x 2 x 15 x 128 = 30720), against the lo plane within an unsigned one (8 x 2 x 15 x 255 =
- * 61200); the 5-bit types' weights as two chains of 4 quads (31744, 63240). The multiplies are as many as the words' (two vpmaddubsw per 32 products against two
- * vpmaddwd) but the weights are never widened and nothing is added across lanes. S is exact
- * either way. */
+ * 61200); the 5-bit types' weights as two chains of 4 quads (31744, 63240). The multiplies are
+ * as many as the words' (two vpmaddubsw per 32 products against two vpmaddwd) but the weights
+ * are never widened and nothing is added across lanes. S is exact either way. */
 KERNELS_INLINE int ilv_by_bytes(uint32_t type, int T) {
 #ifdef KERNELS_AVX_VNNI
     /* the signed types (ilv_signed) for one token only: widened once, their words serve several
