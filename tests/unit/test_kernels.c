@@ -831,7 +831,8 @@ static void test_dequantize(void) {
 }
 
 /* Interleaved weights (kernels.h, KERNELS_ILV): in every set, for token counts on both sides of
- * each change of path (one matvec call, several, even or not, Q6_K's packed matmul), both activation
+ * each change of path (one matvec call, several, even or not, Q6_K's packed matmul; a set without
+ * the type's kernels, which puts the rows back in order, for 1 and 129), both activation
  * formats, row ranges aligned to the tiles (in pairs and a last one alone) and cutting them,
  * storing and adding: every result bit for bit the plain rows'; AVX-512, AVX2 and AVX-VNNI have
  * the kernels (Q2_K, Q3_K, Q5_K, Q4_1, Q5_0, Q5_1 and IQ4_NL: AVX2 and AVX-VNNI). */
@@ -865,10 +866,13 @@ static void test_interleaved(void) {
                     for (int i = 0; i < COLS; i++) x[i] = frand() + (t % 2 ? 0.5f : 0.0f);
                     kernels_quantize_act(fmt, x, COLS, Xq + xs * t);
                 }
-                for (size_t k = 0; k < sizeof Ts / sizeof *Ts; k++)
+                /* a set without the type's kernels puts the rows back in order and multiplies them
+                   as rows, whatever T is: one token and one packed matmul's worth cover it */
+                const int own = kernels_ilv_type(type), nT = own ? (int)(sizeof Ts / sizeof *Ts) : 2;
+                for (int k = 0; k < nT; k++)
                     for (size_t g = 0; g < sizeof ranges / sizeof *ranges; g++)
                         for (int add = 0; add < 2; add++) {
-                            int T = Ts[k], r0 = ranges[g][0], r1 = ranges[g][1];
+                            int T = own ? Ts[k] : k ? MT : 1, r0 = ranges[g][0], r1 = ranges[g][1];
                             for (int i = 0; i < MT * R; i++) Y0[i] = Y1[i] = (float)(i % 13) - 6.0f;
                             kernels_mul(type, w, rb, COLS, NULL, fmt, Xq, T, Y0, R, r0, r1, add, NULL);
                             kernels_mul(type | KERNELS_ILV, wi, rb, COLS, NULL, fmt, Xq, T, Y1, R, r0, r1, add, NULL);
