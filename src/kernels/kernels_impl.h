@@ -121,9 +121,9 @@ static inline const uint8_t *int_block(uint32_t type, const uint8_t *row, int g)
 }
 
 /* The interleaved layout (kernels.h, KERNELS_ILV) of a type: the bytes [q0, q0 + qn) of each block
- * go dword by dword across the 16 rows; the rest, at most an fp16 d (Q4_0, Q5_0, Q8_0, IQ4_NL, Q3_K, Q6_K: their
- * blocks are 2 bytes over a multiple of 4) or MXFP4's E8M0 byte, stays per row, the 16 rows' in
- * row order ahead of the dwords. The K-quants' scales go with their integers: a 64-byte load then
+ * go dword by dword across the 16 rows; the rest, at most an fp16 d (Q4_0, Q5_0, Q8_0, IQ4_NL,
+ * Q3_K, Q6_K: their blocks are 2 bytes over a multiple of 4) or MXFP4's E8M0 byte, stays per row,
+ * the 16 rows' in row order ahead of the dwords. The K-quants' scales go with their integers: a 64-byte load then
  * holds a dword of scales of each of 16 rows, which as row fields would take gathers. 0 for the
  * types without the layout. */
 static inline int ilv_region(uint32_t type, size_t *q0, size_t *qn) {

@@ -210,7 +210,8 @@ int model_add_lora_file(model *m, const gguf_file *f, const char *path, float sc
 /* Interleaved copies (model->owned) of the weights the active kernel set multiplies faster that
  * way (kernels_ilv_type: on AVX-512 the Q4_0, Q4_K, Q6_K, MXFP4 and Q8_0 matrices, on AVX2 and
  * AVX-VNNI Q2_K, Q3_K, Q5_K, Q4_1, Q5_0, Q5_1 and IQ4_NL too), then the file's pages of those
- * weights dropped from the mapping, so memory holds them once. Where the copies cannot be allocated the weights stay as they are.
+ * weights dropped from the mapping, so memory holds them once. Where the copies cannot be
+ * allocated the weights stay as they are.
  * NUCLEUS_REPACK=0 turns it off (processes then share the file's pages, without the interleaved
  * kernels' speed-up). Returns the bytes allocated. */
 uint64_t model_interleave(model *m);
